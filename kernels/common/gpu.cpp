@@ -1,0 +1,57 @@
+#include "common/gpu.h"
+
+#include <sstream>
+
+namespace prism::gpu {
+
+#if defined(PRISM_HAVE_CUDA)
+bool available(std::string* why) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    if (why) *why = std::string("CUDA unavailable: ") + cudaGetErrorString(err);
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string device_name(int id) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, id) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return prop.name;
+}
+
+void check(cudaError_t err, const char* what, const char* file, int line) {
+  if (err == cudaSuccess) return;
+  std::ostringstream msg;
+  msg << file << ":" << line << ": " << what << ": " << cudaGetErrorName(err) << " ("
+      << cudaGetErrorString(err) << ")";
+  throw CudaError(msg.str());
+}
+#else
+bool available(std::string* why) {
+  if (why) *why = "this build has no CUDA (nvcc was not found when it was configured)";
+  return false;
+}
+int device_count() { return 0; }
+std::string device_name(int) { return {}; }
+#endif
+
+}  // namespace prism::gpu

@@ -1,0 +1,31 @@
+// Whether a usable CUDA GPU is present, and CUDA error helpers shared by the kernels.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace prism::gpu {
+
+// True when this build has CUDA and the driver reports at least one device. `why` receives a
+// one-line reason when it returns false ("built without CUDA", "no NVIDIA driver", ...).
+bool available(std::string* why = nullptr);
+
+// Number of CUDA devices (0 without a driver or in a CPU-only build).
+int device_count();
+
+// Name of device `id`, or an empty string.
+std::string device_name(int id);
+
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace prism::gpu
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+namespace prism::gpu {
+// Throws CudaError with the call site on failure.
+void check(cudaError_t err, const char* what, const char* file, int line);
+}  // namespace prism::gpu
+#define PRISM_CUDA_CHECK(call) ::prism::gpu::check((call), #call, __FILE__, __LINE__)
+#endif

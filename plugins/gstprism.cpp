@@ -1,0 +1,18 @@
+/* The prism plugin: registers every Prism element. */
+#include <gst/gst.h>
+
+#include "gstprismconvert.h"
+
+#ifndef PACKAGE
+#define PACKAGE "prism"
+#endif
+
+static gboolean plugin_init(GstPlugin *plugin) {
+  gboolean ok = FALSE;
+  ok |= GST_ELEMENT_REGISTER(prismconvert, plugin);
+  return ok;
+}
+
+GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, prism,
+                  "Prism: real-time video analytics on NVIDIA GPUs (CPU fallback)", plugin_init,
+                  PRISM_VERSION, "LGPL", "Prism", "Prism project")

@@ -1,0 +1,77 @@
+/* GstPrismCudaFilter: base class of Prism's one-in/one-out video elements.
+ *
+ * It owns what every element needs to run on the GPU or the CPU:
+ *  - caps in `memory:CUDAMemory` and in system memory (the output keeps the input's memory kind
+ *    when downstream allows it, so a chain of our elements stays in GPU memory);
+ *  - the GstCudaContext, shared with neighbours (nvh264dec, cudaupload, cudadownload, our own
+ *    elements) through the GstContext query mechanism, and pushed around every CUDA call;
+ *  - one CUDA stream per element, synchronised before a buffer is pushed (1.22 memory carries no
+ *    stream);
+ *  - buffer pools (GstCudaBufferPool for CUDA output) and per-caps device staging buffers for
+ *    system-memory input or output on the GPU path;
+ *  - the `device` (auto, cuda, cpu) and `cuda-device-id` properties. With `auto` and no driver or
+ *    no GPU, the element runs its CPU path and says so once (an INFO message on the bus).
+ *
+ * Subclasses implement set_info (plan per caps) and process (one frame, on the CPU or enqueued on
+ * the element's stream), and their own transform_caps/fixate_caps over structures; this class adds
+ * the memory features.
+ */
+#pragma once
+
+#include <gst/base/gstbasetransform.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_PRISM_DEVICE (gst_prism_device_get_type())
+typedef enum {
+  GST_PRISM_DEVICE_AUTO = 0,
+  GST_PRISM_DEVICE_CUDA = 1,
+  GST_PRISM_DEVICE_CPU = 2,
+} GstPrismDevice;
+GType gst_prism_device_get_type(void);
+
+/* A mapped frame: plane pointers in device memory when `device` is TRUE, host memory otherwise. */
+typedef struct {
+  guint8 *data[GST_VIDEO_MAX_PLANES];
+  gint stride[GST_VIDEO_MAX_PLANES];
+  gboolean device;
+} GstPrismFrame;
+
+#define GST_TYPE_PRISM_CUDA_FILTER (gst_prism_cuda_filter_get_type())
+G_DECLARE_DERIVABLE_TYPE(GstPrismCudaFilter, gst_prism_cuda_filter, GST, PRISM_CUDA_FILTER,
+                         GstBaseTransform)
+
+struct _GstPrismCudaFilterClass {
+  GstBaseTransformClass parent_class;
+
+  /* Maps one caps structure (no memory features) to what the other pad can carry; the base
+   * class adds memory:CUDAMemory and system-memory variants. Default: unchanged. */
+  GstCaps *(*transform_structure)(GstPrismCudaFilter *self, GstPadDirection direction,
+                                  const GstStructure *s);
+  /* Called when caps are set; build per-caps plans here. Return FALSE to refuse the caps. */
+  gboolean (*set_info)(GstPrismCudaFilter *self, const GstVideoInfo *in_info,
+                       const GstVideoInfo *out_info);
+  /* Process one frame. With in->device TRUE the work is enqueued on the element's stream
+   * (gst_prism_cuda_filter_get_stream) with the CUDA context already pushed; the base class
+   * synchronises the stream before the buffer is pushed. */
+  GstFlowReturn (*process)(GstPrismCudaFilter *self, const GstPrismFrame *in,
+                           const GstPrismFrame *out);
+
+  gpointer _reserved[4];
+};
+
+/* TRUE once started on the GPU path. */
+gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self);
+/* The element's cudaStream_t (as a pointer), or NULL on the CPU path. */
+gpointer gst_prism_cuda_filter_get_stream(GstPrismCudaFilter *self);
+const GstVideoInfo *gst_prism_cuda_filter_in_info(GstPrismCudaFilter *self);
+const GstVideoInfo *gst_prism_cuda_filter_out_info(GstPrismCudaFilter *self);
+
+/* Registers the element class's pad templates: video/x-raw in the given formats, in
+ * memory:CUDAMemory (cuda_formats, may be NULL) and system memory (formats). */
+void gst_prism_cuda_filter_class_add_pad_templates(GstElementClass *klass, const gchar *formats,
+                                                   const gchar *cuda_formats);
+
+G_END_DECLS

@@ -1,0 +1,264 @@
+// colorconvert CPU path against independent references: a double-precision colour model, OpenCV's
+// cvtColor and resize, and a double-precision tent filter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "colorconvert/colorconvert.h"
+#include "image_util.h"
+#include "prism_test.h"
+
+using namespace prism::colorconvert;
+using prism::test::HostImage;
+using prism::test::make_image;
+
+namespace {
+
+struct DiffStats {
+  int max = 0;
+  double mean = 0;
+  double frac_over_1 = 0;
+};
+
+DiffStats diff(const uint8_t* a, const uint8_t* b, size_t n) {
+  DiffStats s;
+  size_t over = 0;
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int d = std::abs(int(a[i]) - int(b[i]));
+    s.max = std::max(s.max, d);
+    sum += d;
+    over += d > 1;
+  }
+  s.mean = sum / n;
+  s.frac_over_1 = double(over) / n;
+  return s;
+}
+
+// Loads a real photo as packed RGB (falls back to a synthetic gradient when data is missing).
+cv::Mat real_rgb(int w, int h) {
+  cv::Mat bgr = cv::imread(prism::test::data_dir() + "/images/baboon.jpg");
+  if (bgr.empty()) {
+    bgr.create(h, w, CV_8UC3);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) bgr.at<cv::Vec3b>(y, x) = cv::Vec3b(x * 255 / w, y * 255 / h, (x ^ y) & 255);
+  }
+  cv::Mat rgb;
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  cv::resize(rgb, rgb, cv::Size(w, h), 0, 0, cv::INTER_AREA);
+  return rgb;
+}
+
+HostImage from_mat_rgb(const cv::Mat& rgb, PixelFormat f) {
+  // Packs RGB into RGBA (alpha varies) then converts with identity colour to `f` when RGB-like.
+  HostImage im = make_image(f, rgb.cols, rgb.rows);
+  for (int y = 0; y < rgb.rows; ++y)
+    for (int x = 0; x < rgb.cols; ++x) {
+      cv::Vec3b p = rgb.at<cv::Vec3b>(y, x);
+      uint8_t* q = im.view.plane[0] + y * im.view.stride[0];
+      if (f == PixelFormat::RGBA) { q += 4 * x; q[0] = p[0]; q[1] = p[1]; q[2] = p[2]; q[3] = (x + y) & 255; }
+      if (f == PixelFormat::BGRx) { q += 4 * x; q[0] = p[2]; q[1] = p[1]; q[2] = p[0]; q[3] = 0; }
+      if (f == PixelFormat::BGR) { q += 3 * x; q[0] = p[2]; q[1] = p[1]; q[2] = p[0]; }
+    }
+  return im;
+}
+
+void run(const HostImage& src, HostImage& dst, Colorimetry sc = {}, Colorimetry dc = {}) {
+  Plan p = make_plan(src.view.format, sc, src.view.width, src.view.height, dst.view.format, dc,
+                     dst.view.width, dst.view.height);
+  convert_cpu(p, src.view, dst.view);
+}
+
+}  // namespace
+
+// Independent model: Y'CbCr from R'G'B' in double (BT.601/709, limited range), rounded.
+TEST(ColorConvert, RgbToYuvMatchesDoublePrecisionModel) {
+  for (YuvMatrix m : {YuvMatrix::BT601, YuvMatrix::BT709}) {
+    const double kr = m == YuvMatrix::BT601 ? 0.299 : 0.2126, kb = m == YuvMatrix::BT601 ? 0.114 : 0.0722;
+    const double kg = 1 - kr - kb;
+    cv::Mat rgb = real_rgb(64, 48);
+    HostImage src = from_mat_rgb(rgb, PixelFormat::RGBA);
+    HostImage dst = make_image(PixelFormat::I420, 64, 48);
+    run(src, dst, {}, Colorimetry{m, false});
+    int max_d = 0;
+    for (int y = 0; y < 48; ++y)
+      for (int x = 0; x < 64; ++x) {
+        cv::Vec3b p = rgb.at<cv::Vec3b>(y, x);
+        double Y = kr * p[0] + kg * p[1] + kb * p[2];
+        double ref = 16 + 219.0 / 255 * Y;
+        max_d = std::max(max_d, std::abs(int(dst.view.plane[0][y * dst.view.stride[0] + x]) - int(std::lround(ref))));
+      }
+    // 1/256 coefficients and GStreamer's floor: at most 2 from the rounded exact value.
+    EXPECT_LE(max_d, 2);
+    // Chroma: average of the 2x2 block of exact Cb.
+    int max_c = 0;
+    for (int y = 0; y < 24; ++y)
+      for (int x = 0; x < 32; ++x) {
+        double cb = 0;
+        for (int j = 0; j < 2; ++j)
+          for (int i = 0; i < 2; ++i) {
+            cv::Vec3b p = rgb.at<cv::Vec3b>(2 * y + j, 2 * x + i);
+            double Y = kr * p[0] + kg * p[1] + kb * p[2];
+            cb += (128 + 224.0 / 255 * (p[2] - Y) / (2 * (1 - kb))) / 4;
+          }
+        max_c = std::max(max_c, std::abs(int(dst.view.plane[1][y * dst.view.stride[1] + x]) - int(std::lround(cb))));
+      }
+    EXPECT_LE(max_c, 2);
+  }
+}
+
+// OpenCV's I420 -> RGB (BT.601 limited range, chroma replicated) as the reference.
+TEST(ColorConvert, I420ToRgbMatchesOpenCV) {
+  std::mt19937 rng(1234);
+  cv::Mat rgb = real_rgb(320, 240);
+  cv::Mat yuv;
+  cv::cvtColor(rgb, yuv, cv::COLOR_RGB2YUV_I420);  // 240*3/2 rows of 320
+  HostImage src = make_image(PixelFormat::I420, 320, 240, 0);
+  std::memcpy(src.storage[0].data(), yuv.data, 320 * 240);
+  std::memcpy(src.storage[1].data(), yuv.data + 320 * 240, 160 * 120);
+  std::memcpy(src.storage[2].data(), yuv.data + 320 * 240 + 160 * 120, 160 * 120);
+  HostImage dst = make_image(PixelFormat::BGR, 320, 240, 0);
+  run(src, dst);
+  cv::Mat ref;
+  cv::cvtColor(yuv, ref, cv::COLOR_YUV2BGR_I420);
+  DiffStats s = diff(dst.storage[0].data(), ref.data, ref.total() * 3);
+  EXPECT_LE(s.max, 2) << "mean " << s.mean;
+  EXPECT_LT(s.mean, 0.6);
+}
+
+TEST(ColorConvert, RgbToGrayMatchesOpenCV) {
+  cv::Mat rgb = real_rgb(257, 129);
+  HostImage src = from_mat_rgb(rgb, PixelFormat::BGR);
+  HostImage dst = make_image(PixelFormat::GRAY8, 257, 129, 0);
+  run(src, dst);
+  cv::Mat ref;
+  cv::cvtColor(rgb, ref, cv::COLOR_RGB2GRAY);
+  DiffStats s = diff(dst.storage[0].data(), ref.data, ref.total());
+  EXPECT_LE(s.max, 2);
+  EXPECT_LT(s.mean, 0.6);
+}
+
+// Packed RGB reorderings are exact; alpha survives RGBA -> RGBA scaling of a constant alpha.
+TEST(ColorConvert, PackedRgbReorderIsExact) {
+  cv::Mat rgb = real_rgb(77, 31);
+  HostImage rgba = from_mat_rgb(rgb, PixelFormat::RGBA);
+  HostImage bgr = make_image(PixelFormat::BGR, 77, 31);
+  HostImage bgrx = make_image(PixelFormat::BGRx, 77, 31);
+  HostImage back = make_image(PixelFormat::RGBA, 77, 31);
+  run(rgba, bgr);
+  run(bgr, bgrx);
+  run(bgrx, back);
+  for (int y = 0; y < 31; ++y)
+    for (int x = 0; x < 77; ++x) {
+      const uint8_t* a = rgba.view.plane[0] + y * rgba.view.stride[0] + 4 * x;
+      const uint8_t* b = back.view.plane[0] + y * back.view.stride[0] + 4 * x;
+      ASSERT_EQ(a[0], b[0]);
+      ASSERT_EQ(a[1], b[1]);
+      ASSERT_EQ(a[2], b[2]);
+      ASSERT_EQ(b[3], 255);  // BGR/BGRx carry no alpha: opaque
+      ASSERT_EQ(bgrx.view.plane[0][y * bgrx.view.stride[0] + 4 * x + 3], 255);
+    }
+}
+
+// Upscaling is bilinear with centred pixels, as OpenCV's INTER_LINEAR.
+TEST(ColorConvert, UpscaleMatchesOpenCVBilinear) {
+  cv::Mat rgb = real_rgb(160, 90);
+  HostImage src = from_mat_rgb(rgb, PixelFormat::BGR);
+  HostImage dst = make_image(PixelFormat::BGR, 413, 301, 0);
+  run(src, dst);
+  cv::Mat bgr, ref;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  cv::resize(bgr, ref, cv::Size(413, 301), 0, 0, cv::INTER_LINEAR);
+  DiffStats s = diff(dst.storage[0].data(), ref.data, ref.total() * 3);
+  EXPECT_LE(s.max, 1);
+  EXPECT_LT(s.mean, 0.3);
+}
+
+// Downscaling is 2-tap bilinear too (videoscale's default): compare with a double-precision model.
+TEST(ColorConvert, DownscaleMatchesDoubleBilinear) {
+  for (auto [dw, dh] : {std::pair{100, 75}, std::pair{37, 19}, std::pair{320, 60}}) {
+    cv::Mat rgb = real_rgb(320, 240);
+    cv::Mat gray;
+    cv::cvtColor(rgb, gray, cv::COLOR_RGB2GRAY);
+    HostImage src = make_image(PixelFormat::GRAY8, 320, 240);
+    for (int y = 0; y < 240; ++y) std::memcpy(src.view.plane[0] + y * src.view.stride[0], gray.ptr(y), 320);
+    HostImage dst = make_image(PixelFormat::GRAY8, dw, dh);
+    run(src, dst);
+    auto taps = [](int i, int sl, int dl, std::vector<std::pair<int, double>>& t) {
+      const double scale = double(sl) / dl, r = 1.0;  // 2-tap bilinear, as videoscale
+      const double c = (i + 0.5) * scale - 0.5;
+      t.clear();
+      for (int k = int(std::floor(c - r)); k <= int(std::ceil(c + r)); ++k) {
+        double w = r - std::abs(k - c);
+        if (w > 0) t.push_back({std::clamp(k, 0, sl - 1), w});
+      }
+    };
+    std::vector<std::pair<int, double>> tx, ty;
+    int max_d = 0;
+    for (int y = 0; y < dh; ++y) {
+      taps(y, 240, dh, ty);
+      for (int x = 0; x < dw; ++x) {
+        taps(x, 320, dw, tx);
+        double acc = 0, wsum = 0;
+        for (auto [yy, wy] : ty)
+          for (auto [xx, wx] : tx) {
+            acc += wy * wx * gray.at<uint8_t>(yy, xx);
+            wsum += wy * wx;
+          }
+        int ref = int(std::lround(acc / wsum));
+        max_d = std::max(max_d, std::abs(ref - int(dst.view.plane[0][y * dst.view.stride[0] + x])));
+      }
+    }
+    EXPECT_LE(max_d, 1) << dw << "x" << dh;
+  }
+}
+
+// Odd sizes through 4:2:0 and back stay close to the original and touch no padding.
+TEST(ColorConvert, OddSizesRoundTripAndRespectStrides) {
+  for (PixelFormat yuv : {PixelFormat::NV12, PixelFormat::I420}) {
+    cv::Mat rgb = real_rgb(33, 17);
+    cv::GaussianBlur(rgb, rgb, cv::Size(5, 5), 2.0);  // smooth, so 4:2:0 loses little
+    HostImage src = from_mat_rgb(rgb, PixelFormat::RGBA);
+    HostImage mid = make_image(yuv, 33, 17, 5, 0xAB);
+    HostImage back = make_image(PixelFormat::RGBA, 33, 17, 3, 0xAB);
+    run(src, mid);
+    run(mid, back);
+    int max_d = 0;
+    for (int y = 0; y < 17; ++y)
+      for (int x = 0; x < 33; ++x)
+        for (int c = 0; c < 3; ++c)
+          max_d = std::max(max_d, std::abs(int(src.view.plane[0][y * src.view.stride[0] + 4 * x + c]) -
+                                           int(back.view.plane[0][y * back.view.stride[0] + 4 * x + c])));
+    EXPECT_LE(max_d, 24) << format_name(yuv);
+    // padding bytes untouched
+    int rb, rows;
+    prism::test::plane_geometry(yuv, 33, 17, 0, &rb, &rows);
+    for (int y = 0; y < rows; ++y)
+      for (int x = rb; x < mid.view.stride[0]; ++x) ASSERT_EQ(mid.view.plane[0][y * mid.view.stride[0] + x], 0xAB);
+  }
+}
+
+TEST(ColorConvert, GrayAndYuvShareLuma) {
+  std::mt19937 rng(7);
+  HostImage g = make_image(PixelFormat::GRAY8, 20, 10);
+  prism::test::fill_random(g, rng);
+  HostImage nv12 = make_image(PixelFormat::NV12, 20, 10);
+  HostImage g2 = make_image(PixelFormat::GRAY8, 20, 10);
+  run(g, nv12);
+  run(nv12, g2);
+  for (int y = 0; y < 10; ++y)
+    for (int x = 0; x < 20; ++x) {
+      ASSERT_EQ(g.view.plane[0][y * g.view.stride[0] + x], nv12.view.plane[0][y * nv12.view.stride[0] + x]);
+      ASSERT_EQ(g.view.plane[0][y * g.view.stride[0] + x], g2.view.plane[0][y * g2.view.stride[0] + x]);
+    }
+  for (int y = 0; y < 5; ++y)
+    for (int x = 0; x < 20; ++x) ASSERT_EQ(nv12.view.plane[1][y * nv12.view.stride[1] + x], 128);
+}
+
+TEST(ColorConvert, RejectsBadSizes) {
+  EXPECT_THROW(make_plan(PixelFormat::RGBA, {}, 0, 10, PixelFormat::NV12, {}, 10, 10), std::invalid_argument);
+  EXPECT_THROW(make_plan(PixelFormat::RGBA, {}, 10, 10, PixelFormat::NV12, {}, 10, -1), std::invalid_argument);
+}
