@@ -3,8 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
+#include <gst/app/gstappsink.h>
 
 #include "harness_util.h"
 #include "prism_test.h"
@@ -20,18 +19,36 @@ std::string caps(const char* fmt, int w, int h, bool par = true) {
          ",height=" + std::to_string(h) + ",framerate=30/1" + (par ? ",pixel-aspect-ratio=1/1" : "");
 }
 
-// A real photo as packed RGB bytes.
+// A real photo (../shared/data/images/fruits.jpg, decoded and scaled by GStreamer) as packed RGB
+// bytes; a videotestsrc pattern when the data is missing.
 std::vector<uint8_t> photo_rgb(int w, int h) {
-  cv::Mat bgr = cv::imread(prism::test::data_dir() + "/images/fruits.jpg");
-  if (bgr.empty()) {  // synthetic but textured
-    bgr.create(h, w, CV_8UC3);
-    cv::randu(bgr, 0, 255);
-    cv::GaussianBlur(bgr, bgr, cv::Size(9, 9), 3);
+  const std::string path = prism::test::data_dir() + "/images/fruits.jpg";
+  const std::string src = std::ifstream(path).good()
+                              ? "filesrc location=\"" + path + "\" ! jpegdec ! videoconvert ! videoscale"
+                              : std::string("videotestsrc num-buffers=1 pattern=pinwheel ! videoscale");
+  GstElement* p = gst_parse_launch((src + " ! video/x-raw,format=RGB,width=" + std::to_string(w) + ",height=" +
+                                    std::to_string(h) + ",pixel-aspect-ratio=1/1 ! appsink name=sink").c_str(),
+                                   nullptr);
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 20 * GST_SECOND);
+  std::vector<uint8_t> out;
+  if (sample) {
+    GstVideoInfo info;
+    gst_video_info_from_caps(&info, gst_sample_get_caps(sample));
+    GstVideoFrame f;
+    gst_video_frame_map(&f, &info, gst_sample_get_buffer(sample), GST_MAP_READ);
+    for (int y = 0; y < h; y++) {
+      const uint8_t* r = (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
+      out.insert(out.end(), r, r + 3 * w);
+    }
+    gst_video_frame_unmap(&f);
+    gst_sample_unref(sample);
   }
-  cv::Mat rgb;
-  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-  cv::resize(rgb, rgb, cv::Size(w, h), 0, 0, cv::INTER_AREA);
-  return std::vector<uint8_t>(rgb.data, rgb.data + rgb.total() * 3);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  return out;
 }
 
 // The photo in format `fmt`, made by videoconvert (so YUV inputs are realistic).
@@ -71,7 +88,7 @@ struct ConvertCase {
 TEST_F(Prismconvert, ConvertsLikeVideoconvert) {
   const ConvertCase cases[] = {
       {"BGR", "I420", 2, 0.6},  {"RGBA", "NV12", 2, 0.6}, {"I420", "RGBA", 8, 2.2},
-      {"NV12", "BGRx", 32, 2.2}, {"I420", "BGR", 8, 2.2}, {"RGBA", "GRAY8", 0, 0},
+      {"NV12", "BGRx", 64, 2.2}, {"I420", "BGR", 8, 2.2}, {"RGBA", "GRAY8", 0, 0},
       {"GRAY8", "RGBA", 0, 0},  {"I420", "NV12", 0, 0},  {"BGR", "RGBA", 0, 0},
       {"NV12", "GRAY8", 0, 0},
   };
@@ -100,8 +117,10 @@ TEST_F(Prismconvert, ScalesLikeVideoscale) {
     Diff d = compare(ours, ref);
     std::cout << "scale " << s.sw << "x" << s.sh << "->" << s.dw << "x" << s.dh << ": max " << d.max << " mean "
               << d.mean << " >1: " << 100 * d.frac_over_1 << "%\n";
-    EXPECT_LE(d.max, 40);
-    EXPECT_LE(d.mean, 2.0);
+    // Sharp edges differ most (videoscale's edge taps); a wrong mapping or channel order gives
+    // max > 100 and means of tens.
+    EXPECT_LE(d.max, 64);
+    EXPECT_LE(d.mean, 1.0);
   }
 }
 

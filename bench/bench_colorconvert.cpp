@@ -1,0 +1,136 @@
+// prismconvert's kernel on the GPU against our CPU path and OpenCV (cvtColor + resize, all cores),
+// on the same frames. Prints a Markdown table; times are medians.
+//   bench_colorconvert [iterations]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <random>
+#include <vector>
+
+#include "colorconvert/colorconvert.h"
+#include "common/gpu.h"
+
+using namespace prism::colorconvert;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double time_host_ms(int n, F f) {
+  std::vector<double> t;
+  f();  // warm-up
+  for (int i = 0; i < n; i++) {
+    auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  return median(t);
+}
+
+struct Case {
+  PixelFormat sf, df;
+  int sw, sh, dw, dh;
+  int cv_code;  // OpenCV colour conversion
+};
+
+Image layout(PixelFormat f, int w, int h, uint8_t* base) {
+  Image im;
+  im.format = f;
+  im.width = w;
+  im.height = h;
+  const int bpp = f == PixelFormat::RGBA || f == PixelFormat::BGRx ? 4 : f == PixelFormat::BGR ? 3 : 1;
+  im.plane[0] = base;
+  im.stride[0] = w * bpp;
+  if (f == PixelFormat::NV12) {
+    im.plane[1] = base + size_t(w) * h;
+    im.stride[1] = w;
+  }
+  return im;
+}
+
+size_t bytes(PixelFormat f, int w, int h) {
+  return f == PixelFormat::NV12 ? size_t(w) * h * 3 / 2 : size_t(w) * h * (f == PixelFormat::BGR ? 3 : 4);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 200;
+  std::string why;
+  if (!prism::gpu::available(&why)) {
+    std::fprintf(stderr, "bench_colorconvert: no GPU (%s)\n", why.c_str());
+    return 1;
+  }
+  const Case cases[] = {
+      {PixelFormat::NV12, PixelFormat::RGBA, 1920, 1080, 1920, 1080, cv::COLOR_YUV2RGBA_NV12},
+      {PixelFormat::NV12, PixelFormat::RGBA, 1920, 1080, 1280, 720, cv::COLOR_YUV2RGBA_NV12},
+      {PixelFormat::NV12, PixelFormat::RGBA, 3840, 2160, 3840, 2160, cv::COLOR_YUV2RGBA_NV12},
+      {PixelFormat::RGBA, PixelFormat::BGR, 3840, 2160, 1920, 1080, cv::COLOR_RGBA2BGR},
+  };
+  std::printf("device: %s; OpenCV %s with %d threads; %d iterations\n\n", prism::gpu::device_name(0).c_str(),
+              CV_VERSION, cv::getNumThreads(), iters);
+  std::printf("| conversion | GPU ms (ours) | GB/s | CPU ms (ours, 1 thread) | OpenCV ms | OpenCV / GPU |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  std::mt19937 rng(1);
+  cudaStream_t stream;
+  PRISM_CUDA_CHECK(cudaStreamCreate(&stream));
+  for (const Case& c : cases) {
+    const size_t in_bytes = bytes(c.sf, c.sw, c.sh), out_bytes = bytes(c.df, c.dw, c.dh);
+    std::vector<uint8_t> host_in(in_bytes), host_out(out_bytes);
+    for (auto& b : host_in) b = rng() & 255;
+    Plan plan = make_plan(c.sf, {}, c.sw, c.sh, c.df, {}, c.dw, c.dh);
+
+    // GPU: rotate among several input frames so the 50 MB L2 does not hold the input.
+    const int nbuf = 4;
+    std::vector<uint8_t*> din(nbuf);
+    uint8_t* dout;
+    for (auto& p : din) {
+      PRISM_CUDA_CHECK(cudaMalloc((void**)&p, in_bytes));
+      PRISM_CUDA_CHECK(cudaMemcpy(p, host_in.data(), in_bytes, cudaMemcpyHostToDevice));
+    }
+    PRISM_CUDA_CHECK(cudaMalloc((void**)&dout, out_bytes));
+    Image dst = layout(c.df, c.dw, c.dh, dout);
+    for (int i = 0; i < 10; i++) PRISM_CUDA_CHECK(convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf]), dst, stream));
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<double> t;
+    for (int i = 0; i < iters; i++) {
+      cudaEventRecord(a, stream);
+      PRISM_CUDA_CHECK(convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf]), dst, stream));
+      cudaEventRecord(b, stream);
+      PRISM_CUDA_CHECK(cudaEventSynchronize(b));
+      float ms;
+      cudaEventElapsedTime(&ms, a, b);
+      t.push_back(ms);
+    }
+    const double gpu_ms = median(t);
+    for (auto p : din) cudaFree(p);
+    cudaFree(dout);
+
+    const double cpu_ms = time_host_ms(std::max(3, iters / 20), [&] {
+      convert_cpu(plan, layout(c.sf, c.sw, c.sh, host_in.data()), layout(c.df, c.dw, c.dh, host_out.data()));
+    });
+    cv::Mat src = c.sf == PixelFormat::NV12 ? cv::Mat(c.sh * 3 / 2, c.sw, CV_8UC1, host_in.data())
+                                            : cv::Mat(c.sh, c.sw, CV_8UC4, host_in.data());
+    cv::Mat tmp, out;
+    const bool scaled = c.sw != c.dw;
+    const double cv_ms = time_host_ms(std::max(5, iters / 4), [&] {
+      cv::cvtColor(src, tmp, c.cv_code);
+      if (scaled) cv::resize(tmp, out, cv::Size(c.dw, c.dh), 0, 0, cv::INTER_LINEAR);
+    });
+    std::printf("| %s %dx%d -> %s %dx%d | %.3f | %.0f | %.2f | %.2f | %.1fx |\n", format_name(c.sf), c.sw, c.sh,
+                format_name(c.df), c.dw, c.dh, gpu_ms, (in_bytes + out_bytes) / gpu_ms / 1e6, cpu_ms, cv_ms,
+                cv_ms / gpu_ms);
+  }
+  cudaStreamDestroy(stream);
+  return 0;
+}

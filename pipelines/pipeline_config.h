@@ -1,0 +1,89 @@
+// Pipeline configs: YAML files that describe a GStreamer pipeline (elements, properties, links)
+// with variables. load_pipeline_config() parses and fully validates a config against the
+// GStreamer registry, so gst_init() (see gst_setup.h) must have been called first.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace prism {
+
+// A place in a config file (1-based line and column), or an origin outside any file such as
+// "--set frames=10" (line == 0).
+struct SourceLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+
+  std::string to_string() const;  // "FILE:LINE:COLUMN", or just FILE when line == 0
+};
+
+struct ConfigError {
+  SourceLocation where;
+  std::string message;
+
+  std::string to_string() const;  // "FILE:LINE:COLUMN: error: MESSAGE"
+};
+
+struct PropertySetting {
+  std::string name;   // canonical GObject property name
+  std::string value;  // after variable substitution and path resolution; deserialisable
+  SourceLocation where;
+};
+
+struct ElementSpec {
+  std::string name;     // unique element name (the key under `elements:`)
+  std::string factory;  // GStreamer element factory, e.g. "videotestsrc"
+  std::vector<PropertySetting> properties;  // in config order; --set additions at the end
+  SourceLocation where;                     // the element's key
+};
+
+// One item of a link chain: an element (optionally a specific pad) or a caps filter.
+struct LinkItem {
+  enum class Kind { Element, Caps };
+  Kind kind = Kind::Element;
+  std::string element;  // Kind::Element
+  std::string pad;      // Kind::Element, empty = any compatible pad
+  std::string caps;     // Kind::Caps, whitespace-normalised caps string
+  SourceLocation where;
+};
+
+using LinkChain = std::vector<LinkItem>;
+
+struct PipelineConfig {
+  std::string path;         // the config file as given
+  std::string description;  // optional `description:`
+  std::vector<ElementSpec> elements;  // in config order
+  std::vector<LinkChain> chains;
+
+  const ElementSpec* find_element(const std::string& name) const;
+};
+
+// Whether relative values of a string property with this name are file-system paths:
+// "location" and names ending in "-location", "-file", "-path" or "-dir".
+bool is_path_property(const std::string& property_name);
+
+// A `--set NAME=VALUE` from the command line. NAME is a declared variable or ELEMENT.PROPERTY.
+struct Override {
+  std::string name;
+  std::string value;
+};
+
+// Parses "NAME=VALUE"; returns false when there is no '=' or the name is empty.
+bool parse_override(const std::string& text, Override& out);
+
+// Loads, substitutes and validates a config. Every problem found is appended to `errors` (all of
+// them, not only the first); the returned config is only meaningful when `errors` is empty.
+// Relative paths in the file resolve against the file's folder, those from overrides against
+// `cwd` (the current directory when empty).
+PipelineConfig load_pipeline_config(const std::string& path, const std::vector<Override>& overrides,
+                                    std::vector<ConfigError>& errors, const std::string& cwd = {});
+
+// Same, for YAML text that is not (or not yet) in a file; `path` names it in messages and its
+// folder is the base for relative paths.
+PipelineConfig parse_pipeline_config(const std::string& yaml_text, const std::string& path,
+                                     const std::vector<Override>& overrides,
+                                     std::vector<ConfigError>& errors,
+                                     const std::string& cwd = {});
+
+}  // namespace prism

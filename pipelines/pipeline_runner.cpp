@@ -1,0 +1,326 @@
+#include "pipelines/pipeline_runner.h"
+
+#include <gst/gst.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipelines/launch_line.h"
+
+namespace fs = std::filesystem;
+
+namespace prism {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t g_interrupts = 0;
+
+void on_signal(int) {
+  if (++g_interrupts >= 2) {
+    static const char kMessage[] = "\nprism: aborted\n";
+    (void)!write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+    _exit(kExitInterrupted);
+  }
+}
+
+// Installs the handlers for the lifetime of the object.
+class SignalGuard {
+ public:
+  explicit SignalGuard(bool enable) : enabled_(enable) {
+    g_interrupts = 0;
+    if (!enabled_) return;
+    struct sigaction action = {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~SignalGuard() {
+    if (!enabled_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  bool enabled_;
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+struct SinkCounter {
+  std::string name;
+  std::atomic<guint64> buffers{0};
+};
+
+GstPadProbeReturn count_buffers(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  auto* counter = static_cast<SinkCounter*>(data);
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    counter->buffers += gst_buffer_list_length(GST_PAD_PROBE_INFO_BUFFER_LIST(info));
+  } else {
+    counter->buffers += 1;
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+class Run {
+ public:
+  Run(const PipelineConfig& config, const RunOptions& options)
+      : config_(config), options_(options), tty_(isatty(fileno(options.out)) != 0) {}
+
+  ~Run() {
+    if (pipeline_) {
+      gst_element_set_state(pipeline_, GST_STATE_NULL);
+      gst_object_unref(pipeline_);
+    }
+  }
+
+  int execute() {
+    if (!build()) return kExitRuntimeError;
+    if (!create_output_folders()) return kExitRuntimeError;
+    attach_counters();
+    SignalGuard signals(options_.handle_signals);
+    start_ = last_progress_ = Clock::now();
+    if (gst_element_set_state(pipeline_, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+      GstBus* bus = gst_element_get_bus(pipeline_);
+      GstMessage* msg = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+      gst_object_unref(bus);
+      if (msg) {
+        report(msg, "error");
+        gst_message_unref(msg);
+      } else {
+        print_line("prism: error: the pipeline could not be started");
+      }
+      return kExitRuntimeError;
+    }
+    return loop();
+  }
+
+ private:
+  enum class Stop { None, Interrupt, Timeout };
+
+  bool build() {
+    const std::string line = to_launch_line(config_);
+    GError* error = nullptr;
+    GstElement* element = gst_parse_launch_full(line.c_str(), nullptr, GST_PARSE_FLAG_FATAL_ERRORS,
+                                                &error);
+    if (!element || error) {
+      print_line(std::string("prism: error: could not build the pipeline: ") +
+                 (error ? error->message : "unknown error"));
+      g_clear_error(&error);
+      if (element) gst_object_unref(element);
+      return false;
+    }
+    if (GST_IS_PIPELINE(element)) {
+      pipeline_ = element;
+    } else {  // a single element or a bin: wrap it
+      pipeline_ = gst_pipeline_new("prism");
+      gst_bin_add(GST_BIN(pipeline_), element);
+    }
+    return true;
+  }
+
+  // Sinks such as multifilesink do not create folders: make the parent folders of the path
+  // properties of sink elements.
+  bool create_output_folders() {
+    for (const auto& spec : config_.elements) {
+      GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), spec.name.c_str());
+      if (!element) continue;
+      const bool sink = GST_OBJECT_FLAG_IS_SET(element, GST_ELEMENT_FLAG_SINK);
+      gst_object_unref(element);
+      if (!sink) continue;
+      for (const auto& p : spec.properties) {
+        if (!is_path_property(p.name) || p.value.find("://") != std::string::npos) continue;
+        const fs::path folder = fs::path(p.value).parent_path();
+        std::error_code ec;
+        if (folder.empty() || fs::is_directory(folder, ec)) continue;
+        if (!fs::create_directories(folder, ec) && ec) {
+          print_line("prism: error: element '" + spec.name + "' (" + spec.where.to_string() +
+                     "): cannot create the folder '" + folder.string() + "': " + ec.message());
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  void attach_counters() {
+    for (const auto& spec : config_.elements) {
+      GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), spec.name.c_str());
+      if (!element) continue;
+      if (GST_OBJECT_FLAG_IS_SET(element, GST_ELEMENT_FLAG_SINK)) {
+        auto counter = std::make_unique<SinkCounter>();
+        counter->name = spec.name;
+        GstIterator* pads = gst_element_iterate_sink_pads(element);
+        GValue item = G_VALUE_INIT;
+        while (gst_iterator_next(pads, &item) == GST_ITERATOR_OK) {
+          auto* pad = GST_PAD(g_value_get_object(&item));
+          gst_pad_add_probe(pad,
+                            static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
+                                                         GST_PAD_PROBE_TYPE_BUFFER_LIST),
+                            count_buffers, counter.get(), nullptr);
+          g_value_reset(&item);
+        }
+        g_value_unset(&item);
+        gst_iterator_free(pads);
+        counters_.push_back(std::move(counter));
+      }
+      gst_object_unref(element);
+    }
+  }
+
+  int loop() {
+    GstBus* bus = gst_element_get_bus(pipeline_);
+    const auto types = static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR |
+                                                   GST_MESSAGE_WARNING);
+    Stop stop = Stop::None;
+    Clock::time_point stop_deadline;
+    int result = -1;
+    while (result < 0) {
+      GstMessage* msg = gst_bus_timed_pop_filtered(bus, 100 * GST_MSECOND, types);
+      if (msg) {
+        switch (GST_MESSAGE_TYPE(msg)) {
+          case GST_MESSAGE_EOS:
+            result = stop == Stop::Interrupt ? kExitInterrupted : kExitOk;
+            break;
+          case GST_MESSAGE_ERROR:
+            report(msg, "error");
+            result = kExitRuntimeError;
+            break;
+          case GST_MESSAGE_WARNING: report(msg, "warning"); break;
+          default: break;
+        }
+        gst_message_unref(msg);
+        if (result >= 0) break;
+      }
+      const Clock::time_point now = Clock::now();
+      if (stop == Stop::None && g_interrupts > 0) {
+        stop = Stop::Interrupt;
+        print_line("prism: interrupted, finishing the files (Ctrl-C again to abort)");
+      } else if (stop == Stop::None && options_.timeout_s > 0 &&
+                 seconds(now - start_) >= options_.timeout_s) {
+        stop = Stop::Timeout;
+        if (!options_.quiet) print_line("prism: --timeout reached, stopping");
+      }
+      if (stop != Stop::None && stop_deadline == Clock::time_point()) {
+        gst_element_send_event(pipeline_, gst_event_new_eos());
+        stop_deadline = now + std::chrono::milliseconds(static_cast<int>(options_.eos_grace_s * 1000));
+      } else if (stop != Stop::None && now > stop_deadline) {
+        print_line("prism: error: the pipeline did not finish within " +
+                   format_seconds(options_.eos_grace_s) + " s; stopping it");
+        result = stop == Stop::Interrupt ? kExitInterrupted : kExitRuntimeError;
+      }
+      if (!options_.quiet && seconds(now - last_progress_) >= 1.0) {
+        last_progress_ = now;
+        print_progress(progress_text());
+      }
+    }
+    gst_object_unref(bus);
+    gst_element_set_state(pipeline_, GST_STATE_NULL);
+    if (!options_.quiet) {
+      const char* outcome = result == kExitOk ? (stop == Stop::Timeout ? "stopped by --timeout"
+                                                                       : "done")
+                            : result == kExitInterrupted ? "interrupted"
+                                                         : "failed";
+      print_line(std::string("prism: ") + outcome + ": " + progress_text() + sink_breakdown());
+    }
+    return result;
+  }
+
+  static double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+  static std::string format_seconds(double s) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.1f", s);
+    return buffer;
+  }
+
+  // Frames = buffers at the busiest sink (branches of a tee would otherwise count twice).
+  guint64 frames() const {
+    guint64 most = 0;
+    for (const auto& c : counters_) most = std::max<guint64>(most, c->buffers.load());
+    return most;
+  }
+
+  std::string progress_text() const {
+    const double elapsed = seconds(Clock::now() - start_);
+    const guint64 n = frames();
+    char buffer[96];
+    std::snprintf(buffer, sizeof buffer, "%llu frames, %.1f fps, %.1f s",
+                  static_cast<unsigned long long>(n), elapsed > 0 ? n / elapsed : 0.0, elapsed);
+    return buffer;
+  }
+
+  std::string sink_breakdown() const {
+    if (counters_.size() < 2) return {};
+    std::string text = " (";
+    for (size_t i = 0; i < counters_.size(); ++i) {
+      text += (i ? ", " : "") + counters_[i]->name + " " + std::to_string(counters_[i]->buffers.load());
+    }
+    return text + ")";
+  }
+
+  // On a terminal progress rewrites one line; elsewhere each report is a plain line.
+  void print_progress(const std::string& text) {
+    if (tty_) {
+      std::fprintf(options_.out, "\rprism: %s\033[K", text.c_str());
+      progress_open_ = true;
+    } else {
+      std::fprintf(options_.out, "prism: %s\n", text.c_str());
+    }
+    std::fflush(options_.out);
+  }
+
+  void print_line(const std::string& text) {
+    if (progress_open_) std::fputc('\n', options_.out);
+    progress_open_ = false;
+    std::fprintf(options_.out, "%s\n", text.c_str());
+    std::fflush(options_.out);
+  }
+
+  // The config element a message comes from: its source or the nearest configured ancestor.
+  std::string describe_source(GstMessage* msg) const {
+    for (GstObject* obj = GST_MESSAGE_SRC(msg); obj; obj = GST_OBJECT_PARENT(obj)) {
+      if (const ElementSpec* spec = config_.find_element(GST_OBJECT_NAME(obj))) {
+        return "element '" + spec->name + "' (" + spec->where.to_string() + ")";
+      }
+    }
+    return std::string("element '") + (GST_MESSAGE_SRC(msg) ? GST_MESSAGE_SRC_NAME(msg) : "?") + "'";
+  }
+
+  void report(GstMessage* msg, const char* severity) {
+    GError* error = nullptr;
+    gchar* debug = nullptr;
+    if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) gst_message_parse_error(msg, &error, &debug);
+    else gst_message_parse_warning(msg, &error, &debug);
+    print_line(std::string("prism: ") + severity + ": " + describe_source(msg) + ": " +
+               (error ? error->message : "unknown problem"));
+    if (debug) print_line(std::string("  debug: ") + debug);
+    g_clear_error(&error);
+    g_free(debug);
+  }
+
+  const PipelineConfig& config_;
+  const RunOptions& options_;
+  const bool tty_;
+  GstElement* pipeline_ = nullptr;
+  std::vector<std::unique_ptr<SinkCounter>> counters_;
+  Clock::time_point start_, last_progress_;
+  bool progress_open_ = false;
+};
+
+}  // namespace
+
+int run_pipeline(const PipelineConfig& config, const RunOptions& options) {
+  return Run(config, options).execute();
+}
+
+}  // namespace prism

@@ -1,0 +1,30 @@
+// Running a validated PipelineConfig to EOS, with progress, error reporting and Ctrl-C handling.
+#pragma once
+
+#include <cstdio>
+
+#include "pipelines/pipeline_config.h"
+
+namespace prism {
+
+// Exit codes of run_pipeline() and the prism CLI.
+enum ExitCode : int {
+  kExitOk = 0,           // EOS reached (or stopped cleanly by --timeout)
+  kExitRuntimeError = 1, // the pipeline posted an ERROR, or could not be built or started
+  kExitConfigError = 2,  // invalid config or command line (used by callers)
+  kExitInterrupted = 130 // SIGINT/SIGTERM
+};
+
+struct RunOptions {
+  bool quiet = false;          // no progress and no summary (errors and warnings still print)
+  double timeout_s = 0;        // > 0: send EOS after this many seconds and stop cleanly
+  double eos_grace_s = 5;      // how long to wait for EOS after Ctrl-C or --timeout
+  bool handle_signals = true;  // install SIGINT/SIGTERM handlers for the run
+  FILE* out = stderr;          // where progress, warnings and errors go
+};
+
+// Builds the pipeline from to_launch_line(config), plays it and returns an ExitCode.
+// Progress counts the buffers reaching the sink pads of the config's sink elements.
+int run_pipeline(const PipelineConfig& config, const RunOptions& options = {});
+
+}  // namespace prism

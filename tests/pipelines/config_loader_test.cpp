@@ -1,0 +1,377 @@
+// Loader and validator tests: good configs, variables, --set, paths, and every kind of bad config
+// with its exact FILE:LINE:COLUMN.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "pipelines/gst_setup.h"
+#include "pipelines/pipeline_config.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+
+namespace prism {
+namespace {
+
+using test::joined;
+using test::load_text;
+using test::TempDir;
+
+// Asserts that some error is at `line`:`column` of `file` and contains `fragment`.
+void expect_error(const std::vector<ConfigError>& errors, const std::string& file, int line,
+                  int column, const std::string& fragment) {
+  const std::string where = file + ":" + std::to_string(line) + ":" + std::to_string(column);
+  for (const auto& e : errors) {
+    const std::string text = e.to_string();
+    if (text.rfind(where + ": error: ", 0) == 0 && text.find(fragment) != std::string::npos) return;
+  }
+  ADD_FAILURE() << "expected an error at " << where << " containing \"" << fragment
+                << "\"; got:\n"
+                << joined(errors);
+}
+
+const PropertySetting* find_property(const PipelineConfig& config, const std::string& element,
+                                     const std::string& property) {
+  const ElementSpec* spec = config.find_element(element);
+  if (!spec) return nullptr;
+  for (const auto& p : spec->properties) {
+    if (p.name == property) return &p;
+  }
+  return nullptr;
+}
+
+std::string property(const PipelineConfig& config, const std::string& element,
+                     const std::string& name) {
+  const PropertySetting* p = find_property(config, element, name);
+  return p ? p->value : "<unset>";
+}
+
+constexpr char kTeeConfig[] = R"(description: two branches from a tee
+variables:
+  frames: 10
+  size: {width: 320, height: 240}
+  out: frames/f-%04d.png
+elements:
+  src: {element: videotestsrc, properties: {num-buffers: "${frames}", pattern: ball}}
+  t: {element: tee}
+  q1: {element: queue}
+  enc: {element: pngenc}
+  sink: {element: multifilesink, properties: {location: "${out}"}}
+  q2: {element: queue}
+  fake: {element: fakesink, properties: {sync: false}}
+links:
+  - [src, {caps: "video/x-raw, format=RGB, width=${size.width}, height=${size.height}"}, t, q1, enc, sink]
+  - [t, q2, fake]
+)";
+
+TEST(PipelineConfig, GoodConfigParses) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_text(dir, "tee.yaml", kTeeConfig, errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(config.description, "two branches from a tee");
+  ASSERT_EQ(config.elements.size(), 7u);
+  EXPECT_EQ(config.elements[0].name, "src");
+  EXPECT_EQ(config.elements[0].factory, "videotestsrc");
+  EXPECT_EQ(config.elements[0].where.line, 7);
+  EXPECT_EQ(config.elements[0].where.column, 3);
+  EXPECT_EQ(property(config, "src", "num-buffers"), "10");
+  EXPECT_EQ(property(config, "src", "pattern"), "ball");
+  ASSERT_EQ(config.chains.size(), 2u);
+  ASSERT_EQ(config.chains[0].size(), 6u);
+  EXPECT_EQ(config.chains[0][1].kind, LinkItem::Kind::Caps);
+  EXPECT_EQ(config.chains[0][1].caps, "video/x-raw,format=RGB,width=320,height=240");
+  EXPECT_EQ(config.chains[1][0].element, "t");
+}
+
+TEST(PipelineConfig, SetOverridesVariablesAndElementProperties) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config =
+      load_text(dir, "tee.yaml", kTeeConfig, errors,
+                {{"frames", "3"}, {"size.width", "64"}, {"src.pattern", "snow"},
+                 {"src.is-live", "true"}, {"fake.sync", "true"}});
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(config, "src", "num-buffers"), "3");
+  EXPECT_EQ(property(config, "src", "pattern"), "snow");
+  EXPECT_EQ(property(config, "src", "is-live"), "true");  // added
+  EXPECT_EQ(property(config, "fake", "sync"), "true");    // replaced
+  EXPECT_EQ(config.chains[0][1].caps, "video/x-raw,format=RGB,width=64,height=240");
+}
+
+TEST(PipelineConfig, VariablesMayUseVariablesAndEscapes) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_text(dir, "v.yaml", R"(variables:
+  n: 4
+  twice: "${n}${n}"
+elements:
+  a: {element: fakesrc, properties: {num-buffers: "${twice}"}}
+  b: {element: fakesink, properties: {last-message-x: 1}}
+links: [[a, b]]
+)", errors);
+  expect_error(errors, (dir.path() / "v.yaml").string(), 6, 39, "no property 'last-message-x'");
+  EXPECT_EQ(property(config, "a", "num-buffers"), "44");
+
+  errors.clear();
+  const PipelineConfig escaped = load_text(dir, "e.yaml", R"(elements:
+  a: {element: fakesrc}
+  b: {element: filesink, properties: {location: "/tmp/$${literal}"}}
+links: [[a, b]]
+)", errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(escaped, "b", "location"), "/tmp/${literal}");
+}
+
+TEST(PipelineConfig, RelativePathsResolveAgainstTheConfigFolder) {
+  TempDir dir;
+  TempDir cwd;  // the current directory is not the config's folder
+  const std::string path = dir.write("sub/p.yaml", R"(variables:
+  out: out/f-%04d.png
+elements:
+  src: {element: filesrc, properties: {location: in.mp4}}
+  d: {element: qtdemux}
+  q: {element: queue}
+  sink: {element: multifilesink, properties: {location: "${out}"}}
+links:
+  - [src, d]
+  - [d.video_0, q, sink]
+)");
+  const fs::path base = dir.path() / "sub";
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_pipeline_config(path, {}, errors, cwd.path().string());
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(config, "src", "location"), (base / "in.mp4").string());
+  EXPECT_EQ(property(config, "sink", "location"), (base / "out/f-%04d.png").string());
+
+  // --set values resolve against the current directory, for variables and properties alike;
+  // absolute paths and URIs stay as they are.
+  const PipelineConfig set = load_pipeline_config(
+      path, {{"out", "o/%d.png"}, {"src.location", "clip.mp4"}}, errors, cwd.path().string());
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(set, "sink", "location"), (cwd.path() / "o/%d.png").string());
+  EXPECT_EQ(property(set, "src", "location"), (cwd.path() / "clip.mp4").string());
+  const PipelineConfig absolute = load_pipeline_config(
+      path, {{"out", "file:///x/%d.png"}, {"src.location", "/abs/clip.mp4"}}, errors,
+      cwd.path().string());
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(absolute, "sink", "location"), "file:///x/%d.png");
+  EXPECT_EQ(property(absolute, "src", "location"), "/abs/clip.mp4");
+}
+
+TEST(PipelineConfig, PathTagAndBuiltinVariables) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_text(dir, "t.yaml", R"(variables:
+  weights: !path nets/w.bin
+elements:
+  src: {element: videotestsrc, properties: {num-buffers: 1}}
+  sink: {element: multifilesink, properties: {location: "${cwd}/out.png", next-file: buffer}}
+  f: {element: filesink, properties: {location: "${weights}"}}
+  uri: {element: fakesink}
+links: [[src, sink], [src, f], [src, uri]]
+)", errors, {});
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(config, "sink", "location"), (dir.path() / "out.png").string());
+  EXPECT_EQ(property(config, "f", "location"), (dir.path() / "nets/w.bin").string());
+}
+
+// ---- bad configs -------------------------------------------------------------------------------
+
+TEST(PipelineConfigErrors, UnknownKeysSuggestTheRightOne) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "k.yaml", R"(descripton: x
+elements:
+  src: {element: videotestsrc, propertes: {}}
+  sink: {element: fakesink}
+lnks: [[src, sink]]
+)", errors);
+  const std::string f = (dir.path() / "k.yaml").string();
+  expect_error(errors, f, 1, 1, "unknown key 'descripton'; did you mean 'description'?");
+  expect_error(errors, f, 3, 32, "unknown key 'propertes' in element 'src'; did you mean 'properties'?");
+  expect_error(errors, f, 5, 1, "unknown key 'lnks'; did you mean 'links'?");
+  expect_error(errors, f, 1, 1, "missing 'links:'");
+}
+
+TEST(PipelineConfigErrors, UnknownFactoryAndProperties) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "p.yaml", R"(elements:
+  src: {element: videotestsrcc}
+  s2: {element: videotestsrc, properties: {num-bufers: 5, name: x}}
+  id: {element: identity, properties: {last-message: x}}
+  sink: {element: fakesink}
+  x: {element: nosuchelementatall}
+links: [[src, s2, id, sink, x]]
+)", errors);
+  const std::string f = (dir.path() / "p.yaml").string();
+  expect_error(errors, f, 2, 18, "unknown element 'videotestsrcc'; did you mean 'videotestsrc'?");
+  expect_error(errors, f, 3, 44, "element 's2' (videotestsrc) has no property 'num-bufers'; did you mean 'num-buffers'?");
+  expect_error(errors, f, 3, 59, "property 'name' cannot be set");
+  expect_error(errors, f, 4, 40, "property 'last-message' of 'id' (identity) is read-only");
+  expect_error(errors, f, 6, 16, "unknown element 'nosuchelementatall' (no such factory");
+  EXPECT_EQ(errors.size(), 5u) << joined(errors);
+}
+
+TEST(PipelineConfigErrors, MissingPrismElementSaysThePluginIsMissing) {
+  test::init_gst_once();
+  if (prism_plugin_available()) GTEST_SKIP() << "the Prism plugin is present";
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "m.yaml", "elements:\n  c: {element: prismconvert}\n  s: {element: fakesink}\n"
+                           "links: [[c, s]]\n", errors);
+  expect_error(errors, (dir.path() / "m.yaml").string(), 2, 16,
+               "unknown element 'prismconvert': the Prism plugin (libgstprism.so) was not found "
+               "(looked in ");
+}
+
+TEST(PipelineConfigErrors, ValuesOfTheWrongType) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "v.yaml", R"(elements:
+  src:
+    element: videotestsrc
+    properties:
+      num-buffers: lots
+      pattern: bal
+      is-live: maybe
+      horizontal-speed: 99999999999
+      timestamp-offset: -5
+  cf: {element: capsfilter, properties: {caps: "video/x-raw,,="}}
+  q: {element: queue, properties: {leaky: sideways, max-size-buffers: -1}}
+  sink: {element: fakesink, properties: {sync: [1, 2]}}
+links: [[src, cf, q, sink]]
+)", errors);
+  const std::string f = (dir.path() / "v.yaml").string();
+  expect_error(errors, f, 5, 20, "invalid value 'lots' for property 'num-buffers' of 'src' (videotestsrc): expected an integer in the range -1..2147483647");
+  expect_error(errors, f, 6, 16, "expected one of: smpte, snow,");
+  expect_error(errors, f, 6, 16, "did you mean 'ball'?");
+  expect_error(errors, f, 7, 16, "invalid value 'maybe' for property 'is-live' of 'src' (videotestsrc): expected a boolean (true or false)");
+  expect_error(errors, f, 8, 25, "expected an integer in the range -2147483648..2147483647");
+  expect_error(errors, f, 9, 25, "invalid value '-5' for property 'timestamp-offset'");
+  expect_error(errors, f, 10, 48, "invalid value 'video/x-raw,,=' for property 'caps' of 'cf' (capsfilter): expected caps");
+  expect_error(errors, f, 11, 43, "invalid value 'sideways' for property 'leaky'");
+  expect_error(errors, f, 11, 71, "invalid value '-1' for property 'max-size-buffers' of 'q' (queue): expected an unsigned integer");
+  expect_error(errors, f, 12, 48, "property 'sync' of 'sink' needs a scalar value, not a list");
+  EXPECT_EQ(errors.size(), 9u) << joined(errors);
+}
+
+TEST(PipelineConfigErrors, VariablesAndOverrides) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "o.yaml", R"(variables:
+  frames: 10
+  loop: "${loop}"
+  cwd: 1
+elements:
+  src: {element: videotestsrc, properties: {num-buffers: "${frame}", pattern: "${loop}"}}
+  sink: {element: fakesink, properties: {sync: "${unterminated"}}
+links: [[src, sink]]
+)", errors, {{"frame", "3"}, {"sink.sync", "maybe"}, {"snik.sync", "true"}, {"frames", "x"}});
+  const std::string f = (dir.path() / "o.yaml").string();
+  expect_error(errors, f, 4, 3, "'cwd' is a built-in variable");
+  expect_error(errors, f, 6, 58, "undefined variable 'frame'; did you mean 'frames'?");
+  expect_error(errors, f, 3, 9, "variable 'loop' refers to itself");
+  bool saw_frame = false, saw_snik = false, saw_sync = false;
+  for (const auto& e : errors) {
+    if (e.to_string() == "--set frame=3: error: no variable named 'frame'; did you mean 'frames'? "
+                         "(use NAME=VALUE for a variable or ELEMENT.PROPERTY=VALUE)")
+      saw_frame = true;
+    if (e.to_string().find("--set snik.sync=true: error: no variable 'snik.sync' and no element "
+                           "'snik'; did you mean 'sink.sync'?") == 0)
+      saw_snik = true;
+    if (e.to_string().find("--set sink.sync=maybe: error: invalid value 'maybe' for property "
+                           "'sync'") == 0)
+      saw_sync = true;
+  }
+  EXPECT_TRUE(saw_frame && saw_snik && saw_sync) << joined(errors);
+}
+
+TEST(PipelineConfigErrors, LinksAndNames) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "l.yaml", R"(elements:
+  src: {element: videotestsrc}
+  src: {element: fakesrc}
+  lonely: {element: fakesink}
+  d: {element: qtdemux}
+  bad.name: {element: queue}
+  sink: {element: fakesink}
+links:
+  - [src, {caps: "not caps ,, {"}, sinkk]
+  - [src, {caps: video/x-raw}, {caps: video/x-raw}, sink]
+  - [d.vidoe_0, sink]
+  - [d.sink, sink]
+  - [src, d.video_0, sink]
+  - [{caps: video/x-raw}, sink]
+  - [src, {cap: x}, sink]
+  - [sink]
+)", errors);
+  const std::string f = (dir.path() / "l.yaml").string();
+  expect_error(errors, f, 3, 3, "duplicate element name 'src' (first defined at " + f + ":2:3)");
+  expect_error(errors, f, 6, 3, "invalid element name 'bad.name'");
+  expect_error(errors, f, 9, 18, "invalid caps 'not caps ,, {'");
+  expect_error(errors, f, 9, 36, "link to undefined element 'sinkk'; did you mean 'sink'?");
+  expect_error(errors, f, 10, 39, "two caps in a row");
+  expect_error(errors, f, 11, 6, "element 'd' (qtdemux) has no source pad 'vidoe_0'");
+  expect_error(errors, f, 12, 6, "pad 'sink' of 'd' is not a source pad");
+  expect_error(errors, f, 13, 11, "may only be named at the start or the end of a chain");
+  expect_error(errors, f, 14, 13, "a chain must start and end with an element, not caps");
+  expect_error(errors, f, 15, 12, "a link item map must be exactly {caps: \"...\"}; did you mean 'caps'?");
+  expect_error(errors, f, 16, 5, "a chain needs at least two elements");
+  expect_error(errors, f, 4, 3, "element 'lonely' is not linked");
+  EXPECT_EQ(errors.size(), 12u) << joined(errors);
+}
+
+struct MalformedCase {
+  const char* file;
+  int line;
+  int column;
+  const char* fragment;
+};
+
+class MalformedConfig : public testing::TestWithParam<MalformedCase> {};
+
+TEST_P(MalformedConfig, ReportsTheLocationAndDoesNotCrash) {
+  test::init_gst_once();
+  const MalformedCase& c = GetParam();
+  const std::string path = std::string(PRISM_TEST_CONFIGS) + "/" + c.file;
+  std::vector<ConfigError> errors;
+  load_pipeline_config(path, {}, errors);
+  ASSERT_FALSE(errors.empty());
+  expect_error(errors, path, c.line, c.column, c.fragment);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, MalformedConfig,
+    testing::Values(
+        MalformedCase{"empty.yaml", 1, 1, "the config is empty"},
+        MalformedCase{"comment-only.yaml", 1, 1, "the config is empty"},
+        MalformedCase{"tab-indent.yaml", 3, 2, "line 3 contains a tab"},
+        MalformedCase{"root-is-list.yaml", 1, 1, "the config must be a map"},
+        MalformedCase{"elements-as-list.yaml", 2, 3, "'elements' must be a map"},
+        MalformedCase{"scalar-for-map.yaml", 2, 8, "element 'src' must be a map"},
+        MalformedCase{"scalar-for-map.yaml", 3, 41, "'properties' of 'sink' must be a map"},
+        MalformedCase{"unclosed-flow-map.yaml", 2, 1, "invalid YAML: end of map flow not found"},
+        MalformedCase{"links-malformed.yaml", 6, 18, "'caps' needs a caps string"},
+        MalformedCase{"links-malformed.yaml", 8, 5, "each link must be a chain"},
+        MalformedCase{"odd-keys.yaml", 2, 5, "keys must be non-empty names, not a list"}),
+    [](const testing::TestParamInfo<MalformedCase>& info) {
+      std::string name = info.param.file;
+      name = name.substr(0, name.find('.')) + "_" + std::to_string(info.index);
+      for (char& c : name) {
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
+
+TEST(PipelineConfigErrors, MissingFile) {
+  std::vector<ConfigError> errors;
+  load_pipeline_config("/nonexistent/prism.yaml", {}, errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].to_string(), "/nonexistent/prism.yaml: error: cannot read the config file");
+}
+
+}  // namespace
+}  // namespace prism

@@ -1,0 +1,118 @@
+// prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS]
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "pipelines/gst_setup.h"
+#include "pipelines/launch_line.h"
+#include "pipelines/pipeline_config.h"
+#include "pipelines/pipeline_runner.h"
+
+namespace prism::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS]\n"
+    "\n"
+    "Validates the YAML pipeline CONFIG, then runs it until end of stream.\n"
+    "\n"
+    "  --set NAME=VALUE   override variable NAME, or property ELEMENT.PROPERTY (repeatable);\n"
+    "                     relative paths given here resolve against the current directory\n"
+    "  --print            print the equivalent gst-launch-1.0 command and exit\n"
+    "  -q, --quiet        no progress or summary (errors and warnings still print)\n"
+    "  --timeout SECONDS  stop cleanly (EOS) after SECONDS and exit 0\n"
+    "  -h, --help         show this help\n"
+    "\n"
+    "Exit status: 0 end of stream, 1 pipeline error, 2 invalid config or arguments,\n"
+    "130 interrupted (Ctrl-C sends EOS so files are finalised; a second Ctrl-C aborts).\n";
+
+struct RunArgs {
+  std::string config;
+  std::vector<Override> overrides;
+  bool print = false;
+  RunOptions options;
+};
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "prism run: error: %s\n%s", message.c_str(), kUsage);
+  return kExitConfigError;
+}
+
+// Returns -1 when parsing succeeded, else the exit code.
+int parse_args(int argc, char** argv, RunArgs& args) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_inline_value = false;
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+      has_inline_value = true;
+    }
+    auto take_value = [&](std::string& out) {
+      if (has_inline_value) {
+        out = value;
+        return true;
+      }
+      if (i + 1 >= argc) return false;
+      out = argv[++i];
+      return true;
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return kExitOk;
+    } else if (arg == "--print") {
+      args.print = true;
+    } else if (arg == "-q" || arg == "--quiet") {
+      args.options.quiet = true;
+    } else if (arg == "--set") {
+      std::string text;
+      Override o;
+      if (!take_value(text)) return usage_error("--set needs NAME=VALUE");
+      if (!parse_override(text, o)) return usage_error("--set needs NAME=VALUE, got '" + text + "'");
+      args.overrides.push_back(o);
+    } else if (arg == "--timeout") {
+      std::string text;
+      if (!take_value(text)) return usage_error("--timeout needs a number of seconds");
+      char* end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(seconds > 0)) {
+        return usage_error("--timeout needs a positive number of seconds, got '" + text + "'");
+      }
+      args.options.timeout_s = seconds;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return usage_error("unknown option '" + std::string(argv[i]) + "'");
+    } else if (args.config.empty()) {
+      args.config = arg;
+    } else {
+      return usage_error("more than one CONFIG given ('" + args.config + "', '" + arg + "')");
+    }
+  }
+  if (args.config.empty()) return usage_error("no CONFIG given");
+  return -1;
+}
+
+}  // namespace
+
+int run_command(int argc, char** argv) {
+  RunArgs args;
+  if (const int code = parse_args(argc, argv, args); code >= 0) return code;
+
+  init_gstreamer();
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_pipeline_config(args.config, args.overrides, errors);
+  if (!errors.empty()) {
+    for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "prism: %zu error%s in %s; nothing was run\n", errors.size(),
+                 errors.size() == 1 ? "" : "s", args.config.c_str());
+    return kExitConfigError;
+  }
+  if (args.print) {
+    std::printf("%s\n", to_gst_launch_command(config).c_str());
+    return kExitOk;
+  }
+  return run_pipeline(config, args.options);
+}
+
+}  // namespace prism::cli
