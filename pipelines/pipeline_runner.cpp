@@ -180,7 +180,7 @@ class Run {
   int loop() {
     GstBus* bus = gst_element_get_bus(pipeline_);
     const auto types = static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR |
-                                                   GST_MESSAGE_WARNING);
+                                                   GST_MESSAGE_WARNING | GST_MESSAGE_INFO);
     Stop stop = Stop::None;
     Clock::time_point stop_deadline;
     int result = -1;
@@ -196,6 +196,8 @@ class Run {
             result = kExitRuntimeError;
             break;
           case GST_MESSAGE_WARNING: report(msg, "warning"); break;
+          // e.g. a Prism element telling that it runs on the CPU because no GPU is usable
+          case GST_MESSAGE_INFO: report(msg, "info"); break;
           default: break;
         }
         gst_message_unref(msg);
@@ -300,6 +302,7 @@ class Run {
     GError* error = nullptr;
     gchar* debug = nullptr;
     if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) gst_message_parse_error(msg, &error, &debug);
+    else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_INFO) gst_message_parse_info(msg, &error, &debug);
     else gst_message_parse_warning(msg, &error, &debug);
     print_line(std::string("prism: ") + severity + ": " + describe_source(msg) + ": " +
                (error ? error->message : "unknown problem"));

@@ -164,9 +164,10 @@ static void gst_prism_convert_class_init(GstPrismConvertClass *klass) {
 
   gst_element_class_set_static_metadata(
       element_class, "Prism colour converter and scaler", "Filter/Converter/Video/Scaler/Hardware",
-      "Converts between NV12, I420, RGBA, BGRx, BGR and GRAY8 and scales (bilinear, widening to "
-      "an area filter when shrinking), in CUDA memory on the GPU or in system memory on the CPU. "
-      "Colour matrix as videoconvert's 8-bit path; GRAY8 travels in system memory only.",
+      "Converts between NV12, I420, RGBA, BGRx, BGR and GRAY8 and scales (bilinear, as "
+      "videoscale), in CUDA memory on the GPU or in system memory on the CPU. Colour matrix as "
+      "videoconvert's 8-bit path; GRAY8 travels in system memory only; I420 in CUDA memory needs "
+      "an even height.",
       "Prism developers");
   gst_prism_cuda_filter_class_add_pad_templates(element_class, SYSTEM_FORMATS, CUDA_FORMATS);
   trans_class->fixate_caps = GST_DEBUG_FUNCPTR(fixate_caps);

@@ -217,7 +217,8 @@ TEST_F(GpuPipeline, SystemMemoryThroughGpuPathMatchesCpu) {
   for (size_t i = 0; i < g.data.size(); i++) EXPECT_EQ(g.data[i], c.data[i]) << "frame " << i;
 }
 
-// cudaupload -> prismconvert -> cudadownload with every CUDA format pair.
+// cudaupload -> prismconvert -> cudadownload with every CUDA format pair (odd width; even height,
+// since GstCudaMemory 1.22 cannot hold I420 of odd height: see the next test).
 TEST_F(GpuPipeline, EveryCudaFormatPairThroughCudaMemory) {
   PRISM_NEED_GPU();
   const char* fmts[] = {"NV12", "I420", "RGBA", "BGRx", "BGR"};
@@ -225,11 +226,11 @@ TEST_F(GpuPipeline, EveryCudaFormatPairThroughCudaMemory) {
     for (const char* out : fmts) {
       std::string d = std::string("videotestsrc num-buffers=3 pattern=ball ! video/x-raw,format=") + in +
                       ",width=322,height=242 ! cudaupload ! prismconvert device=cuda ! "
-                      "video/x-raw(memory:CUDAMemory),format=" + out + ",width=161,height=121 ! cudadownload ! "
+                      "video/x-raw(memory:CUDAMemory),format=" + out + ",width=161,height=122 ! cudadownload ! "
                       "appsink name=sink sync=false";
       std::string r = std::string("videotestsrc num-buffers=3 pattern=ball ! video/x-raw,format=") + in +
                       ",width=322,height=242 ! prismconvert device=cpu ! video/x-raw,format=" + out +
-                      ",width=161,height=121 ! appsink name=sink sync=false";
+                      ",width=161,height=122 ! appsink name=sink sync=false";
       GstElement* p = gst_parse_launch(d.c_str(), nullptr);
       GstElement* q = gst_parse_launch(r.c_str(), nullptr);
       ASSERT_TRUE(p && q);
@@ -243,4 +244,17 @@ TEST_F(GpuPipeline, EveryCudaFormatPairThroughCudaMemory) {
       ASSERT_EQ(c.data.size(), 3u);
       for (int i = 0; i < 3; i++) EXPECT_EQ(g.data[i], c.data[i]) << in << "->" << out << " frame " << i;
     }
+}
+
+TEST_F(GpuPipeline, OddHeightI420InCudaMemoryIsRefusedClearly) {
+  PRISM_NEED_GPU();
+  GstElement* p = gst_parse_launch(
+      "videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=64,height=48 ! cudaupload ! prismconvert ! "
+      "video/x-raw(memory:CUDAMemory),format=I420,width=64,height=47 ! cudadownload ! appsink name=sink",
+      nullptr);
+  Frames f = collect(p);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+  std::cout << "odd-height I420 in CUDA memory: " << f.data.size() << " frames, error: " << f.error << "\n";
+  EXPECT_TRUE(f.data.empty());  // no corrupt frame leaves the element
 }
