@@ -168,19 +168,6 @@ static void free_staging(GstPrismCudaFilterPrivate *priv) {
 
 static gboolean stop(GstBaseTransform *trans) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
-  /* GStreamer 1.22's GstCudaMemory places the V plane of I420 at height/2 chroma rows after U,
-   * so with an odd height the two planes overlap: refuse instead of producing corrupt frames. */
-  for (int side = 0; side < 2; side++) {
-    const GstVideoInfo *info = side ? &priv->out_info : &priv->in_info;
-    if ((side ? priv->out_cuda_caps : priv->in_cuda_caps) &&
-        GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_I420 && GST_VIDEO_INFO_HEIGHT(info) % 2) {
-      GST_ELEMENT_ERROR(trans, CORE, NEGOTIATION,
-                        ("I420 in memory:CUDAMemory needs an even height on the %s pad (got %d); use NV12",
-                         side ? "src" : "sink", GST_VIDEO_INFO_HEIGHT(info)),
-                        ("GstCudaMemory 1.22 overlaps the U and V planes for odd heights"));
-      return FALSE;
-    }
-  }
 #if defined(PRISM_HAVE_CUDA)
   free_staging(priv);
   if (priv->context && priv->stream) {
@@ -262,6 +249,19 @@ static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outc
     GST_ELEMENT_ERROR(trans, CORE, NEGOTIATION, ("memory:CUDAMemory caps on the CPU path"),
                       ("in %" GST_PTR_FORMAT " out %" GST_PTR_FORMAT, incaps, outcaps));
     return FALSE;
+  }
+  /* GStreamer 1.22's GstCudaMemory places the V plane of I420 at height/2 chroma rows after U,
+   * so with an odd height the two planes overlap: refuse instead of producing corrupt frames. */
+  for (int side = 0; side < 2; side++) {
+    const GstVideoInfo *info = side ? &priv->out_info : &priv->in_info;
+    if ((side ? priv->out_cuda_caps : priv->in_cuda_caps) &&
+        GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_I420 && GST_VIDEO_INFO_HEIGHT(info) % 2) {
+      GST_ELEMENT_ERROR(trans, CORE, NEGOTIATION,
+                        ("I420 in memory:CUDAMemory needs an even height on the %s pad (got %d); use NV12",
+                         side ? "src" : "sink", GST_VIDEO_INFO_HEIGHT(info)),
+                        ("GstCudaMemory 1.22 overlaps the U and V planes for odd heights"));
+      return FALSE;
+    }
   }
 #if defined(PRISM_HAVE_CUDA)
   free_staging(priv);

@@ -1,0 +1,157 @@
+// CPU path of the seamless clone against OpenCV 4.6's cv::seamlessClone (see poisson_cases.h).
+#include <gtest/gtest.h>
+#include <opencv2/imgcodecs.hpp>
+
+#include <cstdlib>
+#include <random>
+
+#include "poisson_cases.h"
+#include "prism_test.h"
+
+using namespace prism::test;
+namespace poisson = prism::poisson;
+
+namespace {
+
+cv::Mat ours_cpu(const CloneCase& c) {
+  cv::Mat out = c.dst.clone();
+  poisson::clone_cpu(make_job(c, out));
+  return out;
+}
+
+void check_sizes(const std::vector<std::pair<int, int>>& sizes, const cv::Mat& src_image, const cv::Mat& dst_image,
+                 unsigned seed) {
+  std::mt19937 rng(seed);
+  for (auto [w, h] : sizes)
+    for (int mode : {cv::NORMAL_CLONE, cv::MIXED_CLONE, cv::MONOCHROME_TRANSFER})
+      for (int kind : {0, 1, 2}) {
+        const cv::Size dst_size(std::max(64, w + 20), std::max(48, h + 12));
+        CloneCase c = make_case(src_image.empty() ? "random" : "real", w, h, dst_size, mode, kind, src_image,
+                                dst_image, rng);
+        const cv::Mat ours = ours_cpu(c), ref = opencv_clone(c);
+        EXPECT_TRUE(matches_opencv(c, ours, ref));
+        // The CPU path runs OpenCV's transform sequence: it reproduces it bit for bit.
+        EXPECT_EQ(compare(ours, ref).differing, 0u) << c.name;
+      }
+}
+
+cv::Mat real(const char* name) {
+  const std::string path = data_dir() + "/images/" + name;
+  return cv::imread(path, cv::IMREAD_COLOR);
+}
+
+}  // namespace
+
+TEST(PoissonMaskBox, IgnoresTheMasksOuterFrameAndFindsNonZeroBox) {
+  cv::Mat m(10, 12, CV_8U, cv::Scalar(0));
+  m.at<uint8_t>(0, 5) = 255;   // outer frame: ignored, as OpenCV zeroes it
+  m.at<uint8_t>(9, 0) = 255;
+  EXPECT_TRUE(poisson::mask_box({m.data, m.cols, m.rows, (int64_t)m.step, 1}).empty());
+  m.at<uint8_t>(2, 3) = 1;     // any non-zero value counts, not only 255
+  m.at<uint8_t>(6, 8) = 128;
+  const poisson::Box b = poisson::mask_box({m.data, m.cols, m.rows, (int64_t)m.step, 1});
+  EXPECT_EQ(b, (poisson::Box{3, 2, 6, 5}));
+  // Alpha channel of an RGBA image as the mask (step 4, offset 3).
+  cv::Mat rgba(10, 12, CV_8UC4, cv::Scalar(9, 9, 9, 0));
+  rgba.at<cv::Vec4b>(4, 4)[3] = 255;
+  const poisson::Box a = poisson::mask_box({rgba.data + 3, rgba.cols, rgba.rows, (int64_t)rgba.step, 4});
+  EXPECT_EQ(a, (poisson::Box{4, 4, 1, 1}));
+}
+
+TEST(PoissonPlace, CentreOfTheBoxLandsOnPAndClipsAtTheEdges) {
+  const poisson::Box box{5, 7, 11, 6};
+  poisson::Placement p = poisson::place(box, 50, 40, 100, 80);
+  EXPECT_FALSE(p.clipped);
+  EXPECT_EQ(p.dst, (poisson::Box{45, 37, 11, 6}));  // 50 - 11/2, 40 - 6/2
+  EXPECT_EQ(p.src, box);
+  p = poisson::place(box, 2, 1, 100, 80);  // roi_d = (-3, -2): cut on the left and top
+  EXPECT_TRUE(p.clipped);
+  EXPECT_EQ(p.dst, (poisson::Box{0, 0, 8, 4}));
+  EXPECT_EQ(p.src, (poisson::Box{8, 9, 8, 4}));
+  p = poisson::place(box, 98, 79, 100, 80);  // cut on the right and bottom
+  EXPECT_EQ(p.dst, (poisson::Box{93, 76, 7, 4}));
+  EXPECT_EQ(p.src, (poisson::Box{5, 7, 7, 4}));
+  p = poisson::place(box, 500, 40, 100, 80);  // wholly outside
+  EXPECT_TRUE(p.clipped);
+  EXPECT_FALSE(p.solvable());
+  EXPECT_FALSE(poisson::place(poisson::Box{}, 5, 5, 100, 80).solvable());
+}
+
+TEST(PoissonCpu, MatchesOpenCVOnSmallBoxesRandom) {
+  check_sizes({{3, 3}, {3, 5}, {4, 3}, {5, 4}, {7, 9}, {16, 9}, {33, 47}}, {}, {}, 1);
+}
+
+TEST(PoissonCpu, MatchesOpenCVOnReferenceSizesRandom) {
+  check_sizes({{154, 100}, {300, 194}}, {}, {}, 2);
+}
+
+// 360 - 1 = 359 and 258 - 1 = 257 are prime: DFT lengths 720 = 2*359+2 and 516 = 2*257+2.
+TEST(PoissonCpu, MatchesOpenCVOnPrimeLengthsRandom) { check_sizes({{360, 258}, {241, 199}}, {}, {}, 3); }
+
+TEST(PoissonCpu, MatchesOpenCVOnRealImages) {
+  PRISM_NEED_FILE(data_dir() + "/images/fruits.jpg");
+  PRISM_NEED_FILE(data_dir() + "/images/baboon.jpg");
+  check_sizes({{154, 100}, {301, 197}}, real("baboon.jpg"), real("fruits.jpg"), 4);
+}
+
+TEST(PoissonCpu, MatchesOpenCVAt592x592) {
+  PRISM_NEED_FILE(data_dir() + "/images/fruits.jpg");
+  std::mt19937 rng(5);
+  for (int mode : {cv::NORMAL_CLONE, cv::MIXED_CLONE, cv::MONOCHROME_TRANSFER}) {
+    CloneCase c = make_case("real", 592, 592, cv::Size(1920, 1080), mode, 0, real("fruits.jpg"),
+                            real("baboon.jpg"), rng);
+    const cv::Mat ours = ours_cpu(c), ref = opencv_clone(c);
+    EXPECT_EQ(compare(ours, ref).differing, 0u) << c.name;
+  }
+}
+
+// 2400x1552 takes OpenCV about 40 s: run with PRISM_LARGE_TESTS=1 (the GPU suite does).
+TEST(PoissonCpu, MatchesOpenCVAt1200x776And2400x1552) {
+  std::mt19937 rng(6);
+  CloneCase c = make_case("random", 1200, 776, cv::Size(1920, 1080), cv::MIXED_CLONE, 2, {}, {}, rng);
+  EXPECT_EQ(compare(ours_cpu(c), opencv_clone(c)).differing, 0u) << c.name;
+  const char* large = std::getenv("PRISM_LARGE_TESTS");
+  if (!large || std::string(large) != "1") {
+    std::cerr << "*** 2400x1552 skipped (set PRISM_LARGE_TESTS=1) ***\n";
+    return;
+  }
+  c = make_case("random", 2400, 1552, cv::Size(3840, 2160), cv::NORMAL_CLONE, 2, {}, {}, rng);
+  EXPECT_EQ(compare(ours_cpu(c), opencv_clone(c)).differing, 0u) << c.name;
+}
+
+TEST(PoissonCpu, EmptyMaskAndWhollyOutsideLeaveTheBackgroundUnchanged) {
+  std::mt19937 rng(7);
+  CloneCase c = make_case("random", 20, 20, cv::Size(64, 48), cv::NORMAL_CLONE, 0, {}, {}, rng);
+  cv::Mat out = c.dst.clone();
+  poisson::CloneJob job = make_job(c, out);
+  job.placement = poisson::place(job.placement.src, 1000, 1000, out.cols, out.rows);
+  poisson::clone_cpu(job);
+  EXPECT_EQ(compare(out, c.dst).differing, 0u);
+  c.mask.setTo(0);
+  out = c.dst.clone();
+  poisson::clone_cpu(make_job(c, out));
+  EXPECT_EQ(compare(out, c.dst).differing, 0u);
+}
+
+// A box cut at the background's edge is solved as if the mask's box were the cut box: with a mask
+// that is non-zero over the whole box, that equals OpenCV given the mask cut to the visible part.
+TEST(PoissonCpu, ClippedOverlayEqualsOpenCVOnTheVisiblePart) {
+  std::mt19937 rng(8);
+  for (int mode : {cv::NORMAL_CLONE, cv::MIXED_CLONE, cv::MONOCHROME_TRANSFER}) {
+    CloneCase c = make_case("random", 40, 30, cv::Size(100, 80), mode, 1, {}, {}, rng);
+    c.mask.setTo(0);
+    const cv::Rect box(5, 3, 40, 30);
+    c.mask(box).setTo(255);
+    c.p = cv::Point(6, 70);  // roi_d = (-14, 55, 40, 30): 14 columns cut left, 5 rows cut at the bottom
+    cv::Mat ours = c.dst.clone();
+    poisson::CloneJob job = make_job(c, ours);
+    ASSERT_TRUE(job.placement.clipped);
+    ASSERT_EQ(job.placement.dst, (poisson::Box{0, 55, 26, 25}));
+    poisson::clone_cpu(job);
+    CloneCase visible = c;
+    visible.mask = cv::Mat::zeros(c.mask.size(), CV_8U);
+    visible.mask(cv::Rect(5 + 14, 3, 26, 25)).setTo(255);
+    visible.p = cv::Point(0 + 26 / 2, 55 + 25 / 2);
+    EXPECT_TRUE(matches_opencv(visible, ours, opencv_clone(visible)));
+  }
+}
