@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "colorconvert/colorconvert.h"
+#include "gstprismvideo.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_prism_convert_debug);
 #define GST_CAT_DEFAULT gst_prism_convert_debug
@@ -92,31 +93,16 @@ static GstCaps *fixate_caps(GstBaseTransform *, GstPadDirection direction, GstCa
   return gst_caps_fixate(othercaps);
 }
 
-static cc::Colorimetry colorimetry_of(const GstVideoInfo *info) {
-  cc::Colorimetry c;
-  switch (info->colorimetry.matrix) {
-    case GST_VIDEO_COLOR_MATRIX_BT709: c.matrix = cc::YuvMatrix::BT709; break;
-    case GST_VIDEO_COLOR_MATRIX_BT2020: c.matrix = cc::YuvMatrix::BT2020; break;
-    default: c.matrix = cc::YuvMatrix::BT601; break;
-  }
-  c.full_range = info->colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
-  return c;
-}
-
-static gboolean format_of(const GstVideoInfo *info, cc::PixelFormat *f) {
-  return cc::format_from_name(gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(info)), f);
-}
-
 static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, const GstVideoInfo *out) {
   GstPrismConvert *self = GST_PRISM_CONVERT(filter);
   cc::PixelFormat sf, df;
-  if (!format_of(in, &sf) || !format_of(out, &df)) {
+  if (!prism::pixel_format_of(in, &sf) || !prism::pixel_format_of(out, &df)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported format"), (nullptr));
     return FALSE;
   }
   try {
-    self->plan = cc::make_plan(sf, colorimetry_of(in), GST_VIDEO_INFO_WIDTH(in), GST_VIDEO_INFO_HEIGHT(in),
-                               df, colorimetry_of(out), GST_VIDEO_INFO_WIDTH(out), GST_VIDEO_INFO_HEIGHT(out));
+    self->plan = cc::make_plan(sf, prism::colorimetry_of(in), GST_VIDEO_INFO_WIDTH(in), GST_VIDEO_INFO_HEIGHT(in),
+                               df, prism::colorimetry_of(out), GST_VIDEO_INFO_WIDTH(out), GST_VIDEO_INFO_HEIGHT(out));
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("cannot convert these caps"), ("%s", e.what()));
     return FALSE;

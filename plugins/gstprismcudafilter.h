@@ -11,6 +11,7 @@
  *    system-memory input or output on the GPU path;
  *  - the `device` (auto, cuda, cpu) and `cuda-device-id` properties. With `auto` and no driver or
  *    no GPU, the element runs its CPU path and says so once (an INFO message on the bus).
+ * The CUDA parts are GstPrismCuda's (gstprismcuda.h), shared with elements of other base classes.
  *
  * Subclasses implement set_info (plan per caps) and process (one frame, on the CPU or enqueued on
  * the element's stream), and their own transform_caps/fixate_caps over structures; this class adds
@@ -22,22 +23,9 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include "gstprismcuda.h" /* GstPrismDevice, GstPrismFrame and the shared CUDA plumbing */
+
 G_BEGIN_DECLS
-
-#define GST_TYPE_PRISM_DEVICE (gst_prism_device_get_type())
-typedef enum {
-  GST_PRISM_DEVICE_AUTO = 0,
-  GST_PRISM_DEVICE_CUDA = 1,
-  GST_PRISM_DEVICE_CPU = 2,
-} GstPrismDevice;
-GType gst_prism_device_get_type(void);
-
-/* A mapped frame: plane pointers in device memory when `device` is TRUE, host memory otherwise. */
-typedef struct {
-  guint8 *data[GST_VIDEO_MAX_PLANES];
-  gint stride[GST_VIDEO_MAX_PLANES];
-  gboolean device;
-} GstPrismFrame;
 
 #define GST_TYPE_PRISM_CUDA_FILTER (gst_prism_cuda_filter_get_type())
 G_DECLARE_DERIVABLE_TYPE(GstPrismCudaFilter, gst_prism_cuda_filter, GST, PRISM_CUDA_FILTER,
