@@ -129,10 +129,11 @@ inline void dst_filter(int n, float* out) {
   for (int i = 0; i < n; ++i) out[i] = 2.0f * static_cast<float>(std::cos(scale * (i + 1)));
 }
 
-// Step 8: clamp and truncate.
-PRISM_HD uint8_t to_u8_truncate(float v) {
-  if (v < 0.f) return 0;
-  if (v > 255.0f) return 255;
+// Step 8: clamp and truncate (float on the CPU path as OpenCV; double on the CUDA path).
+template <class T>
+PRISM_HD uint8_t to_u8_truncate(T v) {
+  if (v < T(0)) return 0;
+  if (v > T(255)) return 255;
   return static_cast<uint8_t>(v);
 }
 

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/hostdevice.h"
+
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -87,7 +89,7 @@ struct CloneJob {
 };
 
 // Converts a 3/4-channel colour mask to grey exactly as OpenCV's cvtColor BGR2GRAY does.
-inline uint8_t grey_bgr(int b, int g, int r) {
+PRISM_HD uint8_t grey_bgr(int b, int g, int r) {
   return static_cast<uint8_t>((b * 3735 + g * 19235 + r * 9798 + 16384) >> 15);
 }
 
@@ -99,7 +101,7 @@ void clone_cpu(const CloneJob& job);
 // batched real FFTs of the odd extension (cuFFT). Auto picks by box size (see solver_for()).
 enum class DstMethod : int { Auto = 0, Gemm = 1, Fft = 2 };
 
-// CUDA path. Holds one CUDA stream's worth of scratch buffers, cuFFT plans and cuBLAS handle, made
+// CUDA path, solving in double precision (see seamless_clone.cu for why). Holds one CUDA stream's worth of scratch buffers, cuFFT plans and cuBLAS handle, made
 // the first time a box size is seen and kept (a few sizes, least recently used evicted), so a
 // stream of frames allocates nothing and never synchronises. All pointers in jobs are device
 // pointers. Create, use and destroy it with the same CUDA context current.
@@ -116,8 +118,9 @@ class CudaCloner {
   // Bounding box of a device-resident mask (step 1); synchronises the stream once.
   Box mask_box(const MaskView& device_mask);
 
-  // The method Auto uses for a box of this size.
-  static DstMethod solver_for(int box_width, int box_height);
+  // The method Auto uses: Gemm on GPUs with full-rate FP64, Fft otherwise (measured; see .cu).
+  static DstMethod solver_for(bool fast_fp64);
+  DstMethod method() const;
 
   struct Impl;
 

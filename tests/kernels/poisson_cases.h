@@ -3,6 +3,8 @@
 // test and the GPU test (which ships without OpenCV's imgcodecs, so real images come as PPM files).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <opencv2/photo.hpp>

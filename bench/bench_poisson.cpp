@@ -1,0 +1,143 @@
+// poissonblend's solver on the GPU (both DST methods) against our CPU path and OpenCV 4.6's
+// cv::seamlessClone on the same inputs: BGR frames in device memory for the GPU (the element's
+// case), real images (PPM) when given, medians after warm-up. Prints a Markdown table.
+//   bench_poisson [image.ppm] [gpu-iterations]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/photo.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../tests/kernels/poisson_cases.h"
+#include "common/gpu.h"
+#include "poisson/seamless_clone.h"
+
+using namespace prism;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double time_host_ms(int n, F f) {
+  std::vector<double> t;
+  for (int i = 0; i < n; i++) {
+    auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  return median(t);
+}
+
+void check(cudaError_t e) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string image_path = argc > 1 ? argv[1] : "";
+  const int iters = argc > 2 ? std::atoi(argv[2]) : 50;
+  std::string why;
+  if (!gpu::available(&why)) {
+    std::fprintf(stderr, "bench_poisson: no GPU (%s)\n", why.c_str());
+    return 1;
+  }
+  cv::Mat photo = image_path.empty() ? cv::Mat() : test::read_ppm(image_path);
+  struct Size {
+    int w, h, dw, dh;
+  };
+  const Size sizes[] = {{154, 100, 1920, 1080}, {300, 194, 1920, 1080},  {592, 592, 1920, 1080},
+                        {1024, 1024, 3840, 2160}, {1200, 776, 1920, 1080}, {2400, 1552, 3840, 2160}};
+  std::printf("device: %s; OpenCV %s with %d threads; GPU: %d iterations after warm-up, CUDA events; "
+              "images: %s\n\n",
+              gpu::device_name(0).c_str(), CV_VERSION, cv::getNumThreads(), iters,
+              photo.empty() ? "random" : image_path.c_str());
+  std::printf("| box | into | GPU gemm ms | GPU fft ms | auto | CPU ms (ours) | OpenCV ms | OpenCV / GPU best | "
+              "GPU vs OpenCV (box) |\n|---|---|---|---|---|---|---|---|---|\n");
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream));
+  poisson::CudaCloner gemm(stream, poisson::DstMethod::Gemm), fft(stream, poisson::DstMethod::Fft);
+  const poisson::DstMethod auto_method = poisson::CudaCloner(stream).method();
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::mt19937 rng(1);
+  for (const Size& s : sizes) {
+    test::CloneCase c = test::make_case("bench", s.w, s.h, cv::Size(s.dw, s.dh), cv::NORMAL_CLONE, 0, photo, photo, rng);
+    cv::Mat host = c.dst.clone();
+    poisson::CloneJob job = test::make_job(c, host);
+    // device copies
+    uint8_t *d_dst, *d_src, *d_mask;
+    size_t p_dst, p_src, p_mask;
+    check(cudaMallocPitch((void**)&d_dst, &p_dst, c.dst.cols * 3, c.dst.rows));
+    check(cudaMallocPitch((void**)&d_src, &p_src, c.src.cols * 3, c.src.rows));
+    check(cudaMallocPitch((void**)&d_mask, &p_mask, c.mask.cols, c.mask.rows));
+    check(cudaMemcpy2D(d_dst, p_dst, c.dst.data, c.dst.step, c.dst.cols * 3, c.dst.rows, cudaMemcpyHostToDevice));
+    check(cudaMemcpy2D(d_src, p_src, c.src.data, c.src.step, c.src.cols * 3, c.src.rows, cudaMemcpyHostToDevice));
+    check(cudaMemcpy2D(d_mask, p_mask, c.mask.data, c.mask.step, c.mask.cols, c.mask.rows, cudaMemcpyHostToDevice));
+    poisson::CloneJob dj = job;
+    dj.background.data = d_dst;
+    dj.background.stride = (int64_t)p_dst;
+    dj.overlay.data = d_src;
+    dj.overlay.stride = (int64_t)p_src;
+    dj.mask.data = d_mask;
+    dj.mask.stride = (int64_t)p_mask;
+    auto time_gpu = [&](poisson::CudaCloner& cl) {
+      for (int i = 0; i < 3; i++) cl.clone(dj);  // warm-up (plans, matrices)
+      check(cudaStreamSynchronize(stream));
+      std::vector<double> t;
+      for (int i = 0; i < iters; i++) {
+        cudaEventRecord(e0, stream);
+        cl.clone(dj);
+        cudaEventRecord(e1, stream);
+        check(cudaEventSynchronize(e1));
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t.push_back(ms);
+      }
+      return median(t);
+    };
+    const double g_gemm = time_gpu(gemm), g_fft = time_gpu(fft);
+    // correctness of what was timed: one fresh solve each way vs OpenCV
+    const bool big = s.w * s.h > 1500 * 1000;
+    const int cpu_iters = big ? 1 : 5;
+    cv::Mat ours_cpu;
+    const double t_cpu = time_host_ms(cpu_iters, [&] {
+      ours_cpu = c.dst.clone();
+      poisson::clone_cpu(test::make_job(c, ours_cpu));
+    });
+    cv::Mat ref;
+    const double t_cv = time_host_ms(big ? 1 : 3, [&] { cv::seamlessClone(c.src, c.dst, c.mask, c.p, ref, c.mode); });
+    check(cudaMemcpy2D(d_dst, p_dst, c.dst.data, c.dst.step, c.dst.cols * 3, c.dst.rows, cudaMemcpyHostToDevice));
+    poisson::CudaCloner& best = g_gemm <= g_fft ? gemm : fft;
+    best.clone(dj);
+    check(cudaStreamSynchronize(stream));
+    cv::Mat out(c.dst.size(), CV_8UC3);
+    check(cudaMemcpy2D(out.data, out.step, d_dst, p_dst, out.cols * 3, out.rows, cudaMemcpyDeviceToHost));
+    const cv::Rect roi(job.placement.dst.x, job.placement.dst.y, job.placement.dst.width, job.placement.dst.height);
+    const test::CloneDiff d = test::compare(out(roi), ref(roi));
+    const bool cpu_exact = test::compare(ours_cpu, ref).differing == 0;
+    const auto method = auto_method == poisson::DstMethod::Gemm ? "gemm" : "fft";
+    std::printf("| %dx%d | %dx%d | %.3f | %.3f | %s | %.1f%s | %.1f | %.0fx | %s |\n", s.w, s.h, s.dw, s.dh, g_gemm,
+                g_fft, method, t_cpu, cpu_exact ? " (bit-exact)" : " (NOT exact)", t_cv, t_cv / std::min(g_gemm, g_fft),
+                d.str().c_str());
+    std::fflush(stdout);
+    cudaFree(d_dst);
+    cudaFree(d_src);
+    cudaFree(d_mask);
+  }
+  return 0;
+}

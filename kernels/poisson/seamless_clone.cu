@@ -1,0 +1,375 @@
+// CUDA path of the seamless clone.
+//
+// The RHS (OpenCV's float expressions, poisson_pixel.h) is computed in one kernel per job from the
+// background, the overlay and the eroded mask. The DST-I pair is then computed in double precision:
+// OpenCV's own float DFT has errors of its own that no different float algorithm reproduces, and
+// solving in double keeps our result within those (FACTS.md: a double solver stays within max
+// difference 1 on fewer than 0.1% of values). Two ways, chosen per box size by measurement:
+//  - Gemm: the DST-I as a dense matrix S (S_ij = sin(pi (i+1)(j+1) / (n+1))): Y = S_M X S_N, four
+//    strided-batched DGEMMs over the three channels (FP64 tensor cores on Hopper; exact IEEE).
+//  - Fft: the DST-I as the imaginary part of the real FFT of the odd extension [0, x, 0, -rev x]
+//    (as OpenCV does), cuFFT D2Z batched over rows; transposes between the axes are fused into the
+//    kernels that read the spectra, and the eigenvalue division is fused into the extension.
+// Buffers, plans and matrices are made per box size the first time it is seen and cached.
+// Auto: Gemm on GPUs with full-rate FP64, Fft elsewhere (solver_for).
+#include <cublas_v2.h>
+#include <cufft.h>
+
+#include <algorithm>
+#include <cmath>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "common/gpu.h"
+#include "poisson/poisson_pixel.h"
+#include "poisson/seamless_clone.h"
+
+namespace prism::poisson {
+
+using detail::Geometry;
+
+namespace {
+
+void check_cufft(cufftResult r, const char* what) {
+  if (r != CUFFT_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: cufftResult " + std::to_string(r));
+}
+void check_cublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw gpu::CudaError(std::string(what) + " failed: " + cublasGetStatusString(s));
+}
+
+constexpr int kErodeBx = 32, kErodeBy = 8;
+
+// Step 4: 7x7 minimum of the mask over the box, zeros outside it (shared-memory tile with halo).
+__global__ void erode_kernel(MaskView mask, Geometry g, uint8_t* eroded) {
+  __shared__ uint8_t tile[kErodeBy + 6][kErodeBx + 6];
+  const int x0 = blockIdx.x * kErodeBx - 3, y0 = blockIdx.y * kErodeBy - 3;
+  for (int k = threadIdx.y * kErodeBx + threadIdx.x; k < (kErodeBx + 6) * (kErodeBy + 6); k += kErodeBx * kErodeBy) {
+    const int tx = k % (kErodeBx + 6), ty = k / (kErodeBx + 6);
+    const int x = x0 + tx, y = y0 + ty;
+    tile[ty][tx] = (x >= 0 && y >= 0 && x < g.W && y < g.H) ? detail::mask_at(mask, g.sx + x, g.sy + y) : 0;
+  }
+  __syncthreads();
+  const int x = blockIdx.x * kErodeBx + threadIdx.x, y = blockIdx.y * kErodeBy + threadIdx.y;
+  if (x >= g.W || y >= g.H) return;
+  int v = 255;
+#pragma unroll
+  for (int j = 0; j < 7; ++j)
+#pragma unroll
+    for (int i = 0; i < 7; ++i) v = min(v, static_cast<int>(tile[threadIdx.y + j][threadIdx.x + i]));
+  eroded[y * g.W + x] = static_cast<uint8_t>(v);
+}
+
+// Where the solve's first input goes: odd extensions of length 2N+2 per row (Fft) or dense rows of
+// N (Gemm). Row c*M + j holds channel c, interior row j.
+struct RowsOut {
+  double* data;
+  int pitch;   // elements per row
+  bool odd;    // write x at 1+i and -x at pitch-1-i
+};
+
+__global__ void rhs_kernel(PackedImage bg, PackedImage ov, MaskView mask, Geometry g, CloneMode mode,
+                           const uint8_t* eroded, RowsOut out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+  const int N = g.W - 2, M = g.H - 2;
+  if (i >= N || j >= M) return;
+  auto e = [&](int x, int y) { return static_cast<int>(eroded[y * g.W + x]); };
+  for (int c = 0; c < 3; ++c) {
+    const double v = detail::rhs_at(bg, ov, mask, g, i + 1, j + 1, c, mode, e);
+    double* row = out.data + static_cast<int64_t>(c * M + j) * out.pitch;
+    if (out.odd) {
+      row[1 + i] = v;
+      row[out.pitch - 1 - i] = -v;
+    } else {
+      row[i] = v;
+    }
+  }
+}
+
+// Reads the imaginary part of spectrum rows (rows_in = channels * A rows of length B+2 complex,
+// element k+1 for k < B) and writes it transposed as odd extensions: out row c*B + k, positions
+// 1+a and pitch-1-a. A tile of 32x32 goes through shared memory so both sides are coalesced.
+__global__ void transpose_imag_kernel(const cufftDoubleComplex* in, int A, int B, double* out, int out_pitch) {
+  __shared__ double tile[32][33];
+  const int c = blockIdx.z;
+  const int k0 = blockIdx.x * 32, a0 = blockIdx.y * 32;
+  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
+    const int a = a0 + dy, k = k0 + threadIdx.x;
+    if (a < A && k < B) tile[dy][threadIdx.x] = in[static_cast<int64_t>(c * A + a) * (B + 2) + k + 1].y;
+  }
+  __syncthreads();
+  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
+    const int k = k0 + dy, a = a0 + threadIdx.x;
+    if (a < A && k < B) {
+      const double v = tile[threadIdx.x][dy];
+      double* row = out + static_cast<int64_t>(c * B + k) * out_pitch;
+      row[1 + a] = v;
+      row[out_pitch - 1 - a] = -v;
+    }
+  }
+}
+
+// Denominator (fx[i] + fy[j]) - 4 in float, as OpenCV's solve().
+__device__ __forceinline__ double eigen_denominator(const float* fx, const float* fy, int i, int j) {
+  return static_cast<double>(__fsub_rn(__fadd_rn(fx[i], fy[j]), 4.0f));
+}
+
+// Fft: spectrum rows c*N + i (length M+2 complex) -> divided, odd extensions in place of `out`.
+__global__ void divide_fft_kernel(const cufftDoubleComplex* in, int N, int M, const float* fx, const float* fy,
+                                  double* out) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y, c = blockIdx.z;
+  if (j >= M) return;
+  const int64_t r = static_cast<int64_t>(c) * N + i;
+  const double v = in[r * (M + 2) + j + 1].y / eigen_denominator(fx, fy, i, j);
+  double* row = out + r * (2 * M + 2);
+  row[1 + j] = v;
+  row[2 * M + 1 - j] = -v;
+}
+
+// Gemm: dense [3][M][N] in place.
+__global__ void divide_dense_kernel(double* y, int N, int M, const float* fx, const float* fy) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y, c = blockIdx.z;
+  if (i >= N) return;
+  y[(static_cast<int64_t>(c) * M + j) * N + i] /= eigen_denominator(fx, fy, i, j);
+}
+
+// Step 8: writes the solution into the background's box interior, all three channels of a pixel.
+template <bool kSpectrum>
+__global__ void output_kernel(const void* solved, Geometry g, double scale, PackedImage bg) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+  const int N = g.W - 2, M = g.H - 2;
+  if (i >= N || j >= M) return;
+  uint8_t* px = bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
+  for (int c = 0; c < 3; ++c) {
+    const int64_t r = static_cast<int64_t>(c) * M + j;
+    const double v = kSpectrum ? static_cast<const cufftDoubleComplex*>(solved)[r * (N + 2) + i + 1].y
+                               : static_cast<const double*>(solved)[r * N + i];
+    px[detail::channel_offset(bg, c)] = detail::to_u8_truncate(v * scale);
+  }
+}
+
+__global__ void mask_box_kernel(MaskView m, int* box /* minx, miny, maxx, maxy */) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= m.width || y >= m.height || detail::mask_at(m, x, y) == 0) return;
+  atomicMin(&box[0], x);
+  atomicMin(&box[1], y);
+  atomicMax(&box[2], x);
+  atomicMax(&box[3], y);
+}
+
+__global__ void init_box_kernel(int* box) {
+  box[0] = box[1] = 1 << 30;
+  box[2] = box[3] = -1;
+}
+
+template <class T>
+T* device_alloc(size_t count) {
+  void* p = nullptr;
+  PRISM_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+}  // namespace
+
+// Everything for one box size.
+struct SizeEntry {
+  int W = 0, H = 0;
+  DstMethod method = DstMethod::Fft;
+  uint8_t* eroded = nullptr;
+  float* fx = nullptr;  // eigenvalue terms, OpenCV's float values
+  float* fy = nullptr;
+  // Fft
+  double* ext_x = nullptr;  // [3M][2N+2]
+  double* ext_y = nullptr;  // [3N][2M+2]
+  cufftDoubleComplex* spec_x = nullptr;  // [3M][N+2]
+  cufftDoubleComplex* spec_y = nullptr;  // [3N][M+2]
+  cufftHandle plan_x = 0, plan_y = 0;
+  bool plans = false;
+  // Gemm
+  double* s_n = nullptr;  // N x N
+  double* s_m = nullptr;  // M x M
+  double* dense = nullptr;  // [3][M][N]
+  double* tmp = nullptr;    // [3][M][N]
+
+  ~SizeEntry() {
+    for (void* p : {(void*)eroded, (void*)fx, (void*)fy, (void*)ext_x, (void*)ext_y, (void*)spec_x, (void*)spec_y,
+                    (void*)s_n, (void*)s_m, (void*)dense, (void*)tmp})
+      if (p) cudaFree(p);
+    if (plans) {
+      cufftDestroy(plan_x);
+      cufftDestroy(plan_y);
+    }
+  }
+};
+
+struct CudaCloner::Impl {
+  cudaStream_t stream;
+  DstMethod method;
+  cublasHandle_t blas = nullptr;
+  std::list<SizeEntry> cache;  // most recently used first
+  int* box_dev = nullptr;
+  int* box_host = nullptr;
+
+  SizeEntry& entry(int W, int H) {
+    const DstMethod m = method;
+    for (auto it = cache.begin(); it != cache.end(); ++it)
+      if (it->W == W && it->H == H && it->method == m) {
+        cache.splice(cache.begin(), cache, it);
+        return cache.front();
+      }
+    if (cache.size() >= 4) cache.pop_back();
+    cache.emplace_front();
+    SizeEntry& e = cache.front();
+    e.W = W;
+    e.H = H;
+    e.method = m;
+    const int N = W - 2, M = H - 2;
+    e.eroded = device_alloc<uint8_t>(static_cast<size_t>(W) * H);
+    std::vector<float> fx(N), fy(M);
+    detail::dst_filter(N, fx.data());
+    detail::dst_filter(M, fy.data());
+    e.fx = device_alloc<float>(N);
+    e.fy = device_alloc<float>(M);
+    PRISM_CUDA_CHECK(cudaMemcpy(e.fx, fx.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+    PRISM_CUDA_CHECK(cudaMemcpy(e.fy, fy.data(), M * sizeof(float), cudaMemcpyHostToDevice));
+    if (m == DstMethod::Fft) {
+      const size_t nx = static_cast<size_t>(3) * M * (2 * N + 2), ny = static_cast<size_t>(3) * N * (2 * M + 2);
+      e.ext_x = device_alloc<double>(nx);
+      e.ext_y = device_alloc<double>(ny);
+      // Positions 0 and n+1 of every odd extension stay zero; the kernels never write them.
+      PRISM_CUDA_CHECK(cudaMemset(e.ext_x, 0, nx * sizeof(double)));
+      PRISM_CUDA_CHECK(cudaMemset(e.ext_y, 0, ny * sizeof(double)));
+      e.spec_x = device_alloc<cufftDoubleComplex>(static_cast<size_t>(3) * M * (N + 2));
+      e.spec_y = device_alloc<cufftDoubleComplex>(static_cast<size_t>(3) * N * (M + 2));
+      int len_x = 2 * N + 2, len_y = 2 * M + 2;
+      check_cufft(cufftPlanMany(&e.plan_x, 1, &len_x, nullptr, 1, len_x, nullptr, 1, N + 2, CUFFT_D2Z, 3 * M),
+                  "cufftPlanMany(x)");
+      if (cufftPlanMany(&e.plan_y, 1, &len_y, nullptr, 1, len_y, nullptr, 1, M + 2, CUFFT_D2Z, 3 * N) != CUFFT_SUCCESS) {
+        cufftDestroy(e.plan_x);
+        throw gpu::CudaError("cufftPlanMany(y) failed");
+      }
+      e.plans = true;
+      check_cufft(cufftSetStream(e.plan_x, stream), "cufftSetStream");
+      check_cufft(cufftSetStream(e.plan_y, stream), "cufftSetStream");
+    } else {
+      auto sine_matrix = [](int n) {
+        std::vector<double> s(static_cast<size_t>(n) * n);
+        const double pi = 3.14159265358979323846;
+        for (int a = 0; a < n; ++a)
+          for (int b = 0; b < n; ++b)
+            s[static_cast<size_t>(a) * n + b] = std::sin(pi * (a + 1.0) * (b + 1.0) / (n + 1.0));
+        return s;
+      };
+      const auto sn = sine_matrix(N), sm = sine_matrix(M);
+      e.s_n = device_alloc<double>(sn.size());
+      e.s_m = device_alloc<double>(sm.size());
+      PRISM_CUDA_CHECK(cudaMemcpy(e.s_n, sn.data(), sn.size() * sizeof(double), cudaMemcpyHostToDevice));
+      PRISM_CUDA_CHECK(cudaMemcpy(e.s_m, sm.data(), sm.size() * sizeof(double), cudaMemcpyHostToDevice));
+      e.dense = device_alloc<double>(static_cast<size_t>(3) * M * N);
+      e.tmp = device_alloc<double>(static_cast<size_t>(3) * M * N);
+    }
+    return e;
+  }
+
+  // Y^T = S_N X^T S_M per channel, in cuBLAS's column-major view of row-major [M][N] planes.
+  void sine_transform_2d(SizeEntry& e, double* x, double* tmp) {
+    const int N = e.W - 2, M = e.H - 2;
+    const double one = 1.0, zero = 0.0;
+    const long long plane = static_cast<long long>(M) * N;
+    check_cublas(cublasDgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, N, &one, e.s_n, N, 0, x, N, plane,
+                                           &zero, tmp, N, plane, 3),
+                 "cublasDgemmStridedBatched");
+    check_cublas(cublasDgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, M, &one, tmp, N, plane, e.s_m, M, 0,
+                                           &zero, x, N, plane, 3),
+                 "cublasDgemmStridedBatched");
+  }
+};
+
+// Full-rate FP64: the data-centre parts (P100, V100, A100, H100/H200, B200).
+static bool device_has_fast_fp64() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return (minor == 0 && (major == 6 || major == 7 || major == 8 || major == 9 || major == 10));
+}
+
+CudaCloner::CudaCloner(cudaStream_t stream, DstMethod method) : impl_(std::make_unique<Impl>()) {
+  impl_->stream = stream;
+  impl_->method = method == DstMethod::Auto ? solver_for(device_has_fast_fp64()) : method;
+  check_cublas(cublasCreate(&impl_->blas), "cublasCreate");
+  check_cublas(cublasSetStream(impl_->blas, stream), "cublasSetStream");
+  // DGEMM only: full FP64 (Hopper's FP64 tensor cores are IEEE double); TF32 cannot apply.
+  check_cublas(cublasSetMathMode(impl_->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  impl_->box_dev = device_alloc<int>(4);
+  PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&impl_->box_host), 4 * sizeof(int)));
+}
+
+CudaCloner::~CudaCloner() {
+  cudaStreamSynchronize(impl_->stream);
+  impl_->cache.clear();
+  if (impl_->blas) cublasDestroy(impl_->blas);
+  cudaFree(impl_->box_dev);
+  cudaFreeHost(impl_->box_host);
+}
+
+DstMethod CudaCloner::solver_for(bool fast_fp64) {
+  // Measured on an H100 (bench_poisson, BENCHMARKS.md): DGEMM on the FP64 tensor cores wins at
+  // 300x194, 1024x1024, 1200x776 and 2400x1552 and is at most 13% slower at 154x100 and 592x592.
+  // GPUs with 1/64-rate FP64 (GeForce, most sm_86/89/120 parts) would make the GEMMs 30x slower.
+  return fast_fp64 ? DstMethod::Gemm : DstMethod::Fft;
+}
+
+
+void CudaCloner::clone(const CloneJob& job) {
+  const Placement& pl = job.placement;
+  if (!pl.solvable()) return;
+  const Geometry g{pl.dst.width, pl.dst.height, pl.src.x, pl.src.y, pl.dst.x, pl.dst.y};
+  const int N = g.W - 2, M = g.H - 2;
+  SizeEntry& e = impl_->entry(g.W, g.H);
+  cudaStream_t s = impl_->stream;
+
+  erode_kernel<<<dim3((g.W + kErodeBx - 1) / kErodeBx, (g.H + kErodeBy - 1) / kErodeBy), dim3(kErodeBx, kErodeBy), 0,
+                 s>>>(job.mask, g, e.eroded);
+  const dim3 pix_block(32, 8), pix_grid((N + 31) / 32, (M + 7) / 8);
+  if (e.method == DstMethod::Fft) {
+    rhs_kernel<<<pix_grid, pix_block, 0, s>>>(job.background, job.overlay, job.mask, g, job.mode, e.eroded,
+                                              RowsOut{e.ext_x, 2 * N + 2, true});
+    check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
+    transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_x, M, N, e.ext_y,
+                                                                                       2 * M + 2);
+    check_cufft(cufftExecD2Z(e.plan_y, e.ext_y, e.spec_y), "cufftExecD2Z");
+    divide_fft_kernel<<<dim3((M + 127) / 128, N, 3), 128, 0, s>>>(e.spec_y, N, M, e.fx, e.fy, e.ext_y);
+    check_cufft(cufftExecD2Z(e.plan_y, e.ext_y, e.spec_y), "cufftExecD2Z");
+    transpose_imag_kernel<<<dim3((M + 31) / 32, (N + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_y, N, M, e.ext_x,
+                                                                                       2 * N + 2);
+    check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
+    // Four transforms of -2 DST-I: 16 S^4 = 4 (N+1)(M+1) times the identity.
+    output_kernel<true><<<pix_grid, pix_block, 0, s>>>(e.spec_x, g, 1.0 / (4.0 * (N + 1) * (M + 1)), job.background);
+  } else {
+    rhs_kernel<<<pix_grid, pix_block, 0, s>>>(job.background, job.overlay, job.mask, g, job.mode, e.eroded,
+                                              RowsOut{e.dense, N, false});
+    impl_->sine_transform_2d(e, e.dense, e.tmp);
+    divide_dense_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.dense, N, M, e.fx, e.fy);
+    impl_->sine_transform_2d(e, e.dense, e.tmp);
+    // S^2 = (n+1)/2 I per axis.
+    output_kernel<false><<<pix_grid, pix_block, 0, s>>>(e.dense, g, 4.0 / ((N + 1.0) * (M + 1.0)), job.background);
+  }
+  PRISM_CUDA_CHECK(cudaGetLastError());
+}
+
+DstMethod CudaCloner::method() const { return impl_->method; }
+
+Box CudaCloner::mask_box(const MaskView& m) {
+  cudaStream_t s = impl_->stream;
+  init_box_kernel<<<1, 1, 0, s>>>(impl_->box_dev);
+  mask_box_kernel<<<dim3((m.width + 31) / 32, (m.height + 7) / 8), dim3(32, 8), 0, s>>>(m, impl_->box_dev);
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(impl_->box_host, impl_->box_dev, 4 * sizeof(int), cudaMemcpyDeviceToHost, s));
+  PRISM_CUDA_CHECK(cudaStreamSynchronize(s));
+  const int* b = impl_->box_host;
+  if (b[2] < 0) return {};
+  return {b[0], b[1], b[2] - b[0] + 1, b[3] - b[1] + 1};
+}
+
+}  // namespace prism::poisson

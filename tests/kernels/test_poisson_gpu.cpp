@@ -1,0 +1,244 @@
+// CUDA path of the seamless clone against OpenCV 4.6's cv::seamlessClone and our CPU path (which
+// reproduces OpenCV bit for bit), both DST methods, every mode, binary/soft/alpha masks, fresh random
+// and real images (PPM copies of ../shared/data/images made by tools/gpu-suite), 3x3 to 2400x1552.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "poisson_cases.h"
+#include "prism_test.h"
+
+using namespace prism::test;
+namespace poisson = prism::poisson;
+
+namespace {
+
+struct DeviceMat {
+  uint8_t* data = nullptr;
+  size_t pitch = 0;
+  cv::Size size;
+  int elem = 0;
+  explicit DeviceMat(const cv::Mat& m) : size(m.size()), elem(static_cast<int>(m.elemSize())) {
+    EXPECT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&data), &pitch, m.cols * elem, m.rows), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy2D(data, pitch, m.data, m.step, m.cols * elem, m.rows, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceMat() { cudaFree(data); }
+  cv::Mat download(int type) const {
+    cv::Mat m(size, type);
+    EXPECT_EQ(cudaMemcpy2D(m.data, m.step, data, pitch, size.width * elem, size.height, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return m;
+  }
+};
+
+struct Gpu {
+  cudaStream_t stream = nullptr;
+  Gpu() { cudaStreamCreate(&stream); }
+  ~Gpu() { cudaStreamDestroy(stream); }
+};
+
+// Our GPU result for a case with the given method.
+cv::Mat ours_gpu(const CloneCase& c, poisson::CudaCloner& cloner, cudaStream_t stream) {
+  cv::Mat host_dst = c.dst.clone();
+  poisson::CloneJob job = make_job(c, host_dst);  // placement from the host mask
+  DeviceMat dst(c.dst), src(c.src), mask(c.mask);
+  job.background.data = dst.data;
+  job.background.stride = static_cast<int64_t>(dst.pitch);
+  job.overlay.data = src.data;
+  job.overlay.stride = static_cast<int64_t>(src.pitch);
+  job.mask.data = mask.data;
+  job.mask.stride = static_cast<int64_t>(mask.pitch);
+  EXPECT_EQ(cloner.mask_box(job.mask), poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows,
+                                                           static_cast<int64_t>(c.mask.step), 1}));
+  cloner.clone(job);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  return dst.download(CV_8UC3);
+}
+
+cv::Mat ours_cpu(const CloneCase& c) {
+  cv::Mat out = c.dst.clone();
+  poisson::clone_cpu(make_job(c, out));
+  return out;
+}
+
+// What is asserted against OpenCV: max difference 1 everywhere, nothing outside the box changed,
+// and at most 0.1% of the box's values differing for boxes from 100x100 to 600x600. The GPU solves
+// in double, so what differs is OpenCV's own float DFT error, which grows with the box: on random
+// noise it reaches 0.35% at 1078x719, on a real image 0.12% at 2400x1552 (BENCHMARKS.md); those
+// figures are printed, and bounded here by 0.5%. Boxes under 100 pixels a side are dominated by
+// exact-integer solutions (where erosion leaves no overlay, the solution is the background itself),
+// which OpenCV's float DFT truncates to v or v-1 at random; printed too.
+CloneDiff expect_close(const CloneCase& c, const cv::Mat& ours, const cv::Mat& ref, const char* method) {
+  const CloneDiff whole = compare(ours, ref);
+  const poisson::Box box = poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows, (int64_t)c.mask.step, 1});
+  const cv::Rect roi(c.p.x - box.width / 2, c.p.y - box.height / 2, box.width, box.height);
+  const CloneDiff inside = compare(ours(roi), ref(roi));
+  std::cout << "  " << method << " " << c.name << ": box " << inside.str() << "\n";
+  EXPECT_EQ(whole.differing, inside.differing) << c.name << ": pixels outside the box changed";
+  EXPECT_LE(whole.max_abs, 1) << method << " " << c.name;
+  if (box.width >= 100 && box.height >= 100) {
+    const bool mid = box.width <= 600 && box.height <= 600;
+    EXPECT_LE(inside.fraction(), mid ? 0.001 : 0.005) << method << " " << c.name;
+  }
+  return inside;
+}
+
+// The two GPU methods solve the same problem in double by different algorithms: they must agree
+// (a value may flip only when the exact solution lies within ~1e-9 of an integer).
+void expect_methods_agree(const CloneCase& c, const cv::Mat& a, const cv::Mat& b) {
+  const CloneDiff d = compare(a, b);
+  EXPECT_LE(d.max_abs, 1) << c.name;
+  EXPECT_LE(d.differing, d.total / 100000) << c.name << " gemm vs fft: " << d.str();
+}
+
+void run_cases(const std::vector<std::pair<int, int>>& sizes, const cv::Mat& src_image, const cv::Mat& dst_image,
+               unsigned seed, bool all_kinds = true) {
+  Gpu gpu;
+  poisson::CudaCloner gemm(gpu.stream, poisson::DstMethod::Gemm), fft(gpu.stream, poisson::DstMethod::Fft);
+  std::mt19937 rng(seed);
+  for (auto [w, h] : sizes)
+    for (int mode : {cv::NORMAL_CLONE, cv::MIXED_CLONE, cv::MONOCHROME_TRANSFER})
+      for (int kind : {0, 1, 2}) {
+        if (!all_kinds && kind != (mode % 3)) continue;
+        const cv::Size dst_size(std::max(64, w + 20), std::max(48, h + 12));
+        CloneCase c = make_case(src_image.empty() ? "random" : "real", w, h, dst_size, mode, kind, src_image,
+                                dst_image, rng);
+        const cv::Mat ref = opencv_clone(c);
+        EXPECT_EQ(compare(ours_cpu(c), ref).differing, 0u) << "CPU path " << c.name;
+        const cv::Mat a = ours_gpu(c, gemm, gpu.stream), b = ours_gpu(c, fft, gpu.stream);
+        expect_close(c, a, ref, "gemm");
+        expect_close(c, b, ref, "fft");
+        expect_methods_agree(c, a, b);
+      }
+}
+
+cv::Mat real(const char* name) {
+  const std::string path = data_dir() + "/images/" + name;
+  cv::Mat m = read_ppm(path);
+  if (m.empty() && std::getenv("PRISM_REQUIRE_DATA")) ADD_FAILURE() << "cannot read " << path;
+  return m;
+}
+
+}  // namespace
+
+TEST(PoissonGpu, SmallBoxesRandom) {
+  PRISM_NEED_GPU();
+  run_cases({{3, 3}, {3, 5}, {4, 3}, {5, 4}, {7, 9}, {16, 9}, {33, 47}}, {}, {}, 11);
+}
+
+TEST(PoissonGpu, ReferenceSizesRandom) {
+  PRISM_NEED_GPU();
+  run_cases({{154, 100}, {300, 194}}, {}, {}, 12);
+}
+
+TEST(PoissonGpu, PrimeLengthsRandom) {
+  PRISM_NEED_GPU();
+  run_cases({{360, 258}, {241, 199}, {1078, 719}}, {}, {}, 13, false);  // 1077 = 3 x 359, 718 = 2 x 359
+}
+
+TEST(PoissonGpu, RealImages) {
+  PRISM_NEED_GPU();
+  PRISM_NEED_FILE(data_dir() + "/images/fruits.ppm");
+  PRISM_NEED_FILE(data_dir() + "/images/baboon.ppm");
+  run_cases({{154, 100}, {301, 197}, {592, 592}}, real("baboon.ppm"), real("fruits.ppm"), 14, false);
+}
+
+TEST(PoissonGpu, LargeBoxes) {
+  PRISM_NEED_GPU();
+  Gpu gpu;
+  poisson::CudaCloner gemm(gpu.stream, poisson::DstMethod::Gemm), fft(gpu.stream, poisson::DstMethod::Fft);
+  std::mt19937 rng(15);
+  CloneCase c = make_case("random", 1200, 776, cv::Size(1920, 1080), cv::MIXED_CLONE, 2, {}, {}, rng);
+  cv::Mat ref = opencv_clone(c);
+  cv::Mat a = ours_gpu(c, gemm, gpu.stream), b = ours_gpu(c, fft, gpu.stream);
+  expect_close(c, a, ref, "gemm");
+  expect_close(c, b, ref, "fft");
+  expect_methods_agree(c, a, b);
+  const char* large = std::getenv("PRISM_LARGE_TESTS");
+  if (!large || std::string(large) != "1") {
+    std::cerr << "*** 2400x1552 skipped (set PRISM_LARGE_TESTS=1) ***\n";
+    return;
+  }
+  cv::Mat fruits = real("fruits.ppm");
+  c = make_case(fruits.empty() ? "random" : "real", 2400, 1552, cv::Size(3840, 2160), cv::NORMAL_CLONE, 2, fruits,
+                {}, rng);
+  ref = opencv_clone(c);  // 40-100 s
+  a = ours_gpu(c, gemm, gpu.stream);
+  b = ours_gpu(c, fft, gpu.stream);
+  expect_close(c, a, ref, "gemm");
+  expect_close(c, b, ref, "fft");
+  expect_methods_agree(c, a, b);
+}
+
+// The overlay's own alpha channel as the mask (RGBA overlay, RGBA background).
+TEST(PoissonGpu, AlphaMaskOnRgba) {
+  PRISM_NEED_GPU();
+  Gpu gpu;
+  poisson::CudaCloner cloner(gpu.stream);
+  std::mt19937 rng(16);
+  CloneCase c = make_case("random", 120, 90, cv::Size(320, 240), cv::NORMAL_CLONE, 1, {}, {}, rng);
+  const cv::Mat ref = opencv_clone(c);
+  cv::Mat src_rgba, dst_rgba;
+  cv::cvtColor(c.src, src_rgba, cv::COLOR_BGR2RGBA);
+  cv::cvtColor(c.dst, dst_rgba, cv::COLOR_BGR2RGBA);
+  cv::Mat planes[4];
+  cv::split(src_rgba, planes);
+  planes[3] = c.mask;
+  cv::merge(planes, 4, src_rgba);
+  DeviceMat dst(dst_rgba), src(src_rgba);
+  poisson::CloneJob job;
+  job.background = {dst.data, dst_rgba.cols, dst_rgba.rows, (int64_t)dst.pitch, 4, 0, 1, 2};
+  job.overlay = {src.data, src_rgba.cols, src_rgba.rows, (int64_t)src.pitch, 4, 0, 1, 2};
+  job.mask = {src.data + 3, src_rgba.cols, src_rgba.rows, (int64_t)src.pitch, 4};
+  job.placement = poisson::place(cloner.mask_box(job.mask), c.p.x, c.p.y, dst_rgba.cols, dst_rgba.rows);
+  cloner.clone(job);
+  ASSERT_EQ(cudaStreamSynchronize(gpu.stream), cudaSuccess);
+  cv::Mat out_rgba = dst.download(CV_8UC4), out;
+  cv::cvtColor(out_rgba, out, cv::COLOR_RGBA2BGR);
+  expect_close(c, out, ref, "auto");
+  cv::split(out_rgba, planes);
+  EXPECT_EQ(cv::countNonZero(planes[3] != 255), 0) << "alpha of the background must be kept";
+}
+
+TEST(PoissonGpu, ClippedOverlayEqualsCpuPath) {
+  PRISM_NEED_GPU();
+  Gpu gpu;
+  poisson::CudaCloner cloner(gpu.stream);
+  std::mt19937 rng(17);
+  for (cv::Point p : {cv::Point(6, 70), cv::Point(95, 3), cv::Point(-5, 40), cv::Point(400, 400)}) {
+    CloneCase c = make_case("random", 40, 30, cv::Size(100, 80), cv::MIXED_CLONE, 1, {}, {}, rng);
+    c.p = p;
+    const cv::Mat cpu = ours_cpu(c), gpu_out = ours_gpu(c, cloner, gpu.stream);
+    const CloneDiff d = compare(cpu, gpu_out);
+    EXPECT_LE(d.max_abs, 1) << p;
+    EXPECT_LE(d.fraction(), 0.001) << p;
+  }
+}
+
+// A stream of frames of one box size allocates nothing after the first.
+TEST(PoissonGpu, NoDeviceAllocationPerFrame) {
+  PRISM_NEED_GPU();
+  Gpu gpu;
+  poisson::CudaCloner cloner(gpu.stream);
+  std::mt19937 rng(18);
+  CloneCase c = make_case("random", 300, 194, cv::Size(640, 480), cv::NORMAL_CLONE, 0, {}, {}, rng);
+  cv::Mat host = c.dst.clone();
+  poisson::CloneJob job = make_job(c, host);
+  DeviceMat dst(c.dst), src(c.src), mask(c.mask);
+  job.background.data = dst.data;
+  job.background.stride = (int64_t)dst.pitch;
+  job.overlay.data = src.data;
+  job.overlay.stride = (int64_t)src.pitch;
+  job.mask.data = mask.data;
+  job.mask.stride = (int64_t)mask.pitch;
+  cloner.clone(job);
+  cudaStreamSynchronize(gpu.stream);
+  size_t free0 = 0, free1 = 0, total = 0;
+  cudaMemGetInfo(&free0, &total);
+  for (int i = 0; i < 50; ++i) cloner.clone(job);
+  cudaStreamSynchronize(gpu.stream);
+  cudaMemGetInfo(&free1, &total);
+  EXPECT_EQ(free0, free1);
+}
