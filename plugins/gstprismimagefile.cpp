@@ -1,0 +1,158 @@
+#include "gstprismimagefile.h"
+
+#include <gst/app/gstappsink.h>
+
+#include <cstring>
+#include <string>
+
+#include "poisson/seamless_clone.h"
+
+namespace prism {
+namespace {
+
+constexpr GstClockTime kTimeout = 10 * GST_SECOND;
+
+void on_pad_added(GstElement*, GstPad* pad, gpointer convert) {
+  GstPad* sink = gst_element_get_static_pad(GST_ELEMENT(convert), "sink");
+  if (!gst_pad_is_linked(sink)) {
+    GstCaps* caps = gst_pad_get_current_caps(pad);
+    if (!caps) caps = gst_pad_query_caps(pad, nullptr);
+    const GstStructure* s = caps && gst_caps_get_size(caps) ? gst_caps_get_structure(caps, 0) : nullptr;
+    if (s && g_str_has_prefix(gst_structure_get_name(s), "video/")) gst_pad_link(pad, sink);
+    if (caps) gst_caps_unref(caps);
+  }
+  gst_object_unref(sink);
+}
+
+int channels_of(GstVideoFormat format) {
+  switch (format) {
+    case GST_VIDEO_FORMAT_BGRA:
+    case GST_VIDEO_FORMAT_RGBA: return 4;
+    case GST_VIDEO_FORMAT_BGR:
+    case GST_VIDEO_FORMAT_RGB: return 3;
+    case GST_VIDEO_FORMAT_GRAY8: return 1;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* out, GError** error, int width,
+                         int height) {
+  const int channels = channels_of(format);
+  if (!path || !*path) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND, "no image file name given");
+    return FALSE;
+  }
+  if (!channels) {
+    g_set_error(error, GST_CORE_ERROR, GST_CORE_ERROR_NOT_IMPLEMENTED,
+                "cannot load image file '%s' as %s: only BGRA, RGBA, BGR, RGB and GRAY8", path,
+                gst_video_format_to_string(format));
+    return FALSE;
+  }
+  if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND, "image file '%s' does not exist", path);
+    return FALSE;
+  }
+  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file '%s' is not a regular file",
+                path);
+    return FALSE;
+  }
+
+  GstElement* pipeline = gst_pipeline_new("prism-image-file");
+  GstElement* src = gst_element_factory_make("filesrc", nullptr);
+  GstElement* decode = gst_element_factory_make("decodebin", nullptr);
+  GstElement* convert = gst_element_factory_make("videoconvert", nullptr);
+  GstElement* scale = gst_element_factory_make("videoscale", nullptr);
+  GstElement* filter = gst_element_factory_make("capsfilter", nullptr);
+  GstElement* sink = gst_element_factory_make("appsink", nullptr);
+  if (!src || !decode || !convert || !scale || !filter || !sink) {
+    for (GstElement* e : {src, decode, convert, scale, filter, sink})
+      if (e) gst_object_unref(e);
+    gst_object_unref(pipeline);
+    g_set_error(error, GST_CORE_ERROR, GST_CORE_ERROR_MISSING_PLUGIN,
+                "cannot load image file '%s': filesrc, decodebin, videoconvert, videoscale, capsfilter or "
+                "appsink is missing (GStreamer base/good plugins)",
+                path);
+    return FALSE;
+  }
+  GstCaps* caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, gst_video_format_to_string(format),
+                                      nullptr);
+  if (width > 0 && height > 0)
+    gst_caps_set_simple(caps, "width", G_TYPE_INT, width, "height", G_TYPE_INT, height, "pixel-aspect-ratio",
+                        GST_TYPE_FRACTION, 1, 1, nullptr);
+  g_object_set(src, "location", path, nullptr);
+  g_object_set(filter, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+  g_object_set(sink, "sync", FALSE, "max-buffers", 1, nullptr);
+  gst_bin_add_many(GST_BIN(pipeline), src, decode, convert, scale, filter, sink, nullptr);
+  gst_element_link(src, decode);
+  gst_element_link_many(convert, scale, filter, sink, nullptr);
+  g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), convert);
+
+  gboolean ok = FALSE;
+  GstBus* bus = gst_element_get_bus(pipeline);
+  gst_element_set_state(pipeline, GST_STATE_PAUSED);
+  GstMessage* msg = gst_bus_timed_pop_filtered(bus, kTimeout,
+                                               (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE));
+  if (!msg) {
+    g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
+                "image file '%s' could not be decoded within 10 s (not an image?)", path);
+  } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+    GError* err = nullptr;
+    gchar* debug = nullptr;
+    gst_message_parse_error(msg, &err, &debug);
+    if (err->domain == GST_RESOURCE_ERROR)
+      g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file '%s' cannot be read: %s", path,
+                  err->message);
+    else
+      g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE, "image file '%s' is not a decodable image: %s",
+                  path, err->message);
+    GST_DEBUG("image file %s: %s (%s)", path, err->message, GST_STR_NULL(debug));
+    g_clear_error(&err);
+    g_free(debug);
+  } else {
+    GstSample* sample = gst_app_sink_try_pull_preroll(GST_APP_SINK(sink), 0);
+    GstVideoInfo info;
+    GstVideoFrame frame;
+    if (!sample || !gst_video_info_from_caps(&info, gst_sample_get_caps(sample)) ||
+        !gst_video_frame_map(&frame, &info, gst_sample_get_buffer(sample), GST_MAP_READ)) {
+      g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE, "image file '%s' gave no picture", path);
+    } else {
+      out->width = GST_VIDEO_INFO_WIDTH(&info);
+      out->height = GST_VIDEO_INFO_HEIGHT(&info);
+      out->channels = channels;
+      const size_t row = (size_t)out->width * channels;
+      out->pixels.resize(row * out->height);
+      for (int y = 0; y < out->height; y++)
+        std::memcpy(out->pixels.data() + row * y,
+                    (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&frame, 0) + (size_t)y * GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0),
+                    row);
+      gst_video_frame_unmap(&frame);
+      ok = TRUE;
+    }
+    if (sample) gst_sample_unref(sample);
+  }
+  if (msg) gst_message_unref(msg);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(pipeline);
+  return ok;
+}
+
+gboolean image_file_load_grey(const gchar* path, ImageFile* out, GError** error) {
+  ImageFile bgra;
+  if (!image_file_load(path, GST_VIDEO_FORMAT_BGRA, &bgra, error)) return FALSE;
+  out->width = bgra.width;
+  out->height = bgra.height;
+  out->channels = 1;
+  out->pixels.resize((size_t)bgra.width * bgra.height);
+  for (size_t i = 0; i < out->pixels.size(); i++) {
+    const uint8_t* p = &bgra.pixels[4 * i];
+    out->pixels[i] = prism::poisson::grey_bgr(p[0], p[1], p[2]);
+  }
+  return TRUE;
+}
+
+}  // namespace prism

@@ -1,0 +1,38 @@
+/* Decoding an image file (PNG, JPEG, PNM, ... anything decodebin handles) into memory with a small
+ * GStreamer pipeline, without OpenCV's imgcodecs:
+ *
+ *   filesrc ! decodebin ! videoconvert [! videoscale] ! video/x-raw,format=FORMAT[,width,height] ! appsink
+ *
+ * Used by poissonblend to read `mask-location` once per setting, and by the tests to read photos.
+ * Errors come back as a GError that names the file (GST_RESOURCE_ERROR_NOT_FOUND when it does not
+ * exist or cannot be read, GST_STREAM_ERROR_DECODE when it is not a decodable image).
+ */
+#pragma once
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace prism {
+
+struct ImageFile {
+  int width = 0;
+  int height = 0;
+  int channels = 0;              // bytes per pixel: 4 for BGRA/RGBA, 3 for BGR/RGB, 1 for GRAY8
+  std::vector<uint8_t> pixels;   // rows packed without padding: width * channels bytes each
+};
+
+// Decodes the first image of `path` into `format` (GST_VIDEO_FORMAT_BGRA, RGBA, BGR, RGB or
+// GRAY8), scaled to width x height when both are > 0 (videoscale's bilinear), else at its own
+// size. Returns FALSE with `error` set (naming the file) on failure; never hangs (10 s limit).
+gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* out, GError** error,
+                         int width = 0, int height = 0);
+
+// A mask file as 8-bit grey: decoded to BGRA, then grey = OpenCV's cvtColor BGR2GRAY of B, G, R
+// (prism::poisson::grey_bgr, bit-exact; alpha ignored). A grey or black-and-white file keeps its
+// values exactly.
+gboolean image_file_load_grey(const gchar* path, ImageFile* out, GError** error);
+
+}  // namespace prism
