@@ -1,0 +1,1325 @@
+#include "gstpoissonblend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "colorconvert/colorconvert.h"
+#include "gstprismimagefile.h"
+#include "gstprismvideo.h"
+#include "poisson/seamless_clone.h"
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#include <gst/cuda/gstcudamemory.h>
+#endif
+
+GST_DEBUG_CATEGORY_STATIC(gst_poisson_blend_debug);
+#define GST_CAT_DEFAULT gst_poisson_blend_debug
+
+namespace pp = prism::poisson;
+namespace cc = prism::colorconvert;
+
+/* Background and output; overlays. GstCudaMemory holds all of them in 1.22. */
+#define BACKGROUND_FORMATS "{ RGBA, BGRA, RGBx, BGRx, RGB, BGR, NV12, I420 }"
+#define OVERLAY_FORMATS "{ RGBA, BGRA, RGBx, BGRx, RGB, BGR }"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Per-pad state                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+namespace {
+
+/* A decoded mask-location file, immutable once made (shared between the property and the
+ * streaming thread). */
+struct MaskFile {
+  std::string location;
+  int width = 0, height = 0;
+  std::vector<uint8_t> grey;
+  pp::Box box;  /* mask_box(), computed once */
+
+  pp::MaskView view() const { return pp::MaskView{grey.data(), width, height, width, 1}; }
+};
+
+#if defined(PRISM_HAVE_CUDA)
+/* Device memory owned by a pad, freed in the context it was allocated in. */
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  /* At least `size` bytes in `context`; keeps the current allocation when it is big enough. */
+  cudaError_t ensure(GstCudaContext *context, size_t size) {
+    if (ptr_ && size_ >= size && context_ == context) return cudaSuccess;
+    reset();
+    if (!gst_cuda_context_push(context)) return cudaErrorDeviceUninitialized;
+    cudaError_t err = cudaMalloc((void **)&ptr_, size);
+    gst_cuda_context_pop(nullptr);
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      return err;
+    }
+    context_ = (GstCudaContext *)gst_object_ref(context);
+    size_ = size;
+    return cudaSuccess;
+  }
+  void reset() {
+    if (ptr_) {
+      gst_cuda_context_push(context_);
+      cudaFree(ptr_);
+      gst_cuda_context_pop(nullptr);
+    }
+    ptr_ = nullptr;
+    size_ = 0;
+    gst_clear_object(&context_);
+  }
+  uint8_t *get() const { return ptr_; }
+
+ private:
+  GstCudaContext *context_ = nullptr;
+  uint8_t *ptr_ = nullptr;
+  size_t size_ = 0;
+};
+#endif
+
+/* What one overlay pad knows. `props` is guarded by the pad's object lock; the rest belongs to
+ * the streaming thread (and to start/stop, when it is not running). */
+struct OverlayState {
+  struct Props {
+    gint xpos = 0, ypos = 0;
+    pp::CloneMode mode = pp::CloneMode::Normal;
+    std::string location;                   /* mask-location, empty when unset */
+    std::shared_ptr<const MaskFile> mask;   /* decoded mask-location */
+    std::string mask_error;                 /* why mask-location could not be decoded */
+    gboolean mask_missing = FALSE;          /* ... because the file is not there */
+  } props;
+  guint serial = 0;  /* creation order, breaks zorder ties */
+
+  /* The overlay's current GstMemory when it can be cached: it was shared (not writable) when we
+   * first saw it, as imagefreeze's still is, and `holder` keeps it shared (a parent of ours), so
+   * its pixels cannot change while it is cached. */
+  GstBuffer *holder = nullptr;
+  GstMemory *cached_mem = nullptr;
+  gint cached_width = 0, cached_height = 0;
+  GstVideoFormat cached_format = GST_VIDEO_FORMAT_UNKNOWN;
+  gboolean alpha_box_valid = FALSE;
+  pp::Box alpha_box;
+  gboolean warned_clipped = FALSE, warned_empty = FALSE;
+#if defined(PRISM_HAVE_CUDA)
+  gboolean device_copy_valid = FALSE;       /* overlay_dev holds cached_mem's pixels */
+  DeviceBuffer overlay_dev;                 /* system-memory overlay, packed rows */
+  DeviceBuffer mask_dev;                    /* mask-location pixels */
+  std::shared_ptr<const MaskFile> mask_dev_of;
+#endif
+
+  void forget_memory() {
+    gst_clear_buffer(&holder);
+    cached_mem = nullptr;
+    alpha_box_valid = FALSE;
+#if defined(PRISM_HAVE_CUDA)
+    device_copy_valid = FALSE;
+#endif
+  }
+  /* Drops every cache (stop, pad finalize). */
+  void reset_stream_state() {
+    forget_memory();
+    warned_clipped = warned_empty = FALSE;
+#if defined(PRISM_HAVE_CUDA)
+    overlay_dev.reset();
+    mask_dev.reset();
+    mask_dev_of.reset();
+#endif
+  }
+};
+
+/* Element-wide per-run state (streaming thread, start/stop). */
+struct BlendState {
+  GstVideoInfo out_info{};
+  gboolean out_cuda = FALSE;
+  std::vector<uint8_t> rgba_scratch; /* CPU: NV12/I420 rectangle as RGBA */
+#if defined(PRISM_HAVE_CUDA)
+  std::unique_ptr<pp::CudaCloner> cloner;
+  DeviceBuffer staging;   /* system-memory output on the GPU path, laid out like out_info */
+  DeviceBuffer rgba_dev;  /* NV12/I420 rectangle as RGBA on the GPU */
+#endif
+};
+
+}  // namespace
+
+/* ------------------------------------------------------------------------------------------ */
+/* Types                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+GType gst_poisson_blend_mode_get_type(void) {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {(gint)pp::CloneMode::Normal,
+       "Normal clone: the overlay's gradients inside the mask (cv::NORMAL_CLONE)", "normal"},
+      {(gint)pp::CloneMode::Mixed,
+       "Mixed clone: per channel, the stronger of the overlay's and the background's gradients "
+       "(cv::MIXED_CLONE)",
+       "mixed"},
+      {(gint)pp::CloneMode::MonochromeTransfer,
+       "Monochrome transfer: the overlay's grey-level gradients on every channel "
+       "(cv::MONOCHROME_TRANSFER)",
+       "monochrome-transfer"},
+      {0, nullptr, nullptr}};
+  if (g_once_init_enter(&type)) {
+    GType t = g_enum_register_static("GstPoissonBlendMode", values);
+    g_once_init_leave(&type, t);
+  }
+  return type;
+}
+
+struct _GstPoissonBlendOverlayPad {
+  GstPoissonBlendPad parent;
+  OverlayState *state;
+};
+
+struct _GstPoissonBlend {
+  GstVideoAggregator parent;
+  GstPrismCuda cuda;
+  GstPoissonBlendPad *background; /* the always "sink" pad */
+  guint next_pad_index;           /* for overlay_%u names */
+  guint next_serial;              /* creation order of overlay pads */
+  BlendState *state;
+};
+
+G_DEFINE_TYPE(GstPoissonBlendPad, gst_poisson_blend_pad, GST_TYPE_VIDEO_AGGREGATOR_PAD);
+G_DEFINE_TYPE(GstPoissonBlendOverlayPad, gst_poisson_blend_overlay_pad, GST_TYPE_POISSON_BLEND_PAD);
+
+static void gst_poisson_blend_child_proxy_init(gpointer g_iface, gpointer iface_data);
+G_DEFINE_TYPE_WITH_CODE(GstPoissonBlend, gst_poisson_blend, GST_TYPE_VIDEO_AGGREGATOR,
+                        G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY, gst_poisson_blend_child_proxy_init));
+GST_ELEMENT_REGISTER_DEFINE(poissonblend, "poissonblend", GST_RANK_NONE, GST_TYPE_POISSON_BLEND);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pads                                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The base class would map every buffer on the host here; CUDA memory must stay on the device,
+ * so nothing is prepared: aggregate_frames maps what it needs itself. */
+static gboolean pad_prepare_frame(GstVideoAggregatorPad *, GstVideoAggregator *, GstBuffer *, GstVideoFrame *) {
+  return TRUE;
+}
+
+static void pad_clean_frame(GstVideoAggregatorPad *, GstVideoAggregator *, GstVideoFrame *prepared) {
+  memset(prepared, 0, sizeof(*prepared));
+}
+
+/* `zorder` is GstVideoAggregatorPad's (which keeps the element's pad list sorted by it); it is
+ * installed again here only to say what it means for poissonblend, and forwarded. */
+enum { PROP_BASE_PAD_0, PROP_BASE_PAD_ZORDER };
+
+static GParamSpec *base_zorder_pspec(void) {
+  return g_object_class_find_property(G_OBJECT_CLASS(gst_poisson_blend_pad_parent_class), "zorder");
+}
+
+static void pad_set_property(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
+  if (prop_id != PROP_BASE_PAD_ZORDER) {
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    return;
+  }
+  GParamSpec *base = base_zorder_pspec();
+  G_OBJECT_CLASS(gst_poisson_blend_pad_parent_class)->set_property(object, base->param_id, value, base);
+}
+
+static void pad_get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
+  if (prop_id != PROP_BASE_PAD_ZORDER) {
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    return;
+  }
+  GParamSpec *base = base_zorder_pspec();
+  G_OBJECT_CLASS(gst_poisson_blend_pad_parent_class)->get_property(object, base->param_id, value, base);
+}
+
+static void gst_poisson_blend_pad_class_init(GstPoissonBlendPadClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstVideoAggregatorPadClass *vpad_class = GST_VIDEO_AGGREGATOR_PAD_CLASS(klass);
+  gobject_class->set_property = pad_set_property;
+  gobject_class->get_property = pad_get_property;
+  g_object_class_install_property(
+      gobject_class, PROP_BASE_PAD_ZORDER,
+      g_param_spec_uint("zorder", "Z-order",
+                        "Overlays: the solving order. They are cloned one after another in increasing "
+                        "zorder (equal values in pad creation order), each into the result of the "
+                        "previous ones, as repeated cv::seamlessClone calls; default: the number of sink "
+                        "pads when the pad was requested. The background pad 'sink' ignores it",
+                        0, G_MAXUINT, 0,
+                        (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE | G_PARAM_STATIC_STRINGS)));
+  vpad_class->prepare_frame = GST_DEBUG_FUNCPTR(pad_prepare_frame);
+  vpad_class->clean_frame = GST_DEBUG_FUNCPTR(pad_clean_frame);
+}
+
+static void gst_poisson_blend_pad_init(GstPoissonBlendPad *) {}
+
+enum { PROP_PAD_0, PROP_PAD_XPOS, PROP_PAD_YPOS, PROP_PAD_MODE, PROP_PAD_MASK_LOCATION };
+
+static OverlayState *STATE(gpointer pad) { return GST_POISSON_BLEND_OVERLAY_PAD(pad)->state; }
+
+static void overlay_pad_set_property(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
+  OverlayState *st = STATE(object);
+  switch (prop_id) {
+    case PROP_PAD_XPOS:
+      GST_OBJECT_LOCK(object);
+      st->props.xpos = g_value_get_int(value);
+      GST_OBJECT_UNLOCK(object);
+      break;
+    case PROP_PAD_YPOS:
+      GST_OBJECT_LOCK(object);
+      st->props.ypos = g_value_get_int(value);
+      GST_OBJECT_UNLOCK(object);
+      break;
+    case PROP_PAD_MODE:
+      GST_OBJECT_LOCK(object);
+      st->props.mode = (pp::CloneMode)g_value_get_enum(value);
+      GST_OBJECT_UNLOCK(object);
+      break;
+    case PROP_PAD_MASK_LOCATION: {
+      /* Decoded here, once, not per frame; errors are reported when the element starts or, while
+       * it runs, with the next frame (set_property has no good place to report them). */
+      const gchar *location = g_value_get_string(value);
+      std::shared_ptr<MaskFile> mask;
+      std::string error;
+      gboolean missing = FALSE;
+      if (location && *location) {
+        prism::ImageFile image;
+        GError *err = nullptr;
+        if (prism::image_file_load_grey(location, &image, &err)) {
+          mask = std::make_shared<MaskFile>();
+          mask->location = location;
+          mask->width = image.width;
+          mask->height = image.height;
+          mask->grey = std::move(image.pixels);
+          mask->box = pp::mask_box(mask->view());
+          GST_DEBUG_OBJECT(object, "mask %s: %dx%d, box %d,%d %dx%d", location, mask->width, mask->height,
+                           mask->box.x, mask->box.y, mask->box.width, mask->box.height);
+        } else {
+          error = err->message;
+          missing = g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
+          g_clear_error(&err);
+          GST_WARNING_OBJECT(object, "mask-location: %s", error.c_str());
+        }
+      }
+      GST_OBJECT_LOCK(object);
+      st->props.location = location ? location : "";
+      st->props.mask = mask;
+      st->props.mask_error = error;
+      st->props.mask_missing = missing;
+      GST_OBJECT_UNLOCK(object);
+      break;
+    }
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
+  }
+}
+
+static void overlay_pad_get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
+  OverlayState *st = STATE(object);
+  GST_OBJECT_LOCK(object);
+  switch (prop_id) {
+    case PROP_PAD_XPOS: g_value_set_int(value, st->props.xpos); break;
+    case PROP_PAD_YPOS: g_value_set_int(value, st->props.ypos); break;
+    case PROP_PAD_MODE: g_value_set_enum(value, (gint)st->props.mode); break;
+    case PROP_PAD_MASK_LOCATION:
+      g_value_set_string(value, st->props.location.empty() ? nullptr : st->props.location.c_str());
+      break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
+  }
+  GST_OBJECT_UNLOCK(object);
+}
+
+static void overlay_pad_finalize(GObject *object) {
+  GstPoissonBlendOverlayPad *pad = GST_POISSON_BLEND_OVERLAY_PAD(object);
+  pad->state->reset_stream_state();
+  delete pad->state;
+  pad->state = nullptr;
+  G_OBJECT_CLASS(gst_poisson_blend_overlay_pad_parent_class)->finalize(object);
+}
+
+static void gst_poisson_blend_overlay_pad_class_init(GstPoissonBlendOverlayPadClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  gobject_class->set_property = overlay_pad_set_property;
+  gobject_class->get_property = overlay_pad_get_property;
+  gobject_class->finalize = overlay_pad_finalize;
+  const GParamFlags controllable = (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE |
+                                                 GST_PARAM_MUTABLE_PLAYING | G_PARAM_STATIC_STRINGS);
+  g_object_class_install_property(
+      gobject_class, PROP_PAD_XPOS,
+      g_param_spec_int("xpos", "X position",
+                       "Column of the background where the centre of the mask's bounding box lands "
+                       "(cv::seamlessClone's p.x: the box's left edge is xpos - box_width/2, integer "
+                       "division). A box reaching outside the background is clipped, never an error",
+                       G_MININT, G_MAXINT, 0, controllable));
+  g_object_class_install_property(
+      gobject_class, PROP_PAD_YPOS,
+      g_param_spec_int("ypos", "Y position",
+                       "Row of the background where the centre of the mask's bounding box lands "
+                       "(cv::seamlessClone's p.y: the box's top edge is ypos - box_height/2, integer "
+                       "division). A box reaching outside the background is clipped, never an error",
+                       G_MININT, G_MAXINT, 0, controllable));
+  g_object_class_install_property(
+      gobject_class, PROP_PAD_MODE,
+      g_param_spec_enum("mode", "Mode",
+                        "How the overlay's gradients enter the background: normal (cv::NORMAL_CLONE), "
+                        "mixed (cv::MIXED_CLONE) or monochrome-transfer (cv::MONOCHROME_TRANSFER)",
+                        GST_TYPE_POISSON_BLEND_MODE, (gint)pp::CloneMode::Normal, controllable));
+  g_object_class_install_property(
+      gobject_class, PROP_PAD_MASK_LOCATION,
+      g_param_spec_string("mask-location", "Mask location",
+                          "Image file (PNG, JPEG, PGM, ...) with the mask, the size of the overlay: 0 = "
+                          "background, 255 = overlay, values between are soft; colour files count as "
+                          "their grey (cvtColor BGR2GRAY), alpha is ignored. Decoded once when set. "
+                          "Unset: the overlay's own alpha channel is the mask (the overlay must be RGBA "
+                          "or BGRA)",
+                          nullptr,
+                          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING | G_PARAM_STATIC_STRINGS)));
+}
+
+static void gst_poisson_blend_overlay_pad_init(GstPoissonBlendOverlayPad *pad) { pad->state = new OverlayState(); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Element properties, context, child proxy                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID };
+
+static void set_property(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
+  if (!gst_prism_cuda_set_property(&GST_POISSON_BLEND(object)->cuda, object, value, pspec))
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+}
+
+static void get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
+  if (!gst_prism_cuda_get_property(&GST_POISSON_BLEND(object)->cuda, object, value, pspec))
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+}
+
+static void set_context(GstElement *element, GstContext *context) {
+  gst_prism_cuda_set_context(&GST_POISSON_BLEND(element)->cuda, element, context);
+  GST_ELEMENT_CLASS(gst_poisson_blend_parent_class)->set_context(element, context);
+}
+
+static GObject *child_proxy_get_child_by_index(GstChildProxy *proxy, guint index) {
+  GObject *obj = nullptr;
+  GST_OBJECT_LOCK(proxy);
+  obj = (GObject *)g_list_nth_data(GST_ELEMENT_CAST(proxy)->sinkpads, index);
+  if (obj) gst_object_ref(obj);
+  GST_OBJECT_UNLOCK(proxy);
+  return obj;
+}
+
+static guint child_proxy_get_children_count(GstChildProxy *proxy) {
+  GST_OBJECT_LOCK(proxy);
+  guint count = GST_ELEMENT_CAST(proxy)->numsinkpads;
+  GST_OBJECT_UNLOCK(proxy);
+  return count;
+}
+
+static void gst_poisson_blend_child_proxy_init(gpointer g_iface, gpointer) {
+  GstChildProxyInterface *iface = (GstChildProxyInterface *)g_iface;
+  iface->get_child_by_index = child_proxy_get_child_by_index;
+  iface->get_children_count = child_proxy_get_children_count;
+}
+
+/* overlay_%u pads, named as requested when the name is free (gst-launch's b.overlay_3). */
+static GstAggregatorPad *create_new_pad(GstAggregator *agg, GstPadTemplate *templ, const gchar *req_name,
+                                        const GstCaps *) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  if (templ->direction != GST_PAD_SINK || templ->presence != GST_PAD_REQUEST) return nullptr;
+  GST_OBJECT_LOCK(self);
+  guint index = self->next_pad_index;
+  unsigned int requested = 0;
+  char tail = 0;
+  if (req_name && std::sscanf(req_name, "overlay_%u%c", &requested, &tail) == 1) index = requested;
+  gchar *name = g_strdup_printf("overlay_%u", index);
+  gboolean taken = FALSE;
+  for (GList *l = GST_ELEMENT(self)->sinkpads; l; l = l->next)
+    taken |= g_str_equal(GST_OBJECT_NAME(l->data), name);
+  if (taken) {
+    GST_OBJECT_UNLOCK(self);
+    GST_WARNING_OBJECT(self, "pad %s exists already", name);
+    g_free(name);
+    return nullptr;
+  }
+  self->next_pad_index = MAX(self->next_pad_index, index + 1);
+  guint serial = self->next_serial++;
+  GST_OBJECT_UNLOCK(self);
+  GstAggregatorPad *pad = (GstAggregatorPad *)g_object_new(GST_TYPE_POISSON_BLEND_OVERLAY_PAD, "name", name,
+                                                           "direction", GST_PAD_SINK, "template", templ, nullptr);
+  STATE(pad)->serial = serial;
+  g_free(name);
+  return pad;
+}
+
+static GstPad *request_new_pad(GstElement *element, GstPadTemplate *templ, const gchar *name, const GstCaps *caps) {
+  GstPad *pad = GST_ELEMENT_CLASS(gst_poisson_blend_parent_class)->request_new_pad(element, templ, name, caps);
+  if (pad) gst_child_proxy_child_added(GST_CHILD_PROXY(element), G_OBJECT(pad), GST_OBJECT_NAME(pad));
+  return pad;
+}
+
+static void release_pad(GstElement *element, GstPad *pad) {
+  if (pad == GST_PAD(GST_POISSON_BLEND(element)->background)) return; /* the always pad stays */
+  gst_object_ref(pad);
+  gst_child_proxy_child_removed(GST_CHILD_PROXY(element), G_OBJECT(pad), GST_OBJECT_NAME(pad));
+  /* The base class takes the aggregation lock: after this no frame uses the pad any more. */
+  GST_ELEMENT_CLASS(gst_poisson_blend_parent_class)->release_pad(element, pad);
+  if (GST_IS_POISSON_BLEND_OVERLAY_PAD(pad)) STATE(pad)->reset_stream_state();
+  gst_object_unref(pad);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Caps                                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Drops the memory:CUDAMemory structures unless this run may use them. */
+static GstCaps *allowed_memory(GstPoissonBlend *self, GstCaps *caps) {
+  if (gst_prism_cuda_allows_cuda_caps(&self->cuda)) return caps;
+  GstCaps *out = gst_caps_new_empty();
+  for (guint i = 0; i < gst_caps_get_size(caps); i++) {
+    GstCapsFeatures *f = gst_caps_get_features(caps, i);
+    if (f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, GST_PRISM_CUDA_FEATURE)) continue;
+    gst_caps_append_structure_full(out, gst_structure_copy(gst_caps_get_structure(caps, i)),
+                                   f ? gst_caps_features_copy(f) : nullptr);
+  }
+  gst_caps_unref(caps);
+  return out;
+}
+
+/* What a sink pad can take: overlays their template whatever the background is; the background
+ * what downstream accepts, since the output has its caps. */
+static GstCaps *sink_getcaps(GstPoissonBlend *self, GstPad *pad, GstCaps *filter) {
+  GstCaps *templ = gst_pad_get_pad_template_caps(pad);
+  GstCaps *caps;
+  if (pad == GST_PAD(self->background)) {
+    GstAggregator *agg = GST_AGGREGATOR(self);
+    GstCaps *src_templ = gst_pad_get_pad_template_caps(agg->srcpad);
+    GstCaps *downstream = gst_pad_peer_query_caps(agg->srcpad, src_templ);
+    gst_caps_unref(src_templ);
+    caps = gst_caps_intersect_full(downstream, templ, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(downstream);
+    gst_caps_unref(templ);
+  } else {
+    caps = templ;
+  }
+  caps = allowed_memory(self, caps);
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(caps);
+    caps = tmp;
+  }
+  GST_DEBUG_OBJECT(pad, "caps %" GST_PTR_FORMAT, caps);
+  return caps;
+}
+
+static gboolean sink_query(GstAggregator *agg, GstAggregatorPad *pad, GstQuery *query) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_CONTEXT:
+      if (gst_prism_cuda_handle_context_query(&self->cuda, GST_ELEMENT(agg), query)) return TRUE;
+      break;
+    case GST_QUERY_CAPS: {
+      GstCaps *filter;
+      gst_query_parse_caps(query, &filter);
+      GstCaps *caps = sink_getcaps(self, GST_PAD(pad), filter);
+      gst_query_set_caps_result(query, caps);
+      gst_caps_unref(caps);
+      return TRUE;
+    }
+    case GST_QUERY_ACCEPT_CAPS: {
+      GstCaps *caps;
+      gst_query_parse_accept_caps(query, &caps);
+      GstCaps *allowed = sink_getcaps(self, GST_PAD(pad), nullptr);
+      gboolean ok = gst_caps_is_subset(caps, allowed);
+      if (!ok) GST_INFO_OBJECT(pad, "refusing %" GST_PTR_FORMAT " (accepts %" GST_PTR_FORMAT ")", caps, allowed);
+      gst_caps_unref(allowed);
+      gst_query_set_accept_caps_result(query, ok);
+      return TRUE;
+    }
+    default: break;
+  }
+  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->sink_query(agg, pad, query);
+}
+
+static gboolean src_query(GstAggregator *agg, GstQuery *query) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_CONTEXT:
+      if (gst_prism_cuda_handle_context_query(&self->cuda, GST_ELEMENT(agg), query)) return TRUE;
+      break;
+    case GST_QUERY_CAPS: {
+      /* The background's caps once known, else anything the background could have. */
+      GstCaps *filter;
+      gst_query_parse_caps(query, &filter);
+      GstCaps *caps = gst_pad_get_current_caps(GST_PAD(self->background));
+      if (!caps) caps = allowed_memory(self, gst_pad_get_pad_template_caps(agg->srcpad));
+      if (filter) {
+        GstCaps *tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+        gst_caps_unref(caps);
+        caps = tmp;
+      }
+      gst_query_set_caps_result(query, caps);
+      gst_caps_unref(caps);
+      return TRUE;
+    }
+    default: break;
+  }
+  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->src_query(agg, query);
+}
+
+/* The output caps are the background's (format, size, framerate, memory), nothing else. */
+static GstFlowReturn update_src_caps(GstAggregator *agg, GstCaps *downstream, GstCaps **ret) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
+  GstCaps *bg_caps = gst_pad_get_current_caps(GST_PAD(bg));
+  if (!bg_caps || GST_VIDEO_INFO_FORMAT(&bg->info) == GST_VIDEO_FORMAT_UNKNOWN) {
+    if (bg_caps) gst_caps_unref(bg_caps);
+    GST_DEBUG_OBJECT(self, "no background caps yet");
+    return GST_AGGREGATOR_FLOW_NEED_DATA;
+  }
+  *ret = gst_caps_intersect_full(bg_caps, downstream, GST_CAPS_INTERSECT_FIRST);
+  if (gst_caps_is_empty(*ret)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("the output must have the background's caps (pad 'sink') and downstream refuses them"),
+                      ("background %" GST_PTR_FORMAT ", downstream accepts %" GST_PTR_FORMAT, bg_caps, downstream));
+    gst_caps_unref(bg_caps);
+    gst_clear_caps(ret);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  gst_caps_unref(bg_caps);
+  return GST_FLOW_OK;
+}
+
+static GstCaps *fixate_src_caps(GstAggregator *, GstCaps *caps) { return gst_caps_fixate(caps); }
+
+/* Per-caps plans: device staging for system-memory output on the GPU path, RGBA scratch for
+ * YUV backgrounds. Allocated here, never per frame. */
+static gboolean negotiated_src_caps(GstAggregator *agg, GstCaps *caps) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  BlendState *s = self->state;
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, caps)) return FALSE;
+  const gboolean cuda_caps = gst_prism_caps_are_cuda(caps);
+  if (cuda_caps && !self->cuda.use_cuda) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("memory:CUDAMemory caps on the CPU path"),
+                      ("%" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+  if (!gst_prism_cuda_check_i420_height(GST_ELEMENT(self), &info, cuda_caps, "sink")) return FALSE;
+  const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(&info);
+  const gboolean yuv = format == GST_VIDEO_FORMAT_NV12 || format == GST_VIDEO_FORMAT_I420;
+  const size_t rgba_size = (size_t)GST_VIDEO_INFO_WIDTH(&info) * GST_VIDEO_INFO_HEIGHT(&info) * 4;
+  s->out_info = info;
+  s->out_cuda = cuda_caps;
+  if (!self->cuda.use_cuda) {
+    s->rgba_scratch.assign(yuv ? rgba_size : 0, 0);
+    s->rgba_scratch.shrink_to_fit();
+  }
+#if defined(PRISM_HAVE_CUDA)
+  else {
+    cudaError_t err = cudaSuccess;
+    s->staging.reset();
+    s->rgba_dev.reset();
+    if (!cuda_caps) err = s->staging.ensure(self->cuda.context, GST_VIDEO_INFO_SIZE(&info));
+    if (err == cudaSuccess && yuv) err = s->rgba_dev.ensure(self->cuda.context, rgba_size);
+    if (err != cudaSuccess) {
+      GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU memory for %" GST_PTR_FORMAT, caps),
+                        ("%s", cudaGetErrorString(err)));
+      return FALSE;
+    }
+  }
+#endif
+  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->negotiated_src_caps(agg, caps);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Allocation, start, stop                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static gboolean propose_allocation(GstAggregator *agg, GstAggregatorPad *, GstQuery *, GstQuery *query) {
+  return gst_prism_cuda_propose_allocation(&GST_POISSON_BLEND(agg)->cuda, query);
+}
+
+static gboolean decide_allocation(GstAggregator *agg, GstQuery *query) {
+  return gst_prism_cuda_decide_allocation(&GST_POISSON_BLEND(agg)->cuda, GST_ELEMENT(agg), query);
+}
+
+/* Overlay pads, with a ref each, in solving order: zorder, then creation. */
+struct OverlayRef {
+  GstPoissonBlendOverlayPad *pad;
+  guint zorder;
+  guint serial;
+};
+
+static std::vector<OverlayRef> overlays_in_order(GstPoissonBlend *self) {
+  std::vector<OverlayRef> pads;
+  GST_OBJECT_LOCK(self);
+  for (GList *l = GST_ELEMENT(self)->sinkpads; l; l = l->next) {
+    if (!GST_IS_POISSON_BLEND_OVERLAY_PAD(l->data)) continue;
+    GstPoissonBlendOverlayPad *pad = GST_POISSON_BLEND_OVERLAY_PAD(gst_object_ref(l->data));
+    pads.push_back({pad, 0, pad->state->serial});
+  }
+  GST_OBJECT_UNLOCK(self);
+  for (auto &p : pads) g_object_get(p.pad, "zorder", &p.zorder, nullptr);
+  std::stable_sort(pads.begin(), pads.end(), [](const OverlayRef &a, const OverlayRef &b) {
+    return a.zorder != b.zorder ? a.zorder < b.zorder : a.serial < b.serial;
+  });
+  return pads;
+}
+
+static void release_overlays(std::vector<OverlayRef> &pads) {
+  for (auto &p : pads) gst_object_unref(p.pad);
+  pads.clear();
+}
+
+/* A mask-location that could not be decoded: an error naming the pad and the file. */
+static void post_mask_error(GstPoissonBlend *self, GstPad *pad, const OverlayState::Props &props) {
+  if (props.mask_missing)
+    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("%s: mask-location: %s", GST_PAD_NAME(pad), props.mask_error.c_str()),
+                      ("pad %s, mask-location '%s'", GST_PAD_NAME(pad), props.location.c_str()));
+  else
+    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("%s: mask-location: %s", GST_PAD_NAME(pad), props.mask_error.c_str()),
+                      ("pad %s, mask-location '%s'", GST_PAD_NAME(pad), props.location.c_str()));
+}
+
+static gboolean start(GstAggregator *agg) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  if (!gst_prism_cuda_start(&self->cuda, GST_ELEMENT(self))) return FALSE;
+  /* Fail early on a mask file that could not be decoded. */
+  std::vector<OverlayRef> pads = overlays_in_order(self);
+  for (auto &p : pads) {
+    GST_OBJECT_LOCK(p.pad);
+    OverlayState::Props props = p.pad->state->props;
+    GST_OBJECT_UNLOCK(p.pad);
+    if (!props.mask_error.empty()) {
+      post_mask_error(self, GST_PAD(p.pad), props);
+      release_overlays(pads);
+      gst_prism_cuda_stop(&self->cuda);
+      return FALSE;
+    }
+  }
+  release_overlays(pads);
+#if defined(PRISM_HAVE_CUDA)
+  if (self->cuda.use_cuda) {
+    gst_prism_cuda_push(&self->cuda);
+    try {
+      self->state->cloner = std::make_unique<pp::CudaCloner>(self->cuda.stream);
+    } catch (const std::exception &e) {
+      gst_prism_cuda_pop();
+      GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("cannot set up the GPU solver"), ("%s", e.what()));
+      gst_prism_cuda_stop(&self->cuda);
+      return FALSE;
+    }
+    gst_prism_cuda_pop();
+  }
+#endif
+  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->start(agg);
+}
+
+static gboolean stop(GstAggregator *agg) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  std::vector<OverlayRef> pads = overlays_in_order(self);
+  for (auto &p : pads) p.pad->state->reset_stream_state();
+  release_overlays(pads);
+  BlendState *s = self->state;
+  s->rgba_scratch.clear();
+  s->rgba_scratch.shrink_to_fit();
+#if defined(PRISM_HAVE_CUDA)
+  if (s->cloner) {
+    gst_prism_cuda_push(&self->cuda);
+    if (self->cuda.stream) cudaStreamSynchronize(self->cuda.stream);
+    s->cloner.reset();
+    gst_prism_cuda_pop();
+  }
+  s->staging.reset();
+  s->rgba_dev.reset();
+#endif
+  gst_prism_cuda_stop(&self->cuda);
+  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->stop(agg);
+}
+
+/* No background frame, no output: a gap while the background has none yet, EOS once it has
+ * ended (even when an overlay, such as imagefreeze, would go on forever). */
+static GstFlowReturn create_output_buffer(GstVideoAggregator *vagg, GstBuffer **outbuf) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(vagg);
+  GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
+  if (!gst_video_aggregator_pad_has_current_buffer(bg)) {
+    *outbuf = nullptr;
+    if (gst_aggregator_pad_is_eos(GST_AGGREGATOR_PAD(bg))) {
+      GST_DEBUG_OBJECT(self, "background ended");
+      return GST_FLOW_EOS;
+    }
+    return GST_FLOW_OK;
+  }
+  return GST_VIDEO_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->create_output_buffer(vagg, outbuf);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Aggregation                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A packed RGB(A/x) frame as the solver sees it: byte offsets of R, G, B from the format. */
+static pp::PackedImage packed_image(const GstVideoInfo *info, uint8_t *data, int64_t stride) {
+  pp::PackedImage im;
+  im.data = data;
+  im.width = GST_VIDEO_INFO_WIDTH(info);
+  im.height = GST_VIDEO_INFO_HEIGHT(info);
+  im.stride = stride;
+  im.channels = GST_VIDEO_INFO_COMP_PSTRIDE(info, 0);
+  im.r = GST_VIDEO_INFO_COMP_POFFSET(info, GST_VIDEO_COMP_R);
+  im.g = GST_VIDEO_INFO_COMP_POFFSET(info, GST_VIDEO_COMP_G);
+  im.b = GST_VIDEO_INFO_COMP_POFFSET(info, GST_VIDEO_COMP_B);
+  return im;
+}
+
+static pp::MaskView alpha_view(const GstVideoInfo *info, const uint8_t *data, int64_t stride) {
+  return pp::MaskView{data + GST_VIDEO_INFO_COMP_POFFSET(info, GST_VIDEO_COMP_A), GST_VIDEO_INFO_WIDTH(info),
+                      GST_VIDEO_INFO_HEIGHT(info), stride, GST_VIDEO_INFO_COMP_PSTRIDE(info, 0)};
+}
+
+/* The rectangle of a YUV 4:2:0 background that goes through RGBA: the destination box grown by
+ * one pixel, with even origin and even end (or the frame's edge), so that it holds whole chroma
+ * samples. */
+static pp::Box yuv_rectangle(const pp::Box &dst, int width, int height) {
+  pp::Box r;
+  r.x = std::max(0, dst.x - 1) & ~1;
+  r.y = std::max(0, dst.y - 1) & ~1;
+  const int x1 = std::min(width, (std::min(width, dst.x + dst.width + 1) + 1) & ~1);
+  const int y1 = std::min(height, (std::min(height, dst.y + dst.height + 1) + 1) & ~1);
+  r.width = x1 - r.x;
+  r.height = y1 - r.y;
+  return r;
+}
+
+/* The sub-rectangle `r` of a YUV frame as a colorconvert image (plane pointers offset). */
+static cc::Image yuv_view(const GstVideoInfo *info, const GstPrismFrame *frame, const pp::Box &r) {
+  cc::Image im;
+  const gboolean nv12 = GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_NV12;
+  im.format = nv12 ? cc::PixelFormat::NV12 : cc::PixelFormat::I420;
+  im.width = r.width;
+  im.height = r.height;
+  im.plane[0] = frame->data[0] + (int64_t)r.y * frame->stride[0] + r.x;
+  im.stride[0] = frame->stride[0];
+  if (nv12) {
+    im.plane[1] = frame->data[1] + (int64_t)(r.y / 2) * frame->stride[1] + r.x;
+    im.stride[1] = frame->stride[1];
+  } else {
+    for (int p = 1; p < 3; p++) {
+      im.plane[p] = frame->data[p] + (int64_t)(r.y / 2) * frame->stride[p] + r.x / 2;
+      im.stride[p] = frame->stride[p];
+    }
+  }
+  return im;
+}
+
+static cc::Image rgba_image(uint8_t *data, int width, int height) {
+  cc::Image im;
+  im.format = cc::PixelFormat::RGBA;
+  im.width = width;
+  im.height = height;
+  im.plane[0] = data;
+  im.stride[0] = width * 4;
+  return im;
+}
+
+/* One overlay's job for this frame, decided before any pixel is touched. */
+struct OverlayWork {
+  GstPoissonBlendOverlayPad *pad = nullptr;
+  GstBuffer *buffer = nullptr;
+  const GstVideoInfo *info = nullptr;
+  OverlayState::Props props;
+};
+
+/* Checks the overlay's configuration against its caps; FALSE with an error posted. */
+static gboolean check_overlay(GstPoissonBlend *self, const OverlayWork &w) {
+  const gchar *name = GST_PAD_NAME(w.pad);
+  if (!w.props.mask_error.empty()) {
+    post_mask_error(self, GST_PAD(w.pad), w.props);
+    return FALSE;
+  }
+  if (w.props.mask) {
+    if (w.props.mask->width != GST_VIDEO_INFO_WIDTH(w.info) || w.props.mask->height != GST_VIDEO_INFO_HEIGHT(w.info)) {
+      GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
+                        ("%s: the mask (%dx%d, '%s') must be the size of the overlay (%dx%d)", name,
+                         w.props.mask->width, w.props.mask->height, w.props.mask->location.c_str(),
+                         GST_VIDEO_INFO_WIDTH(w.info), GST_VIDEO_INFO_HEIGHT(w.info)),
+                        ("pad %s", name));
+      return FALSE;
+    }
+  } else if (!GST_VIDEO_INFO_HAS_ALPHA(w.info)) {
+    GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
+                      ("%s: the overlay is %s, which has no alpha channel, and mask-location is not set; "
+                       "set mask-location or give the overlay as RGBA or BGRA",
+                       name, gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(w.info))),
+                      ("pad %s", name));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Follows the overlay's GstMemory: keeps it (as a parent, so it stays read-only) when it is
+ * shared, forgets the previous one's analysis when it changed. */
+static void track_memory(OverlayState *st, GstBuffer *buffer, const GstVideoInfo *info) {
+  GstMemory *mem = gst_buffer_n_memory(buffer) == 1 ? gst_buffer_peek_memory(buffer, 0) : nullptr;
+  if (mem && mem == st->cached_mem && st->cached_width == GST_VIDEO_INFO_WIDTH(info) &&
+      st->cached_height == GST_VIDEO_INFO_HEIGHT(info) && st->cached_format == GST_VIDEO_INFO_FORMAT(info))
+    return;
+  st->forget_memory();
+  if (mem && !gst_memory_is_writable(mem)) {
+    st->holder = gst_buffer_new();
+    gst_buffer_append_memory(st->holder, gst_memory_ref(mem));
+    st->cached_mem = mem;
+    st->cached_width = GST_VIDEO_INFO_WIDTH(info);
+    st->cached_height = GST_VIDEO_INFO_HEIGHT(info);
+    st->cached_format = GST_VIDEO_INFO_FORMAT(info);
+  }
+}
+
+/* Box and placement; FALSE when this overlay leaves the background unchanged this frame. */
+static gboolean place_overlay(GstPoissonBlend *self, const OverlayWork &w, const pp::Box &box, pp::Placement *pl) {
+  OverlayState *st = w.pad->state;
+  const gchar *name = GST_PAD_NAME(w.pad);
+  if (box.empty()) {
+    if (!st->warned_empty) {
+      st->warned_empty = TRUE;
+      GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                          ("%s: the mask is empty (no non-zero pixel inside its 1-pixel border); the "
+                           "background is left unchanged",
+                           name),
+                          ("pad %s, mask %s", name, w.props.mask ? w.props.mask->location.c_str() : "alpha channel"));
+    }
+    return FALSE;
+  }
+  *pl = pp::place(box, w.props.xpos, w.props.ypos, GST_VIDEO_INFO_WIDTH(&self->state->out_info),
+                  GST_VIDEO_INFO_HEIGHT(&self->state->out_info));
+  if (pl->clipped && !st->warned_clipped) {
+    st->warned_clipped = TRUE;
+    GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                        ("%s: the overlay reaches outside the background (xpos %d, ypos %d, mask box %dx%d in a "
+                         "%dx%d frame) and is clipped",
+                         name, w.props.xpos, w.props.ypos, box.width, box.height,
+                         GST_VIDEO_INFO_WIDTH(&self->state->out_info), GST_VIDEO_INFO_HEIGHT(&self->state->out_info)),
+                        ("pad %s; only the part inside the frame is solved (warned once)", name));
+  }
+  return pl->solvable();
+}
+
+static void post_clone_error(GstPoissonBlend *self, const gchar *pad_name, const char *what) {
+  GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("%s: seamless clone failed", pad_name), ("%s", what));
+}
+
+/* Collects the overlays with a buffer this frame and checks them. */
+static gboolean collect_work(GstPoissonBlend *self, std::vector<OverlayRef> &pads, std::vector<OverlayWork> *work) {
+  for (auto &p : pads) {
+    GstVideoAggregatorPad *vpad = GST_VIDEO_AGGREGATOR_PAD(p.pad);
+    GstBuffer *buf = gst_video_aggregator_pad_get_current_buffer(vpad);
+    if (!buf || (gst_buffer_get_size(buf) == 0 && GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_GAP))) continue;
+    OverlayWork w;
+    w.pad = p.pad;
+    w.buffer = buf;
+    w.info = &vpad->info;
+    GST_OBJECT_LOCK(p.pad);
+    w.props = p.pad->state->props;
+    GST_OBJECT_UNLOCK(p.pad);
+    if (!check_overlay(self, w)) return FALSE;
+    work->push_back(std::move(w));
+  }
+  return TRUE;
+}
+
+static GstFlowReturn aggregate_cpu(GstPoissonBlend *self, GstBuffer *bgbuf, GstBuffer *outbuf,
+                                   std::vector<OverlayWork> &work) {
+  BlendState *s = self->state;
+  GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
+  const GstVideoInfo *out_info = &s->out_info;
+  GstVideoFrame in, out;
+  if (!gst_video_frame_map(&in, &bg->info, bgbuf, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  if (!gst_video_frame_map(&out, out_info, outbuf, GST_MAP_WRITE)) {
+    gst_video_frame_unmap(&in);
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output buffer"), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  gboolean copied = gst_video_frame_copy(&out, &in);
+  gst_video_frame_unmap(&in);
+  if (!copied) {
+    gst_video_frame_unmap(&out);
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot copy the background into the output"), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  GstPrismFrame fout{};
+  gst_prism_frame_from_host(&out, &fout);
+  const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(out_info);
+  const gboolean yuv = format == GST_VIDEO_FORMAT_NV12 || format == GST_VIDEO_FORMAT_I420;
+
+  GstFlowReturn ret = GST_FLOW_OK;
+  for (OverlayWork &w : work) {
+    OverlayState *st = w.pad->state;
+    GstVideoFrame ov;
+    if (!gst_video_frame_map(&ov, w.info, w.buffer, GST_MAP_READ)) {
+      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: cannot map the overlay buffer", GST_PAD_NAME(w.pad)), (nullptr));
+      ret = GST_FLOW_ERROR;
+      break;
+    }
+    uint8_t *ov_data = (uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(&ov, 0);
+    const int64_t ov_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&ov, 0);
+    pp::CloneJob job;
+    job.mode = w.props.mode;
+    job.overlay = packed_image(w.info, ov_data, ov_stride);
+    pp::Box box;
+    if (w.props.mask) {
+      job.mask = w.props.mask->view();
+      box = w.props.mask->box;
+    } else {
+      job.mask = alpha_view(w.info, ov_data, ov_stride);
+      track_memory(st, w.buffer, w.info);
+      if (!st->alpha_box_valid) {
+        st->alpha_box = pp::mask_box(job.mask);
+        st->alpha_box_valid = st->cached_mem != nullptr; /* only a kept memory stays valid */
+      }
+      box = st->alpha_box;
+    }
+    if (place_overlay(self, w, box, &job.placement)) {
+      try {
+        if (!yuv) {
+          job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
+          pp::clone_cpu(job);
+        } else {
+          /* RGB round trip of the rectangle around the destination box. */
+          const pp::Box r = yuv_rectangle(job.placement.dst, GST_VIDEO_INFO_WIDTH(out_info),
+                                          GST_VIDEO_INFO_HEIGHT(out_info));
+          const cc::Colorimetry cm = prism::colorimetry_of(out_info);
+          const cc::Image yuv_rect = yuv_view(out_info, &fout, r);
+          const cc::Image rgba = rgba_image(s->rgba_scratch.data(), r.width, r.height);
+          cc::convert_cpu(cc::make_plan(yuv_rect.format, cm, r.width, r.height, cc::PixelFormat::RGBA, cm, r.width,
+                                        r.height),
+                          yuv_rect, rgba);
+          job.background = pp::PackedImage{rgba.plane[0], r.width, r.height, rgba.stride[0], 4, 0, 1, 2};
+          job.placement.dst.x -= r.x;
+          job.placement.dst.y -= r.y;
+          pp::clone_cpu(job);
+          cc::convert_cpu(cc::make_plan(cc::PixelFormat::RGBA, cm, r.width, r.height, yuv_rect.format, cm, r.width,
+                                        r.height),
+                          rgba, yuv_rect);
+        }
+      } catch (const std::exception &e) {
+        post_clone_error(self, GST_PAD_NAME(w.pad), e.what());
+        ret = GST_FLOW_ERROR;
+      }
+    }
+    gst_video_frame_unmap(&ov);
+    if (ret != GST_FLOW_OK) break;
+  }
+  gst_video_frame_unmap(&out);
+  return ret;
+}
+
+#if defined(PRISM_HAVE_CUDA)
+/* Whether `buf` is GstCudaMemory of our own context (readable by our stream in place). */
+static gboolean is_our_cuda_memory(GstPoissonBlend *self, GstBuffer *buf) {
+  GstMemory *mem = gst_buffer_n_memory(buf) ? gst_buffer_peek_memory(buf, 0) : nullptr;
+  return mem && gst_is_cuda_memory(mem) && GST_CUDA_MEMORY_CAST(mem)->context == self->cuda.context;
+}
+
+/* Everything below runs with the context pushed; work is enqueued on the element's stream and
+ * synchronised once at the end. */
+static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, GstBuffer *outbuf,
+                                    std::vector<OverlayWork> &work) {
+  BlendState *s = self->state;
+  GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
+  const GstVideoInfo *out_info = &s->out_info;
+  cudaStream_t stream = self->cuda.stream;
+  const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(out_info);
+  const gboolean yuv = format == GST_VIDEO_FORMAT_NV12 || format == GST_VIDEO_FORMAT_I420;
+  GstFlowReturn ret = GST_FLOW_OK;
+  cudaError_t err = cudaSuccess;
+  const char *failed_pad = nullptr;
+  std::string what;
+
+  GstVideoFrame out, in;
+  GstPrismFrame fout{}, fin{};
+  gboolean out_mapped = FALSE, out_dev = FALSE;
+  std::vector<GstVideoFrame> overlay_frames; /* kept mapped until the stream is synchronised */
+  overlay_frames.reserve(work.size());
+
+  /* 1. output = background */
+  out_dev = gst_prism_cuda_map_frame(&out, out_info, outbuf, GST_MAP_WRITE, &fout);
+  if (!out_dev) {
+    if (!s->staging.get() || !gst_video_frame_map(&out, out_info, outbuf, GST_MAP_WRITE)) {
+      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output buffer"), (nullptr));
+      return GST_FLOW_ERROR;
+    }
+    gst_prism_frame_from_staging(s->staging.get(), out_info, &fout);
+  }
+  out_mapped = TRUE;
+  if (is_our_cuda_memory(self, bgbuf) && gst_prism_cuda_map_frame(&in, &bg->info, bgbuf, GST_MAP_READ, &fin)) {
+    err = gst_prism_cuda_copy_device_planes(&fin, &fout, out_info, stream);
+    gst_video_frame_unmap(&in); /* the buffer itself stays alive until aggregate_frames returns */
+  } else if (gst_video_frame_map(&in, &bg->info, bgbuf, GST_MAP_READ)) {
+    err = gst_prism_cuda_copy_planes(&in, &fout, TRUE, stream); /* pageable upload: staged before return */
+    gst_video_frame_unmap(&in);
+  } else {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
+    ret = GST_FLOW_ERROR;
+    goto done;
+  }
+  if (err != cudaSuccess) goto cuda_failed;
+
+  /* 2. each overlay, in z-order */
+  for (OverlayWork &w : work) {
+    OverlayState *st = w.pad->state;
+    const int ow = GST_VIDEO_INFO_WIDTH(w.info), oh = GST_VIDEO_INFO_HEIGHT(w.info);
+    pp::CloneJob job;
+    job.mode = w.props.mode;
+    uint8_t *ov_data = nullptr;
+    int64_t ov_stride = 0;
+    GstVideoFrame ov;
+    GstPrismFrame fov{};
+    const gboolean alpha = !w.props.mask;
+    pp::Box box;
+    failed_pad = GST_PAD_NAME(w.pad);
+
+    track_memory(st, w.buffer, w.info);
+    if (is_our_cuda_memory(self, w.buffer) && gst_prism_cuda_map_frame(&ov, w.info, w.buffer, GST_MAP_READ, &fov)) {
+      overlay_frames.push_back(ov);
+      ov_data = fov.data[0];
+      ov_stride = fov.stride[0];
+      if (alpha && !st->alpha_box_valid) {
+        try {
+          st->alpha_box = s->cloner->mask_box(alpha_view(w.info, ov_data, ov_stride)); /* syncs once */
+        } catch (const std::exception &e) {
+          what = e.what();
+          goto clone_failed;
+        }
+        st->alpha_box_valid = st->cached_mem != nullptr; /* only a kept memory stays valid */
+      }
+      if (alpha) box = st->alpha_box;
+    } else {
+      /* System memory (or another context's): a device copy, uploaded again only when the
+       * GstMemory changed. */
+      const int pstride = GST_VIDEO_INFO_COMP_PSTRIDE(w.info, 0);
+      ov_stride = (int64_t)ow * pstride;
+      if ((err = st->overlay_dev.ensure(self->cuda.context, (size_t)ov_stride * oh)) != cudaSuccess) goto cuda_failed;
+      ov_data = st->overlay_dev.get();
+      if (!st->device_copy_valid || (alpha && !st->alpha_box_valid)) {
+        if (!gst_video_frame_map(&ov, w.info, w.buffer, GST_MAP_READ)) {
+          GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: cannot map the overlay buffer", GST_PAD_NAME(w.pad)), (nullptr));
+          ret = GST_FLOW_ERROR;
+          goto done;
+        }
+        if (!st->device_copy_valid) {
+          GstPrismFrame dev{};
+          dev.data[0] = ov_data;
+          dev.stride[0] = (gint)ov_stride;
+          err = gst_prism_cuda_copy_planes(&ov, &dev, TRUE, stream);
+          st->device_copy_valid = err == cudaSuccess && st->cached_mem != nullptr;
+        }
+        if (alpha && !st->alpha_box_valid) {
+          st->alpha_box = pp::mask_box(alpha_view(w.info, (const uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(&ov, 0),
+                                                  GST_VIDEO_FRAME_PLANE_STRIDE(&ov, 0)));
+          st->alpha_box_valid = st->cached_mem != nullptr;
+        }
+        gst_video_frame_unmap(&ov);
+        if (err != cudaSuccess) goto cuda_failed;
+      }
+      if (alpha) box = st->alpha_box;
+    }
+    job.overlay = packed_image(w.info, ov_data, ov_stride);
+
+    if (alpha) {
+      job.mask = alpha_view(w.info, ov_data, ov_stride);
+    } else {
+      /* mask-location: uploaded once per decoded file */
+      if (st->mask_dev_of != w.props.mask) {
+        if ((err = st->mask_dev.ensure(self->cuda.context, w.props.mask->grey.size())) != cudaSuccess) goto cuda_failed;
+        if ((err = cudaMemcpyAsync(st->mask_dev.get(), w.props.mask->grey.data(), w.props.mask->grey.size(),
+                                   cudaMemcpyHostToDevice, stream)) != cudaSuccess)
+          goto cuda_failed;
+        st->mask_dev_of = w.props.mask;
+      }
+      job.mask = pp::MaskView{st->mask_dev.get(), ow, oh, ow, 1};
+      box = w.props.mask->box;
+    }
+
+    if (!place_overlay(self, w, box, &job.placement)) continue;
+    try {
+      if (!yuv) {
+        job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
+        s->cloner->clone(job);
+      } else {
+        const pp::Box r = yuv_rectangle(job.placement.dst, GST_VIDEO_INFO_WIDTH(out_info),
+                                        GST_VIDEO_INFO_HEIGHT(out_info));
+        const cc::Colorimetry cm = prism::colorimetry_of(out_info);
+        const cc::Image yuv_rect = yuv_view(out_info, &fout, r);
+        const cc::Image rgba = rgba_image(s->rgba_dev.get(), r.width, r.height);
+        err = cc::convert_cuda(cc::make_plan(yuv_rect.format, cm, r.width, r.height, cc::PixelFormat::RGBA, cm,
+                                             r.width, r.height),
+                               yuv_rect, rgba, stream);
+        if (err != cudaSuccess) goto cuda_failed;
+        job.background = pp::PackedImage{rgba.plane[0], r.width, r.height, rgba.stride[0], 4, 0, 1, 2};
+        job.placement.dst.x -= r.x;
+        job.placement.dst.y -= r.y;
+        s->cloner->clone(job);
+        err = cc::convert_cuda(cc::make_plan(cc::PixelFormat::RGBA, cm, r.width, r.height, yuv_rect.format, cm,
+                                             r.width, r.height),
+                               rgba, yuv_rect, stream);
+        if (err != cudaSuccess) goto cuda_failed;
+      }
+    } catch (const std::exception &e) {
+      what = e.what();
+      goto clone_failed;
+    }
+  }
+  failed_pad = nullptr;
+
+  /* 3. system-memory output: download; then finish our work before the buffer leaves */
+  if (!out_dev) err = gst_prism_cuda_copy_planes(&out, &fout, FALSE, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) goto cuda_failed;
+  goto done;
+
+clone_failed:
+  post_clone_error(self, failed_pad ? failed_pad : "?", what.c_str());
+  ret = GST_FLOW_ERROR;
+  goto done;
+cuda_failed:
+  GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("CUDA error%s%s", failed_pad ? " on pad " : "", failed_pad ? failed_pad : ""),
+                    ("%s", cudaGetErrorString(err)));
+  ret = GST_FLOW_ERROR;
+done:
+  if (ret != GST_FLOW_OK) cudaStreamSynchronize(stream); /* nothing may still read or write the buffers */
+  for (GstVideoFrame &f : overlay_frames) gst_video_frame_unmap(&f);
+  if (out_mapped) gst_video_frame_unmap(&out);
+  return ret;
+}
+#endif
+
+/* Copies one meta of the background onto the output, except those describing memory layout
+ * (the output's pool adds its own GstVideoMeta). */
+static gboolean copy_meta(GstBuffer *inbuf, GstMeta **meta, gpointer outbuf) {
+  const GstMetaInfo *info = (*meta)->info;
+  if (!info->transform_func || gst_meta_api_type_has_tag(info->api, g_quark_from_string(GST_META_TAG_MEMORY_STR)))
+    return TRUE;
+  GstMetaTransformCopy copy = {FALSE, 0, (gsize)-1};
+  info->transform_func((GstBuffer *)outbuf, *meta, inbuf, _gst_meta_transform_copy, &copy);
+  return TRUE;
+}
+
+static GstFlowReturn aggregate_frames(GstVideoAggregator *vagg, GstBuffer *outbuf) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(vagg);
+  GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
+  GstBuffer *bgbuf = gst_video_aggregator_pad_get_current_buffer(bg);
+  if (!bgbuf) return GST_FLOW_EOS; /* create_output_buffer made no buffer in that case */
+  if (GST_VIDEO_INFO_FORMAT(&bg->info) != GST_VIDEO_INFO_FORMAT(&self->state->out_info) ||
+      GST_VIDEO_INFO_WIDTH(&bg->info) != GST_VIDEO_INFO_WIDTH(&self->state->out_info) ||
+      GST_VIDEO_INFO_HEIGHT(&bg->info) != GST_VIDEO_INFO_HEIGHT(&self->state->out_info)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("the background's caps changed without renegotiation"), (nullptr));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+
+  /* The background's metadata (region-of-interest detections, ...) stays with its pixels. */
+  gst_buffer_foreach_meta(bgbuf, copy_meta, outbuf);
+
+  std::vector<OverlayRef> pads = overlays_in_order(self);
+  std::vector<OverlayWork> work;
+  GstFlowReturn ret = GST_FLOW_ERROR;
+  if (collect_work(self, pads, &work)) {
+#if defined(PRISM_HAVE_CUDA)
+    if (self->cuda.use_cuda) {
+      if (!gst_prism_cuda_push(&self->cuda)) {
+        GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("cannot push the CUDA context"), (nullptr));
+      } else {
+        ret = aggregate_cuda(self, bgbuf, outbuf, work);
+        gst_prism_cuda_pop();
+      }
+    } else
+#endif
+      ret = aggregate_cpu(self, bgbuf, outbuf, work);
+  }
+  release_overlays(pads);
+  return ret;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Class                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+static void finalize(GObject *object) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(object);
+  delete self->state;
+  self->state = nullptr;
+  G_OBJECT_CLASS(gst_poisson_blend_parent_class)->finalize(object);
+}
+
+static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstAggregatorClass *agg_class = GST_AGGREGATOR_CLASS(klass);
+  GstVideoAggregatorClass *vagg_class = GST_VIDEO_AGGREGATOR_CLASS(klass);
+
+  GST_DEBUG_CATEGORY_INIT(gst_poisson_blend_debug, "poissonblend", 0, "Prism Poisson seamless cloning");
+
+  gobject_class->set_property = set_property;
+  gobject_class->get_property = get_property;
+  gobject_class->finalize = finalize;
+  gst_prism_cuda_install_properties(gobject_class, PROP_DEVICE, PROP_CUDA_DEVICE_ID);
+
+  GstCaps *bg_caps = gst_prism_cuda_template_caps(BACKGROUND_FORMATS, BACKGROUND_FORMATS);
+  GstCaps *ov_caps = gst_prism_cuda_template_caps(OVERLAY_FORMATS, OVERLAY_FORMATS);
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new_with_gtype("src", GST_PAD_SRC, GST_PAD_ALWAYS, bg_caps, GST_TYPE_AGGREGATOR_PAD));
+  gst_element_class_add_pad_template(element_class, gst_pad_template_new_with_gtype("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
+                                                                                    bg_caps, GST_TYPE_POISSON_BLEND_PAD));
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new_with_gtype("overlay_%u", GST_PAD_SINK, GST_PAD_REQUEST, ov_caps,
+                                                     GST_TYPE_POISSON_BLEND_OVERLAY_PAD));
+  gst_caps_unref(bg_caps);
+  gst_caps_unref(ov_caps);
+
+  gst_element_class_set_static_metadata(
+      element_class, "Prism Poisson seamless cloning", "Filter/Editor/Video/Compositor/Hardware",
+      "Clones overlay streams (request pads overlay_%u) into a background stream (pad sink) by Poisson "
+      "image editing, as OpenCV's cv::seamlessClone computes it (within 1 grey level), in CUDA memory on "
+      "the GPU or on the CPU. The output has the background's caps. Per overlay: xpos/ypos = where the "
+      "centre of the mask's bounding box lands (seamlessClone's p; boxes leaving the frame are clipped), "
+      "mode, mask-location (else the overlay's alpha), zorder (solving order, ties by pad creation). NV12 "
+      "and I420 backgrounds make an RGB round trip around each destination box.",
+      "Prism developers");
+
+  element_class->set_context = GST_DEBUG_FUNCPTR(set_context);
+  element_class->request_new_pad = GST_DEBUG_FUNCPTR(request_new_pad);
+  element_class->release_pad = GST_DEBUG_FUNCPTR(release_pad);
+
+  agg_class->create_new_pad = GST_DEBUG_FUNCPTR(create_new_pad);
+  agg_class->start = GST_DEBUG_FUNCPTR(start);
+  agg_class->stop = GST_DEBUG_FUNCPTR(stop);
+  agg_class->sink_query = GST_DEBUG_FUNCPTR(sink_query);
+  agg_class->src_query = GST_DEBUG_FUNCPTR(src_query);
+  agg_class->update_src_caps = GST_DEBUG_FUNCPTR(update_src_caps);
+  agg_class->fixate_src_caps = GST_DEBUG_FUNCPTR(fixate_src_caps);
+  agg_class->negotiated_src_caps = GST_DEBUG_FUNCPTR(negotiated_src_caps);
+  agg_class->propose_allocation = GST_DEBUG_FUNCPTR(propose_allocation);
+  agg_class->decide_allocation = GST_DEBUG_FUNCPTR(decide_allocation);
+
+  vagg_class->create_output_buffer = GST_DEBUG_FUNCPTR(create_output_buffer);
+  vagg_class->aggregate_frames = GST_DEBUG_FUNCPTR(aggregate_frames);
+
+  gst_type_mark_as_plugin_api(GST_TYPE_POISSON_BLEND_PAD, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api(GST_TYPE_POISSON_BLEND_OVERLAY_PAD, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api(GST_TYPE_POISSON_BLEND_MODE, (GstPluginAPIFlags)0);
+}
+
+static void gst_poisson_blend_init(GstPoissonBlend *self) {
+  gst_prism_cuda_init(&self->cuda);
+  self->state = new BlendState();
+  GstPadTemplate *templ = gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "sink");
+  self->background = GST_POISSON_BLEND_PAD(
+      g_object_new(GST_TYPE_POISSON_BLEND_PAD, "name", "sink", "direction", GST_PAD_SINK, "template", templ, nullptr));
+  gst_element_add_pad(GST_ELEMENT(self), GST_PAD(self->background));
+}
