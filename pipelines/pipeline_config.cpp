@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -607,7 +608,32 @@ class Loader {
                              (p.key == "name" ? " (the element's key is its name)" : ""));
       return false;
     }
-    GParamSpec* pspec = g_object_class_find_property(klass, p.key.c_str());
+    // PAD::PROPERTY sets a property of a (request) pad, as gst-launch does through GstChildProxy.
+    std::string pad_prefix;
+    GObjectClass* owner_class = klass;
+    std::string property = p.key;
+    const size_t colons = p.key.find("::");
+    if (colons != std::string::npos) {
+      pad_prefix = p.key.substr(0, colons) + "::";
+      property = p.key.substr(colons + 2);
+      owner_class = pad_class(spec, klass, p, p.key.substr(0, colons));
+      if (!owner_class) return false;
+    }
+    std::unique_ptr<void, void (*)(void*)> owner_ref(owner_class != klass ? owner_class : nullptr,
+                                                    [](void* c) { if (c) g_type_class_unref(c); });
+    GParamSpec* pspec = g_object_class_find_property(owner_class, property.c_str());
+    if (!pspec && owner_class != klass) {
+      std::vector<std::string> names;
+      guint n = 0;
+      GParamSpec** all = g_object_class_list_properties(owner_class, &n);
+      for (guint i = 0; i < n; ++i) {
+        if (all[i]->flags & G_PARAM_WRITABLE) names.push_back(pad_prefix + all[i]->name);
+      }
+      g_free(all);
+      error(p.key_where, "pad '" + pad_prefix.substr(0, pad_prefix.size() - 2) + "' of element " + owner +
+                             " has no property '" + property + "'" + did_you_mean(p.key, names));
+      return false;
+    }
     if (!pspec) {
       std::vector<std::string> names;
       guint n = 0;
@@ -637,8 +663,43 @@ class Loader {
                                owner + ": " + problem);
       return false;
     }
-    spec.properties.push_back({pspec->name, text, p.value_where});
+    spec.properties.push_back({pad_prefix + pspec->name, text, p.value_where});
     return true;
+  }
+
+  // The class of the pads named `pad` (an always pad's name, or a request template's name such as
+  // overlay_%u matched by overlay_0), referenced; nullptr with an error when there is none.
+  GObjectClass* pad_class(const ElementSpec& spec, GObjectClass* klass, const RawProperty& p,
+                          const std::string& pad) {
+    const std::string owner = "'" + spec.name + "' (" + spec.factory + ")";
+    if (!g_type_is_a(G_OBJECT_CLASS_TYPE(klass), GST_TYPE_CHILD_PROXY)) {
+      error(p.key_where, "element " + owner + " does not give access to its pads' properties ('" +
+                             p.key + "'; it does not implement GstChildProxy)");
+      return nullptr;
+    }
+    std::vector<std::string> names;
+    GstPadTemplate* found = nullptr;
+    for (GList* l = gst_element_class_get_pad_template_list(GST_ELEMENT_CLASS(klass)); l; l = l->next) {
+      GstPadTemplate* templ = GST_PAD_TEMPLATE(l->data);
+      const std::string name = GST_PAD_TEMPLATE_NAME_TEMPLATE(templ);
+      names.push_back(name);
+      const size_t percent = name.find('%');
+      bool match = name == pad;
+      if (!match && percent != std::string::npos && GST_PAD_TEMPLATE_PRESENCE(templ) == GST_PAD_REQUEST &&
+          pad.size() > percent && pad.compare(0, percent, name, 0, percent) == 0) {
+        const std::string tail = pad.substr(percent);
+        match = std::all_of(tail.begin(), tail.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+      }
+      if (match && !found) found = templ;
+    }
+    if (!found) {
+      error(p.key_where, "element " + owner + " has no pad '" + pad + "' (for '" + p.key +
+                             "'; its pad templates: " + join_list(names) + ")");
+      return nullptr;
+    }
+    GType type = GST_PAD_TEMPLATE_GTYPE(found);
+    if (type == G_TYPE_NONE) type = GST_TYPE_PAD;
+    return static_cast<GObjectClass*>(g_type_class_ref(type));
   }
 
   // ---- links ------------------------------------------------------------------------------

@@ -366,6 +366,36 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// PAD::PROPERTY keys set properties of (request) pads, as gst-launch does through GstChildProxy.
+TEST(PipelineConfig, PadPropertiesOfRequestPads) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_text(dir, "pads.yaml", R"(elements:
+  a: {element: videotestsrc}
+  c: {element: compositor, properties: {"sink_0::xpos": 12, "sink_0::alpha": 0.5}}
+  s: {element: fakesink}
+links: [[a, c.sink_0], [c, s]]
+)", errors, {{"c.sink_1::ypos", "7"}});
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(config, "c", "sink_0::xpos"), "12");
+  EXPECT_EQ(property(config, "c", "sink_0::alpha"), "0.5");
+  EXPECT_EQ(property(config, "c", "sink_1::ypos"), "7");
+
+  errors.clear();
+  load_text(dir, "badpads.yaml", R"(elements:
+  a: {element: videotestsrc, properties: {"src::x": 1}}
+  c: {element: compositor, properties: {"sink_0::xpoz": 1, "video_0::xpos": 2, "sink_0::xpos": nine}}
+  s: {element: fakesink}
+links: [[a, c, s]]
+)", errors);
+  const std::string f = (dir.path() / "badpads.yaml").string();
+  expect_error(errors, f, 2, 43, "element 'a' (videotestsrc) does not give access to its pads' properties");
+  expect_error(errors, f, 3, 41, "pad 'sink_0' of element 'c' (compositor) has no property 'xpoz'; did you mean 'sink_0::xpos'?");
+  expect_error(errors, f, 3, 60, "element 'c' (compositor) has no pad 'video_0'");
+  expect_error(errors, f, 3, 96, "invalid value 'nine' for property 'xpos'");
+  EXPECT_EQ(errors.size(), 4u) << joined(errors);
+}
+
 TEST(PipelineConfigErrors, MissingFile) {
   std::vector<ConfigError> errors;
   load_pipeline_config("/nonexistent/prism.yaml", {}, errors);
