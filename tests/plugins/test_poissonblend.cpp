@@ -1,0 +1,1012 @@
+// poissonblend element tests on the CPU path (device=cpu): the output must equal OpenCV 4.6's
+// cv::seamlessClone within max difference 1 on at most 0.1% of the values, for every mode, binary,
+// soft and alpha-channel masks, several overlays in z-order, controller-driven positions and still
+// images through imagefreeze; clipping, empty masks and bad input must never crash or hang.
+// Images are made here (random, smooth) or read from ../shared/data with the plugin's own image
+// loader (no OpenCV imgcodecs in this binary).
+#include <gtest/gtest.h>
+
+#include <gst/app/gstappsink.h>
+#include <gst/check/gstharness.h>
+#include <gst/app/gstappsrc.h>
+#include <gst/controller/gstdirectcontrolbinding.h>
+#include <gst/controller/gstinterpolationcontrolsource.h>
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/photo.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "colorconvert/colorconvert.h"
+#include "gstprismimagefile.h"
+#include "poisson/seamless_clone.h"
+#include "prism_test.h"
+
+namespace fs = std::filesystem;
+namespace pp = prism::poisson;
+namespace cc = prism::colorconvert;
+
+namespace {
+
+// ---- images ----------------------------------------------------------------------------------
+
+// Smooth random colours (noise blurred), so that the solve sees realistic gradients.
+cv::Mat random_image(int w, int h, int channels, uint64_t seed) {
+  cv::RNG rng(seed);
+  cv::Mat m(h, w, CV_8UC(channels));
+  rng.fill(m, cv::RNG::UNIFORM, 0, 256);
+  cv::GaussianBlur(m, m, cv::Size(0, 0), 2.0);
+  cv::Mat noise(h, w, CV_8UC(channels));
+  rng.fill(noise, cv::RNG::UNIFORM, 0, 24);
+  return m + noise;
+}
+
+cv::Mat ellipse_mask(int w, int h, bool soft) {
+  cv::Mat m = cv::Mat::zeros(h, w, CV_8UC1);
+  cv::ellipse(m, cv::Point(w / 2, h / 2), cv::Size(w * 2 / 5, h * 2 / 5), 15, 0, 360, cv::Scalar(255), -1);
+  if (soft) {
+    cv::GaussianBlur(m, m, cv::Size(0, 0), 3.0);
+    m.setTo(0, m < 8);  // keep a margin inside the mask's border
+  }
+  return m;
+}
+
+// A photo of ../shared/data/images, decoded (and scaled) by the plugin's loader, as BGR.
+cv::Mat photo(const std::string& name, int w, int h) {
+  const std::string path = prism::test::data_dir() + "/images/" + name;
+  prism::ImageFile im;
+  GError* err = nullptr;
+  if (!prism::image_file_load(path.c_str(), GST_VIDEO_FORMAT_BGR, &im, &err, w, h)) {
+    ADD_FAILURE() << err->message;
+    g_clear_error(&err);
+    return cv::Mat();
+  }
+  return cv::Mat(im.height, im.width, CV_8UC3, im.pixels.data()).clone();
+}
+
+// The element's result must be OpenCV's within max 1 on at most 0.1% of the values.
+struct Diff {
+  int max = 0;
+  double frac = 0;
+};
+
+Diff compare(const cv::Mat& a, const cv::Mat& b) {
+  Diff d;
+  if (a.size() != b.size() || a.type() != b.type() || a.empty()) {
+    d.max = 9999;
+    return d;
+  }
+  cv::Mat diff;
+  cv::absdiff(a, b, diff);
+  double mx;
+  cv::minMaxLoc(diff.reshape(1), nullptr, &mx);
+  d.max = (int)mx;
+  d.frac = (double)cv::countNonZero(diff.reshape(1)) / (double)diff.total() / diff.channels();
+  return d;
+}
+
+#define EXPECT_CLOSE_TO_OPENCV(ours, ref, what)                                                  \
+  do {                                                                                           \
+    Diff d_ = compare((ours), (ref));                                                            \
+    EXPECT_LE(d_.max, 1) << what;                                                                \
+    EXPECT_LE(d_.frac, 0.001) << what << ": " << 100 * d_.frac << "% of the values differ";      \
+  } while (0)
+
+// ---- files -------------------------------------------------------------------------------------
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/prism-poissonblend-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+const char* gst_format_of(const cv::Mat& m) { return m.channels() == 1 ? "GRAY8" : m.channels() == 3 ? "BGR" : "BGRA"; }
+
+// Writes a GRAY8, BGR or BGRA image as PNG with a small GStreamer pipeline (pngenc keeps the values).
+void write_png(const cv::Mat& image, const std::string& path) {
+  const std::string caps = std::string("video/x-raw,format=") + gst_format_of(image) + ",width=" +
+                           std::to_string(image.cols) + ",height=" + std::to_string(image.rows) + ",framerate=1/1";
+  GstElement* p = gst_parse_launch(("appsrc name=src format=time caps=" + caps +
+                                    " ! videoconvert ! pngenc ! filesink name=sink").c_str(),
+                                   nullptr);
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  g_object_set(sink, "location", path.c_str(), nullptr);
+  gst_object_unref(sink);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(p), "src");
+  GstVideoInfo info;
+  GstCaps* c = gst_caps_from_string(caps.c_str());
+  gst_video_info_from_caps(&info, c);
+  gst_caps_unref(c);
+  GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+  GstVideoFrame f;
+  gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE);
+  for (int y = 0; y < image.rows; y++)
+    memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0), image.ptr(y),
+           image.cols * image.elemSize());
+  gst_video_frame_unmap(&f);
+  GST_BUFFER_PTS(buf) = 0;
+  GST_BUFFER_DURATION(buf) = GST_SECOND;
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  gst_app_src_push_buffer(GST_APP_SRC(src), buf);
+  gst_app_src_end_of_stream(GST_APP_SRC(src));
+  gst_object_unref(src);
+  GstBus* bus = gst_element_get_bus(p);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  EXPECT_TRUE(m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) << "writing " << path;
+  if (m) gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+}
+
+// ---- running the element -------------------------------------------------------------------------
+
+struct Overlay {
+  cv::Mat image;             // BGR (with mask) or BGRA (alpha = mask)
+  std::string format;        // caps format; empty: BGR or BGRA from the channels
+  int xpos = 0, ypos = 0;
+  std::string mode;          // empty = default (normal)
+  std::string mask_location; // empty = alpha channel
+  int zorder = -1;           // -1 = default
+};
+
+struct Result {
+  std::vector<cv::Mat> frames;        // BGR/BGRA/... as given by the output caps (packed formats)
+  std::vector<std::vector<uint8_t>> raw;  // every output frame, planes packed
+  std::string error;                  // first ERROR message ("" when none)
+  std::string error_debug;
+  std::vector<std::string> warnings;  // WARNING messages
+  bool eos = false;
+};
+
+GstBuffer* buffer_from_planes(const GstVideoInfo& info, const std::vector<const uint8_t*>& planes,
+                              const std::vector<size_t>& strides, int frame) {
+  GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+  GstVideoFrame f;
+  gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE);
+  for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); p++) {
+    gint comp[GST_VIDEO_MAX_COMPONENTS];
+    gst_video_format_info_component(f.info.finfo, p, comp);
+    const int rb = GST_VIDEO_FRAME_COMP_WIDTH(&f, comp[0]) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, comp[0]);
+    for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&f, comp[0]); y++)
+      memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, p),
+             planes[p] + y * strides[p], rb);
+  }
+  gst_video_frame_unmap(&f);
+  GST_BUFFER_PTS(buf) = gst_util_uint64_scale(frame, GST_SECOND, 30);
+  GST_BUFFER_DURATION(buf) = gst_util_uint64_scale(frame + 1, GST_SECOND, 30) - GST_BUFFER_PTS(buf);
+  return buf;
+}
+
+std::string caps_of(const std::string& format, int w, int h) {
+  return "video/x-raw,format=" + format + ",width=" + std::to_string(w) + ",height=" + std::to_string(h) +
+         ",framerate=30/1,pixel-aspect-ratio=1/1";
+}
+
+// A background given as raw planes (any format), or a cv::Mat for packed formats.
+struct Background {
+  std::string format;
+  int width = 0, height = 0;
+  std::vector<std::vector<uint8_t>> planes;  // packed rows
+  std::vector<size_t> strides;
+
+  static Background of(const cv::Mat& m, const std::string& format = "") {
+    Background b;
+    b.format = format.empty() ? gst_format_of(m) : format;
+    b.width = m.cols;
+    b.height = m.rows;
+    b.planes.emplace_back(m.data, m.data + m.total() * m.elemSize());
+    b.strides.push_back(m.cols * m.elemSize());
+    return b;
+  }
+};
+
+std::string message_text(GstMessage* m, std::string* debug_out) {
+  GError* err = nullptr;
+  gchar* debug = nullptr;
+  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) gst_message_parse_error(m, &err, &debug);
+  else gst_message_parse_warning(m, &err, &debug);
+  std::string text = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " + (err ? err->message : "");
+  if (debug_out) *debug_out = debug ? debug : "";
+  g_clear_error(&err);
+  g_free(debug);
+  return text;
+}
+
+// Runs appsrc backgrounds/overlays through "poissonblend device=cpu" for `frames` frames.
+// `extra` adds sources of its own (a launch fragment ending in "b.overlay_N"), `setup` runs on the
+// element before PLAYING (pads requested for the Overlay list are overlay_0, overlay_1, ...).
+Result run_blend(const Background& bg, const std::vector<Overlay>& overlays, int frames = 1,
+                 const std::function<void(GstElement*)>& setup = {}, const std::string& extra = "",
+                 const std::string& element = "poissonblend device=cpu") {
+  std::string launch = element + " name=b ! appsink name=out sync=false ";
+  launch += "appsrc name=bg format=time caps=\"" + caps_of(bg.format, bg.width, bg.height) + "\" ! b.sink ";
+  for (size_t i = 0; i < overlays.size(); i++) {
+    const Overlay& o = overlays[i];
+    const std::string fmt = o.format.empty() ? gst_format_of(o.image) : o.format;
+    launch += "appsrc name=ov" + std::to_string(i) + " format=time caps=\"" + caps_of(fmt, o.image.cols, o.image.rows) +
+              "\" ! b.overlay_" + std::to_string(i) + " ";
+  }
+  launch += extra;
+  GError* perr = nullptr;
+  GstElement* pipeline = gst_parse_launch(launch.c_str(), &perr);
+  Result r;
+  if (!pipeline || perr) {
+    r.error = std::string("launch failed: ") + (perr ? perr->message : "?");
+    g_clear_error(&perr);
+    if (pipeline) gst_object_unref(pipeline);
+    return r;
+  }
+  GstElement* b = gst_bin_get_by_name(GST_BIN(pipeline), "b");
+  for (size_t i = 0; i < overlays.size(); i++) {
+    const Overlay& o = overlays[i];
+    GstPad* pad = gst_element_get_static_pad(b, ("overlay_" + std::to_string(i)).c_str());
+    EXPECT_NE(pad, nullptr);
+    if (!pad) continue;
+    g_object_set(pad, "xpos", o.xpos, "ypos", o.ypos, nullptr);
+    if (!o.mode.empty()) gst_util_set_object_arg(G_OBJECT(pad), "mode", o.mode.c_str());
+    if (!o.mask_location.empty()) g_object_set(pad, "mask-location", o.mask_location.c_str(), nullptr);
+    if (o.zorder >= 0) g_object_set(pad, "zorder", (guint)o.zorder, nullptr);
+    gst_object_unref(pad);
+  }
+  if (setup) setup(b);
+  gst_object_unref(b);
+
+  GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+  GstBus* bus = gst_element_get_bus(pipeline);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+
+  // Feed everything (appsrc queues it), then collect.
+  GstVideoInfo bg_info;
+  GstCaps* bc = gst_caps_from_string(caps_of(bg.format, bg.width, bg.height).c_str());
+  gst_video_info_from_caps(&bg_info, bc);
+  gst_caps_unref(bc);
+  GstElement* bgsrc = gst_bin_get_by_name(GST_BIN(pipeline), "bg");
+  std::vector<const uint8_t*> bg_planes;
+  for (auto& p : bg.planes) bg_planes.push_back(p.data());
+  for (int i = 0; i < frames; i++)
+    gst_app_src_push_buffer(GST_APP_SRC(bgsrc), buffer_from_planes(bg_info, bg_planes, bg.strides, i));
+  gst_app_src_end_of_stream(GST_APP_SRC(bgsrc));
+  gst_object_unref(bgsrc);
+  for (size_t k = 0; k < overlays.size(); k++) {
+    const Overlay& o = overlays[k];
+    const std::string fmt = o.format.empty() ? gst_format_of(o.image) : o.format;
+    GstVideoInfo info;
+    GstCaps* c = gst_caps_from_string(caps_of(fmt, o.image.cols, o.image.rows).c_str());
+    gst_video_info_from_caps(&info, c);
+    gst_caps_unref(c);
+    GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), ("ov" + std::to_string(k)).c_str());
+    for (int i = 0; i < frames; i++)
+      gst_app_src_push_buffer(GST_APP_SRC(src), buffer_from_planes(info, {o.image.data}, {o.image.step[0]}, i));
+    gst_app_src_end_of_stream(GST_APP_SRC(src));
+    gst_object_unref(src);
+  }
+
+  const gint64 deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
+  while (g_get_monotonic_time() < deadline) {
+    GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 50 * GST_MSECOND);
+    if (s) {
+      GstVideoInfo info;
+      gst_video_info_from_caps(&info, gst_sample_get_caps(s));
+      GstVideoFrame f;
+      gst_video_frame_map(&f, &info, gst_sample_get_buffer(s), GST_MAP_READ);
+      std::vector<uint8_t> raw;
+      for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); p++) {
+        gint comp[GST_VIDEO_MAX_COMPONENTS];
+        gst_video_format_info_component(f.info.finfo, p, comp);
+        const int rb = GST_VIDEO_FRAME_COMP_WIDTH(&f, comp[0]) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, comp[0]);
+        for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&f, comp[0]); y++) {
+          const uint8_t* row = (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, p);
+          raw.insert(raw.end(), row, row + rb);
+        }
+      }
+      if (GST_VIDEO_FRAME_N_PLANES(&f) == 1) {
+        const int ch = GST_VIDEO_FRAME_COMP_PSTRIDE(&f, 0);
+        r.frames.push_back(cv::Mat(GST_VIDEO_FRAME_HEIGHT(&f), GST_VIDEO_FRAME_WIDTH(&f), CV_8UC(ch), raw.data()).clone());
+      }
+      r.raw.push_back(std::move(raw));
+      gst_video_frame_unmap(&f);
+      gst_sample_unref(s);
+      continue;
+    }
+    if (gst_app_sink_is_eos(GST_APP_SINK(out))) {
+      r.eos = true;
+      break;
+    }
+    GstMessage* m = gst_bus_pop_filtered(bus, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
+    if (m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING) {
+      r.warnings.push_back(message_text(m, nullptr));
+    } else if (m) {
+      r.error = message_text(m, &r.error_debug);
+      gst_message_unref(m);
+      break;
+    }
+    if (m) gst_message_unref(m);
+  }
+  // Read the bus before NULL, which flushes it.
+  while (GstMessage* m = gst_bus_pop_filtered(bus, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING))) {
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING) r.warnings.push_back(message_text(m, nullptr));
+    else if (r.error.empty()) r.error = message_text(m, &r.error_debug);
+    gst_message_unref(m);
+  }
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(out);
+  gst_object_unref(pipeline);
+  return r;
+}
+
+// OpenCV's answer for BGR images.
+cv::Mat opencv_clone(const cv::Mat& overlay_bgr, const cv::Mat& background_bgr, const cv::Mat& mask, int x, int y,
+                     int flags) {
+  cv::Mat out;
+  cv::seamlessClone(overlay_bgr, background_bgr, mask, cv::Point(x, y), out, flags);
+  return out;
+}
+
+int cv_flag(const std::string& mode) {
+  if (mode == "mixed") return cv::MIXED_CLONE;
+  if (mode == "monochrome-transfer") return cv::MONOCHROME_TRANSFER;
+  return cv::NORMAL_CLONE;
+}
+
+cv::Mat bgra_with_alpha(const cv::Mat& bgr, const cv::Mat& alpha) {
+  cv::Mat out;
+  std::vector<cv::Mat> ch;
+  cv::split(bgr, ch);
+  ch.push_back(alpha);
+  cv::merge(ch, out);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + "\n";
+  return s;
+}
+
+class PoissonBlend : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { gst_init(nullptr, nullptr); }
+  TempDir dir;
+};
+
+}  // namespace
+
+// ---- registration and documentation ------------------------------------------------------------
+
+TEST_F(PoissonBlend, IsRegisteredWithDocumentedControllableProperties) {
+  GstElement* e = gst_element_factory_make("poissonblend", nullptr);
+  ASSERT_NE(e, nullptr) << "poissonblend not found; GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
+  for (const char* name : {"device", "cuda-device-id"}) {
+    GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
+    ASSERT_NE(ps, nullptr) << name;
+    EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 20u) << name;
+  }
+  GstPad* bg = gst_element_get_static_pad(e, "sink");
+  ASSERT_NE(bg, nullptr);
+  gst_object_unref(bg);
+  GstPad* pad = gst_element_request_pad_simple(e, "overlay_%u");
+  ASSERT_NE(pad, nullptr);
+  EXPECT_STREQ(GST_PAD_NAME(pad), "overlay_0");
+  for (const char* name : {"xpos", "ypos", "mode", "zorder", "mask-location"}) {
+    GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(pad), name);
+    ASSERT_NE(ps, nullptr) << name;
+    EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 40u) << name;
+    if (std::string(name) != "mask-location") {
+      EXPECT_TRUE(ps->flags & GST_PARAM_CONTROLLABLE) << name;
+    }
+  }
+  EXPECT_NE(std::string(g_param_spec_get_blurb(g_object_class_find_property(G_OBJECT_GET_CLASS(pad), "xpos")))
+                .find("seamlessClone"),
+            std::string::npos);
+  GstPad* pad2 = gst_element_request_pad_simple(e, "overlay_7");
+  ASSERT_NE(pad2, nullptr);
+  EXPECT_STREQ(GST_PAD_NAME(pad2), "overlay_7");
+  EXPECT_EQ(gst_element_request_pad_simple(e, "overlay_7"), nullptr);  // taken
+  gst_element_release_request_pad(e, pad2);
+  gst_object_unref(pad2);
+  gst_element_release_request_pad(e, pad);
+  gst_object_unref(pad);
+  gst_object_unref(e);
+}
+
+// ---- the image loader ------------------------------------------------------------------------------
+
+TEST_F(PoissonBlend, ImageLoaderKeepsValuesAndNamesTheFileInErrors) {
+  cv::Mat grey = random_image(37, 23, 1, 7);
+  const std::string png = dir.file("grey.png");
+  write_png(grey, png);
+  prism::ImageFile im;
+  GError* err = nullptr;
+  ASSERT_TRUE(prism::image_file_load_grey(png.c_str(), &im, &err)) << err->message;
+  ASSERT_EQ(im.width, 37);
+  ASSERT_EQ(im.height, 23);
+  EXPECT_EQ(0, memcmp(im.pixels.data(), grey.data, grey.total()));
+
+  // A colour file's grey is cvtColor(BGR2GRAY) exactly.
+  cv::Mat colour = random_image(31, 17, 3, 8), colour_grey;
+  cv::cvtColor(colour, colour_grey, cv::COLOR_BGR2GRAY);
+  const std::string cpng = dir.file("colour.png");
+  write_png(colour, cpng);
+  ASSERT_TRUE(prism::image_file_load_grey(cpng.c_str(), &im, &err)) << err->message;
+  EXPECT_EQ(0, memcmp(im.pixels.data(), colour_grey.data, colour_grey.total()));
+
+  // A PGM written by hand.
+  const std::string pgm = dir.file("mask.pgm");
+  {
+    std::ofstream f(pgm, std::ios::binary);
+    f << "P5\n37 23\n255\n";
+    f.write((const char*)grey.data, grey.total());
+  }
+  ASSERT_TRUE(prism::image_file_load_grey(pgm.c_str(), &im, &err)) << err->message;
+  EXPECT_EQ(0, memcmp(im.pixels.data(), grey.data, grey.total()));
+
+  const std::string missing = dir.file("nope.png");
+  EXPECT_FALSE(prism::image_file_load_grey(missing.c_str(), &im, &err));
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(err->message).find(missing), std::string::npos) << err->message;
+  EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND));
+  g_clear_error(&err);
+
+  const std::string text = dir.file("text.png");
+  std::ofstream(text) << "this is not an image\n";
+  EXPECT_FALSE(prism::image_file_load_grey(text.c_str(), &im, &err));
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(err->message).find(text), std::string::npos) << err->message;
+  g_clear_error(&err);
+}
+
+TEST_F(PoissonBlend, ImageLoaderReadsPhotos) {
+  const std::string path = prism::test::data_dir() + "/images/fruits.jpg";
+  PRISM_NEED_FILE(path);
+  prism::ImageFile im;
+  GError* err = nullptr;
+  ASSERT_TRUE(prism::image_file_load(path.c_str(), GST_VIDEO_FORMAT_BGR, &im, &err)) << err->message;
+  EXPECT_EQ(im.width, 512);
+  EXPECT_EQ(im.height, 480);
+  ASSERT_TRUE(prism::image_file_load(path.c_str(), GST_VIDEO_FORMAT_BGRA, &im, &err, 160, 120)) << err->message;
+  EXPECT_EQ(im.width, 160);
+  EXPECT_EQ(im.channels, 4);
+  EXPECT_EQ(im.pixels.size(), 160u * 120 * 4);
+}
+
+// ---- equality with cv::seamlessClone ----------------------------------------------------------------
+
+struct MaskCase {
+  const char* name;
+  bool soft;
+  bool alpha;  // the overlay's alpha channel instead of a mask file
+};
+
+TEST_F(PoissonBlend, MatchesSeamlessCloneOnRandomImages) {
+  const cv::Mat bg = random_image(203, 151, 3, 1);
+  const cv::Mat ov = random_image(83, 61, 3, 2);
+  for (const MaskCase mc : {MaskCase{"binary", false, false}, MaskCase{"soft", true, false},
+                            MaskCase{"alpha-binary", false, true}, MaskCase{"alpha-soft", true, true}}) {
+    const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, mc.soft);
+    const std::string mask_path = dir.file(std::string(mc.name) + ".png");
+    if (!mc.alpha) write_png(mask, mask_path);
+    for (const char* mode : {"normal", "mixed", "monochrome-transfer"}) {
+      Overlay o;
+      o.image = mc.alpha ? bgra_with_alpha(ov, mask) : ov;
+      o.xpos = 97;
+      o.ypos = 70;
+      o.mode = mode;
+      if (!mc.alpha) o.mask_location = mask_path;
+      Result r = run_blend(Background::of(bg), {o});
+      ASSERT_EQ(r.error, "") << r.error_debug;
+      ASSERT_EQ(r.frames.size(), 1u);
+      cv::Mat ref = opencv_clone(ov, bg, mask, o.xpos, o.ypos, cv_flag(mode));
+      EXPECT_CLOSE_TO_OPENCV(r.frames[0], ref, mc.name << " " << mode);
+      EXPECT_TRUE(r.warnings.empty()) << joined(r.warnings);
+    }
+  }
+}
+
+TEST_F(PoissonBlend, MatchesSeamlessCloneOnPhotos) {
+  PRISM_NEED_FILE(prism::test::data_dir() + "/images/fruits.jpg");
+  PRISM_NEED_FILE(prism::test::data_dir() + "/images/baboon.jpg");
+  const cv::Mat bg = photo("fruits.jpg", 256, 240);
+  const cv::Mat ov = photo("baboon.jpg", 120, 120);
+  ASSERT_FALSE(bg.empty());
+  ASSERT_FALSE(ov.empty());
+  const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, true);
+  const std::string mask_path = dir.file("mask.png");
+  write_png(mask, mask_path);
+  for (const char* mode : {"normal", "mixed", "monochrome-transfer"}) {
+    Overlay o;
+    o.image = ov;
+    o.xpos = 131;
+    o.ypos = 117;
+    o.mode = mode;
+    o.mask_location = mask_path;
+    Result r = run_blend(Background::of(bg), {o});
+    ASSERT_EQ(r.error, "") << r.error_debug;
+    ASSERT_EQ(r.frames.size(), 1u);
+    EXPECT_CLOSE_TO_OPENCV(r.frames[0], opencv_clone(ov, bg, mask, o.xpos, o.ypos, cv_flag(mode)), mode);
+  }
+}
+
+// The same clone in every packed background format and overlay format: channel order only.
+TEST_F(PoissonBlend, EveryPackedFormatGivesTheSameResult) {
+  const cv::Mat bg = random_image(120, 90, 3, 11);
+  const cv::Mat ov = random_image(50, 40, 3, 12);
+  const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, true);
+  const cv::Mat ref = opencv_clone(ov, bg, mask, 60, 44, cv::MONOCHROME_TRANSFER);
+  struct Fmt {
+    const char* name;
+    int code;  // cv::cvtColor from BGR
+  };
+  const Fmt formats[] = {{"BGR", -1}, {"RGB", cv::COLOR_BGR2RGB}, {"BGRA", cv::COLOR_BGR2BGRA},
+                         {"RGBA", cv::COLOR_BGR2RGBA}, {"BGRx", cv::COLOR_BGR2BGRA}, {"RGBx", cv::COLOR_BGR2RGBA}};
+  for (const Fmt& bf : formats) {
+    cv::Mat bgc = bg.clone();
+    if (bf.code >= 0) cv::cvtColor(bg, bgc, bf.code);
+    for (const char* of : {"RGBA", "BGRA"}) {
+      Overlay o;
+      cv::Mat ova = bgra_with_alpha(ov, mask);
+      if (std::string(of) == "RGBA") cv::cvtColor(ova, ova, cv::COLOR_BGRA2RGBA);
+      o.image = ova;
+      o.format = of;
+      o.xpos = 60;
+      o.ypos = 44;
+      o.mode = "monochrome-transfer";
+      Result r = run_blend(Background::of(bgc, bf.name), {o});
+      ASSERT_EQ(r.error, "") << bf.name << " " << of << ": " << r.error_debug;
+      ASSERT_EQ(r.frames.size(), 1u);
+      cv::Mat back = r.frames[0];
+      if (bf.code == cv::COLOR_BGR2RGB) cv::cvtColor(back, back, cv::COLOR_RGB2BGR);
+      else if (bf.code == cv::COLOR_BGR2BGRA) cv::cvtColor(back, back, cv::COLOR_BGRA2BGR);
+      else if (bf.code == cv::COLOR_BGR2RGBA) cv::cvtColor(back, back, cv::COLOR_RGBA2BGR);
+      EXPECT_CLOSE_TO_OPENCV(back, ref, bf.name << " background, " << of << " overlay");
+    }
+  }
+  // The RGB overlays without alpha, with a mask file.
+  const std::string mask_path = dir.file("mask.png");
+  write_png(mask, mask_path);
+  for (const char* of : {"RGB", "RGBx", "BGRx"}) {
+    Overlay o;
+    cv::Mat ovc;
+    if (std::string(of) == "RGB") cv::cvtColor(ov, ovc, cv::COLOR_BGR2RGB);
+    else cv::cvtColor(ov, ovc, std::string(of) == "RGBx" ? cv::COLOR_BGR2RGBA : cv::COLOR_BGR2BGRA);
+    o.image = ovc;
+    o.format = of;
+    o.xpos = 60;
+    o.ypos = 44;
+    o.mode = "monochrome-transfer";
+    o.mask_location = mask_path;
+    Result r = run_blend(Background::of(bg), {o});
+    ASSERT_EQ(r.error, "") << of << ": " << r.error_debug;
+    ASSERT_EQ(r.frames.size(), 1u);
+    EXPECT_CLOSE_TO_OPENCV(r.frames[0], ref, of << " overlay");
+  }
+}
+
+// ---- several overlays ---------------------------------------------------------------------------------
+
+TEST_F(PoissonBlend, OverlaysAreSolvedInZOrderLikeRepeatedSeamlessClone) {
+  const cv::Mat bg = random_image(180, 140, 3, 21);
+  const cv::Mat a = random_image(70, 60, 3, 22), b = random_image(64, 50, 3, 23), c = random_image(40, 40, 3, 24);
+  const cv::Mat ma = ellipse_mask(a.cols, a.rows, false), mb = ellipse_mask(b.cols, b.rows, true),
+                mc = ellipse_mask(c.cols, c.rows, false);
+  // overlay_0 (a) zorder 9, overlay_1 (b) zorder 2, overlay_2 (c) zorder 2: order b, c, a. They overlap.
+  Overlay oa{bgra_with_alpha(a, ma), "", 80, 70, "normal", "", 9};
+  Overlay ob{bgra_with_alpha(b, mb), "", 100, 80, "mixed", "", 2};
+  Overlay oc{bgra_with_alpha(c, mc), "", 70, 60, "normal", "", 2};
+  Result r = run_blend(Background::of(bg), {oa, ob, oc}, 2);
+  ASSERT_EQ(r.error, "") << r.error_debug;
+  ASSERT_EQ(r.frames.size(), 2u);
+  cv::Mat ref = opencv_clone(b, bg, mb, 100, 80, cv::MIXED_CLONE);
+  ref = opencv_clone(c, ref, mc, 70, 60, cv::NORMAL_CLONE);
+  ref = opencv_clone(a, ref, ma, 80, 70, cv::NORMAL_CLONE);
+  // Each step may differ by 1 from OpenCV and later steps see it: allow one grey level per step.
+  for (const cv::Mat& f : r.frames) {
+    Diff d = compare(f, ref);
+    EXPECT_LE(d.max, 3);
+    EXPECT_LE(d.frac, 0.003) << 100 * d.frac << "%";
+  }
+  // Another order gives another picture.
+  cv::Mat other = opencv_clone(a, bg, ma, 80, 70, cv::NORMAL_CLONE);
+  other = opencv_clone(b, other, mb, 100, 80, cv::MIXED_CLONE);
+  other = opencv_clone(c, other, mc, 70, 60, cv::NORMAL_CLONE);
+  EXPECT_GT(compare(r.frames[0], other).max, 3);
+}
+
+// ---- clipping, empty masks ------------------------------------------------------------------------------
+
+TEST_F(PoissonBlend, OverlayPartlyOutsideIsClippedAndTheStreamGoesOn) {
+  const cv::Mat bg = random_image(160, 120, 3, 31);
+  const cv::Mat ov = random_image(60, 50, 3, 32);
+  const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, false);
+  Overlay o{bgra_with_alpha(ov, mask), "", 150, 10, "normal", "", -1};
+  Result r = run_blend(Background::of(bg), {o}, 4);
+  ASSERT_EQ(r.error, "") << r.error_debug;
+  EXPECT_TRUE(r.eos);
+  ASSERT_EQ(r.frames.size(), 4u);
+  // One warning naming the pad, for four clipped frames.
+  ASSERT_EQ(r.warnings.size(), 1u) << joined(r.warnings);
+  EXPECT_NE(r.warnings[0].find("overlay_0"), std::string::npos) << r.warnings[0];
+  EXPECT_NE(r.warnings[0].find("clipped"), std::string::npos) << r.warnings[0];
+  // Outside the solved box the background is untouched; inside, something was cloned.
+  const pp::Box box = pp::mask_box(pp::MaskView{mask.data, mask.cols, mask.rows, (int64_t)mask.step[0], 1});
+  const pp::Placement pl = pp::place(box, 150, 10, bg.cols, bg.rows);
+  ASSERT_TRUE(pl.clipped);
+  ASSERT_TRUE(pl.solvable());
+  const cv::Rect dst(pl.dst.x, pl.dst.y, pl.dst.width, pl.dst.height);
+  for (const cv::Mat& f : r.frames) {
+    cv::Mat outside_ours = f.clone(), outside_bg = bg.clone();
+    outside_ours(dst).setTo(0);
+    outside_bg(dst).setTo(0);
+    EXPECT_EQ(compare(outside_ours, outside_bg).max, 0);
+    EXPECT_GT(compare(f(dst), bg(dst)).max, 0);
+  }
+  EXPECT_EQ(compare(r.frames[0], r.frames[3]).max, 0);
+}
+
+TEST_F(PoissonBlend, OverlayWhollyOutsideLeavesTheBackground) {
+  const cv::Mat bg = random_image(160, 120, 3, 33);
+  const cv::Mat ov = random_image(60, 50, 3, 34);
+  const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, false);
+  for (auto [x, y] : {std::pair{-200, 50}, std::pair{80, 1000}, std::pair{G_MAXINT, G_MININT}}) {
+    Overlay o{bgra_with_alpha(ov, mask), "", x, y, "normal", "", -1};
+    Result r = run_blend(Background::of(bg), {o}, 2);
+    ASSERT_EQ(r.error, "") << r.error_debug;
+    ASSERT_EQ(r.frames.size(), 2u);
+    for (const cv::Mat& f : r.frames) EXPECT_EQ(compare(f, bg).max, 0) << x << "," << y;
+  }
+}
+
+TEST_F(PoissonBlend, EmptyMaskLeavesTheBackgroundWithOneWarning) {
+  const cv::Mat bg = random_image(100, 80, 3, 35);
+  const cv::Mat ov = random_image(40, 30, 3, 36);
+  cv::Mat mask = cv::Mat::zeros(ov.rows, ov.cols, CV_8UC1);
+  mask.row(0).setTo(255);  // only the outer frame, which does not count
+  const std::string mask_path = dir.file("empty.png");
+  write_png(mask, mask_path);
+  Overlay o{ov, "", 50, 40, "normal", mask_path, -1};
+  Result r = run_blend(Background::of(bg), {o}, 3);
+  ASSERT_EQ(r.error, "") << r.error_debug;
+  ASSERT_EQ(r.frames.size(), 3u);
+  for (const cv::Mat& f : r.frames) EXPECT_EQ(compare(f, bg).max, 0);
+  ASSERT_EQ(r.warnings.size(), 1u) << joined(r.warnings);
+  EXPECT_NE(r.warnings[0].find("overlay_0"), std::string::npos) << r.warnings[0];
+  EXPECT_NE(r.warnings[0].find("empty"), std::string::npos) << r.warnings[0];
+}
+
+// ---- GstController ----------------------------------------------------------------------------------------
+
+TEST_F(PoissonBlend, ControllerMovesTheOverlay) {
+  const cv::Mat bg = random_image(200, 120, 3, 41);
+  const cv::Mat ov = random_image(50, 40, 3, 42);
+  const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, true);
+  Overlay o{bgra_with_alpha(ov, mask), "", 0, 60, "normal", "", -1};
+  GstControlSource* cs = gst_interpolation_control_source_new();
+  g_object_set(cs, "mode", GST_INTERPOLATION_MODE_NONE, nullptr);
+  // Frame 0 at xpos 50, frames 1 and 2 at xpos 140 (an absolute binding: values are pixels).
+  gst_timed_value_control_source_set(GST_TIMED_VALUE_CONTROL_SOURCE(cs), 0, 50);
+  gst_timed_value_control_source_set(GST_TIMED_VALUE_CONTROL_SOURCE(cs), GST_SECOND / 30, 140);
+  Result r = run_blend(Background::of(bg), {o}, 3, [&](GstElement* b) {
+    GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
+    gst_object_add_control_binding(GST_OBJECT(pad), gst_direct_control_binding_new_absolute(GST_OBJECT(pad), "xpos", cs));
+    gst_object_unref(pad);
+  });
+  gst_object_unref(cs);
+  ASSERT_EQ(r.error, "") << r.error_debug;
+  ASSERT_EQ(r.frames.size(), 3u);
+  const cv::Mat at50 = opencv_clone(ov, bg, mask, 50, 60, cv::NORMAL_CLONE);
+  const cv::Mat at140 = opencv_clone(ov, bg, mask, 140, 60, cv::NORMAL_CLONE);
+  EXPECT_CLOSE_TO_OPENCV(r.frames[0], at50, "frame 0 at xpos 50");
+  EXPECT_CLOSE_TO_OPENCV(r.frames[1], at140, "frame 1 at xpos 140");
+  EXPECT_CLOSE_TO_OPENCV(r.frames[2], at140, "frame 2 at xpos 140");
+  EXPECT_GT(compare(r.frames[0], r.frames[1]).max, 10);
+}
+
+// ---- a still image through imagefreeze --------------------------------------------------------------------
+
+TEST_F(PoissonBlend, StillImageThroughImagefreeze) {
+  const cv::Mat bg = random_image(160, 120, 3, 51);
+  const cv::Mat ov = random_image(48, 40, 3, 52);
+  const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, true);
+  const std::string png = dir.file("still.png");
+  write_png(bgra_with_alpha(ov, mask), png);
+  // imagefreeze never ends: the element must end when the background does.
+  Result r = run_blend(Background::of(bg), {}, 5, [](GstElement* b) {
+    GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
+    ASSERT_NE(pad, nullptr);
+    g_object_set(pad, "xpos", 70, "ypos", 55, "mode", 2 /* mixed */, nullptr);
+    gst_object_unref(pad);
+  }, "filesrc location=\"" + png + "\" ! pngdec ! imagefreeze ! b.overlay_0");
+  ASSERT_EQ(r.error, "") << r.error_debug;
+  EXPECT_TRUE(r.eos);
+  ASSERT_EQ(r.frames.size(), 5u);
+  const cv::Mat ref = opencv_clone(ov, bg, mask, 70, 55, cv::MIXED_CLONE);
+  for (size_t i = 0; i < r.frames.size(); i++) EXPECT_CLOSE_TO_OPENCV(r.frames[i], ref, "frame " << i);
+}
+
+// ---- NV12 / I420 backgrounds ----------------------------------------------------------------------------------
+
+// The destination rectangle goes through RGBA and back: outside it the frame is untouched; inside,
+// the picture is OpenCV's clone into the RGB version of the background, up to the YUV round trip.
+TEST_F(PoissonBlend, YuvBackgroundsRoundTripOnlyTheDestinationRectangle) {
+  const int W = 161, H = 121;
+  const cv::Mat bg_bgr = random_image(W, H, 3, 61);
+  const cv::Mat ov = random_image(50, 41, 3, 62);
+  const cv::Mat mask = ellipse_mask(ov.cols, ov.rows, false);
+  for (const char* format : {"NV12", "I420"}) {
+    cc::PixelFormat pf;
+    ASSERT_TRUE(cc::format_from_name(format, &pf));
+    const cc::Colorimetry cm;  // BT.601 limited, GStreamer's default for these caps
+    // BGR -> YUV with prism's converter (planes packed).
+    std::vector<uint8_t> y((size_t)W * H), u((size_t)((W + 1) / 2) * ((H + 1) / 2) * 2), v(u.size() / 2);
+    cc::Image src, dst;
+    src.format = cc::PixelFormat::BGR;
+    src.width = W;
+    src.height = H;
+    src.plane[0] = const_cast<uint8_t*>(bg_bgr.data);
+    src.stride[0] = (int)bg_bgr.step[0];
+    dst.format = pf;
+    dst.width = W;
+    dst.height = H;
+    dst.plane[0] = y.data();
+    dst.stride[0] = W;
+    const int cw = (W + 1) / 2;
+    dst.plane[1] = u.data();
+    dst.stride[1] = std::string(format) == "NV12" ? 2 * cw : cw;
+    dst.plane[2] = v.data();
+    dst.stride[2] = cw;
+    cc::convert_cpu(cc::make_plan(cc::PixelFormat::BGR, cm, W, H, pf, cm, W, H), src, dst);
+    Background bg;
+    bg.format = format;
+    bg.width = W;
+    bg.height = H;
+    bg.planes = {y, u};
+    bg.strides = {(size_t)W, (size_t)dst.stride[1]};
+    if (std::string(format) == "I420") {
+      bg.planes.push_back(v);
+      bg.strides.push_back(cw);
+    } else {
+      bg.planes[1].resize((size_t)2 * cw * ((H + 1) / 2));
+    }
+    Overlay o{bgra_with_alpha(ov, mask), "", 80, 60, "normal", "", -1};
+    Result r = run_blend(bg, {o});
+    ASSERT_EQ(r.error, "") << format << ": " << r.error_debug;
+    ASSERT_EQ(r.raw.size(), 1u);
+    const std::vector<uint8_t>& out = r.raw[0];
+    // Luma outside the rectangle is the background's, byte for byte.
+    const pp::Box box = pp::mask_box(pp::MaskView{mask.data, mask.cols, mask.rows, (int64_t)mask.step[0], 1});
+    const pp::Placement pl = pp::place(box, 80, 60, W, H);
+    const int x0 = std::max(0, pl.dst.x - 1) & ~1, y0 = std::max(0, pl.dst.y - 1) & ~1;
+    const int x1 = std::min(W, (pl.dst.x + pl.dst.width + 2) & ~1), y1 = std::min(H, (pl.dst.y + pl.dst.height + 2) & ~1);
+    size_t outside_diff = 0, inside_changed = 0;
+    for (int yy = 0; yy < H; yy++)
+      for (int xx = 0; xx < W; xx++) {
+        const bool inside = xx >= x0 && xx < x1 && yy >= y0 && yy < y1;
+        const bool differs = out[(size_t)yy * W + xx] != y[(size_t)yy * W + xx];
+        outside_diff += !inside && differs;
+        inside_changed += inside && differs;
+      }
+    EXPECT_EQ(outside_diff, 0u) << format;
+    EXPECT_GT(inside_changed, 100u) << format;
+    // Back to BGR: close to OpenCV's clone into the background's RGB version.
+    cc::Image yuv = dst;
+    yuv.plane[0] = const_cast<uint8_t*>(out.data());
+    yuv.plane[1] = const_cast<uint8_t*>(out.data()) + (size_t)W * H;
+    yuv.plane[2] = yuv.plane[1] + (size_t)cw * ((H + 1) / 2);
+    cv::Mat ours(H, W, CV_8UC3), bg_rt(H, W, CV_8UC3);
+    cc::Image rgb;
+    rgb.format = cc::PixelFormat::BGR;
+    rgb.width = W;
+    rgb.height = H;
+    rgb.plane[0] = ours.data;
+    rgb.stride[0] = (int)ours.step[0];
+    const cc::Plan back = cc::make_plan(pf, cm, W, H, cc::PixelFormat::BGR, cm, W, H);
+    cc::convert_cpu(back, yuv, rgb);
+    rgb.plane[0] = bg_rt.data;
+    cc::convert_cpu(back, dst, rgb);
+    const cv::Mat ref = opencv_clone(ov, bg_rt, mask, 80, 60, cv::NORMAL_CLONE);
+    const cv::Rect roi(pl.dst.x, pl.dst.y, pl.dst.width, pl.dst.height);
+    cv::Mat diff;
+    cv::absdiff(ours(roi), ref(roi), diff);
+    const double mean = cv::mean(diff.reshape(1))[0];
+    EXPECT_LT(mean, 3.0) << format << ": mean difference " << mean << " to OpenCV inside the box";
+  }
+}
+
+// No overlay: the output is the background, with its region-of-interest metadata.
+TEST_F(PoissonBlend, OutputIsTheBackgroundWithItsMetadata) {
+  GstHarness* h = gst_harness_new_with_element(gst_element_factory_make("poissonblend", nullptr), "sink", "src");
+  g_object_set(h->element, "device", 2 /* cpu */, nullptr);
+  gst_harness_set_src_caps_str(h, caps_of("RGBA", 64, 48).c_str());
+  const cv::Mat bg = random_image(64, 48, 4, 99);
+  GstVideoInfo info;
+  GstCaps* c = gst_caps_from_string(caps_of("RGBA", 64, 48).c_str());
+  gst_video_info_from_caps(&info, c);
+  gst_caps_unref(c);
+  GstBuffer* in = buffer_from_planes(info, {bg.data}, {bg.step[0]}, 0);
+  GstVideoRegionOfInterestMeta* roi = gst_buffer_add_video_region_of_interest_meta(in, "face", 3, 4, 20, 10);
+  gst_video_region_of_interest_meta_add_param(roi, gst_structure_new("detection", "score", G_TYPE_DOUBLE, 0.75, nullptr));
+  ASSERT_EQ(gst_harness_push(h, in), GST_FLOW_OK);
+  gst_harness_push_event(h, gst_event_new_eos());
+  GstBuffer* out = gst_harness_pull(h);
+  ASSERT_NE(out, nullptr);
+  GstVideoRegionOfInterestMeta* m = gst_buffer_get_video_region_of_interest_meta(out);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->x, 3u);
+  EXPECT_EQ(m->w, 20u);
+  EXPECT_EQ(g_quark_to_string(m->roi_type), std::string("face"));
+  ASSERT_NE(gst_video_region_of_interest_meta_get_param(m, "detection"), nullptr);
+  GstMapInfo map;
+  ASSERT_TRUE(gst_buffer_map(out, &map, GST_MAP_READ));
+  EXPECT_EQ(0, memcmp(map.data, bg.data, bg.total() * 4));
+  gst_buffer_unmap(out, &map);
+  gst_buffer_unref(out);
+  gst_harness_teardown(h);
+}
+
+// ---- bad input: clear errors, no crash, no hang -------------------------------------------------------------
+
+TEST_F(PoissonBlend, MissingMaskFileIsAnErrorNamingPadAndFile) {
+  const cv::Mat bg = random_image(64, 48, 3, 71), ov = random_image(20, 20, 3, 72);
+  const std::string missing = dir.file("no-such-mask.png");
+  Result r = run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", missing, -1}});
+  ASSERT_NE(r.error, "");
+  EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(missing), std::string::npos) << r.error;
+}
+
+TEST_F(PoissonBlend, CorruptMaskFileIsAnErrorNamingPadAndFile) {
+  const cv::Mat bg = random_image(64, 48, 3, 73), ov = random_image(20, 20, 3, 74);
+  const std::string corrupt = dir.file("corrupt.png");
+  {
+    std::ofstream f(corrupt, std::ios::binary);
+    f << "\x89PNG\r\n\x1a\n" << std::string(100, 'x');  // a PNG signature, then garbage
+  }
+  Result r = run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", corrupt, -1}});
+  ASSERT_NE(r.error, "");
+  EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(corrupt), std::string::npos) << r.error;
+}
+
+TEST_F(PoissonBlend, MaskOfTheWrongSizeIsAnErrorNamingPadAndSizes) {
+  const cv::Mat bg = random_image(64, 48, 3, 75), ov = random_image(20, 16, 3, 76);
+  const std::string path = dir.file("big.png");
+  write_png(ellipse_mask(24, 18, false), path);
+  Result r = run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", path, -1}});
+  ASSERT_NE(r.error, "");
+  EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("24x18"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("20x16"), std::string::npos) << r.error;
+}
+
+TEST_F(PoissonBlend, OverlayWithoutAlphaNeedsAMask) {
+  const cv::Mat bg = random_image(64, 48, 3, 77), ov = random_image(20, 16, 3, 78);
+  Result r = run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", "", -1}, Overlay{ov, "RGBx", 30, 20, "", "", -1}});
+  ASSERT_NE(r.error, "");
+  EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("mask-location"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("alpha"), std::string::npos) << r.error;
+}
+
+TEST_F(PoissonBlend, UnsupportedOverlayCapsFailWithoutHanging) {
+  const cv::Mat bg = random_image(64, 48, 3, 79);
+  cv::Mat grey = random_image(20, 16, 1, 80);
+  Result r = run_blend(Background::of(bg), {Overlay{grey, "GRAY8", 30, 20, "", "", -1}});
+  ASSERT_NE(r.error, "");
+  EXPECT_NE(r.error_debug.find("not-negotiated"), std::string::npos) << r.error << " / " << r.error_debug;
+}
+
+TEST_F(PoissonBlend, DeviceCudaWithoutGpuFailsClearly) {
+  std::string why;
+  if (prism::gpu::available(&why)) GTEST_SKIP() << "a GPU is present";
+  const cv::Mat bg = random_image(64, 48, 3, 81);
+  Result r = run_blend(Background::of(bg), {}, 1, {}, "", "poissonblend device=cuda");
+  EXPECT_NE(r.error.find("device=cuda"), std::string::npos) << r.error;
+}
+
+// device=auto on a machine without a GPU runs on the CPU, says so, and computes the same thing.
+TEST_F(PoissonBlend, AutoFallsBackToTheCpu) {
+  std::string why;
+  if (prism::gpu::available(&why)) GTEST_SKIP() << "a GPU is present (tests/gpu compare the paths)";
+  const cv::Mat bg = random_image(90, 70, 3, 83), ov = random_image(30, 30, 3, 84);
+  const cv::Mat mask = ellipse_mask(30, 30, false);
+  Result r = run_blend(Background::of(bg), {Overlay{bgra_with_alpha(ov, mask), "", 45, 35, "", "", -1}}, 1, {}, "",
+                       "poissonblend");
+  ASSERT_EQ(r.error, "") << r.error_debug;
+  ASSERT_EQ(r.frames.size(), 1u);
+  EXPECT_CLOSE_TO_OPENCV(r.frames[0], opencv_clone(ov, bg, mask, 45, 35, cv::NORMAL_CLONE), "auto");
+}
+
+// ---- gst-launch and YAML ---------------------------------------------------------------------------------------
+
+// Pad properties through gst-launch syntax (GstChildProxy), with mask-location set at parse time.
+TEST_F(PoissonBlend, LaunchLinePadProperties) {
+  const cv::Mat ov = random_image(40, 30, 3, 91);
+  const cv::Mat mask = ellipse_mask(40, 30, false);
+  const std::string mask_path = dir.file("m.png"), ov_path = dir.file("ov.png");
+  write_png(mask, mask_path);
+  write_png(ov, ov_path);
+  const std::string line = "poissonblend name=b device=cpu overlay_0::xpos=60 overlay_0::ypos=40 overlay_0::mode=mixed "
+                           "overlay_0::mask-location=\"" + mask_path + "\" ! fakesink "
+                           "videotestsrc num-buffers=3 ! video/x-raw,format=BGR,width=120,height=90 ! b.sink "
+                           "filesrc location=\"" + ov_path + "\" ! pngdec ! videoconvert ! video/x-raw,format=BGR ! "
+                           "imagefreeze ! b.overlay_0";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(line.c_str(), &err);
+  ASSERT_EQ(err, nullptr) << err->message;
+  GstElement* b = gst_bin_get_by_name(GST_BIN(p), "b");
+  GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
+  ASSERT_NE(pad, nullptr);
+  gint x = 0;
+  gchar* loc = nullptr;
+  g_object_get(pad, "xpos", &x, "mask-location", &loc, nullptr);
+  EXPECT_EQ(x, 60);
+  EXPECT_EQ(std::string(loc ? loc : ""), mask_path);
+  g_free(loc);
+  gst_object_unref(pad);
+  gst_object_unref(b);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(p);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 30 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_NE(m, nullptr) << "no EOS within 30 s";
+  EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS) << message_text(m, nullptr);
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+}
+
+TEST_F(PoissonBlend, LiveOverlayConfigRuns) {
+  const std::string data = prism::test::data_dir();
+  PRISM_NEED_FILE(data + "/video/vtest.mp4");
+  PRISM_NEED_FILE(data + "/images/opencv-logo.png");
+  if (!fs::exists(PRISM_EXE)) GTEST_SKIP() << "the prism binary is not here: " << PRISM_EXE;
+  for (const char* f : {"openh264dec", "qtdemux", "h264parse", "pngenc", "imagefreeze"}) {
+    GstElementFactory* factory = gst_element_factory_find(f);
+    if (!factory) GTEST_SKIP() << f << " is not installed";
+    gst_object_unref(factory);
+  }
+  const std::string config = std::string(PRISM_SOURCE_DIR_STR) + "/configs/live-overlay.yaml";
+  const std::string out = (dir.path() / "frames").string();
+  const std::string cmd = std::string("'") + PRISM_EXE + "' run '" + config + "' --set frames=5 --set video='" + data +
+                          "/video/vtest.mp4' --set logo='" + data + "/images/opencv-logo.png' --set out='" + out +
+                          "/frame-%04d.png' 2>&1";
+  std::string output;
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) output.append(buf, n);
+  const int status = pclose(f);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << cmd << "\n" << output;
+  size_t pngs = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) pngs += e.path().extension() == ".png";
+  // identity eos-after=5 (GStreamer 1.22) lets 4 frames through, then ends the stream.
+  EXPECT_GE(pngs, 4u) << output;
+  EXPECT_LE(pngs, 5u) << output;
+  prism::ImageFile first;
+  GError* err = nullptr;
+  ASSERT_TRUE(prism::image_file_load((out + "/frame-0000.png").c_str(), GST_VIDEO_FORMAT_RGBA, &first, &err))
+      << err->message;
+  EXPECT_EQ(first.width, 768);
+  EXPECT_EQ(first.height, 576);
+}
