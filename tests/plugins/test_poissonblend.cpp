@@ -28,6 +28,7 @@
 #include "colorconvert/colorconvert.h"
 #include "gstprismimagefile.h"
 #include "poisson/seamless_clone.h"
+#include "poissonblend_util.h"
 #include "prism_test.h"
 
 namespace fs = std::filesystem;
@@ -36,353 +37,7 @@ namespace cc = prism::colorconvert;
 
 namespace {
 
-// ---- images ----------------------------------------------------------------------------------
-
-// Smooth random colours (noise blurred), so that the solve sees realistic gradients.
-cv::Mat random_image(int w, int h, int channels, uint64_t seed) {
-  cv::RNG rng(seed);
-  cv::Mat m(h, w, CV_8UC(channels));
-  rng.fill(m, cv::RNG::UNIFORM, 0, 256);
-  cv::GaussianBlur(m, m, cv::Size(0, 0), 2.0);
-  cv::Mat noise(h, w, CV_8UC(channels));
-  rng.fill(noise, cv::RNG::UNIFORM, 0, 24);
-  return m + noise;
-}
-
-cv::Mat ellipse_mask(int w, int h, bool soft) {
-  cv::Mat m = cv::Mat::zeros(h, w, CV_8UC1);
-  cv::ellipse(m, cv::Point(w / 2, h / 2), cv::Size(w * 2 / 5, h * 2 / 5), 15, 0, 360, cv::Scalar(255), -1);
-  if (soft) {
-    cv::GaussianBlur(m, m, cv::Size(0, 0), 3.0);
-    m.setTo(0, m < 8);  // keep a margin inside the mask's border
-  }
-  return m;
-}
-
-// A photo of ../shared/data/images, decoded (and scaled) by the plugin's loader, as BGR.
-cv::Mat photo(const std::string& name, int w, int h) {
-  const std::string path = prism::test::data_dir() + "/images/" + name;
-  prism::ImageFile im;
-  GError* err = nullptr;
-  if (!prism::image_file_load(path.c_str(), GST_VIDEO_FORMAT_BGR, &im, &err, w, h)) {
-    ADD_FAILURE() << err->message;
-    g_clear_error(&err);
-    return cv::Mat();
-  }
-  return cv::Mat(im.height, im.width, CV_8UC3, im.pixels.data()).clone();
-}
-
-// The element's result must be OpenCV's within max 1 on at most 0.1% of the values.
-struct Diff {
-  int max = 0;
-  double frac = 0;
-};
-
-Diff compare(const cv::Mat& a, const cv::Mat& b) {
-  Diff d;
-  if (a.size() != b.size() || a.type() != b.type() || a.empty()) {
-    d.max = 9999;
-    return d;
-  }
-  cv::Mat diff;
-  cv::absdiff(a, b, diff);
-  double mx;
-  cv::minMaxLoc(diff.reshape(1), nullptr, &mx);
-  d.max = (int)mx;
-  d.frac = (double)cv::countNonZero(diff.reshape(1)) / (double)diff.total() / diff.channels();
-  return d;
-}
-
-#define EXPECT_CLOSE_TO_OPENCV(ours, ref, what)                                                  \
-  do {                                                                                           \
-    Diff d_ = compare((ours), (ref));                                                            \
-    EXPECT_LE(d_.max, 1) << what;                                                                \
-    EXPECT_LE(d_.frac, 0.001) << what << ": " << 100 * d_.frac << "% of the values differ";      \
-  } while (0)
-
-// ---- files -------------------------------------------------------------------------------------
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/prism-poissonblend-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-const char* gst_format_of(const cv::Mat& m) { return m.channels() == 1 ? "GRAY8" : m.channels() == 3 ? "BGR" : "BGRA"; }
-
-// Writes a GRAY8, BGR or BGRA image as PNG with a small GStreamer pipeline (pngenc keeps the values).
-void write_png(const cv::Mat& image, const std::string& path) {
-  const std::string caps = std::string("video/x-raw,format=") + gst_format_of(image) + ",width=" +
-                           std::to_string(image.cols) + ",height=" + std::to_string(image.rows) + ",framerate=1/1";
-  GstElement* p = gst_parse_launch(("appsrc name=src format=time caps=" + caps +
-                                    " ! videoconvert ! pngenc ! filesink name=sink").c_str(),
-                                   nullptr);
-  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-  g_object_set(sink, "location", path.c_str(), nullptr);
-  gst_object_unref(sink);
-  GstElement* src = gst_bin_get_by_name(GST_BIN(p), "src");
-  GstVideoInfo info;
-  GstCaps* c = gst_caps_from_string(caps.c_str());
-  gst_video_info_from_caps(&info, c);
-  gst_caps_unref(c);
-  GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
-  GstVideoFrame f;
-  gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE);
-  for (int y = 0; y < image.rows; y++)
-    memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0), image.ptr(y),
-           image.cols * image.elemSize());
-  gst_video_frame_unmap(&f);
-  GST_BUFFER_PTS(buf) = 0;
-  GST_BUFFER_DURATION(buf) = GST_SECOND;
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  gst_app_src_push_buffer(GST_APP_SRC(src), buf);
-  gst_app_src_end_of_stream(GST_APP_SRC(src));
-  gst_object_unref(src);
-  GstBus* bus = gst_element_get_bus(p);
-  GstMessage* m = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
-  EXPECT_TRUE(m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) << "writing " << path;
-  if (m) gst_message_unref(m);
-  gst_object_unref(bus);
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(p);
-}
-
-// ---- running the element -------------------------------------------------------------------------
-
-struct Overlay {
-  cv::Mat image;             // BGR (with mask) or BGRA (alpha = mask)
-  std::string format;        // caps format; empty: BGR or BGRA from the channels
-  int xpos = 0, ypos = 0;
-  std::string mode;          // empty = default (normal)
-  std::string mask_location; // empty = alpha channel
-  int zorder = -1;           // -1 = default
-};
-
-struct Result {
-  std::vector<cv::Mat> frames;        // BGR/BGRA/... as given by the output caps (packed formats)
-  std::vector<std::vector<uint8_t>> raw;  // every output frame, planes packed
-  std::string error;                  // first ERROR message ("" when none)
-  std::string error_debug;
-  std::vector<std::string> warnings;  // WARNING messages
-  bool eos = false;
-};
-
-GstBuffer* buffer_from_planes(const GstVideoInfo& info, const std::vector<const uint8_t*>& planes,
-                              const std::vector<size_t>& strides, int frame) {
-  GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
-  GstVideoFrame f;
-  gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE);
-  for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); p++) {
-    gint comp[GST_VIDEO_MAX_COMPONENTS];
-    gst_video_format_info_component(f.info.finfo, p, comp);
-    const int rb = GST_VIDEO_FRAME_COMP_WIDTH(&f, comp[0]) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, comp[0]);
-    for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&f, comp[0]); y++)
-      memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, p),
-             planes[p] + y * strides[p], rb);
-  }
-  gst_video_frame_unmap(&f);
-  GST_BUFFER_PTS(buf) = gst_util_uint64_scale(frame, GST_SECOND, 30);
-  GST_BUFFER_DURATION(buf) = gst_util_uint64_scale(frame + 1, GST_SECOND, 30) - GST_BUFFER_PTS(buf);
-  return buf;
-}
-
-std::string caps_of(const std::string& format, int w, int h) {
-  return "video/x-raw,format=" + format + ",width=" + std::to_string(w) + ",height=" + std::to_string(h) +
-         ",framerate=30/1,pixel-aspect-ratio=1/1";
-}
-
-// A background given as raw planes (any format), or a cv::Mat for packed formats.
-struct Background {
-  std::string format;
-  int width = 0, height = 0;
-  std::vector<std::vector<uint8_t>> planes;  // packed rows
-  std::vector<size_t> strides;
-
-  static Background of(const cv::Mat& m, const std::string& format = "") {
-    Background b;
-    b.format = format.empty() ? gst_format_of(m) : format;
-    b.width = m.cols;
-    b.height = m.rows;
-    b.planes.emplace_back(m.data, m.data + m.total() * m.elemSize());
-    b.strides.push_back(m.cols * m.elemSize());
-    return b;
-  }
-};
-
-std::string message_text(GstMessage* m, std::string* debug_out) {
-  GError* err = nullptr;
-  gchar* debug = nullptr;
-  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) gst_message_parse_error(m, &err, &debug);
-  else gst_message_parse_warning(m, &err, &debug);
-  std::string text = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " + (err ? err->message : "");
-  if (debug_out) *debug_out = debug ? debug : "";
-  g_clear_error(&err);
-  g_free(debug);
-  return text;
-}
-
-// Runs appsrc backgrounds/overlays through "poissonblend device=cpu" for `frames` frames.
-// `extra` adds sources of its own (a launch fragment ending in "b.overlay_N"), `setup` runs on the
-// element before PLAYING (pads requested for the Overlay list are overlay_0, overlay_1, ...).
-Result run_blend(const Background& bg, const std::vector<Overlay>& overlays, int frames = 1,
-                 const std::function<void(GstElement*)>& setup = {}, const std::string& extra = "",
-                 const std::string& element = "poissonblend device=cpu") {
-  std::string launch = element + " name=b ! appsink name=out sync=false ";
-  launch += "appsrc name=bg format=time caps=\"" + caps_of(bg.format, bg.width, bg.height) + "\" ! b.sink ";
-  for (size_t i = 0; i < overlays.size(); i++) {
-    const Overlay& o = overlays[i];
-    const std::string fmt = o.format.empty() ? gst_format_of(o.image) : o.format;
-    launch += "appsrc name=ov" + std::to_string(i) + " format=time caps=\"" + caps_of(fmt, o.image.cols, o.image.rows) +
-              "\" ! b.overlay_" + std::to_string(i) + " ";
-  }
-  launch += extra;
-  GError* perr = nullptr;
-  GstElement* pipeline = gst_parse_launch(launch.c_str(), &perr);
-  Result r;
-  if (!pipeline || perr) {
-    r.error = std::string("launch failed: ") + (perr ? perr->message : "?");
-    g_clear_error(&perr);
-    if (pipeline) gst_object_unref(pipeline);
-    return r;
-  }
-  GstElement* b = gst_bin_get_by_name(GST_BIN(pipeline), "b");
-  for (size_t i = 0; i < overlays.size(); i++) {
-    const Overlay& o = overlays[i];
-    GstPad* pad = gst_element_get_static_pad(b, ("overlay_" + std::to_string(i)).c_str());
-    EXPECT_NE(pad, nullptr);
-    if (!pad) continue;
-    g_object_set(pad, "xpos", o.xpos, "ypos", o.ypos, nullptr);
-    if (!o.mode.empty()) gst_util_set_object_arg(G_OBJECT(pad), "mode", o.mode.c_str());
-    if (!o.mask_location.empty()) g_object_set(pad, "mask-location", o.mask_location.c_str(), nullptr);
-    if (o.zorder >= 0) g_object_set(pad, "zorder", (guint)o.zorder, nullptr);
-    gst_object_unref(pad);
-  }
-  if (setup) setup(b);
-  gst_object_unref(b);
-
-  GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
-  GstBus* bus = gst_element_get_bus(pipeline);
-  gst_element_set_state(pipeline, GST_STATE_PLAYING);
-
-  // Feed everything (appsrc queues it), then collect.
-  GstVideoInfo bg_info;
-  GstCaps* bc = gst_caps_from_string(caps_of(bg.format, bg.width, bg.height).c_str());
-  gst_video_info_from_caps(&bg_info, bc);
-  gst_caps_unref(bc);
-  GstElement* bgsrc = gst_bin_get_by_name(GST_BIN(pipeline), "bg");
-  std::vector<const uint8_t*> bg_planes;
-  for (auto& p : bg.planes) bg_planes.push_back(p.data());
-  for (int i = 0; i < frames; i++)
-    gst_app_src_push_buffer(GST_APP_SRC(bgsrc), buffer_from_planes(bg_info, bg_planes, bg.strides, i));
-  gst_app_src_end_of_stream(GST_APP_SRC(bgsrc));
-  gst_object_unref(bgsrc);
-  for (size_t k = 0; k < overlays.size(); k++) {
-    const Overlay& o = overlays[k];
-    const std::string fmt = o.format.empty() ? gst_format_of(o.image) : o.format;
-    GstVideoInfo info;
-    GstCaps* c = gst_caps_from_string(caps_of(fmt, o.image.cols, o.image.rows).c_str());
-    gst_video_info_from_caps(&info, c);
-    gst_caps_unref(c);
-    GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), ("ov" + std::to_string(k)).c_str());
-    for (int i = 0; i < frames; i++)
-      gst_app_src_push_buffer(GST_APP_SRC(src), buffer_from_planes(info, {o.image.data}, {o.image.step[0]}, i));
-    gst_app_src_end_of_stream(GST_APP_SRC(src));
-    gst_object_unref(src);
-  }
-
-  const gint64 deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
-  while (g_get_monotonic_time() < deadline) {
-    GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 50 * GST_MSECOND);
-    if (s) {
-      GstVideoInfo info;
-      gst_video_info_from_caps(&info, gst_sample_get_caps(s));
-      GstVideoFrame f;
-      gst_video_frame_map(&f, &info, gst_sample_get_buffer(s), GST_MAP_READ);
-      std::vector<uint8_t> raw;
-      for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); p++) {
-        gint comp[GST_VIDEO_MAX_COMPONENTS];
-        gst_video_format_info_component(f.info.finfo, p, comp);
-        const int rb = GST_VIDEO_FRAME_COMP_WIDTH(&f, comp[0]) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, comp[0]);
-        for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&f, comp[0]); y++) {
-          const uint8_t* row = (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, p);
-          raw.insert(raw.end(), row, row + rb);
-        }
-      }
-      if (GST_VIDEO_FRAME_N_PLANES(&f) == 1) {
-        const int ch = GST_VIDEO_FRAME_COMP_PSTRIDE(&f, 0);
-        r.frames.push_back(cv::Mat(GST_VIDEO_FRAME_HEIGHT(&f), GST_VIDEO_FRAME_WIDTH(&f), CV_8UC(ch), raw.data()).clone());
-      }
-      r.raw.push_back(std::move(raw));
-      gst_video_frame_unmap(&f);
-      gst_sample_unref(s);
-      continue;
-    }
-    if (gst_app_sink_is_eos(GST_APP_SINK(out))) {
-      r.eos = true;
-      break;
-    }
-    GstMessage* m = gst_bus_pop_filtered(bus, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
-    if (m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING) {
-      r.warnings.push_back(message_text(m, nullptr));
-    } else if (m) {
-      r.error = message_text(m, &r.error_debug);
-      gst_message_unref(m);
-      break;
-    }
-    if (m) gst_message_unref(m);
-  }
-  // Read the bus before NULL, which flushes it.
-  while (GstMessage* m = gst_bus_pop_filtered(bus, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING))) {
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING) r.warnings.push_back(message_text(m, nullptr));
-    else if (r.error.empty()) r.error = message_text(m, &r.error_debug);
-    gst_message_unref(m);
-  }
-  gst_element_set_state(pipeline, GST_STATE_NULL);
-  gst_object_unref(bus);
-  gst_object_unref(out);
-  gst_object_unref(pipeline);
-  return r;
-}
-
-// OpenCV's answer for BGR images.
-cv::Mat opencv_clone(const cv::Mat& overlay_bgr, const cv::Mat& background_bgr, const cv::Mat& mask, int x, int y,
-                     int flags) {
-  cv::Mat out;
-  cv::seamlessClone(overlay_bgr, background_bgr, mask, cv::Point(x, y), out, flags);
-  return out;
-}
-
-int cv_flag(const std::string& mode) {
-  if (mode == "mixed") return cv::MIXED_CLONE;
-  if (mode == "monochrome-transfer") return cv::MONOCHROME_TRANSFER;
-  return cv::NORMAL_CLONE;
-}
-
-cv::Mat bgra_with_alpha(const cv::Mat& bgr, const cv::Mat& alpha) {
-  cv::Mat out;
-  std::vector<cv::Mat> ch;
-  cv::split(bgr, ch);
-  ch.push_back(alpha);
-  cv::merge(ch, out);
-  return out;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += x + "\n";
-  return s;
-}
+using namespace prism::test::blend;
 
 class PoissonBlend : public ::testing::Test {
  protected:
@@ -919,7 +574,9 @@ TEST_F(PoissonBlend, DeviceCudaWithoutGpuFailsClearly) {
   std::string why;
   if (prism::gpu::available(&why)) GTEST_SKIP() << "a GPU is present";
   const cv::Mat bg = random_image(64, 48, 3, 81);
-  Result r = run_blend(Background::of(bg), {}, 1, {}, "", "poissonblend device=cuda");
+  Chains cuda;
+  cuda.element = "poissonblend device=cuda";
+  Result r = run_blend(Background::of(bg), {}, 1, {}, "", cuda);
   EXPECT_NE(r.error.find("device=cuda"), std::string::npos) << r.error;
 }
 
@@ -929,8 +586,10 @@ TEST_F(PoissonBlend, AutoFallsBackToTheCpu) {
   if (prism::gpu::available(&why)) GTEST_SKIP() << "a GPU is present (tests/gpu compare the paths)";
   const cv::Mat bg = random_image(90, 70, 3, 83), ov = random_image(30, 30, 3, 84);
   const cv::Mat mask = ellipse_mask(30, 30, false);
+  Chains chains;
+  chains.element = "poissonblend";
   Result r = run_blend(Background::of(bg), {Overlay{bgra_with_alpha(ov, mask), "", 45, 35, "", "", -1}}, 1, {}, "",
-                       "poissonblend");
+                       chains);
   ASSERT_EQ(r.error, "") << r.error_debug;
   ASSERT_EQ(r.frames.size(), 1u);
   EXPECT_CLOSE_TO_OPENCV(r.frames[0], opencv_clone(ov, bg, mask, 45, 35, cv::NORMAL_CLONE), "auto");
@@ -979,15 +638,24 @@ TEST_F(PoissonBlend, LiveOverlayConfigRuns) {
   const std::string data = prism::test::data_dir();
   PRISM_NEED_FILE(data + "/video/vtest.mp4");
   PRISM_NEED_FILE(data + "/images/opencv-logo.png");
-  if (!fs::exists(PRISM_EXE)) GTEST_SKIP() << "the prism binary is not here: " << PRISM_EXE;
+  // The build's prism, else one on PATH (the GPU bundle's).
+  std::string exe = PRISM_EXE;
+  if (!fs::exists(exe)) {
+    gchar* found = g_find_program_in_path("prism");
+    exe = found ? found : "";
+    g_free(found);
+  }
+  if (exe.empty()) GTEST_SKIP() << "no prism binary (" << PRISM_EXE << " or on PATH)";
+  const char* source_env = g_getenv("PRISM_SOURCE_DIR");
+  const std::string config = std::string(source_env ? source_env : PRISM_SOURCE_DIR_STR) + "/configs/live-overlay.yaml";
+  if (!fs::exists(config)) GTEST_SKIP() << "no " << config << " (set PRISM_SOURCE_DIR)";
   for (const char* f : {"openh264dec", "qtdemux", "h264parse", "pngenc", "imagefreeze"}) {
     GstElementFactory* factory = gst_element_factory_find(f);
     if (!factory) GTEST_SKIP() << f << " is not installed";
     gst_object_unref(factory);
   }
-  const std::string config = std::string(PRISM_SOURCE_DIR_STR) + "/configs/live-overlay.yaml";
   const std::string out = (dir.path() / "frames").string();
-  const std::string cmd = std::string("'") + PRISM_EXE + "' run '" + config + "' --set frames=5 --set video='" + data +
+  const std::string cmd = "'" + exe + "' run '" + config + "' --set frames=5 --set video='" + data +
                           "/video/vtest.mp4' --set logo='" + data + "/images/opencv-logo.png' --set out='" + out +
                           "/frame-%04d.png' 2>&1";
   std::string output;
