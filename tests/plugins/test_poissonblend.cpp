@@ -285,6 +285,16 @@ TEST_F(PoissonBlend, OverlaysAreSolvedInZOrderLikeRepeatedSeamlessClone) {
   other = opencv_clone(b, other, mb, 100, 80, cv::MIXED_CLONE);
   other = opencv_clone(c, other, mc, 70, 60, cv::NORMAL_CLONE);
   EXPECT_GT(compare(r.frames[0], other).max, 3);
+  // Ties go by pad creation: overlay_0 then overlay_1 (both zorder 0, nearly on top of each other).
+  const cv::Mat d = random_image(50, 40, 3, 25), e = random_image(50, 40, 3, 26), md = ellipse_mask(50, 40, true);
+  Result t = run_blend(Background::of(bg), {Overlay{bgra_with_alpha(d, md), "", 60, 50, "normal", "", 0},
+                                            Overlay{bgra_with_alpha(e, md), "", 64, 52, "normal", "", 0}});
+  ASSERT_EQ(t.error, "") << t.error_debug;
+  ASSERT_EQ(t.frames.size(), 1u);
+  const cv::Mat d_then_e = opencv_clone(e, opencv_clone(d, bg, md, 60, 50, cv::NORMAL_CLONE), md, 64, 52, cv::NORMAL_CLONE);
+  const cv::Mat e_then_d = opencv_clone(d, opencv_clone(e, bg, md, 64, 52, cv::NORMAL_CLONE), md, 60, 50, cv::NORMAL_CLONE);
+  EXPECT_LE(compare(t.frames[0], d_then_e).max, 2);
+  EXPECT_GT(compare(t.frames[0], e_then_d).max, 10);
 }
 
 // ---- clipping, empty masks ------------------------------------------------------------------------------
