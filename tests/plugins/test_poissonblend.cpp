@@ -528,6 +528,70 @@ TEST_F(PoissonBlend, OutputIsTheBackgroundWithItsMetadata) {
   gst_harness_teardown(h);
 }
 
+// The background changes size mid-stream: the output follows (renegotiation, new per-caps plans).
+TEST_F(PoissonBlend, BackgroundCapsChangeRenegotiates) {
+  GstElement* p = gst_parse_launch(
+      "poissonblend name=b device=cpu overlay_0::xpos=40 overlay_0::ypos=30 ! appsink name=out sync=false "
+      "appsrc name=bg format=time ! b.sink appsrc name=ov format=time ! b.overlay_0",
+      nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement* bg = gst_bin_get_by_name(GST_BIN(p), "bg");
+  GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
+  GstElement* out = gst_bin_get_by_name(GST_BIN(p), "out");
+  const cv::Mat small = random_image(80, 60, 3, 101), large = random_image(120, 90, 3, 102);
+  const cv::Mat o = bgra_with_alpha(random_image(30, 24, 3, 103), ellipse_mask(30, 24, false));
+  GstVideoInfo si, li, oi;
+  auto info_of = [](GstVideoInfo* info, const std::string& caps) {
+    GstCaps* c = gst_caps_from_string(caps.c_str());
+    gst_video_info_from_caps(info, c);
+    gst_caps_unref(c);
+  };
+  info_of(&si, caps_of("BGR", 80, 60));
+  info_of(&li, caps_of("NV12", 120, 90));
+  info_of(&oi, caps_of("BGRA", 30, 24));
+  GstCaps* oc = gst_caps_from_string(caps_of("BGRA", 30, 24).c_str());
+  g_object_set(ov, "caps", oc, nullptr);
+  gst_caps_unref(oc);
+  GstCaps* sc = gst_caps_from_string(caps_of("BGR", 80, 60).c_str());
+  gst_app_src_set_caps(GST_APP_SRC(bg), sc);
+  gst_caps_unref(sc);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  for (int i = 0; i < 4; i++) gst_app_src_push_buffer(GST_APP_SRC(ov), buffer_from_planes(oi, {o.data}, {o.step[0]}, i));
+  gst_app_src_end_of_stream(GST_APP_SRC(ov));
+  for (int i = 0; i < 2; i++)
+    gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(si, {small.data}, {small.step[0]}, i));
+  // then NV12 at another size
+  std::vector<uint8_t> y(120 * 90, 100), uv(120 * 45, 128);
+  GstCaps* lc = gst_caps_from_string(caps_of("NV12", 120, 90).c_str());
+  gst_app_src_set_caps(GST_APP_SRC(bg), lc);
+  gst_caps_unref(lc);
+  for (int i = 2; i < 4; i++)
+    gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(li, {y.data(), uv.data()}, {120, 120}, i));
+  gst_app_src_end_of_stream(GST_APP_SRC(bg));
+  std::vector<std::pair<int, int>> sizes;
+  std::vector<std::string> formats;
+  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 10 * GST_SECOND)) {
+    GstVideoInfo info;
+    gst_video_info_from_caps(&info, gst_sample_get_caps(s));
+    sizes.push_back({GST_VIDEO_INFO_WIDTH(&info), GST_VIDEO_INFO_HEIGHT(&info)});
+    formats.push_back(gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(&info)));
+    gst_sample_unref(s);
+  }
+  GstBus* bus = gst_element_get_bus(p);
+  GstMessage* err = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+  EXPECT_EQ(err, nullptr) << (err ? message_text(err, nullptr) : "");
+  if (err) gst_message_unref(err);
+  gst_object_unref(bus);
+  gst_element_set_state(p, GST_STATE_NULL);
+  ASSERT_EQ(sizes.size(), 4u);
+  EXPECT_EQ(sizes[0], std::make_pair(80, 60));
+  EXPECT_EQ(formats[1], "BGR");
+  EXPECT_EQ(sizes[2], std::make_pair(120, 90));
+  EXPECT_EQ(formats[3], "NV12");
+  for (GstElement* e : {bg, ov, out}) gst_object_unref(e);
+  gst_object_unref(p);
+}
+
 // ---- bad input: clear errors, no crash, no hang -------------------------------------------------------------
 
 TEST_F(PoissonBlend, MissingMaskFileIsAnErrorNamingPadAndFile) {
