@@ -11,7 +11,7 @@
 //    (as OpenCV does), cuFFT D2Z batched over rows; transposes between the axes are fused into the
 //    kernels that read the spectra, and the eigenvalue division is fused into the extension.
 // Buffers, plans and matrices are made per box size the first time it is seen and cached.
-// Auto: Gemm on GPUs with full-rate FP64, Fft elsewhere (solver_for).
+// Auto: by box size on GPUs with full-rate FP64, Fft elsewhere (solver_for).
 #include <cublas_v2.h>
 #include <cufft.h>
 
@@ -206,13 +206,14 @@ struct SizeEntry {
 struct CudaCloner::Impl {
   cudaStream_t stream;
   DstMethod method;
+  bool fast_fp64 = false;
   cublasHandle_t blas = nullptr;
   std::list<SizeEntry> cache;  // most recently used first
   int* box_dev = nullptr;
   int* box_host = nullptr;
 
   SizeEntry& entry(int W, int H) {
-    const DstMethod m = method;
+    const DstMethod m = method == DstMethod::Auto ? CudaCloner::solver_for(W, H, fast_fp64) : method;
     for (auto it = cache.begin(); it != cache.end(); ++it)
       if (it->W == W && it->H == H && it->method == m) {
         cache.splice(cache.begin(), cache, it);
@@ -297,7 +298,8 @@ static bool device_has_fast_fp64() {
 
 CudaCloner::CudaCloner(cudaStream_t stream, DstMethod method) : impl_(std::make_unique<Impl>()) {
   impl_->stream = stream;
-  impl_->method = method == DstMethod::Auto ? solver_for(device_has_fast_fp64()) : method;
+  impl_->method = method;
+  impl_->fast_fp64 = device_has_fast_fp64();
   check_cublas(cublasCreate(&impl_->blas), "cublasCreate");
   check_cublas(cublasSetStream(impl_->blas, stream), "cublasSetStream");
   // DGEMM only: full FP64 (Hopper's FP64 tensor cores are IEEE double); TF32 cannot apply.
@@ -314,11 +316,13 @@ CudaCloner::~CudaCloner() {
   cudaFreeHost(impl_->box_host);
 }
 
-DstMethod CudaCloner::solver_for(bool fast_fp64) {
-  // Measured on an H100 (bench_poisson, BENCHMARKS.md): DGEMM on the FP64 tensor cores wins at
-  // 300x194, 1024x1024, 1200x776 and 2400x1552 and is at most 13% slower at 154x100 and 592x592.
-  // GPUs with 1/64-rate FP64 (GeForce, most sm_86/89/120 parts) would make the GEMMs 30x slower.
-  return fast_fp64 ? DstMethod::Gemm : DstMethod::Fft;
+DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) {
+  // Measured on an H100 (bench_poisson, BENCHMARKS.md): cuFFT wins at 154x100 (0.068 vs 0.092 ms)
+  // and 592x592 (0.282 vs 0.321), ties at 300x194 and 1200x776, and DGEMM on the FP64 tensor cores
+  // wins from 1024x1024 (0.87 vs 1.01) to 2400x1552 (5.06 vs 5.61). GPUs with 1/64-rate FP64
+  // (GeForce, most sm_86/89/120 parts) would make the GEMMs 30x slower: FFT there.
+  const bool large = static_cast<int64_t>(box_width) * box_height >= 1000 * 1000;
+  return fast_fp64 && large ? DstMethod::Gemm : DstMethod::Fft;
 }
 
 
@@ -359,7 +363,9 @@ void CudaCloner::clone(const CloneJob& job) {
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 
-DstMethod CudaCloner::method() const { return impl_->method; }
+DstMethod CudaCloner::method_for(int box_width, int box_height) const {
+  return impl_->method == DstMethod::Auto ? solver_for(box_width, box_height, impl_->fast_fp64) : impl_->method;
+}
 
 Box CudaCloner::mask_box(const MaskView& m) {
   cudaStream_t s = impl_->stream;

@@ -118,9 +118,9 @@ class CudaCloner {
   // Bounding box of a device-resident mask (step 1); synchronises the stream once.
   Box mask_box(const MaskView& device_mask);
 
-  // The method Auto uses: Gemm on GPUs with full-rate FP64, Fft otherwise (measured; see .cu).
-  static DstMethod solver_for(bool fast_fp64);
-  DstMethod method() const;
+  // The method Auto uses: by box size (measured, see .cu) on GPUs with full-rate FP64, else Fft.
+  static DstMethod solver_for(int box_width, int box_height, bool fast_fp64);
+  DstMethod method_for(int box_width, int box_height) const;
 
   struct Impl;
 

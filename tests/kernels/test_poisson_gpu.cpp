@@ -86,11 +86,16 @@ CloneDiff expect_close(const CloneCase& c, const cv::Mat& ours, const cv::Mat& r
 }
 
 // The two GPU methods solve the same problem in double by different algorithms: they must agree
-// (a value may flip only when the exact solution lies within ~1e-9 of an integer).
+// (a value may flip only when the exact solution lies within ~1e-9 of an integer). Boxes under 7
+// pixels a side are all such values: the 7x7 erosion leaves no overlay, the solution is the
+// background itself, and each method lands a hair above or below each integer.
 void expect_methods_agree(const CloneCase& c, const cv::Mat& a, const cv::Mat& b) {
   const CloneDiff d = compare(a, b);
   EXPECT_LE(d.max_abs, 1) << c.name;
-  EXPECT_LE(d.differing, d.total / 100000) << c.name << " gemm vs fft: " << d.str();
+  const poisson::Box box = poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows, (int64_t)c.mask.step, 1});
+  if (box.width >= 7 && box.height >= 7) {
+    EXPECT_LE(d.differing, d.total / 100000) << c.name << " gemm vs fft: " << d.str();
+  }
 }
 
 void run_cases(const std::vector<std::pair<int, int>>& sizes, const cv::Mat& src_image, const cv::Mat& dst_image,
