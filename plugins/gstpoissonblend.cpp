@@ -500,7 +500,9 @@ static GstCaps *sink_getcaps(GstPoissonBlend *self, GstPad *pad, GstCaps *filter
     GstCaps *src_templ = gst_pad_get_pad_template_caps(agg->srcpad);
     GstCaps *downstream = gst_pad_peer_query_caps(agg->srcpad, src_templ);
     gst_caps_unref(src_templ);
-    caps = gst_caps_intersect_full(downstream, templ, GST_CAPS_INTERSECT_FIRST);
+    /* Our order first (memory:CUDAMemory before system memory), so that a cudaupload upstream
+     * uploads instead of passing system memory through when downstream takes either. */
+    caps = gst_caps_intersect_full(templ, downstream, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(downstream);
     gst_caps_unref(templ);
   } else {
