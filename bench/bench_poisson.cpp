@@ -2,6 +2,7 @@
 // cv::seamlessClone on the same inputs: BGR frames in device memory for the GPU (the element's
 // case), real images (PPM) when given, medians after warm-up. Prints a Markdown table.
 //   bench_poisson [image.ppm] [gpu-iterations]
+#include <cstdlib>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -50,6 +51,7 @@ void check(cudaError_t e) {
 int main(int argc, char** argv) {
   const std::string image_path = argc > 1 ? argv[1] : "";
   const int iters = argc > 2 ? std::atoi(argv[2]) : 50;
+  const std::string only = argc > 3 ? argv[3] : "";  // e.g. 2400x1552: that box alone
   std::string why;
   if (!gpu::available(&why)) {
     std::fprintf(stderr, "bench_poisson: no GPU (%s)\n", why.c_str());
@@ -75,7 +77,9 @@ int main(int argc, char** argv) {
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   std::mt19937 rng(1);
+  const bool gpu_only = std::getenv("PRISM_BENCH_GPU_ONLY") != nullptr;
   for (const Size& s : sizes) {
+    if (!only.empty() && only != std::to_string(s.w) + "x" + std::to_string(s.h)) continue;
     test::CloneCase c = test::make_case("bench", s.w, s.h, cv::Size(s.dw, s.dh), cv::NORMAL_CLONE, 0, photo, photo, rng);
     cv::Mat host = c.dst.clone();
     poisson::CloneJob job = test::make_job(c, host);
@@ -111,6 +115,14 @@ int main(int argc, char** argv) {
       return median(t);
     };
     const double g_gemm = time_gpu(gemm), g_fft = time_gpu(fft);
+    if (gpu_only) {  // quick look while tuning: no CPU references
+      std::printf("| %dx%d | %dx%d | %.3f | %.3f | %s | - | - | - | - |\n", s.w, s.h, s.dw, s.dh, g_gemm, g_fft,
+                  auto_cloner.method_for(s.w, s.h) == poisson::DstMethod::Gemm ? "gemm" : "fft");
+      cudaFree(d_dst);
+      cudaFree(d_src);
+      cudaFree(d_mask);
+      continue;
+    }
     // correctness of what was timed: one fresh solve each way vs OpenCV
     const bool big = s.w * s.h > 1500 * 1000;
     const int cpu_iters = big ? 1 : 5;

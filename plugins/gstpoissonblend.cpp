@@ -510,7 +510,9 @@ static GstCaps *sink_getcaps(GstPoissonBlend *self, GstPad *pad, GstCaps *filter
   }
   caps = allowed_memory(self, caps);
   if (filter) {
-    GstCaps *tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+    /* Our order wins over the filter's: cudaupload asks with system memory first (it prefers
+     * passthrough), which would keep frames on the host although we take CUDA memory. */
+    GstCaps *tmp = gst_caps_intersect_full(caps, filter, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(caps);
     caps = tmp;
   }

@@ -5,8 +5,13 @@
 // OpenCV's own float DFT has errors of its own that no different float algorithm reproduces, and
 // solving in double keeps our result within those (FACTS.md: a double solver stays within max
 // difference 1 on fewer than 0.1% of values). Two ways, chosen per box size by measurement:
-//  - Gemm: the DST-I as a dense matrix S (S_ij = sin(pi (i+1)(j+1) / (n+1))): Y = S_M X S_N, four
+//  - Gemm: the DST-I as a dense matrix S (S_ij = sin(pi (i+1)(j+1) / (n+1))): Y = S_M X S_N by
 //    strided-batched DGEMMs over the three channels (FP64 tensor cores on Hopper; exact IEEE).
+//    S's rows mirror (S_{n-1-j,k} = (-1)^k S_jk), so each axis is first folded into sums
+//    x_j + x_{n-1-j} (even outputs) and differences x_j - x_{n-1-j} (odd outputs) and transformed
+//    by two half-size matrices E and O: half the flops (the even/odd split of fast DST algorithms,
+//    e.g. Rao & Yip, "Discrete Cosine Transform", ch. 4). The spectrum stays in this split order;
+//    the inverse applies E^T and O^T and the output kernel unfolds.
 //  - Fft: the DST-I as the imaginary part of the real FFT of the odd extension [0, x, 0, -rev x]
 //    (as OpenCV does), cuFFT D2Z batched over rows; transposes between the axes are fused into the
 //    kernels that read the spectra, and the eigenvalue division is fused into the extension.
@@ -61,28 +66,72 @@ __global__ void erode_kernel(MaskView mask, Geometry g, uint8_t* eroded) {
   eroded[y * g.W + x] = static_cast<uint8_t>(v);
 }
 
-// Where the solve's first input goes: odd extensions of length 2N+2 per row (Fft) or dense rows of
-// N (Gemm). Row c*M + j holds channel c, interior row j.
-struct RowsOut {
-  double* data;
-  int pitch;   // elements per row
-  bool odd;    // write x at 1+i and -x at pitch-1-i
-};
-
-__global__ void rhs_kernel(PackedImage bg, PackedImage ov, MaskView mask, Geometry g, CloneMode mode,
-                           const uint8_t* eroded, RowsOut out) {
+// Fft: the RHS as odd extensions [0, x, 0, -rev x] of length 2N+2, row c*M + j for channel c,
+// interior row j.
+__global__ void rhs_odd_extension_kernel(PackedImage bg, PackedImage ov, MaskView mask, Geometry g, CloneMode mode,
+                                         const uint8_t* eroded, double* out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
   const int N = g.W - 2, M = g.H - 2;
   if (i >= N || j >= M) return;
   auto e = [&](int x, int y) { return static_cast<int>(eroded[y * g.W + x]); };
   for (int c = 0; c < 3; ++c) {
     const double v = detail::rhs_at(bg, ov, mask, g, i + 1, j + 1, c, mode, e);
-    double* row = out.data + static_cast<int64_t>(c * M + j) * out.pitch;
-    if (out.odd) {
-      row[1 + i] = v;
-      row[out.pitch - 1 - i] = -v;
-    } else {
-      row[i] = v;
+    double* row = out + static_cast<int64_t>(c * M + j) * (2 * N + 2);
+    row[1 + i] = v;
+    row[2 * N + 1 - i] = -v;
+  }
+}
+
+// The even/odd split of one axis of length n: folded index f < ne holds x_f + x_{n-1-f} (x_f alone
+// at the middle of an odd n), f = ne + a holds x_a - x_{n-1-a}.
+struct Fold {
+  int n, ne;
+  __host__ __device__ explicit Fold(int len) : n(len), ne((len + 1) / 2) {}
+  __host__ __device__ int no() const { return n - ne; }
+  // Original index of split-order output position f: even outputs first, then odd ones.
+  __host__ __device__ int spectral_index(int f) const { return f < ne ? 2 * f : 2 * (f - ne) + 1; }
+};
+
+// Gemm's planes [3][M][pitch]: rows in split order (odd half from row me), columns in split order
+// with the odd half from column odd_col. odd_col and pitch are multiples of 32 so that every GEMM
+// operand starts 256-byte aligned: an odd offset (ne = 1199 at 2400 wide) sends cuBLAS to slower
+// unaligned kernels. Padding columns are zero.
+struct SplitLayout {
+  int N, M, ne, no, me, mo, odd_col, pitch;
+  static constexpr int kAlign = 32;
+  static SplitLayout of(int N, int M) {
+    auto up = [](int v) { return (v + kAlign - 1) / kAlign * kAlign; };
+    const Fold fn(N), fm(M);
+    return {N, M, fn.ne, fn.no(), fm.ne, fm.no(), up(fn.ne), up(fn.ne) + up(fn.no())};
+  }
+  __host__ __device__ int64_t plane() const { return static_cast<int64_t>(M) * pitch; }
+  // Column of split position f (f < ne: even half).
+  __host__ __device__ int column(int f) const { return f < ne ? f : odd_col + f - ne; }
+};
+
+// Gemm: the RHS folded along both axes into [3][M][N] (split order). Thread (a, b) evaluates the
+// up to four mirrored pixels (a or N-1-a, b or M-1-b) once.
+__global__ void rhs_folded_kernel(PackedImage bg, PackedImage ov, MaskView mask, Geometry g, CloneMode mode,
+                                  const uint8_t* eroded, SplitLayout L, double* out) {
+  const int N = L.N, M = L.M;
+  const int a = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y * blockDim.y + threadIdx.y;
+  if (a >= L.ne || b >= L.me) return;
+  const int a2 = N - 1 - a, b2 = M - 1 - b;  // equal to a (b) at the middle of an odd length
+  auto e = [&](int x, int y) { return static_cast<int>(eroded[y * g.W + x]); };
+  for (int c = 0; c < 3; ++c) {
+    auto v = [&](int i, int j) { return static_cast<double>(detail::rhs_at(bg, ov, mask, g, i + 1, j + 1, c, mode, e)); };
+    const double v11 = v(a, b);
+    const double v21 = a2 != a ? v(a2, b) : 0.0, v12 = b2 != b ? v(a, b2) : 0.0;
+    const double v22 = (a2 != a && b2 != b) ? v(a2, b2) : 0.0;
+    double* row_even = out + c * L.plane() + static_cast<int64_t>(b) * L.pitch;
+    double* row_odd = row_even + static_cast<int64_t>(L.me) * L.pitch;
+    // Rows fold along M, columns along N.
+    const double s1 = v11 + v21, d1 = v11 - v21, s2 = v12 + v22, d2 = v12 - v22;
+    row_even[a] = s1 + s2;
+    if (a2 != a) row_even[L.odd_col + a] = d1 + d2;
+    if (b2 != b) {
+      row_odd[a] = s1 - s2;
+      if (a2 != a) row_odd[L.odd_col + a] = d1 - d2;
     }
   }
 }
@@ -127,24 +176,41 @@ __global__ void divide_fft_kernel(const cufftDoubleComplex* in, int N, int M, co
   row[2 * M + 1 - j] = -v;
 }
 
-// Gemm: dense [3][M][N] in place.
-__global__ void divide_dense_kernel(double* y, int N, int M, const float* fx, const float* fy) {
+// Gemm: split-order planes in place (fx, fy permuted to the split order).
+__global__ void divide_split_kernel(double* y, SplitLayout L, const float* fx, const float* fy) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y, c = blockIdx.z;
-  if (i >= N) return;
-  y[(static_cast<int64_t>(c) * M + j) * N + i] /= eigen_denominator(fx, fy, i, j);
+  if (i >= L.N) return;
+  y[c * L.plane() + static_cast<int64_t>(j) * L.pitch + L.column(i)] /= eigen_denominator(fx, fy, i, j);
 }
 
 // Step 8: writes the solution into the background's box interior, all three channels of a pixel.
+// Fft reads the imaginary parts of the last spectra; Gemm unfolds its split-order result (the
+// inverse of rhs_folded_kernel's fold: x_i = p_a +- q_a with a = i or N-1-i).
 template <bool kSpectrum>
-__global__ void output_kernel(const void* solved, Geometry g, double scale, PackedImage bg) {
+__global__ void output_kernel(const void* solved, Geometry g, SplitLayout L, double scale, PackedImage bg) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
   const int N = g.W - 2, M = g.H - 2;
   if (i >= N || j >= M) return;
   uint8_t* px = bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
+  const int a = i < L.ne ? i : N - 1 - i, b = j < L.me ? j : M - 1 - j;
+  const double sa = (a == N - 1 - a) ? 0.0 : (i < L.ne ? 1.0 : -1.0);  // 0: middle, no odd part
+  const double sb = (b == M - 1 - b) ? 0.0 : (j < L.me ? 1.0 : -1.0);
   for (int c = 0; c < 3; ++c) {
-    const int64_t r = static_cast<int64_t>(c) * M + j;
-    const double v = kSpectrum ? static_cast<const cufftDoubleComplex*>(solved)[r * (N + 2) + i + 1].y
-                               : static_cast<const double*>(solved)[r * N + i];
+    double v;
+    if (kSpectrum) {
+      const int64_t r = static_cast<int64_t>(c) * M + j;
+      v = static_cast<const cufftDoubleComplex*>(solved)[r * (N + 2) + i + 1].y;
+    } else {
+      const double* row_even = static_cast<const double*>(solved) + c * L.plane() + static_cast<int64_t>(b) * L.pitch;
+      const double* row_odd = row_even + static_cast<int64_t>(L.me) * L.pitch;
+      v = row_even[a];
+      if (sa != 0.0) v += sa * row_even[L.odd_col + a];
+      if (sb != 0.0) {
+        double w = row_odd[a];
+        if (sa != 0.0) w += sa * row_odd[L.odd_col + a];
+        v += sb * w;
+      }
+    }
     px[detail::channel_offset(bg, c)] = detail::to_u8_truncate(v * scale);
   }
 }
@@ -186,15 +252,19 @@ struct SizeEntry {
   cufftDoubleComplex* spec_y = nullptr;  // [3N][M+2]
   cufftHandle plan_x = 0, plan_y = 0;
   bool plans = false;
-  // Gemm
-  double* s_n = nullptr;  // N x N
-  double* s_m = nullptr;  // M x M
-  double* dense = nullptr;  // [3][M][N]
-  double* tmp = nullptr;    // [3][M][N]
+  // Gemm: the split halves of the sine matrices, column-major (E: ne x ne, O: no x no).
+  double* e_n = nullptr;
+  double* o_n = nullptr;
+  double* e_m = nullptr;
+  double* o_m = nullptr;
+  int ld_e_n = 0, ld_o_n = 0, ld_e_m = 0, ld_o_m = 0;
+  SplitLayout layout{};
+  double* dense = nullptr;  // [3][M][pitch]
+  double* tmp = nullptr;    // [3][M][pitch]
 
   ~SizeEntry() {
     for (void* p : {(void*)eroded, (void*)fx, (void*)fy, (void*)ext_x, (void*)ext_y, (void*)spec_x, (void*)spec_y,
-                    (void*)s_n, (void*)s_m, (void*)dense, (void*)tmp})
+                    (void*)e_n, (void*)o_n, (void*)e_m, (void*)o_m, (void*)dense, (void*)tmp})
       if (p) cudaFree(p);
     if (plans) {
       cufftDestroy(plan_x);
@@ -230,6 +300,16 @@ struct CudaCloner::Impl {
     std::vector<float> fx(N), fy(M);
     detail::dst_filter(N, fx.data());
     detail::dst_filter(M, fy.data());
+    if (m == DstMethod::Gemm) {  // the spectrum is in split order
+      auto permute = [](std::vector<float>& f) {
+        const Fold fold(static_cast<int>(f.size()));
+        std::vector<float> p(f.size());
+        for (int k = 0; k < fold.n; ++k) p[k] = f[fold.spectral_index(k)];
+        f.swap(p);
+      };
+      permute(fx);
+      permute(fy);
+    }
     e.fx = device_alloc<float>(N);
     e.fy = device_alloc<float>(M);
     PRISM_CUDA_CHECK(cudaMemcpy(e.fx, fx.data(), N * sizeof(float), cudaMemcpyHostToDevice));
@@ -254,36 +334,58 @@ struct CudaCloner::Impl {
       check_cufft(cufftSetStream(e.plan_x, stream), "cufftSetStream");
       check_cufft(cufftSetStream(e.plan_y, stream), "cufftSetStream");
     } else {
-      auto sine_matrix = [](int n) {
-        std::vector<double> s(static_cast<size_t>(n) * n);
+      // Half matrix for outputs k = 2r + parity over folded inputs f: H[r, f] = S[f, k], column-major.
+      // Leading dimension padded to kAlign, like the planes.
+      auto half_matrix = [](int n, int parity, int& ld) -> double* {
+        const Fold fold(n);
+        const int size = parity ? fold.no() : fold.ne;
+        ld = (size + SplitLayout::kAlign - 1) / SplitLayout::kAlign * SplitLayout::kAlign;
+        if (size == 0) return nullptr;
+        std::vector<double> h(static_cast<size_t>(ld) * size, 0.0);
         const double pi = 3.14159265358979323846;
-        for (int a = 0; a < n; ++a)
-          for (int b = 0; b < n; ++b)
-            s[static_cast<size_t>(a) * n + b] = std::sin(pi * (a + 1.0) * (b + 1.0) / (n + 1.0));
-        return s;
+        for (int f = 0; f < size; ++f)
+          for (int r = 0; r < size; ++r)
+            h[static_cast<size_t>(f) * ld + r] = std::sin(pi * (f + 1.0) * (2.0 * r + parity + 1.0) / (n + 1.0));
+        double* d = device_alloc<double>(h.size());
+        PRISM_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(double), cudaMemcpyHostToDevice));
+        return d;
       };
-      const auto sn = sine_matrix(N), sm = sine_matrix(M);
-      e.s_n = device_alloc<double>(sn.size());
-      e.s_m = device_alloc<double>(sm.size());
-      PRISM_CUDA_CHECK(cudaMemcpy(e.s_n, sn.data(), sn.size() * sizeof(double), cudaMemcpyHostToDevice));
-      PRISM_CUDA_CHECK(cudaMemcpy(e.s_m, sm.data(), sm.size() * sizeof(double), cudaMemcpyHostToDevice));
-      e.dense = device_alloc<double>(static_cast<size_t>(3) * M * N);
-      e.tmp = device_alloc<double>(static_cast<size_t>(3) * M * N);
+      e.e_n = half_matrix(N, 0, e.ld_e_n);
+      e.o_n = half_matrix(N, 1, e.ld_o_n);
+      e.e_m = half_matrix(M, 0, e.ld_e_m);
+      e.o_m = half_matrix(M, 1, e.ld_o_m);
+      e.layout = SplitLayout::of(N, M);
+      const size_t planes = static_cast<size_t>(3) * e.layout.plane();
+      e.dense = device_alloc<double>(planes);
+      e.tmp = device_alloc<double>(planes);
+      PRISM_CUDA_CHECK(cudaMemset(e.dense, 0, planes * sizeof(double)));  // padding columns stay zero
+      PRISM_CUDA_CHECK(cudaMemset(e.tmp, 0, planes * sizeof(double)));
     }
     return e;
   }
 
-  // Y^T = S_N X^T S_M per channel, in cuBLAS's column-major view of row-major [M][N] planes.
-  void sine_transform_2d(SizeEntry& e, double* x, double* tmp) {
-    const int N = e.W - 2, M = e.H - 2;
+  // The 2D DST of folded [3][M][N] planes in place (forward: folded input, split-order output;
+  // inverse: split-order input, folded output, with E^T and O^T). In cuBLAS's column-major view a
+  // plane is X^T (N x M, ld N): the N axis is a left product, the M axis a right product.
+  void sine_transform_2d(SizeEntry& e, double* x, double* tmp, bool inverse) {
+    const SplitLayout& L = e.layout;
+    const int P = L.pitch;
     const double one = 1.0, zero = 0.0;
-    const long long plane = static_cast<long long>(M) * N;
-    check_cublas(cublasDgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, N, &one, e.s_n, N, 0, x, N, plane,
-                                           &zero, tmp, N, plane, 3),
-                 "cublasDgemmStridedBatched");
-    check_cublas(cublasDgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, M, &one, tmp, N, plane, e.s_m, M, 0,
-                                           &zero, x, N, plane, 3),
-                 "cublasDgemmStridedBatched");
+    const long long plane = L.plane();
+    const cublasOperation_t left = inverse ? CUBLAS_OP_T : CUBLAS_OP_N, right = inverse ? CUBLAS_OP_N : CUBLAS_OP_T;
+    auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const double* A, int lda,
+                    long long sa, const double* B, int ldb, long long sb, double* C) {
+      if (m == 0 || n == 0 || k == 0) return;
+      check_cublas(cublasDgemmStridedBatched(blas, ta, tb, m, n, k, &one, A, lda, sa, B, ldb, sb, &zero, C, P, plane, 3),
+                   "cublasDgemmStridedBatched");
+    };
+    // N axis: rows [0, ne) of X^T with E_N, rows [odd_col, odd_col + no) with O_N.
+    gemm(left, CUBLAS_OP_N, L.ne, L.M, L.ne, e.e_n, e.ld_e_n, 0, x, P, plane, tmp);
+    gemm(left, CUBLAS_OP_N, L.no, L.M, L.no, e.o_n, e.ld_o_n, 0, x + L.odd_col, P, plane, tmp + L.odd_col);
+    // M axis: columns [0, me) with E_M, [me, M) with O_M; all P rows (the padding ones are zero).
+    const int64_t odd_rows = static_cast<int64_t>(L.me) * P;
+    gemm(CUBLAS_OP_N, right, P, L.me, L.me, tmp, P, plane, e.e_m, e.ld_e_m, 0, x);
+    gemm(CUBLAS_OP_N, right, P, L.mo, L.mo, tmp + odd_rows, P, plane, e.o_m, e.ld_o_m, 0, x + odd_rows);
   }
 };
 
@@ -338,8 +440,8 @@ void CudaCloner::clone(const CloneJob& job) {
                  s>>>(job.mask, g, e.eroded);
   const dim3 pix_block(32, 8), pix_grid((N + 31) / 32, (M + 7) / 8);
   if (e.method == DstMethod::Fft) {
-    rhs_kernel<<<pix_grid, pix_block, 0, s>>>(job.background, job.overlay, job.mask, g, job.mode, e.eroded,
-                                              RowsOut{e.ext_x, 2 * N + 2, true});
+    rhs_odd_extension_kernel<<<pix_grid, pix_block, 0, s>>>(job.background, job.overlay, job.mask, g, job.mode,
+                                                            e.eroded, e.ext_x);
     check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
     transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_x, M, N, e.ext_y,
                                                                                        2 * M + 2);
@@ -350,15 +452,16 @@ void CudaCloner::clone(const CloneJob& job) {
                                                                                        2 * N + 2);
     check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
     // Four transforms of -2 DST-I: 16 S^4 = 4 (N+1)(M+1) times the identity.
-    output_kernel<true><<<pix_grid, pix_block, 0, s>>>(e.spec_x, g, 1.0 / (4.0 * (N + 1) * (M + 1)), job.background);
+    output_kernel<true><<<pix_grid, pix_block, 0, s>>>(e.spec_x, g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), job.background);
   } else {
-    rhs_kernel<<<pix_grid, pix_block, 0, s>>>(job.background, job.overlay, job.mask, g, job.mode, e.eroded,
-                                              RowsOut{e.dense, N, false});
-    impl_->sine_transform_2d(e, e.dense, e.tmp);
-    divide_dense_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.dense, N, M, e.fx, e.fy);
-    impl_->sine_transform_2d(e, e.dense, e.tmp);
+    const SplitLayout& L = e.layout;
+    rhs_folded_kernel<<<dim3((L.ne + 31) / 32, (L.me + 7) / 8), pix_block, 0, s>>>(
+        job.background, job.overlay, job.mask, g, job.mode, e.eroded, L, e.dense);
+    impl_->sine_transform_2d(e, e.dense, e.tmp, false);
+    divide_split_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.dense, L, e.fx, e.fy);
+    impl_->sine_transform_2d(e, e.dense, e.tmp, true);
     // S^2 = (n+1)/2 I per axis.
-    output_kernel<false><<<pix_grid, pix_block, 0, s>>>(e.dense, g, 4.0 / ((N + 1.0) * (M + 1.0)), job.background);
+    output_kernel<false><<<pix_grid, pix_block, 0, s>>>(e.dense, g, L, 4.0 / ((N + 1.0) * (M + 1.0)), job.background);
   }
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
