@@ -66,16 +66,64 @@ __global__ void erode_kernel(MaskView mask, Geometry g, uint8_t* eroded) {
   eroded[y * g.W + x] = static_cast<uint8_t>(v);
 }
 
+// The RHS of a tile of kTileX x kTileY interior pixels. rhs_at per pixel would evaluate each
+// guidance field three times (its own, its right and its lower neighbour's); here each field is
+// evaluated once into shared memory and the divergence read from there, with the same float
+// expressions as rhs_at, so the values are identical.
+constexpr int kTileX = 32, kTileY = 8;
+
+struct RhsTileScratch {
+  float fx[3][kTileY + 1][kTileX + 1];
+  float fy[3][kTileY + 1][kTileX + 1];
+};
+
+// Fills out[c][ty][tx] with the RHS at interior pixel (i0 + tx, j0 + ty) (0 outside the interior).
+// Called by the whole block; begins and ends with a barrier.
+__device__ void rhs_tile(const PackedImage& bg, const PackedImage& ov, const MaskView& mask, const Geometry& g,
+                         CloneMode mode, const uint8_t* eroded, int i0, int j0, RhsTileScratch& sc,
+                         float (&out)[3][kTileY][kTileX]) {
+  const int N = g.W - 2, M = g.H - 2;
+  __syncthreads();
+  // Interior pixel i is box column i + 1 and needs the fields at box columns i + 1 and i.
+  for (int k = threadIdx.y * kTileX + threadIdx.x; k < (kTileX + 1) * (kTileY + 1); k += kTileX * kTileY) {
+    const int lx = k % (kTileX + 1), ly = k / (kTileX + 1);
+    const int x = i0 + lx, y = j0 + ly;
+    if (x < 0 || y < 0 || x > N || y > M) continue;
+    const int e = eroded[y * g.W + x];
+    for (int c = 0; c < 3; ++c) {
+      const detail::Field f = detail::field_at(bg, ov, mask, g, x, y, c, e, mode);
+      sc.fx[c][ly][lx] = f.x;
+      sc.fy[c][ly][lx] = f.y;
+    }
+  }
+  __syncthreads();
+  const int tx = threadIdx.x, ty = threadIdx.y, i = i0 + tx, j = j0 + ty;
+  const bool inside = i >= 0 && j >= 0 && i < N && j < M;
+  for (int c = 0; c < 3; ++c) {
+    float v = 0.f;
+    if (inside) {
+      const float lap = detail::add_rn(sc.fx[c][ty + 1][tx + 1] - sc.fx[c][ty + 1][tx],
+                                       sc.fy[c][ty + 1][tx + 1] - sc.fy[c][ty][tx + 1]);
+      v = lap - detail::frame_neighbours(bg, g, i + 1, j + 1, c);
+    }
+    out[c][ty][tx] = v;
+  }
+  __syncthreads();
+}
+
 // Fft: the RHS as odd extensions [0, x, 0, -rev x] of length 2N+2, row c*M + j for channel c,
 // interior row j.
 __global__ void rhs_odd_extension_kernel(PackedImage bg, PackedImage ov, MaskView mask, Geometry g, CloneMode mode,
                                          const uint8_t* eroded, double* out) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+  __shared__ RhsTileScratch sc;
+  __shared__ float rhs[3][kTileY][kTileX];
   const int N = g.W - 2, M = g.H - 2;
+  const int i0 = blockIdx.x * kTileX, j0 = blockIdx.y * kTileY;
+  rhs_tile(bg, ov, mask, g, mode, eroded, i0, j0, sc, rhs);
+  const int i = i0 + threadIdx.x, j = j0 + threadIdx.y;
   if (i >= N || j >= M) return;
-  auto e = [&](int x, int y) { return static_cast<int>(eroded[y * g.W + x]); };
   for (int c = 0; c < 3; ++c) {
-    const double v = detail::rhs_at(bg, ov, mask, g, i + 1, j + 1, c, mode, e);
+    const double v = rhs[c][threadIdx.y][threadIdx.x];
     double* row = out + static_cast<int64_t>(c * M + j) * (2 * N + 2);
     row[1 + i] = v;
     row[2 * N + 1 - i] = -v;
@@ -109,29 +157,35 @@ struct SplitLayout {
   __host__ __device__ int column(int f) const { return f < ne ? f : odd_col + f - ne; }
 };
 
-// Gemm: the RHS folded along both axes into [3][M][N] (split order). Thread (a, b) evaluates the
-// up to four mirrored pixels (a or N-1-a, b or M-1-b) once.
+// Gemm: the RHS folded along both axes into split-order planes. Thread (a, b) combines the four
+// mirrored pixels (a or N-1-a, b or M-1-b); the block computes the four mirrored tiles first.
 __global__ void rhs_folded_kernel(PackedImage bg, PackedImage ov, MaskView mask, Geometry g, CloneMode mode,
                                   const uint8_t* eroded, SplitLayout L, double* out) {
+  __shared__ RhsTileScratch sc;
+  __shared__ float rhs[4][3][kTileY][kTileX];  // quadrant q: bit 0 mirrored in x, bit 1 in y
   const int N = L.N, M = L.M;
-  const int a = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y * blockDim.y + threadIdx.y;
+  const int a0 = blockIdx.x * kTileX, b0 = blockIdx.y * kTileY;
+  for (int q = 0; q < 4; ++q) {
+    const int i0 = (q & 1) ? N - a0 - kTileX : a0, j0 = (q & 2) ? M - b0 - kTileY : b0;
+    rhs_tile(bg, ov, mask, g, mode, eroded, i0, j0, sc, rhs[q]);
+  }
+  const int tx = threadIdx.x, ty = threadIdx.y, a = a0 + tx, b = b0 + ty;
   if (a >= L.ne || b >= L.me) return;
-  const int a2 = N - 1 - a, b2 = M - 1 - b;  // equal to a (b) at the middle of an odd length
-  auto e = [&](int x, int y) { return static_cast<int>(eroded[y * g.W + x]); };
+  const bool mirror_a = N - 1 - a != a, mirror_b = M - 1 - b != b;  // false at the middle of an odd length
+  const int rx = kTileX - 1 - tx, ry = kTileY - 1 - ty;               // the mirrored pixel in its tile
   for (int c = 0; c < 3; ++c) {
-    auto v = [&](int i, int j) { return static_cast<double>(detail::rhs_at(bg, ov, mask, g, i + 1, j + 1, c, mode, e)); };
-    const double v11 = v(a, b);
-    const double v21 = a2 != a ? v(a2, b) : 0.0, v12 = b2 != b ? v(a, b2) : 0.0;
-    const double v22 = (a2 != a && b2 != b) ? v(a2, b2) : 0.0;
+    const double v11 = rhs[0][c][ty][tx];
+    const double v21 = mirror_a ? rhs[1][c][ty][rx] : 0.0, v12 = mirror_b ? rhs[2][c][ry][tx] : 0.0;
+    const double v22 = (mirror_a && mirror_b) ? rhs[3][c][ry][rx] : 0.0;
     double* row_even = out + c * L.plane() + static_cast<int64_t>(b) * L.pitch;
     double* row_odd = row_even + static_cast<int64_t>(L.me) * L.pitch;
     // Rows fold along M, columns along N.
     const double s1 = v11 + v21, d1 = v11 - v21, s2 = v12 + v22, d2 = v12 - v22;
     row_even[a] = s1 + s2;
-    if (a2 != a) row_even[L.odd_col + a] = d1 + d2;
-    if (b2 != b) {
+    if (mirror_a) row_even[L.odd_col + a] = d1 + d2;
+    if (mirror_b) {
       row_odd[a] = s1 - s2;
-      if (a2 != a) row_odd[L.odd_col + a] = d1 - d2;
+      if (mirror_a) row_odd[L.odd_col + a] = d1 - d2;
     }
   }
 }
@@ -419,11 +473,11 @@ CudaCloner::~CudaCloner() {
 }
 
 DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) {
-  // Measured on an H100 (bench_poisson, BENCHMARKS.md): cuFFT wins at 154x100 (0.068 vs 0.092 ms)
-  // and 592x592 (0.282 vs 0.321), ties at 300x194 and 1200x776, and DGEMM on the FP64 tensor cores
-  // wins from 1024x1024 (0.87 vs 1.01) to 2400x1552 (5.06 vs 5.61). GPUs with 1/64-rate FP64
-  // (GeForce, most sm_86/89/120 parts) would make the GEMMs 30x slower: FFT there.
-  const bool large = static_cast<int64_t>(box_width) * box_height >= 1000 * 1000;
+  // Measured on an H100 (bench_poisson, BENCHMARKS.md): cuFFT wins at 154x100 (0.053 vs 0.090 ms)
+  // and 300x194 (0.073 vs 0.094); the split DGEMM on the FP64 tensor cores wins from 592x592
+  // (0.217 vs 0.235) through 1200x776 (0.47 vs 0.71) to 2400x1552 (2.48 vs 5.15). GPUs with
+  // 1/64-rate FP64 (GeForce, most sm_86/89/120 parts) would make the GEMMs 30x slower: FFT there.
+  const bool large = static_cast<int64_t>(box_width) * box_height >= 512 * 512;
   return fast_fp64 && large ? DstMethod::Gemm : DstMethod::Fft;
 }
 
@@ -440,7 +494,7 @@ void CudaCloner::clone(const CloneJob& job) {
                  s>>>(job.mask, g, e.eroded);
   const dim3 pix_block(32, 8), pix_grid((N + 31) / 32, (M + 7) / 8);
   if (e.method == DstMethod::Fft) {
-    rhs_odd_extension_kernel<<<pix_grid, pix_block, 0, s>>>(job.background, job.overlay, job.mask, g, job.mode,
+    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(job.background, job.overlay, job.mask, g, job.mode,
                                                             e.eroded, e.ext_x);
     check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
     transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_x, M, N, e.ext_y,
@@ -455,7 +509,8 @@ void CudaCloner::clone(const CloneJob& job) {
     output_kernel<true><<<pix_grid, pix_block, 0, s>>>(e.spec_x, g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), job.background);
   } else {
     const SplitLayout& L = e.layout;
-    rhs_folded_kernel<<<dim3((L.ne + 31) / 32, (L.me + 7) / 8), pix_block, 0, s>>>(
+    rhs_folded_kernel<<<dim3((L.ne + kTileX - 1) / kTileX, (L.me + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0,
+                        s>>>(
         job.background, job.overlay, job.mask, g, job.mode, e.eroded, L, e.dense);
     impl_->sine_transform_2d(e, e.dense, e.tmp, false);
     divide_split_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.dense, L, e.fx, e.fy);
