@@ -97,7 +97,7 @@ PRISM_HD uint8_t grey_bgr(int b, int g, int r) {
 void clone_cpu(const CloneJob& job);
 
 #if defined(PRISM_HAVE_CUDA)
-// How the GPU path computes the DST-I: dense FP32 matrix products (cuBLAS, TF32 disabled) or
+// How the GPU path computes the DST-I: dense FP64 matrix products (cuBLAS, split even/odd) or
 // batched real FFTs of the odd extension (cuFFT). Auto picks by box size (see solver_for()).
 enum class DstMethod : int { Auto = 0, Gemm = 1, Fft = 2 };
 

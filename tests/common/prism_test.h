@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <random>
 #include <string>
 
 #include "common/gpu.h"
@@ -25,6 +29,37 @@ inline std::string data_dir() {
   return "../shared/data";
 #endif
 }
+
+// A fresh folder under the system temp folder, removed by the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device random;
+    path_ = std::filesystem::temp_directory_path() /
+            ("prism-test-" + std::to_string(random()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  // path()/name (not created).
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  // Writes `text` to path()/name and returns the full path.
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::filesystem::path f = path_ / name;
+    std::filesystem::create_directories(f.parent_path());
+    std::ofstream(f, std::ios::binary) << text;
+    return f.string();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace prism::test
 

@@ -14,26 +14,6 @@ namespace fs = std::filesystem;
 
 namespace prism::test {
 
-TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  std::random_device random;
-  path_ = fs::temp_directory_path() /
-          ("prism-test-" + std::to_string(random()) + "-" + std::to_string(counter++));
-  fs::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-std::string TempDir::write(const std::string& name, const std::string& text) const {
-  const fs::path file = path_ / name;
-  fs::create_directories(file.parent_path());
-  std::ofstream(file, std::ios::binary) << text;
-  return file.string();
-}
-
 void init_gst_once() { init_gstreamer(); }
 
 PipelineConfig load_text(const TempDir& dir, const std::string& name, const std::string& yaml,

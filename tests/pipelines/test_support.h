@@ -6,23 +6,9 @@
 #include <vector>
 
 #include "pipelines/pipeline_config.h"
+#include "prism_test.h"
 
 namespace prism::test {
-
-// A fresh folder under the system temp folder, removed by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  // Writes `text` to path()/name and returns the full path.
-  std::string write(const std::string& name, const std::string& text) const;
-
- private:
-  std::filesystem::path path_;
-};
 
 // gst_init plus plugin discovery, once per process.
 void init_gst_once();

@@ -28,6 +28,7 @@
 namespace prism::test::blend {
 
 namespace fs = std::filesystem;
+using prism::test::TempDir;
 
 // ---- images ----------------------------------------------------------------------------------
 
@@ -94,23 +95,6 @@ inline Diff compare(const cv::Mat& a, const cv::Mat& b) {
   } while (0)
 
 // ---- files -------------------------------------------------------------------------------------
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/prism-poissonblend-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 inline const char* gst_format_of(const cv::Mat& m) { return m.channels() == 1 ? "GRAY8" : m.channels() == 3 ? "BGR" : "BGRA"; }
 

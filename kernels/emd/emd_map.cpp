@@ -1,0 +1,226 @@
+#include "emd/emd_map.h"
+
+#include <opencv2/core.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "emd/signature_table.h"
+
+namespace prism::emd {
+
+GroundDistance::GroundDistance(std::vector<float> cost, int n) : cost_(std::move(cost)), n_(n), max_cost_(0.f) {
+  if (n < 2 || n > kMaxBins)
+    throw std::invalid_argument("ground distance: " + std::to_string(n) + " bins; 2 to " + std::to_string(kMaxBins) +
+                                " are supported");
+  if (cost_.size() != static_cast<size_t>(n) * n)
+    throw std::invalid_argument("ground distance: " + std::to_string(cost_.size()) + " values for " +
+                                std::to_string(n) + " bins (" + std::to_string(n * n) + " expected)");
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      const float c = cost_[i * n + j];
+      if (!std::isfinite(c) || c < 0.f) {
+        std::ostringstream m;
+        m << "ground distance: entry (" << i << ", " << j << ") is " << c << "; entries must be finite and >= 0";
+        throw std::invalid_argument(m.str());
+      }
+      max_cost_ = std::max(max_cost_, c);
+    }
+}
+
+GroundDistance GroundDistance::abs_diff(int n) {
+  std::vector<float> c(static_cast<size_t>(std::max(n, 0)) * std::max(n, 0));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) c[i * n + j] = static_cast<float>(std::abs(i - j));
+  return GroundDistance(std::move(c), n);
+}
+
+GroundDistance GroundDistance::squared_diff(int n) {
+  std::vector<float> c(static_cast<size_t>(std::max(n, 0)) * std::max(n, 0));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) c[i * n + j] = static_cast<float>((i - j) * (i - j));
+  return GroundDistance(std::move(c), n);
+}
+
+GroundDistance GroundDistance::from_wavelengths(const std::vector<double>& w) {
+  const int n = static_cast<int>(w.size());
+  std::vector<float> c(w.size() * w.size());
+  for (int i = 0; i < n; ++i) {
+    if (!std::isfinite(w[i]))
+      throw std::invalid_argument("ground distance: wavelength " + std::to_string(i) + " is not a number");
+    for (int j = 0; j < n; ++j) c[i * n + j] = static_cast<float>(std::abs(w[i] - w[j]));
+  }
+  return GroundDistance(std::move(c), n);
+}
+
+GroundDistance GroundDistance::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot open the ground-distance file");
+  std::vector<float> values;
+  int n = -1, line_no = 0, rows = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    for (char& ch : line)
+      if (ch == ',' || ch == ';' || ch == '\t') ch = ' ';
+    std::istringstream ls(line);
+    std::vector<float> row;
+    std::string tok;
+    while (ls >> tok) {
+      char* end = nullptr;
+      const float v = std::strtof(tok.c_str(), &end);
+      if (end == tok.c_str() || *end != '\0')
+        throw std::invalid_argument(path + ":" + std::to_string(line_no) + ": '" + tok + "' is not a number");
+      row.push_back(v);
+    }
+    if (row.empty()) continue;
+    if (n < 0) n = static_cast<int>(row.size());
+    if (static_cast<int>(row.size()) != n)
+      throw std::invalid_argument(path + ":" + std::to_string(line_no) + ": " + std::to_string(row.size()) +
+                                  " values; the first row had " + std::to_string(n));
+    values.insert(values.end(), row.begin(), row.end());
+    ++rows;
+  }
+  if (n < 0) throw std::invalid_argument(path + ": no values (expected n lines of n numbers)");
+  if (rows != n)
+    throw std::invalid_argument(path + ": " + std::to_string(rows) + " rows of " + std::to_string(n) +
+                                " values; a square matrix is expected");
+  try {
+    return GroundDistance(std::move(values), n);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(path + ": " + e.what());
+  }
+}
+
+void validate_target(const std::vector<float>& target, int bins) {
+  if (static_cast<int>(target.size()) != bins)
+    throw std::invalid_argument("target signature has " + std::to_string(target.size()) + " bins; the frames have " +
+                                std::to_string(bins));
+  double sum = 0;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (!std::isfinite(target[i]) || target[i] < 0.f)
+      throw std::invalid_argument("target signature bin " + std::to_string(i) + " is " + std::to_string(target[i]) +
+                                  "; bins must be finite and >= 0");
+    sum += target[i];
+  }
+  if (sum <= 0) throw std::invalid_argument("target signature is all zero: there is nothing to match");
+}
+
+double emd_cpu(const float* a, const float* b, const GroundDistance& ground, Normalization norm, Stats* stats) {
+  return earth_movers_distance<double>(a, b, ground.view(), norm, stats);
+}
+
+struct CpuEmdMap::Impl {
+  GroundDistance ground;
+  std::vector<float> target;
+  EmdMapConfig config;
+  int n;
+  // The table: slots x n canonical keys, a filled flag, the frame that brought the key, a value.
+  int64_t entries = 0, slots = 0, filled = 0;
+  std::vector<float> keys;
+  std::vector<uint8_t> used;
+  std::vector<int64_t> frame_of;
+  std::vector<float> value;
+  int64_t frame = 0;
+
+  Impl(GroundDistance g, std::vector<float> t, EmdMapConfig c)
+      : ground(std::move(g)), target(std::move(t)), config(c), n(ground.bins()) {
+    validate_target(target, n);
+  }
+
+  void ensure(int64_t pixels) {
+    const int64_t want = std::max(config.cache_capacity, pixels);
+    if (want <= entries) return;
+    entries = want;
+    slots = table_slots(entries);
+    keys.assign(static_cast<size_t>(slots) * n, 0.f);
+    used.assign(slots, 0);
+    frame_of.assign(slots, -1);
+    value.assign(slots, 0.f);
+    filled = 0;
+  }
+
+  void clear() {
+    std::fill(used.begin(), used.end(), 0);
+    filled = 0;
+  }
+
+  float solve(const float* s, std::atomic<int64_t>& pivots) const {
+    Stats st;
+    const double d = earth_movers_distance<double>(s, target.data(), ground.view(), config.normalization, &st);
+    pivots += st.pivots;
+    return static_cast<float>(d);
+  }
+};
+
+CpuEmdMap::CpuEmdMap(GroundDistance ground, std::vector<float> target, EmdMapConfig config)
+    : impl_(std::make_unique<Impl>(std::move(ground), std::move(target), config)) {}
+CpuEmdMap::~CpuEmdMap() = default;
+
+void CpuEmdMap::clear_cache() { impl_->clear(); }
+
+FrameStats CpuEmdMap::compute(const float* sig, int64_t pixels, float* out) {
+  Impl& m = *impl_;
+  const int n = m.n;
+  FrameStats fs;
+  fs.pixels = pixels;
+  std::atomic<int64_t> pivots{0};
+  if (!m.config.dedup) {
+    cv::parallel_for_(cv::Range(0, static_cast<int>(pixels)), [&](const cv::Range& r) {
+      for (int p = r.start; p < r.end; ++p) out[p] = m.solve(sig + static_cast<int64_t>(p) * n, pivots);
+    });
+    fs.solved = pixels;
+    fs.pivots = pivots;
+    return fs;
+  }
+  m.ensure(pixels);
+  if (m.filled + pixels > m.entries) {
+    fs.flushed = m.filled > 0;
+    m.clear();
+  }
+  ++m.frame;
+  // Lookup/insert pass: each pixel gets its slot; new keys go on the work list.
+  std::vector<int64_t> slot_of(pixels);
+  std::vector<int64_t> work;
+  const int64_t mask = m.slots - 1;
+  for (int64_t p = 0; p < pixels; ++p) {
+    const float* s = sig + p * n;
+    int64_t slot = static_cast<int64_t>(signature_hash(s, n) & static_cast<uint64_t>(mask));
+    for (;; slot = (slot + 1) & mask) {
+      float* key = &m.keys[static_cast<size_t>(slot) * n];
+      if (!m.used[slot]) {
+        for (int i = 0; i < n; ++i) key[i] = canonical_bin(s[i]);
+        m.used[slot] = 1;
+        m.frame_of[slot] = m.frame;
+        ++m.filled;
+        work.push_back(slot);
+        ++fs.solved;
+        break;
+      }
+      if (same_signature(key, s, n)) {
+        if (m.frame_of[slot] == m.frame)
+          ++fs.duplicates;
+        else
+          ++fs.cache_hits;
+        break;
+      }
+    }
+    slot_of[p] = slot;
+  }
+  cv::parallel_for_(cv::Range(0, static_cast<int>(work.size())), [&](const cv::Range& r) {
+    for (int w = r.start; w < r.end; ++w) {
+      const int64_t slot = work[w];
+      m.value[slot] = m.solve(&m.keys[static_cast<size_t>(slot) * n], pivots);
+    }
+  });
+  for (int64_t p = 0; p < pixels; ++p) out[p] = m.value[slot_of[p]];
+  fs.pivots = pivots;
+  if (m.config.cache_capacity == 0) m.clear();
+  return fs;
+}
+
+}  // namespace prism::emd
