@@ -1,0 +1,87 @@
+// spectralize: window histograms against a brute-force count over OpenCV's replicated border;
+// the CUDA path against the CPU path, value for value.
+#include <gtest/gtest.h>
+
+#include <opencv2/core.hpp>
+
+#include <random>
+
+#include "prism_test.h"
+#include "spectral/spectralize.h"
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace prism {
+namespace {
+
+using spectral::SpectralizeParams;
+
+cv::Mat random_grey(int w, int h, uint32_t seed) {
+  cv::Mat m(h, w, CV_8UC1);
+  cv::RNG rng(seed);
+  rng.fill(m, cv::RNG::UNIFORM, 0, 256);
+  return m;
+}
+
+std::vector<float> brute_force(const cv::Mat& grey, const SpectralizeParams& p) {
+  const int r = p.window / 2;
+  cv::Mat padded;
+  cv::copyMakeBorder(grey, padded, r, r, r, r, cv::BORDER_REPLICATE);
+  std::vector<float> out(static_cast<size_t>(grey.total()) * p.bins, 0.f);
+  for (int y = 0; y < grey.rows; ++y)
+    for (int x = 0; x < grey.cols; ++x)
+      for (int dy = 0; dy < p.window; ++dy)
+        for (int dx = 0; dx < p.window; ++dx) {
+          const int v = padded.at<uint8_t>(y + dy, x + dx);
+          out[(static_cast<size_t>(y) * grey.cols + x) * p.bins + v * p.bins / 256] += 1.f;
+        }
+  return out;
+}
+
+TEST(Spectralize, WindowHistogramsMatchABruteForceCount) {
+  for (auto [w, h, bins, window] : std::vector<std::array<int, 4>>{
+           {37, 23, 11, 11}, {64, 48, 4, 3}, {5, 7, 32, 11}, {1, 1, 8, 5}, {40, 31, 16, 31}, {19, 20, 2, 1}}) {
+    const cv::Mat g = random_grey(w, h, static_cast<uint32_t>(w * h + bins));
+    const SpectralizeParams p{bins, window};
+    std::vector<float> ours(static_cast<size_t>(w) * h * bins);
+    spectral::spectralize_cpu(g.data, w, h, static_cast<int64_t>(g.step), p, ours.data());
+    EXPECT_EQ(ours, brute_force(g, p)) << w << "x" << h << " bins " << bins << " window " << window;
+  }
+}
+
+TEST(Spectralize, RefusesBadParameters) {
+  EXPECT_THROW(spectral::validate({1, 11}), std::invalid_argument);
+  EXPECT_THROW(spectral::validate({33, 11}), std::invalid_argument);
+  EXPECT_THROW(spectral::validate({11, 10}), std::invalid_argument);
+  EXPECT_THROW(spectral::validate({11, 33}), std::invalid_argument);
+  EXPECT_NO_THROW(spectral::validate({11, 11}));
+}
+
+#if defined(PRISM_HAVE_CUDA)
+TEST(SpectralizeGpu, MatchesTheCpuPath) {
+  PRISM_NEED_GPU();
+  for (auto [w, h, bins, window] : std::vector<std::array<int, 4>>{
+           {1920, 1080, 11, 11}, {333, 211, 32, 31}, {7, 5, 4, 3}, {640, 360, 8, 1}}) {
+    const cv::Mat g = random_grey(w, h, 7u + static_cast<uint32_t>(bins));
+    const SpectralizeParams p{bins, window};
+    std::vector<float> cpu(static_cast<size_t>(w) * h * bins), gpu(cpu.size());
+    spectral::spectralize_cpu(g.data, w, h, static_cast<int64_t>(g.step), p, cpu.data());
+    uint8_t* d_grey = nullptr;
+    float* d_out = nullptr;
+    size_t pitch = 0;
+    ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&d_grey), &pitch, w, h), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), gpu.size() * sizeof(float)), cudaSuccess);
+    cudaMemcpy2D(d_grey, pitch, g.data, g.step, w, h, cudaMemcpyHostToDevice);
+    spectral::spectralize_cuda(d_grey, w, h, static_cast<int64_t>(pitch), p, d_out, nullptr);
+    ASSERT_EQ(cudaMemcpy(gpu.data(), d_out, gpu.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(d_grey);
+    cudaFree(d_out);
+    EXPECT_EQ(gpu, cpu) << w << "x" << h << " bins " << bins << " window " << window;
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace prism
