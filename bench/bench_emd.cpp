@@ -1,0 +1,189 @@
+// The per-pixel EMD map (emdtracker's core) on the GPU against our CPU path and OpenCV's cv::EMD on
+// all cores, on the same frames: a real photo (PPM) in grey, resized, spectralized (11x11 window
+// histograms over N bins), EMD to the signature of a pixel of the frame under |i-j|.
+//   cold          the first frame into an empty cache: every distinct signature solved
+//   no dedup      every pixel solved (problems/s of the solver alone)
+//   warm static   the same frame again: everything cached
+//   warm noisy    a new frame each time, the photo plus Gaussian noise of sigma 0.5 grey levels
+// GPU: medians of CUDA-event times per frame (spectralize excluded, reported separately).
+// cv::EMD and our CPU path: a sample of the frame's pixels, extrapolated to the frame.
+//   bench_emd image.ppm [frames]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <string>
+#include <vector>
+
+#include "../tests/kernels/poisson_cases.h"
+#include "common/gpu.h"
+#include "emd/emd_map.h"
+#include "spectral/spectralize.h"
+
+using namespace prism;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void check(cudaError_t e) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_emd image.ppm [frames]\n");
+    return 2;
+  }
+  const int frames = argc > 2 ? std::atoi(argv[2]) : 20;
+  std::string why;
+  if (!gpu::available(&why)) {
+    std::fprintf(stderr, "bench_emd: no GPU (%s)\n", why.c_str());
+    return 1;
+  }
+  const cv::Mat photo = test::read_ppm(argv[1]);
+  if (photo.empty()) {
+    std::fprintf(stderr, "bench_emd: cannot read %s\n", argv[1]);
+    return 1;
+  }
+  cv::Mat grey_photo;
+  cv::cvtColor(photo, grey_photo, cv::COLOR_BGR2GRAY);
+  std::printf("device: %s; OpenCV %s cv::EMD on %d threads; image %s; GPU: median of %d frames, CUDA events\n\n",
+              gpu::device_name(0).c_str(), CV_VERSION, cv::getNumThreads(), argv[1], frames);
+  std::printf("| frame | N | distinct (cold) | GPU cold ms (fps) | GPU no-dedup ms (Mproblems/s) | GPU warm static ms "
+              "(fps) | GPU warm noisy ms (fps, hit rate) | spectralize ms | our CPU cold ms | cv::EMD frame ms "
+              "(us/problem) | cold: cv::EMD / GPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  auto gpu_ms = [&](auto&& f) {
+    cudaEventRecord(e0, stream);
+    f();
+    cudaEventRecord(e1, stream);
+    check(cudaEventSynchronize(e1));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    return static_cast<double>(ms);
+  };
+  for (const cv::Size size : {cv::Size(1280, 720), cv::Size(1920, 1080)}) {
+    cv::Mat grey;
+    cv::resize(grey_photo, grey, size, 0, 0, cv::INTER_AREA);
+    const int64_t pixels = static_cast<int64_t>(size.area());
+    // noisy copies of the frame
+    std::vector<cv::Mat> noisy(frames);
+    cv::RNG rng(1);
+    for (auto& m : noisy) {
+      cv::Mat f;
+      grey.convertTo(f, CV_32F);
+      cv::Mat noise(size, CV_32F);
+      rng.fill(noise, cv::RNG::NORMAL, 0.0, 0.5);
+      f += noise;
+      f.convertTo(m, CV_8U);  // rounds and saturates
+    }
+    uint8_t* d_grey = nullptr;
+    check(cudaMalloc(reinterpret_cast<void**>(&d_grey), pixels));
+    for (int n : {4, 8, 11, 16, 32}) {
+      const spectral::SpectralizeParams sp{n, 11};
+      float *d_sig = nullptr, *d_out = nullptr;
+      check(cudaMalloc(reinterpret_cast<void**>(&d_sig), pixels * n * sizeof(float)));
+      check(cudaMalloc(reinterpret_cast<void**>(&d_out), pixels * sizeof(float)));
+      std::vector<float> sig(static_cast<size_t>(pixels) * n);
+      spectral::spectralize_cpu(grey.data, size.width, size.height, static_cast<int64_t>(grey.step), sp, sig.data());
+      // the target: the signature of a pixel in the middle of the frame
+      const int64_t tp = (size.height / 2) * static_cast<int64_t>(size.width) + size.width / 2;
+      const std::vector<float> target(sig.begin() + tp * n, sig.begin() + (tp + 1) * n);
+      const emd::GroundDistance ground = emd::GroundDistance::abs_diff(n);
+      check(cudaMemcpy(d_grey, grey.data, pixels, cudaMemcpyHostToDevice));
+      const double t_spec = median([&] {
+        std::vector<double> t;
+        for (int i = 0; i < frames; ++i)
+          t.push_back(gpu_ms([&] { spectral::spectralize_cuda(d_grey, size.width, size.height, size.width, sp, d_sig, stream); }));
+        return t;
+      }());
+      // cold: a fresh map (empty cache) per frame
+      std::vector<double> cold, direct, warm, noisy_t;
+      int64_t distinct = 0;
+      for (int i = 0; i < std::max(3, frames / 4); ++i) {
+        emd::CudaEmdMap map(stream, ground, target);
+        map.compute(d_sig, pixels, d_out);  // allocates the table; not timed
+        check(cudaStreamSynchronize(stream));
+        map.clear_cache();
+        cold.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+        distinct = map.last_stats().solved;
+      }
+      {
+        emd::EmdMapConfig c;
+        c.dedup = false;
+        emd::CudaEmdMap map(stream, ground, target, c);
+        for (int i = 0; i < 3; ++i) direct.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+      }
+      double hit_rate = 0;
+      {
+        emd::CudaEmdMap map(stream, ground, target);
+        map.compute(d_sig, pixels, d_out);
+        for (int i = 0; i < frames; ++i) warm.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+        // noisy: spectralize each noisy frame (not timed), then the map
+        for (int i = 0; i < frames; ++i) {
+          check(cudaMemcpy(d_grey, noisy[i].data, pixels, cudaMemcpyHostToDevice));
+          spectral::spectralize_cuda(d_grey, size.width, size.height, size.width, sp, d_sig, stream);
+          noisy_t.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+          check(cudaStreamSynchronize(stream));
+          if (i >= 2) hit_rate += map.last_stats().hit_rate() / (frames - 2);
+        }
+      }
+      // our CPU path, cold, whole frame (once)
+      double t_cpu = 0;
+      {
+        emd::CpuEmdMap cpu(ground, target);
+        std::vector<float> out(pixels);
+        const double a = now_ms();
+        cpu.compute(sig.data(), pixels, out.data());
+        t_cpu = now_ms() - a;
+      }
+      // cv::EMD on all cores over a sample of the frame's pixels (cold: each pixel its own problem)
+      const int sample = 20000;
+      cv::Mat cost(n, n, CV_32F, const_cast<float*>(ground.values().data()));
+      cv::Mat tsig(n, 1, CV_32F, const_cast<float*>(target.data()));
+      const double a = now_ms();
+      cv::parallel_for_(cv::Range(0, sample), [&](const cv::Range& r) {
+        for (int k = r.start; k < r.end; ++k) {
+          const int64_t p = (static_cast<int64_t>(k) * 7919) % pixels;
+          cv::Mat s(n, 1, CV_32F, sig.data() + p * n);
+          volatile float d = cv::EMD(s, tsig, cv::DIST_USER, cost);
+          (void)d;
+        }
+      });
+      const double us_per_problem = (now_ms() - a) * 1000.0 / sample;
+      const double cv_frame_ms = us_per_problem * pixels / 1000.0;
+      const double c_ms = median(cold), d_ms = median(direct), w_ms = median(warm), nz_ms = median(noisy_t);
+      std::printf("| %dx%d | %d | %lld (%.0f%%) | %.2f (%.0f) | %.2f (%.0f) | %.3f (%.0f) | %.3f (%.0f, %.0f%%) | %.3f | "
+                  "%.0f | %.0f (%.2f) | %.0fx |\n",
+                  size.width, size.height, n, static_cast<long long>(distinct), 100.0 * distinct / pixels, c_ms,
+                  1000.0 / c_ms, d_ms, pixels / d_ms / 1000.0, w_ms, 1000.0 / w_ms, nz_ms, 1000.0 / nz_ms,
+                  100.0 * hit_rate, t_spec, t_cpu, cv_frame_ms, us_per_problem, cv_frame_ms / c_ms);
+      std::fflush(stdout);
+      cudaFree(d_sig);
+      cudaFree(d_out);
+    }
+    cudaFree(d_grey);
+  }
+  return 0;
+}
