@@ -133,7 +133,7 @@ struct CpuEmdMap::Impl {
   }
 
   void ensure(int64_t pixels) {
-    const int64_t want = std::max(config.cache_capacity, pixels);
+    const int64_t want = config.cache_capacity + pixels;  // the cache plus one frame's new signatures
     if (want <= entries) return;
     entries = want;
     slots = table_slots(entries);

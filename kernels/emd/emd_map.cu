@@ -209,7 +209,7 @@ struct CudaEmdMap::Impl {
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     free_table();
     pixel_capacity = pixels;
-    t.entries = std::max(config.cache_capacity, pixels);
+    t.entries = config.cache_capacity + pixels;  // the cache plus one frame's new signatures
     t.slots = table_slots(t.entries);
     t.slot = device_alloc<unsigned int>(t.slots);
     t.keys = device_alloc<float>(static_cast<size_t>(t.entries) * t.n);

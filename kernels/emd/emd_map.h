@@ -57,9 +57,11 @@ struct FrameStats {
 
 struct EmdMapConfig {
   Normalization normalization = Normalization::Flow;
-  // Cached signatures (0: no cache across frames; in-frame deduplication still applies unless
-  // dedup is false). When a frame's new signatures would not fit, the cache is emptied first.
-  int64_t cache_capacity = 1 << 22;
+  // Signatures kept from earlier frames (0: no cache across frames; in-frame deduplication still
+  // applies unless dedup is false). The table holds this many plus one frame's pixels; when more
+  // than cache_capacity are cached at the start of a frame, the cache is emptied first (policy
+  // "flush when full": cheap, no per-entry ages, and a fixed camera refills it in one frame).
+  int64_t cache_capacity = 1 << 21;
   bool dedup = true;
 };
 

@@ -1,0 +1,189 @@
+// The EMD CUDA path against the independent min-cost-flow reference and against the CPU path;
+// the GPU cache and deduplication never change a result and count like the CPU's.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+#include <opencv2/core.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "emd/emd_map.h"
+#include "emd_cases.h"
+#include "emd_mcf.h"
+#include "prism_test.h"
+
+namespace prism {
+namespace {
+
+using emd::GroundDistance;
+using test::SignatureKind;
+
+void check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); }
+
+// Device copies of a host frame and its result.
+struct DeviceFrame {
+  float* sig = nullptr;
+  float* out = nullptr;
+  DeviceFrame(const std::vector<float>& frame, int64_t pixels) {
+    cudaMalloc(reinterpret_cast<void**>(&sig), frame.size() * sizeof(float));
+    cudaMalloc(reinterpret_cast<void**>(&out), pixels * sizeof(float));
+    cudaMemcpy(sig, frame.data(), frame.size() * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  ~DeviceFrame() {
+    cudaFree(sig);
+    cudaFree(out);
+  }
+  std::vector<float> result(int64_t pixels) const {
+    std::vector<float> r(pixels);
+    cudaMemcpy(r.data(), out, pixels * sizeof(float), cudaMemcpyDeviceToHost);
+    return r;
+  }
+};
+
+class EmdGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PRISM_NEED_GPU();
+    check(cudaStreamCreate(&stream));
+  }
+  void TearDown() override {
+    if (stream) cudaStreamDestroy(stream);
+  }
+  cudaStream_t stream = nullptr;
+};
+
+// Per size: batches of problems sharing a target and a ground distance (one EMD map each), solved
+// on the GPU, against the reference in double. Distances with Normalization::Flow; the reference
+// gives cost and flow.
+TEST_F(EmdGpu, MatchesTheMinCostFlowReferenceOnEverySize) {
+  const int count = test::problems_per_size(4000), per_batch = 1000;
+  for (SignatureKind kind : {SignatureKind::Dense, SignatureKind::Sparse, SignatureKind::Counts, SignatureKind::Unequal}) {
+    double worst = 0;
+    std::string worst_what;
+    int64_t total = 0;
+    for (int n = 2; n <= emd::kMaxBins; ++n) {
+      std::mt19937 rng(1000u * static_cast<uint32_t>(n) + static_cast<uint32_t>(kind));
+      for (int done = 0; done < count; done += per_batch) {
+        const int pixels = std::min(per_batch, count - done);
+        const std::vector<float> cost =
+            done % (2 * per_batch) == 0 ? test::random_cost(rng, n) : GroundDistance::abs_diff(n).values();
+        const GroundDistance g(cost, n);
+        std::vector<float> target = test::random_signature(rng, n, kind == SignatureKind::Unequal ? SignatureKind::Dense : kind);
+        if (kind == SignatureKind::Sparse || kind == SignatureKind::Counts) target[rng() % n] += 1.f;  // never empty
+        std::vector<float> frame;
+        for (int p = 0; p < pixels; ++p) {
+          auto s = test::random_signature(rng, n, kind);
+          frame.insert(frame.end(), s.begin(), s.end());
+        }
+        emd::CudaEmdMap map(stream, g, target);
+        DeviceFrame d(frame, pixels);
+        map.compute(d.sig, pixels, d.out);
+        check(cudaStreamSynchronize(stream));
+        const std::vector<float> got = d.result(pixels);
+        std::mutex mu;
+        cv::parallel_for_(cv::Range(0, pixels), [&](const cv::Range& r) {
+          for (int p = r.start; p < r.end; ++p) {
+            std::vector<double> a(frame.begin() + static_cast<int64_t>(p) * n, frame.begin() + static_cast<int64_t>(p + 1) * n);
+            double flow = 0;
+            const double c = test::mcf_transport_cost(a, {target.begin(), target.end()}, {cost.begin(), cost.end()}, &flow);
+            const double ref = flow > 0 ? c / flow : 0.0;
+            // float output: its rounding (6e-8 relative) is inside the 1e-5 bar
+            const double rel = std::abs(got[p] - ref) / std::max(std::abs(ref), 1e-6 * std::max(1.0, (double)g.view().max_cost));
+            std::lock_guard<std::mutex> l(mu);
+            if (rel > worst) {
+              worst = rel;
+              worst_what = std::to_string(n) + " bins " + test::kind_name(kind) + ": GPU " + std::to_string(got[p]) +
+                           " reference " + std::to_string(ref);
+            }
+          }
+        });
+        total += pixels;
+      }
+    }
+    std::cout << "  " << test::kind_name(kind) << ": " << total << " problems (" << count
+              << " per size), worst relative error " << worst << " (" << worst_what << ")\n";
+    EXPECT_LE(worst, 1e-5) << worst_what;
+  }
+}
+
+// A static scene with sensor noise: frames whose signatures repeat within and across frames.
+std::vector<float> noisy_scene(std::mt19937& rng, int n, int pixels, int distinct, int noisy_every) {
+  std::vector<std::vector<float>> pool;
+  for (int i = 0; i < distinct; ++i) pool.push_back(test::random_signature(rng, n, SignatureKind::Counts));
+  std::vector<float> f;
+  for (int p = 0; p < pixels; ++p) {
+    auto s = pool[(p * 7919) % distinct];
+    if (noisy_every && rng() % noisy_every == 0) {  // one count moves to a neighbouring bin
+      const int i = static_cast<int>(rng() % n);
+      if (s[i] > 0) {
+        s[i] -= 1;
+        s[(i + 1) % n] += 1;
+      }
+    }
+    f.insert(f.end(), s.begin(), s.end());
+  }
+  return f;
+}
+
+TEST_F(EmdGpu, CacheNeverChangesAResultAndCountsLikeTheCpu) {
+  for (int n : {4, 11, 32}) {
+    const int pixels = 60000;
+    std::mt19937 rng(77 + n);
+    std::vector<float> target = test::random_signature(rng, n, SignatureKind::Counts);
+    emd::EmdMapConfig direct;
+    direct.dedup = false;
+    emd::EmdMapConfig cached;
+    cached.cache_capacity = 20000;
+    emd::CudaEmdMap gpu_direct(stream, GroundDistance::abs_diff(n), target, direct);
+    emd::CudaEmdMap gpu(stream, GroundDistance::abs_diff(n), target, cached);
+    emd::CpuEmdMap cpu(GroundDistance::abs_diff(n), target, cached);
+    for (int f = 0; f < 6; ++f) {
+      const std::vector<float> frame = noisy_scene(rng, n, pixels, 5000, f == 0 ? 0 : 4);
+      DeviceFrame a(frame, pixels), b(frame, pixels);
+      gpu_direct.compute(a.sig, pixels, a.out);
+      gpu.compute(b.sig, pixels, b.out);
+      check(cudaStreamSynchronize(stream));
+      const std::vector<float> want = a.result(pixels), got = b.result(pixels);
+      std::vector<float> on_cpu(pixels);
+      const emd::FrameStats cs = cpu.compute(frame.data(), pixels, on_cpu.data());
+      const emd::FrameStats gs = gpu.last_stats();
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), pixels * sizeof(float)), 0) << n << " bins, frame " << f;
+      int64_t differ = 0;
+      double worst = 0;
+      for (int p = 0; p < pixels; ++p) {
+        if (got[p] != on_cpu[p]) ++differ;
+        worst = std::max(worst, std::abs((double)got[p] - on_cpu[p]) / std::max(1e-6, (double)std::abs(on_cpu[p])));
+      }
+      EXPECT_LE(worst, 1e-6) << n << " bins, frame " << f << ": GPU vs CPU";
+      EXPECT_EQ(gs.solved, cs.solved) << n << " bins, frame " << f;
+      EXPECT_EQ(gs.duplicates, cs.duplicates);
+      EXPECT_EQ(gs.cache_hits, cs.cache_hits);
+      EXPECT_EQ(gs.flushed, cs.flushed);
+      std::cout << "  " << n << " bins, frame " << f << ": solved " << gs.solved << ", duplicates " << gs.duplicates
+                << ", hits " << gs.cache_hits << (gs.flushed ? " (flushed)" : "") << ", pivots " << gs.pivots
+                << "; GPU vs CPU: " << differ << " values differ, worst relative " << worst << "\n";
+    }
+  }
+}
+
+TEST_F(EmdGpu, NoDeviceAllocationPerFrame) {
+  const int n = 11, pixels = 100000;
+  std::mt19937 rng(3);
+  std::vector<float> target = test::random_signature(rng, n, SignatureKind::Counts);
+  emd::CudaEmdMap gpu(stream, GroundDistance::abs_diff(n), target);
+  const std::vector<float> frame = noisy_scene(rng, n, pixels, 3000, 2);
+  DeviceFrame d(frame, pixels);
+  gpu.compute(d.sig, pixels, d.out);
+  check(cudaStreamSynchronize(stream));
+  size_t free0 = 0, total = 0, free1 = 0;
+  cudaMemGetInfo(&free0, &total);
+  for (int i = 0; i < 20; ++i) gpu.compute(d.sig, pixels, d.out);
+  check(cudaStreamSynchronize(stream));
+  cudaMemGetInfo(&free1, &total);
+  EXPECT_EQ(free0, free1);
+}
+
+}  // namespace
+}  // namespace prism
