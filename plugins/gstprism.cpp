@@ -1,6 +1,7 @@
 /* The prism plugin: registers every Prism element. */
 #include <gst/gst.h>
 
+#include "gstemdtracker.h"
 #include "gstpoissonblend.h"
 #include "gstprismconvert.h"
 
@@ -12,6 +13,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(prismconvert, plugin);
   ok |= GST_ELEMENT_REGISTER(poissonblend, plugin);
+  ok |= GST_ELEMENT_REGISTER(emdtracker, plugin);
   return ok;
 }
 

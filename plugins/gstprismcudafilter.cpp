@@ -347,6 +347,21 @@ static void gst_prism_cuda_filter_init(GstPrismCudaFilter *self) { gst_prism_cud
 
 gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self) { return PRIV(self)->cuda.use_cuda; }
 
+gboolean gst_prism_cuda_filter_push_context(GstPrismCudaFilter *self) {
+#if defined(PRISM_HAVE_CUDA)
+  return PRIV(self)->cuda.use_cuda && gst_prism_cuda_push(&PRIV(self)->cuda);
+#else
+  (void)self;
+  return FALSE;
+#endif
+}
+
+void gst_prism_cuda_filter_pop_context(void) {
+#if defined(PRISM_HAVE_CUDA)
+  gst_prism_cuda_pop();
+#endif
+}
+
 gpointer gst_prism_cuda_filter_get_stream(GstPrismCudaFilter *self) {
 #if defined(PRISM_HAVE_CUDA)
   return PRIV(self)->cuda.stream;

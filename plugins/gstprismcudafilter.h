@@ -52,6 +52,10 @@ struct _GstPrismCudaFilterClass {
 
 /* TRUE once started on the GPU path. */
 gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self);
+/* Makes the element's CUDA context current (GPU path only; FALSE otherwise), for work outside
+ * process() such as freeing per-caps device buffers in stop(); pair with ..._pop_context(). */
+gboolean gst_prism_cuda_filter_push_context(GstPrismCudaFilter *self);
+void gst_prism_cuda_filter_pop_context(void);
 /* The element's cudaStream_t (as a pointer), or NULL on the CPU path. */
 gpointer gst_prism_cuda_filter_get_stream(GstPrismCudaFilter *self);
 const GstVideoInfo *gst_prism_cuda_filter_in_info(GstPrismCudaFilter *self);

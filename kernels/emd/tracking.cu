@@ -1,0 +1,55 @@
+// CUDA path of the heat map and the detection grid (tracking.h): one thread per pixel, and one
+// 8x8 block per grid cell with a shared-memory reduction.
+#include "common/gpu.h"
+#include "emd/tracking.h"
+
+namespace prism::emd {
+namespace {
+
+__global__ void heatmap_kernel(const float* d, const uint8_t* grey, int64_t grey_stride, int width, int height,
+                               HeatmapParams p, uint8_t* rgba, int64_t rgba_stride) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= width || y >= height) return;
+  heat_pixel(d[static_cast<int64_t>(y) * width + x], grey[y * grey_stride + x], p, rgba + y * rgba_stride + 4 * x);
+}
+
+__global__ void grid_kernel(const float* d, int width, int height, float threshold, GridCell* grid) {
+  __shared__ int hits[kGridCell * kGridCell];
+  __shared__ float low[kGridCell * kGridCell];
+  const int x = blockIdx.x * kGridCell + threadIdx.x, y = blockIdx.y * kGridCell + threadIdx.y;
+  const int t = threadIdx.y * kGridCell + threadIdx.x;
+  float v = INFINITY;
+  int h = 0;
+  if (x < width && y < height) {
+    v = d[static_cast<int64_t>(y) * width + x];
+    h = v <= threshold ? 1 : 0;
+  }
+  hits[t] = h;
+  low[t] = v;
+  __syncthreads();
+  for (int s = kGridCell * kGridCell / 2; s > 0; s >>= 1) {
+    if (t < s) {
+      hits[t] += hits[t + s];
+      low[t] = fminf(low[t], low[t + s]);
+    }
+    __syncthreads();
+  }
+  if (t == 0) grid[blockIdx.y * gridDim.x + blockIdx.x] = GridCell{hits[0], low[0]};
+}
+
+}  // namespace
+
+void render_heatmap_cuda(const float* d, const uint8_t* grey, int64_t grey_stride, int width, int height,
+                         const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride, cudaStream_t stream) {
+  heatmap_kernel<<<dim3((width + 31) / 32, (height + 7) / 8), dim3(32, 8), 0, stream>>>(d, grey, grey_stride, width,
+                                                                                       height, p, rgba, rgba_stride);
+  PRISM_CUDA_CHECK(cudaGetLastError());
+}
+
+void reduce_grid_cuda(const float* d, int width, int height, float threshold, GridCell* grid, cudaStream_t stream) {
+  grid_kernel<<<dim3(grid_width(width), grid_height(height)), dim3(kGridCell, kGridCell), 0, stream>>>(
+      d, width, height, threshold, grid);
+  PRISM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace prism::emd

@@ -1,0 +1,98 @@
+// From a per-pixel EMD map to what emdtracker outputs: a false-colour heat map for viewing, a
+// coarse grid of the cells where the target is, and detections with track ids stable across
+// frames. The heat map and the grid have a CPU and a CUDA path (the same per-pixel functions);
+// components and tracks are small host work on the grid.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "common/hostdevice.h"
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace prism::emd {
+
+constexpr int kGridCell = 8;  // detection grid: 8x8 pixels per cell
+
+struct HeatmapParams {
+  float max_distance;  // distances from 0 (red) to this (blue) and beyond
+  float opacity;       // of the colour over the grey frame, 0..1
+};
+
+// Colour of a distance: a blue-cyan-green-yellow-red ramp (0 = red, max = blue); infinite or NaN
+// (nothing to match) is black.
+PRISM_HD void heat_colour(float d, float max_distance, uint8_t rgb[3]) {
+  if (!(d == d) || d > 3.0e38f) {
+    rgb[0] = rgb[1] = rgb[2] = 0;
+    return;
+  }
+  float t = max_distance > 0.f ? 1.f - d / max_distance : 1.f;  // 1 = close to the target
+  t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
+  const float x = 4.f * t;  // 0 blue, 1 cyan, 2 green, 3 yellow, 4 red
+  float r, g, b;
+  if (x < 1.f) { r = 0.f; g = x; b = 1.f; }
+  else if (x < 2.f) { r = 0.f; g = 1.f; b = 2.f - x; }
+  else if (x < 3.f) { r = x - 2.f; g = 1.f; b = 0.f; }
+  else { r = 1.f; g = 4.f - x; b = 0.f; }
+  rgb[0] = static_cast<uint8_t>(r * 255.f + 0.5f);
+  rgb[1] = static_cast<uint8_t>(g * 255.f + 0.5f);
+  rgb[2] = static_cast<uint8_t>(b * 255.f + 0.5f);
+}
+
+// RGBA pixel: heat colour blended over the grey value.
+PRISM_HD void heat_pixel(float d, uint8_t grey, const HeatmapParams& p, uint8_t* rgba) {
+  uint8_t c[3];
+  heat_colour(d, p.max_distance, c);
+  const float a = p.opacity;
+  for (int k = 0; k < 3; ++k) rgba[k] = static_cast<uint8_t>(a * c[k] + (1.f - a) * grey + 0.5f);
+  rgba[3] = 255;
+}
+
+// Per grid cell (kGridCell x kGridCell pixels, partial cells at the edges): the number of pixels
+// at distance <= threshold and the smallest distance.
+struct GridCell {
+  int hits;
+  float min_distance;
+};
+
+// Views of frames: distances [height][width] contiguous; grey with its stride; rgba with its stride.
+void render_heatmap_cpu(const float* distances, const uint8_t* grey, int64_t grey_stride, int width, int height,
+                        const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride);
+void reduce_grid_cpu(const float* distances, int width, int height, float threshold, GridCell* grid);
+#if defined(PRISM_HAVE_CUDA)
+void render_heatmap_cuda(const float* distances, const uint8_t* grey, int64_t grey_stride, int width, int height,
+                         const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride, cudaStream_t stream);
+void reduce_grid_cuda(const float* distances, int width, int height, float threshold, GridCell* grid,
+                      cudaStream_t stream);
+#endif
+
+inline int grid_width(int width) { return (width + kGridCell - 1) / kGridCell; }
+inline int grid_height(int height) { return (height + kGridCell - 1) / kGridCell; }
+
+struct Detection {
+  int x, y, w, h;      // pixels
+  float distance;      // the smallest EMD inside
+  int64_t pixels;      // pixels at distance <= threshold
+  int64_t track_id;
+};
+
+// Connected groups of cells with at least half their pixels on target (8-connectivity), as
+// boxes, largest first, those with at least min_pixels pixels on target; then tracks: each
+// detection takes the id of the previous frame's detection it overlaps most (IoU >= 0.2),
+// greedily by size, else a new id.
+class Tracker {
+ public:
+  std::vector<Detection> update(const GridCell* grid, int width, int height, int64_t min_pixels);
+  void reset() {
+    previous_.clear();
+    next_id_ = 1;
+  }
+
+ private:
+  std::vector<Detection> previous_;
+  int64_t next_id_ = 1;
+};
+
+}  // namespace prism::emd
