@@ -1,0 +1,133 @@
+// emdtracker on the CPU path: tracking a moving textured patch (detections, stable track ids,
+// one message per frame, cache statistics), the heat map against the kernels computed directly,
+// and clear errors naming the property for bad settings.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "emd/emd_map.h"
+#include "emd/tracking.h"
+#include "emdtracker_util.h"
+#include "prism_test.h"
+#include "spectral/spectralize.h"
+
+namespace prism {
+namespace {
+
+using namespace test::emdt;
+
+class EmdTracker : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { gst_init(nullptr, nullptr); }
+};
+
+// Learned from the patch's inner part in frame 0 (the window sees only the checkerboard there).
+const std::string kLearn = "device=cpu target-rect=52,72,24,24 threshold=0.5 min-area=200 ";
+
+TEST_F(EmdTracker, TracksAMovingPatchWithOneTrackId) {
+  const int W = 192, H = 144, frames = 8;
+  TrackerRun r;
+  run_tracker(W, H, frames, kLearn, r);
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.meta.size(), static_cast<size_t>(frames));
+  int64_t track = -1;
+  for (int f = 0; f < frames; ++f) {
+    ASSERT_FALSE(r.meta[f].empty()) << "frame " << f << ": no detection";
+    const Detection& d = r.meta[f][0];  // the largest first
+    EXPECT_GT(iou(d.box, patch_at(f)), 0.5) << "frame " << f << ": box " << d.box.x << "," << d.box.y << " " << d.box.w
+                                            << "x" << d.box.h;
+    EXPECT_GE(d.distance, 0.0);
+    EXPECT_LE(d.distance, 0.5);
+    if (f == 0) track = d.track;
+    EXPECT_EQ(d.track, track) << "frame " << f;
+  }
+  // One message per frame, numbered, with the frame's statistics.
+  ASSERT_EQ(r.messages.size(), static_cast<size_t>(frames));
+  for (int f = 0; f < frames; ++f) {
+    guint64 n = 0;
+    ASSERT_TRUE(gst_structure_get_uint64(r.messages[f], "frame", &n));
+    EXPECT_EQ(n, static_cast<guint64>(f));
+    const GValue* dets = gst_structure_get_value(r.messages[f], "detections");
+    ASSERT_NE(dets, nullptr);
+    EXPECT_EQ(gst_value_list_get_size(dets), r.meta[f].size());
+    const GValue* sv = gst_structure_get_value(r.messages[f], "stats");
+    ASSERT_NE(sv, nullptr);
+    const GstStructure* st = gst_value_get_structure(sv);
+    gint64 solved = 0, dups = 0, hits = 0;
+    gst_structure_get_int64(st, "solved", &solved);
+    gst_structure_get_int64(st, "duplicates", &dups);
+    gst_structure_get_int64(st, "cache-hits", &hits);
+    EXPECT_EQ(solved + dups + hits, static_cast<gint64>(W) * H);
+    if (f > 0) {
+      EXPECT_GT(hits, solved) << "frame " << f << ": a fixed camera should mostly hit the cache";
+    }
+  }
+}
+
+TEST_F(EmdTracker, HeatMapIsTheKernelsResult) {
+  // The element's output equals spectralize + EMD (no cache) + heat map computed directly.
+  const int W = 96, H = 80;
+  TrackerRun r;
+  run_tracker(W, H, 1, "device=cpu target=\"0,0,0,0,0,0,0,0,0,0,121\" threshold=2 draw-boxes=false opacity=0.7", r);
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.frames.size(), 1u);
+  const std::vector<uint8_t> img = scene_nv12(W, H, 0);
+  std::vector<float> sig(static_cast<size_t>(W) * H * 11), dist(static_cast<size_t>(W) * H);
+  spectral::spectralize_cpu(img.data(), W, H, W, {11, 11}, sig.data());
+  emd::EmdMapConfig plain;
+  plain.dedup = false;
+  std::vector<float> target(11, 0.f);
+  target[10] = 121.f;
+  emd::CpuEmdMap map(emd::GroundDistance::abs_diff(11), target, plain);
+  map.compute(sig.data(), static_cast<int64_t>(W) * H, dist.data());
+  std::vector<uint8_t> want(static_cast<size_t>(W) * H * 4);
+  emd::render_heatmap_cpu(dist.data(), img.data(), W, W, H, {6.f, 0.7f}, want.data(), W * 4);
+  EXPECT_EQ(r.frames[0], want);
+}
+
+TEST_F(EmdTracker, BadSettingsNameTheProperty) {
+  struct Case {
+    std::string props, must_contain;
+  };
+  test::TempDir dir;
+  const std::string bad_matrix = dir.write("cost.txt", "0 1\n1 x\n");
+  const std::vector<Case> cases = {
+      {"device=cpu", "target"},                                        // no target at all
+      {"device=cpu target=\"1,2,3\"", "target"},                       // 3 bins, 11 expected
+      {"device=cpu target=\"0,0,0,0,0,0,0,0,0,0,0\"", "all zero"},     // empty target
+      {"device=cpu target=\"1,2,x,4,5,6,7,8,9,10,11\"", "'x'"},        // not a number
+      {"device=cpu target-location=/nonexistent/t.txt", "target-location"},
+      {"device=cpu target-rect=5000,5000,10,10", "target-rect"},        // outside the frame
+      {"device=cpu target-rect=1,2,3", "target-rect"},
+      {"device=cpu bins=4 ground-distance=matrix target=\"1,1,1,1\"", "ground-distance-location"},
+      {"device=cpu bins=2 ground-distance=matrix ground-distance-location=" + bad_matrix + " target=\"1,1\"",
+       bad_matrix + ":2"},
+      {"device=cpu bins=3 ground-distance=wavelengths wavelengths=\"400,500\" target=\"1,1,1\"", "bins"},
+  };
+  for (const Case& c : cases) {
+    TrackerRun r;
+    run_tracker(64, 48, 2, c.props, r);
+    EXPECT_NE(r.error.find(c.must_contain), std::string::npos) << c.props << " -> '" << r.error << "'";
+  }
+}
+
+TEST_F(EmdTracker, WavelengthsAndMatrixGroundDistancesRun) {
+  test::TempDir dir;
+  std::string m;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) m += std::to_string(i == j ? 0 : 1 + (i + j) % 3) + " ";
+    m += "\n";
+  }
+  const std::string path = dir.write("m.txt", m);
+  for (const std::string& g :
+       std::vector<std::string>{"ground-distance=wavelengths wavelengths=\"450,520,610,700\"", "ground-distance=matrix ground-distance-location=" + path,
+        "ground-distance=squared-diff normalization=larger-mass"}) {
+    TrackerRun r;
+    run_tracker(64, 48, 2, "device=cpu bins=4 window=5 target=\"10,5,5,5\" " + g, r);
+    EXPECT_EQ(r.error, "") << g;
+    EXPECT_EQ(r.frames.size(), 2u) << g;
+  }
+}
+
+}  // namespace
+}  // namespace prism
