@@ -67,6 +67,7 @@ enum {
   PROP_MIN_AREA,
   PROP_HEATMAP_MAX,
   PROP_OPACITY,
+  PROP_DRAW_BOXES,
 };
 
 struct _GstEmdTracker {
@@ -80,14 +81,18 @@ struct _GstEmdTracker {
   gint64 cache_size;
   gboolean dedup;
   gfloat threshold, heatmap_max, opacity;
+  gboolean draw_boxes;
   gint64 min_area;
   /* streaming state */
   struct State *state;
 };
 
 /* Everything made per caps (and the target once known). */
+constexpr int kMaxDrawn = 64;  // boxes drawn per frame (all are reported)
+
 struct State {
   int width = 0, height = 0;
+  GstPrismFrame out{};  // the output frame of the current transform (for drawing boxes)
   std::unique_ptr<emd::GroundDistance> ground;
   std::vector<float> target;  // empty until known
   guint64 frame = 0;
@@ -102,7 +107,11 @@ struct State {
   std::unique_ptr<emd::CudaEmdMap> cuda_map;
   float *d_sig = nullptr, *d_dist = nullptr;
   emd::GridCell *d_grid = nullptr, *h_grid = nullptr;
+  emd::Box *d_boxes = nullptr, *h_boxes = nullptr;  // kMaxDrawn each
   void free_device() {
+    cudaFree(d_boxes);
+    cudaFreeHost(h_boxes);
+    d_boxes = h_boxes = nullptr;
     cuda_map.reset();
     cudaFree(d_sig);
     cudaFree(d_dist);
@@ -162,6 +171,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_MIN_AREA: self->min_area = g_value_get_int64(value); break;
     case PROP_HEATMAP_MAX: self->heatmap_max = g_value_get_float(value); break;
     case PROP_OPACITY: self->opacity = g_value_get_float(value); break;
+    case PROP_DRAW_BOXES: self->draw_boxes = g_value_get_boolean(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -187,6 +197,7 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_MIN_AREA: g_value_set_int64(value, self->min_area); break;
     case PROP_HEATMAP_MAX: g_value_set_float(value, self->heatmap_max); break;
     case PROP_OPACITY: g_value_set_float(value, self->opacity); break;
+    case PROP_DRAW_BOXES: g_value_set_boolean(value, self->draw_boxes); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -387,6 +398,7 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
   int rx = 0, ry = 0, rw = 0, rh = 0;
   if (learn_now && !parse_rect(self, st, &rx, &ry, &rw, &rh)) return GST_FLOW_ERROR;
   st.solved_this_frame = false;
+  st.out = *out;
   try {
     if (!in->device) {
       st.sig.resize((size_t)W * H * n);
@@ -414,7 +426,9 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
       if (cudaMalloc((void **)&st.d_sig, sizeof(float) * W * H * n) != cudaSuccess ||
           cudaMalloc((void **)&st.d_dist, sizeof(float) * W * H) != cudaSuccess ||
           cudaMalloc((void **)&st.d_grid, sizeof(emd::GridCell) * st.grid.size()) != cudaSuccess ||
-          cudaMallocHost((void **)&st.h_grid, sizeof(emd::GridCell) * st.grid.size()) != cudaSuccess) {
+          cudaMallocHost((void **)&st.h_grid, sizeof(emd::GridCell) * st.grid.size()) != cudaSuccess ||
+          cudaMalloc((void **)&st.d_boxes, sizeof(emd::Box) * kMaxDrawn) != cudaSuccess ||
+          cudaMallocHost((void **)&st.h_boxes, sizeof(emd::Box) * kMaxDrawn) != cudaSuccess) {
         GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("emdtracker: cannot allocate GPU memory"), (nullptr));
         return GST_FLOW_ERROR;
       }
@@ -446,6 +460,45 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
   return GST_FLOW_ERROR;
 }
 
+/* Box outlines on the output frame, after the detections: on the host for system memory, one
+ * small kernel and a stream sync for CUDA memory. The output frame's planes are those process()
+ * wrote; the buffer is still ours (not pushed). */
+static bool draw_boxes(GstEmdTracker *self, State &st, const std::vector<emd::Detection> &dets, GstBuffer *outbuf) {
+  std::vector<emd::Box> boxes;
+  for (const emd::Detection &d : dets) {
+    if ((int)boxes.size() == kMaxDrawn) break;
+    boxes.push_back({d.x, d.y, d.w, d.h});
+  }
+  if (!st.out.device) {
+    emd::draw_boxes_cpu(boxes, st.width, st.height, st.out.data[0], st.out.stride[0]);
+    return true;
+  }
+  if (!gst_prism_buffer_is_cuda(outbuf)) {  // GPU path, system-memory output: already copied out
+    GstVideoFrame f;
+    if (!gst_video_frame_map(&f, gst_prism_cuda_filter_out_info(GST_PRISM_CUDA_FILTER(self)), outbuf, GST_MAP_WRITE))
+      return false;
+    emd::draw_boxes_cpu(boxes, st.width, st.height, (uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(&f, 0),
+                        GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0));
+    gst_video_frame_unmap(&f);
+    return true;
+  }
+#if defined(PRISM_HAVE_CUDA)
+  GstPrismCudaFilter *filter = GST_PRISM_CUDA_FILTER(self);
+  if (!gst_prism_cuda_filter_push_context(filter)) return false;
+  cudaStream_t s = (cudaStream_t)gst_prism_cuda_filter_get_stream(filter);
+  std::copy(boxes.begin(), boxes.end(), st.h_boxes);
+  cudaMemcpyAsync(st.d_boxes, st.h_boxes, sizeof(emd::Box) * boxes.size(), cudaMemcpyHostToDevice, s);
+  emd::draw_boxes_cuda(st.d_boxes, (int)boxes.size(), st.width, st.height, st.out.data[0], st.out.stride[0], s);
+  const cudaError_t err = cudaStreamSynchronize(s);
+  gst_prism_cuda_filter_pop_context();
+  if (err != cudaSuccess) {
+    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("emdtracker: CUDA error drawing boxes"), ("%s", cudaGetErrorString(err)));
+    return false;
+  }
+#endif
+  return true;
+}
+
 /* After the base class has run process() and synchronised the stream: detections, tracks, meta
  * and the frame's message. */
 static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
@@ -465,8 +518,10 @@ static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
 #endif
     GST_OBJECT_LOCK(self);
     const gint64 min_area = self->min_area;
+    const bool draw = self->draw_boxes;
     GST_OBJECT_UNLOCK(self);
     dets = st.tracker.update(grid, st.width, st.height, min_area);
+    if (draw && !dets.empty() && !draw_boxes(self, st, dets, outbuf)) return GST_FLOW_ERROR;
     stats = gst_structure_new("stats", "solved", G_TYPE_INT64, (gint64)st.stats.solved, "duplicates", G_TYPE_INT64,
                               (gint64)st.stats.duplicates, "cache-hits", G_TYPE_INT64, (gint64)st.stats.cache_hits,
                               "hit-rate", G_TYPE_DOUBLE, st.stats.hit_rate(), "dedup-ratio", G_TYPE_DOUBLE,
@@ -583,6 +638,8 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                                                "Distance shown as blue (0: 3 x threshold)", 0.f, G_MAXFLOAT, 0.f, rw));
   install(PROP_OPACITY, g_param_spec_float("opacity", "Opacity", "Heat map colour over the grey frame", 0.f, 1.f,
                                            0.6f, rw));
+  install(PROP_DRAW_BOXES, g_param_spec_boolean("draw-boxes", "Draw boxes",
+                                                "Outline the detections on the heat map", TRUE, rw));
 
   gst_element_class_set_static_metadata(
       element_class, "Prism EMD tracker", "Filter/Analyzer/Video/Hardware",
@@ -612,4 +669,5 @@ static void gst_emd_tracker_init(GstEmdTracker *self) {
   self->min_area = 64;
   self->heatmap_max = 0.f;
   self->opacity = 0.6f;
+  self->draw_boxes = TRUE;
 }

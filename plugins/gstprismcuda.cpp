@@ -382,3 +382,12 @@ cudaError_t gst_prism_cuda_copy_device_planes(const GstPrismFrame *src, const Gs
   return cudaSuccess;
 }
 #endif
+
+gboolean gst_prism_buffer_is_cuda(GstBuffer *buffer) {
+#if defined(PRISM_HAVE_CUDA)
+  return gst_buffer_n_memory(buffer) > 0 && gst_is_cuda_memory(gst_buffer_peek_memory(buffer, 0));
+#else
+  (void)buffer;
+  return FALSE;
+#endif
+}

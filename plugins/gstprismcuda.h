@@ -99,6 +99,9 @@ gboolean gst_prism_cuda_decide_allocation(GstPrismCuda *cuda, GstElement *elemen
 /* Plane pointers of a host-mapped frame. */
 void gst_prism_frame_from_host(const GstVideoFrame *frame, GstPrismFrame *out);
 
+/* Whether the buffer's first memory is GstCudaMemory (FALSE in a CPU-only build). */
+gboolean gst_prism_buffer_is_cuda(GstBuffer *buffer);
+
 #if defined(PRISM_HAVE_CUDA)
 gboolean gst_prism_cuda_push(GstPrismCuda *cuda);
 void gst_prism_cuda_pop(void);

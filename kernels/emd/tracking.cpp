@@ -31,6 +31,13 @@ void reduce_grid_cpu(const float* d, int width, int height, float threshold, Gri
     }
 }
 
+void draw_boxes_cpu(const std::vector<Box>& boxes, int width, int height, uint8_t* rgba, int64_t stride) {
+  for (const Box& b : boxes)
+    for (int y = std::max(0, b.y); y < std::min(height, b.y + b.h); ++y)
+      for (int x = std::max(0, b.x); x < std::min(width, b.x + b.w); ++x)
+        if (on_outline(b, x, y)) std::fill_n(rgba + y * stride + 4 * x, 4, uint8_t(255));
+}
+
 static double iou(const Detection& a, const Detection& b) {
   const int x0 = std::max(a.x, b.x), y0 = std::max(a.y, b.y);
   const int x1 = std::min(a.x + a.w, b.x + b.w), y1 = std::min(a.y + a.h, b.y + b.h);

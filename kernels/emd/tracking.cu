@@ -37,7 +37,24 @@ __global__ void grid_kernel(const float* d, int width, int height, float thresho
   if (t == 0) grid[blockIdx.y * gridDim.x + blockIdx.x] = GridCell{hits[0], low[0]};
 }
 
+// One thread per pixel of the boxes' bounding rectangles: box k's rectangle is blockIdx.z.
+__global__ void boxes_kernel(const Box* boxes, int width, int height, uint8_t* rgba, int64_t stride) {
+  const Box b = boxes[blockIdx.z];
+  const int x = b.x + blockIdx.x * blockDim.x + threadIdx.x, y = b.y + blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < 0 || y < 0 || x >= width || y >= height || !on_outline(b, x, y)) return;
+  *reinterpret_cast<uchar4*>(rgba + y * stride + 4 * x) = make_uchar4(255, 255, 255, 255);
+}
+
 }  // namespace
+
+void draw_boxes_cuda(const Box* boxes, int count, int width, int height, uint8_t* rgba, int64_t stride,
+                     cudaStream_t stream) {
+  if (count <= 0) return;
+  // grid over the largest possible box (the frame); threads outside a box return at once
+  boxes_kernel<<<dim3((width + 31) / 32, (height + 7) / 8, count), dim3(32, 8), 0, stream>>>(boxes, width, height,
+                                                                                            rgba, stride);
+  PRISM_CUDA_CHECK(cudaGetLastError());
+}
 
 void render_heatmap_cuda(const float* d, const uint8_t* grey, int64_t grey_stride, int width, int height,
                          const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride, cudaStream_t stream) {

@@ -68,6 +68,21 @@ void reduce_grid_cuda(const float* distances, int width, int height, float thres
                       cudaStream_t stream);
 #endif
 
+// White 2-pixel outlines of boxes (x, y, w, h in pixels, clipped) on an RGBA frame.
+struct Box {
+  int x, y, w, h;
+};
+PRISM_HD bool on_outline(const Box& b, int x, int y) {
+  if (x < b.x || y < b.y || x >= b.x + b.w || y >= b.y + b.h) return false;
+  return x < b.x + 2 || y < b.y + 2 || x >= b.x + b.w - 2 || y >= b.y + b.h - 2;
+}
+void draw_boxes_cpu(const std::vector<Box>& boxes, int width, int height, uint8_t* rgba, int64_t rgba_stride);
+#if defined(PRISM_HAVE_CUDA)
+// boxes: device array of count boxes.
+void draw_boxes_cuda(const Box* boxes, int count, int width, int height, uint8_t* rgba, int64_t rgba_stride,
+                     cudaStream_t stream);
+#endif
+
 inline int grid_width(int width) { return (width + kGridCell - 1) / kGridCell; }
 inline int grid_height(int height) { return (height + kGridCell - 1) / kGridCell; }
 

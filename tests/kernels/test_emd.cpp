@@ -11,7 +11,7 @@
 
 #include "emd/emd_map.h"
 #include "emd_cases.h"
-#include "emd_mcf.h"
+#include "emd_reference.h"
 #include "prism_test.h"
 
 namespace prism {
@@ -50,7 +50,7 @@ void check_against_reference(int n, int count, SignatureKind kind, bool l1_cost,
         const auto b = test::random_signature(rng, n, kind == SignatureKind::Unequal ? SignatureKind::Dense : kind);
         const emd::Transport<T> ours = emd::solve_transport<T>(a.data(), b.data(), g.view());
         double flow = 0;
-        const double ref = test::mcf_transport_cost(to_double(a), to_double(b), to_double(cost), &flow);
+        const double ref = test::emd_reference_cost(to_double(a), to_double(b), to_double(cost), &flow);
         const double scale = std::max(1.0, static_cast<double>(g.view().max_cost)) * std::max(flow, 1e-30);
         const double rel = std::abs(static_cast<double>(ours.cost) - ref) / std::max(std::abs(ref), 1e-9 * scale);
         worst.offer(rel, std::to_string(n) + " bins " + test::kind_name(kind) + (l1_cost ? " |i-j|" : " random cost") +
@@ -108,7 +108,7 @@ TEST(Emd, AbsDiffCostEqualsTheCumulativeClosedForm) {
       for (int i = 0; i < n; ++i) bd[i] = b[i] * (sa / sb);
       for (int i = 0; i < n; ++i) b[i] = static_cast<float>(bd[i]);
       bd = to_double(b);
-      const double closed = test::emd_l1_closed_form(ad, bd);
+      const double closed = test::emd_reference_l1_closed_form(ad, bd);
       const emd::Transport<double> t = emd::solve_transport<double>(a.data(), b.data(), g.view());
       // masses differ by float rounding only; the closed form assumes them equal
       const double slack = std::abs(t.mass_a - t.mass_b) * n;

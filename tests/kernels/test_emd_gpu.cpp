@@ -11,7 +11,7 @@
 
 #include "emd/emd_map.h"
 #include "emd_cases.h"
-#include "emd_mcf.h"
+#include "emd_reference.h"
 #include "prism_test.h"
 
 namespace prism {
@@ -87,7 +87,7 @@ TEST_F(EmdGpu, MatchesTheMinCostFlowReferenceOnEverySize) {
           for (int p = r.start; p < r.end; ++p) {
             std::vector<double> a(frame.begin() + static_cast<int64_t>(p) * n, frame.begin() + static_cast<int64_t>(p + 1) * n);
             double flow = 0;
-            const double c = test::mcf_transport_cost(a, {target.begin(), target.end()}, {cost.begin(), cost.end()}, &flow);
+            const double c = test::emd_reference_cost(a, {target.begin(), target.end()}, {cost.begin(), cost.end()}, &flow);
             const double ref = flow > 0 ? c / flow : 0.0;
             // float output: its rounding (6e-8 relative) is inside the 1e-5 bar
             const double floor = 1e-6 * std::max(1.0, (double)g.view().max_cost);
