@@ -183,13 +183,18 @@ FrameStats CpuEmdMap::compute(const float* sig, int64_t pixels, float* out) {
     m.clear();
   }
   ++m.frame;
-  // Lookup/insert pass: each pixel gets its slot; new keys go on the work list.
+  // Lookup/insert pass: each pixel gets its slot; new keys go on the work list. The hashes are
+  // computed in parallel first; the probing (inserts into one table) stays sequential.
   std::vector<int64_t> slot_of(pixels);
   std::vector<int64_t> work;
   const int64_t mask = m.slots - 1;
+  cv::parallel_for_(cv::Range(0, static_cast<int>(pixels)), [&](const cv::Range& r) {
+    for (int p = r.start; p < r.end; ++p)
+      slot_of[p] = static_cast<int64_t>(signature_hash(sig + static_cast<int64_t>(p) * n, n) & static_cast<uint64_t>(mask));
+  });
   for (int64_t p = 0; p < pixels; ++p) {
     const float* s = sig + p * n;
-    int64_t slot = static_cast<int64_t>(signature_hash(s, n) & static_cast<uint64_t>(mask));
+    int64_t slot = slot_of[p];
     for (;; slot = (slot + 1) & mask) {
       float* key = &m.keys[static_cast<size_t>(slot) * n];
       if (!m.used[slot]) {
