@@ -12,28 +12,13 @@
 #include <vector>
 
 #include "colorconvert/colorconvert.h"
+#include "bench_util.h"
 #include "common/gpu.h"
 
 using namespace prism::colorconvert;
+using prism::bench::median;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-double time_host_ms(int n, F f) {
-  std::vector<double> t;
-  f();  // warm-up
-  for (int i = 0; i < n; i++) {
-    auto a = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-  }
-  return median(t);
-}
 
 struct Case {
   PixelFormat sf, df;
@@ -116,17 +101,17 @@ int main(int argc, char** argv) {
     for (auto p : din) cudaFree(p);
     cudaFree(dout);
 
-    const double cpu_ms = time_host_ms(std::max(3, iters / 20), [&] {
+    const double cpu_ms = prism::bench::time_host_ms(std::max(3, iters / 20), [&] {
       convert_cpu(plan, layout(c.sf, c.sw, c.sh, host_in.data()), layout(c.df, c.dw, c.dh, host_out.data()));
-    });
+    }, true);
     cv::Mat src = c.sf == PixelFormat::NV12 ? cv::Mat(c.sh * 3 / 2, c.sw, CV_8UC1, host_in.data())
                                             : cv::Mat(c.sh, c.sw, CV_8UC4, host_in.data());
     cv::Mat tmp, out;
     const bool scaled = c.sw != c.dw;
-    const double cv_ms = time_host_ms(std::max(5, iters / 4), [&] {
+    const double cv_ms = prism::bench::time_host_ms(std::max(5, iters / 4), [&] {
       cv::cvtColor(src, tmp, c.cv_code);
       if (scaled) cv::resize(tmp, out, cv::Size(c.dw, c.dh), 0, 0, cv::INTER_LINEAR);
-    });
+    }, true);
     std::printf("| %s %dx%d -> %s %dx%d | %.3f | %.0f | %.2f | %.2f | %.1fx |\n", format_name(c.sf), c.sw, c.sh,
                 format_name(c.df), c.dw, c.dh, gpu_ms, (in_bytes + out_bytes) / gpu_ms / 1e6, cpu_ms, cv_ms,
                 cv_ms / gpu_ms);

@@ -11,7 +11,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <opencv2/core.hpp>
@@ -20,31 +19,14 @@
 #include <vector>
 
 #include "../tests/kernels/poisson_cases.h"
+#include "bench_util.h"
 #include "common/gpu.h"
 #include "emd/emd_map.h"
 #include "spectral/spectralize.h"
 
 using namespace prism;
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void check(cudaError_t e) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+using bench::check;
+using bench::median;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -163,24 +145,23 @@ int main(int argc, char** argv) {
       {
         emd::CpuEmdMap cpu(ground, target);
         std::vector<float> out(pixels);
-        const double a = now_ms();
-        cpu.compute(sig.data(), pixels, out.data());
-        t_cpu = now_ms() - a;
+        t_cpu = bench::time_host_ms(1, [&] { cpu.compute(sig.data(), pixels, out.data()); }, false);
       }
       // cv::EMD on all cores over a sample of the frame's pixels (cold: each pixel its own problem)
       const int sample = 20000;
       cv::Mat cost(n, n, CV_32F, const_cast<float*>(ground.values().data()));
       cv::Mat tsig(n, 1, CV_32F, const_cast<float*>(target.data()));
-      const double a = now_ms();
-      cv::parallel_for_(cv::Range(0, sample), [&](const cv::Range& r) {
-        for (int k = r.start; k < r.end; ++k) {
-          const int64_t p = (static_cast<int64_t>(k) * 7919) % pixels;
-          cv::Mat s(n, 1, CV_32F, sig.data() + p * n);
-          volatile float d = cv::EMD(s, tsig, cv::DIST_USER, cost);
-          (void)d;
-        }
-      });
-      const double us_per_problem = (now_ms() - a) * 1000.0 / sample;
+      const double sample_ms = bench::time_host_ms(1, [&] {
+        cv::parallel_for_(cv::Range(0, sample), [&](const cv::Range& r) {
+          for (int k = r.start; k < r.end; ++k) {
+            const int64_t p = (static_cast<int64_t>(k) * 7919) % pixels;
+            cv::Mat s(n, 1, CV_32F, sig.data() + p * n);
+            volatile float d = cv::EMD(s, tsig, cv::DIST_USER, cost);
+            (void)d;
+          }
+        });
+      }, false);
+      const double us_per_problem = sample_ms * 1000.0 / sample;
       const double cv_frame_ms = us_per_problem * pixels / 1000.0;
       const double c_ms = median(cold), d_ms = median(direct), w_ms = median(warm), nz_ms = median(noisy_t);
       std::printf("| %dx%d | %s | %d | %lld (%.0f%%) | %.2f (%.0f) | %.2f (%.0f) | %.3f (%.0f) | %.3f (%.0f, %.0f%%) | %.3f | "

@@ -16,37 +16,15 @@
 #include <vector>
 
 #include "../tests/kernels/poisson_cases.h"
+#include "bench_util.h"
 #include "common/gpu.h"
 #include "poisson/seamless_clone.h"
 
 using namespace prism;
+using bench::check;
+using bench::median;
+using bench::time_host_ms;
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-double time_host_ms(int n, F f) {
-  std::vector<double> t;
-  for (int i = 0; i < n; i++) {
-    auto a = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-  }
-  return median(t);
-}
-
-void check(cudaError_t e) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA: %s\n", cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const std::string image_path = argc > 1 ? argv[1] : "";
@@ -130,9 +108,9 @@ int main(int argc, char** argv) {
     const double t_cpu = time_host_ms(cpu_iters, [&] {
       ours_cpu = c.dst.clone();
       poisson::clone_cpu(test::make_job(c, ours_cpu));
-    });
+    }, false);  // no warm-up: OpenCV takes 80 s at 2400x1552
     cv::Mat ref;
-    const double t_cv = time_host_ms(big ? 1 : 3, [&] { cv::seamlessClone(c.src, c.dst, c.mask, c.p, ref, c.mode); });
+    const double t_cv = time_host_ms(big ? 1 : 3, [&] { cv::seamlessClone(c.src, c.dst, c.mask, c.p, ref, c.mode); }, false);
     check(cudaMemcpy2D(d_dst, p_dst, c.dst.data, c.dst.step, c.dst.cols * 3, c.dst.rows, cudaMemcpyHostToDevice));
     poisson::CudaCloner& best = g_gemm <= g_fft ? gemm : fft;
     best.clone(dj);

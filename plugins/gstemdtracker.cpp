@@ -130,27 +130,6 @@ static GstBaseTransformClass *filter_class_parent = nullptr;  // GstPrismCudaFil
 
 /* ---- properties ---- */
 
-static std::vector<float> parse_numbers(const std::string &text, const std::string &what) {
-  std::string t = text;
-  for (char &c : t)
-    if (c == ',' || c == ';' || c == '\n' || c == '\t') c = ' ';
-  std::istringstream in(t);
-  std::vector<float> v;
-  std::string tok;
-  while (in >> tok) {
-    if (tok[0] == '#') {
-      std::string rest;
-      std::getline(in, rest);
-      continue;
-    }
-    char *end = nullptr;
-    const float x = std::strtof(tok.c_str(), &end);
-    if (end == tok.c_str() || *end != '\0') throw std::invalid_argument(what + ": '" + tok + "' is not a number");
-    v.push_back(x);
-  }
-  return v;
-}
-
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstEmdTracker *self = GST_EMD_TRACKER(object);
   GST_OBJECT_LOCK(self);
@@ -250,7 +229,7 @@ static bool configure(GstEmdTracker *self, State &st) {
         break;
       case GROUND_WAVELENGTHS: {
         property = "wavelengths";
-        const std::vector<float> w = parse_numbers(wl, "wavelengths");
+        const std::vector<float> w = emd::parse_numbers(wl, "wavelengths");
         st.ground = std::make_unique<emd::GroundDistance>(
             emd::GroundDistance::from_wavelengths(std::vector<double>(w.begin(), w.end())));
         break;
@@ -270,14 +249,14 @@ static bool configure(GstEmdTracker *self, State &st) {
       throw std::invalid_argument("set exactly one of target, target-location and target-rect (" +
                                   std::to_string(given) + " set)");
     if (!tt.empty()) {
-      st.target = parse_numbers(tt, "target");
+      st.target = emd::parse_numbers(tt, "target");
     } else if (!tl.empty()) {
       property = "target-location";
       std::ifstream f(tl);
       if (!f) throw std::invalid_argument(tl + ": cannot open the target file");
       std::stringstream text;
       text << f.rdbuf();
-      st.target = parse_numbers(text.str(), tl);
+      st.target = emd::parse_numbers(text.str(), tl);
     }
     if (!st.target.empty()) emd::validate_target(st.target, bins);
   } catch (const std::exception &e) {
@@ -333,10 +312,8 @@ static gboolean stop(GstBaseTransform *trans) {
   return filter_class_parent->stop(trans);
 }
 
-/* target-rect "x,y,w,h": the mean signature of the rectangle (clipped to the frame). */
-static bool learn_target(GstEmdTracker *self, State &st, const float *sig_host_rect, int rx, int ry, int rw, int rh) {
-  (void)rx;
-  (void)ry;
+/* target-rect: the mean signature of the rectangle's rw x rh signatures (row-major, on the host). */
+static bool learn_target(GstEmdTracker *self, State &st, const float *sig_host_rect, int rw, int rh) {
   const int n = st.ground->bins();
   std::vector<double> sum(n, 0.0);
   for (int64_t p = 0; p < (int64_t)rw * rh; p++)
@@ -358,7 +335,7 @@ static bool parse_rect(GstEmdTracker *self, const State &st, int *x, int *y, int
   const std::string text = self->target_rect ? self->target_rect : "";
   GST_OBJECT_UNLOCK(self);
   try {
-    const std::vector<float> v = parse_numbers(text, "target-rect");
+    const std::vector<float> v = emd::parse_numbers(text, "target-rect");
     if (v.size() != 4) throw std::invalid_argument("'" + text + "': expected x,y,width,height");
     int x0 = std::max(0, (int)v[0]), y0 = std::max(0, (int)v[1]);
     int x1 = std::min(st.width, (int)(v[0] + v[2])), y1 = std::min(st.height, (int)(v[1] + v[3]));
@@ -408,7 +385,7 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
         std::vector<float> rect((size_t)rw * rh * n);
         for (int y = 0; y < rh; y++)
           std::copy_n(&st.sig[((size_t)(ry + y) * W + rx) * n], (size_t)rw * n, &rect[(size_t)y * rw * n]);
-        if (!learn_target(self, st, rect.data(), rx, ry, rw, rh)) return GST_FLOW_ERROR;
+        if (!learn_target(self, st, rect.data(), rw, rh)) return GST_FLOW_ERROR;
       }
       if (!st.target.empty()) {
         if (!st.cpu_map) st.cpu_map = std::make_unique<emd::CpuEmdMap>(*st.ground, st.target, map_config(self));
@@ -439,7 +416,7 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
       std::vector<float> rect((size_t)rw * rh * n);
       cudaMemcpy2DAsync(rect.data(), sizeof(float) * rw * n, st.d_sig + ((size_t)ry * W + rx) * n,
                         sizeof(float) * W * n, sizeof(float) * rw * n, rh, cudaMemcpyDeviceToHost, s);
-      if (cudaStreamSynchronize(s) != cudaSuccess || !learn_target(self, st, rect.data(), rx, ry, rw, rh))
+      if (cudaStreamSynchronize(s) != cudaSuccess || !learn_target(self, st, rect.data(), rw, rh))
         return GST_FLOW_ERROR;
     }
     if (!st.target.empty()) {
@@ -626,7 +603,7 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                             (gint)emd::Normalization::Flow, rw));
   install(PROP_CACHE_SIZE, g_param_spec_int64("cache-size", "Cache size",
                                               "Signatures kept from earlier frames (0: none); emptied when full", 0,
-                                              G_MAXINT64 / 1024, 1 << 21, rw));
+                                              G_MAXINT64 / 1024, emd::EmdMapConfig{}.cache_capacity, rw));
   install(PROP_DEDUP, g_param_spec_boolean("dedup", "Deduplicate",
                                            "Solve each distinct signature of a frame once (and cache)", TRUE, rw));
   install(PROP_THRESHOLD,
@@ -663,7 +640,7 @@ static void gst_emd_tracker_init(GstEmdTracker *self) {
   self->window = 11;
   self->ground_kind = GROUND_ABS_DIFF;
   self->normalization = emd::Normalization::Flow;
-  self->cache_size = 1 << 21;
+  self->cache_size = emd::EmdMapConfig{}.cache_capacity;
   self->dedup = TRUE;
   self->threshold = 1.f;
   self->min_area = 64;

@@ -56,6 +56,26 @@ GroundDistance GroundDistance::from_wavelengths(const std::vector<double>& w) {
   return GroundDistance(std::move(c), n);
 }
 
+std::vector<float> parse_numbers(const std::string& text, const std::string& where) {
+  std::vector<float> values;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    for (char& ch : line)
+      if (ch == ',' || ch == ';' || ch == '\t' || ch == '\r') ch = ' ';
+    std::istringstream ls(line);
+    std::string tok;
+    while (ls >> tok) {
+      char* end = nullptr;
+      const float v = std::strtof(tok.c_str(), &end);
+      if (end == tok.c_str() || *end != '\0') throw std::invalid_argument(where + ": '" + tok + "' is not a number");
+      values.push_back(v);
+    }
+  }
+  return values;
+}
+
 GroundDistance GroundDistance::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot open the ground-distance file");
@@ -64,24 +84,13 @@ GroundDistance GroundDistance::load(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     ++line_no;
-    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
-    for (char& ch : line)
-      if (ch == ',' || ch == ';' || ch == '\t') ch = ' ';
-    std::istringstream ls(line);
-    std::vector<float> row;
-    std::string tok;
-    while (ls >> tok) {
-      char* end = nullptr;
-      const float v = std::strtof(tok.c_str(), &end);
-      if (end == tok.c_str() || *end != '\0')
-        throw std::invalid_argument(path + ":" + std::to_string(line_no) + ": '" + tok + "' is not a number");
-      row.push_back(v);
-    }
+    const std::string where = path + ":" + std::to_string(line_no);
+    const std::vector<float> row = parse_numbers(line, where);
     if (row.empty()) continue;
     if (n < 0) n = static_cast<int>(row.size());
     if (static_cast<int>(row.size()) != n)
-      throw std::invalid_argument(path + ":" + std::to_string(line_no) + ": " + std::to_string(row.size()) +
-                                  " values; the first row had " + std::to_string(n));
+      throw std::invalid_argument(where + ": " + std::to_string(row.size()) + " values; the first row had " +
+                                  std::to_string(n));
     values.insert(values.end(), row.begin(), row.end());
     ++rows;
   }

@@ -19,6 +19,8 @@
 namespace prism::emd {
 namespace {
 
+using gpu::device_alloc;
+
 enum Counter { kSolved, kDuplicates, kHits, kPivots, kFlushed, kFilled, kWork, kCounters };
 
 struct DeviceTable {
@@ -145,12 +147,6 @@ __global__ void gather_kernel(DeviceTable t, long long pixels, float* out) {
   if (p < pixels) out[p] = t.value[t.entry_of[p]];
 }
 
-template <class T>
-T* device_alloc(size_t count) {
-  void* p = nullptr;
-  PRISM_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)));
-  return static_cast<T*>(p);
-}
 
 }  // namespace
 

@@ -108,6 +108,10 @@ class CudaEmdMap {
 double emd_cpu(const float* a, const float* b, const GroundDistance& ground,
                Normalization norm = Normalization::Flow, Stats* stats = nullptr);
 
+// Numbers separated by whitespace, commas or semicolons; '#' starts a comment to the end of its
+// line. Throws std::invalid_argument "<where>: '<token>' is not a number".
+std::vector<float> parse_numbers(const std::string& text, const std::string& where);
+
 // Validates a target signature for `bins` bins: finite, non-negative, not all zero. Throws
 // std::invalid_argument saying what is wrong.
 void validate_target(const std::vector<float>& target, int bins);

@@ -51,9 +51,10 @@ std::vector<Detection> Tracker::update(const GridCell* grid, int width, int heig
   auto cell_pixels = [&](int gx, int gy) {
     return (std::min(width, (gx + 1) * kGridCell) - gx * kGridCell) * (std::min(height, (gy + 1) * kGridCell) - gy * kGridCell);
   };
-  std::vector<int> label(static_cast<size_t>(gw) * gh, -1);
+  std::vector<int>& label = label_;
+  std::vector<int>& stack = stack_;
+  label.assign(static_cast<size_t>(gw) * gh, -1);
   std::vector<Detection> found;
-  std::vector<int> stack;
   for (int start = 0; start < gw * gh; ++start) {
     const int sx = start % gw, sy = start / gw;
     if (label[start] >= 0 || 2 * grid[start].hits < cell_pixels(sx, sy)) continue;

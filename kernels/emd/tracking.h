@@ -108,6 +108,7 @@ class Tracker {
  private:
   std::vector<Detection> previous_;
   int64_t next_id_ = 1;
+  std::vector<int> label_, stack_;  // scratch kept across frames
 };
 
 }  // namespace prism::emd

@@ -36,6 +36,8 @@ using detail::Geometry;
 
 namespace {
 
+using gpu::device_alloc;
+
 void check_cufft(cufftResult r, const char* what) {
   if (r != CUFFT_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: cufftResult " + std::to_string(r));
 }
@@ -283,12 +285,6 @@ __global__ void init_box_kernel(int* box) {
   box[2] = box[3] = -1;
 }
 
-template <class T>
-T* device_alloc(size_t count) {
-  void* p = nullptr;
-  PRISM_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
-  return static_cast<T*>(p);
-}
 
 }  // namespace
 
