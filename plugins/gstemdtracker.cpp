@@ -9,20 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu.h"
 #include "emd/emd_map.h"
 #include "emd/tracking.h"
 #include "spectral/spectralize.h"
+#include "tensor/tensor.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_emd_tracker_debug);
 #define GST_CAT_DEFAULT gst_emd_tracker_debug
 
 namespace emd = prism::emd;
 namespace spectral = prism::spectral;
+namespace tensor = prism::tensor;
 
-#define SYSTEM_FORMATS "{ NV12, I420, GRAY8, RGBA }"
+#define INPUT_FORMATS "{ NV12, I420, GRAY8 }"
 /* GstCudaMemory 1.22 cannot hold GRAY8. */
-#define CUDA_FORMATS "{ NV12, I420, RGBA }"
-#define INPUT_FORMATS {"NV12", "I420", "GRAY8"}
+#define CUDA_INPUT_FORMATS "{ NV12, I420 }"
+#define INPUT_DTYPES "{ u8, u16, f32 }"
 
 typedef enum { GROUND_ABS_DIFF, GROUND_SQUARED_DIFF, GROUND_WAVELENGTHS, GROUND_MATRIX } GroundKind;
 #define GST_TYPE_EMD_GROUND (ground_kind_get_type())
@@ -92,6 +95,8 @@ constexpr int kMaxDrawn = 64;  // boxes drawn per frame (all are reported)
 
 struct State {
   int width = 0, height = 0;
+  bool tensor_in = false;                // signatures come in (other/x-prism-tensor) instead of video
+  bool distance_out = false;             // output the float distance map instead of the heat map
   GstPrismFrame out{};  // the output frame of the current transform (for drawing boxes)
   std::unique_ptr<emd::GroundDistance> ground;
   std::vector<float> target;  // empty until known
@@ -184,31 +189,30 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
 
 /* ---- caps: grey/YUV in, RGBA heat map of the same size out ---- */
 
+/* Sink: video (spectralized here) or a tensor of 2..32 channels (the signatures themselves).
+ * Src: the RGBA heat map (first) or the distance map as a 1-channel f32 tensor. Same size. */
 static GstCaps *transform_structure(GstPrismCudaFilter *, GstPadDirection direction, const GstStructure *in) {
-  GstStructure *s = gst_structure_copy(in);
-  gst_structure_remove_fields(s, "format", "colorimetry", "chroma-site", nullptr);
+  GstStructure *video, *map;
   if (direction == GST_PAD_SINK) {
-    gst_structure_set(s, "format", G_TYPE_STRING, "RGBA", nullptr);
+    video = gst_structure_from_string("video/x-raw, format=(string)RGBA", nullptr);
+    map = gst_prism_tensor_structure_new("f32", 1, 1);
   } else {
-    GValue formats = G_VALUE_INIT;
-    g_value_init(&formats, GST_TYPE_LIST);
-    for (const char *f : INPUT_FORMATS) {
-      GValue v = G_VALUE_INIT;
-      g_value_init(&v, G_TYPE_STRING);
-      g_value_set_static_string(&v, f);
-      gst_value_list_append_and_take_value(&formats, &v);
-    }
-    gst_structure_take_value(s, "format", &formats);
+    video = gst_structure_from_string("video/x-raw, format=(string)" INPUT_FORMATS, nullptr);
+    map = gst_prism_tensor_structure_new(INPUT_DTYPES, 2, emd::kMaxBins);
   }
-  return gst_caps_new_full(s, nullptr);
+  for (GstStructure *s : {video, map})
+    for (const char *field : {"width", "height", "framerate"})
+      if (const GValue *v = gst_structure_get_value(in, field)) gst_structure_set_value(s, field, v);
+  return gst_caps_new_full(video, map, nullptr);
 }
 
 /* ---- per caps ---- */
 
-/* The ground distance and a target given as numbers; errors name the property. */
-static bool configure(GstEmdTracker *self, State &st) {
+/* The ground distance and a target given as numbers; errors name the property. `channels`: the
+ * input tensor's, 0 for video input (the 'bins' property counts), -1 before caps are known. */
+static bool configure(GstEmdTracker *self, State &st, int channels) {
   GST_OBJECT_LOCK(self);
-  const int bins = self->bins;
+  const int bins = channels > 0 ? channels : self->bins;
   const GroundKind kind = self->ground_kind;
   const std::string wl = self->wavelengths ? self->wavelengths : "";
   const std::string gl = self->ground_location ? self->ground_location : "";
@@ -220,7 +224,7 @@ static bool configure(GstEmdTracker *self, State &st) {
   std::string property;
   try {
     property = "window";
-    spectral::validate({bins, window});
+    if (channels <= 0) spectral::validate({bins, window});
     property = "ground-distance";
     switch (kind) {
       case GROUND_ABS_DIFF: st.ground = std::make_unique<emd::GroundDistance>(emd::GroundDistance::abs_diff(bins)); break;
@@ -240,9 +244,10 @@ static bool configure(GstEmdTracker *self, State &st) {
         st.ground = std::make_unique<emd::GroundDistance>(emd::GroundDistance::load(gl));
         break;
     }
-    if (st.ground->bins() != bins)
-      throw std::invalid_argument("the ground distance has " + std::to_string(st.ground->bins()) +
-                                  " bins and 'bins' is " + std::to_string(bins));
+    if (st.ground->bins() != bins && channels >= 0)
+      throw std::invalid_argument("the ground distance has " + std::to_string(st.ground->bins()) + " bins and " +
+                                  (channels > 0 ? "the input has " + std::to_string(channels) + " channels"
+                                                : "'bins' is " + std::to_string(bins)));
     const int given = !tt.empty() + !tl.empty() + !tr.empty();
     property = "target";
     if (given != 1)
@@ -258,7 +263,7 @@ static bool configure(GstEmdTracker *self, State &st) {
       text << f.rdbuf();
       st.target = emd::parse_numbers(text.str(), tl);
     }
-    if (!st.target.empty()) emd::validate_target(st.target, bins);
+    if (!st.target.empty()) emd::validate_target(st.target, channels >= 0 ? bins : (int)st.target.size());
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("emdtracker: property '%s': %s", property.c_str(), e.what()), (nullptr));
     return false;
@@ -268,21 +273,32 @@ static bool configure(GstEmdTracker *self, State &st) {
 
 static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, const GstVideoInfo *out) {
   GstEmdTracker *self = GST_EMD_TRACKER(filter);
+  const GstPrismTensorInfo *tin = gst_prism_cuda_filter_in_tensor(filter);
+  const GstPrismTensorInfo *tout = gst_prism_cuda_filter_out_tensor(filter);
   const GstVideoFormat f = GST_VIDEO_INFO_FORMAT(in);
-  if (f != GST_VIDEO_FORMAT_NV12 && f != GST_VIDEO_FORMAT_I420 && f != GST_VIDEO_FORMAT_GRAY8) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("emdtracker: pad 'sink' takes NV12, I420 or GRAY8, not %s",
-                                                gst_video_format_to_string(f)), (nullptr));
+  if (tin ? (tin->channels < 2 || tin->channels > emd::kMaxBins)
+          : (f != GST_VIDEO_FORMAT_NV12 && f != GST_VIDEO_FORMAT_I420 && f != GST_VIDEO_FORMAT_GRAY8)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("emdtracker: pad 'sink' takes NV12, I420, GRAY8 or other/x-prism-tensor of 2 to %d channels",
+                       emd::kMaxBins),
+                      (nullptr));
     return FALSE;
   }
-  if (GST_VIDEO_INFO_FORMAT(out) != GST_VIDEO_FORMAT_RGBA || GST_VIDEO_INFO_WIDTH(out) != GST_VIDEO_INFO_WIDTH(in) ||
-      GST_VIDEO_INFO_HEIGHT(out) != GST_VIDEO_INFO_HEIGHT(in)) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("emdtracker: pad 'src' gives RGBA of the input's size"), (nullptr));
+  const int W = tin ? tin->width : GST_VIDEO_INFO_WIDTH(in), H = tin ? tin->height : GST_VIDEO_INFO_HEIGHT(in);
+  if (tout ? (tout->dtype != tensor::DType::F32 || tout->channels != 1 || tout->width != W || tout->height != H)
+           : (GST_VIDEO_INFO_FORMAT(out) != GST_VIDEO_FORMAT_RGBA || GST_VIDEO_INFO_WIDTH(out) != W ||
+              GST_VIDEO_INFO_HEIGHT(out) != H)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("emdtracker: pad 'src' gives RGBA or a 1-channel f32 other/x-prism-tensor of the input's size"),
+                      (nullptr));
     return FALSE;
   }
   auto st = std::make_unique<State>();
-  st->width = GST_VIDEO_INFO_WIDTH(in);
-  st->height = GST_VIDEO_INFO_HEIGHT(in);
-  if (!configure(self, *st)) return FALSE;
+  st->width = W;
+  st->height = H;
+  st->tensor_in = tin != nullptr;
+  st->distance_out = tout != nullptr;
+  if (!configure(self, *st, tin ? tin->channels : 0)) return FALSE;
   st->grid.resize((size_t)emd::grid_width(st->width) * emd::grid_height(st->height));
   if (self->state) {
 #if defined(PRISM_HAVE_CUDA)
@@ -360,6 +376,37 @@ static emd::EmdMapConfig map_config(GstEmdTracker *self) {
   return c;
 }
 
+/* The frame's signatures as packed floats [pixels][n]: spectralized from video, or the input
+ * tensor itself when it is packed f32, else converted. On the device when `dev`. */
+static const float *signatures(GstEmdTracker *self, State &st, const GstPrismFrame *in, const spectral::SpectralizeParams &sp,
+                               float *scratch, bool dev) {
+  const int W = st.width, H = st.height;
+  if (!st.tensor_in) {
+#if defined(PRISM_HAVE_CUDA)
+    if (dev) {
+      spectral::spectralize_cuda(in->data[0], W, H, in->stride[0], sp, scratch,
+                                 (cudaStream_t)gst_prism_cuda_filter_get_stream(GST_PRISM_CUDA_FILTER(self)));
+      return scratch;
+    }
+#endif
+    spectral::spectralize_cpu(in->data[0], W, H, in->stride[0], sp, scratch);
+    return scratch;
+  }
+  const tensor::FrameLayout layout =
+      gst_prism_tensor_layout(gst_prism_cuda_filter_in_tensor(GST_PRISM_CUDA_FILTER(self)), in->stride[0]);
+  if (layout.dtype == tensor::DType::F32 && (layout.row_bytes == layout.packed_row_bytes() || H == 1))
+    return (const float *)in->data[0];
+#if defined(PRISM_HAVE_CUDA)
+  if (dev) {
+    tensor::to_signatures_cuda(in->data[0], layout, scratch,
+                               (cudaStream_t)gst_prism_cuda_filter_get_stream(GST_PRISM_CUDA_FILTER(self)));
+    return scratch;
+  }
+#endif
+  tensor::to_signatures_cpu(in->data[0], layout, scratch);
+  return scratch;
+}
+
 static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in, const GstPrismFrame *out) {
   GstEmdTracker *self = GST_EMD_TRACKER(filter);
   State &st = *self->state;
@@ -367,10 +414,14 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
   GST_OBJECT_LOCK(self);
   const spectral::SpectralizeParams sp{self->bins, self->window};
   const float threshold = self->threshold;
-  const emd::HeatmapParams hp{self->heatmap_max > 0 ? self->heatmap_max : 3.f * self->threshold, self->opacity};
+  /* Without a grey frame under it (tensor input) the colour is shown alone. */
+  const emd::HeatmapParams hp{self->heatmap_max > 0 ? self->heatmap_max : 3.f * self->threshold,
+                              st.tensor_in ? 1.f : self->opacity};
   const guint target_frame = self->target_frame;
   GST_OBJECT_UNLOCK(self);
   const emd::HeatmapParams grey_only{1.f, 0.f};
+  const uint8_t *grey = st.tensor_in ? nullptr : in->data[0];
+  const int64_t grey_stride = st.tensor_in ? 0 : in->stride[0];
   const bool learn_now = st.target.empty() && st.frame == target_frame;
   int rx = 0, ry = 0, rw = 0, rh = 0;
   if (learn_now && !parse_rect(self, st, &rx, &ry, &rw, &rh)) return GST_FLOW_ERROR;
@@ -380,21 +431,28 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
     if (!in->device) {
       st.sig.resize((size_t)W * H * n);
       st.dist.resize((size_t)W * H);
-      spectral::spectralize_cpu(in->data[0], W, H, in->stride[0], sp, st.sig.data());
+      const float *sig = signatures(self, st, in, sp, st.sig.data(), false);
       if (learn_now) {
         std::vector<float> rect((size_t)rw * rh * n);
         for (int y = 0; y < rh; y++)
-          std::copy_n(&st.sig[((size_t)(ry + y) * W + rx) * n], (size_t)rw * n, &rect[(size_t)y * rw * n]);
+          std::copy_n(&sig[((size_t)(ry + y) * W + rx) * n], (size_t)rw * n, &rect[(size_t)y * rw * n]);
         if (!learn_target(self, st, rect.data(), rw, rh)) return GST_FLOW_ERROR;
       }
       if (!st.target.empty()) {
         if (!st.cpu_map) st.cpu_map = std::make_unique<emd::CpuEmdMap>(*st.ground, st.target, map_config(self));
-        st.stats = st.cpu_map->compute(st.sig.data(), (int64_t)W * H, st.dist.data());
+        st.stats = st.cpu_map->compute(sig, (int64_t)W * H, st.dist.data());
         st.solved_this_frame = true;
         emd::reduce_grid_cpu(st.dist.data(), W, H, threshold, st.grid.data());
+      } else {
+        std::fill(st.dist.begin(), st.dist.end(), NAN);  // no target yet: no distance
       }
-      emd::render_heatmap_cpu(st.dist.data(), in->data[0], in->stride[0], W, H, st.target.empty() ? grey_only : hp,
-                              out->data[0], out->stride[0]);
+      if (st.distance_out) {
+        for (int y = 0; y < H; y++)
+          std::copy_n(&st.dist[(size_t)y * W], W, (float *)(out->data[0] + (int64_t)y * out->stride[0]));
+      } else {
+        emd::render_heatmap_cpu(st.dist.data(), grey, grey_stride, W, H, st.target.empty() ? grey_only : hp,
+                                out->data[0], out->stride[0]);
+      }
       return GST_FLOW_OK;
     }
 #if defined(PRISM_HAVE_CUDA)
@@ -409,25 +467,30 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
         GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("emdtracker: cannot allocate GPU memory"), (nullptr));
         return GST_FLOW_ERROR;
       }
-      cudaMemsetAsync(st.d_dist, 0, sizeof(float) * W * H, s);
+      cudaMemsetAsync(st.d_dist, 0xFF, sizeof(float) * W * H, s);  // all-ones bits: NaN, no distance yet
     }
-    spectral::spectralize_cuda(in->data[0], W, H, in->stride[0], sp, st.d_sig, s);
+    const float *sig = signatures(self, st, in, sp, st.d_sig, true);
     if (learn_now) {  // once: the rectangle's signatures come to the host
       std::vector<float> rect((size_t)rw * rh * n);
-      cudaMemcpy2DAsync(rect.data(), sizeof(float) * rw * n, st.d_sig + ((size_t)ry * W + rx) * n,
-                        sizeof(float) * W * n, sizeof(float) * rw * n, rh, cudaMemcpyDeviceToHost, s);
+      cudaMemcpy2DAsync(rect.data(), sizeof(float) * rw * n, sig + ((size_t)ry * W + rx) * n, sizeof(float) * W * n,
+                        sizeof(float) * rw * n, rh, cudaMemcpyDeviceToHost, s);
       if (cudaStreamSynchronize(s) != cudaSuccess || !learn_target(self, st, rect.data(), rw, rh))
         return GST_FLOW_ERROR;
     }
     if (!st.target.empty()) {
       if (!st.cuda_map) st.cuda_map = std::make_unique<emd::CudaEmdMap>(s, *st.ground, st.target, map_config(self));
-      st.cuda_map->compute(st.d_sig, (int64_t)W * H, st.d_dist);
+      st.cuda_map->compute(sig, (int64_t)W * H, st.d_dist);
       st.solved_this_frame = true;
       emd::reduce_grid_cuda(st.d_dist, W, H, threshold, st.d_grid, s);
       cudaMemcpyAsync(st.h_grid, st.d_grid, sizeof(emd::GridCell) * st.grid.size(), cudaMemcpyDeviceToHost, s);
     }
-    emd::render_heatmap_cuda(st.d_dist, in->data[0], in->stride[0], W, H, st.target.empty() ? grey_only : hp,
-                             out->data[0], out->stride[0], s);
+    if (st.distance_out) {
+      PRISM_CUDA_CHECK(cudaMemcpy2DAsync(out->data[0], out->stride[0], st.d_dist, sizeof(float) * W,
+                                         sizeof(float) * W, H, cudaMemcpyDeviceToDevice, s));
+    } else {
+      emd::render_heatmap_cuda(st.d_dist, grey, grey_stride, W, H, st.target.empty() ? grey_only : hp, out->data[0],
+                               out->stride[0], s);
+    }
     return GST_FLOW_OK;
 #endif
   } catch (const std::exception &e) {
@@ -498,7 +561,7 @@ static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     const bool draw = self->draw_boxes;
     GST_OBJECT_UNLOCK(self);
     dets = st.tracker.update(grid, st.width, st.height, min_area);
-    if (draw && !dets.empty() && !draw_boxes(self, st, dets, outbuf)) return GST_FLOW_ERROR;
+    if (draw && !st.distance_out && !dets.empty() && !draw_boxes(self, st, dets, outbuf)) return GST_FLOW_ERROR;
     stats = gst_structure_new("stats", "solved", G_TYPE_INT64, (gint64)st.stats.solved, "duplicates", G_TYPE_INT64,
                               (gint64)st.stats.duplicates, "cache-hits", G_TYPE_INT64, (gint64)st.stats.cache_hits,
                               "hit-rate", G_TYPE_DOUBLE, st.stats.hit_rate(), "dedup-ratio", G_TYPE_DOUBLE,
@@ -547,7 +610,7 @@ static gboolean start(GstBaseTransform *trans) {
   GstEmdTracker *self = GST_EMD_TRACKER(trans);
   State probe;
   /* Check the properties before any data flows, so a bad one fails at the state change. */
-  if (!configure(self, probe)) return FALSE;
+  if (!configure(self, probe, -1)) return FALSE;
   return filter_class_parent->start(trans);
 }
 
@@ -587,9 +650,9 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                               nullptr, rw));
   install(PROP_TARGET_FRAME, g_param_spec_uint("target-frame", "Target frame",
                                                "Frame (from 0) whose target-rect is learned", 0, G_MAXUINT, 0, rw));
-  install(PROP_BINS, g_param_spec_int("bins", "Bins", "Signature bins (grey-level histogram bins)", 2,
+  install(PROP_BINS, g_param_spec_int("bins", "Bins", "Signature bins of video input (grey-level histogram bins); tensor input brings its channels", 2,
                                       emd::kMaxBins, 11, rw));
-  install(PROP_WINDOW, g_param_spec_int("window", "Window", "Odd window size of the per-pixel histogram", 1, 31,
+  install(PROP_WINDOW, g_param_spec_int("window", "Window", "Odd window size of the per-pixel histogram (video input)", 1, 31,
                                         11, rw));
   install(PROP_GROUND, g_param_spec_enum("ground-distance", "Ground distance", "Cost between bins",
                                          GST_TYPE_EMD_GROUND, GROUND_ABS_DIFF, rw));
@@ -613,18 +676,25 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                                             G_MAXINT64, 64, rw));
   install(PROP_HEATMAP_MAX, g_param_spec_float("heatmap-max", "Heat map range",
                                                "Distance shown as blue (0: 3 x threshold)", 0.f, G_MAXFLOAT, 0.f, rw));
-  install(PROP_OPACITY, g_param_spec_float("opacity", "Opacity", "Heat map colour over the grey frame", 0.f, 1.f,
+  install(PROP_OPACITY, g_param_spec_float("opacity", "Opacity", "Heat map colour over the grey frame (video input; over black for tensor input)", 0.f, 1.f,
                                            0.6f, rw));
   install(PROP_DRAW_BOXES, g_param_spec_boolean("draw-boxes", "Draw boxes",
                                                 "Outline the detections on the heat map", TRUE, rw));
 
   gst_element_class_set_static_metadata(
       element_class, "Prism EMD tracker", "Filter/Analyzer/Video/Hardware",
-      "Per-pixel Earth Mover's Distance of window grey-level histograms to a target signature (exact "
-      "transportation simplex with a frame-to-frame cache), a heat map, and tracked detections as "
-      "region-of-interest meta and element messages. GPU (CUDA memory NV12/I420) or CPU.",
+      "Per-pixel Earth Mover's Distance of multispectral signatures (other/x-prism-tensor, or window "
+      "grey-level histograms of video) to a target signature (exact transportation simplex with a "
+      "frame-to-frame cache); a heat map or the float distance map, and tracked detections as "
+      "region-of-interest meta and element messages. GPU (CUDA memory) or CPU.",
       "Prism developers");
-  gst_prism_cuda_filter_class_add_pad_templates(element_class, SYSTEM_FORMATS, CUDA_FORMATS);
+  GstCaps *sink = gst_prism_cuda_template_caps(INPUT_FORMATS, CUDA_INPUT_FORMATS);
+  gst_caps_append(sink, gst_prism_tensor_template_caps(INPUT_DTYPES, 2, emd::kMaxBins));
+  GstCaps *src = gst_prism_cuda_template_caps("RGBA", "RGBA");
+  gst_caps_append(src, gst_prism_tensor_template_caps("f32", 1, 1));
+  gst_prism_cuda_filter_class_add_pad_templates_full(element_class, sink, src);
+  gst_caps_unref(sink);
+  gst_caps_unref(src);
   filter_class->transform_structure = transform_structure;
   filter_class->set_info = set_info;
   filter_class->process = process;

@@ -2,7 +2,9 @@
  * signature (here: the histogram of grey levels in a window around it, as the reference system
  * simulated multispectral input) is compared with a target's by the exact EMD (kernels/emd: a
  * frame-to-frame result cache, in-frame deduplication, the transportation simplex per remaining
- * problem). Output: a false-colour heat map of the distance over the grey frame (RGBA), the
+ * problem). Input: video (spectralized here) or other/x-prism-tensor signatures of 2..32 channels
+ * (envisrc, spectralize). Output: a false-colour heat map of the distance over the grey frame (RGBA)
+ * or the distance map itself (1-channel f32 other/x-prism-tensor; NaN before the target is known), the
  * target's regions as GstVideoRegionOfInterestMeta ("emd-target", params "emd": distance,
  * track-id, pixels), and one "emdtracker" element message per frame with the detections and the
  * frame's statistics (problems solved, duplicates, cache hits). */

@@ -2,8 +2,10 @@
 #include <gst/gst.h>
 
 #include "gstemdtracker.h"
+#include "gstenvisrc.h"
 #include "gstpoissonblend.h"
 #include "gstprismconvert.h"
+#include "gstspectralize.h"
 
 #ifndef PACKAGE
 #define PACKAGE "prism"
@@ -13,7 +15,9 @@ static gboolean plugin_init(GstPlugin *plugin) {
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(prismconvert, plugin);
   ok |= GST_ELEMENT_REGISTER(poissonblend, plugin);
+  ok |= GST_ELEMENT_REGISTER(spectralize, plugin);
   ok |= GST_ELEMENT_REGISTER(emdtracker, plugin);
+  ok |= GST_ELEMENT_REGISTER(envisrc, plugin);
   return ok;
 }
 

@@ -1,5 +1,7 @@
 #include "gstprismcuda.h"
 
+#include "gstprismtensor.h"
+
 #include <string>
 
 #include "common/gpu.h"
@@ -212,19 +214,31 @@ gboolean gst_prism_cuda_check_i420_height(GstElement *element, const GstVideoInf
 
 /* ---- allocation ---- */
 
+/* Video pools take video caps: a tensor's pool is configured with its storage plane (see
+ * gstprismtensor.h), in the same memory kind. */
+static GstCaps *pool_caps_for(GstCaps *caps, const GstVideoInfo *info) {
+  if (!gst_prism_caps_are_tensor(caps)) return gst_caps_ref(caps);
+  GstCaps *storage = gst_video_info_to_caps(info);
+  if (gst_prism_caps_are_cuda(caps))
+    gst_caps_set_features(storage, 0, gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr));
+  return storage;
+}
+
 gboolean gst_prism_cuda_propose_allocation(GstPrismCuda *cuda, GstQuery *query) {
   GstCaps *caps;
   gst_query_parse_allocation(query, &caps, nullptr);
   if (!caps) return FALSE;
   GstVideoInfo info;
-  if (!gst_video_info_from_caps(&info, caps)) return FALSE;
+  if (!gst_prism_info_from_caps(&info, caps)) return FALSE;
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
 #if defined(PRISM_HAVE_CUDA)
   if (gst_prism_caps_are_cuda(caps) && cuda->context && gst_query_get_n_allocation_pools(query) == 0) {
     GstBufferPool *pool = gst_cuda_buffer_pool_new(cuda->context);
     GstStructure *config = gst_buffer_pool_get_config(pool);
     gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-    gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), 0, 0);
+    GstCaps *pool_caps = pool_caps_for(caps, &info);
+    gst_buffer_pool_config_set_params(config, pool_caps, GST_VIDEO_INFO_SIZE(&info), 0, 0);
+    gst_caps_unref(pool_caps);
     if (gst_buffer_pool_set_config(pool, config)) {
       config = gst_buffer_pool_get_config(pool);
       guint size;
@@ -245,7 +259,8 @@ gboolean gst_prism_cuda_decide_allocation(GstPrismCuda *cuda, GstElement *elemen
   gst_query_parse_allocation(query, &caps, nullptr);
   if (!caps) return FALSE;
   GstVideoInfo info;
-  if (!gst_video_info_from_caps(&info, caps)) return FALSE;
+  if (!gst_prism_info_from_caps(&info, caps)) return FALSE;
+  GstCaps *pool_caps = pool_caps_for(caps, &info);
 
   GstBufferPool *pool = nullptr;
   guint size = GST_VIDEO_INFO_SIZE(&info), min = 0, max = 0;
@@ -266,17 +281,19 @@ gboolean gst_prism_cuda_decide_allocation(GstPrismCuda *cuda, GstElement *elemen
 
   GstStructure *config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  gst_buffer_pool_config_set_params(config, caps, size, min, max);
+  gst_buffer_pool_config_set_params(config, pool_caps, size, min, max);
   if (!gst_buffer_pool_set_config(pool, config)) {
     config = gst_buffer_pool_get_config(pool);
-    if (!gst_buffer_pool_config_validate_params(config, caps, size, min, max) ||
+    if (!gst_buffer_pool_config_validate_params(config, pool_caps, size, min, max) ||
         !gst_buffer_pool_set_config(pool, config)) {
       gst_object_unref(pool);
       GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("buffer pool refused its configuration"),
                         ("caps %" GST_PTR_FORMAT, caps));
+      gst_caps_unref(pool_caps);
       return FALSE;
     }
   }
+  gst_caps_unref(pool_caps);
   config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
   gst_structure_free(config);

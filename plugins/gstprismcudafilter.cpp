@@ -1,5 +1,7 @@
 #include "gstprismcudafilter.h"
 
+#include "gstprismtensor.h"
+
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -11,8 +13,11 @@ enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID };
 
 typedef struct {
   GstPrismCuda cuda; /* device, cuda-device-id, path, context, stream */
-  GstVideoInfo in_info, out_info;
+  GstVideoInfo in_info, out_info; /* for tensor caps: the storage plane (gstprismtensor.h) */
   gboolean in_cuda_caps, out_cuda_caps;
+  gboolean in_is_tensor, out_is_tensor;
+  GstPrismTensorInfo in_tensor, out_tensor;
+  gint in_width, in_height, out_width, out_height; /* pixels, video or tensor */
 #if defined(PRISM_HAVE_CUDA)
   /* Device copies of system-memory frames on the GPU path (packed like the caps' GstVideoInfo). */
   guint8 *staging_in, *staging_out;
@@ -125,12 +130,17 @@ static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection directio
 static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(trans);
-  if (!gst_video_info_from_caps(&priv->in_info, incaps) ||
-      !gst_video_info_from_caps(&priv->out_info, outcaps)) {
+  if (!gst_prism_info_from_caps(&priv->in_info, incaps) || !gst_prism_info_from_caps(&priv->out_info, outcaps)) {
     GST_ELEMENT_ERROR(trans, CORE, NEGOTIATION, ("invalid caps"),
                       ("in %" GST_PTR_FORMAT " out %" GST_PTR_FORMAT, incaps, outcaps));
     return FALSE;
   }
+  priv->in_is_tensor = gst_prism_tensor_info_from_caps(&priv->in_tensor, incaps);
+  priv->out_is_tensor = gst_prism_tensor_info_from_caps(&priv->out_tensor, outcaps);
+  priv->in_width = priv->in_is_tensor ? priv->in_tensor.width : GST_VIDEO_INFO_WIDTH(&priv->in_info);
+  priv->in_height = priv->in_is_tensor ? priv->in_tensor.height : GST_VIDEO_INFO_HEIGHT(&priv->in_info);
+  priv->out_width = priv->out_is_tensor ? priv->out_tensor.width : GST_VIDEO_INFO_WIDTH(&priv->out_info);
+  priv->out_height = priv->out_is_tensor ? priv->out_tensor.height : GST_VIDEO_INFO_HEIGHT(&priv->out_info);
   priv->in_cuda_caps = gst_prism_caps_are_cuda(incaps);
   priv->out_cuda_caps = gst_prism_caps_are_cuda(outcaps);
   if ((priv->in_cuda_caps || priv->out_cuda_caps) && !priv->cuda.use_cuda) {
@@ -185,8 +195,7 @@ static gboolean transform_meta(GstBaseTransform *trans, GstBuffer *outbuf, GstMe
   if (gst_meta_api_type_has_tag(info->api, g_quark_from_string(GST_META_TAG_MEMORY_STR)) ||
       gst_meta_api_type_has_tag(info->api, g_quark_from_string(GST_META_TAG_VIDEO_COLORSPACE_STR)))
     return FALSE;
-  const gint iw = GST_VIDEO_INFO_WIDTH(&priv->in_info), ih = GST_VIDEO_INFO_HEIGHT(&priv->in_info);
-  const gint ow = GST_VIDEO_INFO_WIDTH(&priv->out_info), oh = GST_VIDEO_INFO_HEIGHT(&priv->out_info);
+  const gint iw = priv->in_width, ih = priv->in_height, ow = priv->out_width, oh = priv->out_height;
   const gboolean resized = iw != ow || ih != oh;
   if (info->api == GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE && iw > 0 && ih > 0) {
     /* GStreamer's own scale transform drops the params (detections' scores, track ids): copy
@@ -202,7 +211,8 @@ static gboolean transform_meta(GstBaseTransform *trans, GstBuffer *outbuf, GstMe
       gst_video_region_of_interest_meta_add_param(n, gst_structure_copy((const GstStructure *)l->data));
     return FALSE;
   }
-  if (resized && gst_meta_api_type_has_tag(info->api, g_quark_from_string(GST_META_TAG_VIDEO_SIZE_STR))) {
+  if (resized && !priv->in_is_tensor && !priv->out_is_tensor &&
+      gst_meta_api_type_has_tag(info->api, g_quark_from_string(GST_META_TAG_VIDEO_SIZE_STR))) {
     if (info->transform_func) {
       GstVideoMetaTransform scale = {&priv->in_info, &priv->out_info};
       info->transform_func(outbuf, meta, inbuf, gst_video_meta_transform_scale_get_quark(), &scale);
@@ -310,7 +320,7 @@ static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
 static gboolean get_unit_size(GstBaseTransform *trans, GstCaps *caps, gsize *size) {
   (void)trans;
   GstVideoInfo info;
-  if (!gst_video_info_from_caps(&info, caps)) return FALSE;
+  if (!gst_prism_info_from_caps(&info, caps)) return FALSE;
   *size = GST_VIDEO_INFO_SIZE(&info);
   return TRUE;
 }
@@ -377,8 +387,20 @@ const GstVideoInfo *gst_prism_cuda_filter_out_info(GstPrismCudaFilter *self) { r
 void gst_prism_cuda_filter_class_add_pad_templates(GstElementClass *klass, const gchar *formats,
                                                    const gchar *cuda_formats) {
   GstCaps *caps = gst_prism_cuda_template_caps(formats, cuda_formats);
-  gst_element_class_add_pad_template(klass, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
-  gst_element_class_add_pad_template(klass, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
+  gst_prism_cuda_filter_class_add_pad_templates_full(klass, caps, caps);
   gst_caps_unref(caps);
+}
+
+void gst_prism_cuda_filter_class_add_pad_templates_full(GstElementClass *klass, GstCaps *sink_caps,
+                                                        GstCaps *src_caps) {
+  gst_element_class_add_pad_template(klass, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
+  gst_element_class_add_pad_template(klass, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src_caps));
+}
+
+const GstPrismTensorInfo *gst_prism_cuda_filter_in_tensor(GstPrismCudaFilter *self) {
+  return PRIV(self)->in_is_tensor ? &PRIV(self)->in_tensor : nullptr;
+}
+const GstPrismTensorInfo *gst_prism_cuda_filter_out_tensor(GstPrismCudaFilter *self) {
+  return PRIV(self)->out_is_tensor ? &PRIV(self)->out_tensor : nullptr;
 }
 

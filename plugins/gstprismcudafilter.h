@@ -13,6 +13,9 @@
  *    no GPU, the element runs its CPU path and says so once (an INFO message on the bus).
  * The CUDA parts are GstPrismCuda's (gstprismcuda.h), shared with elements of other base classes.
  *
+ * Pads may also carry other/x-prism-tensor (gstprismtensor.h): such a frame is mapped as its
+ * storage plane, so staging, pools and frame mapping are the video ones.
+ *
  * Subclasses implement set_info (plan per caps) and process (one frame, on the CPU or enqueued on
  * the element's stream), and their own transform_caps/fixate_caps over structures; this class adds
  * the memory features.
@@ -24,6 +27,7 @@
 #include <gst/video/video.h>
 
 #include "gstprismcuda.h" /* GstPrismDevice, GstPrismFrame and the shared CUDA plumbing */
+#include "gstprismtensor.h"
 
 G_BEGIN_DECLS
 
@@ -61,9 +65,17 @@ gpointer gst_prism_cuda_filter_get_stream(GstPrismCudaFilter *self);
 const GstVideoInfo *gst_prism_cuda_filter_in_info(GstPrismCudaFilter *self);
 const GstVideoInfo *gst_prism_cuda_filter_out_info(GstPrismCudaFilter *self);
 
+/* For other/x-prism-tensor caps (gstprismtensor.h) the GstVideoInfos above describe the storage
+ * plane; these give the tensor (NULL when the pad carries video). */
+const GstPrismTensorInfo *gst_prism_cuda_filter_in_tensor(GstPrismCudaFilter *self);
+const GstPrismTensorInfo *gst_prism_cuda_filter_out_tensor(GstPrismCudaFilter *self);
+
 /* Registers the element class's pad templates: video/x-raw in the given formats, in
  * memory:CUDAMemory (cuda_formats, may be NULL) and system memory (formats). */
 void gst_prism_cuda_filter_class_add_pad_templates(GstElementClass *klass, const gchar *formats,
                                                    const gchar *cuda_formats);
+/* The same with any caps per pad (video and/or tensor). */
+void gst_prism_cuda_filter_class_add_pad_templates_full(GstElementClass *klass, GstCaps *sink_caps,
+                                                        GstCaps *src_caps);
 
 G_END_DECLS

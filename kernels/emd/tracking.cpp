@@ -12,7 +12,7 @@ void render_heatmap_cpu(const float* d, const uint8_t* grey, int64_t grey_stride
   cv::parallel_for_(cv::Range(0, height), [&](const cv::Range& r) {
     for (int y = r.start; y < r.end; ++y)
       for (int x = 0; x < width; ++x)
-        heat_pixel(d[static_cast<int64_t>(y) * width + x], grey[y * grey_stride + x], p, rgba + y * rgba_stride + 4 * x);
+        heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p, rgba + y * rgba_stride + 4 * x);
   });
 }
 

@@ -57,7 +57,8 @@ struct GridCell {
   float min_distance;
 };
 
-// Views of frames: distances [height][width] contiguous; grey with its stride; rgba with its stride.
+// Views of frames: distances [height][width] contiguous; grey with its stride (null: black, for
+// input that has no picture of its own, such as a multispectral cube); rgba with its stride.
 void render_heatmap_cpu(const float* distances, const uint8_t* grey, int64_t grey_stride, int width, int height,
                         const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride);
 void reduce_grid_cpu(const float* distances, int width, int height, float threshold, GridCell* grid);

@@ -20,10 +20,12 @@ void validate(const SpectralizeParams& p) {
 }
 
 // A sliding histogram along each row: add the entering column, remove the leaving one.
+template <class T>
 void spectralize_cpu(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p,
-                     float* out) {
+                     T* out, int64_t out_row_bytes) {
   validate(p);
   const int r = p.window / 2, n = p.bins;
+  if (out_row_bytes == 0) out_row_bytes = int64_t(width) * n * sizeof(T);
   cv::parallel_for_(cv::Range(0, height), [&](const cv::Range& range) {
     std::vector<int> hist(n);
     auto clamp_x = [&](int x) { return std::min(std::max(x, 0), width - 1); };
@@ -37,8 +39,8 @@ void spectralize_cpu(const uint8_t* grey, int width, int height, int64_t stride,
       std::fill(hist.begin(), hist.end(), 0);
       for (int dx = -r; dx <= r; ++dx) column(y, dx, +1);
       for (int x = 0; x < width; ++x) {
-        float* o = out + (static_cast<int64_t>(y) * width + x) * n;
-        for (int b = 0; b < n; ++b) o[b] = static_cast<float>(hist[b]);
+        T* o = reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(out) + y * out_row_bytes) + int64_t(x) * n;
+        for (int b = 0; b < n; ++b) o[b] = static_cast<T>(hist[b]);
         if (x + 1 < width) {
           column(y, x - r, -1);
           column(y, x + r + 1, +1);
@@ -47,5 +49,9 @@ void spectralize_cpu(const uint8_t* grey, int width, int height, int64_t stride,
     }
   });
 }
+
+template void spectralize_cpu<float>(const uint8_t*, int, int, int64_t, const SpectralizeParams&, float*, int64_t);
+template void spectralize_cpu<uint16_t>(const uint8_t*, int, int, int64_t, const SpectralizeParams&, uint16_t*,
+                                        int64_t);
 
 }  // namespace prism::spectral
