@@ -134,6 +134,18 @@ inline Run run(const std::string& launch, int feed_w = 0, int feed_h = 0, int fe
     r.meta.push_back(std::move(dets));
     gst_sample_unref(s);
   }
+  if (!out) {  // no appsink: wait for the end of the stream or an error
+    if (GstMessage* m = gst_bus_timed_pop_filtered(bus, 60 * GST_SECOND,
+                                                   (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR))) {
+      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+        GError* e = nullptr;
+        gst_message_parse_error(m, &e, nullptr);
+        r.error = e->message;
+        g_clear_error(&e);
+      }
+      gst_message_unref(m);
+    }
+  }
   while (GstMessage* m = gst_bus_pop(bus)) {
     if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR && r.error.empty()) {
       GError* e = nullptr;
