@@ -3,10 +3,12 @@
 
 #include <opencv2/core.hpp>
 
+#include <cstring>
 #include <random>
 
 #include "prism_test.h"
 #include "spectral/spectralize.h"
+#include "tensor/tensor.h"
 
 #include <cuda_runtime_api.h>
 
@@ -44,5 +46,59 @@ TEST(SpectralizeGpu, MatchesTheCpuPath) {
     EXPECT_EQ(gpu, cpu) << w << "x" << h << " bins " << bins << " window " << window;
   }
 }
+
+// 16-bit counts into pitched rows (as into a GstCudaMemory tensor), against the CPU path.
+TEST(SpectralizeGpu, U16IntoPitchedRowsMatchesTheCpuPath) {
+  PRISM_NEED_GPU();
+  const int w = 301, h = 97, bins = 9;
+  const cv::Mat g = random_grey(w, h, std::random_device{}());
+  const SpectralizeParams p{bins, 7};
+  const int64_t row = int64_t(w) * bins * 2, pitch = row + 62;
+  std::vector<uint8_t> cpu(size_t(pitch) * h, 0), gpu(cpu.size(), 0);
+  spectral::spectralize_cpu(g.data, w, h, static_cast<int64_t>(g.step), p, reinterpret_cast<uint16_t*>(cpu.data()), pitch);
+  uint8_t *d_grey = nullptr, *d_out = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_grey), size_t(w) * h), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), gpu.size()), cudaSuccess);
+  cudaMemset(d_out, 0, gpu.size());
+  cudaMemcpy2D(d_grey, w, g.data, g.step, w, h, cudaMemcpyHostToDevice);
+  spectral::spectralize_cuda(d_grey, w, h, w, p, reinterpret_cast<uint16_t*>(d_out), nullptr, pitch);
+  ASSERT_EQ(cudaMemcpy(gpu.data(), d_out, gpu.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d_grey);
+  cudaFree(d_out);
+  EXPECT_EQ(gpu, cpu);
+}
+
+TEST(TensorGpu, ToSignaturesMatchesTheCpuPath) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  for (tensor::DType t : {tensor::DType::U8, tensor::DType::U16, tensor::DType::F32}) {
+    tensor::FrameLayout l;
+    l.dtype = t;
+    l.width = 333;
+    l.height = 77;
+    l.channels = 11;
+    l.row_bytes = (l.packed_row_bytes() + 255) / 256 * 256;  // a device pitch
+    std::vector<uint8_t> frame(size_t(l.row_bytes) * l.height);
+    for (auto& b : frame) b = uint8_t(rng());
+    if (t == tensor::DType::F32)  // finite floats only
+      for (size_t i = 0; i + 4 <= frame.size(); i += 4) {
+        const float v = float(rng() % 100000) / 3.f;
+        std::memcpy(&frame[i], &v, 4);
+      }
+    std::vector<float> cpu(size_t(l.width) * l.height * l.channels), gpu(cpu.size());
+    tensor::to_signatures_cpu(frame.data(), l, cpu.data());
+    uint8_t* d_frame = nullptr;
+    float* d_out = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_frame), frame.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), gpu.size() * sizeof(float)), cudaSuccess);
+    cudaMemcpy(d_frame, frame.data(), frame.size(), cudaMemcpyHostToDevice);
+    tensor::to_signatures_cuda(d_frame, l, d_out, nullptr);
+    ASSERT_EQ(cudaMemcpy(gpu.data(), d_out, gpu.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(d_frame);
+    cudaFree(d_out);
+    EXPECT_EQ(gpu, cpu) << tensor::dtype_name(t);
+  }
+}
+
 }  // namespace
 }  // namespace prism
