@@ -106,11 +106,14 @@ static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection directio
     GstCaps *both = gst_caps_new_empty();
     for (guint j = 0; j < gst_caps_get_size(mapped); j++) {
       const GstStructure *ms = gst_caps_get_structure(mapped, j);
-      /* The incoming memory kind comes first, so a chain of CUDA elements stays in CUDA memory
-       * and a system-memory pipeline stays on the host unless downstream asks for CUDA. */
-      GstCapsFeatures *first = in_cuda ? gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr) : gst_caps_features_new_empty();
+      /* Output keeps the input's memory kind first, so a chain of CUDA elements stays in CUDA
+       * memory and a system-memory pipeline stays on the host unless downstream asks for CUDA.
+       * Input prefers CUDA memory on the GPU path, so an uploader upstream (cudaupload answers
+       * system memory first) uploads instead of passing host frames through. */
+      const gboolean cuda_first = in_cuda || (cuda_ok && direction == GST_PAD_SRC);
+      GstCapsFeatures *first = cuda_first ? gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr) : gst_caps_features_new_empty();
       gst_caps_append_structure_full(both, gst_structure_copy(ms), first);
-      if (in_cuda)
+      if (cuda_first)
         gst_caps_append_structure_full(both, gst_structure_copy(ms), gst_caps_features_new_empty());
       else if (cuda_ok)
         gst_caps_append_structure_full(both, gst_structure_copy(ms), gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr));
@@ -118,8 +121,8 @@ static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection directio
     gst_caps_unref(mapped);
     ret = gst_caps_merge(ret, both);
   }
-  if (filter) {
-    GstCaps *tmp = gst_caps_intersect_full(filter, ret, GST_CAPS_INTERSECT_FIRST);
+  if (filter) { /* our order first: the filter (a peer's query) may list system memory first */
+    GstCaps *tmp = gst_caps_intersect_full(ret, filter, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(ret);
     ret = tmp;
   }
