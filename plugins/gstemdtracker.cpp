@@ -200,9 +200,8 @@ static GstCaps *transform_structure(GstPrismCudaFilter *, GstPadDirection direct
     video = gst_structure_from_string("video/x-raw, format=(string)" INPUT_FORMATS, nullptr);
     map = gst_prism_tensor_structure_new(INPUT_DTYPES, 2, emd::kMaxBins);
   }
-  for (GstStructure *s : {video, map})
-    for (const char *field : {"width", "height", "framerate"})
-      if (const GValue *v = gst_structure_get_value(in, field)) gst_structure_set_value(s, field, v);
+  gst_prism_structure_copy_geometry(video, in);
+  gst_prism_structure_copy_geometry(map, in);
   return gst_caps_new_full(video, map, nullptr);
 }
 

@@ -59,6 +59,11 @@ GstStructure *gst_prism_tensor_structure_new(const gchar *dtypes, gint min_chann
   return gst_structure_from_string(text.c_str(), nullptr);
 }
 
+void gst_prism_structure_copy_geometry(GstStructure *to, const GstStructure *from) {
+  for (const char *field : {"width", "height", "framerate"})
+    if (const GValue *v = gst_structure_get_value(from, field)) gst_structure_set_value(to, field, v);
+}
+
 GstCaps *gst_prism_tensor_template_caps(const gchar *dtypes, gint min_channels, gint max_channels) {
   GstCaps *caps = gst_caps_new_empty();
 #if defined(PRISM_HAVE_CUDA)

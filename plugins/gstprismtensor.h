@@ -37,6 +37,9 @@ void gst_prism_tensor_info_init(GstPrismTensorInfo *info, prism::tensor::DType d
                                 gint height, gint fps_n, gint fps_d);
 /* A structure of any size and framerate; dtypes like "f32" or "{ u8, u16, f32 }". */
 GstStructure *gst_prism_tensor_structure_new(const gchar *dtypes, gint min_channels, gint max_channels);
+/* Copies width, height and framerate (those `from` has) into `to`: what a filter keeps when it
+ * turns video into tensors or back. */
+void gst_prism_structure_copy_geometry(GstStructure *to, const GstStructure *from);
 /* Template caps: the structure in memory:CUDAMemory (CUDA builds, listed first) and in system
  * memory. */
 GstCaps *gst_prism_tensor_template_caps(const gchar *dtypes, gint min_channels, gint max_channels);

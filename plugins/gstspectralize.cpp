@@ -56,8 +56,7 @@ static GstCaps *transform_structure(GstPrismCudaFilter *filter, GstPadDirection 
   GST_OBJECT_UNLOCK(self);
   GstStructure *s = direction == GST_PAD_SINK ? gst_prism_tensor_structure_new(OUTPUT_DTYPES, bins, bins)
                                               : gst_structure_from_string("video/x-raw, format=(string)" VIDEO_FORMATS, nullptr);
-  for (const char *field : {"width", "height", "framerate"})
-    if (const GValue *v = gst_structure_get_value(in, field)) gst_structure_set_value(s, field, v);
+  gst_prism_structure_copy_geometry(s, in);
   return gst_caps_new_full(s, nullptr);
 }
 
