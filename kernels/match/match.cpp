@@ -1,0 +1,107 @@
+#include "match/match.h"
+
+#include <opencv2/core.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace prism::match {
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u) return uint16_t(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));  // NaN, inf
+  if (abs >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {                                   // subnormal half (or zero)
+    if (abs < 0x33000000u) return uint16_t(sign);            // below half of the smallest subnormal
+    const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
+    const int shift = 126 - int(abs >> 23);                  // 14..24
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (h & 1u))) ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = ((abs >> 13) - (112u << 10));  // rebias exponent 127 -> 15
+  const uint32_t rem = abs & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return uint16_t(sign | h);
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      uint32_t m = mant;
+      do {
+        ++e;
+        m <<= 1;
+      } while (!(m & 0x400u));
+      x = sign | (uint32_t(112 - e) << 23) | ((m & 0x3FFu) << 13);
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7F800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 112u) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+void rootsift(const float* sift, int count, uint16_t* out) {
+  for (int i = 0; i < count; ++i) {
+    const float* v = sift + int64_t(i) * kDim;
+    double l1 = 0;
+    for (int k = 0; k < kDim; ++k) l1 += std::fabs(v[k]);
+    for (int k = 0; k < kDim; ++k)
+      out[int64_t(i) * kDim + k] = float_to_half(l1 > 0 ? float(std::sqrt(std::fabs(v[k]) / l1)) : 0.f);
+  }
+}
+
+void match_cpu(const MatchProblem& p, const MatchParams& params, const MatchOutputs& out) {
+  if (!out.scores) throw std::invalid_argument("match_cpu: scores are required");
+  if (p.query_rows <= 0 || p.rows % p.query_rows != 0)
+    throw std::invalid_argument("match_cpu: rows must be a multiple of query_rows");
+  const float r2 = params.ratio * params.ratio;
+  std::vector<float> q(size_t(p.rows) * kDim);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = half_to_float(p.query[i]);
+  cv::parallel_for_(cv::Range(0, p.images), [&](const cv::Range& range) {
+    std::vector<float> g(size_t(kSlot) * kDim);
+    for (int b = range.start; b < range.end; ++b) {
+      const int n = p.counts[b];
+      for (size_t i = 0; i < size_t(n) * kDim; ++i) g[i] = half_to_float(p.gallery[size_t(b) * kSlot * kDim + i]);
+      for (int qi = 0; qi < p.queries(); ++qi) out.scores[size_t(qi) * p.images + b] = 0;
+      for (int r = 0; r < p.rows; ++r) {
+        float best = -std::numeric_limits<float>::infinity(), second = best;
+        int best_j = -1;
+        for (int j = 0; j < n; ++j) {
+          float dot = 0.f;
+          for (int k = 0; k < kDim; ++k) dot += q[size_t(r) * kDim + k] * g[size_t(j) * kDim + k];
+          if (dot > best) {
+            second = best;
+            best = dot;
+            best_j = j;
+          } else if (dot > second) {
+            second = dot;
+          }
+        }
+        if (n >= 2 && (1.f - best) < r2 * (1.f - second)) out.scores[size_t(r / p.query_rows) * p.images + b]++;
+        const size_t o = size_t(b) * p.rows + r;
+        if (out.best) out.best[o] = best;
+        if (out.second) out.second[o] = second;
+        if (out.best_index) out.best_index[o] = best_j;
+      }
+    }
+  });
+}
+
+}  // namespace prism::match

@@ -1,0 +1,193 @@
+// The fused matcher. A block of 8 warps takes 128 query rows against one gallery image; each warp
+// keeps its 16 rows' A fragments (the whole 128-dim query rows, FP16) in registers and streams the
+// image's descriptors through shared memory in chunks of 64 (cp.async double buffering, rows padded
+// to 272 bytes so the B-fragment loads hit 32 different banks). Each 16x8 tile of dot products
+// comes out of eight mma.sync m16n8k16 instructions (FP16 in, FP32 accumulate) straight into the
+// running top-2 of the thread's two rows; the four lanes that share a row merge their top-2 with
+// shuffles at the end. Only the per-image score (and, on request, the top-2 per row) is written.
+// Fragment layouts: PTX ISA, "Matrix fragments for mma.m16n8k16 with floating point type".
+#include "common/gpu.h"
+#include "match/match.h"
+
+#include <cuda_fp16.h>
+
+namespace prism::match {
+namespace {
+
+constexpr int kWarps = 8, kThreads = 32 * kWarps, kRowsPerBlock = 16 * kWarps;
+constexpr int kChunk = 64;              // gallery descriptors per shared-memory stage
+constexpr int kPitch = kDim + 8;        // halves per staged row (272 bytes)
+constexpr int kStages = 2;
+
+struct Top2 {
+  float best, second;
+  int index;
+};
+
+__device__ __forceinline__ void offer(Top2& t, float dot, int j) {
+  if (dot > t.best) {
+    t.second = t.best;
+    t.best = dot;
+    t.index = j;
+  } else if (dot > t.second) {
+    t.second = dot;
+  }
+}
+
+// Merges another lane's top-2 (the union's two largest; equal bests keep the lower index).
+__device__ __forceinline__ void merge(Top2& t, const Top2& o) {
+  if (o.best > t.best || (o.best == t.best && o.index >= 0 && (t.index < 0 || o.index < t.index))) {
+    t.second = fmaxf(t.best, o.second);
+    t.best = o.best;
+    t.index = o.index;
+  } else {
+    t.second = fmaxf(t.second, o.best);
+  }
+}
+
+__device__ __forceinline__ Top2 shuffle_xor(const Top2& t, int mask) {
+  return {__shfl_xor_sync(0xFFFFFFFFu, t.best, mask), __shfl_xor_sync(0xFFFFFFFFu, t.second, mask),
+          __shfl_xor_sync(0xFFFFFFFFu, t.index, mask)};
+}
+
+__device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  // Pre-Ampere PTX (sm_75 JIT): the same fragment arithmetic with scalar FMAs, via shuffles.
+  const int lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + (e >= 2 ? 8 : 0), col = c2 + (e & 1);
+    float acc = c[e];
+    for (int k = 0; k < 16; ++k) {
+      // A(row, k) lives in lane row*4 + (k%8)/2, register (k>=8 ? 2 : 0) + (row>=8 ? 1 : 0)
+      const int ar = (k >= 8 ? 2 : 0) + (row >= 8 ? 1 : 0), al = (row & 7) * 4 + (k & 7) / 2;
+      const uint32_t av = __shfl_sync(0xFFFFFFFFu, a[ar], al);
+      // B(k, col) lives in lane col*4 + (k%8)/2, register (k>=8)
+      const uint32_t bv0 = __shfl_sync(0xFFFFFFFFu, b0, col * 4 + (k & 7) / 2);
+      const uint32_t bv1 = __shfl_sync(0xFFFFFFFFu, b1, col * 4 + (k & 7) / 2);
+      const uint32_t bv = k >= 8 ? bv1 : bv0;
+      const __half2 ah = *reinterpret_cast<const __half2*>(&av), bh = *reinterpret_cast<const __half2*>(&bv);
+      acc += __half2float((k & 1) ? __high2half(ah) : __low2half(ah)) * __half2float((k & 1) ? __high2half(bh) : __low2half(bh));
+    }
+    c[e] = acc;
+  }
+#endif
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#else
+  *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_one() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 1;\n" ::);
+#endif
+}
+
+__global__ void __launch_bounds__(kThreads) match_kernel(const uint16_t* __restrict__ query, int rows, int query_rows,
+                                                         const uint16_t* __restrict__ gallery,
+                                                         const int* __restrict__ counts, int images, float ratio2,
+                                                         int* scores, float* out_best, float* out_second,
+                                                         int* out_index) {
+  __shared__ __align__(16) uint16_t tile[kStages][kChunk][kPitch];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+  const int image = blockIdx.y;
+  const int row0 = blockIdx.x * kRowsPerBlock + warp * 16;
+  const int n = counts[image];
+  const uint16_t* img = gallery + static_cast<int64_t>(image) * kSlot * kDim;
+
+  // The warp's 16 query rows as A fragments for all 8 k-steps.
+  uint32_t a[8][4];
+  const int ra = row0 + g, rb = row0 + g + 8;
+  for (int ks = 0; ks < 8; ++ks) {
+    const int k = ks * 16 + c2;
+    auto pair = [&](int r, int kk) -> uint32_t {
+      return r < rows ? *reinterpret_cast<const uint32_t*>(query + static_cast<int64_t>(r) * kDim + kk) : 0u;
+    };
+    a[ks][0] = pair(ra, k);
+    a[ks][1] = pair(rb, k);
+    a[ks][2] = pair(ra, k + 8);
+    a[ks][3] = pair(rb, k + 8);
+  }
+
+  Top2 top[2] = {{-INFINITY, -INFINITY, -1}, {-INFINITY, -INFINITY, -1}};
+  const int chunks = (n + kChunk - 1) / kChunk;
+  auto stage = [&](int chunk, int buf) {  // 64 rows x 256 bytes = 1024 vectors of 16 bytes
+    for (int v = threadIdx.x; v < kChunk * kDim / 8; v += kThreads) {
+      const int r = v / (kDim / 8), c = (v % (kDim / 8)) * 8;
+      cp_async16(&tile[buf][r][c], img + static_cast<int64_t>(chunk * kChunk + r) * kDim + c);
+    }
+    cp_async_commit();
+  };
+  if (chunks > 0) stage(0, 0);
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int buf = chunk & 1;
+    if (chunk + 1 < chunks) stage(chunk + 1, buf ^ 1);
+    else cp_async_commit();  // an empty group keeps wait_group 1 meaning "all but the newest"
+    cp_async_wait_one();
+    __syncthreads();
+    for (int nt = 0; nt < kChunk / 8; ++nt) {
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      const uint16_t* brow = &tile[buf][nt * 8 + g][c2];
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(brow + ks * 16);
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(brow + ks * 16 + 8);
+        mma_16816(c, a[ks], b0, b1);
+      }
+      const int j = chunk * kChunk + nt * 8 + c2;
+      if (j < n) { offer(top[0], c[0], j); offer(top[1], c[2], j); }
+      if (j + 1 < n) { offer(top[0], c[1], j + 1); offer(top[1], c[3], j + 1); }
+    }
+    __syncthreads();  // the buffer is restaged two chunks later
+  }
+  // The four lanes of a row hold disjoint columns: merge (lower lane's index first on ties).
+  for (int h = 0; h < 2; ++h)
+    for (int mask = 1; mask <= 2; mask <<= 1) merge(top[h], shuffle_xor(top[h], mask));
+
+  int pass = 0;
+  if ((lane & 3) == 0) {
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? rb : ra;
+      if (r >= rows) continue;
+      pass += n >= 2 && (1.f - top[h].best) < ratio2 * (1.f - top[h].second);
+      const int64_t o = static_cast<int64_t>(image) * rows + r;
+      if (out_best) out_best[o] = top[h].best;
+      if (out_second) out_second[o] = top[h].second;
+      if (out_index) out_index[o] = top[h].index;
+    }
+  }
+  // One integer atomic per warp (the warp's rows belong to one query): deterministic.
+  for (int off = 16; off > 0; off >>= 1) pass += __shfl_down_sync(0xFFFFFFFFu, pass, off);
+  if (lane == 0 && pass > 0 && row0 < rows) atomicAdd(&scores[static_cast<int64_t>(row0 / query_rows) * images + image], pass);
+}
+
+}  // namespace
+
+void match_cuda(const MatchProblem& p, const MatchParams& params, const MatchOutputs& out, cudaStream_t stream) {
+  if (!out.scores) throw std::invalid_argument("match_cuda: scores are required");
+  if (p.query_rows <= 0 || p.query_rows % 16 != 0 || p.rows % p.query_rows != 0)
+    throw std::invalid_argument("match_cuda: rows must be whole queries of a multiple of 16 rows");
+  if (p.images == 0 || p.rows == 0) return;
+  const dim3 grid((p.rows + kRowsPerBlock - 1) / kRowsPerBlock, p.images);
+  match_kernel<<<grid, kThreads, 0, stream>>>(p.query, p.rows, p.query_rows, p.gallery, p.counts, p.images,
+                                              params.ratio * params.ratio, out.scores, out.best, out.second,
+                                              out.best_index);
+  PRISM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace prism::match

@@ -1,0 +1,82 @@
+// The fused tensor-core matcher against the CPU path: top-2 dot products, best indices and scores,
+// single and batched queries, images with 0, 1, few and kSlot descriptors.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <random>
+
+#include "match/match.h"
+#include "match_cases.h"
+#include "prism_test.h"
+
+namespace prism {
+namespace {
+
+template <class T>
+T* upload(const std::vector<T>& v) {
+  T* d = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), std::max<size_t>(1, v.size()) * sizeof(T)), cudaSuccess);
+  cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return d;
+}
+
+TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  struct Shape { int queries, query_rows; std::vector<int> counts; };
+  for (const Shape& s : std::vector<Shape>{{1, 768, {768, 0, 1, 65, 700, 768}}, {3, 64, {5, 768, 2, 129}},
+                                           {2, 16, {64, 63, 768}}}) {
+    const test::MatchCase c = test::make_match_case(s.queries, s.query_rows, s.counts, rng);
+    const match::MatchProblem& p = c.problem;
+    const size_t n_scores = size_t(p.queries()) * p.images, n_rows = size_t(p.images) * p.rows;
+    std::vector<int> cs(n_scores), ci(n_rows), gs(n_scores), gi(n_rows);
+    std::vector<float> cb(n_rows), c2(n_rows), gb(n_rows), g2(n_rows);
+    match::match_cpu(p, {0.8f}, {cs.data(), cb.data(), c2.data(), ci.data()});
+
+    match::MatchProblem dp = p;
+    uint16_t* dq = upload(c.query);
+    uint16_t* dg = upload(c.gallery);
+    int* dc = upload(c.counts);
+    int *d_scores = upload(std::vector<int>(n_scores, 0)), *d_index = upload(ci);
+    float *d_best = upload(cb), *d_second = upload(c2);
+    dp.query = dq;
+    dp.gallery = dg;
+    dp.counts = dc;
+    match::match_cuda(dp, {0.8f}, {d_scores, d_best, d_second, d_index}, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cudaMemcpy(gs.data(), d_scores, n_scores * sizeof(int), cudaMemcpyDeviceToHost);
+    cudaMemcpy(gi.data(), d_index, n_rows * sizeof(int), cudaMemcpyDeviceToHost);
+    cudaMemcpy(gb.data(), d_best, n_rows * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(g2.data(), d_second, n_rows * sizeof(float), cudaMemcpyDeviceToHost);
+    for (void* d : {(void*)dq, (void*)dg, (void*)dc, (void*)d_scores, (void*)d_index, (void*)d_best, (void*)d_second})
+      cudaFree(d);
+
+    int near = 0, index_differs = 0;
+    for (int b = 0; b < p.images; ++b)
+      for (int r = 0; r < p.rows; ++r) {
+        const size_t o = size_t(b) * p.rows + r;
+        if (c.counts[b] == 0) {
+          EXPECT_EQ(gi[o], -1);
+          continue;
+        }
+        ASSERT_NEAR(gb[o], cb[o], 2e-5) << "image " << b << " row " << r;
+        if (c.counts[b] >= 2) {
+          ASSERT_NEAR(g2[o], c2[o], 2e-5) << "image " << b << " row " << r;
+        }
+        if (gi[o] != ci[o]) {
+          ++index_differs;
+          EXPECT_NEAR(cb[o], c2[o], 4e-5) << "a different best that is not a near tie, image " << b << " row " << r;
+        }
+        near += std::fabs((1 - cb[o]) - 0.64f * (1 - c2[o])) < 1e-4;
+      }
+    int score_diff = 0;
+    for (size_t i = 0; i < n_scores; ++i) score_diff += std::abs(gs[i] - cs[i]);
+    EXPECT_LE(score_diff, near) << "scores differ beyond the rows at the ratio threshold";
+    EXPECT_LE(index_differs, p.rows / 50 + 1);
+  }
+}
+
+}  // namespace
+}  // namespace prism
