@@ -58,24 +58,7 @@ __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint3
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
-  // Pre-Ampere PTX (sm_75 JIT): the same fragment arithmetic with scalar FMAs, via shuffles.
-  const int lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
-  for (int e = 0; e < 4; ++e) {
-    const int row = g + (e >= 2 ? 8 : 0), col = c2 + (e & 1);
-    float acc = c[e];
-    for (int k = 0; k < 16; ++k) {
-      // A(row, k) lives in lane row*4 + (k%8)/2, register (k>=8 ? 2 : 0) + (row>=8 ? 1 : 0)
-      const int ar = (k >= 8 ? 2 : 0) + (row >= 8 ? 1 : 0), al = (row & 7) * 4 + (k & 7) / 2;
-      const uint32_t av = __shfl_sync(0xFFFFFFFFu, a[ar], al);
-      // B(k, col) lives in lane col*4 + (k%8)/2, register (k>=8)
-      const uint32_t bv0 = __shfl_sync(0xFFFFFFFFu, b0, col * 4 + (k & 7) / 2);
-      const uint32_t bv1 = __shfl_sync(0xFFFFFFFFu, b1, col * 4 + (k & 7) / 2);
-      const uint32_t bv = k >= 8 ? bv1 : bv0;
-      const __half2 ah = *reinterpret_cast<const __half2*>(&av), bh = *reinterpret_cast<const __half2*>(&bv);
-      acc += __half2float((k & 1) ? __high2half(ah) : __low2half(ah)) * __half2float((k & 1) ? __high2half(bh) : __low2half(bh));
-    }
-    c[e] = acc;
-  }
+  __trap();  // match_cuda refuses GPUs before sm_80
 #endif
 }
 
@@ -84,7 +67,7 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 #else
-  *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
+  __trap();
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {
@@ -182,6 +165,10 @@ void match_cuda(const MatchProblem& p, const MatchParams& params, const MatchOut
   if (!out.scores) throw std::invalid_argument("match_cuda: scores are required");
   if (p.query_rows <= 0 || p.query_rows % 16 != 0 || p.rows % p.query_rows != 0)
     throw std::invalid_argument("match_cuda: rows must be whole queries of a multiple of 16 rows");
+  int device = 0, major = 0;
+  PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 8) throw gpu::CudaError("match_cuda: needs an sm_80 or newer GPU (mma.sync m16n8k16, cp.async); use match_cpu");
   if (p.images == 0 || p.rows == 0) return;
   const dim3 grid((p.rows + kRowsPerBlock - 1) / kRowsPerBlock, p.images);
   match_kernel<<<grid, kThreads, 0, stream>>>(p.query, p.rows, p.query_rows, p.gallery, p.counts, p.images,

@@ -7,6 +7,8 @@
 // the two nearest are the two largest dot products, and the ratio test d1 < r d2 on distances is
 // (1 - dot1) < r^2 (1 - dot2). Descriptors are stored in FP16; dot products accumulate in FP32.
 //
+// The CUDA path needs an sm_80 or newer GPU (it throws otherwise).
+//
 // Layout: a gallery batch is `images` slots of kSlot descriptors x kDim halves, padded with any
 // values past the image's count (counts[b] <= kSlot; padded rows are never matched). Queries are
 // rows of kDim halves; with batched queries, query q owns rows [q * query_rows, (q+1) * query_rows).

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "prism_test.h"
+#include "random_images.h"
 #include "spectral/spectralize.h"
 #include "tensor/tensor.h"
 
@@ -18,12 +19,7 @@ namespace {
 
 using spectral::SpectralizeParams;
 
-cv::Mat random_grey(int w, int h, uint32_t seed) {
-  cv::Mat m(h, w, CV_8UC1);
-  cv::RNG rng(seed);
-  rng.fill(m, cv::RNG::UNIFORM, 0, 256);
-  return m;
-}
+using test::random_grey;
 
 TEST(SpectralizeGpu, MatchesTheCpuPath) {
   PRISM_NEED_GPU();
