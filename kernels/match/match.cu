@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kThreads) match_kernel(const uint16_t* __restr
                                                          int* out_index) {
   __shared__ __align__(16) uint16_t tile[kStages][kChunk][kPitch];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
-  const int image = blockIdx.y;
-  const int row0 = blockIdx.x * kRowsPerBlock + warp * 16;
+  const int image = blockIdx.x;  // x: gridDim.y would cap a batch at 65,535 images
+  const int row0 = blockIdx.y * kRowsPerBlock + warp * 16;
   const int n = counts[image];
   const uint16_t* img = gallery + static_cast<int64_t>(image) * kSlot * kDim;
 
@@ -170,7 +170,7 @@ void match_cuda(const MatchProblem& p, const MatchParams& params, const MatchOut
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   if (major < 8) throw gpu::CudaError("match_cuda: needs an sm_80 or newer GPU (mma.sync m16n8k16, cp.async); use match_cpu");
   if (p.images == 0 || p.rows == 0) return;
-  const dim3 grid((p.rows + kRowsPerBlock - 1) / kRowsPerBlock, p.images);
+  const dim3 grid(p.images, (p.rows + kRowsPerBlock - 1) / kRowsPerBlock);
   match_kernel<<<grid, kThreads, 0, stream>>>(p.query, p.rows, p.query_rows, p.gallery, p.counts, p.images,
                                               params.ratio * params.ratio, out.scores, out.best, out.second,
                                               out.best_index);

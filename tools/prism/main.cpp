@@ -11,6 +11,7 @@ namespace prism::cli {
 // Subcommands receive argv with argv[0] = "prism SUBCOMMAND" and return the process exit code.
 int run_command(int argc, char** argv);
 int inspect_command(int argc, char** argv);
+int texture_command(int argc, char** argv);
 }  // namespace prism::cli
 
 namespace {
@@ -24,6 +25,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", "validate and run a YAML pipeline config", prism::cli::run_command},
     {"inspect", "list the elements of the Prism GStreamer plugin", prism::cli::inspect_command},
+    {"texture", "texture identification: enrol, search, verify, evaluate", prism::cli::texture_command},
 };
 
 void print_usage(FILE* out) {

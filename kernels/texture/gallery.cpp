@@ -1,0 +1,277 @@
+#include "texture/gallery.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+
+namespace prism::texture {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'P', 'R', 'I', 'S', 'M', 'T', 'E', 'X'};
+constexpr uint32_t kVersion = 1;
+constexpr const char* kMarker = "gallery.prism";
+constexpr const char* kMarkerText = "prism texture gallery, format 1\n";
+
+// CRC-32 (IEEE 802.3, reflected, the zlib/PNG checksum).
+uint32_t crc32(const uint8_t* data, size_t n) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) c = table[(c ^ data[i]) & 0xFFu] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+struct Header {
+  char magic[8];
+  uint32_t version, dim, count, width, height, id_len, source_len;
+  int64_t enrolled_unix;
+};
+static_assert(sizeof(Header) == 48, "packed header");
+static_assert(sizeof(Keypoint) == 24, "packed keypoint");
+
+std::string errno_text() { return std::strerror(errno); }
+
+// The file's bytes, fsynced, under `tmp`, then renamed to `final` and the directory fsynced.
+void write_atomically(const fs::path& tmp, const fs::path& final, const std::vector<uint8_t>& bytes) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw GalleryError(tmp.string() + ": cannot create: " + errno_text());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw GalleryError(tmp.string() + ": write failed: " + why);
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw GalleryError(tmp.string() + ": fsync failed: " + why);
+  }
+  if (::rename(tmp.c_str(), final.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw GalleryError(final.string() + ": rename failed: " + why);
+  }
+}
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw GalleryError(dir.string() + ": cannot open directory: " + errno_text());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw GalleryError(dir.string() + ": fsync failed: " + errno_text());
+}
+
+// An exclusive flock() on DIR/.lock for one write; also clears temporary files of killed writers.
+class WriterLock {
+ public:
+  explicit WriterLock(const fs::path& dir) {
+    const fs::path p = dir / ".lock";
+    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw GalleryError(p.string() + ": cannot open: " + errno_text());
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        ::close(fd_);
+        throw GalleryError(p.string() + ": cannot lock: " + errno_text());
+      }
+    }
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir / "entries", ec))
+      if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove(e.path(), ec);
+  }
+  ~WriterLock() { ::close(fd_); }  // closing releases the lock
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+template <class T>
+void append(std::vector<uint8_t>& out, const T* p, size_t count) {
+  const auto* b = reinterpret_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + count * sizeof(T));
+}
+
+}  // namespace
+
+bool valid_product_id(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.' || id[0] == '-') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
+}
+
+std::vector<uint8_t> Gallery::encode(const GalleryEntry& e) {
+  const Features& f = e.features;
+  if (f.descriptors.size() != size_t(f.count()) * match::kDim)
+    throw GalleryError("entry '" + e.id + "': descriptor and keypoint counts disagree");
+  if (f.count() > match::kSlot) throw GalleryError("entry '" + e.id + "': more than 768 features");
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kVersion;
+  h.dim = match::kDim;
+  h.count = uint32_t(f.count());
+  h.width = uint32_t(f.width);
+  h.height = uint32_t(f.height);
+  h.id_len = uint32_t(e.id.size());
+  h.source_len = uint32_t(e.source.size());
+  h.enrolled_unix = e.enrolled_unix;
+  std::vector<uint8_t> out;
+  out.reserve(sizeof(Header) + e.id.size() + e.source.size() + f.keypoints.size() * sizeof(Keypoint) +
+              f.descriptors.size() * 2 + 4);
+  append(out, &h, 1);
+  append(out, e.id.data(), e.id.size());
+  append(out, e.source.data(), e.source.size());
+  append(out, f.keypoints.data(), f.keypoints.size());
+  append(out, f.descriptors.data(), f.descriptors.size());
+  const uint32_t crc = crc32(out.data(), out.size());
+  append(out, &crc, 1);
+  return out;
+}
+
+GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::string& file) {
+  auto corrupt = [&](const std::string& why) { return GalleryError(file + ": corrupt gallery entry: " + why); };
+  if (bytes.size() < sizeof(Header) + 4) throw corrupt("truncated (" + std::to_string(bytes.size()) + " bytes)");
+  Header h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, 8) != 0) throw corrupt("not a Prism texture entry (bad magic)");
+  if (h.version != kVersion) throw corrupt("format version " + std::to_string(h.version) + ", this build reads 1");
+  if (h.dim != uint32_t(match::kDim) || h.count > uint32_t(match::kSlot) || h.id_len > 128 || h.source_len > 65536)
+    throw corrupt("impossible header values");
+  const size_t expect = sizeof(Header) + h.id_len + h.source_len + size_t(h.count) * (sizeof(Keypoint) + 2 * match::kDim) + 4;
+  if (bytes.size() != expect)
+    throw corrupt("size " + std::to_string(bytes.size()) + " bytes, header says " + std::to_string(expect));
+  uint32_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
+  if (crc32(bytes.data(), bytes.size() - 4) != stored) throw corrupt("CRC-32 mismatch");
+  GalleryEntry e;
+  const uint8_t* p = bytes.data() + sizeof(Header);
+  e.id.assign(reinterpret_cast<const char*>(p), h.id_len);
+  p += h.id_len;
+  e.source.assign(reinterpret_cast<const char*>(p), h.source_len);
+  p += h.source_len;
+  e.enrolled_unix = h.enrolled_unix;
+  e.features.width = int(h.width);
+  e.features.height = int(h.height);
+  e.features.keypoints.resize(h.count);
+  std::memcpy(e.features.keypoints.data(), p, h.count * sizeof(Keypoint));
+  p += h.count * sizeof(Keypoint);
+  e.features.descriptors.resize(size_t(h.count) * match::kDim);
+  std::memcpy(e.features.descriptors.data(), p, e.features.descriptors.size() * 2);
+  return e;
+}
+
+Gallery Gallery::open(const fs::path& dir, bool create) {
+  Gallery g;
+  g.dir_ = dir;
+  std::error_code ec;
+  const fs::path marker = dir / kMarker;
+  if (!fs::exists(marker, ec)) {
+    if (!create) throw GalleryError(dir.string() + ": not a Prism texture gallery (no " + kMarker + ")");
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw GalleryError(dir.string() + ": not a directory");
+    fs::create_directories(dir / "entries", ec);
+    if (ec) throw GalleryError(dir.string() + ": cannot create: " + ec.message());
+    for (const auto& e : fs::directory_iterator(dir / "entries"))
+      if (e.path().filename().string().rfind(".tmp-", 0) != 0)
+        throw GalleryError(dir.string() + ": not empty and not a Prism texture gallery");
+    WriterLock lock(dir);
+    const std::string text = kMarkerText;
+    write_atomically(dir / (std::string(".tmp-marker-") + std::to_string(::getpid())), marker,
+                     std::vector<uint8_t>(text.begin(), text.end()));
+    fsync_dir(dir);
+    return g;
+  }
+  std::ifstream m(marker);
+  std::string first;
+  std::getline(m, first);
+  if (first + "\n" != kMarkerText) throw GalleryError(marker.string() + ":1: unknown gallery format '" + first + "'");
+  const fs::path entries = dir / "entries";
+  if (!fs::is_directory(entries, ec)) throw GalleryError(entries.string() + ": missing");
+  for (const auto& de : fs::directory_iterator(entries)) {
+    const std::string name = de.path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0) continue;  // a killed writer's unfinished file
+    const std::string file = de.path().string();
+    if (de.path().extension() != ".tex" || !valid_product_id(de.path().stem().string()))
+      throw GalleryError(file + ": unexpected file in the gallery");
+    std::ifstream in(de.path(), std::ios::binary);
+    if (!in) throw GalleryError(file + ": cannot read");
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    GalleryEntry e = decode(bytes, file);
+    if (e.id != de.path().stem().string()) throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
+    g.entries_.push_back(std::move(e));
+  }
+  std::sort(g.entries_.begin(), g.entries_.end(), [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
+  return g;
+}
+
+const GalleryEntry* Gallery::find(const std::string& id) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), id,
+                             [](const GalleryEntry& e, const std::string& k) { return e.id < k; });
+  return it != entries_.end() && it->id == id ? &*it : nullptr;
+}
+
+fs::path Gallery::entry_path(const std::string& id) const { return dir_ / "entries" / (id + ".tex"); }
+
+void Gallery::write_entry(GalleryEntry entry, Write mode) {
+  if (!valid_product_id(entry.id))
+    throw GalleryError("invalid product id '" + entry.id + "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+  if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
+  const std::vector<uint8_t> bytes = encode(entry);
+  WriterLock lock(dir_);
+  const fs::path final = entry_path(entry.id);
+  const bool exists = fs::exists(final);
+  if (mode == Write::kAdd && exists) throw GalleryError("product '" + entry.id + "' is already enrolled (use update)");
+  if (mode == Write::kUpdate && !exists) throw GalleryError("product '" + entry.id + "' is not enrolled");
+  write_atomically(dir_ / "entries" / (".tmp-" + entry.id + "-" + std::to_string(::getpid())), final, bytes);
+  fsync_dir(dir_ / "entries");
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), entry.id,
+                             [](const GalleryEntry& e, const std::string& k) { return e.id < k; });
+  if (it != entries_.end() && it->id == entry.id)
+    *it = std::move(entry);
+  else
+    entries_.insert(it, std::move(entry));
+}
+
+void Gallery::add(GalleryEntry entry) { write_entry(std::move(entry), Write::kAdd); }
+void Gallery::update(GalleryEntry entry) { write_entry(std::move(entry), Write::kUpdate); }
+
+void Gallery::remove(const std::string& id) {
+  if (!valid_product_id(id)) throw GalleryError("invalid product id '" + id + "'");
+  WriterLock lock(dir_);
+  const fs::path final = entry_path(id);
+  if (::unlink(final.c_str()) != 0) {
+    if (errno == ENOENT) throw GalleryError("product '" + id + "' is not enrolled");
+    throw GalleryError(final.string() + ": cannot delete: " + errno_text());
+  }
+  fsync_dir(dir_ / "entries");
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const GalleryEntry& e) { return e.id == id; }),
+                 entries_.end());
+}
+
+}  // namespace prism::texture

@@ -1,0 +1,66 @@
+// A persistent texture gallery: one directory, one file per product id, so that every write is one
+// atomic rename and a crash at any moment leaves each entry either fully old or fully new.
+//
+//   DIR/gallery.prism        marker and format version
+//   DIR/.lock                flock()ed by writers (one writer at a time; readers need no lock)
+//   DIR/entries/ID.tex       an entry: header, id, source, keypoints, FP16 RootSIFT, CRC-32
+//
+// ADD/UPDATE write `entries/.tmp-ID-PID`, fsync it, rename it over `ID.tex` and fsync the
+// directory before returning: what returned is on disk. DELETE unlinks and fsyncs the directory.
+// Leftover temporary files of a killed writer are ignored by readers and removed by the next writer.
+// Opening validates every entry (magic, version, sizes, CRC-32, id = file name) and refuses a
+// corrupt one with a GalleryError naming the file.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "texture/features.h"
+
+namespace prism::texture {
+
+struct GalleryError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct GalleryEntry {
+  std::string id;
+  std::string source;       // where the enrolled image came from (informational)
+  int64_t enrolled_unix = 0;
+  Features features;
+};
+
+// Product ids: 1..128 characters of [A-Za-z0-9._-], not starting with '.' or '-'.
+bool valid_product_id(const std::string& id);
+
+class Gallery {
+ public:
+  // Opens the gallery in `dir` and reads every entry; with `create` an absent or empty directory
+  // becomes a new gallery. Throws GalleryError.
+  static Gallery open(const std::filesystem::path& dir, bool create = false);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const std::vector<GalleryEntry>& entries() const { return entries_; }  // sorted by id
+  const GalleryEntry* find(const std::string& id) const;
+
+  // Durable when they return. add refuses an id that is on disk already, update and remove one
+  // that is not. Throws GalleryError.
+  void add(GalleryEntry entry);
+  void update(GalleryEntry entry);
+  void remove(const std::string& id);
+
+  // Encoding of one entry file (exposed for tests).
+  static std::vector<uint8_t> encode(const GalleryEntry& entry);
+  static GalleryEntry decode(const std::vector<uint8_t>& bytes, const std::string& file);
+
+ private:
+  enum class Write { kAdd, kUpdate };
+  void write_entry(GalleryEntry entry, Write mode);
+  std::filesystem::path entry_path(const std::string& id) const;
+  std::filesystem::path dir_;
+  std::vector<GalleryEntry> entries_;
+};
+
+}  // namespace prism::texture

@@ -1,0 +1,284 @@
+#include "texture/index.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "common/gpu.h"
+#include "match/match.h"
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace prism::texture {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+constexpr size_t kSlotHalves = size_t(match::kSlot) * match::kDim;
+
+// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test).
+std::vector<uint16_t> padded_query(const Features& q, int& rows) {
+  rows = std::max(16, (q.count() + 15) / 16 * 16);
+  std::vector<uint16_t> out(size_t(rows) * match::kDim, 0);
+  std::copy(q.descriptors.begin(), q.descriptors.end(), out.begin());
+  return out;
+}
+
+}  // namespace
+
+struct TextureIndex::Impl {
+  bool gpu = false;
+  std::string description;
+  std::vector<uint16_t> gallery;  // CPU path: [images][kSlot][kDim]
+  std::vector<int> counts;
+#if defined(PRISM_HAVE_CUDA)
+  cudaStream_t stream = nullptr;
+  uint16_t* d_gallery = nullptr;
+  int* d_counts = nullptr;
+  uint16_t* d_query = nullptr;  // kSlot rows
+  int* d_scores = nullptr;      // [capacity] (+ one per shortlist slot for verification runs)
+  size_t score_capacity = 0;
+  float *d_best = nullptr, *d_second = nullptr;
+  int* d_index = nullptr;
+  int verify_slots = 0;
+
+  void free_gallery() {
+    cudaFree(d_gallery);
+    cudaFree(d_counts);
+    cudaFree(d_scores);
+    d_gallery = nullptr;
+    d_counts = d_scores = nullptr;
+    score_capacity = 0;
+  }
+  void ensure_verify_slots(int n) {
+    if (n <= verify_slots) return;
+    cudaFree(d_best);
+    cudaFree(d_second);
+    cudaFree(d_index);
+    d_best = gpu::device_alloc<float>(size_t(n) * match::kSlot);
+    d_second = gpu::device_alloc<float>(size_t(n) * match::kSlot);
+    d_index = gpu::device_alloc<int>(size_t(n) * match::kSlot);
+    verify_slots = n;
+  }
+  ~Impl() {
+    if (!gpu) return;
+    free_gallery();
+    cudaFree(d_query);
+    cudaFree(d_best);
+    cudaFree(d_second);
+    cudaFree(d_index);
+    cudaStreamDestroy(stream);
+  }
+#endif
+};
+
+TextureIndex::TextureIndex(Device device) : impl_(std::make_unique<Impl>()) {
+  std::string why;
+  bool usable = gpu::available(&why);
+#if defined(PRISM_HAVE_CUDA)
+  if (usable) {
+    int dev = 0, major = 0;
+    PRISM_CUDA_CHECK(cudaGetDevice(&dev));
+    PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 8) {
+      usable = false;
+      why = "GPU " + gpu::device_name(dev) + " is older than sm_80";
+    } else {
+      impl_->description = "cuda:" + std::to_string(dev) + " (" + gpu::device_name(dev) + ")";
+    }
+  }
+#endif
+  if (device == Device::kCuda && !usable) throw gpu::CudaError("textureid: device=cuda but " + why);
+  impl_->gpu = usable && device != Device::kCpu;
+  if (!impl_->gpu) impl_->description = device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
+#if defined(PRISM_HAVE_CUDA)
+  if (impl_->gpu) {
+    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+    impl_->d_query = gpu::device_alloc<uint16_t>(kSlotHalves);
+  }
+#endif
+}
+
+TextureIndex::~TextureIndex() = default;
+
+bool TextureIndex::on_gpu() const { return impl_->gpu; }
+std::string TextureIndex::device_description() const { return impl_->description; }
+
+void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
+  Impl& m = *impl_;
+  const size_t n = entries.size();
+  ids_.clear();
+  geometry_.clear();
+  m.counts.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    ids_.push_back(entries[i].id);
+    Features g;
+    g.width = entries[i].features.width;
+    g.height = entries[i].features.height;
+    g.keypoints = entries[i].features.keypoints;
+    geometry_.push_back(std::move(g));
+    m.counts[i] = std::min(entries[i].features.count(), match::kSlot);
+  }
+  auto pack = [&](size_t i, uint16_t* slot) {  // one image's descriptors, the rest of the slot zero
+    const auto& d = entries[i].features.descriptors;
+    const size_t used = std::min(d.size(), kSlotHalves);
+    std::copy_n(d.begin(), used, slot);
+    std::fill(slot + used, slot + kSlotHalves, uint16_t(0));
+  };
+  if (!m.gpu) {
+    m.gallery.assign(n * kSlotHalves, 0);
+    for (size_t i = 0; i < n; ++i) pack(i, &m.gallery[i * kSlotHalves]);
+    return;
+  }
+#if defined(PRISM_HAVE_CUDA)
+  m.free_gallery();
+  m.d_gallery = gpu::device_alloc<uint16_t>(n * kSlotHalves);
+  m.d_counts = gpu::device_alloc<int>(n);
+  m.score_capacity = n;
+  m.d_scores = gpu::device_alloc<int>(n + match::kSlot);
+  PRISM_CUDA_CHECK(cudaMemcpy(m.d_counts, m.counts.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+  // Upload through a host staging buffer of up to 256 images at a time.
+  const size_t batch = 256;
+  std::vector<uint16_t> staging(std::min(n, batch) * kSlotHalves);
+  for (size_t i0 = 0; i0 < n; i0 += batch) {
+    const size_t k = std::min(batch, n - i0);
+    for (size_t i = 0; i < k; ++i) pack(i0 + i, &staging[i * kSlotHalves]);
+    PRISM_CUDA_CHECK(cudaMemcpy(m.d_gallery + i0 * kSlotHalves, staging.data(), k * kSlotHalves * 2,
+                                cudaMemcpyHostToDevice));
+  }
+#endif
+}
+
+int TextureIndex::find(const std::string& id) const {
+  auto it = std::find(ids_.begin(), ids_.end(), id);
+  return it == ids_.end() ? -1 : int(it - ids_.begin());
+}
+
+std::vector<int> TextureIndex::scores(const Features& query, const SearchParams& params) {
+  Impl& m = *impl_;
+  const int images = int(ids_.size());
+  std::vector<int> scores(images, 0);
+  if (images == 0 || query.count() == 0) return scores;
+  int rows = 0;
+  const std::vector<uint16_t> q = padded_query(query, rows);
+  match::MatchProblem p;
+  p.rows = p.query_rows = rows;
+  p.images = images;
+  match::MatchParams mp;
+  mp.ratio = params.ratio;
+  if (!m.gpu) {
+    p.query = q.data();
+    p.gallery = m.gallery.data();
+    p.counts = m.counts.data();
+    match::MatchOutputs out;
+    out.scores = scores.data();
+    match::match_cpu(p, mp, out);
+    return scores;
+  }
+#if defined(PRISM_HAVE_CUDA)
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q.data(), q.size() * 2, cudaMemcpyHostToDevice, m.stream));
+  PRISM_CUDA_CHECK(cudaMemsetAsync(m.d_scores, 0, images * sizeof(int), m.stream));
+  p.query = m.d_query;
+  p.gallery = m.d_gallery;
+  p.counts = m.d_counts;
+  match::MatchOutputs out;
+  out.scores = m.d_scores;
+  match::match_cuda(p, mp, out, m.stream);
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(scores.data(), m.d_scores, images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+#endif
+  return scores;
+}
+
+// Re-matches each candidate for its per-row top-2 (one matcher call per image), verifies it and
+// sorts the candidates by inliers (then score, then index). Returns the best.
+Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Candidate>& cands,
+                                          const SearchParams& params, SearchResult& result) {
+  Impl& m = *impl_;
+  const auto t0 = Clock::now();
+  int rows = 0;
+  const std::vector<uint16_t> q = padded_query(query, rows);
+  const int k = int(cands.size());
+  std::vector<float> best(size_t(k) * rows), second(size_t(k) * rows);
+  std::vector<int> index(size_t(k) * rows);
+  match::MatchParams mp;
+  mp.ratio = params.ratio;
+  match::MatchProblem p;
+  p.rows = p.query_rows = rows;
+  p.images = 1;
+  if (!m.gpu) {
+    std::vector<int> score(1);
+    p.query = q.data();
+    for (int c = 0; c < k; ++c) {
+      p.gallery = &m.gallery[size_t(cands[c].index) * kSlotHalves];
+      p.counts = &m.counts[cands[c].index];
+      match::match_cpu(p, mp, {score.data(), &best[size_t(c) * rows], &second[size_t(c) * rows], &index[size_t(c) * rows]});
+    }
+  } else {
+#if defined(PRISM_HAVE_CUDA)
+    m.ensure_verify_slots(k);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q.data(), q.size() * 2, cudaMemcpyHostToDevice, m.stream));
+    int* d_score = m.d_scores + m.score_capacity;  // scratch past the search scores
+    PRISM_CUDA_CHECK(cudaMemsetAsync(d_score, 0, sizeof(int) * k, m.stream));
+    p.query = m.d_query;
+    for (int c = 0; c < k; ++c) {
+      p.gallery = m.d_gallery + size_t(cands[c].index) * kSlotHalves;
+      p.counts = m.d_counts + cands[c].index;
+      const size_t o = size_t(c) * rows;
+      match::match_cuda(p, mp, {d_score + c, m.d_best + o, m.d_second + o, m.d_index + o}, m.stream);
+    }
+    const size_t n = size_t(k) * rows;
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(best.data(), m.d_best, n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(second.data(), m.d_second, n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(index.data(), m.d_index, n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+#endif
+  }
+  for (int c = 0; c < k; ++c) {
+    const size_t o = size_t(c) * rows;
+    const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
+    cands[c].geometry = verify_geometry(query, geometry_[cands[c].index], matches, params.verify);
+  }
+  std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.geometry.inliers != b.geometry.inliers) return a.geometry.inliers > b.geometry.inliers;
+    if (a.score != b.score) return a.score > b.score;
+    return a.index < b.index;
+  });
+  result.verify_ms = ms_since(t0);
+  return cands.empty() ? Candidate{} : cands.front();
+}
+
+SearchResult TextureIndex::search(const Features& query, const SearchParams& params) {
+  SearchResult r;
+  const auto t0 = Clock::now();
+  const std::vector<int> s = scores(query, params);
+  r.match_ms = ms_since(t0);
+  std::vector<int> order(s.size());
+  std::iota(order.begin(), order.end(), 0);
+  const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
+  for (size_t i = 0; i < k; ++i)
+    if (s[order[i]] >= 4) r.candidates.push_back({order[i], ids_[order[i]], s[order[i]], {}});  // RANSAC needs 4
+  r.best = verify_candidates(query, r.candidates, params, r);
+  if (r.best.index < 0 && !order.empty()) r.best = {order[0], ids_[order[0]], s[order[0]], {}};
+  r.identified = r.best.index >= 0 && r.best.geometry.inliers >= params.min_inliers;
+  return r;
+}
+
+SearchResult TextureIndex::verify(const Features& query, const std::string& id, const SearchParams& params) {
+  const int i = find(id);
+  if (i < 0) throw GalleryError("product '" + id + "' is not enrolled");
+  SearchResult r;
+  r.candidates.push_back({i, id, 0, {}});
+  r.best = verify_candidates(query, r.candidates, params, r);
+  r.best.score = r.candidates.front().score = r.best.geometry.matches;
+  r.identified = r.best.geometry.inliers >= params.min_inliers;
+  return r;
+}
+
+}  // namespace prism::texture

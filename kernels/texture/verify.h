@@ -1,0 +1,40 @@
+// Geometric verification of a candidate: the query's ratio-test matches into one gallery image,
+// made one-to-one, then a RANSAC homography (OpenCV's cv::findHomography, which seeds its RNG
+// fixedly, so the result is repeatable). The inlier count is the decision score.
+#pragma once
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "texture/features.h"
+
+namespace prism::texture {
+
+struct Correspondence {
+  int query = 0, gallery = 0;  // descriptor indices
+  float dot = 0;               // the match's dot product (1 = identical)
+};
+
+// The ratio-test matches of one gallery image from the matcher's per-row outputs (match::MatchOutputs
+// best/second/best_index for rows [0, rows)); the same test as the matcher's score. Where several
+// query descriptors pick one gallery descriptor only the closest is kept.
+std::vector<Correspondence> ratio_matches(const float* best, const float* second, const int* best_index, int rows,
+                                          float ratio);
+
+struct VerifyParams {
+  double reprojection_px = 6.0;  // RANSAC inlier threshold, in gallery-image pixels
+  int max_iterations = 2000;
+  double confidence = 0.999;
+};
+
+struct Verification {
+  int matches = 0;        // ratio-test matches (one-to-one)
+  int inliers = 0;        // consistent with the homography; 0 when none was found or it is degenerate
+  cv::Matx33d homography = cv::Matx33d::eye();  // query -> gallery
+  cv::Rect2f query_box;   // bounding box of the inliers in the query image
+};
+
+Verification verify_geometry(const Features& query, const Features& gallery,
+                             const std::vector<Correspondence>& matches, const VerifyParams& params = {});
+
+}  // namespace prism::texture

@@ -1,0 +1,340 @@
+// prism texture: the texture gallery from the command line (enrol, search, verify, update, delete,
+// list, stats). The work is in kernels/texture; images are decoded with GStreamer (prism_imagefile).
+//
+// Exit codes: 0 success (search: identified; verify: accepted), 1 not identified / rejected,
+// 2 usage or input errors.
+#include <gst/gst.h>
+#include <unistd.h>
+
+#include <opencv2/core.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gstprismimagefile.h"
+#include "pipelines/gst_setup.h"
+#include "texture/index.h"
+#include "tools/prism/texture_util.h"
+
+namespace prism::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using texture::Gallery;
+using texture::GalleryEntry;
+using texture::GalleryError;
+
+constexpr const char* kUsage =
+    "usage: prism texture SUBCOMMAND --gallery DIR [OPTIONS] ...\n"
+    "\n"
+    "  enroll  [--id ID] IMAGE...     enrol images (id = file name without extension, or --id for one)\n"
+    "          [--list FILE]          ... or the 'ID PATH' lines of FILE; --update replaces enrolled ids\n"
+    "  update  --id ID IMAGE          replace a product's texture\n"
+    "  delete  ID...                  remove products\n"
+    "  search  IMAGE...               1:M: which product is this? (exit 1 when none)\n"
+    "  verify  --id ID IMAGE          1:1: is this product ID? (exit 1 when rejected)\n"
+    "  list                           enrolled products\n"
+    "  stats                          gallery size, features, memory\n"
+    "  eval    --out DIR ...          accuracy evaluation (see 'prism texture eval --help')\n"
+    "\n"
+    "options:\n"
+    "  --gallery DIR        the gallery directory (enroll creates it)\n"
+    "  --json               machine-readable output (one JSON object per line)\n"
+    "  --device D           auto (default), cpu or cuda: where descriptors are matched\n"
+    "  --min-inliers N      decision threshold on RANSAC inliers (default 12)\n"
+    "  --ratio R            Lowe's ratio (default 0.8)\n"
+    "  --shortlist K        candidates verified geometrically per search (default 8)\n"
+    "  --top K              search: candidates printed (default 1)\n";
+
+struct Options {
+  std::string sub, gallery, id, list;
+  bool json = false, update = false;
+  texture::Device device = texture::Device::kAuto;
+  texture::SearchParams search;
+  int top = 1;
+  std::vector<std::string> args;
+};
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || x < lo || x > hi)
+    throw UsageError(opt + " takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v + "'");
+  return int(x);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  if (argc < 2) throw UsageError("missing subcommand");
+  o.sub = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--gallery") o.gallery = value();
+    else if (a == "--id") o.id = value();
+    else if (a == "--list") o.list = value();
+    else if (a == "--json") o.json = true;
+    else if (a == "--update") o.update = true;
+    else if (a == "--device") {
+      const std::string d = value();
+      if (d == "auto") o.device = texture::Device::kAuto;
+      else if (d == "cpu") o.device = texture::Device::kCpu;
+      else if (d == "cuda") o.device = texture::Device::kCuda;
+      else throw UsageError("--device takes auto, cpu or cuda, not '" + d + "'");
+    } else if (a == "--min-inliers") o.search.min_inliers = parse_int(a, value(), 4, 100000);
+    else if (a == "--shortlist") o.search.shortlist = parse_int(a, value(), 1, 1000);
+    else if (a == "--top") o.top = parse_int(a, value(), 1, 1000);
+    else if (a == "--ratio") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.search.ratio = std::strtof(v.c_str(), &end);
+      if (v.empty() || *end || !(o.search.ratio > 0.f && o.search.ratio <= 1.f))
+        throw UsageError("--ratio takes a number in (0, 1], not '" + v + "'");
+    } else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
+    else o.args.push_back(a);
+  }
+  if (o.gallery.empty()) throw UsageError("--gallery DIR is required");
+  return o;
+}
+
+// Enrolment jobs: (id, image path).
+std::vector<std::pair<std::string, std::string>> enrol_jobs(const Options& o) {
+  std::vector<std::pair<std::string, std::string>> jobs;
+  if (!o.list.empty()) {
+    std::ifstream in(o.list);
+    if (!in) throw UsageError(o.list + ": cannot read");
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      std::istringstream fields(line);
+      std::string id, path;
+      if (!(fields >> id) || id[0] == '#') continue;
+      if (!(fields >> path)) throw UsageError(o.list + ":" + std::to_string(n) + ": expected 'ID PATH'");
+      if (!texture::valid_product_id(id)) throw UsageError(o.list + ":" + std::to_string(n) + ": invalid product id '" + id + "'");
+      jobs.emplace_back(id, path);
+    }
+  }
+  if (!o.id.empty() && o.args.size() != 1) throw UsageError("--id names one product: give exactly one IMAGE");
+  for (const auto& path : o.args) {
+    const std::string id = o.id.empty() ? fs::path(path).stem().string() : o.id;
+    if (!texture::valid_product_id(id)) throw UsageError(path + ": '" + id + "' is not a valid product id (use --id)");
+    jobs.emplace_back(id, path);
+  }
+  if (jobs.empty()) throw UsageError("nothing to enrol: give IMAGE... or --list FILE");
+  return jobs;
+}
+
+int enroll(const Options& o) {
+  const auto jobs = enrol_jobs(o);
+  Gallery gallery = Gallery::open(o.gallery, /*create=*/true);
+  Progress progress("enrol", int(jobs.size()), !o.json || !isatty(STDOUT_FILENO));
+  int done = 0, failed = 0;
+  // Features are extracted in parallel batches; entries are written (and acknowledged) in order.
+  const size_t batch = size_t(std::max(4, 4 * cv::getNumThreads()));
+  for (size_t b0 = 0; b0 < jobs.size(); b0 += batch) {
+    const size_t b1 = std::min(jobs.size(), b0 + batch);
+    std::vector<GalleryEntry> entries(b1 - b0);
+    std::vector<std::string> errors(b1 - b0);
+    cv::parallel_for_(cv::Range(int(b0), int(b1)), [&](const cv::Range& r) {
+      for (int i = r.start; i < r.end; ++i) {
+        try {
+          GalleryEntry& e = entries[i - b0];
+          e.id = jobs[i].first;
+          e.source = jobs[i].second;
+          e.features = texture::extract_features(load_grey(jobs[i].second));
+        } catch (const std::exception& ex) {
+          errors[i - b0] = ex.what();
+        }
+      }
+    });
+    for (size_t i = 0; i < entries.size(); ++i) {
+      GalleryEntry& e = entries[i];
+      std::string error = errors[i];
+      if (error.empty()) {
+        try {
+          const int n = e.features.count();
+          const std::string id = e.id;
+          if (o.update && gallery.find(id)) gallery.update(std::move(e));
+          else gallery.add(std::move(e));
+          ++done;
+          if (o.json) std::printf("{\"enrolled\":%s,\"features\":%d}\n", json_string(id).c_str(), n);
+          std::fflush(stdout);
+        } catch (const GalleryError& ex) {
+          error = ex.what();
+        }
+      }
+      if (!error.empty()) {
+        ++failed;
+        progress.clear_line();
+        if (o.json) std::printf("{\"error\":%s,\"id\":%s}\n", json_string(error).c_str(), json_string(jobs[b0 + i].first).c_str());
+        else std::fprintf(stderr, "prism texture enroll: error: %s\n", error.c_str());
+        std::fflush(stdout);
+      }
+      progress.step();
+    }
+  }
+  progress.finish();
+  if (!o.json)
+    std::printf("enrolled %d of %zu into %s (%zu products)\n", done, jobs.size(), o.gallery.c_str(),
+                gallery.entries().size());
+  return failed ? 2 : 0;
+}
+
+void print_result(const Options& o, const std::string& image, const texture::SearchResult& r, const std::string& mode) {
+  if (o.json) {
+    std::ostringstream s;
+    s << "{\"image\":" << json_string(image) << ",\"mode\":\"" << mode << "\",\"identified\":"
+      << (r.identified ? "true" : "false") << ",\"id\":" << (r.best.index >= 0 ? json_string(r.best.id) : "null")
+      << ",\"inliers\":" << r.best.geometry.inliers << ",\"matches\":" << r.best.score
+      << ",\"match_ms\":" << r.match_ms << ",\"verify_ms\":" << r.verify_ms << ",\"candidates\":[";
+    for (size_t i = 0; i < r.candidates.size() && int(i) < o.top; ++i)
+      s << (i ? "," : "") << "{\"id\":" << json_string(r.candidates[i].id) << ",\"inliers\":"
+        << r.candidates[i].geometry.inliers << ",\"matches\":" << r.candidates[i].score << "}";
+    s << "]}";
+    std::printf("%s\n", s.str().c_str());
+    return;
+  }
+  if (mode == "verify")
+    std::printf("%s: %s %s (%d inliers, %d matches; threshold %d)\n", image.c_str(),
+                r.identified ? "ACCEPT" : "REJECT", r.best.id.c_str(), r.best.geometry.inliers, r.best.score,
+                o.search.min_inliers);
+  else if (r.identified)
+    std::printf("%s: %s (%d inliers, %d matches)\n", image.c_str(), r.best.id.c_str(), r.best.geometry.inliers,
+                r.best.score);
+  else
+    std::printf("%s: not identified (best %s: %d inliers, threshold %d)\n", image.c_str(),
+                r.best.index >= 0 ? r.best.id.c_str() : "none", r.best.geometry.inliers, o.search.min_inliers);
+  for (size_t i = 1; i < r.candidates.size() && int(i) < o.top; ++i)
+    std::printf("  %zu. %s (%d inliers, %d matches)\n", i + 1, r.candidates[i].id.c_str(),
+                r.candidates[i].geometry.inliers, r.candidates[i].score);
+}
+
+int search_or_verify(const Options& o, bool verify) {
+  if (o.args.empty()) throw UsageError("give the query IMAGE");
+  if (verify && (o.id.empty() || o.args.size() != 1)) throw UsageError("verify takes --id ID and one IMAGE");
+  const Gallery gallery = Gallery::open(o.gallery);
+  texture::TextureIndex index(o.device);
+  index.build(gallery.entries());
+  if (!o.json) std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(), index.device_description().c_str());
+  bool all = true;
+  for (const auto& image : o.args) {
+    const texture::Features q = texture::extract_features(load_grey(image));
+    const texture::SearchResult r = verify ? index.verify(q, o.id, o.search) : index.search(q, o.search);
+    print_result(o, image, r, verify ? "verify" : "search");
+    all = all && r.identified;
+  }
+  return all ? 0 : 1;
+}
+
+int remove_products(const Options& o) {
+  if (o.args.empty()) throw UsageError("give the product ID(s) to delete");
+  Gallery gallery = Gallery::open(o.gallery);
+  int failed = 0;
+  for (const auto& id : o.args) {
+    try {
+      gallery.remove(id);
+      if (o.json) std::printf("{\"deleted\":%s}\n", json_string(id).c_str());
+      else std::printf("deleted %s\n", id.c_str());
+    } catch (const GalleryError& e) {
+      ++failed;
+      std::fprintf(stderr, "prism texture delete: error: %s\n", e.what());
+    }
+    std::fflush(stdout);
+  }
+  return failed ? 2 : 0;
+}
+
+int list_products(const Options& o) {
+  const Gallery gallery = Gallery::open(o.gallery);
+  for (const auto& e : gallery.entries()) {
+    if (o.json)
+      std::printf("{\"id\":%s,\"features\":%d,\"width\":%d,\"height\":%d,\"enrolled_unix\":%lld,\"source\":%s}\n",
+                  json_string(e.id).c_str(), e.features.count(), e.features.width, e.features.height,
+                  (long long)e.enrolled_unix, json_string(e.source).c_str());
+    else
+      std::printf("%-24s %4d features  %5dx%-5d %s\n", e.id.c_str(), e.features.count(), e.features.width,
+                  e.features.height, e.source.c_str());
+  }
+  return 0;
+}
+
+int stats(const Options& o) {
+  const Gallery gallery = Gallery::open(o.gallery);
+  size_t features = 0, file_bytes = 0;
+  int fewest = gallery.entries().empty() ? 0 : match::kSlot, most = 0;
+  for (const auto& e : gallery.entries()) {
+    features += size_t(e.features.count());
+    fewest = std::min(fewest, e.features.count());
+    most = std::max(most, e.features.count());
+    std::error_code ec;
+    file_bytes += fs::file_size(gallery.dir() / "entries" / (e.id + ".tex"), ec);
+  }
+  const size_t n = gallery.entries().size();
+  const double search_mb = double(n) * match::kSlot * match::kDim * 2 / 1e6;
+  if (o.json) {
+    std::printf("{\"products\":%zu,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_bytes\":%zu,"
+                "\"search_memory_mb\":%.1f}\n", n, features, fewest, most, file_bytes, search_mb);
+  } else {
+    std::printf("gallery %s\n  products        %zu\n  features        %zu (%.1f per product, %d..%d)\n"
+                "  on disk         %.1f MB\n  search memory   %.1f MB (FP16, %d slots per product)\n",
+                o.gallery.c_str(), n, features, n ? double(features) / n : 0.0, fewest, most, file_bytes / 1e6,
+                search_mb, match::kSlot);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int texture_eval_command(int argc, char** argv);
+
+int texture_command(int argc, char** argv) {
+  if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "eval") == 0) return texture_eval_command(argc - 1, argv + 1);
+  try {
+    const Options o = parse(argc, argv);
+    init_gstreamer();
+    if (o.sub == "enroll" || o.sub == "enrol") return enroll(o);
+    if (o.sub == "update") {
+      if (o.id.empty() || o.args.size() != 1) throw UsageError("update takes --id ID and one IMAGE");
+      Gallery gallery = Gallery::open(o.gallery);
+      GalleryEntry e{o.id, o.args[0], 0, texture::extract_features(load_grey(o.args[0]))};
+      const int n = e.features.count();
+      gallery.update(std::move(e));
+      if (o.json) std::printf("{\"updated\":%s,\"features\":%d}\n", json_string(o.id).c_str(), n);
+      else std::printf("updated %s (%d features)\n", o.id.c_str(), n);
+      return 0;
+    }
+    if (o.sub == "delete") return remove_products(o);
+    if (o.sub == "search") return search_or_verify(o, false);
+    if (o.sub == "verify") return search_or_verify(o, true);
+    if (o.sub == "list") return list_products(o);
+    if (o.sub == "stats") return stats(o);
+    throw UsageError("unknown subcommand '" + o.sub + "'");
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "prism texture: error: %s\n\n%s", e.what(), kUsage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism texture: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace prism::cli

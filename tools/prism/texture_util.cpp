@@ -1,0 +1,158 @@
+#include "tools/prism/texture_util.h"
+
+#include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "gstprismimagefile.h"
+
+namespace prism::cli {
+
+cv::Mat load_grey(const std::string& path) {
+  ImageFile image;
+  GError* error = nullptr;
+  if (!image_file_load_grey(path.c_str(), &image, &error)) {
+    const std::string why = error ? error->message : path + ": cannot decode";
+    g_clear_error(&error);
+    throw std::runtime_error(why);
+  }
+  return cv::Mat(image.height, image.width, CV_8UC1, image.pixels.data()).clone();
+}
+
+std::vector<uint8_t> gst_transcode(const cv::Mat& img, const std::string& chain) {
+  if (img.empty() || img.depth() != CV_8U || (img.channels() != 1 && img.channels() != 3))
+    throw std::runtime_error("gst_transcode: needs an 8-bit grey or BGR image");
+  GError* err = nullptr;
+  const std::string desc = "appsrc name=src ! " + chain + " ! appsink name=sink sync=false";
+  GstElement* pipeline = gst_parse_launch(desc.c_str(), &err);
+  if (!pipeline || err) {
+    const std::string why = err ? err->message : "parse failed";
+    g_clear_error(&err);
+    if (pipeline) gst_object_unref(pipeline);
+    throw std::runtime_error("'" + chain + "': " + why);
+  }
+  GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  const char* format = img.channels() == 1 ? "GRAY8" : "BGR";
+  GstCaps* caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, format, "width", G_TYPE_INT, img.cols,
+                                      "height", G_TYPE_INT, img.rows, "framerate", GST_TYPE_FRACTION, 0, 1, nullptr);
+  g_object_set(src, "caps", caps, "format", GST_FORMAT_TIME, nullptr);
+  gst_caps_unref(caps);
+  // GStreamer's default strides: rows rounded up to 4 bytes.
+  const size_t row = size_t(img.cols) * img.channels(), stride = (row + 3) & ~size_t(3);
+  GstBuffer* buf = gst_buffer_new_allocate(nullptr, stride * img.rows, nullptr);
+  GstMapInfo map;
+  gst_buffer_map(buf, &map, GST_MAP_WRITE);
+  for (int y = 0; y < img.rows; ++y) std::memcpy(map.data + stride * y, img.ptr(y), row);
+  gst_buffer_unmap(buf, &map);
+  GST_BUFFER_PTS(buf) = 0;
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  gst_app_src_push_buffer(GST_APP_SRC(src), buf);
+  gst_app_src_end_of_stream(GST_APP_SRC(src));
+  GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 10 * GST_SECOND);
+  std::vector<uint8_t> out;
+  if (sample) {
+    GstBuffer* b = gst_sample_get_buffer(sample);
+    gst_buffer_map(b, &map, GST_MAP_READ);
+    out.assign(map.data, map.data + map.size);
+    gst_buffer_unmap(b, &map);
+    gst_sample_unref(sample);
+  }
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  if (out.empty()) throw std::runtime_error("'" + chain + "' produced nothing");
+  return out;
+}
+
+cv::Mat jpeg_roundtrip(const cv::Mat& grey, int quality) {
+  const std::vector<uint8_t> raw = gst_transcode(
+      grey, "jpegenc quality=" + std::to_string(quality) + " ! jpegdec ! videoconvert ! video/x-raw,format=GRAY8");
+  const size_t stride = (size_t(grey.cols) + 3) & ~size_t(3);
+  if (raw.size() < stride * grey.rows) throw std::runtime_error("jpeg_roundtrip: short output");
+  cv::Mat out(grey.rows, grey.cols, CV_8UC1);
+  for (int y = 0; y < grey.rows; ++y) std::memcpy(out.ptr(y), raw.data() + stride * y, grey.cols);
+  return out;
+}
+
+void write_png(const cv::Mat& img, const std::string& path) {
+  const std::vector<uint8_t> png = gst_transcode(img, "videoconvert ! pngenc");
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
+    if (!f) throw std::runtime_error(path + ": cannot write");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+Progress::Progress(const char* what, int total, bool enabled)
+    : what_(what), total_(total), enabled_(enabled && total > 1), tty_(isatty(STDERR_FILENO)),
+      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+
+void Progress::step() {
+  ++done_;
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const int decile = done_ * 10 / total_;
+  if (tty_ ? (now - last_draw_ > std::chrono::milliseconds(100) || done_ == total_) : decile != last_decile_) {
+    last_draw_ = now;
+    last_decile_ = decile;
+    draw();
+  }
+}
+
+void Progress::draw() {
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = s > 0 ? done_ / s : 0;
+  const int width = 30, filled = total_ ? done_ * width / total_ : width;
+  std::string bar(size_t(filled), '#');
+  bar.resize(width, '.');
+  const double eta = rate > 0 ? (total_ - done_) / rate : 0;
+  std::fprintf(stderr, "%s%s [%s] %d/%d  %.1f/s  ETA %.0f s%s", tty_ ? "\r" : "", what_, bar.c_str(), done_, total_,
+               rate, eta, tty_ ? "\033[K" : "\n");
+  std::fflush(stderr);
+}
+
+void Progress::clear_line() {
+  if (enabled_ && tty_) std::fprintf(stderr, "\r\033[K");
+}
+
+void Progress::finish() {
+  if (!enabled_) return;
+  if (tty_) {
+    draw();
+    std::fprintf(stderr, "\n");
+  }
+}
+
+}  // namespace prism::cli
