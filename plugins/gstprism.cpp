@@ -6,6 +6,7 @@
 #include "gstpoissonblend.h"
 #include "gstprismconvert.h"
 #include "gstspectralize.h"
+#include "gsttextureid.h"
 
 #ifndef PACKAGE
 #define PACKAGE "prism"
@@ -18,6 +19,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   ok |= GST_ELEMENT_REGISTER(spectralize, plugin);
   ok |= GST_ELEMENT_REGISTER(emdtracker, plugin);
   ok |= GST_ELEMENT_REGISTER(envisrc, plugin);
+  ok |= GST_ELEMENT_REGISTER(textureid, plugin);
   return ok;
 }
 

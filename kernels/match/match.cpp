@@ -67,6 +67,27 @@ void rootsift(const float* sift, int count, uint16_t* out) {
   }
 }
 
+namespace {
+
+constexpr int kLanes = 16;  // gallery descriptors per transposed block (one accumulator vector)
+
+// The running top-2 of one query row (ties keep the lower index, as descriptors come in order).
+struct RowTop2 {
+  float best = -std::numeric_limits<float>::infinity(), second = -std::numeric_limits<float>::infinity();
+  int index = -1;
+  void offer(float dot, int j) {
+    if (dot > best) {
+      second = best;
+      best = dot;
+      index = j;
+    } else if (dot > second) {
+      second = dot;
+    }
+  }
+};
+
+}  // namespace
+
 void match_cpu(const MatchProblem& p, const MatchParams& params, const MatchOutputs& out) {
   if (!out.scores) throw std::invalid_argument("match_cpu: scores are required");
   if (p.query_rows <= 0 || p.rows % p.query_rows != 0)
@@ -75,30 +96,36 @@ void match_cpu(const MatchProblem& p, const MatchParams& params, const MatchOutp
   std::vector<float> q(size_t(p.rows) * kDim);
   for (size_t i = 0; i < q.size(); ++i) q[i] = half_to_float(p.query[i]);
   cv::parallel_for_(cv::Range(0, p.images), [&](const cv::Range& range) {
-    std::vector<float> g(size_t(kSlot) * kDim);
+    // The image's descriptors transposed in blocks of kLanes, [block][k][lane], so that the dot
+    // products of one query row with kLanes descriptors vectorise (each still sums k in order).
+    constexpr int kBlocks = kSlot / kLanes;
+    std::vector<float> gt(size_t(kBlocks) * kDim * kLanes);
     for (int b = range.start; b < range.end; ++b) {
       const int n = p.counts[b];
-      for (size_t i = 0; i < size_t(n) * kDim; ++i) g[i] = half_to_float(p.gallery[size_t(b) * kSlot * kDim + i]);
+      const int blocks = (n + kLanes - 1) / kLanes;
+      const uint16_t* img = p.gallery + size_t(b) * kSlot * kDim;
+      for (int jb = 0; jb < blocks; ++jb)
+        for (int t = 0; t < kLanes; ++t) {
+          const int j = jb * kLanes + t;
+          for (int k = 0; k < kDim; ++k)
+            gt[(size_t(jb) * kDim + k) * kLanes + t] = j < n ? half_to_float(img[size_t(j) * kDim + k]) : 0.f;
+        }
       for (int qi = 0; qi < p.queries(); ++qi) out.scores[size_t(qi) * p.images + b] = 0;
       for (int r = 0; r < p.rows; ++r) {
-        float best = -std::numeric_limits<float>::infinity(), second = best;
-        int best_j = -1;
-        for (int j = 0; j < n; ++j) {
-          float dot = 0.f;
-          for (int k = 0; k < kDim; ++k) dot += q[size_t(r) * kDim + k] * g[size_t(j) * kDim + k];
-          if (dot > best) {
-            second = best;
-            best = dot;
-            best_j = j;
-          } else if (dot > second) {
-            second = dot;
-          }
+        const float* qr = &q[size_t(r) * kDim];
+        RowTop2 top;
+        for (int jb = 0; jb < blocks; ++jb) {
+          float acc[kLanes] = {};
+          const float* g = &gt[size_t(jb) * kDim * kLanes];
+          for (int k = 0; k < kDim; ++k)
+            for (int t = 0; t < kLanes; ++t) acc[t] += qr[k] * g[k * kLanes + t];
+          for (int t = 0; t < kLanes && jb * kLanes + t < n; ++t) top.offer(acc[t], jb * kLanes + t);
         }
-        if (n >= 2 && (1.f - best) < r2 * (1.f - second)) out.scores[size_t(r / p.query_rows) * p.images + b]++;
+        if (n >= 2 && (1.f - top.best) < r2 * (1.f - top.second)) out.scores[size_t(r / p.query_rows) * p.images + b]++;
         const size_t o = size_t(b) * p.rows + r;
-        if (out.best) out.best[o] = best;
-        if (out.second) out.second[o] = second;
-        if (out.best_index) out.best_index[o] = best_j;
+        if (out.best) out.best[o] = top.best;
+        if (out.second) out.second[o] = top.second;
+        if (out.best_index) out.best_index[o] = top.index;
       }
     }
   });

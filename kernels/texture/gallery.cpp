@@ -193,6 +193,7 @@ Gallery Gallery::open(const fs::path& dir, bool create) {
   std::error_code ec;
   const fs::path marker = dir / kMarker;
   if (!fs::exists(marker, ec)) {
+    if (!create && !fs::exists(dir, ec)) throw GalleryError(dir.string() + ": no such gallery directory");
     if (!create) throw GalleryError(dir.string() + ": not a Prism texture gallery (no " + kMarker + ")");
     if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw GalleryError(dir.string() + ": not a directory");
     fs::create_directories(dir / "entries", ec);

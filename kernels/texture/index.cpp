@@ -92,7 +92,7 @@ TextureIndex::TextureIndex(Device device) : impl_(std::make_unique<Impl>()) {
     }
   }
 #endif
-  if (device == Device::kCuda && !usable) throw gpu::CudaError("textureid: device=cuda but " + why);
+  if (device == Device::kCuda && !usable) throw gpu::CudaError("device=cuda but " + why);
   impl_->gpu = usable && device != Device::kCpu;
   if (!impl_->gpu) impl_->description = device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
 #if defined(PRISM_HAVE_CUDA)

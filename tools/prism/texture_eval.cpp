@@ -273,7 +273,7 @@ int texture_eval_command(int argc, char** argv) {
       order.push_back(set);
       Tally& t = tally[set];
       const std::vector<texture::Features> qf = features_of(queries);
-      Progress progress(("eval " + set).c_str(), int(queries.size()), true);
+      Progress progress("eval " + set, int(queries.size()), true);
       for (size_t q = 0; q < queries.size(); ++q) {
         const int true_index = truth[q];
         const texture::SearchResult r = index.search(qf[q], params);
@@ -322,7 +322,7 @@ int texture_eval_command(int argc, char** argv) {
         cv::FileStorage fsr((data / "oxford-affine" / s / ("H1to" + std::to_string(k) + "p.xml")).string(),
                             cv::FileStorage::READ);
         cv::Mat h;
-        fsr["H1to" + std::to_string(k) + "p"] >> h;
+        if (fsr.isOpened()) fsr.getFirstTopLevelNode() >> h;  // the node is named H12, H13, ...
         if (h.empty()) throw std::runtime_error(s + ": cannot read H1to" + std::to_string(k) + "p.xml");
         h.convertTo(h, CV_64F);
         oxh.push_back(cv::Matx33d(h.ptr<double>()));

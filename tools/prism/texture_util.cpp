@@ -115,8 +115,8 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-Progress::Progress(const char* what, int total, bool enabled)
-    : what_(what), total_(total), enabled_(enabled && total > 1), tty_(isatty(STDERR_FILENO)),
+Progress::Progress(std::string what, int total, bool enabled)
+    : what_(std::move(what)), total_(total), enabled_(enabled && total > 1), tty_(isatty(STDERR_FILENO)),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 void Progress::step() {
@@ -138,7 +138,7 @@ void Progress::draw() {
   std::string bar(size_t(filled), '#');
   bar.resize(width, '.');
   const double eta = rate > 0 ? (total_ - done_) / rate : 0;
-  std::fprintf(stderr, "%s%s [%s] %d/%d  %.1f/s  ETA %.0f s%s", tty_ ? "\r" : "", what_, bar.c_str(), done_, total_,
+  std::fprintf(stderr, "%s%s [%s] %d/%d  %.1f/s  ETA %.0f s%s", tty_ ? "\r" : "", what_.c_str(), bar.c_str(), done_, total_,
                rate, eta, tty_ ? "\033[K" : "\n");
   std::fflush(stderr);
 }

@@ -29,14 +29,14 @@ std::string json_string(const std::string& s);
 // A progress bar on stderr: redrawn in place on a terminal, a line every 10% otherwise.
 class Progress {
  public:
-  Progress(const char* what, int total, bool enabled);
+  Progress(std::string what, int total, bool enabled);
   void step();
   void clear_line();  // before printing something else on a terminal
   void finish();
 
  private:
   void draw();
-  const char* what_;
+  std::string what_;
   int total_, done_ = 0, last_decile_ = -1;
   bool enabled_, tty_;
   std::chrono::steady_clock::time_point start_, last_draw_;

@@ -1,0 +1,442 @@
+#include "gsttextureid.h"
+
+#include <gst/video/video.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gstprismcuda.h" /* GST_TYPE_PRISM_DEVICE: the same auto/cuda/cpu enum as the other elements */
+#include "texture/features.h"
+#include "texture/gallery.h"
+#include "texture/index.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_texture_id_debug);
+#define GST_CAT_DEFAULT gst_texture_id_debug
+
+namespace texture = prism::texture;
+
+#define FORMATS "{ GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12, I420 }"
+
+typedef enum { MODE_SEARCH, MODE_VERIFY } TextureIdMode;
+#define GST_TYPE_TEXTURE_ID_MODE (texture_id_mode_get_type())
+static GType texture_id_mode_get_type(void) {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {MODE_SEARCH, "1:M: which enrolled texture is shown", "search"},
+      {MODE_VERIFY, "1:1: is the texture shown 'claimed-id'", "verify"},
+      {0, nullptr, nullptr}};
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstTextureIdMode", values));
+  return type;
+}
+
+enum {
+  PROP_0,
+  PROP_GALLERY,
+  PROP_MODE,
+  PROP_CLAIMED_ID,
+  PROP_INTERVAL,
+  PROP_MIN_SHARPNESS,
+  PROP_MIN_INLIERS,
+  PROP_SHORTLIST,
+  PROP_DEVICE,
+};
+
+constexpr guint kDefaultInterval = 10;
+
+/* Made at start(), gone at stop(). */
+struct State {
+  std::string gallery;
+  texture::TextureIndex index;
+  GstVideoInfo info{};
+  bool have_info = false;
+  guint64 frame = 0;         // frames seen since start
+  bool attempted = false;    // an identification has run
+  guint64 last_attempt = 0;  // its frame
+  cv::Mat grey;              // RGB-ish frames converted here (reused: no per-frame allocation)
+  explicit State(texture::Device d) : index(d) {}
+};
+
+struct _GstTextureId {
+  GstBaseTransform parent;
+  /* properties (object lock) */
+  gchar *gallery, *claimed_id;
+  TextureIdMode mode;
+  guint interval;
+  gdouble min_sharpness;
+  gint min_inliers, shortlist;
+  GstPrismDevice device;
+  /* streaming state */
+  State *state;
+};
+
+G_DEFINE_TYPE(GstTextureId, gst_texture_id, GST_TYPE_BASE_TRANSFORM);
+GST_ELEMENT_REGISTER_DEFINE(textureid, "textureid", GST_RANK_NONE, GST_TYPE_TEXTURE_ID);
+
+static GstStaticPadTemplate sink_template =
+    GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(FORMATS)));
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(FORMATS)));
+
+/* ---- properties ---- */
+
+static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
+  GstTextureId *self = GST_TEXTURE_ID(object);
+  GST_OBJECT_LOCK(self);
+  switch (id) {
+    case PROP_GALLERY: g_free(self->gallery); self->gallery = g_value_dup_string(value); break;
+    case PROP_MODE: self->mode = (TextureIdMode)g_value_get_enum(value); break;
+    case PROP_CLAIMED_ID: g_free(self->claimed_id); self->claimed_id = g_value_dup_string(value); break;
+    case PROP_INTERVAL: self->interval = g_value_get_uint(value); break;
+    case PROP_MIN_SHARPNESS: self->min_sharpness = g_value_get_double(value); break;
+    case PROP_MIN_INLIERS: self->min_inliers = g_value_get_int(value); break;
+    case PROP_SHORTLIST: self->shortlist = g_value_get_int(value); break;
+    case PROP_DEVICE: self->device = (GstPrismDevice)g_value_get_enum(value); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
+  GstTextureId *self = GST_TEXTURE_ID(object);
+  GST_OBJECT_LOCK(self);
+  switch (id) {
+    case PROP_GALLERY: g_value_set_string(value, self->gallery); break;
+    case PROP_MODE: g_value_set_enum(value, self->mode); break;
+    case PROP_CLAIMED_ID: g_value_set_string(value, self->claimed_id); break;
+    case PROP_INTERVAL: g_value_set_uint(value, self->interval); break;
+    case PROP_MIN_SHARPNESS: g_value_set_double(value, self->min_sharpness); break;
+    case PROP_MIN_INLIERS: g_value_set_int(value, self->min_inliers); break;
+    case PROP_SHORTLIST: g_value_set_int(value, self->shortlist); break;
+    case PROP_DEVICE: g_value_set_enum(value, self->device); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+/* ---- start/stop: the gallery is read and indexed once, before any data flows ---- */
+
+static gboolean start(GstBaseTransform *trans) {
+  GstTextureId *self = GST_TEXTURE_ID(trans);
+  GST_OBJECT_LOCK(self);
+  const std::string gallery = self->gallery ? self->gallery : "";
+  const std::string claimed = self->claimed_id ? self->claimed_id : "";
+  const TextureIdMode mode = self->mode;
+  const GstPrismDevice device = self->device;
+  GST_OBJECT_UNLOCK(self);
+
+  if (gallery.empty()) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("textureid: property 'gallery' is not set (a directory made by 'prism texture enroll "
+                       "--gallery DIR IMAGE...')"),
+                      (nullptr));
+    return FALSE;
+  }
+  if (mode == MODE_VERIFY && claimed.empty()) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("textureid: property 'claimed-id' is not set; mode=verify checks the frames against it"),
+                      (nullptr));
+    return FALSE;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(gallery, ec)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
+                      ("textureid: property 'gallery': '%s' does not exist (make it with 'prism texture enroll "
+                       "--gallery %s IMAGE...')",
+                       gallery.c_str(), gallery.c_str()),
+                      (nullptr));
+    return FALSE;
+  }
+  std::unique_ptr<State> st;
+  try {
+    const texture::Gallery g = texture::Gallery::open(gallery);
+    try {
+      st = std::make_unique<State>(device == GST_PRISM_DEVICE_CUDA  ? texture::Device::kCuda
+                                   : device == GST_PRISM_DEVICE_CPU ? texture::Device::kCpu
+                                                                    : texture::Device::kAuto);
+    } catch (const std::exception &e) {
+      std::string why = e.what();
+      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("textureid: property 'device': %s", why.c_str()), (nullptr));
+      return FALSE;
+    }
+    st->index.build(g.entries());
+  } catch (const texture::GalleryError &e) {
+    GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ, ("textureid: property 'gallery': cannot open '%s': %s",
+                                                  gallery.c_str(), e.what()),
+                      (nullptr));
+    return FALSE;
+  } catch (const std::exception &e) {
+    GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("textureid: gallery '%s': %s", gallery.c_str(), e.what()), (nullptr));
+    return FALSE;
+  }
+  if (mode == MODE_VERIFY && st->index.find(claimed) < 0) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("textureid: property 'claimed-id': product '%s' is not enrolled in gallery '%s'",
+                       claimed.c_str(), gallery.c_str()),
+                      (nullptr));
+    return FALSE;
+  }
+  if (st->index.size() == 0)
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("textureid: gallery '%s' is empty: nothing can be identified", gallery.c_str()), (nullptr));
+  if (device == GST_PRISM_DEVICE_AUTO && !st->index.on_gpu())
+    GST_ELEMENT_INFO(self, RESOURCE, NOT_FOUND, ("no usable CUDA GPU; running on the CPU"),
+                     ("%s", st->index.device_description().c_str()));
+  GST_INFO_OBJECT(self, "gallery %s: %zu products, matching on %s", gallery.c_str(), st->index.size(),
+                  st->index.device_description().c_str());
+  st->gallery = gallery;
+  delete self->state;
+  self->state = st.release();
+  return TRUE;
+}
+
+static gboolean stop(GstBaseTransform *trans) {
+  GstTextureId *self = GST_TEXTURE_ID(trans);
+  delete self->state;
+  self->state = nullptr;
+  return TRUE;
+}
+
+static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *) {
+  GstTextureId *self = GST_TEXTURE_ID(trans);
+  if (!self->state) return FALSE;
+  if (!gst_video_info_from_caps(&self->state->info, incaps)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("textureid: cannot parse caps %" GST_PTR_FORMAT, incaps), (nullptr));
+    return FALSE;
+  }
+  self->state->have_info = true;
+  return TRUE;
+}
+
+/* ---- per frame ---- */
+
+/* The frame's grey image: the Y plane itself for GRAY8/NV12/I420 (no copy), else cvtColor into st.grey. */
+static cv::Mat grey_of(State &st, GstVideoFrame &f) {
+  const int w = GST_VIDEO_FRAME_WIDTH(&f), h = GST_VIDEO_FRAME_HEIGHT(&f);
+  void *data = GST_VIDEO_FRAME_PLANE_DATA(&f, 0);
+  const size_t stride = (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
+  int code = -1, type = CV_8UC4;
+  switch (GST_VIDEO_FRAME_FORMAT(&f)) {
+    case GST_VIDEO_FORMAT_GRAY8:
+    case GST_VIDEO_FORMAT_NV12:
+    case GST_VIDEO_FORMAT_I420: return cv::Mat(h, w, CV_8UC1, data, stride);
+    case GST_VIDEO_FORMAT_RGBA:
+    case GST_VIDEO_FORMAT_RGBx: code = cv::COLOR_RGBA2GRAY; break;
+    case GST_VIDEO_FORMAT_BGRA:
+    case GST_VIDEO_FORMAT_BGRx: code = cv::COLOR_BGRA2GRAY; break;
+    case GST_VIDEO_FORMAT_RGB: code = cv::COLOR_RGB2GRAY, type = CV_8UC3; break;
+    case GST_VIDEO_FORMAT_BGR: code = cv::COLOR_BGR2GRAY, type = CV_8UC3; break;
+    default: return cv::Mat();
+  }
+  cv::cvtColor(cv::Mat(h, w, type, data, stride), st.grey, code);
+  return st.grey;
+}
+
+static double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
+  GstTextureId *self = GST_TEXTURE_ID(trans);
+  if (!self->state || !self->state->have_info) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("textureid: a buffer arrived before caps"), (nullptr));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  State &st = *self->state;
+  const guint64 frame = st.frame++;
+  GST_OBJECT_LOCK(self);
+  const guint interval = self->interval;
+  const double min_sharpness = self->min_sharpness;
+  const TextureIdMode mode = self->mode;
+  const std::string claimed = self->claimed_id ? self->claimed_id : "";
+  texture::SearchParams params;
+  params.min_inliers = self->min_inliers;
+  params.shortlist = self->shortlist;
+  GST_OBJECT_UNLOCK(self);
+
+  /* Due when `interval` frames have passed since the last identification (every frame for 0); a due
+   * frame that is not sharp enough is skipped and the next one tried. */
+  if (interval > 0 && st.attempted && frame - st.last_attempt < interval) return GST_FLOW_OK;
+
+  GstVideoFrame vf;
+  if (!gst_video_frame_map(&vf, &st.info, buf, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("textureid: cannot map frame %" G_GUINT64_FORMAT, frame), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  const int W = GST_VIDEO_FRAME_WIDTH(&vf), H = GST_VIDEO_FRAME_HEIGHT(&vf);
+  bool mapped = true;
+  texture::SearchResult r;
+  double sharp = -1, features_ms = 0;
+  try {
+    const cv::Mat grey = grey_of(st, vf);
+    if (min_sharpness > 0) {
+      sharp = texture::sharpness(grey);
+      if (sharp < min_sharpness) {
+        gst_video_frame_unmap(&vf);
+        GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": sharpness %.1f < min-sharpness %.1f, not identified",
+                         frame, sharp, min_sharpness);
+        return GST_FLOW_OK;
+      }
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const texture::Features q = texture::extract_features(grey);
+    features_ms = ms_since(t0);
+    gst_video_frame_unmap(&vf);
+    mapped = false;
+    if (mode == MODE_VERIFY) {
+      if (st.index.find(claimed) < 0) {
+        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                          ("textureid: property 'claimed-id': product '%s' is not enrolled in gallery '%s'",
+                           claimed.c_str(), st.gallery.c_str()),
+                          (nullptr));
+        return GST_FLOW_ERROR;
+      }
+      r = st.index.verify(q, claimed, params);
+    } else {
+      r = st.index.search(q, params);
+    }
+  } catch (const std::exception &e) {
+    if (mapped) gst_video_frame_unmap(&vf);
+    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("textureid: frame %" G_GUINT64_FORMAT ": %s", frame, e.what()),
+                      (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  st.attempted = true;
+  st.last_attempt = frame;
+
+  const texture::Candidate &b = r.best;
+  const std::string id = b.index >= 0 ? b.id : "";
+  const double latency = features_ms + r.match_ms + r.verify_ms;
+  GST_DEBUG_OBJECT(self,
+                   "frame %" G_GUINT64_FORMAT " (%s): %s '%s', %d inliers of %d matches, %.1f ms (features %.1f, "
+                   "match %.1f, verify %.1f)",
+                   frame, mode == MODE_VERIFY ? "verify" : "search", r.identified ? "identified" : "not identified",
+                   id.c_str(), b.geometry.inliers, b.geometry.matches, latency, features_ms, r.match_ms, r.verify_ms);
+
+  auto fields = [&](GstStructure *s) {
+    gst_structure_set(s, "id", G_TYPE_STRING, id.c_str(), "identified", G_TYPE_BOOLEAN, (gboolean)r.identified,
+                      "inliers", G_TYPE_INT, b.geometry.inliers, "matches", G_TYPE_INT, b.geometry.matches, "score",
+                      G_TYPE_INT, b.geometry.inliers, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
+  };
+  if (r.identified) {
+    /* The inliers' box in frame pixels, rounded outwards and clipped; the whole frame without one. */
+    const cv::Rect2f &qb = b.geometry.query_box;
+    int x0 = 0, y0 = 0, x1 = W, y1 = H;
+    if (qb.width > 0 && qb.height > 0) {
+      x0 = std::clamp((int)std::floor(qb.x), 0, W);
+      y0 = std::clamp((int)std::floor(qb.y), 0, H);
+      x1 = std::clamp((int)std::ceil(qb.x + qb.width), x0, W);
+      y1 = std::clamp((int)std::ceil(qb.y + qb.height), y0, H);
+      if (x1 == x0 || y1 == y0) x0 = 0, y0 = 0, x1 = W, y1 = H;
+    }
+    GstVideoRegionOfInterestMeta *m =
+        gst_buffer_add_video_region_of_interest_meta(buf, "texture", x0, y0, x1 - x0, y1 - y0);
+    GstStructure *p = gst_structure_new_empty("textureid");
+    fields(p);
+    gst_video_region_of_interest_meta_add_param(m, p);
+  }
+  GstSegment *seg = &trans->segment;
+  const GstClockTime pts = GST_BUFFER_PTS(buf);
+  GstStructure *s = gst_structure_new("prism-textureid", "frame", G_TYPE_UINT64, frame, "mode", G_TYPE_STRING,
+                                      mode == MODE_VERIFY ? "verify" : "search", "pts", G_TYPE_UINT64, pts,
+                                      "running-time", G_TYPE_UINT64,
+                                      gst_segment_to_running_time(seg, GST_FORMAT_TIME, pts), nullptr);
+  fields(s);
+  if (sharp >= 0) gst_structure_set(s, "sharpness", G_TYPE_DOUBLE, sharp, nullptr);
+  gst_element_post_message(GST_ELEMENT(trans), gst_message_new_element(GST_OBJECT(trans), s));
+  return GST_FLOW_OK;
+}
+
+static void finalize(GObject *object) {
+  GstTextureId *self = GST_TEXTURE_ID(object);
+  g_free(self->gallery);
+  g_free(self->claimed_id);
+  delete self->state;
+  G_OBJECT_CLASS(gst_texture_id_parent_class)->finalize(object);
+}
+
+static void gst_texture_id_class_init(GstTextureIdClass *klass) {
+  GObjectClass *oc = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+
+  oc->set_property = set_property;
+  oc->get_property = get_property;
+  oc->finalize = finalize;
+  const GParamFlags ready = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  const GParamFlags playing = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
+  const texture::SearchParams defaults;
+  auto install = [&](guint id, GParamSpec *p) { g_object_class_install_property(oc, id, p); };
+  install(PROP_GALLERY,
+          g_param_spec_string("gallery", "Gallery",
+                              "The gallery directory, made by 'prism texture enroll --gallery DIR IMAGE...' (required; "
+                              "read and indexed when the element starts)",
+                              nullptr, ready));
+  install(PROP_MODE, g_param_spec_enum("mode", "Mode",
+                                       "search: which enrolled texture is shown (1:M); verify: is it 'claimed-id' (1:1)",
+                                       GST_TYPE_TEXTURE_ID_MODE, MODE_SEARCH, ready));
+  install(PROP_CLAIMED_ID,
+          g_param_spec_string("claimed-id", "Claimed id",
+                              "mode=verify: the enrolled product id the frames are checked against (required)", nullptr,
+                              playing));
+  install(PROP_INTERVAL,
+          g_param_spec_uint("interval", "Interval",
+                            "Identify every N frames (from frame 0); 0: every frame that passes min-sharpness. A "
+                            "due frame that is not sharp enough is skipped and the next one tried",
+                            0, G_MAXUINT, kDefaultInterval, playing));
+  install(PROP_MIN_SHARPNESS,
+          g_param_spec_double("min-sharpness", "Minimum sharpness",
+                              "Identify a frame only when the variance of its grey Laplacian is at least this "
+                              "(0: off; blurred frames score low)",
+                              0.0, G_MAXDOUBLE, 0.0, playing));
+  install(PROP_MIN_INLIERS,
+          g_param_spec_int("min-inliers", "Minimum inliers",
+                           "Decision threshold: RANSAC inliers needed to identify (or accept a claim)", 4, 100000,
+                           defaults.min_inliers, playing));
+  install(PROP_SHORTLIST,
+          g_param_spec_int("shortlist", "Shortlist",
+                           "mode=search: best-scoring gallery images verified geometrically per identification", 1,
+                           1024, defaults.shortlist, playing));
+  install(PROP_DEVICE,
+          g_param_spec_enum("device", "Device",
+                            "Where the gallery is matched: auto (the GPU when a usable one, sm_80+, is present, else "
+                            "the CPU), cuda (fail to start without one) or cpu. Features are always extracted on the CPU",
+                            GST_TYPE_PRISM_DEVICE, GST_PRISM_DEVICE_AUTO, ready));
+
+  gst_element_class_set_static_metadata(
+      element_class, "Prism texture identification", "Filter/Analyzer/Video",
+      "Identifies the texture shown in a video against an enrolled gallery (SIFT/RootSIFT, ratio-test matching, "
+      "RANSAC verification): 1:M search or 1:1 verify, every N frames or when sharp; results as region-of-interest "
+      "meta and 'prism-textureid' element messages. Pixels pass through.",
+      "Prism developers");
+  gst_element_class_add_static_pad_template(element_class, &sink_template);
+  gst_element_class_add_static_pad_template(element_class, &src_template);
+  trans_class->start = GST_DEBUG_FUNCPTR(start);
+  trans_class->stop = GST_DEBUG_FUNCPTR(stop);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR(set_caps);
+  trans_class->transform_ip = GST_DEBUG_FUNCPTR(transform_ip);
+  trans_class->passthrough_on_same_caps = FALSE;
+  /* Not passthrough: base transform then hands transform_ip a writable buffer for the meta (a
+   * shallow copy when the input is shared: the pixels are only read, never copied). */
+  trans_class->transform_ip_on_passthrough = FALSE;
+  GST_DEBUG_CATEGORY_INIT(gst_texture_id_debug, "textureid", 0, "Prism texture identification");
+}
+
+static void gst_texture_id_init(GstTextureId *self) {
+  self->mode = MODE_SEARCH;
+  self->interval = kDefaultInterval;
+  self->min_sharpness = 0.0;
+  const texture::SearchParams defaults;
+  self->min_inliers = defaults.min_inliers;
+  self->shortlist = defaults.shortlist;
+  self->device = GST_PRISM_DEVICE_AUTO;
+  gst_base_transform_set_in_place(GST_BASE_TRANSFORM(self), TRUE);
+  gst_base_transform_set_passthrough(GST_BASE_TRANSFORM(self), FALSE);
+}

@@ -1,0 +1,236 @@
+// Texture identification on the CPU: features, geometric verification against a known homography,
+// the gallery's file format, atomic writes and refusal of corrupt files, and search/verify over
+// fresh random textures (smoothed noise at two scales: blob-rich like wood or stone).
+#include <gtest/gtest.h>
+
+#include <opencv2/imgproc.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "prism_test.h"
+#include "texture/index.h"
+
+namespace prism {
+namespace {
+
+namespace fs = std::filesystem;
+using texture::Gallery;
+using texture::GalleryEntry;
+using texture::GalleryError;
+
+cv::Mat random_texture(std::mt19937& rng, int w = 320, int h = 240) {
+  cv::Mat coarse(h, w, CV_32F), fine(h, w, CV_32F), out;
+  cv::theRNG().state = rng();
+  cv::randn(coarse, 0, 1);
+  cv::randn(fine, 0, 1);
+  cv::GaussianBlur(coarse, coarse, cv::Size(0, 0), 6);
+  cv::GaussianBlur(fine, fine, cv::Size(0, 0), 1.5);
+  cv::normalize(coarse * 3 + fine, out, 0, 255, cv::NORM_MINMAX, CV_8U);
+  return out;
+}
+
+cv::Matx33d random_homography(std::mt19937& rng, int w, int h) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<cv::Point2f> src{{0, 0}, {float(w), 0}, {float(w), float(h)}, {0, float(h)}}, dst;
+  for (const auto& p : src) dst.emplace_back(float(p.x + u(rng) * 0.08 * w), float(p.y + u(rng) * 0.08 * h));
+  const cv::Mat m = cv::getPerspectiveTransform(src, dst);
+  return cv::Matx33d(m.ptr<double>());
+}
+
+double corner_error(const cv::Matx33d& a, const cv::Matx33d& b, int w, int h) {
+  double worst = 0;
+  for (cv::Point2d c : {cv::Point2d(0, 0), cv::Point2d(w, 0), cv::Point2d(w, h), cv::Point2d(0, h)}) {
+    const cv::Vec3d p = a * cv::Vec3d(c.x, c.y, 1), q = b * cv::Vec3d(c.x, c.y, 1);
+    worst = std::max(worst, std::hypot(p[0] / p[2] - q[0] / q[2], p[1] / p[2] - q[1] / q[2]));
+  }
+  return worst;
+}
+
+TEST(TextureFeatures, StrongestFirstUnitRootSiftAndOriginalCoordinates) {
+  std::mt19937 rng(std::random_device{}());
+  const cv::Mat img = random_texture(rng, 640, 480);
+  const texture::Features f = texture::extract_features(img);
+  ASSERT_GT(f.count(), 100);
+  ASSERT_LE(f.count(), match::kSlot);
+  EXPECT_EQ(f.width, 640);
+  EXPECT_EQ(f.height, 480);
+  for (int i = 1; i < f.count(); ++i) ASSERT_GE(f.keypoints[i - 1].response, f.keypoints[i].response);
+  for (int i = 0; i < f.count(); ++i) {
+    double n2 = 0;
+    for (int k = 0; k < match::kDim; ++k) n2 += std::pow(match::half_to_float(f.descriptors[size_t(i) * match::kDim + k]), 2);
+    ASSERT_NEAR(n2, 1.0, 5e-3) << i;
+  }
+  // Detection on a downscaled copy reports keypoints in the original frame.
+  texture::FeatureParams small;
+  small.max_side = 320;
+  const texture::Features g = texture::extract_features(img, small);
+  ASSERT_GT(g.count(), 50);
+  float max_x = 0;
+  for (const auto& k : g.keypoints) {
+    ASSERT_GE(k.x, -1.f);
+    ASSERT_LT(k.x, 641.f);
+    max_x = std::max(max_x, k.x);
+  }
+  EXPECT_GT(max_x, 400.f);  // not squeezed into the 320-pixel detection image
+  small.max_features = 50;
+  EXPECT_EQ(texture::extract_features(img, small).count(), 50);
+}
+
+TEST(TextureFeatures, BadImagesAreRefusedAndFlatImagesHaveNone) {
+  EXPECT_THROW(texture::extract_features(cv::Mat()), std::invalid_argument);
+  EXPECT_THROW(texture::extract_features(cv::Mat(10, 10, CV_32F)), std::invalid_argument);
+  EXPECT_EQ(texture::extract_features(cv::Mat(200, 200, CV_8U, cv::Scalar(90))).count(), 0);
+}
+
+TEST(TextureVerify, RecoversAKnownHomography) {
+  std::mt19937 rng(std::random_device{}());
+  const cv::Mat img = random_texture(rng);
+  const cv::Matx33d h = random_homography(rng, img.cols, img.rows);
+  cv::Mat warped;
+  cv::warpPerspective(img, warped, cv::Mat(h), img.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT);
+  texture::TextureIndex index(texture::Device::kCpu);
+  index.build({GalleryEntry{"original", "", 0, texture::extract_features(img)}});
+  const texture::SearchResult r = index.verify(texture::extract_features(warped), "original", {});
+  ASSERT_TRUE(r.identified) << r.best.geometry.inliers;
+  // The recovered homography maps the query (warped) to the gallery (original): the inverse of h.
+  EXPECT_LT(corner_error(r.best.geometry.homography, h.inv(), img.cols, img.rows), 3.0);
+  EXPECT_GT(r.best.geometry.query_box.area(), 0.3 * img.total());
+}
+
+TEST(TextureIndex, SearchFindsTheRightTextureAndRejectsStrangers) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> images;
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 12; ++i) {
+    images.push_back(random_texture(rng));
+    entries.push_back({"t" + std::to_string(i), "", 0, texture::extract_features(images.back())});
+  }
+  entries.push_back({"empty", "", 0, {}});  // an image without features must not disturb anything
+  texture::TextureIndex index(texture::Device::kCpu);
+  index.build(entries);
+  EXPECT_FALSE(index.on_gpu());
+  for (int i : {0, 5, 11}) {
+    cv::Mat q;
+    cv::warpPerspective(images[i], q, cv::Mat(random_homography(rng, 320, 240)), images[i].size());
+    cv::GaussianBlur(q, q, cv::Size(0, 0), 1.0);
+    const texture::SearchResult r = index.search(texture::extract_features(q), {});
+    EXPECT_TRUE(r.identified) << i;
+    EXPECT_EQ(r.best.id, "t" + std::to_string(i));
+    const texture::SearchResult wrong = index.verify(texture::extract_features(q), "t" + std::to_string((i + 1) % 12), {});
+    EXPECT_FALSE(wrong.identified) << wrong.best.geometry.inliers;
+  }
+  const texture::SearchResult stranger = index.search(texture::extract_features(random_texture(rng)), {});
+  EXPECT_FALSE(stranger.identified) << stranger.best.id << " " << stranger.best.geometry.inliers;
+  const texture::SearchResult flat = index.search(texture::extract_features(cv::Mat(100, 100, CV_8U, cv::Scalar(3))), {});
+  EXPECT_FALSE(flat.identified);
+  EXPECT_THROW(index.verify(texture::Features{}, "nobody", {}), GalleryError);
+  texture::TextureIndex empty(texture::Device::kCpu);
+  empty.build({});
+  EXPECT_FALSE(empty.search(entries[0].features, {}).identified);
+}
+
+GalleryEntry small_entry(const std::string& id, std::mt19937& rng) {
+  GalleryEntry e;
+  e.id = id;
+  e.source = "/images/" + id + ".png";
+  e.features.width = 64;
+  e.features.height = 48;
+  const int n = int(rng() % 40) + 2;
+  for (int i = 0; i < n; ++i) e.features.keypoints.push_back({float(i), float(2 * i), 3.f, 45.f, 0.01f * i, i});
+  e.features.descriptors.resize(size_t(n) * match::kDim);
+  for (auto& d : e.features.descriptors) d = uint16_t(rng() & 0x3BFF);
+  return e;
+}
+
+TEST(TextureGallery, EntriesRoundTripThroughTheDirectory) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  EXPECT_THROW(Gallery::open(g), GalleryError);  // not created without `create`
+  {
+    Gallery gallery = Gallery::open(g, true);
+    for (const char* id : {"b-2", "a.1", "c_3"}) gallery.add(small_entry(id, rng));
+    EXPECT_THROW(gallery.add(small_entry("a.1", rng)), GalleryError);
+    EXPECT_THROW(gallery.update(small_entry("zz", rng)), GalleryError);
+    EXPECT_THROW(gallery.remove("zz"), GalleryError);
+    EXPECT_THROW(gallery.add(small_entry("../evil", rng)), GalleryError);
+    EXPECT_THROW(gallery.add(small_entry(".hidden", rng)), GalleryError);
+    GalleryEntry updated = small_entry("b-2", rng);
+    gallery.update(updated);
+    gallery.remove("c_3");
+  }
+  const Gallery reopened = Gallery::open(g);
+  ASSERT_EQ(reopened.entries().size(), 2u);
+  EXPECT_EQ(reopened.entries()[0].id, "a.1");  // sorted by id
+  EXPECT_EQ(reopened.entries()[1].id, "b-2");
+  EXPECT_EQ(reopened.find("c_3"), nullptr);
+  const GalleryEntry& b = *reopened.find("b-2");
+  EXPECT_EQ(b.source, "/images/b-2.png");
+  EXPECT_GT(b.enrolled_unix, 0);
+  EXPECT_EQ(b.features.descriptors.size(), size_t(b.features.count()) * match::kDim);
+  EXPECT_EQ(Gallery::encode(Gallery::decode(Gallery::encode(b), "x")), Gallery::encode(b));
+}
+
+TEST(TextureGallery, CorruptOrStrayFilesAreRefusedByName) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery::open(g, true).add(small_entry("p1", rng));
+  const fs::path file = g / "entries" / "p1.tex";
+  std::vector<char> bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto expect_refused = [&](const std::vector<char>& content, const std::string& why) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc).write(content.data(), std::streamsize(content.size()));
+    try {
+      Gallery::open(g);
+      ADD_FAILURE() << "opened a gallery with a corrupt entry (" << why << ")";
+    } catch (const GalleryError& e) {
+      EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  std::vector<char> flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x10;
+  expect_refused(flipped, "CRC-32");
+  expect_refused(std::vector<char>(bytes.begin(), bytes.begin() + bytes.size() / 3), "size");
+  expect_refused(std::vector<char>(10, 'x'), "truncated");
+  std::vector<char> magic = bytes;
+  magic[0] = 'X';
+  expect_refused(magic, "magic");
+  std::ofstream(file, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+  EXPECT_EQ(Gallery::open(g).entries().size(), 1u);
+  // The same bytes under another product's name.
+  fs::copy_file(file, g / "entries" / "p2.tex");
+  EXPECT_THROW(Gallery::open(g), GalleryError);
+  fs::remove(g / "entries" / "p2.tex");
+  std::ofstream(g / "entries" / "notes.txt") << "hello";
+  EXPECT_THROW(Gallery::open(g), GalleryError);
+  fs::remove(g / "entries" / "notes.txt");
+  std::ofstream(g / "gallery.prism", std::ios::trunc) << "something else\n";
+  EXPECT_THROW(Gallery::open(g), GalleryError);
+}
+
+TEST(TextureGallery, AKilledWritersTemporaryFileIsIgnoredThenCleared) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery gallery = Gallery::open(g, true);
+  gallery.add(small_entry("kept", rng));
+  const std::vector<uint8_t> half = Gallery::encode(small_entry("lost", rng));
+  const fs::path tmp = g / "entries" / ".tmp-lost-99999";
+  std::ofstream(tmp, std::ios::binary).write(reinterpret_cast<const char*>(half.data()), std::streamsize(half.size() / 2));
+  const Gallery reader = Gallery::open(g);
+  ASSERT_EQ(reader.entries().size(), 1u);
+  EXPECT_EQ(reader.entries()[0].id, "kept");
+  gallery.add(small_entry("next", rng));  // the next writer clears the leftover
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_EQ(Gallery::open(g).entries().size(), 2u);
+}
+
+}  // namespace
+}  // namespace prism

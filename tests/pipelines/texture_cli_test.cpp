@@ -1,0 +1,226 @@
+// `prism texture` end to end on real photos (../shared/data/images): enrol, search, verify, list,
+// stats, update, delete, --json, bad input; and the gallery's crash safety, by killing enrolling
+// and deleting writer processes at random moments (SIGKILL) and checking that the gallery opens
+// cleanly with every acknowledged write in it.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "test_support.h"
+#include "texture/gallery.h"
+
+namespace fs = std::filesystem;
+
+namespace prism {
+namespace {
+
+using test::run_prism;
+using test::TempDir;
+
+// Real photos, or a loud skip (a failure under PRISM_REQUIRE_DATA=1).
+std::string images_dir() {
+  const std::string d = test::data_dir() + "/images";
+  if (!fs::exists(d + "/box.png")) return {};
+  return d;
+}
+#define REQUIRE_IMAGES(dir)                                                                  \
+  const std::string dir = images_dir();                                                      \
+  if (dir.empty()) {                                                                         \
+    if (std::getenv("PRISM_REQUIRE_DATA")) FAIL() << "no ../shared/data/images";             \
+    GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/images not found (set PRISM_DATA_DIR)"; \
+  }
+
+TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  auto r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png", img + "/graf1.png", img + "/baboon.jpg",
+                      img + "/building.jpg"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("enrolled 4 of 4"), std::string::npos) << r.output;
+
+  // 1:M: the box inside a cluttered scene, and graf3 (a real viewpoint change of graf1).
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", img + "/box_in_scene.png"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("box_in_scene.png: box ("), std::string::npos) << r.output;
+  r = run_prism({"texture", "search", "--gallery", g, "--json", img + "/graf3.png"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"identified\":true,\"id\":\"graf1\""), std::string::npos) << r.output;
+  // A photo that was never enrolled.
+  r = run_prism({"texture", "search", "--gallery", g, img + "/fruits.jpg"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("not identified"), std::string::npos) << r.output;
+
+  // 1:1
+  r = run_prism({"texture", "verify", "--gallery", g, "--id", "box", img + "/box_in_scene.png"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ACCEPT box"), std::string::npos) << r.output;
+  r = run_prism({"texture", "verify", "--gallery", g, "--id", "graf1", img + "/box_in_scene.png"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("REJECT graf1"), std::string::npos) << r.output;
+  r = run_prism({"texture", "verify", "--gallery", g, "--id", "nobody", img + "/box.png"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'nobody' is not enrolled"), std::string::npos) << r.output;
+
+  r = run_prism({"texture", "list", "--gallery", g, "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("{\"id\":\"baboon\",\"features\":768"), std::string::npos) << r.output;
+  r = run_prism({"texture", "stats", "--gallery", g, "--json"});
+  EXPECT_NE(r.output.find("\"products\":4"), std::string::npos) << r.output;
+
+  // Update: "box" now holds the fruits photo, so the box scene no longer verifies as box.
+  r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("already enrolled"), std::string::npos) << r.output;
+  r = run_prism({"texture", "update", "--gallery", g, "--id", "box", img + "/fruits.jpg"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_prism({"texture", "verify", "--gallery", g, "--id", "box", img + "/box_in_scene.png"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  r = run_prism({"texture", "delete", "--gallery", g, "box", "graf1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_prism({"texture", "list", "--gallery", g});
+  EXPECT_EQ(r.output.find("graf1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("baboon"), std::string::npos) << r.output;
+}
+
+TEST(TextureCli, BadInputGetsClearErrors) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  auto r = run_prism({"texture", "search", "--gallery", g, img + "/box.png"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("no such gallery directory"), std::string::npos) << r.output;
+  r = run_prism({"texture", "enroll", "--gallery", g, (dir.path() / "missing.png").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("missing.png"), std::string::npos) << r.output;
+  const std::string notimage = dir.write("notimage.png", "this is text");
+  r = run_prism({"texture", "enroll", "--gallery", g, notimage});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("notimage.png"), std::string::npos) << r.output;
+  const std::string list = dir.write("list.txt", "ok1 " + img + "/box.png\nbad/id " + img + "/box.png\n");
+  r = run_prism({"texture", "enroll", "--gallery", g, "--list", list});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("list.txt:2: invalid product id 'bad/id'"), std::string::npos) << r.output;
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "gpu", img + "/box.png"});
+  EXPECT_NE(r.output.find("--device takes auto, cpu or cuda"), std::string::npos) << r.output;
+  r = run_prism({"texture", "frobnicate", "--gallery", g});
+  EXPECT_NE(r.output.find("unknown subcommand 'frobnicate'"), std::string::npos) << r.output;
+  // A corrupt entry is refused by name.
+  r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path entry = fs::path(g) / "entries" / "box.tex";
+  fs::resize_file(entry, fs::file_size(entry) - 100);
+  r = run_prism({"texture", "list", "--gallery", g});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find(entry.string() + ": corrupt gallery entry"), std::string::npos) << r.output;
+}
+
+// Starts prism with `args`, returns its pid and a pipe reading its stdout.
+pid_t spawn_prism(const std::vector<std::string>& args, int& out_fd) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv{const_cast<char*>(PRISM_EXE)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(PRISM_EXE, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  out_fd = fds[0];
+  return pid;
+}
+
+// Reads stdout lines until `acks` lines containing `key` arrived (or EOF), waits `delay_us`, then
+// SIGKILLs the writer. Returns the acknowledged ids.
+std::set<std::string> kill_after(pid_t pid, int fd, const std::string& key, int acks, int delay_us) {
+  std::set<std::string> acked;
+  std::string buffer;
+  char chunk[4096];
+  while (int(acked.size()) < acks) {
+    const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n <= 0) break;
+    buffer.append(chunk, size_t(n));
+    size_t nl;
+    while ((nl = buffer.find('\n')) != std::string::npos) {
+      const std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      const std::string prefix = "{\"" + key + "\":\"";
+      if (line.rfind(prefix, 0) == 0) acked.insert(line.substr(prefix.size(), line.find('"', prefix.size()) - prefix.size()));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  // Lines flushed before the kill are acknowledged too.
+  for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) > 0;) buffer.append(chunk, size_t(n));
+  std::istringstream rest(buffer);
+  for (std::string line; std::getline(rest, line);) {
+    const std::string prefix = "{\"" + key + "\":\"";
+    if (line.rfind(prefix, 0) == 0 && line.find('}') != std::string::npos)
+      acked.insert(line.substr(prefix.size(), line.find('"', prefix.size()) - prefix.size()));
+  }
+  close(fd);
+  return acked;
+}
+
+TEST(TextureCli, KilledWritersLoseNothingAcknowledgedAndCorruptNothing) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  // 60 products from 6 small photos (a thumbnail-sized enrolment keeps the test short).
+  const std::vector<std::string> photos{"box.png", "smarties.png", "apple.jpg", "orange.jpg", "box_in_scene.png", "messi5.jpg"};
+  std::ostringstream list;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 60; ++i) {
+    ids.push_back("p" + std::to_string(i));
+    list << ids.back() << " " << img << "/" << photos[i % photos.size()] << "\n";
+  }
+  const std::string list_file = dir.write("list.txt", list.str());
+  std::mt19937 rng(std::random_device{}());
+  std::set<std::string> acknowledged;
+  for (int round = 0; round < 4; ++round) {
+    int fd = -1;
+    const pid_t pid = spawn_prism({"texture", "enroll", "--gallery", g, "--json", "--update", "--list", list_file}, fd);
+    ASSERT_GT(pid, 0);
+    const std::set<std::string> acked = kill_after(pid, fd, "enrolled", 3 + int(rng() % 12), int(rng() % 3000));
+    acknowledged.insert(acked.begin(), acked.end());
+    const texture::Gallery gallery = texture::Gallery::open(g);  // throws on any corrupt entry
+    for (const auto& id : acknowledged) EXPECT_NE(gallery.find(id), nullptr) << "acknowledged " << id << " lost";
+    for (const auto& e : gallery.entries()) {
+      EXPECT_GT(e.features.count(), 0) << e.id;
+      EXPECT_TRUE(std::find(ids.begin(), ids.end(), e.id) != ids.end()) << e.id;
+    }
+  }
+  // A killed deleter: what it acknowledged is gone, the rest is intact.
+  std::vector<std::string> del{"delete", "--gallery", g, "--json"};
+  for (const auto& id : acknowledged) del.push_back(id);
+  int fd = -1;
+  const pid_t pid = spawn_prism(del, fd);
+  const std::set<std::string> deleted = kill_after(pid, fd, "deleted", int(acknowledged.size()) / 2, int(rng() % 500));
+  const texture::Gallery after = texture::Gallery::open(g);
+  for (const auto& id : deleted) EXPECT_EQ(after.find(id), nullptr) << id;
+  // Finishing the enrolment afterwards completes the gallery.
+  const auto r = run_prism({"texture", "enroll", "--gallery", g, "--update", "--list", list_file});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(texture::Gallery::open(g).entries().size(), ids.size());
+}
+
+}  // namespace
+}  // namespace prism
