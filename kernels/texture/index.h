@@ -22,7 +22,7 @@ struct SearchParams {
   float ratio = 0.8f;   // Lowe's ratio
   int shortlist = 8;    // images verified geometrically per search
   // Decision threshold on RANSAC inliers, calibrated by `prism texture eval` (docs/TEXTUREID.md).
-  int min_inliers = 12;
+  int min_inliers = 8;
   VerifyParams verify;
 };
 

@@ -10,34 +10,18 @@
 #include <random>
 
 #include "prism_test.h"
+#include "texture_cases.h"
 #include "texture/index.h"
 
 namespace prism {
 namespace {
 
 namespace fs = std::filesystem;
+using test::random_homography;
+using test::random_texture;
 using texture::Gallery;
 using texture::GalleryEntry;
 using texture::GalleryError;
-
-cv::Mat random_texture(std::mt19937& rng, int w = 320, int h = 240) {
-  cv::Mat coarse(h, w, CV_32F), fine(h, w, CV_32F), out;
-  cv::theRNG().state = rng();
-  cv::randn(coarse, 0, 1);
-  cv::randn(fine, 0, 1);
-  cv::GaussianBlur(coarse, coarse, cv::Size(0, 0), 6);
-  cv::GaussianBlur(fine, fine, cv::Size(0, 0), 1.5);
-  cv::normalize(coarse * 3 + fine, out, 0, 255, cv::NORM_MINMAX, CV_8U);
-  return out;
-}
-
-cv::Matx33d random_homography(std::mt19937& rng, int w, int h) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<cv::Point2f> src{{0, 0}, {float(w), 0}, {float(w), float(h)}, {0, float(h)}}, dst;
-  for (const auto& p : src) dst.emplace_back(float(p.x + u(rng) * 0.08 * w), float(p.y + u(rng) * 0.08 * h));
-  const cv::Mat m = cv::getPerspectiveTransform(src, dst);
-  return cv::Matx33d(m.ptr<double>());
-}
 
 double corner_error(const cv::Matx33d& a, const cv::Matx33d& b, int w, int h) {
   double worst = 0;

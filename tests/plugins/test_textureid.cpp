@@ -518,6 +518,22 @@ TEST_F(TextureId, VerifyNeedsAnEnrolledClaimedId) {
   EXPECT_TRUE(starts(element("claimed-id=nobody"), error)) << "search mode ignores claimed-id: " << error;
 }
 
+// On the GPU machine (PRISM_REQUIRE_GPU=1) the element's CUDA matcher gives the CPU path's answer.
+TEST_F(TextureId, DeviceCudaAgreesWithTheCpu) {
+  NEED_IMAGES();
+  PRISM_NEED_GPU();
+  const prism::ImageFile scene = load(kScene, GST_VIDEO_FORMAT_GRAY8);
+  Outcome cpu, gpu;
+  run_harness(cpu, element("interval=1"), caps_of("GRAY8", scene), {&scene});
+  run_harness(gpu, "textureid gallery=\"" + gallery_dir() + "\" device=cuda interval=1", caps_of("GRAY8", scene), {&scene});
+  ASSERT_EQ(gpu.error, "");
+  ASSERT_EQ(gpu.messages.size(), 1u);
+  ASSERT_EQ(cpu.messages.size(), 1u);
+  expect_identified(gpu, 0, 0, "box", "search", scene.width, scene.height);
+  const int ci = integer(cpu.messages[0], "inliers"), gi = integer(gpu.messages[0], "inliers");
+  EXPECT_NEAR(gi, ci, 2 + ci / 50);
+}
+
 TEST_F(TextureId, DeviceCudaWithoutAGpuFails) {
   NEED_IMAGES();
   std::string why;

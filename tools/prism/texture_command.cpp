@@ -50,7 +50,7 @@ constexpr const char* kUsage =
     "  --gallery DIR        the gallery directory (enroll creates it)\n"
     "  --json               machine-readable output (one JSON object per line)\n"
     "  --device D           auto (default), cpu or cuda: where descriptors are matched\n"
-    "  --min-inliers N      decision threshold on RANSAC inliers (default 12)\n"
+    "  --min-inliers N      decision threshold on RANSAC inliers (default 8)\n"
     "  --ratio R            Lowe's ratio (default 0.8)\n"
     "  --shortlist K        candidates verified geometrically per search (default 8)\n"
     "  --top K              search: candidates printed (default 1)\n";
