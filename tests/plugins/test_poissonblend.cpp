@@ -29,6 +29,7 @@
 #include "gstprismimagefile.h"
 #include "poisson/seamless_clone.h"
 #include "poissonblend_util.h"
+#include "prism_run_util.h"
 #include "prism_test.h"
 
 namespace fs = std::filesystem;
@@ -712,16 +713,9 @@ TEST_F(PoissonBlend, LiveOverlayConfigRuns) {
   const std::string data = prism::test::data_dir();
   PRISM_NEED_FILE(data + "/video/vtest.mp4");
   PRISM_NEED_FILE(data + "/images/opencv-logo.png");
-  // The build's prism, else one on PATH (the GPU bundle's).
-  std::string exe = PRISM_EXE;
-  if (!fs::exists(exe)) {
-    gchar* found = g_find_program_in_path("prism");
-    exe = found ? found : "";
-    g_free(found);
-  }
+  const std::string exe = prism::test::prism_executable();
   if (exe.empty()) GTEST_SKIP() << "no prism binary (" << PRISM_EXE << " or on PATH)";
-  const char* source_env = g_getenv("PRISM_SOURCE_DIR");
-  const std::string config = std::string(source_env ? source_env : PRISM_SOURCE_DIR_STR) + "/configs/live-overlay.yaml";
+  const std::string config = prism::test::source_config("live-overlay.yaml");
   if (!fs::exists(config)) GTEST_SKIP() << "no " << config << " (set PRISM_SOURCE_DIR)";
   for (const char* f : {"openh264dec", "qtdemux", "h264parse", "pngenc", "imagefreeze"}) {
     GstElementFactory* factory = gst_element_factory_find(f);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "gstprismimagefile.h"
+#include "prism_run_util.h"
 #include "prism_test.h"
 #include "texture/features.h"
 #include "texture/gallery.h"
@@ -597,15 +598,9 @@ TEST_F(TextureId, ParseLaunchedPipelineWithImagefreeze) {
 
 TEST_F(TextureId, TextureIdConfigRuns) {
   NEED_IMAGES();
-  std::string exe = PRISM_EXE;  // the build's prism, else one on PATH (the GPU bundle's)
-  if (!fs::exists(exe)) {
-    gchar* found = g_find_program_in_path("prism");
-    exe = found ? found : "";
-    g_free(found);
-  }
+  const std::string exe = prism::test::prism_executable();
   if (exe.empty()) GTEST_SKIP() << "no prism binary (" << PRISM_EXE << " or on PATH)";
-  const char* source_env = g_getenv("PRISM_SOURCE_DIR");
-  const std::string config = std::string(source_env ? source_env : PRISM_SOURCE_DIR_STR) + "/configs/texture-id.yaml";
+  const std::string config = prism::test::source_config("texture-id.yaml");
   if (!fs::exists(config)) GTEST_SKIP() << "no " << config << " (set PRISM_SOURCE_DIR)";
   for (const char* f : {"decodebin", "pngdec", "imagefreeze", "videoconvert"}) {
     GstElementFactory* factory = gst_element_factory_find(f);
