@@ -45,6 +45,7 @@ enum {
   PROP_INTERVAL,
   PROP_MIN_SHARPNESS,
   PROP_MIN_INLIERS,
+  PROP_MIN_SIGNIFICANCE,
   PROP_SHORTLIST,
   PROP_DEVICE,
 };
@@ -72,6 +73,7 @@ struct _GstTextureId {
   guint interval;
   gdouble min_sharpness;
   gint min_inliers, shortlist;
+  gdouble min_significance;
   GstPrismDevice device;
   /* streaming state */
   State *state;
@@ -97,6 +99,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_INTERVAL: self->interval = g_value_get_uint(value); break;
     case PROP_MIN_SHARPNESS: self->min_sharpness = g_value_get_double(value); break;
     case PROP_MIN_INLIERS: self->min_inliers = g_value_get_int(value); break;
+    case PROP_MIN_SIGNIFICANCE: self->min_significance = g_value_get_double(value); break;
     case PROP_SHORTLIST: self->shortlist = g_value_get_int(value); break;
     case PROP_DEVICE: self->device = (GstPrismDevice)g_value_get_enum(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
@@ -114,6 +117,7 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_INTERVAL: g_value_set_uint(value, self->interval); break;
     case PROP_MIN_SHARPNESS: g_value_set_double(value, self->min_sharpness); break;
     case PROP_MIN_INLIERS: g_value_set_int(value, self->min_inliers); break;
+    case PROP_MIN_SIGNIFICANCE: g_value_set_double(value, self->min_significance); break;
     case PROP_SHORTLIST: g_value_set_int(value, self->shortlist); break;
     case PROP_DEVICE: g_value_set_enum(value, self->device); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
@@ -258,6 +262,7 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   const std::string claimed = self->claimed_id ? self->claimed_id : "";
   texture::SearchParams params;
   params.min_inliers = self->min_inliers;
+  params.min_significance = self->min_significance;
   params.shortlist = self->shortlist;
   GST_OBJECT_UNLOCK(self);
 
@@ -315,15 +320,15 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   const std::string id = b.index >= 0 ? b.id : "";
   const double latency = features_ms + r.match_ms + r.verify_ms;
   GST_DEBUG_OBJECT(self,
-                   "frame %" G_GUINT64_FORMAT " (%s): %s '%s', %d inliers of %d matches, %.1f ms (features %.1f, "
-                   "match %.1f, verify %.1f)",
+                   "frame %" G_GUINT64_FORMAT " (%s): %s '%s', %d inliers of %d matches (significance %.2f), %.1f ms "
+                   "(features %.1f, match %.1f, verify %.1f)",
                    frame, mode == MODE_VERIFY ? "verify" : "search", r.identified ? "identified" : "not identified",
-                   id.c_str(), b.geometry.inliers, b.geometry.matches, latency, features_ms, r.match_ms, r.verify_ms);
+                   id.c_str(), b.geometry.inliers, b.geometry.matches, b.geometry.significance, latency, features_ms, r.match_ms, r.verify_ms);
 
   auto fields = [&](GstStructure *s) {
     gst_structure_set(s, "id", G_TYPE_STRING, id.c_str(), "identified", G_TYPE_BOOLEAN, (gboolean)r.identified,
                       "inliers", G_TYPE_INT, b.geometry.inliers, "matches", G_TYPE_INT, b.geometry.matches, "score",
-                      G_TYPE_INT, b.geometry.inliers, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
+                      G_TYPE_DOUBLE, b.geometry.significance, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
   };
   if (r.identified) {
     /* The inliers' box in frame pixels, rounded outwards and clipped; the whole frame without one. */
@@ -398,8 +403,14 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                               0.0, G_MAXDOUBLE, 0.0, playing));
   install(PROP_MIN_INLIERS,
           g_param_spec_int("min-inliers", "Minimum inliers",
-                           "Decision threshold: RANSAC inliers needed to identify (or accept a claim)", 4, 100000,
-                           defaults.min_inliers, playing));
+                           "RANSAC inliers needed to identify (or accept a claim), besides min-significance", 4,
+                           100000, defaults.min_inliers, playing));
+  install(PROP_MIN_SIGNIFICANCE,
+          g_param_spec_double("min-significance", "Minimum significance",
+                              "Decision threshold on the inliers' significance, -log10 of the chance that a wrong "
+                              "product is as consistent (the 'score' field); the default is calibrated at a 1:1 "
+                              "false-accept rate of 0.1% (docs/TEXTUREID.md)",
+                              0.0, 1000.0, defaults.min_significance, playing));
   install(PROP_SHORTLIST,
           g_param_spec_int("shortlist", "Shortlist",
                            "mode=search: best-scoring gallery images verified geometrically per identification", 1,
@@ -435,6 +446,7 @@ static void gst_texture_id_init(GstTextureId *self) {
   self->min_sharpness = 0.0;
   const texture::SearchParams defaults;
   self->min_inliers = defaults.min_inliers;
+  self->min_significance = defaults.min_significance;
   self->shortlist = defaults.shortlist;
   self->device = GST_PRISM_DEVICE_AUTO;
   gst_base_transform_set_in_place(GST_BASE_TRANSFORM(self), TRUE);

@@ -195,7 +195,7 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
 }
 
 // Re-matches each candidate for its per-row top-2 (one matcher call per image), verifies it and
-// sorts the candidates by inliers (then score, then index). Returns the best.
+// sorts the candidates by significance (then inliers, score, index). Returns the best.
 Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Candidate>& cands,
                                           const SearchParams& params, SearchResult& result) {
   Impl& m = *impl_;
@@ -244,12 +244,17 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
     cands[c].geometry = verify_geometry(query, geometry_[cands[c].index], matches, params.verify);
   }
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.geometry.significance != b.geometry.significance) return a.geometry.significance > b.geometry.significance;
     if (a.geometry.inliers != b.geometry.inliers) return a.geometry.inliers > b.geometry.inliers;
     if (a.score != b.score) return a.score > b.score;
     return a.index < b.index;
   });
   result.verify_ms = ms_since(t0);
   return cands.empty() ? Candidate{} : cands.front();
+}
+
+bool accepted(const Verification& v, const SearchParams& params) {
+  return v.inliers >= params.min_inliers && v.significance >= params.min_significance;
 }
 
 SearchResult TextureIndex::search(const Features& query, const SearchParams& params) {
@@ -266,7 +271,7 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
     if (s[order[i]] >= 4) r.candidates.push_back({order[i], ids_[order[i]], s[order[i]], {}});  // RANSAC needs 4
   r.best = verify_candidates(query, r.candidates, params, r);
   if (r.best.index < 0 && !order.empty()) r.best = {order[0], ids_[order[0]], s[order[0]], {}};
-  r.identified = r.best.index >= 0 && r.best.geometry.inliers >= params.min_inliers;
+  r.identified = r.best.index >= 0 && accepted(r.best.geometry, params);
   return r;
 }
 
@@ -277,7 +282,7 @@ SearchResult TextureIndex::verify(const Features& query, const std::string& id, 
   r.candidates.push_back({i, id, 0, {}});
   r.best = verify_candidates(query, r.candidates, params, r);
   r.best.score = r.candidates.front().score = r.best.geometry.matches;
-  r.identified = r.best.geometry.inliers >= params.min_inliers;
+  r.identified = accepted(r.best.geometry, params);
   return r;
 }
 

@@ -2,8 +2,9 @@
 //
 // Search: the fused matcher (match/) scores the query against every gallery image (ratio-test
 // matches per image); the best `shortlist` images are re-matched for their correspondences and
-// verified geometrically (verify.h); the candidate with the most RANSAC inliers wins, and it is
-// identified when it has at least `min_inliers`. Verification (1:1) is the same on the claimed
+// verified geometrically (verify.h); the candidate whose inliers are the most significant wins, and
+// it is identified when that significance reaches `min_significance` (and it has `min_inliers`).
+// Verification (1:1) is the same on the claimed
 // image alone. On the GPU the descriptors live in device memory (uploaded once by build) and the
 // matching runs on the index's own stream; the CPU path computes the same function.
 #pragma once
@@ -21,8 +22,10 @@ enum class Device { kAuto, kCpu, kCuda };
 struct SearchParams {
   float ratio = 0.8f;   // Lowe's ratio
   int shortlist = 8;    // images verified geometrically per search
-  // Decision threshold on RANSAC inliers, calibrated by `prism texture eval` (docs/TEXTUREID.md).
-  int min_inliers = 8;
+  // Decision threshold on chance_significance (verify.h): the smallest 0.1 step at which the 1:1
+  // false-accept rate is at most 0.1%, calibrated by `prism texture eval` (docs/TEXTUREID.md).
+  double min_significance = 3.6;
+  int min_inliers = 5;  // a floor besides: RANSAC's 4-point sample is consistent by construction
   VerifyParams verify;
 };
 
@@ -30,13 +33,16 @@ struct Candidate {
   int index = -1;        // into the index's ids()
   std::string id;
   int score = 0;         // ratio-test matches counted by the matcher
-  Verification geometry; // inliers = the decision score
+  Verification geometry; // significance = the decision score
 };
 
+// The decision for one verified candidate.
+bool accepted(const Verification& v, const SearchParams& params);
+
 struct SearchResult {
-  bool identified = false;        // best candidate has >= min_inliers inliers
+  bool identified = false;        // best candidate passes min_significance and min_inliers
   Candidate best;                 // index -1 when the gallery is empty
-  std::vector<Candidate> candidates;  // the verified shortlist, most inliers first
+  std::vector<Candidate> candidates;  // the verified shortlist, most significant first
   double match_ms = 0, verify_ms = 0;
 };
 

@@ -25,6 +25,22 @@ std::vector<Correspondence> ratio_matches(const float* best, const float* second
   return out;
 }
 
+double chance_significance(int inliers, int matches) {
+  const int n = matches - 4, k = inliers - 4;
+  if (k <= 0 || n < k) return 0.0;
+  // Upper tail of Binomial(n, p), summed from its largest term down in log space.
+  const double lp = std::log(kChanceInlier), lq = std::log1p(-kChanceInlier);
+  auto log_term = [&](int i) { return std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) + i * lp + (n - i) * lq; };
+  const double top = log_term(k);
+  double sum = 0;
+  for (int i = k; i <= n; ++i) {
+    const double r = std::exp(log_term(i) - top);
+    sum += r;
+    if (r < 1e-17 * sum) break;  // the terms fall geometrically past the mean n p < k
+  }
+  return -(top + std::log(sum)) / std::log(10.0);
+}
+
 Verification verify_geometry(const Features& query, const Features& gallery,
                              const std::vector<Correspondence>& matches, const VerifyParams& params) {
   Verification v;
@@ -57,6 +73,7 @@ Verification verify_geometry(const Features& query, const Features& gallery,
     y1 = std::max(y1, from[i].y);
   }
   if (v.inliers > 0) v.query_box = cv::Rect2f(x0, y0, x1 - x0, y1 - y0);
+  v.significance = chance_significance(v.inliers, v.matches);
   return v;
 }
 

@@ -1,6 +1,7 @@
 // Geometric verification of a candidate: the query's ratio-test matches into one gallery image,
 // made one-to-one, then a RANSAC homography (OpenCV's cv::findHomography, which seeds its RNG
-// fixedly, so the result is repeatable). The inlier count is the decision score.
+// fixedly, so the result is repeatable). The decision score is the significance of the inliers:
+// how unlikely that many would be for a wrong product (chance_significance).
 #pragma once
 #include <vector>
 
@@ -30,9 +31,19 @@ struct VerifyParams {
 struct Verification {
   int matches = 0;        // ratio-test matches (one-to-one)
   int inliers = 0;        // consistent with the homography; 0 when none was found or it is degenerate
+  double significance = 0;  // chance_significance(inliers, matches)
   cv::Matx33d homography = cv::Matx33d::eye();  // query -> gallery
   cv::Rect2f query_box;   // bounding box of the inliers in the query image
 };
+
+// The chance that a wrong product's matches are this consistent: RANSAC's 4-point sample is always
+// consistent, and each of the other matches - 4 falls within the reprojection threshold with
+// probability kChanceInlier; the significance is -log10 P(Binomial(matches - 4, kChanceInlier) >=
+// inliers - 4), an a-contrario test in the spirit of Moisan & Stival's ORSA (IJCV 2004). Unlike the
+// bare inlier count it tells 7 of 7 matches (a blurred re-capture) from 7 of 14 (chance).
+// 0 below 5 inliers. The threshold on it is calibrated by `prism texture eval` (docs/TEXTUREID.md).
+constexpr double kChanceInlier = 0.01;
+double chance_significance(int inliers, int matches);
 
 Verification verify_geometry(const Features& query, const Features& gallery,
                              const std::vector<Correspondence>& matches, const VerifyParams& params = {});

@@ -83,6 +83,36 @@ TEST(TextureVerify, RecoversAKnownHomography) {
   EXPECT_GT(r.best.geometry.query_box.area(), 0.3 * img.total());
 }
 
+// The significance is -log10 of a binomial upper tail: against a direct sum in long double over
+// random (inliers, matches), the closed form p^n when every match is an inlier, and its order.
+TEST(TextureVerify, SignificanceIsTheBinomialTailOfChanceInliers) {
+  auto direct = [](int inliers, int matches) {
+    const int n = matches - 4, k = inliers - 4;
+    const long double p = texture::kChanceInlier;
+    long double tail = 0;
+    for (int i = k; i <= n; ++i) {
+      long double c = 1;  // C(n, i), built as a product
+      for (int j = 1; j <= i; ++j) c = c * (n - i + j) / j;
+      tail += c * std::pow(p, (long double)i) * std::pow(1 - p, (long double)(n - i));
+    }
+    return double(-std::log10(tail));
+  };
+  std::mt19937 rng(std::random_device{}());
+  for (int t = 0; t < 2000; ++t) {
+    const int matches = std::uniform_int_distribution<int>(5, 400)(rng);
+    const int inliers = std::uniform_int_distribution<int>(5, std::min(matches, 60))(rng);
+    const double want = direct(inliers, matches);
+    EXPECT_NEAR(texture::chance_significance(inliers, matches), want, 1e-9 * std::max(1.0, want))
+        << inliers << " of " << matches;
+  }
+  for (int m = 5; m < 200; ++m) EXPECT_NEAR(texture::chance_significance(m, m), 2.0 * (m - 4), 1e-9 * m);
+  EXPECT_EQ(texture::chance_significance(4, 100), 0.0);  // the RANSAC sample alone is no evidence
+  EXPECT_EQ(texture::chance_significance(0, 0), 0.0);
+  EXPECT_GT(texture::chance_significance(7, 7), texture::chance_significance(7, 14));
+  EXPECT_GT(texture::chance_significance(8, 14), texture::chance_significance(7, 14));
+  EXPECT_GT(texture::chance_significance(40, 400), 20.0);  // many inliers stay significant among many matches
+}
+
 TEST(TextureIndex, SearchFindsTheRightTextureAndRejectsStrangers) {
   std::mt19937 rng(std::random_device{}());
   std::vector<cv::Mat> images;

@@ -225,6 +225,11 @@ int integer(const GstStructure* s, const char* field) {
   return v;
 }
 
+double real(const GstStructure* s, const char* field) {
+  double v = -1;
+  EXPECT_TRUE(gst_structure_get_double(s, field, &v)) << field << " in " << gst_structure_to_string(s);
+  return v;
+}
 bool boolean(const GstStructure* s, const char* field) {
   gboolean v = FALSE;
   EXPECT_TRUE(gst_structure_get_boolean(s, field, &v)) << field;
@@ -248,7 +253,9 @@ void expect_identified(const Outcome& o, size_t message, size_t buffer, const st
   const int inliers = integer(m, "inliers");
   EXPECT_GE(inliers, texture::SearchParams{}.min_inliers);
   EXPECT_GE(integer(m, "matches"), inliers);
-  EXPECT_EQ(integer(m, "score"), inliers);
+  const double score = real(m, "score");  // the significance the decision is made on
+  EXPECT_GE(score, texture::SearchParams{}.min_significance);
+  EXPECT_DOUBLE_EQ(score, texture::chance_significance(inliers, integer(m, "matches")));
   double latency = 0;
   EXPECT_TRUE(gst_structure_get_double(m, "latency-ms", &latency));
   EXPECT_GT(latency, 0.0);
@@ -269,7 +276,7 @@ void expect_identified(const Outcome& o, size_t message, size_t buffer, const st
   EXPECT_EQ(str(r.param, "id"), id);
   EXPECT_TRUE(boolean(r.param, "identified"));
   EXPECT_EQ(integer(r.param, "inliers"), inliers);
-  EXPECT_EQ(integer(r.param, "score"), inliers);
+  EXPECT_EQ(real(r.param, "score"), score);
   EXPECT_EQ(integer(r.param, "matches"), integer(m, "matches"));
   EXPECT_TRUE(gst_structure_has_field(r.param, "latency-ms"));
 }
@@ -299,7 +306,8 @@ TEST_F(TextureId, IsRegisteredWithDocumentedProperties) {
   GstElement* e = gst_element_factory_make("textureid", nullptr);
   ASSERT_NE(e, nullptr) << "textureid not found; GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
   for (const char* name :
-       {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers", "shortlist", "device"}) {
+       {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers", "min-significance", "shortlist",
+        "device"}) {
     GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
     ASSERT_NE(ps, nullptr) << name;
     EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 30u) << name;
@@ -309,6 +317,9 @@ TEST_F(TextureId, IsRegisteredWithDocumentedProperties) {
   g_object_get(e, "interval", &interval, "min-inliers", &min_inliers, "shortlist", &shortlist, nullptr);
   EXPECT_EQ(interval, 10u);
   EXPECT_EQ(min_inliers, texture::SearchParams{}.min_inliers);
+  double min_significance = 0;
+  g_object_get(e, "min-significance", &min_significance, nullptr);
+  EXPECT_EQ(min_significance, texture::SearchParams{}.min_significance);
   EXPECT_EQ(shortlist, texture::SearchParams{}.shortlist);
   gst_util_set_object_arg(G_OBJECT(e), "mode", "verify");
   GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), "mode");
@@ -374,7 +385,7 @@ TEST_F(TextureId, AnUnenrolledTextureIsNotIdentifiedAndGetsNoMeta) {
   ASSERT_EQ(o.error, "");
   ASSERT_EQ(o.messages.size(), 1u);
   EXPECT_FALSE(boolean(o.messages[0], "identified")) << gst_structure_to_string(o.messages[0]);
-  EXPECT_LT(integer(o.messages[0], "inliers"), texture::SearchParams{}.min_inliers);
+  EXPECT_LT(real(o.messages[0], "score"), texture::SearchParams{}.min_significance);
   ASSERT_EQ(o.rois.size(), 1u);
   EXPECT_TRUE(o.rois[0].empty());
 }
@@ -400,7 +411,7 @@ TEST_F(TextureId, VerifyAcceptsTheRightClaimAndRejectsAWrongOne) {
     EXPECT_FALSE(boolean(m, "identified")) << gst_structure_to_string(m);
     EXPECT_EQ(str(m, "id"), "baboon");
     EXPECT_EQ(str(m, "mode"), "verify");
-    EXPECT_LT(integer(m, "inliers"), texture::SearchParams{}.min_inliers);
+    EXPECT_LT(real(m, "score"), texture::SearchParams{}.min_significance);
     ASSERT_EQ(o.rois.size(), 1u);
     EXPECT_TRUE(o.rois[0].empty()) << "a rejected claim got meta";
   }
@@ -410,6 +421,13 @@ TEST_F(TextureId, VerifyAcceptsTheRightClaimAndRejectsAWrongOne) {
     ASSERT_EQ(o.messages.size(), 1u);
     EXPECT_FALSE(boolean(o.messages[0], "identified"));
     EXPECT_EQ(str(o.messages[0], "id"), "box");
+  }
+  {  // and so is min-significance above its significance
+    Outcome o;
+    run_harness(o, element("mode=verify claimed-id=box min-significance=999"), caps_of("GRAY8", scene), {&scene});
+    ASSERT_EQ(o.messages.size(), 1u);
+    EXPECT_FALSE(boolean(o.messages[0], "identified"));
+    EXPECT_GT(integer(o.messages[0], "inliers"), 20);
   }
 }
 

@@ -50,7 +50,9 @@ constexpr const char* kUsage =
     "  --gallery DIR        the gallery directory (enroll creates it)\n"
     "  --json               machine-readable output (one JSON object per line)\n"
     "  --device D           auto (default), cpu or cuda: where descriptors are matched\n"
-    "  --min-inliers N      decision threshold on RANSAC inliers (default 8)\n"
+    "  --min-significance S decision threshold on the inliers' significance, -log10 of the chance\n"
+    "                       that a wrong product is as consistent (default 3.6: 1:1 FAR 0.1%)\n"
+    "  --min-inliers N      RANSAC inliers needed besides (default 5)\n"
     "  --ratio R            Lowe's ratio (default 0.8)\n"
     "  --shortlist K        candidates verified geometrically per search (default 8)\n"
     "  --top K              search: candidates printed (default 1)\n";
@@ -98,6 +100,13 @@ Options parse(int argc, char** argv) {
       else if (d == "cuda") o.device = texture::Device::kCuda;
       else throw UsageError("--device takes auto, cpu or cuda, not '" + d + "'");
     } else if (a == "--min-inliers") o.search.min_inliers = parse_int(a, value(), 4, 100000);
+    else if (a == "--min-significance") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.search.min_significance = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(o.search.min_significance >= 0 && o.search.min_significance <= 1000))
+        throw UsageError("--min-significance takes a number in [0, 1000], not '" + v + "'");
+    }
     else if (a == "--shortlist") o.search.shortlist = parse_int(a, value(), 1, 1000);
     else if (a == "--top") o.top = parse_int(a, value(), 1, 1000);
     else if (a == "--ratio") {
@@ -201,27 +210,29 @@ void print_result(const Options& o, const std::string& image, const texture::Sea
     s << "{\"image\":" << json_string(image) << ",\"mode\":\"" << mode << "\",\"identified\":"
       << (r.identified ? "true" : "false") << ",\"id\":" << (r.best.index >= 0 ? json_string(r.best.id) : "null")
       << ",\"inliers\":" << r.best.geometry.inliers << ",\"matches\":" << r.best.score
-      << ",\"match_ms\":" << r.match_ms << ",\"verify_ms\":" << r.verify_ms << ",\"candidates\":[";
+      << ",\"significance\":" << r.best.geometry.significance << ",\"match_ms\":" << r.match_ms << ",\"verify_ms\":" << r.verify_ms << ",\"candidates\":[";
     for (size_t i = 0; i < r.candidates.size() && int(i) < o.top; ++i)
       s << (i ? "," : "") << "{\"id\":" << json_string(r.candidates[i].id) << ",\"inliers\":"
-        << r.candidates[i].geometry.inliers << ",\"matches\":" << r.candidates[i].score << "}";
+        << r.candidates[i].geometry.inliers << ",\"matches\":" << r.candidates[i].score << ",\"significance\":"
+        << r.candidates[i].geometry.significance << "}";
     s << "]}";
     std::printf("%s\n", s.str().c_str());
     return;
   }
   if (mode == "verify")
-    std::printf("%s: %s %s (%d inliers, %d matches; threshold %d)\n", image.c_str(),
+    std::printf("%s: %s %s (%d inliers, %d matches, significance %.1f; threshold %.1f)\n", image.c_str(),
                 r.identified ? "ACCEPT" : "REJECT", r.best.id.c_str(), r.best.geometry.inliers, r.best.score,
-                o.search.min_inliers);
+                r.best.geometry.significance, o.search.min_significance);
   else if (r.identified)
-    std::printf("%s: %s (%d inliers, %d matches)\n", image.c_str(), r.best.id.c_str(), r.best.geometry.inliers,
-                r.best.score);
+    std::printf("%s: %s (%d inliers, %d matches, significance %.1f)\n", image.c_str(), r.best.id.c_str(),
+                r.best.geometry.inliers, r.best.score, r.best.geometry.significance);
   else
-    std::printf("%s: not identified (best %s: %d inliers, threshold %d)\n", image.c_str(),
-                r.best.index >= 0 ? r.best.id.c_str() : "none", r.best.geometry.inliers, o.search.min_inliers);
+    std::printf("%s: not identified (best %s: %d inliers, significance %.1f; threshold %.1f)\n", image.c_str(),
+                r.best.index >= 0 ? r.best.id.c_str() : "none", r.best.geometry.inliers, r.best.geometry.significance,
+                o.search.min_significance);
   for (size_t i = 1; i < r.candidates.size() && int(i) < o.top; ++i)
-    std::printf("  %zu. %s (%d inliers, %d matches)\n", i + 1, r.candidates[i].id.c_str(),
-                r.candidates[i].geometry.inliers, r.candidates[i].score);
+    std::printf("  %zu. %s (%d inliers, %d matches, significance %.1f)\n", i + 1, r.candidates[i].id.c_str(),
+                r.candidates[i].geometry.inliers, r.candidates[i].score, r.candidates[i].geometry.significance);
 }
 
 int search_or_verify(const Options& o, bool verify) {

@@ -8,9 +8,11 @@
 // check the recovered geometry). Impostors: for 1:1, each query against 3 random other products;
 // for 1:M, the sun8 photos that were not enrolled.
 //
-// The decision threshold (min RANSAC inliers) is the smallest at which the 1:1 impostor accept
-// rate is at most 0.1%; reported per perturbation: top-1 identification (rank 1 correct), top-1
-// identified at the threshold, TAR (genuine 1:1 accepted) and FAR.
+// The decision threshold on the inliers' significance (texture::chance_significance) is the
+// smallest multiple of 0.1 at which the 1:1 impostor accept rate is at most 0.1%; reported per
+// perturbation: top-1 identification (rank 1 correct), top-1 identified at the threshold, TAR
+// (genuine 1:1 accepted) and FAR; then the same rule held out (calibrated on half the queries,
+// measured on the other half) and, for comparison, the rule on the bare inlier count.
 #include <opencv2/calib3d.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -41,7 +43,7 @@ constexpr const char* kEvalUsage =
     "usage: prism texture eval [--data DIR] [--out DIR] [--textures N] [--impostors N] [--device D] [--seed S]\n"
     "\n"
     "  --data DIR       ../shared/data (sun8/, textures/skimage/, oxford-affine/)\n"
-    "  --out DIR        where texture-eval.md, scores.csv and inliers.png go (default texture-eval)\n"
+    "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
     "  --textures N     sun8 photos enrolled (default 1000)\n"
     "  --impostors N    sun8 photos not enrolled, searched as open-set impostors (default 400)\n"
     "  --device D       auto, cpu or cuda (the CPU matcher is slow for large galleries)\n";
@@ -162,18 +164,43 @@ std::vector<texture::Features> features_of(const std::vector<cv::Mat>& images) {
   return out;
 }
 
-struct Tally {
-  int queries = 0, top1 = 0, identified = 0, genuine_accept = 0, impostor_pairs = 0, impostor_accept = 0;
-  std::vector<int> genuine, top1_inliers, impostor;  // inliers
+// One 1:1 decision's evidence (or the rank-1 result's, with query -1 when rank 1 is wrong).
+struct Score {
+  int query = 0, inliers = 0;
+  double significance = 0;
 };
 
-// Histogram picture of genuine vs impostor inliers with the threshold.
-cv::Mat inlier_plot(const std::vector<int>& genuine, const std::vector<int>& impostor, int threshold) {
-  const int W = 900, H = 420, L = 60, B = 50, bins = 60;
-  auto bin_of = [](int v) { return std::min(59, int(std::log2(1.0 + v) * 6)); };  // log2 bins
+struct Tally {
+  int queries = 0, top1 = 0, identified = 0, genuine_accept = 0, impostor_pairs = 0, impostor_accept = 0;
+  std::vector<Score> genuine, top1_best, impostor;
+};
+
+int accepted(const std::vector<Score>& v, double threshold, int parity = -1) {
+  return int(std::count_if(v.begin(), v.end(), [&](const Score& s) {
+    return s.query >= 0 && (parity < 0 || s.query % 2 == parity) && s.significance >= threshold;
+  }));
+}
+int count_parity(const std::vector<Score>& v, int parity) {
+  return int(std::count_if(v.begin(), v.end(), [&](const Score& s) { return s.query % 2 == parity; }));
+}
+// The smallest multiple of 0.1 at which at most 0.1% of `impostor` (of the given query parity) pass.
+double calibrate(const std::vector<Score>& impostor, int parity = -1) {
+  const int n = parity < 0 ? int(impostor.size()) : count_parity(impostor, parity);
+  int t10 = 0;
+  while (accepted(impostor, t10 / 10.0, parity) > 0.001 * n) ++t10;
+  return t10 / 10.0;
+}
+
+// Histogram picture of genuine vs impostor significance (log counts) with the threshold.
+cv::Mat score_plot(const std::vector<Score>& genuine, const std::vector<Score>& impostor, double threshold) {
+  const int W = 900, H = 420, L = 60, B = 50, bins = 64;
+  const double per_bin = 0.5;  // significance units per bin; the last bin takes everything above
+  auto bin_of = [&](double v) { return std::clamp(int(v / per_bin), 0, bins - 1); };
   std::vector<double> hg(bins), hi(bins);
-  for (int v : genuine) hg[bin_of(v)] += 1.0 / std::max<size_t>(1, genuine.size());
-  for (int v : impostor) hi[bin_of(v)] += 1.0 / std::max<size_t>(1, impostor.size());
+  for (const Score& s : genuine) hg[bin_of(s.significance)] += 1;
+  for (const Score& s : impostor) hi[bin_of(s.significance)] += 1;
+  for (auto* h : {&hg, &hi})
+    for (double& c : *h) c = std::log10(1.0 + c);
   const double top = std::max(*std::max_element(hg.begin(), hg.end()), *std::max_element(hi.begin(), hi.end()));
   cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
   const double bw = double(W - L - 20) / bins;
@@ -184,16 +211,18 @@ cv::Mat inlier_plot(const std::vector<int>& genuine, const std::vector<int>& imp
     cv::rectangle(img, cv::Point(x, H - B - int(hg[b] / top * (H - B - 40))), cv::Point(x + int(bw) - 1, H - B),
                   cv::Scalar(200, 120, 30), 2);
   }
-  const int tx = L + int(bin_of(threshold) * bw);
+  const int tx = L + int(threshold / per_bin * bw);
   cv::line(img, cv::Point(tx, 30), cv::Point(tx, H - B), cv::Scalar(0, 0, 0), 2);
-  for (int v : {0, 4, 16, 64, 256, 768}) {
-    const int x = L + int(bin_of(v) * bw);
-    cv::putText(img, std::to_string(v), cv::Point(x, H - B + 20), cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0), 1);
+  for (int v = 0; v <= 30; v += 5) {
+    const int x = L + int(v / per_bin * bw);
+    cv::putText(img, v == 30 ? "30+" : std::to_string(v), cv::Point(x, H - B + 20), cv::FONT_HERSHEY_SIMPLEX, 0.45,
+                cv::Scalar(0, 0, 0), 1);
   }
-  cv::putText(img, "RANSAC inliers (log scale); blue outline: genuine 1:1, red: impostor 1:1; line: threshold " +
-                       std::to_string(threshold), cv::Point(L, H - 12), cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0), 1);
-  cv::putText(img, "texture identification: inlier distributions", cv::Point(L, 22), cv::FONT_HERSHEY_SIMPLEX, 0.6,
-              cv::Scalar(0, 0, 0), 1);
+  cv::putText(img, "significance -log10 P(chance); bars: log10(1 + pairs); blue outline: genuine 1:1, red: impostor; "
+                       "line: threshold " + cv::format("%.1f", threshold),
+              cv::Point(L, H - 12), cv::FONT_HERSHEY_SIMPLEX, 0.4, cv::Scalar(0, 0, 0), 1);
+  cv::putText(img, "texture identification: significance of the RANSAC inliers", cv::Point(L, 22),
+              cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar(0, 0, 0), 1);
   return img;
 }
 
@@ -263,11 +292,12 @@ int texture_eval_command(int argc, char** argv) {
                  index.device_description().c_str());
 
     texture::SearchParams params;
-    params.min_inliers = 4;  // collect raw inliers; the threshold is chosen below
+    params.min_inliers = 4;  // collect the raw evidence; the threshold is chosen below
+    params.min_significance = 0;
     std::map<std::string, Tally> tally;
     std::vector<std::string> order;
     std::ofstream csv(out / "scores.csv");
-    csv << "set,query,true_id,kind,claimed_id,inliers,matches\n";
+    csv << "set,query,true_id,kind,claimed_id,inliers,matches,significance\n";
     std::mt19937 pick(seed * 7919u);
     auto run_queries = [&](const std::string& set, const std::vector<cv::Mat>& queries, const std::vector<int>& truth) {
       order.push_back(set);
@@ -280,18 +310,19 @@ int texture_eval_command(int argc, char** argv) {
         ++t.queries;
         const bool top1 = r.best.index == true_index;
         t.top1 += top1;
-        t.top1_inliers.push_back(top1 ? r.best.geometry.inliers : -1);
+        t.top1_best.push_back({top1 ? int(q) : -1, r.best.geometry.inliers, r.best.geometry.significance});
         const texture::SearchResult g = index.verify(qf[q], index.ids()[true_index], params);
-        t.genuine.push_back(g.best.geometry.inliers);
+        t.genuine.push_back({int(q), g.best.geometry.inliers, g.best.geometry.significance});
         csv << set << "," << q << "," << index.ids()[true_index] << ",genuine," << index.ids()[true_index] << ","
-            << g.best.geometry.inliers << "," << g.best.geometry.matches << "\n";
+            << g.best.geometry.inliers << "," << g.best.geometry.matches << "," << g.best.geometry.significance << "\n";
         for (int k = 0; k < 3; ++k) {
           int other = int(pick() % index.size());
           if (other == true_index) other = (other + 1) % int(index.size());
           const texture::SearchResult im = index.verify(qf[q], index.ids()[other], params);
-          t.impostor.push_back(im.best.geometry.inliers);
+          t.impostor.push_back({int(q), im.best.geometry.inliers, im.best.geometry.significance});
           csv << set << "," << q << "," << index.ids()[true_index] << ",impostor," << index.ids()[other] << ","
-              << im.best.geometry.inliers << "," << im.best.geometry.matches << "\n";
+              << im.best.geometry.inliers << "," << im.best.geometry.matches << "," << im.best.geometry.significance
+              << "\n";
         }
         progress.step();
       }
@@ -347,31 +378,27 @@ int texture_eval_command(int argc, char** argv) {
         corner_error[q] = worst;
       }
     }
-    // Open-set impostors: photos never enrolled; their best candidate's inliers.
-    std::vector<int> open_set;
+    // Open-set impostors: photos never enrolled; their best candidate's evidence.
+    std::vector<Score> open_set;
     {
       std::vector<cv::Mat> q;
       for (const auto& o : outsiders) q.push_back(o.grey);
       const std::vector<texture::Features> qf = features_of(q);
       for (size_t i = 0; i < qf.size(); ++i) {
         const texture::SearchResult r = index.search(qf[i], params);
-        open_set.push_back(r.best.geometry.inliers);
+        open_set.push_back({int(i), r.best.geometry.inliers, r.best.geometry.significance});
         csv << "open-set," << i << ",none,open-set-best," << (r.best.index >= 0 ? r.best.id : "none") << ","
-            << r.best.geometry.inliers << "," << r.best.score << "\n";
+            << r.best.geometry.inliers << "," << r.best.geometry.matches << "," << r.best.geometry.significance << "\n";
       }
     }
 
-    // Threshold: the smallest inlier count whose 1:1 impostor accept rate is at most 0.1%.
-    std::vector<int> all_genuine, all_impostor;
+    // Threshold: the smallest 0.1 step of significance whose 1:1 impostor accept rate is at most 0.1%.
+    std::vector<Score> all_genuine, all_impostor;
     for (const auto& [name, t] : tally) {
       all_genuine.insert(all_genuine.end(), t.genuine.begin(), t.genuine.end());
       all_impostor.insert(all_impostor.end(), t.impostor.begin(), t.impostor.end());
     }
-    auto rate = [](const std::vector<int>& v, int thr) {
-      return v.empty() ? 0.0 : double(std::count_if(v.begin(), v.end(), [&](int x) { return x >= thr; })) / v.size();
-    };
-    int threshold = 4;
-    while (rate(all_impostor, threshold) > 0.001) ++threshold;
+    const double threshold = calibrate(all_impostor);
 
     std::ostringstream md;
     md << "| queries | n | top-1 (rank 1) | identified at threshold | TAR (1:1 genuine accepted) | FAR (1:1 impostors accepted) |\n"
@@ -379,9 +406,9 @@ int texture_eval_command(int argc, char** argv) {
     Tally total;
     for (const auto& name : order) {
       const Tally& t = tally[name];
-      const int ident = int(std::count_if(t.top1_inliers.begin(), t.top1_inliers.end(), [&](int x) { return x >= threshold; }));
-      const int tar = int(std::count_if(t.genuine.begin(), t.genuine.end(), [&](int x) { return x >= threshold; }));
-      const int far = int(std::count_if(t.impostor.begin(), t.impostor.end(), [&](int x) { return x >= threshold; }));
+      const int ident = accepted(t.top1_best, threshold);
+      const int tar = accepted(t.genuine, threshold);
+      const int far = accepted(t.impostor, threshold);
       char line[512];
       std::snprintf(line, sizeof line, "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.3f%% (%d/%zu) |\n", name.c_str(), t.queries,
                     100.0 * t.top1 / t.queries, 100.0 * ident / t.queries, 100.0 * tar / t.queries,
@@ -400,21 +427,43 @@ int texture_eval_command(int argc, char** argv) {
                   100.0 * total.genuine_accept / total.queries, 100.0 * total.impostor_accept / total.impostor_pairs,
                   total.impostor_accept, total.impostor_pairs);
     md << line;
-    const int open_accept = int(std::count_if(open_set.begin(), open_set.end(), [&](int x) { return x >= threshold; }));
+    const int open_accept = accepted(open_set, threshold);
+    // Held out: calibrated on the queries of one parity, measured on the other's.
+    md << "\nHeld out (threshold calibrated on half of the queries, rates measured on the other half):\n\n"
+       << "| calibrated on | threshold | TAR | FAR |\n|---|---|---|---|\n";
+    for (int parity = 0; parity < 2; ++parity) {
+      const double thr = calibrate(all_impostor, parity);
+      const int other = 1 - parity;
+      md << cv::format("| %s queries | %.1f | %.2f%% | %.3f%% |\n", parity ? "odd" : "even", thr,
+                       100.0 * accepted(all_genuine, thr, other) / std::max(1, count_parity(all_genuine, other)),
+                       100.0 * accepted(all_impostor, thr, other) / std::max(1, count_parity(all_impostor, other)));
+    }
+    {  // The same rule on the bare inlier count, for comparison.
+      int min_inliers = 4;
+      auto passing = [&](const std::vector<Score>& v) {
+        return int(std::count_if(v.begin(), v.end(), [&](const Score& s) { return s.inliers >= min_inliers; }));
+      };
+      while (passing(all_impostor) > 0.001 * all_impostor.size()) ++min_inliers;
+      md << cv::format("\nDeciding on the inlier count alone instead: threshold %d inliers, TAR %.2f%% at FAR %.3f%%.\n",
+                       min_inliers, 100.0 * passing(all_genuine) / std::max<size_t>(1, all_genuine.size()),
+                       100.0 * passing(all_impostor) / std::max<size_t>(1, all_impostor.size()));
+    }
     std::ostringstream head;
     head << "Gallery: " << entries.size() << " products (" << textures << " sun8 photos, 3 skimage textures, 8 Oxford img1); "
          << "mean " << int(mean_features + 0.5) << " RootSIFT features each. Matching on " << index.device_description()
-         << ". Threshold (min RANSAC inliers, smallest with 1:1 FAR <= 0.1%): **" << threshold << "**.\n\n";
+         << ". Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%): **" << cv::format("%.1f", threshold)
+         << "**.\n\n";
     md << "\nOpen-set (1:M) impostors: " << open_set.size() << " sun8 photos never enrolled; " << open_accept
        << " identified as some product at the threshold (" << (open_set.empty() ? 0.0 : 100.0 * open_accept / open_set.size())
        << "%).\n\nOxford-affine (img1 enrolled; rank-1 result, max corner error of the recovered homography vs the ground truth):\n\n"
-       << "| query | top-1 id | inliers | corner error px |\n|---|---|---|---|\n";
+       << "| query | top-1 id | inliers | significance | corner error px |\n|---|---|---|---|---|\n";
     {
       const Tally& t = tally["oxford-affine"];
       for (size_t q = 0; q < oxname.size(); ++q) {
         char row[256];
-        std::snprintf(row, sizeof row, "| %s | %s | %d | %s |\n", oxname[q].c_str(), t.top1_inliers[q] >= 0 ? "correct" : "WRONG",
-                      t.genuine[q], corner_error[q] >= 0 ? cv::format("%.1f", corner_error[q]).c_str() : "-");
+        std::snprintf(row, sizeof row, "| %s | %s | %d | %.1f | %s |\n", oxname[q].c_str(),
+                      t.top1_best[q].query >= 0 ? "correct" : "WRONG", t.genuine[q].inliers, t.genuine[q].significance,
+                      corner_error[q] >= 0 ? cv::format("%.1f", corner_error[q]).c_str() : "-");
         md << row;
       }
     }
@@ -423,7 +472,7 @@ int texture_eval_command(int argc, char** argv) {
        << cv::format("%.1f", gallery.size() / enrol_s) << " images/s.\n";
     const std::string report = head.str() + md.str();
     std::ofstream(out / "texture-eval.md") << report;
-    write_png(inlier_plot(all_genuine, all_impostor, threshold), (out / "inliers.png").string());
+    write_png(score_plot(all_genuine, all_impostor, threshold), (out / "significance.png").string());
     std::fputs(report.c_str(), stdout);
     return 0;
   } catch (const std::exception& e) {
