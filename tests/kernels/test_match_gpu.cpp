@@ -1,5 +1,6 @@
 // The fused tensor-core matcher against the CPU path: top-2 dot products, best indices and scores,
-// single and batched queries, images with 0, 1, few and kSlot descriptors.
+// single and batched queries, images with 0, 1, few and kSlot descriptors; scores alone (the kernel's
+// index-free variant) equal to the scores with per-row outputs.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -47,6 +48,13 @@ TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
     match::match_cuda(dp, {0.8f}, {d_scores, d_best, d_second, d_index}, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     cudaMemcpy(gs.data(), d_scores, n_scores * sizeof(int), cudaMemcpyDeviceToHost);
+    // Scores alone take the kernel's other top-2 update (no index): the same scores, exactly.
+    std::vector<int> gs_only(n_scores, -1);
+    cudaMemset(d_scores, 0, n_scores * sizeof(int));
+    match::match_cuda(dp, {0.8f}, {d_scores}, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cudaMemcpy(gs_only.data(), d_scores, n_scores * sizeof(int), cudaMemcpyDeviceToHost);
+    EXPECT_EQ(gs_only, gs);
     cudaMemcpy(gi.data(), d_index, n_rows * sizeof(int), cudaMemcpyDeviceToHost);
     cudaMemcpy(gb.data(), d_best, n_rows * sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(g2.data(), d_second, n_rows * sizeof(float), cudaMemcpyDeviceToHost);
