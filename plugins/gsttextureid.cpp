@@ -323,12 +323,12 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
                    "frame %" G_GUINT64_FORMAT " (%s): %s '%s', %d inliers of %d matches (significance %.2f), %.1f ms "
                    "(features %.1f, match %.1f, verify %.1f)",
                    frame, mode == MODE_VERIFY ? "verify" : "search", r.identified ? "identified" : "not identified",
-                   id.c_str(), b.geometry.inliers, b.geometry.matches, b.geometry.significance, latency, features_ms, r.match_ms, r.verify_ms);
+                   id.c_str(), b.geometry.inliers, b.geometry.matches, b.significance, latency, features_ms, r.match_ms, r.verify_ms);
 
   auto fields = [&](GstStructure *s) {
     gst_structure_set(s, "id", G_TYPE_STRING, id.c_str(), "identified", G_TYPE_BOOLEAN, (gboolean)r.identified,
                       "inliers", G_TYPE_INT, b.geometry.inliers, "matches", G_TYPE_INT, b.geometry.matches, "score",
-                      G_TYPE_DOUBLE, b.geometry.significance, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
+                      G_TYPE_DOUBLE, b.significance, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
   };
   if (r.identified) {
     /* The inliers' box in frame pixels, rounded outwards and clipped; the whole frame without one. */

@@ -238,10 +238,12 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
     PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 #endif
   }
+  const double tests = std::log10(std::max(1, k));
   for (int c = 0; c < k; ++c) {
     const size_t o = size_t(c) * rows;
     const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
     cands[c].geometry = verify_geometry(query, geometry_[cands[c].index], matches, params.verify);
+    cands[c].significance = cands[c].geometry.significance - tests;
   }
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
     if (a.geometry.significance != b.geometry.significance) return a.geometry.significance > b.geometry.significance;
@@ -253,8 +255,8 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
   return cands.empty() ? Candidate{} : cands.front();
 }
 
-bool accepted(const Verification& v, const SearchParams& params) {
-  return v.inliers >= params.min_inliers && v.significance >= params.min_significance;
+bool accepted(const Candidate& c, const SearchParams& params) {
+  return c.geometry.inliers >= params.min_inliers && c.significance >= params.min_significance;
 }
 
 SearchResult TextureIndex::search(const Features& query, const SearchParams& params) {
@@ -271,7 +273,7 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
     if (s[order[i]] >= 4) r.candidates.push_back({order[i], ids_[order[i]], s[order[i]], {}});  // RANSAC needs 4
   r.best = verify_candidates(query, r.candidates, params, r);
   if (r.best.index < 0 && !order.empty()) r.best = {order[0], ids_[order[0]], s[order[0]], {}};
-  r.identified = r.best.index >= 0 && accepted(r.best.geometry, params);
+  r.identified = r.best.index >= 0 && accepted(r.best, params);
   return r;
 }
 
@@ -282,7 +284,7 @@ SearchResult TextureIndex::verify(const Features& query, const std::string& id, 
   r.candidates.push_back({i, id, 0, {}});
   r.best = verify_candidates(query, r.candidates, params, r);
   r.best.score = r.candidates.front().score = r.best.geometry.matches;
-  r.identified = accepted(r.best.geometry, params);
+  r.identified = accepted(r.best, params);
   return r;
 }
 

@@ -33,11 +33,15 @@ struct Candidate {
   int index = -1;        // into the index's ids()
   std::string id;
   int score = 0;         // ratio-test matches counted by the matcher
-  Verification geometry; // significance = the decision score
+  Verification geometry;
+  // The decision score: geometry.significance less log10 of the number of candidates verified
+  // (Bonferroni: a search that tries 8 wrong products gets 8 chances at a chance fit); equal to it
+  // for verify (1:1).
+  double significance = 0;
 };
 
 // The decision for one verified candidate.
-bool accepted(const Verification& v, const SearchParams& params);
+bool accepted(const Candidate& c, const SearchParams& params);
 
 struct SearchResult {
   bool identified = false;        // best candidate passes min_significance and min_inliers

@@ -132,6 +132,13 @@ TEST(TextureIndex, SearchFindsTheRightTextureAndRejectsStrangers) {
     const texture::SearchResult r = index.search(texture::extract_features(q), {});
     EXPECT_TRUE(r.identified) << i;
     EXPECT_EQ(r.best.id, "t" + std::to_string(i));
+    // The search's decision score pays for the candidates it tried (Bonferroni); verify's does not.
+    ASSERT_FALSE(r.candidates.empty());
+    EXPECT_NEAR(r.best.significance, r.best.geometry.significance - std::log10(double(r.candidates.size())), 1e-9);
+    EXPECT_EQ(r.best.geometry.significance,
+              texture::chance_significance(r.best.geometry.inliers, r.best.geometry.matches));
+    const texture::SearchResult right = index.verify(texture::extract_features(q), r.best.id, {});
+    EXPECT_EQ(right.best.significance, right.best.geometry.significance);
     const texture::SearchResult wrong = index.verify(texture::extract_features(q), "t" + std::to_string((i + 1) % 12), {});
     EXPECT_FALSE(wrong.identified) << wrong.best.geometry.inliers;
   }

@@ -310,18 +310,18 @@ int texture_eval_command(int argc, char** argv) {
         ++t.queries;
         const bool top1 = r.best.index == true_index;
         t.top1 += top1;
-        t.top1_best.push_back({top1 ? int(q) : -1, r.best.geometry.inliers, r.best.geometry.significance});
+        t.top1_best.push_back({top1 ? int(q) : -1, r.best.geometry.inliers, r.best.significance});
         const texture::SearchResult g = index.verify(qf[q], index.ids()[true_index], params);
-        t.genuine.push_back({int(q), g.best.geometry.inliers, g.best.geometry.significance});
+        t.genuine.push_back({int(q), g.best.geometry.inliers, g.best.significance});
         csv << set << "," << q << "," << index.ids()[true_index] << ",genuine," << index.ids()[true_index] << ","
-            << g.best.geometry.inliers << "," << g.best.geometry.matches << "," << g.best.geometry.significance << "\n";
+            << g.best.geometry.inliers << "," << g.best.geometry.matches << "," << g.best.significance << "\n";
         for (int k = 0; k < 3; ++k) {
           int other = int(pick() % index.size());
           if (other == true_index) other = (other + 1) % int(index.size());
           const texture::SearchResult im = index.verify(qf[q], index.ids()[other], params);
-          t.impostor.push_back({int(q), im.best.geometry.inliers, im.best.geometry.significance});
+          t.impostor.push_back({int(q), im.best.geometry.inliers, im.best.significance});
           csv << set << "," << q << "," << index.ids()[true_index] << ",impostor," << index.ids()[other] << ","
-              << im.best.geometry.inliers << "," << im.best.geometry.matches << "," << im.best.geometry.significance
+              << im.best.geometry.inliers << "," << im.best.geometry.matches << "," << im.best.significance
               << "\n";
         }
         progress.step();
@@ -386,9 +386,9 @@ int texture_eval_command(int argc, char** argv) {
       const std::vector<texture::Features> qf = features_of(q);
       for (size_t i = 0; i < qf.size(); ++i) {
         const texture::SearchResult r = index.search(qf[i], params);
-        open_set.push_back({int(i), r.best.geometry.inliers, r.best.geometry.significance});
+        open_set.push_back({int(i), r.best.geometry.inliers, r.best.significance});
         csv << "open-set," << i << ",none,open-set-best," << (r.best.index >= 0 ? r.best.id : "none") << ","
-            << r.best.geometry.inliers << "," << r.best.geometry.matches << "," << r.best.geometry.significance << "\n";
+            << r.best.geometry.inliers << "," << r.best.geometry.matches << "," << r.best.significance << "\n";
       }
     }
 
