@@ -62,6 +62,7 @@ struct State {
   bool attempted = false;    // an identification has run
   guint64 last_attempt = 0;  // its frame
   cv::Mat grey;              // RGB-ish frames converted here (reused: no per-frame allocation)
+  cv::Mat laplacian;         // min-sharpness scratch (reused)
   explicit State(texture::Device d) : index(d) {}
 };
 
@@ -282,7 +283,7 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   try {
     const cv::Mat grey = grey_of(st, vf);
     if (min_sharpness > 0) {
-      sharp = texture::sharpness(grey);
+      sharp = texture::sharpness(grey, &st.laplacian);
       if (sharp < min_sharpness) {
         gst_video_frame_unmap(&vf);
         GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": sharpness %.1f < min-sharpness %.1f, not identified",

@@ -48,7 +48,17 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   sift->detectAndCompute(detect, cv::noArray(), kps, desc);
   std::vector<int> order(kps.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return kps[a].response > kps[b].response; });
+  // A total order: SIFT gathers its keypoints from per-thread lists, whose order varies from run to run.
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const cv::KeyPoint &p = kps[a], &q = kps[b];
+    if (p.response != q.response) return p.response > q.response;
+    if (p.pt.y != q.pt.y) return p.pt.y < q.pt.y;
+    if (p.pt.x != q.pt.x) return p.pt.x < q.pt.x;
+    if (p.size != q.size) return p.size < q.size;
+    if (p.angle != q.angle) return p.angle < q.angle;
+    if (p.octave != q.octave) return p.octave < q.octave;
+    return a < b;
+  });
   if (int(order.size()) > max_features) order.resize(max_features);
 
   f.keypoints.reserve(order.size());
@@ -63,8 +73,9 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   return f;
 }
 
-double sharpness(const cv::Mat& grey) {
-  cv::Mat lap;
+double sharpness(const cv::Mat& grey, cv::Mat* scratch) {
+  cv::Mat local;
+  cv::Mat& lap = scratch ? *scratch : local;
   cv::Laplacian(grey, lap, CV_32F);
   cv::Scalar mean, stddev;
   cv::meanStdDev(lap, mean, stddev);

@@ -37,6 +37,7 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params = {}
 
 // Variance of the Laplacian of an 8-bit grey image: a cheap sharpness measure (blurred or defocused
 // frames score low).
-double sharpness(const cv::Mat& grey);
+// `scratch` (optional) holds the Laplacian between calls, so a video element allocates it once.
+double sharpness(const cv::Mat& grey, cv::Mat* scratch = nullptr);
 
 }  // namespace prism::texture

@@ -20,21 +20,65 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 constexpr size_t kSlotHalves = size_t(match::kSlot) * match::kDim;
 
-// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test).
-std::vector<uint16_t> padded_query(const Features& q, int& rows) {
-  rows = std::max(16, (q.count() + 15) / 16 * 16);
-  std::vector<uint16_t> out(size_t(rows) * match::kDim, 0);
-  std::copy(q.descriptors.begin(), q.descriptors.end(), out.begin());
-  return out;
+// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test),
+// written to `out` (kSlotHalves); returns the row count.
+int pad_query(const Features& q, uint16_t* out) {
+  const int rows = std::max(16, (std::min(q.count(), match::kSlot) + 15) / 16 * 16);
+  const size_t used = std::min(q.descriptors.size(), kSlotHalves);
+  std::copy_n(q.descriptors.begin(), used, out);
+  std::fill(out + used, out + size_t(rows) * match::kDim, uint16_t(0));
+  return rows;
 }
 
 }  // namespace
+
+// Host buffers reused by every search: pinned on the GPU path (asynchronous copies), plain on the CPU.
+template <class T>
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() { release(); }
+  T* get(size_t n, bool pinned) {  // at least n elements; the contents are not kept on growth
+    if (n <= size_) return data_;
+    release();
+#if defined(PRISM_HAVE_CUDA)
+    if (pinned) {
+      PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data_), n * sizeof(T)));
+      pinned_ = true;
+    }
+#endif
+    if (!data_) data_ = new T[n];
+    size_ = n;
+    return data_;
+  }
+
+ private:
+  void release() {
+#if defined(PRISM_HAVE_CUDA)
+    if (pinned_) cudaFreeHost(data_);
+    else
+#endif
+      delete[] data_;
+    data_ = nullptr;
+    size_ = 0;
+    pinned_ = false;
+  }
+  T* data_ = nullptr;
+  size_t size_ = 0;
+  bool pinned_ = false;
+};
 
 struct TextureIndex::Impl {
   bool gpu = false;
   std::string description;
   std::vector<uint16_t> gallery;  // CPU path: [images][kSlot][kDim]
   std::vector<int> counts;
+  HostBuffer<uint16_t> query;     // the padded query
+  HostBuffer<int> scores;         // per gallery image, and one per verified candidate
+  HostBuffer<float> best, second; // per verified candidate and query row
+  HostBuffer<int> best_index;
 #if defined(PRISM_HAVE_CUDA)
   cudaStream_t stream = nullptr;
   uint16_t* d_gallery = nullptr;
@@ -163,15 +207,15 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
   const int images = int(ids_.size());
   std::vector<int> scores(images, 0);
   if (images == 0 || query.count() == 0) return scores;
-  int rows = 0;
-  const std::vector<uint16_t> q = padded_query(query, rows);
+  uint16_t* q = m.query.get(kSlotHalves, m.gpu);
+  const int rows = pad_query(query, q);
   match::MatchProblem p;
   p.rows = p.query_rows = rows;
   p.images = images;
   match::MatchParams mp;
   mp.ratio = params.ratio;
   if (!m.gpu) {
-    p.query = q.data();
+    p.query = q;
     p.gallery = m.gallery.data();
     p.counts = m.counts.data();
     match::MatchOutputs out;
@@ -180,7 +224,8 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
     return scores;
   }
 #if defined(PRISM_HAVE_CUDA)
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q.data(), q.size() * 2, cudaMemcpyHostToDevice, m.stream));
+  int* h_scores = m.scores.get(images, true);
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
   PRISM_CUDA_CHECK(cudaMemsetAsync(m.d_scores, 0, images * sizeof(int), m.stream));
   p.query = m.d_query;
   p.gallery = m.d_gallery;
@@ -188,8 +233,9 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
   match::MatchOutputs out;
   out.scores = m.d_scores;
   match::match_cuda(p, mp, out, m.stream);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(scores.data(), m.d_scores, images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(h_scores, m.d_scores, images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  std::copy_n(h_scores, images, scores.begin());
 #endif
   return scores;
 }
@@ -200,28 +246,30 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
                                           const SearchParams& params, SearchResult& result) {
   Impl& m = *impl_;
   const auto t0 = Clock::now();
-  int rows = 0;
-  const std::vector<uint16_t> q = padded_query(query, rows);
+  uint16_t* q = m.query.get(kSlotHalves, m.gpu);
+  const int rows = pad_query(query, q);
   const int k = int(cands.size());
-  std::vector<float> best(size_t(k) * rows), second(size_t(k) * rows);
-  std::vector<int> index(size_t(k) * rows);
+  const size_t n = size_t(k) * rows;
+  float* best = m.best.get(n, m.gpu);
+  float* second = m.second.get(n, m.gpu);
+  int* index = m.best_index.get(n, m.gpu);
   match::MatchParams mp;
   mp.ratio = params.ratio;
   match::MatchProblem p;
   p.rows = p.query_rows = rows;
   p.images = 1;
   if (!m.gpu) {
-    std::vector<int> score(1);
-    p.query = q.data();
+    int score = 0;
+    p.query = q;
     for (int c = 0; c < k; ++c) {
       p.gallery = &m.gallery[size_t(cands[c].index) * kSlotHalves];
       p.counts = &m.counts[cands[c].index];
-      match::match_cpu(p, mp, {score.data(), &best[size_t(c) * rows], &second[size_t(c) * rows], &index[size_t(c) * rows]});
+      match::match_cpu(p, mp, {&score, &best[size_t(c) * rows], &second[size_t(c) * rows], &index[size_t(c) * rows]});
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
     m.ensure_verify_slots(k);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q.data(), q.size() * 2, cudaMemcpyHostToDevice, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
     int* d_score = m.d_scores + m.score_capacity;  // scratch past the search scores
     PRISM_CUDA_CHECK(cudaMemsetAsync(d_score, 0, sizeof(int) * k, m.stream));
     p.query = m.d_query;
@@ -231,10 +279,9 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
       const size_t o = size_t(c) * rows;
       match::match_cuda(p, mp, {d_score + c, m.d_best + o, m.d_second + o, m.d_index + o}, m.stream);
     }
-    const size_t n = size_t(k) * rows;
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(best.data(), m.d_best, n * 4, cudaMemcpyDeviceToHost, m.stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(second.data(), m.d_second, n * 4, cudaMemcpyDeviceToHost, m.stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(index.data(), m.d_index, n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(best, m.d_best, n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(second, m.d_second, n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(index, m.d_index, n * 4, cudaMemcpyDeviceToHost, m.stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 #endif
   }
