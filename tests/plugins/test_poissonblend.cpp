@@ -725,14 +725,9 @@ TEST_F(PoissonBlend, LiveOverlayConfigRuns) {
   const std::string out = (dir.path() / "frames").string();
   const std::string cmd = "'" + exe + "' run '" + config + "' --set frames=5 --set video='" + data +
                           "/video/vtest.mp4' --set logo='" + data + "/images/opencv-logo.png' --set out='" + out +
-                          "/frame-%04d.png' 2>&1";
+                          "/frame-%04d.png'";
   std::string output;
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) output.append(buf, n);
-  const int status = pclose(f);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << cmd << "\n" << output;
+  EXPECT_EQ(prism::test::run_command(cmd, output), 0) << cmd << "\n" << output;
   size_t pngs = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) pngs += e.path().extension() == ".png";

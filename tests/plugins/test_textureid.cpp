@@ -635,14 +635,7 @@ TEST_F(TextureId, TextureIdConfigRuns) {
   const std::string base = "GST_DEBUG=textureid:5 GST_DEBUG_NO_COLOR=1 '" + exe + "' run '" + config +
                            "' --set frames=3 --set interval=1 --set image='" + image_path(kScene) + "' --set gallery='" +
                            gallery_dir() + "'";
-  auto run = [](const std::string& cmd, std::string& output) {
-    output.clear();
-    FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-    if (!f) return -1;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, f)) output.append(buf, n);
-    return WEXITSTATUS(pclose(f));
-  };
+  const auto run = prism::test::run_command;
   std::string output;
   EXPECT_EQ(run(base, output), 0) << base << "\n" << output;
   EXPECT_NE(output.find("frame 2 (search): identified 'box'"), std::string::npos) << output;
@@ -652,4 +645,54 @@ TEST_F(TextureId, TextureIdConfigRuns) {
   EXPECT_EQ(run("cd '" + dir.path().string() + "' && '" + exe + "' run '" + config + "' --set frames=1", output), 1)
       << output;
   EXPECT_NE(output.find("texture-gallery' does not exist"), std::string::npos) << output;
+}
+
+// configs/texture-video.yaml on the real video: the brick front cropped from its first frame (as the
+// config's comment says), enrolled among unrelated photos, is identified in later decoded frames.
+TEST_F(TextureId, TextureVideoConfigIdentifiesTheEnrolledFrontInTheVideo) {
+  NEED_IMAGES();
+  const std::string video = prism::test::data_dir() + "/video/vtest.mp4";
+  PRISM_NEED_FILE(video);
+  const std::string exe = prism::test::prism_executable();
+  if (exe.empty()) GTEST_SKIP() << "no prism binary (" << PRISM_EXE << " or on PATH)";
+  const std::string config = prism::test::source_config("texture-video.yaml");
+  if (!fs::exists(config)) GTEST_SKIP() << "no " << config << " (set PRISM_SOURCE_DIR)";
+  for (const char* f : {"qtdemux", "h264parse", "openh264dec", "videocrop", "pngenc", "pngdec"}) {
+    GstElementFactory* factory = gst_element_factory_find(f);
+    if (!factory) GTEST_SKIP() << f << " is not installed";
+    gst_object_unref(factory);
+  }
+  prism::test::TempDir dir;
+  const std::string crop = (dir.path() / "brick-front.png").string(), gallery = (dir.path() / "g").string();
+  {  // the config comment's gst-launch line, in process
+    GError* err = nullptr;
+    GstElement* p = gst_parse_launch(
+        ("filesrc location=\"" + video + "\" ! qtdemux ! h264parse ! openh264dec ! videocrop left=300 right=128 top=0 "
+         "bottom=461 ! videoconvert ! pngenc snapshot=true ! filesink location=\"" + crop + "\"").c_str(), &err);
+    ASSERT_NE(p, nullptr) << err->message;
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    GstBus* bus = gst_element_get_bus(p);
+    GstMessage* m = gst_bus_timed_pop_filtered(bus, 60 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+    ASSERT_NE(m, nullptr) << "no EOS within 60 s";
+    EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS);
+    gst_message_unref(m);
+    gst_object_unref(bus);
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(p);
+  }
+  std::string output;
+  const auto run = prism::test::run_command;
+  ASSERT_EQ(run("'" + exe + "' texture enroll --gallery '" + gallery + "' '" + crop + "' '" + image_path("baboon.jpg") +
+                    "' '" + image_path("butterfly.jpg") + "' '" + image_path("box.png") + "'",
+                output),
+            0)
+      << output;
+  const std::string base = "GST_DEBUG=textureid:5 GST_DEBUG_NO_COLOR=1 '" + exe + "' run '" + config +
+                           "' --set frames=101 --set video='" + video + "' --set gallery='" + gallery + "'";
+  EXPECT_EQ(run(base, output), 0) << base << "\n" << output;
+  // identity eos-after=101 passes frames 0..99; interval 50 searches frames 0 and 50.
+  EXPECT_NE(output.find("frame 0 (search): identified 'brick-front'"), std::string::npos) << output;
+  EXPECT_NE(output.find("frame 50 (search): identified 'brick-front'"), std::string::npos) << output;
+  EXPECT_EQ(run(base + " --set mode=verify --set claimed_id=baboon", output), 0) << output;
+  EXPECT_NE(output.find("frame 50 (verify): not identified 'baboon'"), std::string::npos) << output;
 }
