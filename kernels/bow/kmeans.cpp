@@ -1,0 +1,146 @@
+#include "bow/kmeans.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace prism::bow {
+
+namespace {
+
+float squared_distance(const float* a, const float* b, int d) {
+  float s = 0.f;
+  for (int i = 0; i < d; ++i) {
+    const float t = a[i] - b[i];
+    s += t * t;
+  }
+  return s;
+}
+
+void check_points(const cv::Mat& m, const char* what) {
+  if (m.empty() || m.type() != CV_32FC1 || !m.isContinuous())
+    throw std::invalid_argument(std::string("kmeans: ") + what + " must be a continuous, non-empty CV_32FC1 matrix");
+}
+
+}  // namespace
+
+void nearest_centers(const cv::Mat& points, const cv::Mat& centers, std::vector<int>& labels,
+                     std::vector<float>* distances) {
+  check_points(points, "points");
+  check_points(centers, "centers");
+  if (points.cols != centers.cols) throw std::invalid_argument("kmeans: points and centers differ in dimension");
+  const int n = points.rows, k = centers.rows, d = points.cols;
+  labels.resize(n);
+  if (distances) distances->resize(n);
+  cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
+    for (int i = r.start; i < r.end; ++i) {
+      const float* x = points.ptr<float>(i);
+      int best = 0;
+      float best_d = std::numeric_limits<float>::infinity();
+      for (int c = 0; c < k; ++c) {
+        const float dist = squared_distance(x, centers.ptr<float>(c), d);
+        if (dist < best_d) best_d = dist, best = c;
+      }
+      labels[i] = best;
+      if (distances) (*distances)[i] = best_d;
+    }
+  });
+}
+
+KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress) {
+  check_points(points, "points");
+  const int n = points.rows, d = points.cols, k = params.k;
+  if (k < 1 || k > n)
+    throw std::invalid_argument("kmeans: k = " + std::to_string(k) + " needs 1 <= k <= points (" + std::to_string(n) + ")");
+  KMeansResult r;
+  r.centers.create(k, d, CV_32F);
+
+  // k-means++: each next centre drawn with probability proportional to the squared distance to the
+  // nearest centre chosen so far.
+  std::mt19937_64 rng(params.seed);
+  std::vector<double> nearest(n, std::numeric_limits<double>::infinity());
+  int chosen = int(rng() % uint64_t(n));
+  for (int c = 0; c < k; ++c) {
+    points.row(chosen).copyTo(r.centers.row(c));
+    const float* centre = r.centers.ptr<float>(c);
+    cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& rg) {
+      for (int i = rg.start; i < rg.end; ++i)
+        nearest[i] = std::min(nearest[i], double(squared_distance(points.ptr<float>(i), centre, d)));
+    });
+    if (c + 1 == k) break;
+    double total = 0;
+    for (double v : nearest) total += v;
+    if (!(total > 0)) {  // every point coincides with a centre: take the next unused index
+      chosen = (chosen + 1) % n;
+      continue;
+    }
+    const double target = std::uniform_real_distribution<double>(0.0, total)(rng);
+    double acc = 0;
+    chosen = n - 1;
+    for (int i = 0; i < n; ++i) {
+      acc += nearest[i];
+      if (acc > target && nearest[i] > 0) {
+        chosen = i;
+        break;
+      }
+    }
+  }
+
+  std::vector<int> labels(n, -1), previous;
+  std::vector<float> dist;
+  std::vector<double> sums(size_t(k) * d);
+  std::vector<int> counts(k);
+  double last_inertia = std::numeric_limits<double>::infinity();
+  for (int it = 1; it <= params.max_iterations; ++it) {
+    previous = labels;
+    nearest_centers(points, r.centers, labels, &dist);
+    int changed = 0;
+    for (int i = 0; i < n; ++i) changed += labels[i] != previous[i];
+
+    // Empty clusters take the point farthest from its centre, from a cluster that keeps one.
+    std::fill(counts.begin(), counts.end(), 0);
+    for (int l : labels) ++counts[l];
+    for (int c = 0; c < k; ++c) {
+      if (counts[c] > 0) continue;
+      int far = -1;
+      for (int i = 0; i < n; ++i)
+        if (counts[labels[i]] > 1 && (far < 0 || dist[i] > dist[far])) far = i;
+      if (far < 0) break;  // cannot happen with n >= k
+      --counts[labels[far]];
+      labels[far] = c;
+      dist[far] = 0.f;
+      counts[c] = 1;
+      ++r.reseeded;
+      ++changed;
+    }
+
+    // Means in point order, in double: the same sums whatever the thread count.
+    std::fill(sums.begin(), sums.end(), 0.0);
+    for (int i = 0; i < n; ++i) {
+      const float* x = points.ptr<float>(i);
+      double* s = &sums[size_t(labels[i]) * d];
+      for (int j = 0; j < d; ++j) s[j] += x[j];
+    }
+    for (int c = 0; c < k; ++c) {
+      float* centre = r.centers.ptr<float>(c);
+      for (int j = 0; j < d; ++j) centre[j] = float(sums[size_t(c) * d + j] / counts[c]);
+    }
+    double inertia = 0;
+    for (int i = 0; i < n; ++i) inertia += squared_distance(points.ptr<float>(i), r.centers.ptr<float>(labels[i]), d);
+    r.iterations = it;
+    r.inertia = inertia;
+    if (progress) progress(it, inertia, changed);
+    if (changed == 0 || (std::isfinite(last_inertia) && last_inertia - inertia <= params.tolerance * last_inertia)) {
+      r.converged = true;
+      break;
+    }
+    last_inertia = inertia;
+  }
+  r.labels = std::move(labels);
+  return r;
+}
+
+}  // namespace prism::bow

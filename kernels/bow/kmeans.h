@@ -1,0 +1,46 @@
+// Bag-of-visual-words, stage 2: the dictionary. k-means over the filter-response vectors sampled from
+// the training images (Lloyd's algorithm) with k-means++ seeding (Arthur & Vassilvitskii, SODA 2007).
+//
+// Deterministic for a given seed: the seeding draws from std::mt19937_64, ties go to the lower
+// cluster index, and every sum is taken in point order in double (no order-dependent float atomics).
+// A cluster left empty by an iteration is re-seeded with the point farthest from its own centre
+// (taken from a cluster that keeps at least one point). Stops when no point changes cluster, when
+// the inertia (sum of squared distances) falls by less than `tolerance` relatively, or after
+// `max_iterations`.
+#pragma once
+#include <opencv2/core.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace prism::bow {
+
+struct KMeansParams {
+  int k = 500;
+  int max_iterations = 100;
+  double tolerance = 1e-4;  // relative inertia decrease below which the iterations stop
+  uint64_t seed = 1;
+};
+
+struct KMeansResult {
+  cv::Mat centers;          // k x d, CV_32F
+  std::vector<int> labels;  // per point
+  int iterations = 0;       // Lloyd iterations run
+  double inertia = 0;       // sum of squared distances to the assigned centres, after the last update
+  int reseeded = 0;         // empty clusters re-seeded over all iterations
+  bool converged = false;   // stopped by `tolerance` or no change, not by max_iterations
+};
+
+// Called after each iteration (for progress).
+using KMeansProgress = std::function<void(int iteration, double inertia, int changed)>;
+
+// Nearest centre of each row of `points` (n x d, CV_32F) among `centers` (k x d, CV_32F), by squared
+// Euclidean distance, ties to the lower index; `distances` (optional) gets the squared distance.
+void nearest_centers(const cv::Mat& points, const cv::Mat& centers, std::vector<int>& labels,
+                     std::vector<float>* distances = nullptr);
+
+// CPU path. `points`: n x d CV_32F with n >= k (std::invalid_argument otherwise).
+KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress = {});
+
+}  // namespace prism::bow

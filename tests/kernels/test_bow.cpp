@@ -1,0 +1,220 @@
+// Bag-of-visual-words on the CPU: the filter bank against dense 2-D filtering (cv::filter2D), k-means
+// against planted clusters and cv::kmeans, its determinism and empty clusters, visual words against
+// a brute force, pyramid histograms and the chi-squared distance in closed form, and both
+// classifiers on separable data. Inputs are fresh random for every run.
+#include <gtest/gtest.h>
+
+#include <opencv2/imgproc.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "bow/classifier.h"
+#include "bow/filter_bank.h"
+#include "bow/histogram.h"
+#include "bow/kmeans.h"
+
+namespace prism {
+namespace {
+
+using bow::FilterBank;
+
+TEST(BowFilterBank, SeparablePassesEqualDense2dFiltering) {
+  std::mt19937 rng(std::random_device{}());
+  const FilterBank bank;
+  ASSERT_EQ(bank.filters(), 32);
+  cv::Mat img(97, 131, CV_8UC1);
+  cv::randu(img, 0, 256);
+  cv::GaussianBlur(img, img, cv::Size(0, 0), 1.5);  // some structure at every scale
+  const cv::Mat r = bow::filter_responses(img, bank);
+  ASSERT_EQ(r.type(), CV_32FC(32));
+  ASSERT_EQ(r.size(), img.size());
+  cv::Mat f;
+  img.convertTo(f, CV_32F, 1.0 / 255.0);
+  std::vector<cv::Mat> planes;
+  cv::split(r, planes);
+  for (int i = 0; i < bank.filters(); ++i) {
+    cv::Mat dense;
+    cv::filter2D(f, dense, CV_32F, bank.dense(i), cv::Point(-1, -1), 0, cv::BORDER_REFLECT_101);
+    double maxdiff = cv::norm(dense, planes[i], cv::NORM_INF), scale = cv::norm(dense, cv::NORM_INF);
+    EXPECT_LE(maxdiff, 1e-5 * std::max(1.0, scale)) << "filter " << i;
+  }
+}
+
+TEST(BowFilterBank, KernelsHaveTheirDefiningSumsAndBadSizesAreRefused) {
+  const FilterBank bank;
+  for (int i = 0; i < bank.filters(); ++i) {
+    const double sum = cv::sum(bank.dense(i))[0];
+    if (i % bow::kFilterKinds == 0) EXPECT_NEAR(sum, 1.0, 1e-5) << i;  // Gaussian: keeps a flat image
+    else EXPECT_NEAR(sum, 0.0, 1e-5) << i;                            // LoG, Sobel: flat gives 0
+  }
+  // The Sobel x kernel grows to the right (OpenCV's sign: a rising ramp gives a positive response).
+  const cv::Mat sx = bank.dense(2);
+  EXPECT_GT(sx.at<float>(1, 2), 0.f);
+  EXPECT_LT(sx.at<float>(1, 0), 0.f);
+  auto bank_of = [](std::vector<int> sizes) {
+    bow::FilterBankParams p;
+    p.sizes = std::move(sizes);
+    return FilterBank(p);
+  };
+  for (int bad : {1, 2, 33, 8}) EXPECT_THROW(bank_of({bad}), std::invalid_argument) << bad;
+  EXPECT_THROW(bank_of({}), std::invalid_argument);
+  EXPECT_EQ(bank_of({3, 5}).filters(), 8);
+  EXPECT_THROW(bow::filter_responses(cv::Mat(), bank), std::invalid_argument);
+  EXPECT_THROW(bow::filter_responses(cv::Mat(4, 4, CV_16UC1), bank), std::invalid_argument);
+}
+
+// n points around k planted centres, far apart.
+cv::Mat planted(std::mt19937& rng, int k, int per, int d, cv::Mat& centres, std::vector<int>& truth) {
+  std::normal_distribution<float> noise(0.f, 0.05f);
+  std::uniform_real_distribution<float> pos(-10.f, 10.f);
+  centres.create(k, d, CV_32F);
+  for (int c = 0; c < k; ++c)
+    for (int j = 0; j < d; ++j) centres.at<float>(c, j) = pos(rng);
+  cv::Mat pts(k * per, d, CV_32F);
+  truth.clear();
+  for (int i = 0; i < k * per; ++i) {
+    truth.push_back(i % k);
+    for (int j = 0; j < d; ++j) pts.at<float>(i, j) = centres.at<float>(i % k, j) + noise(rng);
+  }
+  return pts;
+}
+
+TEST(BowKMeans, FindsPlantedClustersDeterministically) {
+  std::mt19937 rng(std::random_device{}());
+  cv::Mat centres;
+  std::vector<int> truth;
+  const int k = 7;
+  const cv::Mat pts = planted(rng, k, 60, 12, centres, truth);
+  bow::KMeansParams p;
+  p.k = k;
+  p.seed = rng();
+  int calls = 0;
+  const bow::KMeansResult a = bow::kmeans(pts, p, [&](int, double, int) { ++calls; });
+  EXPECT_TRUE(a.converged);
+  EXPECT_EQ(calls, a.iterations);
+  // Every found centre sits on a planted one (k-means++ seeds one per far-apart blob almost surely;
+  // well-separated blobs then converge exactly).
+  for (int c = 0; c < k; ++c) {
+    double best = 1e30;
+    for (int t = 0; t < k; ++t) best = std::min(best, cv::norm(a.centers.row(c), centres.row(t)));
+    EXPECT_LT(best, 0.1) << "centre " << c;
+  }
+  // Points of one planted cluster share a label.
+  for (int i = k; i < pts.rows; ++i) EXPECT_EQ(a.labels[i], a.labels[i % k]) << i;
+  // Same seed: the same bits.
+  const bow::KMeansResult b = bow::kmeans(pts, p);
+  EXPECT_EQ(cv::norm(a.centers, b.centers, cv::NORM_INF), 0.0);
+  EXPECT_EQ(a.labels, b.labels);
+  // No worse than OpenCV's kmeans++ with 3 attempts.
+  cv::Mat cv_labels, cv_centres;
+  const double cv_inertia = cv::kmeans(pts, k, cv_labels, cv::TermCriteria(cv::TermCriteria::COUNT + cv::TermCriteria::EPS, 100, 1e-6),
+                                       3, cv::KMEANS_PP_CENTERS, cv_centres);
+  EXPECT_LE(a.inertia, cv_inertia * 1.0001 + 1e-9);
+}
+
+TEST(BowKMeans, EmptyClustersAreReseededAndBadInputRefused) {
+  // 12 points, 9 of them identical: k-means++ exhausts the distinct points, Lloyd leaves clusters
+  // empty, and they must be re-seeded rather than left NaN.
+  cv::Mat pts = cv::Mat::zeros(12, 3, CV_32F);
+  pts.at<float>(9, 0) = 5.f;
+  pts.at<float>(10, 1) = 5.f;
+  pts.at<float>(11, 2) = 5.f;
+  bow::KMeansParams p;
+  p.k = 6;
+  const bow::KMeansResult r = bow::kmeans(pts, p);
+  EXPECT_TRUE(cv::checkRange(r.centers));
+  std::vector<int> counts(p.k, 0);
+  for (int l : r.labels) ++counts[l];
+  for (int c = 0; c < p.k; ++c) EXPECT_GT(counts[c], 0) << "cluster " << c << " empty";
+  p.k = 13;
+  EXPECT_THROW(bow::kmeans(pts, p), std::invalid_argument);
+  p.k = 2;
+  EXPECT_THROW(bow::kmeans(cv::Mat(4, 3, CV_64F), p), std::invalid_argument);
+}
+
+TEST(BowWords, NearestWordsMatchABruteForceInDouble) {
+  std::mt19937 rng(std::random_device{}());
+  cv::Mat responses(23, 29, CV_32FC(32)), dictionary(50, 32, CV_32F);
+  cv::randn(responses, 0, 1);
+  cv::randn(dictionary, 0, 1);
+  const cv::Mat words = bow::visual_words(responses, dictionary);
+  ASSERT_EQ(words.type(), CV_32SC1);
+  int near_ties = 0;
+  for (int y = 0; y < responses.rows; ++y)
+    for (int x = 0; x < responses.cols; ++x) {
+      const float* v = responses.ptr<float>(y) + x * 32;
+      std::vector<double> d(dictionary.rows);
+      for (int c = 0; c < dictionary.rows; ++c) {
+        double s = 0;
+        for (int j = 0; j < 32; ++j) s += std::pow(double(v[j]) - dictionary.at<float>(c, j), 2);
+        d[c] = s;
+      }
+      const int best = int(std::min_element(d.begin(), d.end()) - d.begin());
+      const int got = words.at<int>(y, x);
+      if (got != best) {
+        ++near_ties;
+        EXPECT_NEAR(d[got], d[best], 1e-4 * d[best]) << "not a near tie at " << x << "," << y;
+      }
+    }
+  EXPECT_LE(near_ties, 2);
+  EXPECT_THROW(bow::visual_words(responses, cv::Mat(5, 31, CV_32F)), std::invalid_argument);
+}
+
+TEST(BowHistogram, PyramidHistogramInClosedForm) {
+  // 4x4 words: left half word 0, right half word 1, except the bottom-right cell all word 2.
+  cv::Mat w = (cv::Mat_<int>(4, 4) << 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 2, 2, 0, 0, 2, 2);
+  const std::vector<float> h0 = bow::word_histogram(w, 3, 0);
+  ASSERT_EQ(h0.size(), 3u);
+  EXPECT_FLOAT_EQ(h0[0], 0.5f);
+  EXPECT_FLOAT_EQ(h0[1], 0.25f);
+  EXPECT_FLOAT_EQ(h0[2], 0.25f);
+  const std::vector<float> h1 = bow::word_histogram(w, 3, 1);
+  ASSERT_EQ(int(h1.size()), bow::histogram_length(3, 1));
+  ASSERT_EQ(h1.size(), 15u);
+  // Level 0 weighs 1/2, level 1 weighs 1/2: raw sums 16 * 1/2 + 16 * 1/2 = 16.
+  EXPECT_FLOAT_EQ(h1[0], 8 * 0.5f / 16);          // word 0, whole image
+  EXPECT_FLOAT_EQ(h1[3 + 0 * 3 + 0], 4 * 0.5f / 16);  // top-left cell, word 0
+  EXPECT_FLOAT_EQ(h1[3 + 1 * 3 + 1], 4 * 0.5f / 16);  // top-right cell, word 1
+  EXPECT_FLOAT_EQ(h1[3 + 3 * 3 + 2], 4 * 0.5f / 16);  // bottom-right cell, word 2
+  EXPECT_FLOAT_EQ(h1[3 + 3 * 3 + 1], 0.f);
+  double total = 0;
+  for (float v : h1) total += v;
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  EXPECT_EQ(bow::histogram_length(500, 2), 500 * 21);
+  cv::Mat bad = w.clone();
+  bad.at<int>(0, 0) = 3;
+  EXPECT_THROW(bow::word_histogram(bad, 3, 0), std::invalid_argument);
+}
+
+TEST(BowClassifier, Chi2KnnAndLinearSvmOnSeparableData) {
+  const float a[] = {1, 0, 0.5f}, b[] = {0, 1, 0.5f};
+  EXPECT_DOUBLE_EQ(bow::chi2_distance(a, b, 3), 0.5 * (1.0 + 1.0 + 0.0));
+  EXPECT_DOUBLE_EQ(bow::chi2_distance(a, a, 3), 0.0);
+
+  std::mt19937 rng(std::random_device{}());
+  cv::Mat centres;
+  std::vector<int> labels;
+  const int classes = 4;
+  cv::Mat x = planted(rng, classes, 40, 10, centres, labels);
+  cv::Mat hist;  // histograms are non-negative: shift into the positive orthant for chi-squared
+  cv::add(x, 20.f, hist);
+  for (int i = 0; i < hist.rows; ++i) hist.row(i) /= cv::sum(hist.row(i))[0];
+  for (int i = 0; i < hist.rows; ++i) {
+    const bow::Prediction p = bow::knn_chi2(hist, labels, classes, hist.ptr<float>(i), 5);
+    EXPECT_EQ(p.label, labels[i]);
+    EXPECT_DOUBLE_EQ(p.confidence, 1.0);
+  }
+  bow::LinearSvm svm;
+  svm.train(x, labels, classes);
+  ASSERT_EQ(svm.classes(), classes);
+  ASSERT_EQ(svm.dimensions(), 10);
+  for (int i = 0; i < x.rows; ++i) EXPECT_EQ(svm.predict(x.ptr<float>(i)).label, labels[i]) << i;
+  bow::LinearSvm again;
+  again.train(x, labels, classes);
+  EXPECT_EQ(cv::norm(svm.weights(), again.weights(), cv::NORM_INF), 0.0);  // deterministic
+  EXPECT_THROW(svm.train(x, std::vector<int>(3, 0), classes), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace prism
