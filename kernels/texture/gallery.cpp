@@ -1,12 +1,13 @@
 #include "texture/gallery.h"
 
+#include "common/durable_file.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -24,22 +25,6 @@ constexpr uint32_t kVersion = 1;
 constexpr const char* kMarker = "gallery.prism";
 constexpr const char* kMarkerText = "prism texture gallery, format 1\n";
 
-// CRC-32 (IEEE 802.3, reflected, the zlib/PNG checksum).
-uint32_t crc32(const uint8_t* data, size_t n) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ data[i]) & 0xFFu] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-
 struct Header {
   char magic[8];
   uint32_t version, dim, count, width, height, id_len, source_len;
@@ -50,40 +35,20 @@ static_assert(sizeof(Keypoint) == 24, "packed keypoint");
 
 std::string errno_text() { return std::strerror(errno); }
 
-// The file's bytes, fsynced, under `tmp`, then renamed to `final` and the directory fsynced.
+// The shared durable-file helpers, their errors as GalleryError.
 void write_atomically(const fs::path& tmp, const fs::path& final, const std::vector<uint8_t>& bytes) {
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw GalleryError(tmp.string() + ": cannot create: " + errno_text());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = errno_text();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw GalleryError(tmp.string() + ": write failed: " + why);
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    throw GalleryError(tmp.string() + ": fsync failed: " + why);
-  }
-  if (::rename(tmp.c_str(), final.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    throw GalleryError(final.string() + ": rename failed: " + why);
+  try {
+    prism::write_atomically(tmp, final, bytes, /*sync_directory=*/false);  // callers fsync once
+  } catch (const FileError& e) {
+    throw GalleryError(e.what());
   }
 }
-
 void fsync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw GalleryError(dir.string() + ": cannot open directory: " + errno_text());
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw GalleryError(dir.string() + ": fsync failed: " + errno_text());
+  try {
+    prism::fsync_directory(dir);
+  } catch (const FileError& e) {
+    throw GalleryError(e.what());
+  }
 }
 
 // An exclusive flock() on DIR/.lock for one write; also clears temporary files of killed writers.

@@ -1,0 +1,78 @@
+#include "common/durable_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace prism {
+
+namespace {
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+uint32_t crc32(const uint8_t* data, size_t n) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) c = table[(c ^ data[i]) & 0xFFu] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+void write_atomically(const std::filesystem::path& tmp, const std::filesystem::path& final,
+                      const std::vector<uint8_t>& bytes, bool sync_directory) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw FileError(tmp.string() + ": cannot create: " + errno_text());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw FileError(tmp.string() + ": write failed: " + why);
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw FileError(tmp.string() + ": fsync failed: " + why);
+  }
+  if (::rename(tmp.c_str(), final.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw FileError(final.string() + ": rename failed: " + why);
+  }
+  if (sync_directory) fsync_directory(final.has_parent_path() ? final.parent_path() : std::filesystem::path("."));
+}
+
+void fsync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw FileError(dir.string() + ": cannot open directory: " + errno_text());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw FileError(dir.string() + ": fsync failed: " + errno_text());
+}
+
+std::vector<uint8_t> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FileError(path.string() + ": cannot open: " + errno_text());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw FileError(path.string() + ": read failed");
+  return bytes;
+}
+
+}  // namespace prism

@@ -1,0 +1,30 @@
+// Files that survive a crash mid-write, and a checksum to tell a damaged one: shared by the texture
+// gallery and the bag-of-words model.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace prism {
+
+// A failed write, naming the file and the system's reason.
+struct FileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// CRC-32 (IEEE 802.3, reflected: the zlib/PNG checksum).
+uint32_t crc32(const uint8_t* data, size_t n);
+
+// Writes `bytes` to `tmp`, fsyncs it, renames it over `final` and, unless told not to, fsyncs
+// `final`'s directory: a reader sees the old file or the whole new one, never a part. FileError.
+void write_atomically(const std::filesystem::path& tmp, const std::filesystem::path& final,
+                      const std::vector<uint8_t>& bytes, bool sync_directory = true);
+void fsync_directory(const std::filesystem::path& dir);  // FileError
+
+// The whole file (FileError naming it when it cannot be read).
+std::vector<uint8_t> read_file(const std::filesystem::path& path);
+
+}  // namespace prism
