@@ -7,12 +7,16 @@
 #include <opencv2/imgproc.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 
 #include "bow/classifier.h"
 #include "bow/filter_bank.h"
 #include "bow/histogram.h"
 #include "bow/kmeans.h"
+#include "bow/model.h"
+#include "common/durable_file.h"
+#include "prism_test.h"
 
 namespace prism {
 namespace {
@@ -214,6 +218,118 @@ TEST(BowClassifier, Chi2KnnAndLinearSvmOnSeparableData) {
   again.train(x, labels, classes);
   EXPECT_EQ(cv::norm(svm.weights(), again.weights(), cv::NORM_INF), 0.0);  // deterministic
   EXPECT_THROW(svm.train(x, std::vector<int>(3, 0), classes), std::invalid_argument);
+}
+
+// Three synthetic "scenes": horizontal stripes, vertical stripes, blobs; random phase, frequency and noise.
+cv::Mat scene(std::mt19937& rng, int kind) {
+  std::uniform_real_distribution<double> u(0, 1);
+  cv::Mat img(64, 80, CV_8UC1);
+  const double f = 0.25 + 0.25 * u(rng), ph = 6.28 * u(rng);
+  if (kind == 2) {
+    cv::randu(img, 0, 256);
+    cv::GaussianBlur(img, img, cv::Size(0, 0), 3.0);
+    cv::normalize(img, img, 0, 255, cv::NORM_MINMAX);
+  } else {
+    for (int y = 0; y < img.rows; ++y)
+      for (int x = 0; x < img.cols; ++x)
+        img.at<uchar>(y, x) = cv::saturate_cast<uchar>(128 + 100 * std::sin(f * (kind == 0 ? y : x) + ph));
+  }
+  cv::Mat noise(img.size(), CV_8SC1);
+  cv::randn(noise, 0, 8);
+  cv::add(img, noise, img, cv::noArray(), CV_8U);
+  return img;
+}
+
+TEST(BowModel, TrainsClassifiesAndRoundTripsThroughItsFile) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> train, test;
+  std::vector<int> train_labels, test_labels;
+  for (int i = 0; i < 30; ++i) {
+    train.push_back(scene(rng, i % 3));
+    train_labels.push_back(i % 3);
+    test.push_back(scene(rng, i % 3));
+    test_labels.push_back(i % 3);
+  }
+  bow::TrainConfig c;
+  c.k = 24;
+  c.samples_per_image = 100;
+  c.levels = 1;
+  c.knn = 3;
+  c.seed = rng();
+  std::vector<std::string> stages;
+  const bow::Model svm = bow::Model::train(train, train_labels, {"horizontal", "vertical", "blobs"}, c,
+                                           [&](const std::string& s, int, int) {
+                                             if (stages.empty() || stages.back() != s) stages.push_back(s);
+                                           });
+  EXPECT_EQ(stages, (std::vector<std::string>{"filters", "k-means", "histograms", "classifier"}));
+  const bow::Model knn = svm.with_classifier(bow::ClassifierKind::kKnn, 1), plain = svm.with_classifier(bow::ClassifierKind::kKnn, 0);
+  for (const bow::Model* m : {&svm, &knn, &plain}) {
+    int right = 0;
+    for (size_t i = 0; i < test.size(); ++i) right += m->classify(test[i]).label == test_labels[i];
+    EXPECT_GE(right, 27) << "of 30, classifier " << int(m->config().classifier) << " levels " << m->config().levels;
+  }
+  test::TempDir dir;
+  for (const bow::Model* m : {&svm, &knn}) {
+    const std::string path = (dir.path() / "model.bow").string();
+    m->save(path);
+    const bow::Model back = bow::Model::load(path);
+    EXPECT_EQ(back.class_names(), m->class_names());
+    EXPECT_EQ(cv::norm(back.dictionary(), m->dictionary(), cv::NORM_INF), 0.0);
+    for (const cv::Mat& t : test) {
+      const bow::Prediction a = m->classify(t), b = back.classify(t);
+      EXPECT_EQ(a.label, b.label);
+      EXPECT_DOUBLE_EQ(a.confidence, b.confidence);
+    }
+  }
+}
+
+TEST(BowModel, DamagedOrForeignFilesAreRefusedByName) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> imgs;
+  std::vector<int> labels;
+  for (int i = 0; i < 6; ++i) imgs.push_back(scene(rng, i % 2)), labels.push_back(i % 2);
+  bow::TrainConfig c;
+  c.k = 8;
+  c.samples_per_image = 20;
+  c.levels = 0;
+  const bow::Model m = bow::Model::train(imgs, labels, {"a", "b"}, c);
+  test::TempDir dir;
+  const std::string path = (dir.path() / "m.bow").string();
+  m.save(path);
+  std::vector<uint8_t> bytes = read_file(path);
+  auto expect_refused = [&](const std::vector<uint8_t>& b, const std::string& why) {
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+    }
+    try {
+      bow::Model::load(path);
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const bow::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  std::vector<uint8_t> flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x10;
+  expect_refused(flipped, "CRC-32");
+  expect_refused(std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 3), "CRC-32");
+  std::vector<uint8_t> foreign = bytes;
+  foreign[0] = 'X';
+  expect_refused(foreign, "not a Prism bag-of-words model");
+  std::vector<uint8_t> future = bytes;
+  future[8] = 9;
+  expect_refused(future, "model format 9");
+  EXPECT_THROW(bow::Model::load((dir.path() / "missing.bow").string()), bow::ModelError);
+  // A writer killed before its rename leaves only its temporary file: the model is untouched.
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  { std::ofstream(path + ".tmp") << "half a model"; }
+  EXPECT_NO_THROW(bow::Model::load(path));
+  m.save(path);  // the next save replaces the stale temporary file
+  EXPECT_NO_THROW(bow::Model::load(path));
 }
 
 }  // namespace
