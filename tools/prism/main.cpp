@@ -12,6 +12,7 @@ namespace prism::cli {
 int run_command(int argc, char** argv);
 int inspect_command(int argc, char** argv);
 int texture_command(int argc, char** argv);
+int bow_command(int argc, char** argv);
 }  // namespace prism::cli
 
 namespace {
@@ -26,6 +27,7 @@ constexpr Command kCommands[] = {
     {"run", "validate and run a YAML pipeline config", prism::cli::run_command},
     {"inspect", "list the elements of the Prism GStreamer plugin", prism::cli::inspect_command},
     {"texture", "texture identification: enrol, search, verify, evaluate", prism::cli::texture_command},
+    {"bow", "bag-of-visual-words scene classification: train, evaluate, classify", prism::cli::bow_command},
 };
 
 void print_usage(FILE* out) {

@@ -1,0 +1,71 @@
+// The bag-of-words image path on the GPU against the CPU path: filter responses to float rounding,
+// words bit for bit given the same responses (and only near ties apart from the CPU's own), and
+// the pyramid histograms; a large image, a small odd one and one smaller than the largest filter.
+#include <gtest/gtest.h>
+
+#include <opencv2/imgproc.hpp>
+
+#include <random>
+
+#include "bow/filter_bank.h"
+#include "bow/gpu_histogram.h"
+#include "bow/histogram.h"
+#include "bow/kmeans.h"
+#include "prism_test.h"
+
+namespace prism {
+namespace {
+
+cv::Mat random_scene(std::mt19937& rng, int w, int h) {
+  cv::Mat img(h, w, CV_8UC1);
+  cv::randu(img, 0, 256);
+  cv::GaussianBlur(img, img, cv::Size(0, 0), 1.0 + 3.0 * (rng() % 100) / 100.0);
+  cv::normalize(img, img, 0, 255, cv::NORM_MINMAX);
+  cv::line(img, cv::Point(0, h / 3), cv::Point(w - 1, h / 2), cv::Scalar(255), 3);  // edges at every scale
+  return img;
+}
+
+TEST(BowGpu, FilterBankWordsAndHistogramsMatchTheCpuPath) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const bow::FilterBank bank;
+  // A dictionary of k = 200 responses drawn from a training image (realistic distances).
+  const cv::Mat train = random_scene(rng, 320, 240);
+  const cv::Mat tr = bow::filter_responses(train, bank);
+  cv::Mat dictionary(200, bank.filters(), CV_32F);
+  for (int c = 0; c < dictionary.rows; ++c) {
+    const int y = int(rng() % tr.rows), x = int(rng() % tr.cols);
+    std::memcpy(dictionary.ptr<float>(c), tr.ptr<float>(y) + x * bank.filters(), sizeof(float) * bank.filters());
+  }
+  bow::GpuHistogrammer gpu(bank, dictionary, 2);
+  for (cv::Size size : {cv::Size(640, 480), cv::Size(333, 257), cv::Size(9, 7)}) {
+    const cv::Mat img = random_scene(rng, size.width, size.height);
+    const cv::Mat cpu_r = bow::filter_responses(img, bank), gpu_r = gpu.responses(img);
+    ASSERT_EQ(gpu_r.type(), cpu_r.type());
+    std::vector<cv::Mat> cp, gp;
+    cv::split(cpu_r, cp);
+    cv::split(gpu_r, gp);
+    for (int f = 0; f < bank.filters(); ++f) {
+      const double scale = std::max(1.0, cv::norm(cp[f], cv::NORM_INF));
+      EXPECT_LE(cv::norm(cp[f], gp[f], cv::NORM_INF), 2e-5 * scale) << "filter " << f << " at " << size;
+    }
+    // Words: the same as the CPU's nearest_centers on the GPU's own responses, bit for bit.
+    const cv::Mat gw = gpu.words(img);
+    EXPECT_EQ(cv::norm(gw, bow::visual_words(gpu_r, dictionary), cv::NORM_INF), 0.0) << size;
+    // Against the whole CPU path: only near ties differ.
+    const cv::Mat cw = bow::visual_words(cpu_r, dictionary);
+    int differ = 0;
+    for (int i = 0; i < int(cw.total()); ++i) differ += cw.ptr<int>()[i] != gw.ptr<int>()[i];
+    EXPECT_LE(differ, int(cw.total() / 1000) + 1) << size;
+    const std::vector<float> ch = bow::word_histogram(cw, dictionary.rows, 2), gh = gpu.histogram(img);
+    ASSERT_EQ(ch.size(), gh.size());
+    double l1 = 0;
+    for (size_t i = 0; i < ch.size(); ++i) l1 += std::fabs(ch[i] - gh[i]);
+    EXPECT_LE(l1, 2.0 * differ / cw.total() + 1e-6) << size;
+    if (differ == 0) EXPECT_EQ(ch, gh) << "identical words must give identical histograms";
+  }
+  EXPECT_THROW(gpu.histogram(cv::Mat(4, 4, CV_8UC3)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace prism

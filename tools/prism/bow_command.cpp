@@ -1,0 +1,382 @@
+// prism bow: bag-of-visual-words scene classification (issue 6): train a model, evaluate it with a
+// confusion matrix, classify images.
+#include <opencv2/imgproc.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bow/histogram.h"
+#include "bow/model.h"
+#include "pipelines/gst_setup.h"
+#include "texture_util.h"
+
+namespace prism::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const char* const kUsage =
+    "usage: prism bow train --data DIR --train LIST --out MODEL [options] [--eval LIST]\n"
+    "       prism bow eval --model MODEL --data DIR --test LIST [--confusion PNG]\n"
+    "       prism bow classify --model MODEL [--json] IMAGE...\n"
+    "\n"
+    "LIST: one image path per line, relative to DIR; its first folder is the class (as sun8's\n"
+    "train.txt and test.txt: 'airport/sun_x.jpg').\n"
+    "\n"
+    "train options:\n"
+    "  --k N             dictionary size (default 500)\n"
+    "  --levels L        spatial pyramid levels, 0..3 (default 2; 0: one histogram)\n"
+    "  --classifier C    svm (linear on square-rooted histograms, default) or knn (chi-squared)\n"
+    "  --knn K           k-NN voters (default 10)\n"
+    "  --svm-c C         SVM regularisation (default 10)\n"
+    "  --samples N       training pixels per image for k-means (default 200)\n"
+    "  --iterations N    k-means iterations at most (default 100)\n"
+    "  --sizes A,B,...   filter sizes, odd 3..31 (default 3,7,11,15,19,23,27,31: 32 filters)\n"
+    "  --seed N          (default 1)\n"
+    "  --eval LIST       then evaluate on LIST: this model and k-NN/SVM with and without the pyramid\n"
+    "  --confusion PNG   (eval, train --eval) write the confusion matrix as a picture\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string sub, data, train, test, model, out, confusion, eval;
+  bool json = false;
+  bow::TrainConfig config;
+  std::vector<std::string> args;
+};
+
+int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || x < lo || x > hi)
+    throw UsageError(flag + " takes a whole number in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v + "'");
+  return int(x);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  if (argc < 2) throw UsageError("give a subcommand: train, eval or classify");
+  o.sub = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--data") o.data = value();
+    else if (a == "--train") o.train = value();
+    else if (a == "--test") o.test = value();
+    else if (a == "--model") o.model = value();
+    else if (a == "--out") o.out = value();
+    else if (a == "--eval") o.eval = value();
+    else if (a == "--confusion") o.confusion = value();
+    else if (a == "--json") o.json = true;
+    else if (a == "--k") o.config.k = parse_int(a, value(), 2, 100000);
+    else if (a == "--levels") o.config.levels = parse_int(a, value(), 0, 3);
+    else if (a == "--knn") o.config.knn = parse_int(a, value(), 1, 1000);
+    else if (a == "--samples") o.config.samples_per_image = parse_int(a, value(), 1, 1000000);
+    else if (a == "--iterations") o.config.kmeans_iterations = parse_int(a, value(), 1, 100000);
+    else if (a == "--seed") o.config.seed = uint64_t(parse_int(a, value(), 0, 2147483647));
+    else if (a == "--classifier") {
+      const std::string v = value();
+      if (v == "svm") o.config.classifier = bow::ClassifierKind::kSvm;
+      else if (v == "knn") o.config.classifier = bow::ClassifierKind::kKnn;
+      else throw UsageError("--classifier takes svm or knn, not '" + v + "'");
+    } else if (a == "--svm-c") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.config.svm_c = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(o.config.svm_c > 0)) throw UsageError("--svm-c takes a positive number, not '" + v + "'");
+    } else if (a == "--sizes") {
+      o.config.bank.sizes.clear();
+      std::stringstream ss(value());
+      std::string part;
+      while (std::getline(ss, part, ',')) o.config.bank.sizes.push_back(parse_int("--sizes", part, 3, 31));
+    } else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
+    else o.args.push_back(a);
+  }
+  return o;
+}
+
+struct Item {
+  std::string path, cls;
+};
+
+// LIST lines "class/file"; blank lines skipped. Errors name the list's file and line.
+std::vector<Item> read_list(const std::string& data, const std::string& list) {
+  std::ifstream in(list);
+  if (!in) throw std::runtime_error(list + ": cannot open");
+  std::vector<Item> items;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos || slash == 0)
+      throw std::runtime_error(list + ":" + std::to_string(n) + ": '" + line + "' has no class folder (want CLASS/FILE)");
+    items.push_back({(fs::path(data) / line).string(), line.substr(0, slash)});
+  }
+  if (items.empty()) throw std::runtime_error(list + ": no images listed");
+  return items;
+}
+
+std::vector<cv::Mat> load_all(const std::vector<Item>& items, const std::string& what) {
+  std::vector<cv::Mat> out(items.size());
+  Progress progress("load " + what, int(items.size()), true);
+  std::mutex m;
+  cv::parallel_for_(cv::Range(0, int(items.size())), [&](const cv::Range& r) {
+    for (int i = r.start; i < r.end; ++i) {
+      out[i] = load_grey(items[i].path);
+      std::lock_guard<std::mutex> lock(m);
+      progress.step();
+    }
+  });
+  progress.finish();
+  return out;
+}
+
+// A progress bar per training stage.
+bow::TrainProgress stage_bars() {
+  auto current = std::make_shared<std::pair<std::string, std::unique_ptr<Progress>>>();
+  return [current](const std::string& stage, int done, int total) {
+    if (current->first != stage) {
+      if (current->second) current->second->finish();
+      current->first = stage;
+      current->second = std::make_unique<Progress>("train: " + stage, total, true);
+    }
+    current->second->step();
+    if (done == total) current->second->finish();
+  };
+}
+
+struct Confusion {
+  std::vector<std::string> names;
+  std::vector<std::vector<int>> m;  // [truth][predicted]
+  int total = 0, right = 0;
+  double accuracy() const { return total ? double(right) / total : 0.0; }
+};
+
+Confusion evaluate(const bow::Model& model, const std::vector<std::vector<float>>& hists, const std::vector<int>& truth) {
+  Confusion c;
+  c.names = model.class_names();
+  c.m.assign(c.names.size(), std::vector<int>(c.names.size(), 0));
+  for (size_t i = 0; i < hists.size(); ++i) {
+    const int p = model.classify_histogram(hists[i]).label;
+    ++c.m[truth[i]][p];
+    ++c.total;
+    c.right += p == truth[i];
+  }
+  return c;
+}
+
+// The test histograms at the model's pyramid levels (each variant re-derives its own from them).
+std::vector<std::vector<float>> test_histograms(const bow::Model& model, const std::vector<cv::Mat>& images) {
+  std::vector<std::vector<float>> out(images.size());
+  Progress progress("eval: histograms", int(images.size()), true);
+  std::mutex m;
+  cv::parallel_for_(cv::Range(0, int(images.size())), [&](const cv::Range& r) {
+    for (int i = r.start; i < r.end; ++i) {
+      out[i] = model.histogram(images[i]);
+      std::lock_guard<std::mutex> lock(m);
+      progress.step();
+    }
+  });
+  progress.finish();
+  return out;
+}
+
+// Level-`to` histograms from level-`from` ones (the same re-weighting as the model's).
+std::vector<float> coarser(const std::vector<float>& h, int k, int from, int to) {
+  cv::Mat row(1, int(h.size()), CV_32F, const_cast<float*>(h.data()));
+  auto weight = [](int l, int levels) { return l == 0 ? 1.0 / (1 << levels) : 1.0 / (1 << (levels - l + 1)); };
+  std::vector<float> out(bow::histogram_length(k, to));
+  double total = 0;
+  int offset = 0;
+  for (int l = 0; l <= to; ++l) {
+    const int n = (1 << (2 * l)) * k;
+    for (int i = 0; i < n; ++i) total += out[offset + i] = float(h[offset + i] * weight(l, to) / weight(l, from));
+    offset += n;
+  }
+  for (float& v : out) v = float(v / total);
+  return out;
+}
+
+std::string confusion_table(const Confusion& c) {
+  std::ostringstream s;
+  s << "| truth \\ predicted |";
+  for (const auto& n : c.names) s << " " << n << " |";
+  s << " accuracy |\n|---|";
+  for (size_t i = 0; i <= c.names.size(); ++i) s << "---|";
+  s << "\n";
+  for (size_t t = 0; t < c.names.size(); ++t) {
+    int row = 0;
+    for (int v : c.m[t]) row += v;
+    s << "| " << c.names[t] << " |";
+    for (int v : c.m[t]) s << " " << v << " |";
+    s << cv::format(" %.1f%% |\n", row ? 100.0 * c.m[t][t] / row : 0.0);
+  }
+  return s.str();
+}
+
+// The confusion matrix as a picture: rows truth, columns predicted, cell shade = row share.
+cv::Mat confusion_picture(const Confusion& c, const std::string& title) {
+  const int n = int(c.names.size()), cell = 56, left = 150, top = 150, W = left + n * cell + 20, H = top + n * cell + 50;
+  cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
+  for (int t = 0; t < n; ++t) {
+    int row = 0;
+    for (int v : c.m[t]) row += v;
+    for (int p = 0; p < n; ++p) {
+      const double share = row ? double(c.m[t][p]) / row : 0.0;
+      const cv::Rect r(left + p * cell, top + t * cell, cell - 2, cell - 2);
+      cv::rectangle(img, r, cv::Scalar(255 - 200 * share, 255 - 120 * share, 255 - 40 * share), cv::FILLED);
+      cv::putText(img, std::to_string(c.m[t][p]), cv::Point(r.x + 14, r.y + 34), cv::FONT_HERSHEY_SIMPLEX, 0.55,
+                  share > 0.5 ? cv::Scalar(255, 255, 255) : cv::Scalar(0, 0, 0), 1);
+    }
+    cv::putText(img, c.names[t], cv::Point(8, top + t * cell + 34), cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0), 1);
+  }
+  for (int p = 0; p < n; ++p) {  // column names, rotated
+    cv::Mat label(24, top - 10, CV_8UC3, cv::Scalar(255, 255, 255));
+    cv::putText(label, c.names[p], cv::Point(4, 17), cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0), 1);
+    cv::Mat rotated;
+    cv::rotate(label, rotated, cv::ROTATE_90_COUNTERCLOCKWISE);
+    rotated.copyTo(img(cv::Rect(left + p * cell + 16, 5, rotated.cols, rotated.rows)));
+  }
+  cv::putText(img, title + cv::format(": %.1f%% of %d", 100 * c.accuracy(), c.total), cv::Point(8, H - 18),
+              cv::FONT_HERSHEY_SIMPLEX, 0.5, cv::Scalar(0, 0, 0), 1);
+  return img;
+}
+
+std::vector<int> class_indices(const std::vector<Item>& items, const std::vector<std::string>& names, const std::string& list) {
+  std::vector<int> out;
+  for (const Item& it : items) {
+    const auto p = std::find(names.begin(), names.end(), it.cls);
+    if (p == names.end()) throw std::runtime_error(list + ": class '" + it.cls + "' is not one the model knows");
+    out.push_back(int(p - names.begin()));
+  }
+  return out;
+}
+
+std::string variant_name(const bow::TrainConfig& c) {
+  return std::string(c.classifier == bow::ClassifierKind::kKnn ? "k-NN chi-squared, K = " + std::to_string(c.knn)
+                                                                : "linear SVM on sqrt(histogram)") +
+         (c.levels ? ", spatial pyramid L = " + std::to_string(c.levels) : ", one histogram");
+}
+
+int run_eval(const bow::Model& model, const Options& o, const std::string& list, bool variants) {
+  const std::vector<Item> items = read_list(o.data, list);
+  const std::vector<int> truth = class_indices(items, model.class_names(), list);
+  const std::vector<cv::Mat> images = load_all(items, "test images");
+  const auto t0 = Clock::now();
+  const std::vector<std::vector<float>> hists = test_histograms(model, images);
+  const double per_image_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / images.size();
+  const Confusion c = evaluate(model, hists, truth);
+  std::printf("model: %s, k = %d, %d filters\n", variant_name(model.config()).c_str(), model.config().k,
+              model.bank().filters());
+  std::printf("accuracy on %s: %.1f%% (%d of %d); filters + words + histogram %.1f ms per image on %d threads\n\n",
+              list.c_str(), 100 * c.accuracy(), c.right, c.total, per_image_ms, cv::getNumThreads());
+  std::printf("%s\n", confusion_table(c).c_str());
+  if (!o.confusion.empty()) {
+    write_png(confusion_picture(c, variant_name(model.config())), o.confusion);
+    std::printf("confusion matrix picture: %s\n", o.confusion.c_str());
+  }
+  if (variants) {
+    std::printf("\n| classifier | accuracy |\n|---|---|\n");
+    const int L = model.config().levels;
+    for (int levels : {0, L}) {
+      for (bow::ClassifierKind kind : {bow::ClassifierKind::kKnn, bow::ClassifierKind::kSvm}) {
+        const bow::Model v = model.with_classifier(kind, levels);
+        std::vector<std::vector<float>> h(hists.size());
+        for (size_t i = 0; i < hists.size(); ++i) h[i] = coarser(hists[i], model.config().k, L, levels);
+        std::printf("| %s | %.1f%% |\n", variant_name(v.config()).c_str(), 100 * evaluate(v, h, truth).accuracy());
+      }
+      if (L == 0) break;
+    }
+  }
+  return 0;
+}
+
+int train(const Options& o) {
+  if (o.data.empty() || o.train.empty() || o.out.empty()) throw UsageError("train needs --data, --train and --out");
+  const std::vector<Item> items = read_list(o.data, o.train);
+  std::set<std::string> names_set;
+  for (const Item& it : items) names_set.insert(it.cls);
+  const std::vector<std::string> names(names_set.begin(), names_set.end());
+  if (names.size() < 2) throw std::runtime_error(o.train + ": one class only ('" + names.front() + "')");
+  const std::vector<int> labels = class_indices(items, names, o.train);
+  const std::vector<cv::Mat> images = load_all(items, "training images");
+  const auto t0 = Clock::now();
+  const bow::Model model = bow::Model::train(images, labels, names, o.config, stage_bars());
+  const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  model.save(o.out);
+  const bow::KMeansResult& km = model.kmeans_stats();
+  std::printf("trained %s on %zu images of %zu classes in %.1f s (%d threads): k-means %d iterations%s, %d empty "
+              "clusters re-seeded; model %s\n",
+              variant_name(model.config()).c_str(), images.size(), names.size(), train_s, cv::getNumThreads(),
+              km.iterations, km.converged ? " (converged)" : "", km.reseeded, o.out.c_str());
+  if (!o.eval.empty()) return run_eval(model, o, o.eval, true);
+  return 0;
+}
+
+int classify(const Options& o) {
+  if (o.model.empty() || o.args.empty()) throw UsageError("classify needs --model and at least one IMAGE");
+  const bow::Model model = bow::Model::load(o.model);
+  int failed = 0;
+  for (const std::string& path : o.args) {
+    try {
+      const bow::Prediction p = model.classify(load_grey(path));
+      const std::string& name = model.class_names()[p.label];
+      if (o.json)
+        std::printf("{\"image\":%s,\"label\":%s,\"confidence\":%.4f}\n", json_string(path).c_str(), json_string(name).c_str(),
+                    p.confidence);
+      else
+        std::printf("%s: %s (confidence %.2f)\n", path.c_str(), name.c_str(), p.confidence);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "prism bow classify: %s\n", e.what());
+      failed = 1;
+    }
+  }
+  return failed ? 2 : 0;
+}
+
+}  // namespace
+
+int bow_command(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    init_gstreamer();  // images are decoded by GStreamer
+    if (o.sub == "train") return train(o);
+    if (o.sub == "eval") {
+      if (o.model.empty() || o.data.empty() || o.test.empty()) throw UsageError("eval needs --model, --data and --test");
+      return run_eval(bow::Model::load(o.model), o, o.test, false);
+    }
+    if (o.sub == "classify") return classify(o);
+    if (o.sub == "--help" || o.sub == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    throw UsageError("unknown subcommand '" + o.sub + "'");
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "prism bow: %s\n\n%s", e.what(), kUsage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism bow: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace prism::cli
