@@ -44,7 +44,6 @@ int main(int argc, char** argv) {
   if (gpu::available()) {
     bow::GpuHistogrammer g(bank, dictionary, 2);
     row("GPU (ours): filter bank + words + histogram", bench::time_host_ms(runs, [&] { g.histogram(frame); }, true), "frames");
-    row("GPU (ours): filter bank alone (+ download)", bench::time_host_ms(runs, [&] { g.responses(frame); }, true), "frames");
   }
   const int cpu_runs = std::max(3, runs / 5);
   row("CPU (ours): filter bank + words + histogram",
