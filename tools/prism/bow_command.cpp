@@ -49,24 +49,12 @@ const char* const kUsage =
     "  --eval LIST       then evaluate on LIST: this model and k-NN/SVM with and without the pyramid\n"
     "  --confusion PNG   (eval, train --eval) write the confusion matrix as a picture\n";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct Options {
   std::string sub, data, train, test, model, out, confusion, eval;
   bool json = false;
   bow::TrainConfig config;
   std::vector<std::string> args;
 };
-
-int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < lo || x > hi)
-    throw UsageError(flag + " takes a whole number in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v + "'");
-  return int(x);
-}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -97,12 +85,8 @@ Options parse(int argc, char** argv) {
       if (v == "svm") o.config.classifier = bow::ClassifierKind::kSvm;
       else if (v == "knn") o.config.classifier = bow::ClassifierKind::kKnn;
       else throw UsageError("--classifier takes svm or knn, not '" + v + "'");
-    } else if (a == "--svm-c") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.config.svm_c = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(o.config.svm_c > 0)) throw UsageError("--svm-c takes a positive number, not '" + v + "'");
-    } else if (a == "--sizes") {
+    } else if (a == "--svm-c") o.config.svm_c = parse_number(a, value(), 1e-6, 1e6);
+    else if (a == "--sizes") {
       o.config.bank.sizes.clear();
       std::stringstream ss(value());
       std::string part;

@@ -66,18 +66,6 @@ struct Options {
   std::vector<std::string> args;
 };
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < lo || x > hi)
-    throw UsageError(opt + " takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v + "'");
-  return int(x);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   if (argc < 2) throw UsageError("missing subcommand");
@@ -100,22 +88,11 @@ Options parse(int argc, char** argv) {
       else if (d == "cuda") o.device = texture::Device::kCuda;
       else throw UsageError("--device takes auto, cpu or cuda, not '" + d + "'");
     } else if (a == "--min-inliers") o.search.min_inliers = parse_int(a, value(), 4, 100000);
-    else if (a == "--min-significance") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.search.min_significance = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(o.search.min_significance >= 0 && o.search.min_significance <= 1000))
-        throw UsageError("--min-significance takes a number in [0, 1000], not '" + v + "'");
-    }
+    else if (a == "--min-significance") o.search.min_significance = parse_number(a, value(), 0, 1000);
     else if (a == "--shortlist") o.search.shortlist = parse_int(a, value(), 1, 1000);
     else if (a == "--top") o.top = parse_int(a, value(), 1, 1000);
-    else if (a == "--ratio") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.search.ratio = std::strtof(v.c_str(), &end);
-      if (v.empty() || *end || !(o.search.ratio > 0.f && o.search.ratio <= 1.f))
-        throw UsageError("--ratio takes a number in (0, 1], not '" + v + "'");
-    } else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
+    else if (a == "--ratio") o.search.ratio = float(parse_number(a, value(), 0.01, 1));
+    else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
     else o.args.push_back(a);
   }
   if (o.gallery.empty()) throw UsageError("--gallery DIR is required");

@@ -15,6 +15,22 @@
 
 namespace prism::cli {
 
+int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || x < lo || x > hi)
+    throw UsageError(opt + " takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v + "'");
+  return int(x);
+}
+
+double parse_number(const std::string& opt, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= lo && x <= hi))
+    throw UsageError(opt + " takes a number in [" + cv::format("%g", lo) + ", " + cv::format("%g", hi) + "], not '" + v + "'");
+  return x;
+}
+
 cv::Mat load_grey(const std::string& path) {
   ImageFile image;
   GError* error = nullptr;

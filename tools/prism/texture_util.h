@@ -1,13 +1,24 @@
-// Helpers of the `prism texture` commands: image loading, JSON strings, a progress bar.
+// Helpers of the `prism texture` and `prism bow` commands: option parsing, image loading, JSON
+// strings, a progress bar.
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
 
 namespace prism::cli {
+
+// A bad command line: the command prints it with its usage and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The value `v` of option `opt` as a whole number in [lo, hi] / a number in [lo, hi] (UsageError).
+int parse_int(const std::string& opt, const std::string& v, int lo, int hi);
+double parse_number(const std::string& opt, const std::string& v, double lo, double hi);
 
 // An image file as 8-bit grey (decoded by GStreamer; grey = OpenCV's BGR2GRAY). Throws
 // std::runtime_error naming the file.
