@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bow/histogram.h"
+#include "bow/nearest_kernel.cuh"
 #include "common/gpu.h"
 
 namespace prism::bow {
@@ -74,36 +75,6 @@ __global__ void column_pass_kernel(const float* planes, int W, int H, BankTables
   }
 }
 
-// Nearest word per pixel; the dictionary (k x d) staged in shared memory. The distance is the CPU
-// path's: t = x - c, s += t * t, each rounded on its own (no FMA), in dimension order.
-template <int kMaxDim, bool kExact>  // kExact: d == kMaxDim (the default bank's 32), no bounds in the loop
-__global__ void words_kernel(const float* responses, int n, int d_runtime, const float* dictionary, int k, int* words) {
-  const int d = kExact ? kMaxDim : d_runtime;
-  extern __shared__ float dict[];
-  for (int i = threadIdx.x; i < k * d; i += blockDim.x) dict[i] = dictionary[i];
-  __syncthreads();
-  const int p = blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= n) return;
-  float v[kMaxDim];
-#pragma unroll
-  for (int j = 0; j < kMaxDim; ++j) v[j] = j < d ? responses[static_cast<int64_t>(p) * d + j] : 0.f;
-  int best = 0;
-  float best_d = INFINITY;
-  for (int c = 0; c < k; ++c) {
-    const float* centre = dict + c * d;
-    float s = 0.f;
-#pragma unroll
-    for (int j = 0; j < kMaxDim; ++j) {
-      if (j < d) {
-        const float diff = __fsub_rn(v[j], centre[j]);
-        s = __fadd_rn(s, __fmul_rn(diff, diff));
-      }
-    }
-    if (s < best_d) best_d = s, best = c;
-  }
-  words[p] = best;
-}
-
 // Integer counts per (pyramid cell, word): order-independent, so deterministic.
 __global__ void count_kernel(const int* words, int W, int H, int k, int levels, int* counts) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
@@ -171,8 +142,8 @@ struct GpuHistogrammer::Impl {
     column_pass_kernel<<<grid, block, 0, stream>>>(d_planes, W, H, tables, d_responses);
     if (words) {
       const size_t smem = sizeof(float) * size_t(k) * filters;
-      if (filters == 32) words_kernel<32, true><<<(n + 127) / 128, 128, smem, stream>>>(d_responses, n, filters, d_dictionary, k, d_words);
-      else words_kernel<kMaxFilters, false><<<(n + 127) / 128, 128, smem, stream>>>(d_responses, n, filters, d_dictionary, k, d_words);
+      if (filters == 32) nearest_kernel<32, true><<<(n + 127) / 128, 128, smem, stream>>>(d_responses, n, filters, d_dictionary, k, d_words, nullptr);
+      else nearest_kernel<kMaxFilters, false><<<(n + 127) / 128, 128, smem, stream>>>(d_responses, n, filters, d_dictionary, k, d_words, nullptr);
     }
     PRISM_CUDA_CHECK(cudaGetLastError());
   }
@@ -197,8 +168,8 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
   if (smem > size_t(smem_max))
     throw std::invalid_argument("GpuHistogrammer: a dictionary of " + std::to_string(m.k) + " x " + std::to_string(m.filters) +
                                 " does not fit in shared memory");
-  PRISM_CUDA_CHECK(cudaFuncSetAttribute(words_kernel<32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  PRISM_CUDA_CHECK(cudaFuncSetAttribute(words_kernel<kMaxFilters, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  PRISM_CUDA_CHECK(cudaFuncSetAttribute(nearest_kernel<32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  PRISM_CUDA_CHECK(cudaFuncSetAttribute(nearest_kernel<kMaxFilters, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
 
   // The 1-D kernels: each distinct row kernel once (its plane), column kernels after them.
   std::vector<float> taps;

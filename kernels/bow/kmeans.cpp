@@ -50,22 +50,20 @@ void nearest_centers(const cv::Mat& points, const cv::Mat& centers, std::vector<
   });
 }
 
-KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress) {
+cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed) {
   check_points(points, "points");
-  const int n = points.rows, d = points.cols, k = params.k;
+  const int n = points.rows, d = points.cols;
   if (k < 1 || k > n)
     throw std::invalid_argument("kmeans: k = " + std::to_string(k) + " needs 1 <= k <= points (" + std::to_string(n) + ")");
-  KMeansResult r;
-  r.centers.create(k, d, CV_32F);
-
-  // k-means++: each next centre drawn with probability proportional to the squared distance to the
-  // nearest centre chosen so far.
-  std::mt19937_64 rng(params.seed);
+  cv::Mat centers(k, d, CV_32F);
+  // Each next centre drawn with probability proportional to the squared distance to the nearest
+  // centre chosen so far.
+  std::mt19937_64 rng(seed);
   std::vector<double> nearest(n, std::numeric_limits<double>::infinity());
   int chosen = int(rng() % uint64_t(n));
   for (int c = 0; c < k; ++c) {
-    points.row(chosen).copyTo(r.centers.row(c));
-    const float* centre = r.centers.ptr<float>(c);
+    points.row(chosen).copyTo(centers.row(c));
+    const float* centre = centers.ptr<float>(c);
     cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& rg) {
       for (int i = rg.start; i < rg.end; ++i)
         nearest[i] = std::min(nearest[i], double(squared_distance(points.ptr<float>(i), centre, d)));
@@ -88,15 +86,22 @@ KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMe
       }
     }
   }
+  return centers;
+}
 
+namespace detail {
+
+KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress, LloydSteps& steps) {
+  const int n = points.rows, k = params.k;
+  KMeansResult r;
+  r.centers = kmeans_pp_seeds(points, k, params.seed);
   std::vector<int> labels(n, -1), previous;
   std::vector<float> dist;
-  std::vector<double> sums(size_t(k) * d);
   std::vector<int> counts(k);
   double last_inertia = std::numeric_limits<double>::infinity();
   for (int it = 1; it <= params.max_iterations; ++it) {
     previous = labels;
-    nearest_centers(points, r.centers, labels, &dist);
+    steps.assign(r.centers, labels, dist);
     int changed = 0;
     for (int i = 0; i < n; ++i) changed += labels[i] != previous[i];
 
@@ -116,20 +121,10 @@ KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMe
       ++r.reseeded;
       ++changed;
     }
-
-    // Means in point order, in double: the same sums whatever the thread count.
-    std::fill(sums.begin(), sums.end(), 0.0);
-    for (int i = 0; i < n; ++i) {
-      const float* x = points.ptr<float>(i);
-      double* s = &sums[size_t(labels[i]) * d];
-      for (int j = 0; j < d; ++j) s[j] += x[j];
-    }
-    for (int c = 0; c < k; ++c) {
-      float* centre = r.centers.ptr<float>(c);
-      for (int j = 0; j < d; ++j) centre[j] = float(sums[size_t(c) * d + j] / counts[c]);
-    }
-    double inertia = 0;
-    for (int i = 0; i < n; ++i) inertia += squared_distance(points.ptr<float>(i), r.centers.ptr<float>(labels[i]), d);
+    steps.update(labels, counts, r.centers);
+    steps.assigned_distances(r.centers, labels, dist);
+    double inertia = 0;  // in point order, in double: the same whatever computed the distances
+    for (int i = 0; i < n; ++i) inertia += dist[i];
     r.iterations = it;
     r.inertia = inertia;
     if (progress) progress(it, inertia, changed);
@@ -141,6 +136,51 @@ KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMe
   }
   r.labels = std::move(labels);
   return r;
+}
+
+}  // namespace detail
+
+namespace {
+
+class CpuSteps : public detail::LloydSteps {
+ public:
+  explicit CpuSteps(const cv::Mat& points) : points_(points) {}
+  void assign(const cv::Mat& centers, std::vector<int>& labels, std::vector<float>& dist) override {
+    nearest_centers(points_, centers, labels, &dist);
+  }
+  // Means in point order, in double: the same sums whatever the thread count.
+  void update(const std::vector<int>& labels, const std::vector<int>& counts, cv::Mat& centers) override {
+    const int d = points_.cols, k = centers.rows;
+    sums_.assign(size_t(k) * d, 0.0);
+    for (int i = 0; i < points_.rows; ++i) {
+      const float* x = points_.ptr<float>(i);
+      double* s = &sums_[size_t(labels[i]) * d];
+      for (int j = 0; j < d; ++j) s[j] += x[j];
+    }
+    for (int c = 0; c < k; ++c) {
+      float* centre = centers.ptr<float>(c);
+      for (int j = 0; j < d; ++j) centre[j] = float(sums_[size_t(c) * d + j] / counts[c]);
+    }
+  }
+  void assigned_distances(const cv::Mat& centers, const std::vector<int>& labels, std::vector<float>& dist) override {
+    dist.resize(points_.rows);
+    cv::parallel_for_(cv::Range(0, points_.rows), [&](const cv::Range& r) {
+      for (int i = r.start; i < r.end; ++i)
+        dist[i] = squared_distance(points_.ptr<float>(i), centers.ptr<float>(labels[i]), points_.cols);
+    });
+  }
+
+ private:
+  const cv::Mat& points_;
+  std::vector<double> sums_;
+};
+
+}  // namespace
+
+KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress) {
+  check_points(points, "points");
+  CpuSteps steps(points);
+  return detail::lloyd(points, params, progress, steps);
 }
 
 }  // namespace prism::bow

@@ -40,7 +40,29 @@ using KMeansProgress = std::function<void(int iteration, double inertia, int cha
 void nearest_centers(const cv::Mat& points, const cv::Mat& centers, std::vector<int>& labels,
                      std::vector<float>* distances = nullptr);
 
+// k-means++ seeding (part of kmeans; exposed for tests).
+cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed);
+
 // CPU path. `points`: n x d CV_32F with n >= k (std::invalid_argument otherwise).
 KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress = {});
+
+#if defined(PRISM_HAVE_CUDA)
+// The same on the GPU: the assignment, the means and the distances run on the device with the CPU
+// path's arithmetic (separately rounded float distances in dimension order; sums in point order
+// in double), the seeding and the bookkeeping on the host. The same result as kmeans(), bit for
+// bit. Throws gpu::CudaError without a usable GPU.
+KMeansResult kmeans_cuda(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress = {});
+#endif
+
+namespace detail {
+// Lloyd's iterations over the three steps a device provides (shared by both paths).
+struct LloydSteps {
+  virtual ~LloydSteps() = default;
+  virtual void assign(const cv::Mat& centers, std::vector<int>& labels, std::vector<float>& dist) = 0;
+  virtual void update(const std::vector<int>& labels, const std::vector<int>& counts, cv::Mat& centers) = 0;
+  virtual void assigned_distances(const cv::Mat& centers, const std::vector<int>& labels, std::vector<float>& dist) = 0;
+};
+KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress, LloydSteps& steps);
+}  // namespace detail
 
 }  // namespace prism::bow

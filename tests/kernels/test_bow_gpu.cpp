@@ -5,6 +5,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <cstring>
 #include <random>
 
 #include "bow/filter_bank.h"
@@ -62,9 +63,47 @@ TEST(BowGpu, FilterBankWordsAndHistogramsMatchTheCpuPath) {
     double l1 = 0;
     for (size_t i = 0; i < ch.size(); ++i) l1 += std::fabs(ch[i] - gh[i]);
     EXPECT_LE(l1, 2.0 * differ / cw.total() + 1e-6) << size;
-    if (differ == 0) EXPECT_EQ(ch, gh) << "identical words must give identical histograms";
+    if (differ == 0) {
+      EXPECT_EQ(ch, gh) << "identical words must give identical histograms";
+    }
   }
   EXPECT_THROW(gpu.histogram(cv::Mat(4, 4, CV_8UC3)), std::invalid_argument);
+}
+
+// k-means on the GPU is the CPU's k-means, bit for bit: centres, labels, inertia, iterations, on
+// filter-response samples and on a set that leaves clusters empty.
+TEST(BowGpu, KMeansEqualsTheCpuPathBitForBit) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  const bow::FilterBank bank;
+  const cv::Mat r = bow::filter_responses(random_scene(rng, 400, 300), bank);
+  cv::Mat samples(20000, bank.filters(), CV_32F);
+  for (int i = 0; i < samples.rows; ++i) {
+    const int y = int(rng() % r.rows), x = int(rng() % r.cols);
+    std::memcpy(samples.ptr<float>(i), r.ptr<float>(y) + x * bank.filters(), sizeof(float) * bank.filters());
+  }
+  bow::KMeansParams p;
+  p.k = 64;
+  p.max_iterations = 30;
+  p.seed = rng();
+  int gpu_calls = 0;
+  const bow::KMeansResult c = bow::kmeans(samples, p), g = bow::kmeans_cuda(samples, p, [&](int, double, int) { ++gpu_calls; });
+  EXPECT_EQ(gpu_calls, g.iterations);
+  EXPECT_EQ(g.iterations, c.iterations);
+  EXPECT_EQ(g.inertia, c.inertia);
+  EXPECT_EQ(g.labels, c.labels);
+  EXPECT_EQ(cv::norm(g.centers, c.centers, cv::NORM_INF), 0.0);
+  // 9 identical points and 3 others with k = 6: clusters go empty and are re-seeded the same way.
+  cv::Mat dup = cv::Mat::zeros(12, 32, CV_32F);
+  dup.at<float>(9, 0) = 5.f;
+  dup.at<float>(10, 1) = 5.f;
+  dup.at<float>(11, 2) = 5.f;
+  p.k = 6;
+  const bow::KMeansResult c2 = bow::kmeans(dup, p), g2 = bow::kmeans_cuda(dup, p);
+  EXPECT_GT(c2.reseeded, 0);
+  EXPECT_EQ(g2.reseeded, c2.reseeded);
+  EXPECT_EQ(g2.labels, c2.labels);
+  EXPECT_EQ(cv::norm(g2.centers, c2.centers, cv::NORM_INF), 0.0);
 }
 
 }  // namespace
