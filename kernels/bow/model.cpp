@@ -9,6 +9,9 @@
 
 #include "bow/histogram.h"
 #include "common/durable_file.h"
+#if defined(PRISM_HAVE_CUDA)
+#include "bow/gpu_histogram.h"
+#endif
 
 namespace prism::bow {
 
@@ -127,6 +130,40 @@ cv::Mat hellinger_rows(const cv::Mat& h) {
 
 }  // namespace
 
+struct Model::Gpu {
+#if defined(PRISM_HAVE_CUDA)
+  std::mutex lock;
+  GpuHistogrammer histogrammer;
+  Gpu(const FilterBank& bank, const cv::Mat& dictionary, int levels) : histogrammer(bank, dictionary, levels) {}
+#endif
+};
+
+namespace {
+// Whether `device` means the GPU here; kCuda without a usable one throws.
+bool choose_gpu(gpu::Device device, std::string* why = nullptr) {
+  std::string reason;
+  const bool usable = gpu::available(&reason);
+  if (why) *why = reason;
+  if (device == gpu::Device::kCuda && !usable) throw gpu::CudaError("device=cuda but " + reason);
+  return usable && device != gpu::Device::kCpu;
+}
+}  // namespace
+
+void Model::set_device(gpu::Device device) {
+  gpu_.reset();
+  std::string why;
+  if (!choose_gpu(device, &why)) {
+    device_ = device == gpu::Device::kAuto ? "cpu (" + why + ")" : "cpu";
+    return;
+  }
+#if defined(PRISM_HAVE_CUDA)
+  gpu_ = std::make_shared<Gpu>(bank_, dictionary_, config_.levels);
+  device_ = "cuda:0 (" + gpu::device_name(0) + ")";
+#endif
+}
+
+std::string Model::device_description() const { return device_; }
+
 std::vector<float> hellinger(const std::vector<float>& h) {
   std::vector<float> out(h.size());
   for (size_t i = 0; i < h.size(); ++i) out[i] = std::sqrt(h[i]);
@@ -168,10 +205,17 @@ Model Model::train(const std::vector<cv::Mat>& images, const std::vector<int>& l
   kp.k = config.k;
   kp.max_iterations = config.kmeans_iterations;
   kp.seed = config.seed;
-  m.kmeans_ = kmeans(samples, kp, [&](int it, double, int) {
+  const KMeansProgress kmeans_progress = [&](int it, double, int) {
     if (progress) progress("k-means", it, config.kmeans_iterations);
-  });
+  };
+  const bool on_gpu = choose_gpu(config.device);
+#if defined(PRISM_HAVE_CUDA)
+  if (on_gpu) m.kmeans_ = kmeans_cuda(samples, kp, kmeans_progress);
+  else
+#endif
+    m.kmeans_ = kmeans(samples, kp, kmeans_progress);
   m.dictionary_ = m.kmeans_.centers;
+  m.set_device(on_gpu ? gpu::Device::kCuda : gpu::Device::kCpu);  // the histograms
 
   // 3. Training histograms, 4. the classifier.
   m.train_histograms_.create(n, histogram_length(config.k, config.levels), CV_32F);
@@ -199,6 +243,7 @@ Model Model::with_classifier(ClassifierKind kind, int levels) const {
   m.config_.classifier = kind;
   m.config_.levels = levels;
   m.train_histograms_ = reweight_pyramid(train_histograms_, config_.k, config_.levels, levels);
+  if (gpu_) m.set_device(gpu::Device::kCuda);  // a histogrammer for the new pyramid
   m.svm_ = LinearSvm();
   if (kind == ClassifierKind::kSvm) {
     SvmParams sp;
@@ -211,6 +256,12 @@ Model Model::with_classifier(ClassifierKind kind, int levels) const {
 
 std::vector<float> Model::histogram(const cv::Mat& grey) const {
   check_grey(grey, "bow classify");
+#if defined(PRISM_HAVE_CUDA)
+  if (gpu_) {
+    std::lock_guard<std::mutex> hold(gpu_->lock);
+    return gpu_->histogrammer.histogram(grey);
+  }
+#endif
   return word_histogram(visual_words(filter_responses(grey, bank_), dictionary_), config_.k, config_.levels);
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "bow/classifier.h"
 #include "bow/filter_bank.h"
 #include "bow/kmeans.h"
+#include "common/gpu.h"
 
 namespace prism::bow {
 
@@ -42,6 +44,7 @@ struct TrainConfig {
   int knn = 10;                 // k-NN voters (the reference's K)
   double svm_c = 10.0;
   uint64_t seed = 1;
+  gpu::Device device = gpu::Device::kAuto;  // k-means and histograms on the GPU when there is one
 };
 
 // Training progress: stage ("filters", "k-means", "histograms", "classifier"), done, total.
@@ -58,6 +61,11 @@ class Model {
   std::vector<float> histogram(const cv::Mat& grey) const;
   Prediction classify_histogram(const std::vector<float>& histogram) const;
   Prediction classify(const cv::Mat& grey) const { return classify_histogram(histogram(grey)); }
+
+  // Where histogram() runs (the filter bank and words; the classifier is on the CPU). kCuda throws
+  // gpu::CudaError without a usable GPU. Concurrent callers share the GPU one at a time.
+  void set_device(gpu::Device device);
+  std::string device_description() const;
 
   // A second classifier over the same dictionary and training histograms (for comparisons).
   Model with_classifier(ClassifierKind kind, int levels) const;
@@ -80,6 +88,9 @@ class Model {
   std::vector<int> train_labels_;
   LinearSvm svm_;
   KMeansResult kmeans_;
+  struct Gpu;
+  std::shared_ptr<Gpu> gpu_;        // the GPU histogram path, when set_device chose it
+  std::string device_ = "cpu";
 };
 
 // The square-root (Hellinger) map applied before the SVM.

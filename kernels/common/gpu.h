@@ -15,6 +15,10 @@ int device_count();
 // Name of device `id`, or an empty string.
 std::string device_name(int id);
 
+// Where an algorithm runs: kAuto = a usable GPU when there is one, else the CPU; kCuda fails
+// without one.
+enum class Device { kAuto, kCpu, kCuda };
+
 struct CudaError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu.h"
 #include "texture/gallery.h"
 #include "texture/verify.h"
 
 namespace prism::texture {
 
-enum class Device { kAuto, kCpu, kCuda };
+using Device = gpu::Device;
 
 struct SearchParams {
   float ratio = 0.8f;   // Lowe's ratio

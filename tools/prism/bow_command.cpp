@@ -47,11 +47,13 @@ const char* const kUsage =
     "  --sizes A,B,...   filter sizes, odd 3..31 (default 3,7,11,15,19,23,27,31: 32 filters)\n"
     "  --seed N          (default 1)\n"
     "  --eval LIST       then evaluate on LIST: this model and k-NN/SVM with and without the pyramid\n"
+    "  --device D        auto (default), cpu or cuda: where k-means, filters and words run (all commands)\n"
     "  --confusion PNG   (eval, train --eval) write the confusion matrix as a picture\n";
 
 struct Options {
   std::string sub, data, train, test, model, out, confusion, eval;
   bool json = false;
+  gpu::Device device = gpu::Device::kAuto;
   bow::TrainConfig config;
   std::vector<std::string> args;
 };
@@ -74,6 +76,13 @@ Options parse(int argc, char** argv) {
     else if (a == "--eval") o.eval = value();
     else if (a == "--confusion") o.confusion = value();
     else if (a == "--json") o.json = true;
+    else if (a == "--device") {
+      const std::string d = value();
+      if (d == "auto") o.device = gpu::Device::kAuto;
+      else if (d == "cpu") o.device = gpu::Device::kCpu;
+      else if (d == "cuda") o.device = gpu::Device::kCuda;
+      else throw UsageError("--device takes auto, cpu or cuda, not '" + d + "'");
+    }
     else if (a == "--k") o.config.k = parse_int(a, value(), 2, 100000);
     else if (a == "--levels") o.config.levels = parse_int(a, value(), 0, 3);
     else if (a == "--knn") o.config.knn = parse_int(a, value(), 1, 1000);
@@ -269,8 +278,8 @@ int run_eval(const bow::Model& model, const Options& o, const std::string& list,
   const std::vector<std::vector<float>> hists = test_histograms(model, images);
   const double per_image_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / images.size();
   const Confusion c = evaluate(model, hists, truth);
-  std::printf("model: %s, k = %d, %d filters\n", variant_name(model.config()).c_str(), model.config().k,
-              model.bank().filters());
+  std::printf("model: %s, k = %d, %d filters; histograms on %s\n", variant_name(model.config()).c_str(),
+              model.config().k, model.bank().filters(), model.device_description().c_str());
   std::printf("accuracy on %s: %.1f%% (%d of %d); filters + words + histogram %.1f ms per image on %d threads\n\n",
               list.c_str(), 100 * c.accuracy(), c.right, c.total, per_image_ms, cv::getNumThreads());
   std::printf("%s\n", confusion_table(c).c_str());
@@ -304,21 +313,25 @@ int train(const Options& o) {
   const std::vector<int> labels = class_indices(items, names, o.train);
   const std::vector<cv::Mat> images = load_all(items, "training images");
   const auto t0 = Clock::now();
-  const bow::Model model = bow::Model::train(images, labels, names, o.config, stage_bars());
+  bow::TrainConfig config = o.config;
+  config.device = o.device;
+  const bow::Model model = bow::Model::train(images, labels, names, config, stage_bars());
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
   model.save(o.out);
   const bow::KMeansResult& km = model.kmeans_stats();
-  std::printf("trained %s on %zu images of %zu classes in %.1f s (%d threads): k-means %d iterations%s, %d empty "
-              "clusters re-seeded; model %s\n",
+  std::printf("trained %s on %zu images of %zu classes in %.1f s (%d threads, k-means and histograms on %s): k-means "
+              "%d iterations%s, %d empty clusters re-seeded; model %s\n",
               variant_name(model.config()).c_str(), images.size(), names.size(), train_s, cv::getNumThreads(),
-              km.iterations, km.converged ? " (converged)" : "", km.reseeded, o.out.c_str());
+              model.device_description().c_str(), km.iterations, km.converged ? " (converged)" : "", km.reseeded,
+              o.out.c_str());
   if (!o.eval.empty()) return run_eval(model, o, o.eval, true);
   return 0;
 }
 
 int classify(const Options& o) {
   if (o.model.empty() || o.args.empty()) throw UsageError("classify needs --model and at least one IMAGE");
-  const bow::Model model = bow::Model::load(o.model);
+  bow::Model model = bow::Model::load(o.model);
+  model.set_device(o.device);
   int failed = 0;
   for (const std::string& path : o.args) {
     try {
@@ -346,7 +359,9 @@ int bow_command(int argc, char** argv) {
     if (o.sub == "train") return train(o);
     if (o.sub == "eval") {
       if (o.model.empty() || o.data.empty() || o.test.empty()) throw UsageError("eval needs --model, --data and --test");
-      return run_eval(bow::Model::load(o.model), o, o.test, false);
+      bow::Model model = bow::Model::load(o.model);
+      model.set_device(o.device);
+      return run_eval(model, o, o.test, false);
     }
     if (o.sub == "classify") return classify(o);
     if (o.sub == "--help" || o.sub == "help") {
