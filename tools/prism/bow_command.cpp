@@ -76,13 +76,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--eval") o.eval = value();
     else if (a == "--confusion") o.confusion = value();
     else if (a == "--json") o.json = true;
-    else if (a == "--device") {
-      const std::string d = value();
-      if (d == "auto") o.device = gpu::Device::kAuto;
-      else if (d == "cpu") o.device = gpu::Device::kCpu;
-      else if (d == "cuda") o.device = gpu::Device::kCuda;
-      else throw UsageError("--device takes auto, cpu or cuda, not '" + d + "'");
-    }
+    else if (a == "--device") o.device = parse_device(a, value());
     else if (a == "--k") o.config.k = parse_int(a, value(), 2, 100000);
     else if (a == "--levels") o.config.levels = parse_int(a, value(), 0, 3);
     else if (a == "--knn") o.config.knn = parse_int(a, value(), 1, 1000);

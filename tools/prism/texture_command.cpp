@@ -81,13 +81,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--list") o.list = value();
     else if (a == "--json") o.json = true;
     else if (a == "--update") o.update = true;
-    else if (a == "--device") {
-      const std::string d = value();
-      if (d == "auto") o.device = texture::Device::kAuto;
-      else if (d == "cpu") o.device = texture::Device::kCpu;
-      else if (d == "cuda") o.device = texture::Device::kCuda;
-      else throw UsageError("--device takes auto, cpu or cuda, not '" + d + "'");
-    } else if (a == "--min-inliers") o.search.min_inliers = parse_int(a, value(), 4, 100000);
+    else if (a == "--device") o.device = parse_device(a, value());
+    else if (a == "--min-inliers") o.search.min_inliers = parse_int(a, value(), 4, 100000);
     else if (a == "--min-significance") o.search.min_significance = parse_number(a, value(), 0, 1000);
     else if (a == "--shortlist") o.search.shortlist = parse_int(a, value(), 1, 1000);
     else if (a == "--top") o.top = parse_int(a, value(), 1, 1000);

@@ -23,6 +23,13 @@ int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
   return int(x);
 }
 
+gpu::Device parse_device(const std::string& opt, const std::string& v) {
+  if (v == "auto") return gpu::Device::kAuto;
+  if (v == "cpu") return gpu::Device::kCpu;
+  if (v == "cuda") return gpu::Device::kCuda;
+  throw UsageError(opt + " takes auto, cpu or cuda, not '" + v + "'");
+}
+
 double parse_number(const std::string& opt, const std::string& v, double lo, double hi) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);

@@ -9,6 +9,8 @@
 
 #include <opencv2/core.hpp>
 
+#include "common/gpu.h"
+
 namespace prism::cli {
 
 // A bad command line: the command prints it with its usage and exits 2.
@@ -19,6 +21,8 @@ struct UsageError : std::runtime_error {
 // The value `v` of option `opt` as a whole number in [lo, hi] / a number in [lo, hi] (UsageError).
 int parse_int(const std::string& opt, const std::string& v, int lo, int hi);
 double parse_number(const std::string& opt, const std::string& v, double lo, double hi);
+// auto, cpu or cuda (UsageError).
+gpu::Device parse_device(const std::string& opt, const std::string& v);
 
 // An image file as 8-bit grey (decoded by GStreamer; grey = OpenCV's BGR2GRAY). Throws
 // std::runtime_error naming the file.
