@@ -216,20 +216,7 @@ std::vector<float> GpuHistogrammer::histogram(const cv::Mat& grey8) {
   PRISM_CUDA_CHECK(cudaGetLastError());
   PRISM_CUDA_CHECK(cudaMemcpyAsync(m.counts.data(), m.d_counts, sizeof(int) * m.length, cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  // word_histogram's weights and normalisation, in the same double arithmetic.
-  std::vector<double> h(m.length);
-  int offset = 0;
-  for (int l = 0; l <= m.levels; ++l) {
-    const int n = (1 << (2 * l)) * m.k;
-    const double weight = l == 0 ? 1.0 / (1 << m.levels) : 1.0 / (1 << (m.levels - l + 1));
-    for (int i = 0; i < n; ++i) h[offset + i] = m.counts[offset + i] * weight;
-    offset += n;
-  }
-  double total = 0;
-  for (double v : h) total += v;
-  std::vector<float> out(m.length);
-  for (int i = 0; i < m.length; ++i) out[i] = float(h[i] / total);
-  return out;
+  return histogram_from_counts(m.counts.data(), m.k, m.levels);
 }
 
 cv::Mat GpuHistogrammer::responses(const cv::Mat& grey8) {

@@ -17,5 +17,12 @@ cv::Mat visual_words(const cv::Mat& responses, const cv::Mat& dictionary);
 // Length k (4^(levels+1) - 1) / 3.
 std::vector<float> word_histogram(const cv::Mat& words, int k, int levels);
 int histogram_length(int k, int levels);
+// The weighted, normalised histogram from integer counts per (cell, word) in the same layout (the
+// GPU path counts on the device and finishes here).
+std::vector<float> histogram_from_counts(const int* counts, int k, int levels);
+
+// A histogram of `from` pyramid levels re-weighted to `to` <= from levels, as word_histogram would
+// have made it: each level's block unweighted, re-weighted and the whole re-normalised.
+std::vector<float> coarser_pyramid(const float* h, int k, int from, int to);
 
 }  // namespace prism::bow

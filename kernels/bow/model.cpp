@@ -100,24 +100,12 @@ struct Reader {
   }
 };
 
-// Histograms stored at `from` pyramid levels, re-weighted to `to` <= from levels: each level's block
-// is unweighted back to counts (up to one common factor), re-weighted and the whole re-normalised.
+// Every row of `h` re-weighted from `from` to `to` pyramid levels.
 cv::Mat reweight_pyramid(const cv::Mat& h, int k, int from, int to) {
-  if (to == from) return h.clone();
-  auto weight = [](int l, int levels) { return l == 0 ? 1.0 / (1 << levels) : 1.0 / (1 << (levels - l + 1)); };
   cv::Mat out(h.rows, histogram_length(k, to), CV_32F);
   for (int r = 0; r < h.rows; ++r) {
-    const float* src = h.ptr<float>(r);
-    float* dst = out.ptr<float>(r);
-    double total = 0;
-    int offset = 0;
-    for (int l = 0; l <= to; ++l) {
-      const int n = (1 << (2 * l)) * k;
-      const double scale = weight(l, to) / weight(l, from);
-      for (int i = 0; i < n; ++i) total += dst[offset + i] = float(src[offset + i] * scale);
-      offset += n;
-    }
-    for (int i = 0; i < out.cols; ++i) dst[i] = float(dst[i] / total);
+    const std::vector<float> row = coarser_pyramid(h.ptr<float>(r), k, from, to);
+    std::copy(row.begin(), row.end(), out.ptr<float>(r));
   }
   return out;
 }

@@ -186,6 +186,10 @@ TEST(BowHistogram, PyramidHistogramInClosedForm) {
   for (float v : h1) total += v;
   EXPECT_NEAR(total, 1.0, 1e-6);
   EXPECT_EQ(bow::histogram_length(500, 2), 500 * 21);
+  // Re-weighting the level-1 histogram to level 0 gives the level-0 histogram.
+  const std::vector<float> back = bow::coarser_pyramid(h1.data(), 3, 1, 0);
+  ASSERT_EQ(back.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(back[i], h0[i], 1e-7) << i;
   cv::Mat bad = w.clone();
   bad.at<int>(0, 0) = 3;
   EXPECT_THROW(bow::word_histogram(bad, 3, 0), std::invalid_argument);

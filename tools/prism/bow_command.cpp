@@ -187,22 +187,6 @@ std::vector<std::vector<float>> test_histograms(const bow::Model& model, const s
   return out;
 }
 
-// Level-`to` histograms from level-`from` ones (the same re-weighting as the model's).
-std::vector<float> coarser(const std::vector<float>& h, int k, int from, int to) {
-  cv::Mat row(1, int(h.size()), CV_32F, const_cast<float*>(h.data()));
-  auto weight = [](int l, int levels) { return l == 0 ? 1.0 / (1 << levels) : 1.0 / (1 << (levels - l + 1)); };
-  std::vector<float> out(bow::histogram_length(k, to));
-  double total = 0;
-  int offset = 0;
-  for (int l = 0; l <= to; ++l) {
-    const int n = (1 << (2 * l)) * k;
-    for (int i = 0; i < n; ++i) total += out[offset + i] = float(h[offset + i] * weight(l, to) / weight(l, from));
-    offset += n;
-  }
-  for (float& v : out) v = float(v / total);
-  return out;
-}
-
 std::string confusion_table(const Confusion& c) {
   std::ostringstream s;
   s << "| truth \\ predicted |";
@@ -288,7 +272,7 @@ int run_eval(const bow::Model& model, const Options& o, const std::string& list,
       for (bow::ClassifierKind kind : {bow::ClassifierKind::kKnn, bow::ClassifierKind::kSvm}) {
         const bow::Model v = model.with_classifier(kind, levels);
         std::vector<std::vector<float>> h(hists.size());
-        for (size_t i = 0; i < hists.size(); ++i) h[i] = coarser(hists[i], model.config().k, L, levels);
+        for (size_t i = 0; i < hists.size(); ++i) h[i] = bow::coarser_pyramid(hists[i].data(), model.config().k, L, levels);
         std::printf("| %s | %.1f%% |\n", variant_name(v.config()).c_str(), 100 * evaluate(v, h, truth).accuracy());
       }
       if (L == 0) break;
