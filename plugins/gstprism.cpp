@@ -6,6 +6,7 @@
 #include "gstpoissonblend.h"
 #include "gstprismconvert.h"
 #include "gstspectralize.h"
+#include "gstbowclassify.h"
 #include "gsttextureid.h"
 
 #ifndef PACKAGE
@@ -20,6 +21,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   ok |= GST_ELEMENT_REGISTER(emdtracker, plugin);
   ok |= GST_ELEMENT_REGISTER(envisrc, plugin);
   ok |= GST_ELEMENT_REGISTER(textureid, plugin);
+  ok |= GST_ELEMENT_REGISTER(bowclassify, plugin);
   return ok;
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "gstprismgrey.h"
 #include "gstprismcuda.h" /* GST_TYPE_PRISM_DEVICE: the same auto/cuda/cpu enum as the other elements */
 #include "texture/features.h"
 #include "texture/gallery.h"
@@ -23,7 +24,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_texture_id_debug);
 
 namespace texture = prism::texture;
 
-#define FORMATS "{ GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12, I420 }"
+#define FORMATS PRISM_GREY_FORMATS
 
 typedef enum { MODE_SEARCH, MODE_VERIFY } TextureIdMode;
 #define GST_TYPE_TEXTURE_ID_MODE (texture_id_mode_get_type())
@@ -222,28 +223,6 @@ static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *) {
 
 /* ---- per frame ---- */
 
-/* The frame's grey image: the Y plane itself for GRAY8/NV12/I420 (no copy), else cvtColor into st.grey. */
-static cv::Mat grey_of(State &st, GstVideoFrame &f) {
-  const int w = GST_VIDEO_FRAME_WIDTH(&f), h = GST_VIDEO_FRAME_HEIGHT(&f);
-  void *data = GST_VIDEO_FRAME_PLANE_DATA(&f, 0);
-  const size_t stride = (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
-  int code = -1, type = CV_8UC4;
-  switch (GST_VIDEO_FRAME_FORMAT(&f)) {
-    case GST_VIDEO_FORMAT_GRAY8:
-    case GST_VIDEO_FORMAT_NV12:
-    case GST_VIDEO_FORMAT_I420: return cv::Mat(h, w, CV_8UC1, data, stride);
-    case GST_VIDEO_FORMAT_RGBA:
-    case GST_VIDEO_FORMAT_RGBx: code = cv::COLOR_RGBA2GRAY; break;
-    case GST_VIDEO_FORMAT_BGRA:
-    case GST_VIDEO_FORMAT_BGRx: code = cv::COLOR_BGRA2GRAY; break;
-    case GST_VIDEO_FORMAT_RGB: code = cv::COLOR_RGB2GRAY, type = CV_8UC3; break;
-    case GST_VIDEO_FORMAT_BGR: code = cv::COLOR_BGR2GRAY, type = CV_8UC3; break;
-    default: return cv::Mat();
-  }
-  cv::cvtColor(cv::Mat(h, w, type, data, stride), st.grey, code);
-  return st.grey;
-}
-
 static double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -281,7 +260,7 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   texture::SearchResult r;
   double sharp = -1, features_ms = 0;
   try {
-    const cv::Mat grey = grey_of(st, vf);
+    const cv::Mat grey = prism::frame_grey(vf, st.grey);
     if (min_sharpness > 0) {
       sharp = texture::sharpness(grey, &st.laplacian);
       if (sharp < min_sharpness) {

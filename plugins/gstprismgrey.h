@@ -1,0 +1,37 @@
+/* The grey image of a mapped system-memory video frame, for the elements whose algorithms read grey
+ * (textureid, bowclassify): the Y plane itself for GRAY8/NV12/I420 (no copy), else OpenCV's
+ * RGB(A)/BGR(A) to grey into `scratch` (kept by the element: no per-frame allocation). An empty Mat
+ * for any other format. */
+#pragma once
+
+#include <gst/video/video.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+namespace prism {
+
+#define PRISM_GREY_FORMATS "{ GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12, I420 }"
+
+inline cv::Mat frame_grey(GstVideoFrame &f, cv::Mat &scratch) {
+  const int w = GST_VIDEO_FRAME_WIDTH(&f), h = GST_VIDEO_FRAME_HEIGHT(&f);
+  void *data = GST_VIDEO_FRAME_PLANE_DATA(&f, 0);
+  const size_t stride = (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
+  int code = -1, type = CV_8UC4;
+  switch (GST_VIDEO_FRAME_FORMAT(&f)) {
+    case GST_VIDEO_FORMAT_GRAY8:
+    case GST_VIDEO_FORMAT_NV12:
+    case GST_VIDEO_FORMAT_I420: return cv::Mat(h, w, CV_8UC1, data, stride);
+    case GST_VIDEO_FORMAT_RGBA:
+    case GST_VIDEO_FORMAT_RGBx: code = cv::COLOR_RGBA2GRAY; break;
+    case GST_VIDEO_FORMAT_BGRA:
+    case GST_VIDEO_FORMAT_BGRx: code = cv::COLOR_BGRA2GRAY; break;
+    case GST_VIDEO_FORMAT_RGB: code = cv::COLOR_RGB2GRAY, type = CV_8UC3; break;
+    case GST_VIDEO_FORMAT_BGR: code = cv::COLOR_BGR2GRAY, type = CV_8UC3; break;
+    default: return cv::Mat();
+  }
+  cv::cvtColor(cv::Mat(h, w, type, data, stride), scratch, code);
+  return scratch;
+}
+
+}  // namespace prism
