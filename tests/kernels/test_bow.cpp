@@ -15,6 +15,7 @@
 #include "bow/histogram.h"
 #include "bow/kmeans.h"
 #include "bow/model.h"
+#include "bow_scenes.h"
 #include "common/durable_file.h"
 #include "prism_test.h"
 
@@ -230,25 +231,7 @@ TEST(BowClassifier, Chi2KnnAndLinearSvmOnSeparableData) {
   EXPECT_THROW(svm.train(x, std::vector<int>(3, 0), classes), std::invalid_argument);
 }
 
-// Three synthetic "scenes": horizontal stripes, vertical stripes, blobs; random phase, frequency and noise.
-cv::Mat scene(std::mt19937& rng, int kind) {
-  std::uniform_real_distribution<double> u(0, 1);
-  cv::Mat img(64, 80, CV_8UC1);
-  const double f = 0.25 + 0.25 * u(rng), ph = 6.28 * u(rng);
-  if (kind == 2) {
-    cv::randu(img, 0, 256);
-    cv::GaussianBlur(img, img, cv::Size(0, 0), 3.0);
-    cv::normalize(img, img, 0, 255, cv::NORM_MINMAX);
-  } else {
-    for (int y = 0; y < img.rows; ++y)
-      for (int x = 0; x < img.cols; ++x)
-        img.at<uchar>(y, x) = cv::saturate_cast<uchar>(128 + 100 * std::sin(f * (kind == 0 ? y : x) + ph));
-  }
-  cv::Mat noise(img.size(), CV_8SC1);
-  cv::randn(noise, 0, 8);
-  cv::add(img, noise, img, cv::noArray(), CV_8U);
-  return img;
-}
+cv::Mat scene(std::mt19937& rng, int kind) { return test::bow_scene(rng, kind, 80, 64, 8.0); }
 
 TEST(BowModel, TrainsClassifiesAndRoundTripsThroughItsFile) {
   std::mt19937 rng(std::random_device{}());

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bow/model.h"
+#include "bow_scenes.h"
 #include "prism_run_util.h"
 #include "prism_test.h"
 
@@ -45,23 +46,7 @@ constexpr GstClockTime kFrameDuration = GST_SECOND / 30;
 const std::vector<std::string> kClasses = {"horizontal", "vertical", "blobs"};
 const char* const kFormats[] = {"GRAY8", "RGB", "BGR", "RGBA", "BGRA", "RGBx", "BGRx", "NV12", "I420"};
 
-// A grey scene of class `kind`: 0 horizontal stripes, 1 vertical stripes, 2 smooth blobs; random
-// frequency and phase.
-cv::Mat scene(std::mt19937& rng, int kind) {
-  std::uniform_real_distribution<double> u(0, 1);
-  cv::Mat img(kH, kW, CV_8UC1);
-  const double f = 0.25 + 0.25 * u(rng), ph = 6.28 * u(rng);
-  if (kind == 2) {
-    cv::randu(img, 0, 256);
-    cv::GaussianBlur(img, img, cv::Size(0, 0), 3.0);
-    cv::normalize(img, img, 0, 255, cv::NORM_MINMAX);
-  } else {
-    for (int y = 0; y < kH; ++y)
-      for (int x = 0; x < kW; ++x)
-        img.at<uchar>(y, x) = cv::saturate_cast<uchar>(128 + 100 * std::sin(f * (kind == 0 ? y : x) + ph));
-  }
-  return img;
-}
+cv::Mat scene(std::mt19937& rng, int kind) { return prism::test::bow_scene(rng, kind, kW, kH, 0.0); }
 
 class BowClassify : public ::testing::Test {
  protected:
