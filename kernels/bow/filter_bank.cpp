@@ -62,10 +62,11 @@ cv::Mat filter_responses(const cv::Mat& grey, const FilterBank& bank) {
   std::vector<cv::Mat> planes(bank.filters());
   cv::parallel_for_(cv::Range(0, bank.filters()), [&](const cv::Range& r) {
     for (int f = r.start; f < r.end; ++f) {
-      cv::Mat sum, one;
+      cv::Mat sum;
       for (const SeparableTerm& t : bank.terms(f)) {
+        cv::Mat one;
         cv::sepFilter2D(g, one, CV_32F, cv::Mat(t.x), cv::Mat(t.y), cv::Point(-1, -1), 0, cv::BORDER_REFLECT_101);
-        if (sum.empty()) sum = one.clone();
+        if (sum.empty()) sum = one;
         else sum += one;
       }
       planes[f] = sum;
