@@ -134,8 +134,8 @@ struct GpuHistogrammer::Impl {
     if (grey8.empty() || grey8.type() != CV_8UC1) throw std::invalid_argument("GpuHistogrammer: the image must be 8-bit grey");
     const int W = grey8.cols, H = grey8.rows, n = W * H;
     reserve(n);
-    // Strided rows (a video frame's Y plane) are copied as they are: no host copy to make them continuous.
-    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(d_grey, W, grey8.data, grey8.step, W, H, cudaMemcpyHostToDevice, stream));
+    const cv::Mat g = grey8.isContinuous() ? grey8 : grey8.clone();
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_grey, g.data, n, cudaMemcpyHostToDevice, stream));
     to_float_kernel<<<(n + 255) / 256, 256, 0, stream>>>(d_grey, n, d_in);
     const dim3 block(128), rows_grid((W + 127) / 128, H, tables.planes), grid((W + 127) / 128, H);
     row_pass_kernel<<<rows_grid, block, 0, stream>>>(d_in, W, H, tables, d_planes);
