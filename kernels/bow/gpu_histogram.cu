@@ -1,36 +1,42 @@
 #include "bow/gpu_histogram.h"
 
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "bow/histogram.h"
-#include "bow/nearest_kernel.cuh"
 #include "common/gpu.h"
+#include "common/mma.cuh"
 
 namespace prism::bow {
 
 namespace {
 
-constexpr int kMaxTaps = 2048;  // all 1-D kernels of a bank (the default needs 4 x 136)
-constexpr int kMaxFilters = 64;
-constexpr int kMaxTerms = 2;
-__constant__ float c_taps[kMaxTaps];
+// ---- Filter bank -------------------------------------------------------------------------------
 
-struct RowKernel {
-  int offset, length;
-};
-struct Term {
-  int plane, offset, length;  // row-pass plane, column kernel in c_taps
-};
-struct FilterTerms {
-  int count;
-  Term term[kMaxTerms];
-};
-struct BankTables {
-  int planes, filters;
-  RowKernel row[kMaxFilters * kMaxTerms];
-  FilterTerms filter[kMaxFilters];
+constexpr int kMaxRadius = 15;           // 31 taps, the largest filter size
+constexpr int kMaxSizes = 16;            // 64 filters
+constexpr int kTileW = 32, kTileH = 64;  // output pixels per block
+constexpr int kInW = kTileW + 2 * kMaxRadius, kInH = kTileH + 2 * kMaxRadius;
+constexpr int kInPitch = kInW + 1;       // 63 floats: the row pass walks rows across lanes, so rows start in distinct banks
+constexpr int kRowPitch = kTileW + 1;    // 33: likewise for the row-pass planes
+constexpr int kRun = 8;                  // outputs per thread along the filter's direction
+constexpr int kBankThreads = 128;
+constexpr size_t kBankSmem = sizeof(float) * (kInH * kInPitch + 4 * kInH * kRowPitch);
+
+enum Kernel1D { kGauss, kGauss2, kDeriv, kSmooth };
+
+// Every size's 1-D kernels, indexed by radius (a size's kernels depend on its radius only), so that
+// a template on the radius reads each tap at a constant address.
+struct BankTaps {
+  float tap[kMaxRadius + 1][4][2 * kMaxRadius + 1];
+  int radius[kMaxSizes];
+  int sizes;
 };
 
 // BORDER_REFLECT_101 (gfedcb|abcdefgh|gfedcba), also for offsets longer than the image.
@@ -40,112 +46,397 @@ __device__ __forceinline__ int reflect101(int i, int n) {
   return i;
 }
 
-__global__ void to_float_kernel(const uint8_t* in, int n, float* out) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = float(in[i]) * (1.0f / 255.0f);
-}
-
-// plane p = the row (horizontal) pass of 1-D kernel p.
-__global__ void row_pass_kernel(const float* in, int W, int H, BankTables t, float* planes) {
-  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y, p = blockIdx.z;
-  if (x >= W) return;
-  const RowKernel k = t.row[p];
-  const int r = k.length / 2;
-  const float* row = in + static_cast<int64_t>(y) * W;
-  float s = 0.f;
-  for (int i = 0; i < k.length; ++i) s += c_taps[k.offset + i] * row[reflect101(x + i - r, W)];
-  planes[(static_cast<int64_t>(p) * H + y) * W + x] = s;
-}
-
-// Every filter's column passes, summed, into the pixel-major responses.
-__global__ void column_pass_kernel(const float* planes, int W, int H, BankTables t, float* responses) {
-  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
-  if (x >= W) return;
-  float* out = responses + (static_cast<int64_t>(y) * W + x) * t.filters;
-  for (int f = 0; f < t.filters; ++f) {
-    const FilterTerms ft = t.filter[f];
-    float s = 0.f;
-    for (int q = 0; q < ft.count; ++q) {
-      const Term term = ft.term[q];
-      const int r = term.length / 2;
-      const float* plane = planes + static_cast<int64_t>(term.plane) * H * W + x;
-      for (int j = 0; j < term.length; ++j) s += c_taps[term.offset + j] * plane[static_cast<int64_t>(reflect101(y + j - r, H)) * W];
+// The four responses of size index `si` (radius R) for the block's tile. `in`: the tile and its
+// border as floats; `rows`: 4 row-pass planes over the same rows.
+template <int R>
+__device__ __forceinline__ void filter_size(const BankTaps& t, const float* in, float* rows, int si, int x0, int y0, int W,
+                                            int H, float* out, int64_t plane) {
+  const float(&k)[4][2 * kMaxRadius + 1] = t.tap[R];
+  // Row pass over tile rows kMaxRadius - R .. kMaxRadius + kTileH + R - 1; lanes take consecutive rows.
+  constexpr int kRows = kTileH + 2 * R, kSegments = kTileW / kRun;
+  for (int task = threadIdx.x; task < kRows * kSegments; task += blockDim.x) {
+    const int row = kMaxRadius - R + task % kRows, seg = task / kRows;
+    const float* src = in + row * kInPitch + kMaxRadius - R + seg * kRun;
+    float acc[4][kRun] = {};
+#pragma unroll
+    for (int i = 0; i < kRun + 2 * R; ++i) {
+      const float s = src[i];
+#pragma unroll
+      for (int v = 0; v < kRun; ++v) {
+        const int j = i - v;  // the sample's tap for output v
+        if (j >= 0 && j <= 2 * R) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc[q][v] = fmaf(k[q][j], s, acc[q][v]);
+        }
+      }
     }
-    out[f] = s;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int v = 0; v < kRun; ++v) rows[(q * kInH + row) * kRowPitch + seg * kRun + v] = acc[q][v];
+  }
+  __syncthreads();
+  // Column passes; lanes take consecutive columns, each thread a run of kRun rows.
+  constexpr int kGroups = kTileH / kRun;
+  for (int task = threadIdx.x; task < kTileW * kGroups; task += blockDim.x) {
+    const int col = task % kTileW, group = task / kTileW;
+    float g[kRun] = {}, log[kRun] = {}, sx[kRun] = {}, sy[kRun] = {};
+    const float* src = rows + (kMaxRadius - R + group * kRun) * kRowPitch + col;
+    constexpr int kPlane = kInH * kRowPitch;
+#pragma unroll
+    for (int i = 0; i < kRun + 2 * R; ++i) {
+      const float* r = src + i * kRowPitch;
+      const float pg = r[kGauss * kPlane], pg2 = r[kGauss2 * kPlane], pd = r[kDeriv * kPlane], pm = r[kSmooth * kPlane];
+#pragma unroll
+      for (int v = 0; v < kRun; ++v) {
+        const int j = i - v;
+        if (j >= 0 && j <= 2 * R) {
+          g[v] = fmaf(k[kGauss][j], pg, g[v]);
+          log[v] = fmaf(k[kGauss][j], pg2, fmaf(k[kGauss2][j], pg, log[v]));
+          sx[v] = fmaf(k[kSmooth][j], pd, sx[v]);
+          sy[v] = fmaf(k[kDeriv][j], pm, sy[v]);
+        }
+      }
+    }
+    const int x = x0 + col;
+#pragma unroll
+    for (int v = 0; v < kRun; ++v) {
+      const int y = y0 + group * kRun + v;
+      if (x < W && y < H) {
+        float* o = out + 4 * si * plane + static_cast<int64_t>(y) * W + x;
+        o[0] = g[v];
+        o[plane] = log[v];
+        o[2 * plane] = sx[v];
+        o[3 * plane] = sy[v];
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Responses as planes: out[f * W * H + y * W + x].
+__global__ void __launch_bounds__(kBankThreads) filter_bank_kernel(const uint8_t* grey, size_t pitch, int W, int H,
+                                                                   const __grid_constant__ BankTaps t, float* out) {
+  extern __shared__ float bank_smem[];
+  float* in = bank_smem;
+  float* rows = bank_smem + kInH * kInPitch;
+  const int x0 = blockIdx.x * kTileW, y0 = blockIdx.y * kTileH;
+  for (int i = threadIdx.x; i < kInH * kInW; i += blockDim.x) {
+    const int ty = i / kInW, tx = i % kInW;
+    const int gy = reflect101(y0 - kMaxRadius + ty, H), gx = reflect101(x0 - kMaxRadius + tx, W);
+    in[ty * kInPitch + tx] = float(grey[static_cast<int64_t>(gy) * pitch + gx]) * (1.0f / 255.0f);
+  }
+  __syncthreads();
+  const int64_t plane = static_cast<int64_t>(W) * H;
+  for (int si = 0; si < t.sizes; ++si) {
+    switch (t.radius[si]) {
+#define PRISM_FILTER_SIZE(R) \
+  case R: filter_size<R>(t, in, rows, si, x0, y0, W, H, out, plane); break;
+      PRISM_FILTER_SIZE(1) PRISM_FILTER_SIZE(2) PRISM_FILTER_SIZE(3) PRISM_FILTER_SIZE(4) PRISM_FILTER_SIZE(5)
+      PRISM_FILTER_SIZE(6) PRISM_FILTER_SIZE(7) PRISM_FILTER_SIZE(8) PRISM_FILTER_SIZE(9) PRISM_FILTER_SIZE(10)
+      PRISM_FILTER_SIZE(11) PRISM_FILTER_SIZE(12) PRISM_FILTER_SIZE(13) PRISM_FILTER_SIZE(14) PRISM_FILTER_SIZE(15)
+#undef PRISM_FILTER_SIZE
+      default: __trap();  // the constructor admits radii 1..15 only
+    }
   }
 }
 
-// Integer counts per (pyramid cell, word): order-independent, so deterministic.
-__global__ void count_kernel(const int* words, int W, int H, int k, int levels, int* counts) {
-  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
-  if (x >= W) return;
-  const int w = words[static_cast<int64_t>(y) * W + x];
-  int offset = 0;
-  for (int l = 0; l <= levels; ++l) {
-    const int cells = 1 << l;
-    const int cell = (y * cells / H) * cells + x * cells / W;
-    atomicAdd(&counts[offset + cell * k + w], 1);
-    offset += cells * cells * k;
+// ---- Words and counts --------------------------------------------------------------------------
+
+constexpr int kWordWarps = 4, kWordThreads = 32 * kWordWarps;
+constexpr int kChunk = 32 * kWordWarps;  // pixels per block step: 32 per warp (two m16 tiles)
+constexpr int kXsPitch = kChunk + 4;     // 132 floats: the A-fragment gathers fall in distinct banks
+
+struct WordsArgs {
+  const float* planes;  // the filter bank's output
+  int64_t plane, n;     // W * H
+  int W, H, d, k, tiles;
+  unsigned index_mask;  // low mantissa bits that carry the word index
+  const uint2* frags;   // B fragments: [tile][k step][lane], halves of -2 (c - mean)
+  const float2* norms;  // ||c - mean||^2: [tile][lane % 4], 1e30 for padding words
+  const float* dictionary;  // k x d floats, for the exact re-scoring
+  const float* mean;        // d floats
+  int cells;                // of the finest pyramid level, per side
+  int* counts;              // [cell][word], finest level; null: none
+  int* words;               // per pixel; null: none
+};
+
+__device__ __forceinline__ uint32_t pack_halves(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  uint32_t u;
+  memcpy(&u, &h, sizeof u);
+  return u;
+}
+
+// The word index in the low mantissa bits: one float min/max then orders (distance, index) pairs
+// up to a relative 2^-(23 - bits) of the distance, which the exact re-scoring absorbs.
+__device__ __forceinline__ float with_index(float v, int index, unsigned mask) {
+  return __int_as_float((__float_as_int(v) & ~mask) | index);
+}
+
+__device__ __forceinline__ void push_top2(float (&top)[2], float key) {
+  top[1] = fminf(top[1], fmaxf(top[0], key));
+  top[0] = fminf(top[0], key);
+}
+
+template <int KSteps>
+__global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) {
+  constexpr int kDims = 16 * KSteps;
+  extern __shared__ uint4 words_smem[];
+  uint2* frags = reinterpret_cast<uint2*>(words_smem);
+  float2* norms = reinterpret_cast<float2*>(frags + a.tiles * KSteps * 32);
+  float* xs = reinterpret_cast<float*>(norms + a.tiles * 4);  // [dimension][pixel of the chunk]
+  float* mean = xs + kDims * kXsPitch;
+  int* candidates = reinterpret_cast<int*>(mean + kDims);  // [warp][pixel][2]
+  for (int i = threadIdx.x; i < a.tiles * KSteps * 32; i += blockDim.x) frags[i] = a.frags[i];
+  for (int i = threadIdx.x; i < a.tiles * 4; i += blockDim.x) norms[i] = a.norms[i];
+  for (int i = threadIdx.x; i < kDims; i += blockDim.x) mean[i] = i < a.d ? a.mean[i] : 0.f;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane & 3, r = lane >> 2;
+  int* warp_candidates = candidates + warp * 64;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kChunk; base < a.n; base += static_cast<int64_t>(gridDim.x) * kChunk) {
+    __syncthreads();  // the previous chunk's responses are no longer read
+    const int64_t mine = base + threadIdx.x;
+    for (int f = 0; f < kDims; ++f) xs[f * kXsPitch + threadIdx.x] = f < a.d && mine < a.n ? a.planes[f * a.plane + mine] : 0.f;
+    __syncthreads();
+    uint32_t A[2][KSteps][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < KSteps; ++h) {
+        const int p0 = warp * 32 + m * 16 + r, p1 = p0 + 8, k0 = h * 16 + 2 * q;
+        auto x = [&](int dim, int p) { return xs[dim * kXsPitch + p] - mean[dim]; };
+        A[m][h][0] = pack_halves(x(k0, p0), x(k0 + 1, p0));
+        A[m][h][1] = pack_halves(x(k0, p1), x(k0 + 1, p1));
+        A[m][h][2] = pack_halves(x(k0 + 8, p0), x(k0 + 9, p0));
+        A[m][h][3] = pack_halves(x(k0 + 8, p1), x(k0 + 9, p1));
+      }
+    float top[2][2][2];  // [m tile][row r, r + 8][best, second]
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) top[m][h][0] = top[m][h][1] = FLT_MAX;
+    for (int t = 0; t < a.tiles; ++t) {
+      const float2 cn = norms[t * 4 + q];
+      float acc[2][4] = {{cn.x, cn.y, cn.x, cn.y}, {cn.x, cn.y, cn.x, cn.y}};
+#pragma unroll
+      for (int h = 0; h < KSteps; ++h) {
+        const uint2 b = frags[(t * KSteps + h) * 32 + lane];
+        gpu::mma_16816(acc[0], A[0][h], b.x, b.y);
+        gpu::mma_16816(acc[1], A[1][h], b.x, b.y);
+      }
+      const int word = t * 8 + 2 * q;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        push_top2(top[m][0], with_index(acc[m][0], word, a.index_mask));
+        push_top2(top[m][0], with_index(acc[m][1], word + 1, a.index_mask));
+        push_top2(top[m][1], with_index(acc[m][2], word, a.index_mask));
+        push_top2(top[m][1], with_index(acc[m][3], word + 1, a.index_mask));
+      }
+    }
+    // The four lanes of a row merge their top-2; lane q = 0 hands each row's two words to its pixel's lane.
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float(&tp)[2] = top[m][h];
+#pragma unroll
+        for (int mask = 1; mask <= 2; mask <<= 1) {
+          const float o0 = __shfl_xor_sync(0xFFFFFFFFu, tp[0], mask), o1 = __shfl_xor_sync(0xFFFFFFFFu, tp[1], mask);
+          tp[1] = fminf(fmaxf(tp[0], o0), fminf(tp[1], o1));
+          tp[0] = fminf(tp[0], o0);
+        }
+        if (q == 0) {
+          const int row = m * 16 + h * 8 + r;
+          warp_candidates[2 * row] = __float_as_int(tp[0]) & a.index_mask;
+          warp_candidates[2 * row + 1] = __float_as_int(tp[1]) & a.index_mask;
+        }
+      }
+    __syncwarp();
+    const int pixel = warp * 32 + lane;
+    const int64_t p = base + pixel;
+    if (p < a.n) {
+      // Re-score both candidates exactly as nearest_centers does on the CPU.
+      int best = -1;
+      float best_d = INFINITY;
+      for (int c = 0; c < 2; ++c) {
+        const int w = warp_candidates[2 * lane + c];
+        if (w >= a.k) continue;
+        const float* centre = a.dictionary + static_cast<int64_t>(w) * a.d;
+        float s = 0.f;
+        for (int j = 0; j < a.d; ++j) {
+          const float diff = __fsub_rn(xs[j * kXsPitch + pixel], __ldg(centre + j));
+          s = __fadd_rn(s, __fmul_rn(diff, diff));
+        }
+        if (s < best_d || (s == best_d && w < best)) best_d = s, best = w;
+      }
+      if (a.words) a.words[p] = best;
+      if (a.counts) {
+        const int y = int(p / a.W), x = int(p - static_cast<int64_t>(y) * a.W);
+        const int cell = (y * a.cells / a.H) * a.cells + x * a.cells / a.W;
+        atomicAdd(&a.counts[cell * a.k + best], 1);
+      }
+    }
   }
+}
+
+template <int KSteps>
+size_t words_smem(int tiles) {
+  return sizeof(uint2) * tiles * KSteps * 32 + sizeof(float2) * tiles * 4 + sizeof(float) * 16 * KSteps * (kXsPitch + 1) +
+         sizeof(int) * kWordWarps * 64;
+}
+
+// The launch of words_kernel<KSteps> for KSteps = 1..4 (16 to 64 response dimensions).
+struct WordsLaunch {
+  void (*kernel)(WordsArgs) = nullptr;
+  size_t smem = 0;
+  int grid = 0;
+};
+
+template <int KSteps>
+WordsLaunch prepare_words(int tiles) {
+  WordsLaunch l;
+  l.kernel = words_kernel<KSteps>;
+  l.smem = words_smem<KSteps>(tiles);
+  int device = 0, smem_max = 0, sms = 0, per_sm = 0;
+  PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (l.smem > size_t(smem_max))
+    throw std::invalid_argument("GpuHistogrammer: a dictionary of " + std::to_string(tiles * 8) +
+                                " words does not fit in shared memory");
+  PRISM_CUDA_CHECK(cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem)));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  PRISM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, kWordThreads, l.smem));
+  l.grid = std::max(1, per_sm) * sms;
+  return l;
+}
+
+// The 1-D kernels of each size, checked against the bank's terms (filter 4s + kind: G = g|g,
+// LoG = g''|g + g|g'', Sobel x = d|m, Sobel y = m|d; row kernel | column kernel).
+BankTaps bank_taps(const FilterBank& bank) {
+  const int sizes = int(bank.sizes().size());
+  if (bank.filters() != 4 * sizes || sizes > kMaxSizes)
+    throw std::invalid_argument("GpuHistogrammer: the bank must have 4 filters per size and at most 16 sizes");
+  BankTaps t{};
+  t.sizes = sizes;
+  for (int si = 0; si < sizes; ++si) {
+    const auto& G = bank.terms(4 * si), &L = bank.terms(4 * si + 1), &X = bank.terms(4 * si + 2), &Y = bank.terms(4 * si + 3);
+    const bool shaped = G.size() == 1 && L.size() == 2 && X.size() == 1 && Y.size() == 1 && G[0].x == G[0].y &&
+                        L[0].y == G[0].x && L[1].x == G[0].x && L[1].y == L[0].x && X[0].x == Y[0].y && X[0].y == Y[0].x;
+    const int taps = int(G[0].x.size()), radius = taps / 2;
+    if (!shaped || taps % 2 == 0 || radius < 1 || radius > kMaxRadius)
+      throw std::invalid_argument("GpuHistogrammer: filter size " + std::to_string(taps) + " is not of the bank's form");
+    const std::vector<float>* kernels[4] = {&G[0].x, &L[0].x, &X[0].x, &X[0].y};
+    for (int q = 0; q < 4; ++q) {
+      if (int(kernels[q]->size()) != taps) throw std::invalid_argument("GpuHistogrammer: 1-D kernels of unequal length");
+      std::copy(kernels[q]->begin(), kernels[q]->end(), t.tap[radius][q]);
+    }
+    t.radius[si] = radius;
+  }
+  return t;
 }
 
 }  // namespace
 
 struct GpuHistogrammer::Impl {
   cudaStream_t stream = nullptr;
-  BankTables tables{};
-  int filters = 0, k = 0, levels = 0, length = 0;
-  float* d_dictionary = nullptr;
+  cudaEvent_t marks[3] = {};
+  BankTaps taps{};
+  WordsLaunch launch;
+  int filters = 0, k = 0, levels = 0, tiles = 0;
+  unsigned index_mask = 0;
+  float *d_dictionary = nullptr, *d_mean = nullptr;
+  uint2* d_frags = nullptr;
+  float2* d_norms = nullptr;
   int* d_counts = nullptr;
-  int capacity = 0;  // pixels
+  int64_t capacity = 0;  // pixels
   uint8_t* d_grey = nullptr;
-  float *d_in = nullptr, *d_planes = nullptr, *d_responses = nullptr;
+  float* d_planes = nullptr;
   int* d_words = nullptr;
-  std::vector<int> counts;
+  std::vector<int> fine_counts, counts;
 
   ~Impl() {
     release();
     cudaFree(d_dictionary);
+    cudaFree(d_mean);
+    cudaFree(d_frags);
+    cudaFree(d_norms);
     cudaFree(d_counts);
+    for (cudaEvent_t e : marks)
+      if (e) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
   }
   void release() {
     cudaFree(d_grey);
-    cudaFree(d_in);
     cudaFree(d_planes);
-    cudaFree(d_responses);
     cudaFree(d_words);
-    d_grey = nullptr, d_in = d_planes = d_responses = nullptr, d_words = nullptr;
+    d_grey = nullptr, d_planes = nullptr, d_words = nullptr;
     capacity = 0;
   }
-  void reserve(int pixels) {
+  void reserve(int64_t pixels) {
     if (pixels <= capacity) return;
     release();
     d_grey = gpu::device_alloc<uint8_t>(pixels);
-    d_in = gpu::device_alloc<float>(pixels);
-    d_planes = gpu::device_alloc<float>(size_t(pixels) * tables.planes);
-    d_responses = gpu::device_alloc<float>(size_t(pixels) * filters);
+    d_planes = gpu::device_alloc<float>(size_t(pixels) * filters);
     d_words = gpu::device_alloc<int>(pixels);
     capacity = pixels;
   }
-
-  // Upload, filter bank and words of one image (asynchronous on the stream).
-  void run(const cv::Mat& grey8, bool words) {
+  static void check_size(int W, int H) {
+    if (W < 1 || H < 1) throw std::invalid_argument("GpuHistogrammer: empty image");
+  }
+  const uint8_t* upload(const cv::Mat& grey8) {
     if (grey8.empty() || grey8.type() != CV_8UC1) throw std::invalid_argument("GpuHistogrammer: the image must be 8-bit grey");
-    const int W = grey8.cols, H = grey8.rows, n = W * H;
-    reserve(n);
-    const cv::Mat g = grey8.isContinuous() ? grey8 : grey8.clone();
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_grey, g.data, n, cudaMemcpyHostToDevice, stream));
-    to_float_kernel<<<(n + 255) / 256, 256, 0, stream>>>(d_grey, n, d_in);
-    const dim3 block(128), rows_grid((W + 127) / 128, H, tables.planes), grid((W + 127) / 128, H);
-    row_pass_kernel<<<rows_grid, block, 0, stream>>>(d_in, W, H, tables, d_planes);
-    column_pass_kernel<<<grid, block, 0, stream>>>(d_planes, W, H, tables, d_responses);
-    if (words) {
-      const size_t smem = sizeof(float) * size_t(k) * filters;
-      if (filters == 32) nearest_kernel<32, true><<<(n + 127) / 128, 128, smem, stream>>>(d_responses, n, filters, d_dictionary, k, d_words, nullptr);
-      else nearest_kernel<kMaxFilters, false><<<(n + 127) / 128, 128, smem, stream>>>(d_responses, n, filters, d_dictionary, k, d_words, nullptr);
-    }
+    reserve(int64_t(grey8.cols) * grey8.rows);
+    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(d_grey, grey8.cols, grey8.data, grey8.step, grey8.cols, grey8.rows,
+                                       cudaMemcpyHostToDevice, stream));
+    return d_grey;
+  }
+
+  // Filter bank, and words (into d_words when `keep_words`) with counts (into d_counts when `count`).
+  void run(const uint8_t* grey, size_t pitch, int W, int H, bool words, bool keep_words, bool count) {
+    check_size(W, H);
+    reserve(int64_t(W) * H);
+    PRISM_CUDA_CHECK(cudaEventRecord(marks[0], stream));
+    const dim3 tiles_grid((W + kTileW - 1) / kTileW, (H + kTileH - 1) / kTileH);
+    filter_bank_kernel<<<tiles_grid, kBankThreads, kBankSmem, stream>>>(grey, pitch, W, H, taps, d_planes);
     PRISM_CUDA_CHECK(cudaGetLastError());
+    PRISM_CUDA_CHECK(cudaEventRecord(marks[1], stream));
+    if (words) {
+      if (count) PRISM_CUDA_CHECK(cudaMemsetAsync(d_counts, 0, sizeof(int) * fine_counts.size(), stream));
+      WordsArgs a{};
+      a.planes = d_planes;
+      a.plane = a.n = int64_t(W) * H;
+      a.W = W, a.H = H, a.d = filters, a.k = k, a.tiles = tiles, a.index_mask = index_mask;
+      a.frags = d_frags, a.norms = d_norms, a.dictionary = d_dictionary, a.mean = d_mean;
+      a.cells = 1 << levels;
+      a.counts = count ? d_counts : nullptr;
+      a.words = keep_words ? d_words : nullptr;
+      const int grid = int(std::min<int64_t>(launch.grid, (a.n + kChunk - 1) / kChunk));
+      launch.kernel<<<grid, kWordThreads, launch.smem, stream>>>(a);
+      PRISM_CUDA_CHECK(cudaGetLastError());
+    }
+    PRISM_CUDA_CHECK(cudaEventRecord(marks[2], stream));
+  }
+
+  std::vector<float> histogram(const uint8_t* grey, size_t pitch, int W, int H) {
+    run(grey, pitch, W, H, true, false, true);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(fine_counts.data(), d_counts, sizeof(int) * fine_counts.size(), cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // Coarser levels: a cell at level l is the sum of its 4^(levels - l) cells at the finest level
+    // (floor(y 2^l / H) = floor(y 2^levels / H) >> (levels - l)).
+    std::fill(counts.begin(), counts.end(), 0);
+    const int fine = 1 << levels;
+    int offset = 0;
+    for (int l = 0; l <= levels; ++l) {
+      const int cells = 1 << l, shift = levels - l;
+      for (int cy = 0; cy < fine; ++cy)
+        for (int cx = 0; cx < fine; ++cx) {
+          const int* from = fine_counts.data() + (cy * fine + cx) * k;
+          int* to = counts.data() + offset + ((cy >> shift) * cells + (cx >> shift)) * k;
+          for (int w = 0; w < k; ++w) to[w] += from[w];
+        }
+      offset += cells * cells * k;
+    }
+    return histogram_from_counts(counts.data(), k, levels);
   }
 };
 
@@ -153,88 +444,126 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
     : impl_(std::make_unique<Impl>()) {
   std::string why;
   if (!gpu::available(&why)) throw gpu::CudaError("bag-of-words on the GPU: " + why);
+  int device = 0, major = 0;
+  PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 8) throw gpu::CudaError("bag-of-words on the GPU: needs an sm_80 or newer GPU (mma.sync); use the CPU");
   Impl& m = *impl_;
   m.filters = bank.filters();
   m.k = dictionary.rows;
   m.levels = levels;
-  m.length = histogram_length(m.k, levels);
-  if (m.filters > kMaxFilters) throw std::invalid_argument("GpuHistogrammer: at most 64 filters");
+  if (levels < 0 || levels > 4) throw std::invalid_argument("GpuHistogrammer: pyramid levels must be 0..4");
   if (dictionary.type() != CV_32FC1 || dictionary.cols != m.filters || m.k < 1)
     throw std::invalid_argument("GpuHistogrammer: the dictionary must be k x " + std::to_string(m.filters) + " CV_32F");
-  const size_t smem = sizeof(float) * size_t(m.k) * m.filters;
-  int device = 0, smem_max = 0;
-  PRISM_CUDA_CHECK(cudaGetDevice(&device));
-  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (smem > size_t(smem_max))
-    throw std::invalid_argument("GpuHistogrammer: a dictionary of " + std::to_string(m.k) + " x " + std::to_string(m.filters) +
-                                " does not fit in shared memory");
-  PRISM_CUDA_CHECK(cudaFuncSetAttribute(nearest_kernel<32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  PRISM_CUDA_CHECK(cudaFuncSetAttribute(nearest_kernel<kMaxFilters, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  m.taps = bank_taps(bank);
+  PRISM_CUDA_CHECK(cudaFuncSetAttribute(filter_bank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBankSmem)));
 
-  // The 1-D kernels: each distinct row kernel once (its plane), column kernels after them.
-  std::vector<float> taps;
-  std::vector<std::vector<float>> rows;
-  auto add_taps = [&](const std::vector<float>& v) {
-    const int off = int(taps.size());
-    taps.insert(taps.end(), v.begin(), v.end());
-    if (taps.size() > size_t(kMaxTaps)) throw std::invalid_argument("GpuHistogrammer: filter bank too large");
-    return off;
+  // The dictionary as B fragments of -2 (c - mean) and the norms ||c - mean||^2 (centring keeps the
+  // FP16 products small next to the distances).
+  const int d = m.filters, ksteps = (d + 15) / 16;
+  m.tiles = (m.k + 7) / 8;
+  int bits = 0;
+  while ((1 << bits) < m.tiles * 8) ++bits;
+  m.index_mask = (1u << bits) - 1;
+  std::vector<double> mean_d(d, 0.0);
+  for (int c = 0; c < m.k; ++c)
+    for (int j = 0; j < d; ++j) mean_d[j] += dictionary.at<float>(c, j);
+  std::vector<float> mean(d);
+  for (int j = 0; j < d; ++j) mean[j] = float(mean_d[j] / m.k);
+  auto centred = [&](int word, int dim) {  // 0 for padding words and dimensions
+    return word < m.k && dim < d ? dictionary.at<float>(word, dim) - mean[dim] : 0.f;
   };
-  m.tables.filters = m.filters;
-  for (int f = 0; f < m.filters; ++f) {
-    const auto& terms = bank.terms(f);
-    if (terms.size() > size_t(kMaxTerms)) throw std::invalid_argument("GpuHistogrammer: a filter of more than 2 terms");
-    m.tables.filter[f].count = int(terms.size());
-    for (size_t q = 0; q < terms.size(); ++q) {
-      auto it = std::find(rows.begin(), rows.end(), terms[q].x);
-      int plane = int(it - rows.begin());
-      if (it == rows.end()) {
-        rows.push_back(terms[q].x);
-        m.tables.row[plane] = {add_taps(terms[q].x), int(terms[q].x.size())};
+  std::vector<uint2> frags(size_t(m.tiles) * ksteps * 32);
+  std::vector<float2> norms(size_t(m.tiles) * 4);
+  auto pack = [](float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    std::memcpy(&u, &h, sizeof u);
+    return u;
+  };
+  for (int t = 0; t < m.tiles; ++t)
+    for (int lane = 0; lane < 32; ++lane) {
+      const int word = t * 8 + lane / 4, q = lane % 4;
+      for (int h = 0; h < ksteps; ++h) {
+        const int k0 = h * 16 + 2 * q;
+        frags[(size_t(t) * ksteps + h) * 32 + lane] = {pack(-2 * centred(word, k0), -2 * centred(word, k0 + 1)),
+                                                       pack(-2 * centred(word, k0 + 8), -2 * centred(word, k0 + 9))};
       }
-      m.tables.filter[f].term[q] = {plane, add_taps(terms[q].y), int(terms[q].y.size())};
     }
+  for (int t = 0; t < m.tiles; ++t)
+    for (int q = 0; q < 4; ++q) {
+      float n2[2];
+      for (int e = 0; e < 2; ++e) {
+        const int word = t * 8 + 2 * q + e;
+        double s = 0;
+        for (int j = 0; j < d; ++j) s += double(centred(word, j)) * centred(word, j);
+        n2[e] = word < m.k ? float(s) : 1e30f;
+      }
+      norms[size_t(t) * 4 + q] = {n2[0], n2[1]};
+    }
+  switch (ksteps) {
+    case 1: m.launch = prepare_words<1>(m.tiles); break;
+    case 2: m.launch = prepare_words<2>(m.tiles); break;
+    case 3: m.launch = prepare_words<3>(m.tiles); break;
+    case 4: m.launch = prepare_words<4>(m.tiles); break;
+    default: throw std::invalid_argument("GpuHistogrammer: at most 64 filters");
   }
-  m.tables.planes = int(rows.size());
-  PRISM_CUDA_CHECK(cudaMemcpyToSymbol(c_taps, taps.data(), taps.size() * sizeof(float)));
+
   PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  for (cudaEvent_t& e : m.marks) PRISM_CUDA_CHECK(cudaEventCreate(&e));
   const cv::Mat dict = dictionary.isContinuous() ? dictionary : dictionary.clone();
   m.d_dictionary = gpu::device_alloc<float>(dict.total());
   PRISM_CUDA_CHECK(cudaMemcpy(m.d_dictionary, dict.ptr<float>(), dict.total() * sizeof(float), cudaMemcpyHostToDevice));
-  m.d_counts = gpu::device_alloc<int>(m.length);
-  m.counts.resize(m.length);
+  m.d_mean = gpu::device_alloc<float>(d);
+  PRISM_CUDA_CHECK(cudaMemcpy(m.d_mean, mean.data(), sizeof(float) * d, cudaMemcpyHostToDevice));
+  m.d_frags = gpu::device_alloc<uint2>(frags.size());
+  PRISM_CUDA_CHECK(cudaMemcpy(m.d_frags, frags.data(), sizeof(uint2) * frags.size(), cudaMemcpyHostToDevice));
+  m.d_norms = gpu::device_alloc<float2>(norms.size());
+  PRISM_CUDA_CHECK(cudaMemcpy(m.d_norms, norms.data(), sizeof(float2) * norms.size(), cudaMemcpyHostToDevice));
+  m.fine_counts.resize((size_t(1) << (2 * levels)) * m.k);
+  m.counts.resize(histogram_length(m.k, levels));
+  m.d_counts = gpu::device_alloc<int>(m.fine_counts.size());
 }
 
 GpuHistogrammer::~GpuHistogrammer() = default;
 
 std::vector<float> GpuHistogrammer::histogram(const cv::Mat& grey8) {
   Impl& m = *impl_;
-  m.run(grey8, true);
-  const int W = grey8.cols, H = grey8.rows;
-  PRISM_CUDA_CHECK(cudaMemsetAsync(m.d_counts, 0, sizeof(int) * m.length, m.stream));
-  count_kernel<<<dim3((W + 127) / 128, H), 128, 0, m.stream>>>(m.d_words, W, H, m.k, m.levels, m.d_counts);
-  PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.counts.data(), m.d_counts, sizeof(int) * m.length, cudaMemcpyDeviceToHost, m.stream));
-  PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  return histogram_from_counts(m.counts.data(), m.k, m.levels);
+  const uint8_t* grey = m.upload(grey8);
+  return m.histogram(grey, size_t(grey8.cols), grey8.cols, grey8.rows);
+}
+
+std::vector<float> GpuHistogrammer::histogram_device(const uint8_t* grey, size_t pitch, int width, int height) {
+  if (!grey || pitch < size_t(std::max(width, 0))) throw std::invalid_argument("GpuHistogrammer: bad device image");
+  return impl_->histogram(grey, pitch, width, height);
 }
 
 cv::Mat GpuHistogrammer::responses(const cv::Mat& grey8) {
   Impl& m = *impl_;
-  m.run(grey8, false);
-  cv::Mat out(grey8.rows, grey8.cols, CV_32FC(m.filters));
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(out.data, m.d_responses, out.total() * out.elemSize(), cudaMemcpyDeviceToHost, m.stream));
+  const uint8_t* grey = m.upload(grey8);
+  m.run(grey, size_t(grey8.cols), grey8.cols, grey8.rows, false, false, false);
+  cv::Mat planes(m.filters, int(grey8.total()), CV_32F), pixels;
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(planes.data, m.d_planes, planes.total() * sizeof(float), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  return out;
+  cv::transpose(planes, pixels);  // pixel-major, as filter_responses
+  return pixels.reshape(m.filters, grey8.rows).clone();
 }
 
 cv::Mat GpuHistogrammer::words(const cv::Mat& grey8) {
   Impl& m = *impl_;
-  m.run(grey8, true);
+  const uint8_t* grey = m.upload(grey8);
+  m.run(grey, size_t(grey8.cols), grey8.cols, grey8.rows, true, true, false);
   cv::Mat out(grey8.rows, grey8.cols, CV_32SC1);
   PRISM_CUDA_CHECK(cudaMemcpyAsync(out.data, m.d_words, out.total() * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   return out;
+}
+
+void GpuHistogrammer::last_stage_ms(float* filters, float* words) const {
+  const Impl& m = *impl_;
+  PRISM_CUDA_CHECK(cudaEventSynchronize(m.marks[2]));
+  PRISM_CUDA_CHECK(cudaEventElapsedTime(filters, m.marks[0], m.marks[1]));
+  PRISM_CUDA_CHECK(cudaEventElapsedTime(words, m.marks[1], m.marks[2]));
 }
 
 }  // namespace prism::bow

@@ -1,19 +1,30 @@
 // The bag-of-words image path on the GPU: filter bank, visual words and word histogram of an 8-bit
 // grey image, computing Model::histogram's function (filter_responses, visual_words, word_histogram).
-//
-// - Filter bank: one pass per distinct 1-D row kernel into float planes (shared by the terms that
-//   use it: the Gaussian row serves the Gaussian and one LoG term), then per filter the column
-//   passes summed into the pixel-major response image. BORDER_REFLECT_101 as on the CPU. The sums
-//   run in another order than cv::sepFilter2D's, so responses agree to float rounding, not bits.
-// - Words: the dictionary in shared memory; each thread evaluates sum (x - c)^2 per word with the
-//   CPU path's sequence of separately rounded float operations, so equal responses give the same
-//   word; ties go to the lower index.
-// - Histogram: integer counts per pyramid cell (integer atomics: deterministic), weighted and
-//   normalised on the host exactly as word_histogram does.
-// Buffers are allocated for the largest image seen and reused; one stream per instance.
+// Two kernels per image and one small download:
+// - Filter bank (one block per 32 x 64 output tile): the tile and a 15-pixel border (BORDER_REFLECT_101,
+//   as on the CPU) are read once as floats into shared memory; per filter size, the four 1-D row
+//   kernels (Gaussian g, its second derivative g'', Sobel's derivative d and smoothing m) run over the
+//   tile's rows into shared memory, then the five column passes give that size's four responses
+//   (G = g|g, LoG = g''|g + g|g'', Sobel x = d|m, Sobel y = m|d), written as float planes. Each thread
+//   slides a run of 8 outputs, so every loaded sample feeds up to 8 x 4 FMAs; the taps are kernel
+//   parameters addressed by constants. The sums run in another order than cv::sepFilter2D's, so
+//   responses agree to float rounding, not bits.
+// - Words and counts (tensor cores, the "matrix product plus a fused argmin"): per 32
+//   pixels a warp holds (x - mean) as FP16 A fragments and streams the dictionary's FP16 B fragments
+//   from shared memory; mma.sync m16n8k16 starts from ||c - mean||^2 and accumulates -2 (x - mean).c
+//   in FP32, so each accumulator is ||x - c||^2 - ||x - mean||^2 up to FP16 rounding. The word index is
+//   packed into the low mantissa bits, so the running top-2 per pixel costs 3 min/max instructions
+//   per distance. The two candidates are then re-scored with the CPU path's exact float sequence
+//   (t = x - c, s += t * t, no FMA) and the nearer taken (ties: lower index). The word equals the
+//   CPU's nearest_centers on the same responses unless the true nearest word was outside the FP16
+//   top-2: then the two are a near tie. Each pixel adds 1 to its finest pyramid cell's count
+//   (integer atomics: deterministic); coarser levels are summed on the host.
+// Buffers are allocated for the largest image seen and reused; one stream per instance. Needs an
+// sm_80 or newer GPU (mma.sync).
 #pragma once
 #include <opencv2/core.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -23,16 +34,22 @@ namespace prism::bow {
 
 class GpuHistogrammer {
  public:
-  // Throws gpu::CudaError without a usable GPU.
+  // Throws gpu::CudaError without a usable sm_80+ GPU, std::invalid_argument for a bank or
+  // dictionary the kernels cannot hold.
   GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictionary, int levels);
   ~GpuHistogrammer();
   GpuHistogrammer(const GpuHistogrammer&) = delete;
   GpuHistogrammer& operator=(const GpuHistogrammer&) = delete;
 
+  // `grey8`: CV_8UC1 in host memory, any row step (one 2-D copy uploads it).
   std::vector<float> histogram(const cv::Mat& grey8);
+  // An 8-bit grey image already in device memory (`pitch` bytes per row), e.g. a CUDA frame's Y plane.
+  std::vector<float> histogram_device(const uint8_t* grey, size_t pitch, int width, int height);
   // The intermediate results, downloaded (for tests): CV_32FC(filters) and CV_32SC1.
   cv::Mat responses(const cv::Mat& grey8);
   cv::Mat words(const cv::Mat& grey8);
+  // Milliseconds of the last image's filter-bank and words kernels (CUDA events; for benchmarks).
+  void last_stage_ms(float* filters, float* words) const;
 
  private:
   struct Impl;

@@ -1,5 +1,5 @@
-// The nearest-centre kernel shared by the bag-of-words words (gpu_histogram.cu) and k-means
-// (gpu_kmeans.cu): the CPU path's nearest_centers, bit for bit.
+// The nearest-centre kernel of k-means on the GPU (gpu_kmeans.cu): the CPU path's nearest_centers,
+// bit for bit. (The per-frame words use tensor cores instead: gpu_histogram.cu.)
 #pragma once
 #include <cstdint>
 

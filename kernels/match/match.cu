@@ -11,6 +11,7 @@
 // Fragment layouts: PTX ISA, "Matrix fragments for mma.m16n8k16 with floating point type" and
 // "ldmatrix".
 #include "common/gpu.h"
+#include "common/mma.cuh"
 #include "match/match.h"
 
 #include <cuda_fp16.h>
@@ -19,6 +20,12 @@
 
 namespace prism::match {
 namespace {
+
+using gpu::cp_async16;
+using gpu::cp_async_commit;
+using gpu::cp_async_wait_one;
+using gpu::ldmatrix_x4;
+using gpu::mma_16816;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;  // 8 beat 4 on the H100: 2.43 vs 2.41 M images/s
 constexpr int kRowsPerWarp = 32;        // two m16 tiles share every B fragment
@@ -62,49 +69,6 @@ __device__ __forceinline__ void merge(Top2& t, const Top2& o) {
 __device__ __forceinline__ Top2 shuffle_xor(const Top2& t, int mask) {
   return {__shfl_xor_sync(0xFFFFFFFFu, t.best, mask), __shfl_xor_sync(0xFFFFFFFFu, t.second, mask),
           __shfl_xor_sync(0xFFFFFFFFu, t.index, mask)};
-}
-
-__device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  __trap();  // match_cuda refuses GPUs before sm_80
-#endif
-}
-
-// Four 8x8 matrices of halves from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-#else
-  __trap();
-#endif
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_one() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group 1;\n" ::);
-#endif
 }
 
 // One staged chunk against the warp's 32 rows. kCheck: the image ends inside this chunk, so
