@@ -20,21 +20,26 @@ namespace {
 // ---- Filter bank -------------------------------------------------------------------------------
 
 constexpr int kMaxRadius = 15;           // 31 taps, the largest filter size
+constexpr int kMaxTaps = 32;             // taps padded with zeros to a multiple of 8
 constexpr int kMaxSizes = 16;            // 64 filters
 constexpr int kTileW = 32, kTileH = 64;  // output pixels per block
+constexpr int kRun = 8;                  // outputs per thread along the filter's direction, and taps per step
+constexpr int kWindow = 2 * kRun - 1;    // samples that 8 taps x 8 outputs read
 constexpr int kInW = kTileW + 2 * kMaxRadius, kInH = kTileH + 2 * kMaxRadius;
-constexpr int kInPitch = kInW + 1;       // 63 floats: the row pass walks rows across lanes, so rows start in distinct banks
+constexpr int kInPitch = kInW + 1;      // 63, odd: the row pass walks rows across lanes, so rows start in distinct banks
 constexpr int kRowPitch = kTileW + 1;    // 33: likewise for the row-pass planes
-constexpr int kRun = 8;                  // outputs per thread along the filter's direction
+// Shared memory: the input tile, then the 4 row-pass planes, then slack. The zero taps of a size's
+// last step read up to 7 samples past a row (into the next row or plane) and 7 rows past the last
+// plane (into the slack); all of it holds finite values, so those products add 0.
+constexpr int kSlack = kRun * kRowPitch;
 constexpr int kBankThreads = 128;
-constexpr size_t kBankSmem = sizeof(float) * (kInH * kInPitch + 4 * kInH * kRowPitch);
+constexpr size_t kBankSmem = sizeof(float) * (kInH * kInPitch + 4 * kInH * kRowPitch + kSlack);  // 74 KB: 3 blocks per SM
 
 enum Kernel1D { kGauss, kGauss2, kDeriv, kSmooth };
 
-// Every size's 1-D kernels, indexed by radius (a size's kernels depend on its radius only), so that
-// a template on the radius reads each tap at a constant address.
-struct BankTaps {
-  float tap[kMaxRadius + 1][4][2 * kMaxRadius + 1];
+// Each size's 1-D kernels, tap by tap as (g, g'', d, m), padded with zero taps to a multiple of 8.
+struct alignas(16) BankTaps {
+  float tap[kMaxSizes][kMaxTaps][4];
   int radius[kMaxSizes];
   int sizes;
 };
@@ -46,104 +51,109 @@ __device__ __forceinline__ int reflect101(int i, int n) {
   return i;
 }
 
-// The four responses of size index `si` (radius R) for the block's tile. `in`: the tile and its
-// border as floats; `rows`: 4 row-pass planes over the same rows.
-template <int R>
-__device__ __forceinline__ void filter_size(const BankTaps& t, const float* in, float* rows, int si, int x0, int y0, int W,
-                                            int H, float* out, int64_t plane) {
-  const float(&k)[4][2 * kMaxRadius + 1] = t.tap[R];
-  // Row pass over tile rows kMaxRadius - R .. kMaxRadius + kTileH + R - 1; lanes take consecutive rows.
-  constexpr int kRows = kTileH + 2 * R, kSegments = kTileW / kRun;
-  for (int task = threadIdx.x; task < kRows * kSegments; task += blockDim.x) {
-    const int row = kMaxRadius - R + task % kRows, seg = task / kRows;
-    const float* src = in + row * kInPitch + kMaxRadius - R + seg * kRun;
-    float acc[4][kRun] = {};
+// out[v] += taps[j].<kernel> * window[v + j] for 8 taps and 8 outputs (the caller picks the kernel).
+template <class Tap>
+__device__ __forceinline__ void slide8(float (&out)[kRun], const float (&window)[kWindow], const float4 (&taps)[kRun], Tap tap) {
 #pragma unroll
-    for (int i = 0; i < kRun + 2 * R; ++i) {
-      const float s = src[i];
+  for (int j = 0; j < kRun; ++j)
 #pragma unroll
-      for (int v = 0; v < kRun; ++v) {
-        const int j = i - v;  // the sample's tap for output v
-        if (j >= 0 && j <= 2 * R) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) acc[q][v] = fmaf(k[q][j], s, acc[q][v]);
-        }
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-#pragma unroll
-      for (int v = 0; v < kRun; ++v) rows[(q * kInH + row) * kRowPitch + seg * kRun + v] = acc[q][v];
-  }
-  __syncthreads();
-  // Column passes; lanes take consecutive columns, each thread a run of kRun rows.
-  constexpr int kGroups = kTileH / kRun;
-  for (int task = threadIdx.x; task < kTileW * kGroups; task += blockDim.x) {
-    const int col = task % kTileW, group = task / kTileW;
-    float g[kRun] = {}, log[kRun] = {}, sx[kRun] = {}, sy[kRun] = {};
-    const float* src = rows + (kMaxRadius - R + group * kRun) * kRowPitch + col;
-    constexpr int kPlane = kInH * kRowPitch;
-#pragma unroll
-    for (int i = 0; i < kRun + 2 * R; ++i) {
-      const float* r = src + i * kRowPitch;
-      const float pg = r[kGauss * kPlane], pg2 = r[kGauss2 * kPlane], pd = r[kDeriv * kPlane], pm = r[kSmooth * kPlane];
-#pragma unroll
-      for (int v = 0; v < kRun; ++v) {
-        const int j = i - v;
-        if (j >= 0 && j <= 2 * R) {
-          g[v] = fmaf(k[kGauss][j], pg, g[v]);
-          log[v] = fmaf(k[kGauss][j], pg2, fmaf(k[kGauss2][j], pg, log[v]));
-          sx[v] = fmaf(k[kSmooth][j], pd, sx[v]);
-          sy[v] = fmaf(k[kDeriv][j], pm, sy[v]);
-        }
-      }
-    }
-    const int x = x0 + col;
-#pragma unroll
-    for (int v = 0; v < kRun; ++v) {
-      const int y = y0 + group * kRun + v;
-      if (x < W && y < H) {
-        float* o = out + 4 * si * plane + static_cast<int64_t>(y) * W + x;
-        o[0] = g[v];
-        o[plane] = log[v];
-        o[2 * plane] = sx[v];
-        o[3 * plane] = sy[v];
-      }
-    }
-  }
-  __syncthreads();
+    for (int v = 0; v < kRun; ++v) out[v] = fmaf(tap(taps[j]), window[v + j], out[v]);
 }
 
-// Responses as planes: out[f * W * H + y * W + x].
+// Responses as planes: out[f * W * H + y * W + x]. Per size: the row pass of the four 1-D kernels
+// over the tile's rows and border into shared memory, then the five column passes. One loop body
+// serves every size (8 taps per step; the zero taps of the last step cost at most 7 FMAs per tap
+// row): fully unrolled code per size ran out of the instruction cache.
 __global__ void __launch_bounds__(kBankThreads) filter_bank_kernel(const uint8_t* grey, size_t pitch, int W, int H,
                                                                    const __grid_constant__ BankTaps t, float* out) {
   extern __shared__ float bank_smem[];
   float* in = bank_smem;
-  float* rows = bank_smem + kInH * kInPitch;
+  float* rows = in + kInH * kInPitch;  // [kernel][row][column]
   const int x0 = blockIdx.x * kTileW, y0 = blockIdx.y * kTileH;
-  for (int i = threadIdx.x; i < kInH * kInW; i += blockDim.x) {
-    const int ty = i / kInW, tx = i % kInW;
-    const int gy = reflect101(y0 - kMaxRadius + ty, H), gx = reflect101(x0 - kMaxRadius + tx, W);
-    in[ty * kInPitch + tx] = float(grey[static_cast<int64_t>(gy) * pitch + gx]) * (1.0f / 255.0f);
+  for (int i = threadIdx.x; i < kInH * kInPitch; i += blockDim.x) {
+    const int ty = i / kInPitch, tx = i % kInPitch;
+    float v = 0.f;  // the padding columns stay 0 (read by zero taps only)
+    if (tx < kInW) {
+      const int gy = reflect101(y0 - kMaxRadius + ty, H), gx = reflect101(x0 - kMaxRadius + tx, W);
+      v = float(grey[static_cast<int64_t>(gy) * pitch + gx]) * (1.0f / 255.0f);
+    }
+    in[i] = v;
   }
+  for (int i = threadIdx.x; i < 4 * kInH * kRowPitch + kSlack; i += blockDim.x) rows[i] = 0.f;  // finite everywhere
   __syncthreads();
   const int64_t plane = static_cast<int64_t>(W) * H;
   for (int si = 0; si < t.sizes; ++si) {
-    switch (t.radius[si]) {
-#define PRISM_FILTER_SIZE(R) \
-  case R: filter_size<R>(t, in, rows, si, x0, y0, W, H, out, plane); break;
-      PRISM_FILTER_SIZE(1) PRISM_FILTER_SIZE(2) PRISM_FILTER_SIZE(3) PRISM_FILTER_SIZE(4) PRISM_FILTER_SIZE(5)
-      PRISM_FILTER_SIZE(6) PRISM_FILTER_SIZE(7) PRISM_FILTER_SIZE(8) PRISM_FILTER_SIZE(9) PRISM_FILTER_SIZE(10)
-      PRISM_FILTER_SIZE(11) PRISM_FILTER_SIZE(12) PRISM_FILTER_SIZE(13) PRISM_FILTER_SIZE(14) PRISM_FILTER_SIZE(15)
-#undef PRISM_FILTER_SIZE
-      default: __trap();  // the constructor admits radii 1..15 only
+    const int R = t.radius[si], steps = (2 * R + kRun) / kRun;  // ceil((2R + 1) / 8)
+    const float4* k = reinterpret_cast<const float4*>(t.tap[si]);  // uniform: constant-bank loads
+    // Row pass over tile rows kMaxRadius - R .. kMaxRadius + kTileH + R - 1; lanes take consecutive rows.
+    const int row_count = kTileH + 2 * R, segments = kTileW / kRun;
+    for (int task = threadIdx.x; task < row_count * segments; task += blockDim.x) {
+      const int row = kMaxRadius - R + task % row_count, seg = task / row_count;
+      const float* src = in + row * kInPitch + kMaxRadius - R + seg * kRun;
+      float acc[4][kRun] = {};
+      for (int step = 0; step < steps; ++step) {
+        float window[kWindow];
+        float4 k8[kRun];
+#pragma unroll
+        for (int i = 0; i < kWindow; ++i) window[i] = src[step * kRun + i];
+#pragma unroll
+        for (int j = 0; j < kRun; ++j) k8[j] = k[step * kRun + j];
+        slide8(acc[kGauss], window, k8, [](float4 c) { return c.x; });
+        slide8(acc[kGauss2], window, k8, [](float4 c) { return c.y; });
+        slide8(acc[kDeriv], window, k8, [](float4 c) { return c.z; });
+        slide8(acc[kSmooth], window, k8, [](float4 c) { return c.w; });
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int v = 0; v < kRun; ++v) rows[(q * kInH + row) * kRowPitch + seg * kRun + v] = acc[q][v];
     }
+    __syncthreads();
+    // Column passes (G = g|g, LoG = g''|g + g|g'', Sobel x = d|m, Sobel y = m|d); lanes take
+    // consecutive columns, each thread a run of 8 rows.
+    for (int task = threadIdx.x; task < kTileW * (kTileH / kRun); task += blockDim.x) {
+      const int col = task % kTileW, group = task / kTileW;
+      float g[kRun] = {}, log[kRun] = {}, sx[kRun] = {}, sy[kRun] = {};
+      const float* src = rows + (kMaxRadius - R + group * kRun) * kRowPitch + col;
+      for (int step = 0; step < steps; ++step) {
+        float4 k8[kRun];
+#pragma unroll
+        for (int j = 0; j < kRun; ++j) k8[j] = k[step * kRun + j];
+        float window[kWindow];
+        auto load = [&](int q) {
+#pragma unroll
+          for (int i = 0; i < kWindow; ++i) window[i] = src[(q * kInH + step * kRun + i) * kRowPitch];
+        };
+        load(kGauss);
+        slide8(g, window, k8, [](float4 c) { return c.x; });
+        slide8(log, window, k8, [](float4 c) { return c.y; });
+        load(kGauss2);
+        slide8(log, window, k8, [](float4 c) { return c.x; });
+        load(kDeriv);
+        slide8(sx, window, k8, [](float4 c) { return c.w; });
+        load(kSmooth);
+        slide8(sy, window, k8, [](float4 c) { return c.z; });
+      }
+      const int x = x0 + col;
+#pragma unroll
+      for (int v = 0; v < kRun; ++v) {
+        const int y = y0 + group * kRun + v;
+        if (x < W && y < H) {
+          float* o = out + 4 * si * plane + static_cast<int64_t>(y) * W + x;
+          o[0] = g[v];
+          o[plane] = log[v];
+          o[2 * plane] = sx[v];
+          o[3 * plane] = sy[v];
+        }
+      }
+    }
+    __syncthreads();
   }
 }
 
 // ---- Words and counts --------------------------------------------------------------------------
 
-constexpr int kWordWarps = 4, kWordThreads = 32 * kWordWarps;
+constexpr int kWordWarps = 8, kWordThreads = 32 * kWordWarps;
 constexpr int kChunk = 32 * kWordWarps;  // pixels per block step: 32 per warp (two m16 tiles)
 constexpr int kXsPitch = kChunk + 4;     // 132 floats: the A-fragment gathers fall in distinct banks
 
@@ -172,11 +182,6 @@ __device__ __forceinline__ uint32_t pack_halves(float lo, float hi) {
 // up to a relative 2^-(23 - bits) of the distance, which the exact re-scoring absorbs.
 __device__ __forceinline__ float with_index(float v, int index, unsigned mask) {
   return __int_as_float((__float_as_int(v) & ~mask) | index);
-}
-
-__device__ __forceinline__ void push_top2(float (&top)[2], float key) {
-  top[1] = fminf(top[1], fmaxf(top[0], key));
-  top[0] = fminf(top[0], key);
 }
 
 template <int KSteps>
@@ -210,27 +215,44 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
         A[m][h][2] = pack_halves(x(k0 + 8, p0), x(k0 + 9, p0));
         A[m][h][3] = pack_halves(x(k0 + 8, p1), x(k0 + 9, p1));
       }
-    float top[2][2][2];  // [m tile][row r, r + 8][best, second]
+    // Per row, the best (distance, word) among the thread's even and among its odd columns: one
+    // LOP3 and one min per distance. The row's 8 buckets (4 lanes x 2) give its top-2 below; that
+    // loses the second-nearest only when it shares the nearest's bucket.
+    float best[2][2][2];  // [m tile][row r, r + 8][even, odd column]
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) top[m][h][0] = top[m][h][1] = FLT_MAX;
-    for (int t = 0; t < a.tiles; ++t) {
-      const float2 cn = norms[t * 4 + q];
-      float acc[2][4] = {{cn.x, cn.y, cn.x, cn.y}, {cn.x, cn.y, cn.x, cn.y}};
+      for (int h = 0; h < 2; ++h) best[m][h][0] = best[m][h][1] = FLT_MAX;
+    // Two tiles of 8 words per step (a.tiles is even), so that one tile's mma.sync overlap the other's
+    // min chains.
+    for (int t = 0; t < a.tiles; t += 2) {
+      float acc[2][2][4];  // [tile][m tile][fragment]
+      uint2 b[2][KSteps];
 #pragma unroll
-      for (int h = 0; h < KSteps; ++h) {
-        const uint2 b = frags[(t * KSteps + h) * 32 + lane];
-        gpu::mma_16816(acc[0], A[0][h], b.x, b.y);
-        gpu::mma_16816(acc[1], A[1][h], b.x, b.y);
+      for (int u = 0; u < 2; ++u) {
+        const float2 cn = norms[(t + u) * 4 + q];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) acc[u][m][0] = acc[u][m][2] = cn.x, acc[u][m][1] = acc[u][m][3] = cn.y;
+#pragma unroll
+        for (int h = 0; h < KSteps; ++h) b[u][h] = frags[((t + u) * KSteps + h) * 32 + lane];
       }
-      const int word = t * 8 + 2 * q;
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        push_top2(top[m][0], with_index(acc[m][0], word, a.index_mask));
-        push_top2(top[m][0], with_index(acc[m][1], word + 1, a.index_mask));
-        push_top2(top[m][1], with_index(acc[m][2], word, a.index_mask));
-        push_top2(top[m][1], with_index(acc[m][3], word + 1, a.index_mask));
+      for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int h = 0; h < KSteps; ++h) {
+          gpu::mma_16816(acc[u][0], A[0][h], b[u][h].x, b[u][h].y);
+          gpu::mma_16816(acc[u][1], A[1][h], b[u][h].x, b[u][h].y);
+        }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int word = (t + u) * 8 + 2 * q;
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          best[m][0][0] = fminf(best[m][0][0], with_index(acc[u][m][0], word, a.index_mask));
+          best[m][0][1] = fminf(best[m][0][1], with_index(acc[u][m][1], word + 1, a.index_mask));
+          best[m][1][0] = fminf(best[m][1][0], with_index(acc[u][m][2], word, a.index_mask));
+          best[m][1][1] = fminf(best[m][1][1], with_index(acc[u][m][3], word + 1, a.index_mask));
+        }
       }
     }
     // The four lanes of a row merge their top-2; lane q = 0 hands each row's two words to its pixel's lane.
@@ -238,7 +260,7 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float(&tp)[2] = top[m][h];
+        float tp[2] = {fminf(best[m][h][0], best[m][h][1]), fmaxf(best[m][h][0], best[m][h][1])};
 #pragma unroll
         for (int mask = 1; mask <= 2; mask <<= 1) {
           const float o0 = __shfl_xor_sync(0xFFFFFFFFu, tp[0], mask), o1 = __shfl_xor_sync(0xFFFFFFFFu, tp[1], mask);
@@ -261,11 +283,16 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
       for (int c = 0; c < 2; ++c) {
         const int w = warp_candidates[2 * lane + c];
         if (w >= a.k) continue;
-        const float* centre = a.dictionary + static_cast<int64_t>(w) * a.d;
+        const float4* centre = reinterpret_cast<const float4*>(a.dictionary + static_cast<int64_t>(w) * a.d);
         float s = 0.f;
-        for (int j = 0; j < a.d; ++j) {
-          const float diff = __fsub_rn(xs[j * kXsPitch + pixel], __ldg(centre + j));
-          s = __fadd_rn(s, __fmul_rn(diff, diff));
+        for (int j = 0; j < a.d; j += 4) {  // d = 4 x sizes
+          const float4 c4 = __ldg(centre + j / 4);
+          const float c[4] = {c4.x, c4.y, c4.z, c4.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float diff = __fsub_rn(xs[(j + e) * kXsPitch + pixel], c[e]);
+            s = __fadd_rn(s, __fmul_rn(diff, diff));
+          }
         }
         if (s < best_d || (s == best_d && w < best)) best_d = s, best = w;
       }
@@ -325,10 +352,10 @@ BankTaps bank_taps(const FilterBank& bank) {
     const int taps = int(G[0].x.size()), radius = taps / 2;
     if (!shaped || taps % 2 == 0 || radius < 1 || radius > kMaxRadius)
       throw std::invalid_argument("GpuHistogrammer: filter size " + std::to_string(taps) + " is not of the bank's form");
-    const std::vector<float>* kernels[4] = {&G[0].x, &L[0].x, &X[0].x, &X[0].y};
+    const std::vector<float>* kernels[4] = {&G[0].x, &L[0].x, &X[0].x, &X[0].y};  // g, g'', d, m
     for (int q = 0; q < 4; ++q) {
       if (int(kernels[q]->size()) != taps) throw std::invalid_argument("GpuHistogrammer: 1-D kernels of unequal length");
-      std::copy(kernels[q]->begin(), kernels[q]->end(), t.tap[radius][q]);
+      for (int j = 0; j < taps; ++j) t.tap[si][j][q] = (*kernels[q])[j];
     }
     t.radius[si] = radius;
   }
@@ -461,7 +488,7 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
   // The dictionary as B fragments of -2 (c - mean) and the norms ||c - mean||^2 (centring keeps the
   // FP16 products small next to the distances).
   const int d = m.filters, ksteps = (d + 15) / 16;
-  m.tiles = (m.k + 7) / 8;
+  m.tiles = (m.k + 15) / 16 * 2;  // even: the kernel takes two tiles per step
   int bits = 0;
   while ((1 << bits) < m.tiles * 8) ++bits;
   m.index_mask = (1u << bits) - 1;
