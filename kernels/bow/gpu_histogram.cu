@@ -24,14 +24,15 @@ constexpr int kMaxTaps = 32;             // taps padded with zeros to a multiple
 constexpr int kMaxSizes = 16;            // 64 filters
 constexpr int kTileW = 32, kTileH = 64;  // output pixels per block
 constexpr int kRun = 8;                  // outputs per thread along the filter's direction, and taps per step
-constexpr int kWindow = 2 * kRun - 1;    // samples that 8 taps x 8 outputs read
+constexpr int kColumnRun = 16;           // the column pass's run: 4 planes are read per step, so a longer run
+                                         // keeps it under the shared-memory bandwidth
 constexpr int kInW = kTileW + 2 * kMaxRadius, kInH = kTileH + 2 * kMaxRadius;
 constexpr int kInPitch = kInW + 1;      // 63, odd: the row pass walks rows across lanes, so rows start in distinct banks
 constexpr int kRowPitch = kTileW + 1;    // 33: likewise for the row-pass planes
 // Shared memory: the input tile, then the 4 row-pass planes, then slack. The zero taps of a size's
 // last step read up to 7 samples past a row (into the next row or plane) and 7 rows past the last
 // plane (into the slack); all of it holds finite values, so those products add 0.
-constexpr int kSlack = kRun * kRowPitch;
+constexpr int kSlack = kRun * kRowPitch;  // (the column pass's last row read: 15 - R + 48 + 2R + 22 = 85 + R)
 constexpr int kBankThreads = 128;
 constexpr size_t kBankSmem = sizeof(float) * (kInH * kInPitch + 4 * kInH * kRowPitch + kSlack);  // 74 KB: 3 blocks per SM
 
@@ -52,12 +53,12 @@ __device__ __forceinline__ int reflect101(int i, int n) {
 }
 
 // out[v] += taps[j].<kernel> * window[v + j] for 8 taps and 8 outputs (the caller picks the kernel).
-template <class Tap>
-__device__ __forceinline__ void slide8(float (&out)[kRun], const float (&window)[kWindow], const float4 (&taps)[kRun], Tap tap) {
+template <int N, class Tap>
+__device__ __forceinline__ void slide8(float (&out)[N], const float (&window)[N + kRun - 1], const float4 (&taps)[kRun], Tap tap) {
 #pragma unroll
   for (int j = 0; j < kRun; ++j)
 #pragma unroll
-    for (int v = 0; v < kRun; ++v) out[v] = fmaf(tap(taps[j]), window[v + j], out[v]);
+    for (int v = 0; v < N; ++v) out[v] = fmaf(tap(taps[j]), window[v + j], out[v]);
 }
 
 // Responses as planes: out[f * W * H + y * W + x]. Per size: the row pass of the four 1-D kernels
@@ -92,10 +93,10 @@ __global__ void __launch_bounds__(kBankThreads) filter_bank_kernel(const uint8_t
       const float* src = in + row * kInPitch + kMaxRadius - R + seg * kRun;
       float acc[4][kRun] = {};
       for (int step = 0; step < steps; ++step) {
-        float window[kWindow];
+        float window[2 * kRun - 1];
         float4 k8[kRun];
 #pragma unroll
-        for (int i = 0; i < kWindow; ++i) window[i] = src[step * kRun + i];
+        for (int i = 0; i < 2 * kRun - 1; ++i) window[i] = src[step * kRun + i];
 #pragma unroll
         for (int j = 0; j < kRun; ++j) k8[j] = k[step * kRun + j];
         slide8(acc[kGauss], window, k8, [](float4 c) { return c.x; });
@@ -110,19 +111,19 @@ __global__ void __launch_bounds__(kBankThreads) filter_bank_kernel(const uint8_t
     }
     __syncthreads();
     // Column passes (G = g|g, LoG = g''|g + g|g'', Sobel x = d|m, Sobel y = m|d); lanes take
-    // consecutive columns, each thread a run of 8 rows.
-    for (int task = threadIdx.x; task < kTileW * (kTileH / kRun); task += blockDim.x) {
+    // consecutive columns, each thread a run of 16 rows.
+    for (int task = threadIdx.x; task < kTileW * (kTileH / kColumnRun); task += blockDim.x) {
       const int col = task % kTileW, group = task / kTileW;
-      float g[kRun] = {}, log[kRun] = {}, sx[kRun] = {}, sy[kRun] = {};
-      const float* src = rows + (kMaxRadius - R + group * kRun) * kRowPitch + col;
+      float g[kColumnRun] = {}, log[kColumnRun] = {}, sx[kColumnRun] = {}, sy[kColumnRun] = {};
+      const float* src = rows + (kMaxRadius - R + group * kColumnRun) * kRowPitch + col;
       for (int step = 0; step < steps; ++step) {
         float4 k8[kRun];
 #pragma unroll
         for (int j = 0; j < kRun; ++j) k8[j] = k[step * kRun + j];
-        float window[kWindow];
+        float window[kColumnRun + kRun - 1];
         auto load = [&](int q) {
 #pragma unroll
-          for (int i = 0; i < kWindow; ++i) window[i] = src[(q * kInH + step * kRun + i) * kRowPitch];
+          for (int i = 0; i < kColumnRun + kRun - 1; ++i) window[i] = src[(q * kInH + step * kRun + i) * kRowPitch];
         };
         load(kGauss);
         slide8(g, window, k8, [](float4 c) { return c.x; });
@@ -136,8 +137,8 @@ __global__ void __launch_bounds__(kBankThreads) filter_bank_kernel(const uint8_t
       }
       const int x = x0 + col;
 #pragma unroll
-      for (int v = 0; v < kRun; ++v) {
-        const int y = y0 + group * kRun + v;
+      for (int v = 0; v < kColumnRun; ++v) {
+        const int y = y0 + group * kColumnRun + v;
         if (x < W && y < H) {
           float* o = out + 4 * si * plane + static_cast<int64_t>(y) * W + x;
           o[0] = g[v];
@@ -155,6 +156,7 @@ __global__ void __launch_bounds__(kBankThreads) filter_bank_kernel(const uint8_t
 
 constexpr int kWordWarps = 8, kWordThreads = 32 * kWordWarps;
 constexpr int kChunk = 32 * kWordWarps;  // pixels per block step: 32 per warp (two m16 tiles)
+constexpr int kTilesPerStep = 4;        // tiles of 8 words per loop step
 constexpr int kXsPitch = kChunk + 4;     // 132 floats: the A-fragment gathers fall in distinct banks
 
 struct WordsArgs {
@@ -198,6 +200,8 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
   for (int i = threadIdx.x; i < kDims; i += blockDim.x) mean[i] = i < a.d ? a.mean[i] : 0.f;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane & 3, r = lane >> 2;
   int* warp_candidates = candidates + warp * 64;
+  // (Staging the next chunk with cp.async during this one's work measured no faster on the H100:
+  // three blocks per SM already cover the loads.)
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kChunk; base < a.n; base += static_cast<int64_t>(gridDim.x) * kChunk) {
     __syncthreads();  // the previous chunk's responses are no longer read
     const int64_t mine = base + threadIdx.x;
@@ -223,13 +227,13 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) best[m][h][0] = best[m][h][1] = FLT_MAX;
-    // Two tiles of 8 words per step (a.tiles is even), so that one tile's mma.sync overlap the other's
-    // min chains.
-    for (int t = 0; t < a.tiles; t += 2) {
-      float acc[2][2][4];  // [tile][m tile][fragment]
-      uint2 b[2][KSteps];
+    // kTilesPerStep tiles of 8 words per step (a.tiles is a multiple), so that the tiles' mma.sync
+    // and min chains overlap.
+    for (int t = 0; t < a.tiles; t += kTilesPerStep) {
+      float acc[kTilesPerStep][2][4];  // [tile][m tile][fragment]
+      uint2 b[kTilesPerStep][KSteps];
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < kTilesPerStep; ++u) {
         const float2 cn = norms[(t + u) * 4 + q];
 #pragma unroll
         for (int m = 0; m < 2; ++m) acc[u][m][0] = acc[u][m][2] = cn.x, acc[u][m][1] = acc[u][m][3] = cn.y;
@@ -237,14 +241,14 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
         for (int h = 0; h < KSteps; ++h) b[u][h] = frags[((t + u) * KSteps + h) * 32 + lane];
       }
 #pragma unroll
-      for (int u = 0; u < 2; ++u)
+      for (int u = 0; u < kTilesPerStep; ++u)
 #pragma unroll
         for (int h = 0; h < KSteps; ++h) {
           gpu::mma_16816(acc[u][0], A[0][h], b[u][h].x, b[u][h].y);
           gpu::mma_16816(acc[u][1], A[1][h], b[u][h].x, b[u][h].y);
         }
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < kTilesPerStep; ++u) {
         const int word = (t + u) * 8 + 2 * q;
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
@@ -488,7 +492,7 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
   // The dictionary as B fragments of -2 (c - mean) and the norms ||c - mean||^2 (centring keeps the
   // FP16 products small next to the distances).
   const int d = m.filters, ksteps = (d + 15) / 16;
-  m.tiles = (m.k + 15) / 16 * 2;  // even: the kernel takes two tiles per step
+  m.tiles = (m.k + 8 * kTilesPerStep - 1) / (8 * kTilesPerStep) * kTilesPerStep;  // whole steps of the kernel
   int bits = 0;
   while ((1 << bits) < m.tiles * 8) ++bits;
   m.index_mask = (1u << bits) - 1;
