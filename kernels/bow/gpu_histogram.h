@@ -7,18 +7,12 @@
 //   tile's rows into shared memory, then the five column passes give that size's four responses
 //   (G = g|g, LoG = g''|g + g|g'', Sobel x = d|m, Sobel y = m|d), written as float planes. Each thread
 //   slides a run of outputs (8 in the row pass, 16 in the column pass) over 8 taps per step; one
-//   looped body serves every size (taps zero-padded to a multiple of 8). The sums run in another order than cv::sepFilter2D's, so
-//   responses agree to float rounding, not bits.
-// - Words and counts (tensor cores, the "matrix product plus a fused argmin"): per 32
-//   pixels a warp holds (x - mean) as FP16 A fragments and streams the dictionary's FP16 B fragments
-//   from shared memory; mma.sync m16n8k16 starts from ||c - mean||^2 and accumulates -2 (x - mean).c
-//   in FP32, so each accumulator is ||x - c||^2 - ||x - mean||^2 up to FP16 rounding. The word index is
-//   packed into the low mantissa bits, and each thread keeps the best of its even and of its odd
-//   columns per row (one LOP3 and one min per distance); the row's 8 buckets give its top-2. The two candidates are then re-scored with the CPU path's exact float sequence
-//   (t = x - c, s += t * t, no FMA) and the nearer taken (ties: lower index). The word equals the
-//   CPU's nearest_centers on the same responses unless the true nearest word was outside the FP16
-//   top-2 (or the second-nearest shared the nearest's bucket): then the two are a near tie. Each pixel adds 1 to its finest pyramid cell's count
-//   (integer atomics: deterministic); coarser levels are summed on the host.
+//   looped body serves every size (taps zero-padded to a multiple of 8). The sums run in another
+//   order than cv::sepFilter2D's, so responses agree to float rounding, not bits.
+// - Words and counts: GpuWords (gpu_words.h) in its fast mode, tensor cores with an exact re-score
+//   of the FP16 top-2: the word equals the CPU's nearest_centers on the same responses except at
+//   near ties. Each pixel adds 1 to its finest pyramid cell's count (integer atomics:
+//   deterministic); coarser levels are summed on the host.
 // Buffers are allocated for the largest image seen and reused; one stream per instance. Needs an
 // sm_80 or newer GPU (mma.sync).
 #pragma once

@@ -30,6 +30,8 @@ struct KMeansResult {
   double inertia = 0;       // sum of squared distances to the assigned centres, after the last update
   int reseeded = 0;         // empty clusters re-seeded over all iterations
   bool converged = false;   // stopped by `tolerance` or no change, not by max_iterations
+  int64_t rescanned = 0;    // kmeans_cuda: assignments the tensor cores' FP16 screen could not
+                            // certify, found by an exact scan instead (of iterations x points)
 };
 
 // Called after each iteration (for progress).
@@ -47,10 +49,11 @@ cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed);
 KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress = {});
 
 #if defined(PRISM_HAVE_CUDA)
-// The same on the GPU: the assignment, the means and the distances run on the device with the CPU
-// path's arithmetic (separately rounded float distances in dimension order; sums in point order
-// in double), the seeding and the bookkeeping on the host. The same result as kmeans(), bit for
-// bit. Throws gpu::CudaError without a usable GPU.
+// The same on the GPU: the assignment (tensor cores, certified: see gpu_words.h), the means and
+// the distances run on the device and give the CPU path's values (separately rounded float
+// distances in dimension order; sums in point order in double); the seeding and the bookkeeping
+// run on the host. The same result as kmeans(), bit for bit. Throws gpu::CudaError without a
+// usable sm_80 or newer GPU.
 KMeansResult kmeans_cuda(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress = {});
 #endif
 

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -110,8 +111,9 @@ TEST(BowGpu, FilterBankWordsAndHistogramsMatchTheCpuPath) {
   cudaFree(device);
 }
 
-// k-means on the GPU is the CPU's k-means, bit for bit: centres, labels, inertia, iterations, on
-// filter-response samples and on a set that leaves clusters empty.
+// k-means on the GPU (tensor-core assignment with a certified FP16 screen) is the CPU's k-means,
+// bit for bit: centres, labels, inertia, iterations, on filter-response samples, on values too
+// large for FP16 and on a set that leaves clusters empty (ties everywhere).
 TEST(BowGpu, KMeansEqualsTheCpuPathBitForBit) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -133,6 +135,21 @@ TEST(BowGpu, KMeansEqualsTheCpuPathBitForBit) {
   EXPECT_EQ(g.inertia, c.inertia);
   EXPECT_EQ(g.labels, c.labels);
   EXPECT_EQ(cv::norm(g.centers, c.centers, cv::NORM_INF), 0.0);
+  // The tensor cores' certified screen assigns most points; the exact scan takes the rest.
+  EXPECT_LT(g.rescanned, int64_t(samples.rows) * g.iterations / 2);
+  std::printf("k-means on the GPU: %lld of %lld assignments re-scanned exactly\n", (long long)g.rescanned,
+              (long long)samples.rows * g.iterations);
+  // Values beyond FP16's range: nothing can be screened, every assignment is re-scanned, and the
+  // result is still the CPU's.
+  cv::Mat huge = samples.rowRange(0, 3000) * 1e9;
+  bow::KMeansParams hp = p;
+  hp.k = 16;
+  hp.max_iterations = 5;
+  const bow::KMeansResult ch = bow::kmeans(huge, hp), gh = bow::kmeans_cuda(huge, hp);
+  EXPECT_EQ(gh.rescanned, int64_t(huge.rows) * gh.iterations);
+  EXPECT_EQ(gh.labels, ch.labels);
+  EXPECT_EQ(gh.inertia, ch.inertia);
+  EXPECT_EQ(cv::norm(gh.centers, ch.centers, cv::NORM_INF), 0.0);
   // 9 identical points and 3 others with k = 6: clusters go empty and are re-seeded the same way.
   cv::Mat dup = cv::Mat::zeros(12, 32, CV_32F);
   dup.at<float>(9, 0) = 5.f;
