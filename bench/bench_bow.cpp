@@ -107,6 +107,14 @@ int main(int argc, char** argv) {
   };
   if (gpu::available()) row("GPU (ours): k-means iteration, 300,000 x 32, k = 500", iteration_ms(true), "iterations");
   row("CPU (ours): k-means iteration, 300,000 x 32, k = 500", iteration_ms(false), "iterations");
+  {
+    bow::KMeansParams kp;
+    kp.k = k;
+    kp.max_iterations = 0;  // the seeding alone (with the points' upload on the GPU)
+    if (gpu::available())
+      row("GPU (ours): k-means++ seeding, 300,000 x 32, k = 500", bench::time_host_ms(3, [&] { bow::kmeans_cuda(samples, kp); }, true), "runs");
+    row("CPU (ours): k-means++ seeding, 300,000 x 32, k = 500", bench::time_host_ms(1, [&] { bow::kmeans_pp_seeds(samples, k, 1); }, false), "runs");
+  }
   row("OpenCV cv::kmeans, 1 iteration, 300,000 x 32, k = 500", bench::time_host_ms(3, [&] {
         cv::Mat l, c;
         cv::kmeans(samples, k, l, cv::TermCriteria(cv::TermCriteria::COUNT, 1, 0), 1, cv::KMEANS_RANDOM_CENTERS, c);

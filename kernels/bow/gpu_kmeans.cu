@@ -1,11 +1,13 @@
-// k-means on the GPU (kmeans.h): Lloyd's steps as kernels, the bookkeeping (changed labels, empty
-// clusters, convergence) on the host in detail::lloyd, shared with the CPU path.
+// k-means on the GPU (kmeans.h): the k-means++ seeding and Lloyd's steps as kernels, the
+// bookkeeping (changed labels, empty clusters, convergence) on the host in detail::lloyd, shared
+// with the CPU path.
+// - seeding: seed_weights_kernel and seed_pick_kernel per seed, the CPU's sums and draw;
 // - assign: GpuWords in its exact mode, the tensor-core matrix product plus a fused argmin, with
 //   the FP16 screen certified and near ties re-scanned exactly, so labels and distances are the
 //   CPU's nearest_centers' own, bit for bit;
-// - update: the points sorted by label on the host (a counting sort, stable), then one thread per
-//   (cluster, dimension) sums its members in point order in double - the CPU's order, so the same
-//   bits - and divides by the count;
+// - update: the points sorted by label on the host (a counting sort, stable), then one warp per
+//   cluster sums its members in point order in double - the CPU's order, so the same bits - and
+//   divides by the count;
 // - distances to the assigned centres, as the CPU computes them.
 #include <algorithm>
 #include <memory>
@@ -14,20 +16,31 @@
 
 #include "bow/kmeans.h"
 #include "bow/gpu_words.h"
+#include "bow/kmeans_pp.h"
 #include "common/gpu.h"
 
 namespace prism::bow {
 
 namespace {
 
+// One warp per cluster, lanes over dimensions: eight members' rows are loaded ahead of the
+// in-order double sum, which is the CPU's (s += x in point order), so the means are its bits.
 __global__ void update_kernel(const float* points, int d, const int* order, const int* offsets, int k, float* centers) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= k * d) return;
-  const int c = t / d, j = t % d;
-  double s = 0.0;
-  for (int i = offsets[c]; i < offsets[c + 1]; ++i) s += points[static_cast<int64_t>(order[i]) * d + j];
-  const int count = offsets[c + 1] - offsets[c];
-  centers[t] = float(s / count);
+  const int c = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (c >= k) return;
+  const int begin = offsets[c], end = offsets[c + 1];
+  for (int j = lane; j - lane < d; j += 32) {
+    double s = 0.0;
+    for (int i = begin; i < end; i += 8) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = i + u < end && j < d ? points[static_cast<int64_t>(order[i + u]) * d + j] : 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (i + u < end) s += v[u];
+    }
+    if (j < d) centers[c * d + j] = float(s / (end - begin));
+  }
 }
 
 __global__ void assigned_distance_kernel(const float* points, int n, int d, const float* centers, const int* labels,
@@ -42,6 +55,88 @@ __global__ void assigned_distance_kernel(const float* points, int n, int d, cons
     s = __fadd_rn(s, __fmul_rn(diff, diff));
   }
   distances[p] = s;
+}
+
+// The points dimension-major, as the words and seeding kernels read them.
+__global__ void transpose_kernel(const float* points, int n, int d, float* planes) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  for (int j = 0; j < d; ++j) planes[static_cast<int64_t>(j) * n + i] = points[static_cast<int64_t>(i) * d + j];
+}
+
+// k-means++ on the device, one launch pair per seed and no host sync until the end (kmeans_pp.h):
+// each point's weight becomes min(weight, its float distance to the newest seed) in double, and
+// each block of 1024 points sums them per chunk and block in order; one thread then walks the
+// sums to the next seed with the CPU's code.
+__global__ void __launch_bounds__(detail::kSeedBlock) seed_weights_kernel(const float* planes, int n, int d, const int* chosen,
+                                                                         bool first, double* weights, double* chunk_sums,
+                                                                         double* block_sums) {
+  constexpr int kChunksPerBlock = detail::kSeedBlock / detail::kSeedChunk;
+  __shared__ float centre[64];
+  __shared__ double w[kChunksPerBlock * (detail::kSeedChunk + 1)];  // padded rows: the chunk sums read distinct banks
+  __shared__ double sums[kChunksPerBlock];
+  const int seed = *chosen;
+  if (threadIdx.x < d) centre[threadIdx.x] = planes[static_cast<int64_t>(threadIdx.x) * n + seed];
+  __syncthreads();
+  const int i = blockIdx.x * detail::kSeedBlock + threadIdx.x;
+  double v = 0;
+  if (i < n) {
+    float s = 0.f;
+    for (int j = 0; j < d; ++j) {
+      const float diff = __fsub_rn(planes[static_cast<int64_t>(j) * n + i], centre[j]);
+      s = __fadd_rn(s, __fmul_rn(diff, diff));
+    }
+    v = first ? double(s) : fmin(weights[i], double(s));
+    weights[i] = v;
+  }
+  w[(threadIdx.x / detail::kSeedChunk) * (detail::kSeedChunk + 1) + threadIdx.x % detail::kSeedChunk] = v;
+  __syncthreads();
+  const int chunks = (n + detail::kSeedChunk - 1) / detail::kSeedChunk, q = blockIdx.x * kChunksPerBlock + threadIdx.x;
+  if (threadIdx.x < kChunksPerBlock && q < chunks) {
+    double sum = 0;
+    for (int e = 0; e < detail::kSeedChunk && q * detail::kSeedChunk + e < n; ++e) sum += w[threadIdx.x * (detail::kSeedChunk + 1) + e];
+    sums[threadIdx.x] = sum;
+    chunk_sums[q] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double block = 0;
+    for (int e = 0; e < kChunksPerBlock && blockIdx.x * kChunksPerBlock + e < chunks; ++e) block += sums[e];
+    block_sums[blockIdx.x] = block;
+  }
+}
+
+// The draw with kmeans_pp.h's code, one thread walking each level after the block stages it in
+// shared memory (a lone thread's chain of global loads would take ~100 us per seed).
+constexpr int kPickThreads = 1024, kPickStagedBlocks = 4096;  // block sums staged for n <= 4M points
+__global__ void __launch_bounds__(kPickThreads) seed_pick_kernel(const double* weights, const double* chunk_sums,
+                                                                 const double* block_sums, int n, const double* u,
+                                                                 const int* previous, int* next) {
+  __shared__ double staged_blocks[kPickStagedBlocks];
+  __shared__ double staged_chunks[detail::kSeedBlock / detail::kSeedChunk];
+  __shared__ double staged_weights[detail::kSeedBlock];
+  __shared__ double acc, target;
+  __shared__ int block;
+  const int blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
+  const bool stage = blocks <= kPickStagedBlocks;
+  if (stage)
+    for (int b = threadIdx.x; b < blocks; b += blockDim.x) staged_blocks[b] = block_sums[b];
+  __syncthreads();
+  if (threadIdx.x == 0) block = detail::kmeans_pp_block(stage ? staged_blocks : block_sums, blocks, *u, &acc, &target);
+  __syncthreads();
+  if (block < 0) {
+    if (threadIdx.x == 0) *next = (*previous + 1) % n;
+    return;
+  }
+  const int first = block * detail::kSeedBlock, count = min(n - first, detail::kSeedBlock);
+  if (threadIdx.x < (count + detail::kSeedChunk - 1) / detail::kSeedChunk)
+    staged_chunks[threadIdx.x] = chunk_sums[block * (detail::kSeedBlock / detail::kSeedChunk) + threadIdx.x];
+  if (threadIdx.x < count) staged_weights[threadIdx.x] = weights[first + threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int i = detail::kmeans_pp_in_block(staged_chunks, staged_weights, count, acc, target);
+    *next = i >= 0 ? first + i : detail::kmeans_pp_fallback(weights, n, *previous);
+  }
 }
 
 class GpuSteps : public detail::LloydSteps {
@@ -63,10 +158,9 @@ class GpuSteps : public detail::LloydSteps {
     d_offsets_ = gpu::device_alloc<int>(k_ + 1);
     PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_labels_), sizeof(int) * n_));
     PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_dist_), sizeof(float) * n_));
-    PRISM_CUDA_CHECK(cudaMemcpy(d_points_, points.ptr<float>(), sizeof(float) * n_ * d_, cudaMemcpyHostToDevice));
-    cv::Mat planes;  // dimension-major, as the words kernel reads its vectors
-    cv::transpose(points, planes);
-    PRISM_CUDA_CHECK(cudaMemcpy(d_planes_, planes.ptr<float>(), sizeof(float) * n_ * d_, cudaMemcpyHostToDevice));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_points_, points.ptr<float>(), sizeof(float) * n_ * d_, cudaMemcpyHostToDevice, stream_));
+    transpose_kernel<<<(n_ + 255) / 256, 256, 0, stream_>>>(d_points_, n_, d_, d_planes_);
+    PRISM_CUDA_CHECK(cudaGetLastError());
   }
   ~GpuSteps() override {
     words_.reset();
@@ -100,7 +194,7 @@ class GpuSteps : public detail::LloydSteps {
     std::copy(order_.begin(), order_.end(), h_labels_);  // (pinned staging for the uploads)
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_order_, h_labels_, sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_offsets_, offsets_.data(), sizeof(int) * (k_ + 1), cudaMemcpyHostToDevice, stream_));
-    update_kernel<<<(k_ * d_ + 127) / 128, 128, 0, stream_>>>(d_points_, d_, d_order_, d_offsets_, k_, d_centers_);
+    update_kernel<<<(k_ + 3) / 4, 128, 0, stream_>>>(d_points_, d_, d_order_, d_offsets_, k_, d_centers_);
     PRISM_CUDA_CHECK(cudaGetLastError());
     PRISM_CUDA_CHECK(cudaMemcpyAsync(centers.ptr<float>(), d_centers_, sizeof(float) * k_ * d_, cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -119,6 +213,33 @@ class GpuSteps : public detail::LloydSteps {
   }
 
   int64_t rescanned() const { return words_->rescanned(); }
+
+  cv::Mat seeds(const cv::Mat& points, int k, uint64_t seed) override {
+    std::vector<double> u;
+    std::vector<int> chosen(k);
+    chosen[0] = detail::kmeans_pp_draws(seed, n_, k, u);
+    const int blocks = (n_ + detail::kSeedBlock - 1) / detail::kSeedBlock;
+    double* d_weights = gpu::device_alloc<double>(n_);
+    double* d_chunk_sums = gpu::device_alloc<double>((n_ + detail::kSeedChunk - 1) / detail::kSeedChunk);
+    double* d_block_sums = gpu::device_alloc<double>(blocks);
+    double* d_u = gpu::device_alloc<double>(k);
+    int* d_chosen = gpu::device_alloc<int>(k);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_u, u.data(), sizeof(double) * k, cudaMemcpyHostToDevice, stream_));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_chosen, chosen.data(), sizeof(int), cudaMemcpyHostToDevice, stream_));
+    for (int c = 0; c < k; ++c) {
+      seed_weights_kernel<<<blocks, detail::kSeedBlock, 0, stream_>>>(d_planes_, n_, d_, d_chosen + c, c == 0, d_weights,
+                                                                     d_chunk_sums, d_block_sums);
+      if (c + 1 == k) break;
+      seed_pick_kernel<<<1, kPickThreads, 0, stream_>>>(d_weights, d_chunk_sums, d_block_sums, n_, d_u + c + 1, d_chosen + c, d_chosen + c + 1);
+    }
+    PRISM_CUDA_CHECK(cudaGetLastError());
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(chosen.data(), d_chosen, sizeof(int) * k, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (void* p : {(void*)d_weights, (void*)d_chunk_sums, (void*)d_block_sums, (void*)d_u, (void*)d_chosen}) cudaFree(p);
+    cv::Mat centers(k, d_, CV_32F);
+    for (int c = 0; c < k; ++c) points.row(chosen[c]).copyTo(centers.row(c));
+    return centers;
+  }
 
  private:
   int n_, d_, k_;

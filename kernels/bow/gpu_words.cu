@@ -36,6 +36,7 @@ struct WordsArgs {
   int* words;               // per vector; null: none
   float* distances;         // per vector; null: none
   // Exact mode: the certificate's inputs and the list of vectors it leaves to the exact scan.
+  float scale, inv_scale;   // a power of two: the FP16 values are scale (x - mean), -2 scale (c - mean)
   float cmax;               // max ||c - mean||
   float pack_error;         // relative change of a float by the index bits, with a factor 2 to spare
   bool screenable;          // 2 |c - mean| fits FP16
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
 #pragma unroll
       for (int h = 0; h < KSteps; ++h) {
         const int p0 = warp * 32 + m * 16 + r, p1 = p0 + 8, k0 = h * 16 + 2 * q;
-        auto x = [&](int dim, int p) { return xs[dim * kXsPitch + p] - mean[dim]; };
+        auto x = [&](int dim, int p) { return (xs[dim * kXsPitch + p] - mean[dim]) * a.scale; };
         A[m][h][0] = pack_halves(x(k0, p0), x(k0 + 1, p0));
         A[m][h][1] = pack_halves(x(k0, p1), x(k0 + 1, p1));
         A[m][h][2] = pack_halves(x(k0 + 8, p0), x(k0 + 9, p0));
@@ -204,11 +205,12 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
       }
       bool done = true;
       if constexpr (kExact) {
-        // Certificate. Every other word c has FP16 value >= floor, so (packing error aside)
-        // ||x - c||^2 >= floor + ||x - mean||^2 - err, where err bounds the FP16 rounding of
-        // (x - mean) and (c - mean) (2^-11 relative each, 2^-25 absolute below FP16's normal range),
-        // the norm's float rounding and the FP32 accumulation (KSteps + 1 roundings of 2^-22 at
-        // most). The float sums of the CPU lie within (d + 3) 2^-24 of the real distances.
+        // Certificate. Every other word c has FP16 value >= floor (in units of scale^2), so
+        // (packing error aside) ||x - c||^2 >= floor / scale^2 + ||x - mean||^2 - err, where err
+        // bounds the FP16 rounding of (x - mean) and (c - mean) (2^-11 relative each, 2^-25 / scale
+        // absolute below FP16's normal range), the norm's float rounding and the FP32 accumulation
+        // (KSteps + 1 roundings of 2^-22 at most). The float sums of the CPU lie within
+        // (d + 3) 2^-24 of the real distances.
         double xn2 = 0;
         float xinf = 0.f;
         for (int j = 0; j < a.d; ++j) {
@@ -217,12 +219,12 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
           xinf = fmaxf(xinf, fabsf(v));
         }
         const double xn = sqrt(xn2), c = a.cmax;
-        const double err = 1.96e-3 * xn * c + 6.0e-8 * sqrt(double(a.d)) * (xn + c) + 2.0e-7 * c * c +
+        const double err = 1.96e-3 * xn * c + 6.0e-8 * a.inv_scale * sqrt(double(a.d)) * (xn + c) + 2.0e-7 * c * c +
                            (KSteps + 1) * 4.8e-7 * (c * c + 2.002 * xn * c);
-        const double floor_fp16 = __int_as_float(warp_candidates[kPerVector * lane + 2]);
+        const double floor_fp16 = double(__int_as_float(warp_candidates[kPerVector * lane + 2])) * a.inv_scale * a.inv_scale;
         const double others = floor_fp16 - fabs(floor_fp16) * a.pack_error + xn2 * (1.0 - 1e-6) - err;
         // (Written so that NaN or infinity fails it.)
-        done = a.screenable && xinf < kFp16Limit && best_w >= 0 && double(best_d) < (1.0 - (a.d + 3) * 6.0e-8) * others;
+        done = a.screenable && xinf * a.scale < kFp16Limit && best_w >= 0 && double(best_d) < (1.0 - (a.d + 3) * 6.0e-8) * others;
         if (!done) a.rescan[1 + atomicAdd(a.rescan, 1)] = int(p);
       }
       if (done) {
@@ -374,33 +376,41 @@ void GpuWords::set_dictionary(const cv::Mat& dictionary) {
   auto centred = [&](int word, int dim) {  // 0 for padding words and dimensions
     return word < k_ && dim < d ? dict.at<float>(word, dim) - mean_[dim] : 0.f;
   };
+  // A power-of-two scale puts the largest |c - mean| near 2^10: FP16's normal range below it, room
+  // for vectors 64 times farther out above it (exact: it only moves exponents).
+  double cmax2 = 0, cinf = 0;
+  for (int c = 0; c < k_; ++c) {
+    double s2 = 0;
+    for (int j = 0; j < d; ++j) {
+      s2 += double(centred(c, j)) * centred(c, j);
+      cinf = std::max(cinf, std::fabs(double(centred(c, j))));
+    }
+    cmax2 = std::max(cmax2, s2);
+  }
+  scale_ = cinf > 0 && std::isfinite(cinf) ? std::ldexp(1.f, std::clamp(int(std::floor(std::log2(1024.0 / cinf))), -100, 100)) : 1.f;
+  const double scale2 = double(scale_) * scale_;
   for (int t = 0; t < tiles_; ++t)
     for (int lane = 0; lane < 32; ++lane) {
       const int word = t * 8 + lane / 4, q = lane % 4;
       for (int h = 0; h < ksteps; ++h) {
         const int k0 = h * 16 + 2 * q;
-        frags_[(size_t(t) * ksteps + h) * 32 + lane] = {pack_halves_host(-2 * centred(word, k0), -2 * centred(word, k0 + 1)),
-                                                        pack_halves_host(-2 * centred(word, k0 + 8), -2 * centred(word, k0 + 9))};
+        auto b = [&](int dim) { return -2 * scale_ * centred(word, dim); };
+        frags_[(size_t(t) * ksteps + h) * 32 + lane] = {pack_halves_host(b(k0), b(k0 + 1)), pack_halves_host(b(k0 + 8), b(k0 + 9))};
       }
     }
-  double cmax2 = 0, cinf = 0;
   for (int t = 0; t < tiles_; ++t)
     for (int q = 0; q < 4; ++q) {
       float n2[2];
       for (int e = 0; e < 2; ++e) {
         const int word = t * 8 + 2 * q + e;
-        double s = 0;
-        for (int j = 0; j < d; ++j) {
-          s += double(centred(word, j)) * centred(word, j);
-          cinf = std::max(cinf, std::fabs(double(centred(word, j))));
-        }
-        n2[e] = word < k_ ? float(s) : 1e30f;
-        if (word < k_) cmax2 = std::max(cmax2, s);
+        double s2 = 0;
+        for (int j = 0; j < d; ++j) s2 += double(centred(word, j)) * centred(word, j);
+        n2[e] = word < k_ ? float(s2 * scale2) : 1e30f;
       }
       norms_[size_t(t) * 4 + q] = {n2[0], n2[1]};
     }
   cmax_ = float(std::sqrt(cmax2) * (1 + 1e-6));
-  screenable_ = 2 * cinf < kFp16Limit && std::isfinite(cmax2);
+  screenable_ = 2 * cinf * scale_ < kFp16Limit && std::isfinite(cmax2);
   // (Pageable copies: each returns once the host data is staged, so the vectors may be refilled.)
   PRISM_CUDA_CHECK(cudaMemcpyAsync(d_dictionary_, dict.ptr<float>(), sizeof(float) * dict.total(), cudaMemcpyHostToDevice, stream_));
   PRISM_CUDA_CHECK(cudaMemcpyAsync(d_mean_, mean_.data(), sizeof(float) * d, cudaMemcpyHostToDevice, stream_));
@@ -426,6 +436,8 @@ void GpuWords::assign(const float* planes, int64_t plane_stride, int W, int H, c
   a.frags = d_frags_, a.norms = d_norms_, a.dictionary = d_dictionary_, a.mean = d_mean_;
   a.cells = out.cells;
   a.counts = out.counts, a.words = out.words, a.distances = out.distances;
+  a.scale = scale_;
+  a.inv_scale = 1.f / scale_;
   a.cmax = cmax_;
   a.pack_error = std::ldexp(1.0f, -22) * float(index_mask_ + 1);
   a.screenable = screenable_;

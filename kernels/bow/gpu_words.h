@@ -2,9 +2,10 @@
 // on the tensor cores plus a fused argmin (the "matrix product plus a fused argmin"). Used
 // by the per-frame histogram (gpu_histogram.cu) and by the k-means assignment (gpu_kmeans.cu).
 //
-// Per 32 vectors a warp holds (x - mean) as FP16 A fragments and streams the dictionary's FP16 B
-// fragments from shared memory; mma.sync m16n8k16 starts from ||c - mean||^2 and accumulates
-// -2 (x - mean).c in FP32, so each accumulator is ||x - c||^2 - ||x - mean||^2 up to FP16 rounding.
+// Per 32 vectors a warp holds s (x - mean) as FP16 A fragments and streams the dictionary's FP16 B
+// fragments, -2 s (c - mean), from shared memory; mma.sync m16n8k16 starts from s^2 ||c - mean||^2
+// and accumulates in FP32, so each accumulator is s^2 (||x - c||^2 - ||x - mean||^2) up to FP16
+// rounding. s is a power of two that keeps the values in FP16's normal range.
 // The word index is packed into the low mantissa bits, so one float min orders (distance, word).
 // Two modes:
 // - Fast (frames): each thread keeps the best of its even and of its odd columns per row (one LOP3
@@ -57,6 +58,7 @@ class GpuWords {
   bool exact_;
   cudaStream_t stream_;
   unsigned index_mask_ = 0;
+  float scale_ = 1;        // power of two applied to the centred values before FP16
   float cmax_ = 0;         // max ||c - mean|| over the words
   bool screenable_ = true;  // 2 |c - mean| fits FP16
   size_t words_smem_ = 0, scan_smem_ = 0;

@@ -1,5 +1,7 @@
 #include "bow/kmeans.h"
 
+#include "bow/kmeans_pp.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -56,45 +58,52 @@ cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed) {
   if (k < 1 || k > n)
     throw std::invalid_argument("kmeans: k = " + std::to_string(k) + " needs 1 <= k <= points (" + std::to_string(n) + ")");
   cv::Mat centers(k, d, CV_32F);
-  // Each next centre drawn with probability proportional to the squared distance to the nearest
-  // centre chosen so far.
-  std::mt19937_64 rng(seed);
-  std::vector<double> nearest(n, std::numeric_limits<double>::infinity());
-  int chosen = int(rng() % uint64_t(n));
+  // Each point's squared distance to the nearest seed so far (its weight), summed per chunk and
+  // block as kmeans_pp.h prescribes.
+  std::vector<double> u;
+  int chosen = detail::kmeans_pp_draws(seed, n, k, u);
+  const int chunks = (n + detail::kSeedChunk - 1) / detail::kSeedChunk, blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
+  std::vector<double> nearest(n, std::numeric_limits<double>::infinity()), chunk_sums(chunks), block_sums(blocks);
   for (int c = 0; c < k; ++c) {
     points.row(chosen).copyTo(centers.row(c));
     const float* centre = centers.ptr<float>(c);
-    cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& rg) {
-      for (int i = rg.start; i < rg.end; ++i)
-        nearest[i] = std::min(nearest[i], double(squared_distance(points.ptr<float>(i), centre, d)));
+    cv::parallel_for_(cv::Range(0, blocks), [&](const cv::Range& rg) {
+      for (int b = rg.start; b < rg.end; ++b) {
+        double block = 0;
+        for (int q = b * (detail::kSeedBlock / detail::kSeedChunk); q < std::min(chunks, (b + 1) * (detail::kSeedBlock / detail::kSeedChunk)); ++q) {
+          double chunk = 0;
+          for (int i = q * detail::kSeedChunk; i < std::min(n, (q + 1) * detail::kSeedChunk); ++i) {
+            nearest[i] = std::min(nearest[i], double(squared_distance(points.ptr<float>(i), centre, d)));
+            chunk += nearest[i];
+          }
+          chunk_sums[q] = chunk;
+          block += chunk;
+        }
+        block_sums[b] = block;
+      }
     });
     if (c + 1 == k) break;
-    double total = 0;
-    for (double v : nearest) total += v;
-    if (!(total > 0)) {  // every point coincides with a centre: take the next unused index
-      chosen = (chosen + 1) % n;
-      continue;
-    }
-    const double target = std::uniform_real_distribution<double>(0.0, total)(rng);
-    double acc = 0;
-    chosen = n - 1;
-    for (int i = 0; i < n; ++i) {
-      acc += nearest[i];
-      if (acc > target && nearest[i] > 0) {
-        chosen = i;
-        break;
-      }
-    }
+    chosen = detail::kmeans_pp_pick(nearest.data(), chunk_sums.data(), block_sums.data(), n, u[c + 1], chosen);
   }
   return centers;
 }
 
 namespace detail {
 
+int kmeans_pp_draws(uint64_t seed, int n, int k, std::vector<double>& u) {
+  std::mt19937_64 rng(seed);
+  const int first = int(rng() % uint64_t(n));
+  u.assign(k, 0.0);
+  for (int c = 1; c < k; ++c) u[c] = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  return first;
+}
+
+cv::Mat LloydSteps::seeds(const cv::Mat& points, int k, uint64_t seed) { return kmeans_pp_seeds(points, k, seed); }
+
 KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress, LloydSteps& steps) {
   const int n = points.rows, k = params.k;
   KMeansResult r;
-  r.centers = kmeans_pp_seeds(points, k, params.seed);
+  r.centers = steps.seeds(points, k, params.seed);
   std::vector<int> labels(n, -1), previous;
   std::vector<float> dist;
   std::vector<int> counts(k);

@@ -2,7 +2,8 @@
 // the training images (Lloyd's algorithm) with k-means++ seeding (Arthur & Vassilvitskii, SODA 2007).
 //
 // Deterministic for a given seed: the seeding draws from std::mt19937_64, ties go to the lower
-// cluster index, and every sum is taken in point order in double (no order-dependent float atomics).
+// cluster index, and every sum is taken in point order in double (the seeding's in the fixed
+// chunk/block tree of kmeans_pp.h; no order-dependent float atomics).
 // A cluster left empty by an iteration is re-seeded with the point farthest from its own centre
 // (taken from a cluster that keeps at least one point). Stops when no point changes cluster, when
 // the inertia (sum of squared distances) falls by less than `tolerance` relatively, or after
@@ -50,17 +51,20 @@ KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMe
 
 #if defined(PRISM_HAVE_CUDA)
 // The same on the GPU: the assignment (tensor cores, certified: see gpu_words.h), the means and
-// the distances run on the device and give the CPU path's values (separately rounded float
-// distances in dimension order; sums in point order in double); the seeding and the bookkeeping
-// run on the host. The same result as kmeans(), bit for bit. Throws gpu::CudaError without a
+// the distances and the k-means++ seeding run on the device and give the CPU path's values
+// (separately rounded float distances in dimension order; sums in point order in double, the
+// seeding's in the fixed tree of kmeans_pp.h); the bookkeeping runs on the host. The same result as kmeans(), bit for bit. Throws gpu::CudaError without a
 // usable sm_80 or newer GPU.
 KMeansResult kmeans_cuda(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress = {});
 #endif
 
 namespace detail {
 // Lloyd's iterations over the three steps a device provides (shared by both paths).
+// The seeding's random draws: the first point, and u[c] in [0, 1) for each further seed c.
+int kmeans_pp_draws(uint64_t seed, int n, int k, std::vector<double>& u);
 struct LloydSteps {
   virtual ~LloydSteps() = default;
+  virtual cv::Mat seeds(const cv::Mat& points, int k, uint64_t seed);  // kmeans_pp_seeds
   virtual void assign(const cv::Mat& centers, std::vector<int>& labels, std::vector<float>& dist) = 0;
   virtual void update(const std::vector<int>& labels, const std::vector<int>& counts, cv::Mat& centers) = 0;
   virtual void assigned_distances(const cv::Mat& centers, const std::vector<int>& labels, std::vector<float>& dist) = 0;
