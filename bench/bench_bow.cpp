@@ -112,8 +112,10 @@ int main(int argc, char** argv) {
     kp.k = k;
     kp.max_iterations = 0;  // the seeding alone (with the points' upload on the GPU)
     if (gpu::available())
-      row("GPU (ours): k-means++ seeding, 300,000 x 32, k = 500", bench::time_host_ms(3, [&] { bow::kmeans_cuda(samples, kp); }, true), "runs");
-    row("CPU (ours): k-means++ seeding, 300,000 x 32, k = 500", bench::time_host_ms(1, [&] { bow::kmeans_pp_seeds(samples, k, 1); }, false), "runs");
+      row("GPU (ours): k-means++ seeding, 300,000 x 32, k = 500",
+          bench::time_host_ms(3, [&] { bow::kmeans_cuda(samples, kp); }, true), "runs");
+    row("CPU (ours): k-means++ seeding, 300,000 x 32, k = 500",
+        bench::time_host_ms(1, [&] { bow::kmeans_pp_seeds(samples, k, 1); }, false), "runs");
   }
   row("OpenCV cv::kmeans, 1 iteration, 300,000 x 32, k = 500", bench::time_host_ms(3, [&] {
         cv::Mat l, c;

@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(detail::kSeedBlock) seed_weights_kernel(const 
   const int chunks = (n + detail::kSeedChunk - 1) / detail::kSeedChunk, q = blockIdx.x * kChunksPerBlock + threadIdx.x;
   if (threadIdx.x < kChunksPerBlock && q < chunks) {
     double sum = 0;
-    for (int e = 0; e < detail::kSeedChunk && q * detail::kSeedChunk + e < n; ++e) sum += w[threadIdx.x * (detail::kSeedChunk + 1) + e];
+    for (int e = 0; e < detail::kSeedChunk && q * detail::kSeedChunk + e < n; ++e)
+      sum += w[threadIdx.x * (detail::kSeedChunk + 1) + e];
     sums[threadIdx.x] = sum;
     chunk_sums[q] = sum;
   }
@@ -230,7 +231,8 @@ class GpuSteps : public detail::LloydSteps {
       seed_weights_kernel<<<blocks, detail::kSeedBlock, 0, stream_>>>(d_planes_, n_, d_, d_chosen + c, c == 0, d_weights,
                                                                      d_chunk_sums, d_block_sums);
       if (c + 1 == k) break;
-      seed_pick_kernel<<<1, kPickThreads, 0, stream_>>>(d_weights, d_chunk_sums, d_block_sums, n_, d_u + c + 1, d_chosen + c, d_chosen + c + 1);
+      seed_pick_kernel<<<1, kPickThreads, 0, stream_>>>(d_weights, d_chunk_sums, d_block_sums, n_, d_u + c + 1, d_chosen + c,
+                                                        d_chosen + c + 1);
     }
     PRISM_CUDA_CHECK(cudaGetLastError());
     PRISM_CUDA_CHECK(cudaMemcpyAsync(chosen.data(), d_chosen, sizeof(int) * k, cudaMemcpyDeviceToHost, stream_));

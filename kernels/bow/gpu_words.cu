@@ -314,7 +314,8 @@ int fill_grid(const void* kernel, int threads, size_t smem, const char* what) {
   int device = 0, smem_max = 0, sms = 0, per_sm = 0;
   PRISM_CUDA_CHECK(cudaGetDevice(&device));
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (smem > size_t(smem_max)) throw std::invalid_argument(std::string("visual words on the GPU: ") + what + " does not fit in shared memory");
+  if (smem > size_t(smem_max))
+    throw std::invalid_argument(std::string("visual words on the GPU: ") + what + " does not fit in shared memory");
   PRISM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   PRISM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
@@ -387,7 +388,8 @@ void GpuWords::set_dictionary(const cv::Mat& dictionary) {
     }
     cmax2 = std::max(cmax2, s2);
   }
-  scale_ = cinf > 0 && std::isfinite(cinf) ? std::ldexp(1.f, std::clamp(int(std::floor(std::log2(1024.0 / cinf))), -100, 100)) : 1.f;
+  const bool finite = cinf > 0 && std::isfinite(cinf);
+  scale_ = finite ? std::ldexp(1.f, std::clamp(int(std::floor(std::log2(1024.0 / cinf))), -100, 100)) : 1.f;
   const double scale2 = double(scale_) * scale_;
   for (int t = 0; t < tiles_; ++t)
     for (int lane = 0; lane < 32; ++lane) {
@@ -395,7 +397,8 @@ void GpuWords::set_dictionary(const cv::Mat& dictionary) {
       for (int h = 0; h < ksteps; ++h) {
         const int k0 = h * 16 + 2 * q;
         auto b = [&](int dim) { return -2 * scale_ * centred(word, dim); };
-        frags_[(size_t(t) * ksteps + h) * 32 + lane] = {pack_halves_host(b(k0), b(k0 + 1)), pack_halves_host(b(k0 + 8), b(k0 + 9))};
+        frags_[(size_t(t) * ksteps + h) * 32 + lane] = {pack_halves_host(b(k0), b(k0 + 1)),
+                                                        pack_halves_host(b(k0 + 8), b(k0 + 9))};
       }
     }
   for (int t = 0; t < tiles_; ++t)
@@ -412,7 +415,8 @@ void GpuWords::set_dictionary(const cv::Mat& dictionary) {
   cmax_ = float(std::sqrt(cmax2) * (1 + 1e-6));
   screenable_ = 2 * cinf * scale_ < kFp16Limit && std::isfinite(cmax2);
   // (Pageable copies: each returns once the host data is staged, so the vectors may be refilled.)
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_dictionary_, dict.ptr<float>(), sizeof(float) * dict.total(), cudaMemcpyHostToDevice, stream_));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_dictionary_, dict.ptr<float>(), sizeof(float) * dict.total(), cudaMemcpyHostToDevice,
+                                   stream_));
   PRISM_CUDA_CHECK(cudaMemcpyAsync(d_mean_, mean_.data(), sizeof(float) * d, cudaMemcpyHostToDevice, stream_));
   PRISM_CUDA_CHECK(cudaMemcpyAsync(d_frags_, frags_.data(), sizeof(uint2) * frags_.size(), cudaMemcpyHostToDevice, stream_));
   PRISM_CUDA_CHECK(cudaMemcpyAsync(d_norms_, norms_.data(), sizeof(float2) * norms_.size(), cudaMemcpyHostToDevice, stream_));

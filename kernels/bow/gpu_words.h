@@ -14,7 +14,8 @@
 //   the true nearest word was outside that top-2: then the two are a near tie.
 // - Exact (k-means): each thread keeps its true top-2 (three more ops per distance); the row's
 //   top-2 is re-scored exactly, and is certified when every other word's FP16 distance, less a
-//   rigorous bound on the FP16 and packing error, is still farther than the re-scored winner.
+//   bound on the FP16 rounding, the index packing and the FP32 accumulation (taken as at most two
+//   roundings per mma.sync, with a margin), is still farther than the re-scored winner.
 //   Vectors that fail the certificate (near ties; FP16 range exceeded) go to an exact scan of the
 //   whole dictionary. The word and distance are then nearest_centers' own, bit for bit.
 // Each vector may add 1 to its pyramid cell's count (integer atomics: deterministic).

@@ -62,7 +62,9 @@ cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed) {
   // block as kmeans_pp.h prescribes.
   std::vector<double> u;
   int chosen = detail::kmeans_pp_draws(seed, n, k, u);
-  const int chunks = (n + detail::kSeedChunk - 1) / detail::kSeedChunk, blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
+  constexpr int kChunksPerBlock = detail::kSeedBlock / detail::kSeedChunk;
+  const int chunks = (n + detail::kSeedChunk - 1) / detail::kSeedChunk;
+  const int blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
   std::vector<double> nearest(n, std::numeric_limits<double>::infinity()), chunk_sums(chunks), block_sums(blocks);
   for (int c = 0; c < k; ++c) {
     points.row(chosen).copyTo(centers.row(c));
@@ -70,7 +72,7 @@ cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed) {
     cv::parallel_for_(cv::Range(0, blocks), [&](const cv::Range& rg) {
       for (int b = rg.start; b < rg.end; ++b) {
         double block = 0;
-        for (int q = b * (detail::kSeedBlock / detail::kSeedChunk); q < std::min(chunks, (b + 1) * (detail::kSeedBlock / detail::kSeedChunk)); ++q) {
+        for (int q = b * kChunksPerBlock; q < std::min(chunks, (b + 1) * kChunksPerBlock); ++q) {
           double chunk = 0;
           for (int i = q * detail::kSeedChunk; i < std::min(n, (q + 1) * detail::kSeedChunk); ++i) {
             nearest[i] = std::min(nearest[i], double(squared_distance(points.ptr<float>(i), centre, d)));

@@ -136,7 +136,8 @@ TEST(BowGpu, KMeansEqualsTheCpuPathBitForBit) {
   // The seeding alone (no Lloyd iteration): the GPU's k-means++ picks the CPU's points.
   bow::KMeansParams seeding = p;
   seeding.max_iterations = 0;
-  EXPECT_EQ(cv::norm(bow::kmeans_cuda(samples, seeding).centers, bow::kmeans_pp_seeds(samples, p.k, p.seed), cv::NORM_INF), 0.0);
+  const cv::Mat gpu_seeds = bow::kmeans_cuda(samples, seeding).centers;
+  EXPECT_EQ(cv::norm(gpu_seeds, bow::kmeans_pp_seeds(samples, p.k, p.seed), cv::NORM_INF), 0.0);
   int gpu_calls = 0;
   const bow::KMeansResult c = bow::kmeans(samples, p), g = bow::kmeans_cuda(samples, p, [&](int, double, int) { ++gpu_calls; });
   EXPECT_EQ(gpu_calls, g.iterations);
