@@ -11,7 +11,11 @@
 #include <string>
 
 #include "bow/model.h"
-#include "gstprismcuda.h" /* GST_TYPE_PRISM_DEVICE: the same auto/cuda/cpu enum as the other elements */
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#include <gst/cuda/gstcudamemory.h>
+#endif
+#include "gstprismcuda.h" /* device properties, the shared GstCudaContext, CUDA frame mapping */
 #include "gstprismgrey.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_bow_classify_debug);
@@ -19,7 +23,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_bow_classify_debug);
 
 namespace bow = prism::bow;
 
-enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY, PROP_DEVICE };
+enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY, PROP_DEVICE, PROP_DEVICE_ID };
 
 constexpr guint kDefaultInterval = 30;
 
@@ -41,26 +45,24 @@ struct _GstBowClassify {
   gchar *model;
   guint interval;
   gboolean overlay;
-  GstPrismDevice device;
+  GstPrismCuda cuda; /* device, cuda-device-id; the context the model's GPU buffers live in */
   State *state;
 };
 
 G_DEFINE_TYPE(GstBowClassify, gst_bow_classify, GST_TYPE_BASE_TRANSFORM);
 GST_ELEMENT_REGISTER_DEFINE(bowclassify, "bowclassify", GST_RANK_NONE, GST_TYPE_BOW_CLASSIFY);
 
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
-    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(PRISM_GREY_FORMATS)));
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(PRISM_GREY_FORMATS)));
+/* In GPU memory the Y plane of NV12/I420 is the grey image the model reads, in place. */
+#define CUDA_FORMATS "{ NV12, I420 }"
 
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
+  if (gst_prism_cuda_set_property(&self->cuda, object, value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL: g_free(self->model); self->model = g_value_dup_string(value); break;
     case PROP_INTERVAL: self->interval = g_value_get_uint(value); break;
     case PROP_OVERLAY: self->overlay = g_value_get_boolean(value); break;
-    case PROP_DEVICE: self->device = (GstPrismDevice)g_value_get_enum(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -68,23 +70,36 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
+  if (gst_prism_cuda_get_property(&self->cuda, object, value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL: g_value_set_string(value, self->model); break;
     case PROP_INTERVAL: g_value_set_uint(value, self->interval); break;
     case PROP_OVERLAY: g_value_set_boolean(value, self->overlay); break;
-    case PROP_DEVICE: g_value_set_enum(value, self->device); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
 }
+
+/* The model's GPU buffers are made, used and freed in the element's GstCudaContext, so that frames
+ * in memory:CUDAMemory of that context (shared with nvh264dec, cudaupload...) are read in place. */
+struct ContextScope {
+#if defined(PRISM_HAVE_CUDA)
+  explicit ContextScope(GstPrismCuda *cuda) : pushed(cuda->use_cuda && gst_prism_cuda_push(cuda)) {}
+  ~ContextScope() {
+    if (pushed) gst_prism_cuda_pop();
+  }
+  const bool pushed;
+#else
+  explicit ContextScope(GstPrismCuda *) {}
+#endif
+};
 
 /* The model is read once, before any data flows. */
 static gboolean start(GstBaseTransform *trans) {
   GstBowClassify *self = GST_BOW_CLASSIFY(trans);
   GST_OBJECT_LOCK(self);
   const std::string path = self->model ? self->model : "";
-  const GstPrismDevice device = self->device;
   GST_OBJECT_UNLOCK(self);
   if (path.empty()) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
@@ -98,12 +113,13 @@ static gboolean start(GstBaseTransform *trans) {
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ, ("bowclassify: property 'model': %s", e.what()), (nullptr));
     return FALSE;
   }
+  if (!gst_prism_cuda_start(&self->cuda, GST_ELEMENT(self))) return FALSE; /* device=cuda without a GPU: posted */
   try {
-    st->model.set_device(device == GST_PRISM_DEVICE_CUDA  ? prism::gpu::Device::kCuda
-                         : device == GST_PRISM_DEVICE_CPU ? prism::gpu::Device::kCpu
-                                                          : prism::gpu::Device::kAuto);
+    ContextScope scope(&self->cuda);
+    st->model.set_device(self->cuda.use_cuda ? prism::gpu::Device::kCuda : prism::gpu::Device::kCpu);
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("bowclassify: property 'device': %s", e.what()), (nullptr));
+    gst_prism_cuda_stop(&self->cuda);
     return FALSE;
   }
   GST_INFO_OBJECT(self, "model %s: %zu classes, k = %d, histograms on %s", path.c_str(),
@@ -115,9 +131,31 @@ static gboolean start(GstBaseTransform *trans) {
 
 static gboolean stop(GstBaseTransform *trans) {
   GstBowClassify *self = GST_BOW_CLASSIFY(trans);
-  delete self->state;
-  self->state = nullptr;
+  {
+    ContextScope scope(&self->cuda);
+    delete self->state;
+    self->state = nullptr;
+  }
+  gst_prism_cuda_stop(&self->cuda);
   return TRUE;
+}
+
+/* In place: the other pad carries the same caps, without memory:CUDAMemory on the CPU path. */
+static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection, GstCaps *caps, GstCaps *filter) {
+  GstBowClassify *self = GST_BOW_CLASSIFY(trans);
+  GstCaps *out = gst_caps_copy(caps);
+  if (!gst_prism_cuda_allows_cuda_caps(&self->cuda))
+    for (guint i = gst_caps_get_size(out); i-- > 0;) {
+      GstCapsFeatures *f = gst_caps_get_features(out, i);
+      if (f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, GST_PRISM_CUDA_FEATURE))
+        gst_caps_remove_structure(out, i);
+    }
+  if (filter) {
+    GstCaps *both = gst_caps_intersect_full(filter, out, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(out);
+    out = both;
+  }
+  return out;
 }
 
 static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *) {
@@ -127,22 +165,97 @@ static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("bowclassify: cannot parse caps %" GST_PTR_FORMAT, incaps), (nullptr));
     return FALSE;
   }
+  const gboolean cuda_caps = gst_prism_caps_are_cuda(incaps);
+  if (cuda_caps && !self->cuda.use_cuda) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("bowclassify: memory:CUDAMemory caps on the CPU path (device=cpu or no GPU)"),
+                      ("%" GST_PTR_FORMAT, incaps));
+    return FALSE;
+  }
+  if (!gst_prism_cuda_check_i420_height(GST_ELEMENT(self), &self->state->info, cuda_caps, "sink")) return FALSE;
   self->state->have_info = true;
   return TRUE;
 }
 
-/* The label in the top-left corner: white on a dark box, on the grey/Y plane or the packed pixels. */
-static void draw_label(GstVideoFrame &f, const std::string &text) {
-  const GstVideoFormat fmt = GST_VIDEO_FRAME_FORMAT(&f);
-  const bool planar_grey = fmt == GST_VIDEO_FORMAT_GRAY8 || fmt == GST_VIDEO_FORMAT_NV12 || fmt == GST_VIDEO_FORMAT_I420;
-  const int type = planar_grey ? CV_8UC1 : (fmt == GST_VIDEO_FORMAT_RGB || fmt == GST_VIDEO_FORMAT_BGR ? CV_8UC3 : CV_8UC4);
-  cv::Mat m(GST_VIDEO_FRAME_HEIGHT(&f), GST_VIDEO_FRAME_WIDTH(&f), type, GST_VIDEO_FRAME_PLANE_DATA(&f, 0),
-            (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0));
+static void set_context(GstElement *element, GstContext *context) {
+  gst_prism_cuda_set_context(&GST_BOW_CLASSIFY(element)->cuda, element, context);
+  GST_ELEMENT_CLASS(gst_bow_classify_parent_class)->set_context(element, context);
+}
+
+static gboolean query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *q) {
+  if (GST_QUERY_TYPE(q) == GST_QUERY_CONTEXT &&
+      gst_prism_cuda_handle_context_query(&GST_BOW_CLASSIFY(trans)->cuda, GST_ELEMENT(trans), q))
+    return TRUE;
+  return GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->query(trans, direction, q);
+}
+
+/* The label box in the top-left corner: white text on black, drawn into `box`, a tile of the frame's
+ * first plane (grey/Y or packed pixels) at (0, 0) sized by label_box(). */
+static cv::Size label_box(const std::string &text, int width, int height) {
   int base = 0;
   const cv::Size size = cv::getTextSize(text, cv::FONT_HERSHEY_SIMPLEX, 0.6, 1, &base);
-  const cv::Rect box = cv::Rect(0, 0, size.width + 12, size.height + base + 12) & cv::Rect(0, 0, m.cols, m.rows);
-  m(box).setTo(cv::Scalar::all(0));
-  cv::putText(m, text, cv::Point(6, size.height + 6), cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar::all(255), 1, cv::LINE_AA);
+  return cv::Size(std::min(size.width + 12, width), std::min(size.height + base + 12, height));
+}
+static void draw_label(cv::Mat box, const std::string &text) {
+  int base = 0;
+  const cv::Size size = cv::getTextSize(text, cv::FONT_HERSHEY_SIMPLEX, 0.6, 1, &base);
+  box.setTo(cv::Scalar::all(0));
+  cv::putText(box, text, cv::Point(6, size.height + 6), cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar::all(255), 1, cv::LINE_AA);
+}
+
+/* OpenCV type of the first plane: one byte per pixel for the planar formats, else packed. */
+static int first_plane_type(GstVideoFormat fmt) {
+  if (fmt == GST_VIDEO_FORMAT_GRAY8 || fmt == GST_VIDEO_FORMAT_NV12 || fmt == GST_VIDEO_FORMAT_I420) return CV_8UC1;
+  return fmt == GST_VIDEO_FORMAT_RGB || fmt == GST_VIDEO_FORMAT_BGR ? CV_8UC3 : CV_8UC4;
+}
+
+/* GstCudaMemory of our own context: readable in place by the model's kernels. (Another context's
+ * memory is mapped to the host instead: GstCudaMemory downloads it.) */
+static bool in_our_cuda_memory(GstBowClassify *self, GstBuffer *buf) {
+#if defined(PRISM_HAVE_CUDA)
+  GstMemory *mem = gst_buffer_n_memory(buf) ? gst_buffer_peek_memory(buf, 0) : nullptr;
+  return self->cuda.use_cuda && mem && gst_is_cuda_memory(mem) && GST_CUDA_MEMORY_CAST(mem)->context == self->cuda.context;
+#else
+  (void)self, (void)buf;
+  return false;
+#endif
+}
+
+/* Classifies a frame in GPU memory (its Y plane read in place) and draws the label there: the box is
+ * drawn on the host and uploaded, the only bytes that cross. */
+static bool process_device(GstBowClassify *self, GstBuffer *buf, bool due, bool overlay, std::string *error) {
+#if defined(PRISM_HAVE_CUDA)
+  State &st = *self->state;
+  ContextScope scope(&self->cuda);
+  GstVideoFrame vf;
+  GstPrismFrame pf;
+  if (!scope.pushed ||
+      !gst_prism_cuda_map_frame(&vf, &st.info, buf, overlay ? GST_MAP_READWRITE : GST_MAP_READ, &pf)) {
+    *error = "cannot map the CUDA frame";
+    return false;
+  }
+  const int W = GST_VIDEO_INFO_WIDTH(&st.info), H = GST_VIDEO_INFO_HEIGHT(&st.info);
+  bool ok = true;
+  try {
+    if (due) st.result = st.model.classify_histogram(st.model.histogram_device(pf.data[0], size_t(pf.stride[0]), W, H));
+    if (overlay) {
+      const std::string text = st.model.class_names()[st.result.label] + cv::format(" %.2f", st.result.confidence);
+      cv::Mat box(label_box(text, W, H), CV_8UC1);
+      draw_label(box, text);
+      const cudaError_t err = cudaMemcpy2D(pf.data[0], size_t(pf.stride[0]), box.data, box.step, box.cols, box.rows,
+                                           cudaMemcpyHostToDevice);
+      if (err != cudaSuccess) throw std::runtime_error(std::string("label upload: ") + cudaGetErrorString(err));
+    }
+  } catch (const std::exception &e) {
+    *error = e.what();
+    ok = false;
+  }
+  gst_video_frame_unmap(&vf);
+  return ok;
+#else
+  (void)self, (void)buf, (void)due, (void)overlay;
+  *error = "memory:CUDAMemory in a build without CUDA";
+  return false;
+#endif
 }
 
 static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
@@ -158,31 +271,48 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   const bool overlay = self->overlay;
   GST_OBJECT_UNLOCK(self);
   const bool due = !st.have_result || interval == 0 || frame - st.result_frame >= interval;
+  const int W = GST_VIDEO_INFO_WIDTH(&st.info), H = GST_VIDEO_INFO_HEIGHT(&st.info);
 
-  GstVideoFrame vf;
-  if (!gst_video_frame_map(&vf, &st.info, buf, overlay ? GST_MAP_READWRITE : GST_MAP_READ)) {
-    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("bowclassify: cannot map frame %" G_GUINT64_FORMAT, frame), (nullptr));
-    return GST_FLOW_ERROR;
-  }
   double latency = 0;
-  if (due) {
-    try {
-      const auto t0 = std::chrono::steady_clock::now();
-      st.result = st.model.classify(prism::frame_grey(vf, st.grey));
-      latency = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    } catch (const std::exception &e) {
-      gst_video_frame_unmap(&vf);
-      GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("bowclassify: frame %" G_GUINT64_FORMAT ": %s", frame, e.what()),
-                        (nullptr));
+  const auto t0 = std::chrono::steady_clock::now();
+  if (in_our_cuda_memory(self, buf)) {
+    std::string error;
+    if (!process_device(self, buf, due, overlay, &error)) {
+      GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("bowclassify: frame %" G_GUINT64_FORMAT " (GPU memory): %s", frame,
+                                                error.c_str()), (nullptr));
       return GST_FLOW_ERROR;
     }
+  } else {
+    GstVideoFrame vf;
+    if (!gst_video_frame_map(&vf, &st.info, buf, overlay ? GST_MAP_READWRITE : GST_MAP_READ)) {
+      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("bowclassify: cannot map frame %" G_GUINT64_FORMAT, frame), (nullptr));
+      return GST_FLOW_ERROR;
+    }
+    if (due) {
+      try {
+        ContextScope scope(&self->cuda);
+        st.result = st.model.classify(prism::frame_grey(vf, st.grey));
+      } catch (const std::exception &e) {
+        gst_video_frame_unmap(&vf);
+        GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("bowclassify: frame %" G_GUINT64_FORMAT ": %s", frame, e.what()),
+                          (nullptr));
+        return GST_FLOW_ERROR;
+      }
+    }
+    if (overlay) {
+      const std::string text = st.model.class_names()[st.result.label] + cv::format(" %.2f", st.result.confidence);
+      cv::Mat first(H, W, first_plane_type(GST_VIDEO_FRAME_FORMAT(&vf)), GST_VIDEO_FRAME_PLANE_DATA(&vf, 0),
+                    size_t(GST_VIDEO_FRAME_PLANE_STRIDE(&vf, 0)));
+      draw_label(first(cv::Rect(cv::Point(0, 0), label_box(text, W, H))), text);
+    }
+    gst_video_frame_unmap(&vf);
+  }
+  if (due) {
+    latency = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     st.have_result = true;
     st.result_frame = frame;
   }
   const std::string &label = st.model.class_names()[st.result.label];
-  if (overlay) draw_label(vf, label + cv::format(" %.2f", st.result.confidence));
-  const int W = GST_VIDEO_FRAME_WIDTH(&vf), H = GST_VIDEO_FRAME_HEIGHT(&vf);
-  gst_video_frame_unmap(&vf);
 
   auto fields = [&](GstStructure *s) {
     gst_structure_set(s, "label", G_TYPE_STRING, label.c_str(), "class-index", G_TYPE_INT, st.result.label,
@@ -235,20 +365,22 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
       gobject_class, PROP_OVERLAY,
       g_param_spec_boolean("overlay", "Overlay",
                            "Write the latest label and confidence into the picture's top-left corner", FALSE, playing));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE,
-      g_param_spec_enum("device", "Device",
-                        "Where the filter bank and words run: auto (the GPU when there is one), cuda (fail to start "
-                        "without one) or cpu",
-                        GST_TYPE_PRISM_DEVICE, GST_PRISM_DEVICE_AUTO, ready));
+  gst_prism_cuda_install_properties(gobject_class, PROP_DEVICE, PROP_DEVICE_ID);
   gst_element_class_set_static_metadata(
       element_class, "Prism bag-of-words scene classification", "Filter/Analyzer/Video",
       "Labels the scene of video frames every N frames with a bag-of-visual-words model (filter bank, dictionary, "
       "pyramid histogram, SVM or k-NN): region-of-interest meta, 'prism-bowclassify' element messages, optional "
       "text overlay",
       "Prism developers");
-  gst_element_class_add_static_pad_template(element_class, &sink_template);
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+  /* NV12/I420 in memory:CUDAMemory (read in place on the GPU path), every grey-readable format in
+   * system memory. */
+  GstCaps *caps = gst_prism_cuda_template_caps(PRISM_GREY_FORMATS, CUDA_FORMATS);
+  gst_element_class_add_pad_template(element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
+  gst_element_class_add_pad_template(element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
+  gst_caps_unref(caps);
+  element_class->set_context = GST_DEBUG_FUNCPTR(set_context);
+  trans_class->query = GST_DEBUG_FUNCPTR(query);
+  trans_class->transform_caps = GST_DEBUG_FUNCPTR(transform_caps);
   trans_class->start = GST_DEBUG_FUNCPTR(start);
   trans_class->stop = GST_DEBUG_FUNCPTR(stop);
   trans_class->set_caps = GST_DEBUG_FUNCPTR(set_caps);
@@ -261,7 +393,7 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
 static void gst_bow_classify_init(GstBowClassify *self) {
   self->interval = kDefaultInterval;
   self->overlay = FALSE;
-  self->device = GST_PRISM_DEVICE_AUTO;
+  gst_prism_cuda_init(&self->cuda);
   gst_base_transform_set_in_place(GST_BASE_TRANSFORM(self), TRUE);
   gst_base_transform_set_passthrough(GST_BASE_TRANSFORM(self), FALSE);
 }

@@ -253,6 +253,18 @@ std::vector<float> Model::histogram(const cv::Mat& grey) const {
   return word_histogram(visual_words(filter_responses(grey, bank_), dictionary_), config_.k, config_.levels);
 }
 
+std::vector<float> Model::histogram_device(const uint8_t* grey, size_t pitch, int width, int height) const {
+#if defined(PRISM_HAVE_CUDA)
+  if (gpu_) {
+    std::lock_guard<std::mutex> hold(gpu_->lock);
+    return gpu_->histogrammer.histogram_device(grey, pitch, width, height);
+  }
+#else
+  (void)grey, (void)pitch, (void)width, (void)height;
+#endif
+  throw std::logic_error("bow classify: an image in GPU memory needs the model on the GPU (set_device)");
+}
+
 Prediction Model::classify_histogram(const std::vector<float>& h) const {
   if (int(h.size()) != histogram_length(config_.k, config_.levels))
     throw std::invalid_argument("bow classify: histogram of " + std::to_string(h.size()) + " bins, the model needs " +

@@ -59,6 +59,9 @@ class Model {
 
   // The word histogram of an 8-bit grey image (the classifier's input before any feature map).
   std::vector<float> histogram(const cv::Mat& grey) const;
+  // The same of an 8-bit grey image in device memory (`pitch` bytes per row), in the CUDA context
+  // current when set_device made the GPU path (std::logic_error on the CPU path).
+  std::vector<float> histogram_device(const uint8_t* grey, size_t pitch, int width, int height) const;
   Prediction classify_histogram(const std::vector<float>& histogram) const;
   Prediction classify(const cv::Mat& grey) const { return classify_histogram(histogram(grey)); }
 

@@ -81,6 +81,7 @@ struct Outcome {
   bool bottom_right_changed = false;      // a pixel of the first plane's bottom-right quarter
   bool any_changed = false;               // any byte of any plane
   bool other_planes_changed = false;      // a byte of a chroma plane (NV12, I420)
+  std::vector<std::vector<uint8_t>> first_planes;  // per output frame: its first plane's pixels, row by row
   ~Outcome() {
     for (auto* s : messages) gst_structure_free(s);
     for (auto* s : params)
@@ -154,15 +155,22 @@ void compare(const GstVideoInfo& info, GstBuffer* in, GstBuffer* out, Outcome& o
       }
   }
   o.top_left_changed.push_back(top_left);
+  std::vector<uint8_t> first;
+  const int row_bytes = kW * GST_VIDEO_FRAME_COMP_PSTRIDE(&b, 0);
+  for (int y = 0; y < kH; ++y) {
+    const auto* row = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&b, 0)) + size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&b, 0);
+    first.insert(first.end(), row, row + row_bytes);
+  }
+  o.first_planes.push_back(std::move(first));
   gst_video_frame_unmap(&a);
   gst_video_frame_unmap(&b);
 }
 
-// Pushes `frames` (PTS i/30 s) through "bowclassify PROPS" in `format`; `before(i, element)` runs
-// before frame i is pushed.
+// Pushes `frames` (PTS i/30 s) through "UPSTREAM bowclassify PROPS" in `format`; `before(i,
+// element)` runs before frame i is pushed.
 void run(Outcome& o, const std::string& props, const char* format, const std::vector<cv::Mat>& frames,
-         const std::function<void(size_t, GstElement*)>& before = {}) {
-  GstHarness* h = gst_harness_new_parse(("bowclassify " + props).c_str());
+         const std::function<void(size_t, GstElement*)>& before = {}, const std::string& upstream = "") {
+  GstHarness* h = gst_harness_new_parse((upstream + "bowclassify " + props).c_str());
   GstBus* bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);
   const std::string caps = caps_string(format);
@@ -448,6 +456,68 @@ TEST_F(BowClassify, DeviceCudaLabelsAsTheCpu) {
   ASSERT_EQ(gpu.error, "");
   ASSERT_EQ(gpu.messages.size(), cpu.messages.size());
   for (size_t i = 0; i < cpu.messages.size(); ++i) EXPECT_EQ(str(gpu.messages[i], "label"), str(cpu.messages[i], "label")) << i;
+}
+
+// Frames in GPU memory (cudaupload ! bowclassify ! cudadownload): the Y plane is read in place on
+// the GPU, and the labels and the drawn label box are the CPU path's.
+TEST_F(BowClassify, CudaMemoryFramesAreLabelledAndDrawnInPlace) {
+  PRISM_NEED_GPU();
+  for (const char* f : {"cudaupload", "cudadownload"}) {
+    GstElementFactory* factory = gst_element_factory_find(f);
+    if (!factory) {
+      if (g_getenv("PRISM_REQUIRE_GPU")) FAIL() << f << " (GStreamer's nvcodec plugin) is missing";
+      SKIP_LOUDLY(f << " (GStreamer's nvcodec plugin) is not installed");
+    }
+    gst_object_unref(factory);
+  }
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> frames;
+  for (int i = 0; i < 6; ++i) frames.push_back(scene(rng, i % 3));
+  for (const char* format : {"NV12", "I420"}) {
+    Outcome cpu, gpu;
+    run(cpu, "device=cpu interval=2 overlay=true model=\"" + model_ + "\"", format, frames);
+    std::string sink_caps;
+    run(gpu, "device=cuda interval=2 overlay=true model=\"" + model_ + "\" ! cudadownload", format, frames,
+        [&](size_t i, GstElement* e) {
+          if (i != 1) return;
+          GstPad* pad = gst_element_get_static_pad(e, "sink");
+          if (GstCaps* c = gst_pad_get_current_caps(pad)) {
+            gchar* t = gst_caps_to_string(c);
+            sink_caps = t;
+            g_free(t);
+            gst_caps_unref(c);
+          }
+          gst_object_unref(pad);
+        },
+        "cudaupload ! ");
+    ASSERT_EQ(gpu.error, "") << format;
+    EXPECT_NE(sink_caps.find("memory:CUDAMemory"), std::string::npos) << format << ": " << sink_caps;
+    ASSERT_EQ(gpu.messages.size(), cpu.messages.size()) << format;
+    for (size_t i = 0; i < cpu.messages.size(); ++i)
+      EXPECT_EQ(str(gpu.messages[i], "label"), str(cpu.messages[i], "label")) << format << " " << i;
+    ASSERT_EQ(gpu.first_planes.size(), frames.size()) << format;
+    for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(gpu.first_planes[i], cpu.first_planes[i]) << format << " frame " << i;
+    EXPECT_TRUE(gpu.top_left_changed[0]) << format;
+    EXPECT_FALSE(gpu.bottom_right_changed) << format;
+    EXPECT_FALSE(gpu.other_planes_changed) << format;
+  }
+}
+
+// device=cpu never offers memory:CUDAMemory (so cudaupload upstream keeps system memory).
+TEST_F(BowClassify, CpuPathOffersNoCudaMemoryCaps) {
+  GstElement* e = gst_element_factory_make("bowclassify", nullptr);
+  ASSERT_NE(e, nullptr);
+  g_object_set(e, "device", 2 /* cpu */, nullptr);
+  GstPad* pad = gst_element_get_static_pad(e, "sink");
+  GstCaps* caps = gst_pad_query_caps(pad, nullptr);
+  ASSERT_FALSE(gst_caps_is_empty(caps));
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    GstCapsFeatures* f = gst_caps_get_features(caps, i);
+    EXPECT_FALSE(f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, "memory:CUDAMemory")) << i;
+  }
+  gst_caps_unref(caps);
+  gst_object_unref(pad);
+  gst_object_unref(e);
 }
 
 // appsrc (GRAY8 vertical stripes) ! videoconvert ! bowclassify ! fakesink, launched from a string.
