@@ -189,12 +189,16 @@ struct GpuHistogrammer::Impl {
   uint8_t* d_grey = nullptr;
   float* d_planes = nullptr;
   int* d_words = nullptr;
-  std::vector<int> fine_counts, counts;
+  size_t fine_size = 0;         // ints of the finest level's counts
+  int* fine_counts = nullptr;   // pinned: its download takes no staging buffer (which pageable copies
+                                // of the same context, e.g. cudaupload's, would hold for a whole frame)
+  std::vector<int> counts;
 
   ~Impl() {
     release();
     words.reset();
     cudaFree(d_counts);
+    cudaFreeHost(fine_counts);
     for (cudaEvent_t e : marks)
       if (e) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
@@ -235,7 +239,7 @@ struct GpuHistogrammer::Impl {
     PRISM_CUDA_CHECK(cudaGetLastError());
     PRISM_CUDA_CHECK(cudaEventRecord(marks[1], stream));
     if (find_words) {
-      if (count) PRISM_CUDA_CHECK(cudaMemsetAsync(d_counts, 0, sizeof(int) * fine_counts.size(), stream));
+      if (count) PRISM_CUDA_CHECK(cudaMemsetAsync(d_counts, 0, sizeof(int) * fine_size, stream));
       GpuWords::Outputs out;
       out.words = keep_words ? d_words : nullptr;
       out.counts = count ? d_counts : nullptr;
@@ -247,7 +251,7 @@ struct GpuHistogrammer::Impl {
 
   std::vector<float> histogram(const uint8_t* grey, size_t pitch, int W, int H) {
     run(grey, pitch, W, H, true, false, true);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(fine_counts.data(), d_counts, sizeof(int) * fine_counts.size(), cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(fine_counts, d_counts, sizeof(int) * fine_size, cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     // Coarser levels: a cell at level l is the sum of its 4^(levels - l) cells at the finest level
     // (floor(y 2^l / H) = floor(y 2^levels / H) >> (levels - l)).
@@ -258,7 +262,7 @@ struct GpuHistogrammer::Impl {
       const int cells = 1 << l, shift = levels - l;
       for (int cy = 0; cy < fine; ++cy)
         for (int cx = 0; cx < fine; ++cx) {
-          const int* from = fine_counts.data() + (cy * fine + cx) * k;
+          const int* from = fine_counts + (cy * fine + cx) * k;
           int* to = counts.data() + offset + ((cy >> shift) * cells + (cx >> shift)) * k;
           for (int w = 0; w < k; ++w) to[w] += from[w];
         }
@@ -290,9 +294,10 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
   for (cudaEvent_t& e : m.marks) PRISM_CUDA_CHECK(cudaEventCreate(&e));
   m.words = std::make_unique<GpuWords>(m.k, m.filters, false, m.stream);
   m.words->set_dictionary(dictionary);
-  m.fine_counts.resize((size_t(1) << (2 * levels)) * m.k);
+  m.fine_size = (size_t(1) << (2 * levels)) * m.k;
+  PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m.fine_counts), sizeof(int) * m.fine_size));
   m.counts.resize(histogram_length(m.k, levels));
-  m.d_counts = gpu::device_alloc<int>(m.fine_counts.size());
+  m.d_counts = gpu::device_alloc<int>(m.fine_size);
 }
 
 GpuHistogrammer::~GpuHistogrammer() = default;

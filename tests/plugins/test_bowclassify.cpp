@@ -458,8 +458,8 @@ TEST_F(BowClassify, DeviceCudaLabelsAsTheCpu) {
   for (size_t i = 0; i < cpu.messages.size(); ++i) EXPECT_EQ(str(gpu.messages[i], "label"), str(cpu.messages[i], "label")) << i;
 }
 
-// Frames in GPU memory (cudaupload ! bowclassify ! cudadownload): the Y plane is read in place on
-// the GPU, and the labels and the drawn label box are the CPU path's.
+// Frames in GPU memory (cudaupload ! video/x-raw(memory:CUDAMemory) ! bowclassify ! cudadownload):
+// the Y plane is read in place on the GPU, and the labels and the drawn label box are the CPU path's.
 TEST_F(BowClassify, CudaMemoryFramesAreLabelledAndDrawnInPlace) {
   PRISM_NEED_GPU();
   for (const char* f : {"cudaupload", "cudadownload"}) {
@@ -489,7 +489,7 @@ TEST_F(BowClassify, CudaMemoryFramesAreLabelledAndDrawnInPlace) {
           }
           gst_object_unref(pad);
         },
-        "cudaupload ! ");
+        "cudaupload ! video/x-raw(memory:CUDAMemory) ! ");
     ASSERT_EQ(gpu.error, "") << format;
     EXPECT_NE(sink_caps.find("memory:CUDAMemory"), std::string::npos) << format << ": " << sink_caps;
     ASSERT_EQ(gpu.messages.size(), cpu.messages.size()) << format;
