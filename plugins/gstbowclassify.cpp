@@ -143,13 +143,7 @@ static gboolean stop(GstBaseTransform *trans) {
 /* In place: the other pad carries the same caps, without memory:CUDAMemory on the CPU path. */
 static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection, GstCaps *caps, GstCaps *filter) {
   GstBowClassify *self = GST_BOW_CLASSIFY(trans);
-  GstCaps *out = gst_caps_copy(caps);
-  if (!gst_prism_cuda_allows_cuda_caps(&self->cuda))
-    for (guint i = gst_caps_get_size(out); i-- > 0;) {
-      GstCapsFeatures *f = gst_caps_get_features(out, i);
-      if (f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, GST_PRISM_CUDA_FEATURE))
-        gst_caps_remove_structure(out, i);
-    }
+  GstCaps *out = gst_prism_cuda_allowed_caps(&self->cuda, gst_caps_copy(caps));
   if (filter) {
     GstCaps *both = gst_caps_intersect_full(filter, out, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(out);

@@ -476,20 +476,6 @@ static void release_pad(GstElement *element, GstPad *pad) {
 /* Caps                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Drops the memory:CUDAMemory structures unless this run may use them. */
-static GstCaps *allowed_memory(GstPoissonBlend *self, GstCaps *caps) {
-  if (gst_prism_cuda_allows_cuda_caps(&self->cuda)) return caps;
-  GstCaps *out = gst_caps_new_empty();
-  for (guint i = 0; i < gst_caps_get_size(caps); i++) {
-    GstCapsFeatures *f = gst_caps_get_features(caps, i);
-    if (f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, GST_PRISM_CUDA_FEATURE)) continue;
-    gst_caps_append_structure_full(out, gst_structure_copy(gst_caps_get_structure(caps, i)),
-                                   f ? gst_caps_features_copy(f) : nullptr);
-  }
-  gst_caps_unref(caps);
-  return out;
-}
-
 /* What a sink pad can take: overlays their template whatever the background is; the background
  * what downstream accepts, since the output has its caps. */
 static GstCaps *sink_getcaps(GstPoissonBlend *self, GstPad *pad, GstCaps *filter) {
@@ -508,7 +494,7 @@ static GstCaps *sink_getcaps(GstPoissonBlend *self, GstPad *pad, GstCaps *filter
   } else {
     caps = templ;
   }
-  caps = allowed_memory(self, caps);
+  caps = gst_prism_cuda_allowed_caps(&self->cuda, caps);
   if (filter) {
     /* Our order wins over the filter's: cudaupload asks with system memory first (it prefers
      * passthrough), which would keep frames on the host although we take CUDA memory. */
@@ -560,7 +546,7 @@ static gboolean src_query(GstAggregator *agg, GstQuery *query) {
       GstCaps *filter;
       gst_query_parse_caps(query, &filter);
       GstCaps *caps = gst_pad_get_current_caps(GST_PAD(self->background));
-      if (!caps) caps = allowed_memory(self, gst_pad_get_pad_template_caps(agg->srcpad));
+      if (!caps) caps = gst_prism_cuda_allowed_caps(&self->cuda, gst_pad_get_pad_template_caps(agg->srcpad));
       if (filter) {
         GstCaps *tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
         gst_caps_unref(caps);

@@ -178,6 +178,19 @@ gboolean gst_prism_cuda_allows_cuda_caps(GstPrismCuda *cuda) {
 #endif
 }
 
+GstCaps *gst_prism_cuda_allowed_caps(GstPrismCuda *cuda, GstCaps *caps) {
+  if (gst_prism_cuda_allows_cuda_caps(cuda)) return caps;
+  GstCaps *out = gst_caps_new_empty();
+  for (guint i = 0; i < gst_caps_get_size(caps); i++) {
+    GstCapsFeatures *f = gst_caps_get_features(caps, i);
+    if (f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, GST_PRISM_CUDA_FEATURE)) continue;
+    gst_caps_append_structure_full(out, gst_structure_copy(gst_caps_get_structure(caps, i)),
+                                   f ? gst_caps_features_copy(f) : nullptr);
+  }
+  gst_caps_unref(caps);
+  return out;
+}
+
 gboolean gst_prism_caps_are_cuda(GstCaps *caps) {
   GstCapsFeatures *f = gst_caps_get_size(caps) ? gst_caps_get_features(caps, 0) : nullptr;
   return f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, GST_PRISM_CUDA_FEATURE);

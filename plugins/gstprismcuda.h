@@ -79,6 +79,8 @@ void gst_prism_cuda_stop(GstPrismCuda *cuda);
 /* Whether memory:CUDAMemory caps may be offered: not with device=cpu, not in a CPU-only build,
  * and once started only on the GPU path. */
 gboolean gst_prism_cuda_allows_cuda_caps(GstPrismCuda *cuda);
+/* `caps` (taken) without its memory:CUDAMemory structures unless this run may use them. */
+GstCaps *gst_prism_cuda_allowed_caps(GstPrismCuda *cuda, GstCaps *caps);
 gboolean gst_prism_caps_are_cuda(GstCaps *caps);
 /* video/x-raw in `formats` (system memory) and, in a CUDA build, in `cuda_formats`
  * (memory:CUDAMemory, listed first; NULL for none). Any size and framerate. */
