@@ -5,7 +5,7 @@
 // - assign: GpuWords in its exact mode, the tensor-core matrix product plus a fused argmin, with
 //   the FP16 screen certified and near ties re-scanned exactly, so labels and distances are the
 //   CPU's nearest_centers' own, bit for bit;
-// - update: the points sorted by label on the host (a counting sort, stable), then one warp per
+// - update: the points sorted by label on the host (a stable counting sort, in parallel), then one warp per
 //   cluster sums its members in point order in double - the CPU's order, so the same bits - and
 //   divides by the count;
 // - distances to the assigned centres, as the CPU computes them.
@@ -189,10 +189,7 @@ class GpuSteps : public detail::LloydSteps {
   void update(const std::vector<int>& labels, const std::vector<int>& counts, cv::Mat& centers) override {
     offsets_.assign(k_ + 1, 0);
     for (int c = 0; c < k_; ++c) offsets_[c + 1] = offsets_[c] + counts[c];
-    order_.resize(n_);
-    next_.assign(offsets_.begin(), offsets_.end() - 1);
-    for (int i = 0; i < n_; ++i) order_[next_[labels[i]]++] = i;  // stable: point order within a cluster
-    std::copy(order_.begin(), order_.end(), h_labels_);  // (pinned staging for the uploads)
+    detail::stable_order_by_label(labels, counts, h_labels_);  // (pinned staging for the upload)
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_order_, h_labels_, sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_offsets_, offsets_.data(), sizeof(int) * (k_ + 1), cudaMemcpyHostToDevice, stream_));
     update_kernel<<<(k_ + 3) / 4, 128, 0, stream_>>>(d_points_, d_, d_order_, d_offsets_, k_, d_centers_);
@@ -251,7 +248,7 @@ class GpuSteps : public detail::LloydSteps {
   int* h_labels_ = nullptr;  // pinned
   float* h_dist_ = nullptr;  // pinned
   int *d_labels_ = nullptr, *d_order_ = nullptr, *d_offsets_ = nullptr;
-  std::vector<int> offsets_, order_, next_;
+  std::vector<int> offsets_;
 };
 
 }  // namespace

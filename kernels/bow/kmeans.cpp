@@ -3,6 +3,7 @@
 #include "bow/kmeans_pp.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -90,7 +91,79 @@ cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed) {
   return centers;
 }
 
+namespace {
+
+// Lloyd's bookkeeping over the points in parallel, with the same result on any thread count: integer
+// tallies are exact whatever the split, and the inertia is summed over kmeans_pp.h's fixed tree.
+constexpr int kParts = 64;
+int part_begin(int n, int part) { return int(int64_t(n) * part / kParts); }
+
+int count_changed(const std::vector<int>& labels, const std::vector<int>& previous) {
+  std::atomic<int> changed{0};
+  cv::parallel_for_(cv::Range(0, kParts), [&](const cv::Range& r) {
+    for (int part = r.start; part < r.end; ++part) {
+      int local = 0;
+      for (int i = part_begin(int(labels.size()), part); i < part_begin(int(labels.size()), part + 1); ++i)
+        local += labels[i] != previous[i];
+      changed += local;
+    }
+  });
+  return changed;
+}
+
+void count_labels(const std::vector<int>& labels, std::vector<int>& counts) {
+  std::vector<int> per_part(size_t(kParts) * counts.size(), 0);
+  const int n = int(labels.size()), k = int(counts.size());
+  cv::parallel_for_(cv::Range(0, kParts), [&](const cv::Range& r) {
+    for (int part = r.start; part < r.end; ++part)
+      for (int i = part_begin(n, part); i < part_begin(n, part + 1); ++i) ++per_part[size_t(part) * k + labels[i]];
+  });
+  std::fill(counts.begin(), counts.end(), 0);
+  for (int part = 0; part < kParts; ++part)
+    for (int c = 0; c < k; ++c) counts[c] += per_part[size_t(part) * k + c];
+}
+
+double tree_sum(const std::vector<float>& v) {
+  const int n = int(v.size()), blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
+  std::vector<double> block_sums(blocks);
+  cv::parallel_for_(cv::Range(0, blocks), [&](const cv::Range& r) {
+    for (int b = r.start; b < r.end; ++b) {
+      double block = 0;
+      for (int q = b * detail::kSeedBlock; q < std::min(n, (b + 1) * detail::kSeedBlock); q += detail::kSeedChunk) {
+        double chunk = 0;
+        for (int i = q; i < std::min(n, q + detail::kSeedChunk); ++i) chunk += v[i];
+        block += chunk;
+      }
+      block_sums[b] = block;
+    }
+  });
+  double total = 0;
+  for (double b : block_sums) total += b;
+  return total;
+}
+
+}  // namespace
+
 namespace detail {
+
+void stable_order_by_label(const std::vector<int>& labels, const std::vector<int>& counts, int* order) {
+  const int n = int(labels.size()), k = int(counts.size());
+  std::vector<int> next(size_t(kParts) * k, 0);  // per part and cluster: the count, then the next slot
+  cv::parallel_for_(cv::Range(0, kParts), [&](const cv::Range& r) {
+    for (int part = r.start; part < r.end; ++part)
+      for (int i = part_begin(n, part); i < part_begin(n, part + 1); ++i) ++next[size_t(part) * k + labels[i]];
+  });
+  for (int c = 0, start = 0; c < k; ++c)
+    for (int part = 0; part < kParts; ++part) {
+      const int count = next[size_t(part) * k + c];
+      next[size_t(part) * k + c] = start;
+      start += count;
+    }
+  cv::parallel_for_(cv::Range(0, kParts), [&](const cv::Range& r) {
+    for (int part = r.start; part < r.end; ++part)
+      for (int i = part_begin(n, part); i < part_begin(n, part + 1); ++i) order[next[size_t(part) * k + labels[i]]++] = i;
+  });
+}
 
 int kmeans_pp_draws(uint64_t seed, int n, int k, std::vector<double>& u) {
   std::mt19937_64 rng(seed);
@@ -113,12 +186,10 @@ KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMea
   for (int it = 1; it <= params.max_iterations; ++it) {
     previous = labels;
     steps.assign(r.centers, labels, dist);
-    int changed = 0;
-    for (int i = 0; i < n; ++i) changed += labels[i] != previous[i];
+    int changed = count_changed(labels, previous);
 
     // Empty clusters take the point farthest from its centre, from a cluster that keeps one.
-    std::fill(counts.begin(), counts.end(), 0);
-    for (int l : labels) ++counts[l];
+    count_labels(labels, counts);
     for (int c = 0; c < k; ++c) {
       if (counts[c] > 0) continue;
       int far = -1;
@@ -134,8 +205,7 @@ KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMea
     }
     steps.update(labels, counts, r.centers);
     steps.assigned_distances(r.centers, labels, dist);
-    double inertia = 0;  // in point order, in double: the same whatever computed the distances
-    for (int i = 0; i < n; ++i) inertia += dist[i];
+    const double inertia = tree_sum(dist);  // the same whatever computed the distances
     r.iterations = it;
     r.inertia = inertia;
     if (progress) progress(it, inertia, changed);

@@ -2,8 +2,9 @@
 // the training images (Lloyd's algorithm) with k-means++ seeding (Arthur & Vassilvitskii, SODA 2007).
 //
 // Deterministic for a given seed: the seeding draws from std::mt19937_64, ties go to the lower
-// cluster index, and every sum is taken in point order in double (the seeding's in the fixed
-// chunk/block tree of kmeans_pp.h; no order-dependent float atomics).
+// cluster index, the means are summed in point order in double, and the seeding's weights and the
+// inertia in double over the fixed chunk/block tree of kmeans_pp.h (no order-dependent float
+// atomics; the same bits on any thread count).
 // A cluster left empty by an iteration is re-seeded with the point farthest from its own centre
 // (taken from a cluster that keeps at least one point). Stops when no point changes cluster, when
 // the inertia (sum of squared distances) falls by less than `tolerance` relatively, or after
@@ -60,6 +61,9 @@ KMeansResult kmeans_cuda(const cv::Mat& points, const KMeansParams& params, cons
 
 namespace detail {
 // Lloyd's iterations over the three steps a device provides (shared by both paths).
+// The points' indices grouped by label, in point order within a label (a stable counting sort, in
+// parallel); `counts` per label, `order` n ints.
+void stable_order_by_label(const std::vector<int>& labels, const std::vector<int>& counts, int* order);
 // The seeding's random draws: the first point, and u[c] in [0, 1) for each further seed c.
 int kmeans_pp_draws(uint64_t seed, int n, int k, std::vector<double>& u);
 struct LloydSteps {
