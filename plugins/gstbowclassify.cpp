@@ -235,8 +235,11 @@ static bool process_device(GstBowClassify *self, GstBuffer *buf, bool due, bool 
       const std::string text = st.model.class_names()[st.result.label] + cv::format(" %.2f", st.result.confidence);
       cv::Mat box(label_box(text, W, H), CV_8UC1);
       draw_label(box, text);
-      const cudaError_t err = cudaMemcpy2D(pf.data[0], size_t(pf.stride[0]), box.data, box.step, box.cols, box.rows,
-                                           cudaMemcpyHostToDevice);
+      // On the element's stream, synchronised before the buffer moves on (1.22 memory carries no
+      // stream; a pageable cudaMemcpy2D may return before the bytes land).
+      cudaError_t err = cudaMemcpy2DAsync(pf.data[0], size_t(pf.stride[0]), box.data, box.step, box.cols, box.rows,
+                                          cudaMemcpyHostToDevice, self->cuda.stream);
+      if (err == cudaSuccess) err = cudaStreamSynchronize(self->cuda.stream);
       if (err != cudaSuccess) throw std::runtime_error(std::string("label upload: ") + cudaGetErrorString(err));
     }
   } catch (const std::exception &e) {

@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(detail::kSeedBlock) seed_weights_kernel(const 
       const float diff = __fsub_rn(planes[static_cast<int64_t>(j) * n + i], centre[j]);
       s = __fadd_rn(s, __fmul_rn(diff, diff));
     }
-    v = first ? double(s) : fmin(weights[i], double(s));
+    const double before = first ? INFINITY : weights[i], now = double(s);
+    v = now < before ? now : before;  // std::min's choice on the CPU, NaN included
     weights[i] = v;
   }
   w[(threadIdx.x / detail::kSeedChunk) * (detail::kSeedChunk + 1) + threadIdx.x % detail::kSeedChunk] = v;
@@ -140,6 +141,20 @@ __global__ void __launch_bounds__(kPickThreads) seed_pick_kernel(const double* w
   }
 }
 
+// Device buffers for one call, freed on every exit.
+struct DeviceScratch {
+  std::vector<void*> held;
+  template <class T>
+  T* alloc(size_t count) {
+    T* p = gpu::device_alloc<T>(count);
+    held.push_back(p);
+    return p;
+  }
+  ~DeviceScratch() {
+    for (void* p : held) cudaFree(p);
+  }
+};
+
 class GpuSteps : public detail::LloydSteps {
  public:
   GpuSteps(const cv::Mat& points, int k) : n_(points.rows), d_(points.cols), k_(k) {
@@ -148,6 +163,16 @@ class GpuSteps : public detail::LloydSteps {
     PRISM_CUDA_CHECK(cudaGetDevice(&device));
     PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     if (major < 8) throw gpu::CudaError("kmeans_cuda: needs an sm_80 or newer GPU (mma.sync); use the CPU");
+    try {
+      allocate(points);
+    } catch (...) {
+      release();  // (a destructor does not run after a throwing constructor)
+      throw;
+    }
+  }
+  ~GpuSteps() override { release(); }
+
+  void allocate(const cv::Mat& points) {
     PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     words_ = std::make_unique<GpuWords>(k_, d_, true, stream_);
     d_points_ = gpu::device_alloc<float>(size_t(n_) * d_);
@@ -163,14 +188,14 @@ class GpuSteps : public detail::LloydSteps {
     transpose_kernel<<<(n_ + 255) / 256, 256, 0, stream_>>>(d_points_, n_, d_, d_planes_);
     PRISM_CUDA_CHECK(cudaGetLastError());
   }
-  ~GpuSteps() override {
+  void release() {
     words_.reset();
     for (void* p : {(void*)d_points_, (void*)d_planes_, (void*)d_centers_, (void*)d_labels_, (void*)d_dist_,
                     (void*)d_order_, (void*)d_offsets_})
       cudaFree(p);
     cudaFreeHost(h_labels_);
     cudaFreeHost(h_dist_);
-    cudaStreamDestroy(stream_);
+    if (stream_) cudaStreamDestroy(stream_);
   }
 
   void assign(const cv::Mat& centers, std::vector<int>& labels, std::vector<float>& dist) override {
@@ -217,11 +242,12 @@ class GpuSteps : public detail::LloydSteps {
     std::vector<int> chosen(k);
     chosen[0] = detail::kmeans_pp_draws(seed, n_, k, u);
     const int blocks = (n_ + detail::kSeedBlock - 1) / detail::kSeedBlock;
-    double* d_weights = gpu::device_alloc<double>(n_);
-    double* d_chunk_sums = gpu::device_alloc<double>((n_ + detail::kSeedChunk - 1) / detail::kSeedChunk);
-    double* d_block_sums = gpu::device_alloc<double>(blocks);
-    double* d_u = gpu::device_alloc<double>(k);
-    int* d_chosen = gpu::device_alloc<int>(k);
+    DeviceScratch scratch;
+    double* d_weights = scratch.alloc<double>(n_);
+    double* d_chunk_sums = scratch.alloc<double>((n_ + detail::kSeedChunk - 1) / detail::kSeedChunk);
+    double* d_block_sums = scratch.alloc<double>(blocks);
+    double* d_u = scratch.alloc<double>(k);
+    int* d_chosen = scratch.alloc<int>(k);
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_u, u.data(), sizeof(double) * k, cudaMemcpyHostToDevice, stream_));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_chosen, chosen.data(), sizeof(int), cudaMemcpyHostToDevice, stream_));
     for (int c = 0; c < k; ++c) {
@@ -234,7 +260,6 @@ class GpuSteps : public detail::LloydSteps {
     PRISM_CUDA_CHECK(cudaGetLastError());
     PRISM_CUDA_CHECK(cudaMemcpyAsync(chosen.data(), d_chosen, sizeof(int) * k, cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (void* p : {(void*)d_weights, (void*)d_chunk_sums, (void*)d_block_sums, (void*)d_u, (void*)d_chosen}) cudaFree(p);
     cv::Mat centers(k, d_, CV_32F);
     for (int c = 0; c < k; ++c) points.row(chosen[c]).copyTo(centers.row(c));
     return centers;

@@ -316,7 +316,8 @@ int fill_grid(const void* kernel, int threads, size_t smem, const char* what) {
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (smem > size_t(smem_max))
     throw std::invalid_argument(std::string("visual words on the GPU: ") + what + " does not fit in shared memory");
-  PRISM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // The device's whole opt-in limit, not this instance's size: instances of other sizes share the kernel.
+  PRISM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   PRISM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   return std::max(1, per_sm) * sms;
