@@ -36,7 +36,8 @@ struct State {
   bool have_result = false;
   guint64 result_frame = 0;
   bow::Prediction result;
-  cv::Mat grey;  // RGB-ish frames converted here (reused)
+  cv::Mat grey;       // RGB-ish frames converted here (reused)
+  cv::Mat label_tile;  // the label box drawn for a frame in GPU memory (reused)
 };
 
 struct _GstBowClassify {
@@ -233,7 +234,8 @@ static bool process_device(GstBowClassify *self, GstBuffer *buf, bool due, bool 
     if (due) st.result = st.model.classify_histogram(st.model.histogram_device(pf.data[0], size_t(pf.stride[0]), W, H));
     if (overlay) {
       const std::string text = st.model.class_names()[st.result.label] + cv::format(" %.2f", st.result.confidence);
-      cv::Mat box(label_box(text, W, H), CV_8UC1);
+      cv::Mat &box = st.label_tile;
+      box.create(label_box(text, W, H), CV_8UC1);
       draw_label(box, text);
       // On the element's stream, synchronised before the buffer moves on (1.22 memory carries no
       // stream; a pageable cudaMemcpy2D may return before the bytes land).

@@ -214,7 +214,7 @@ class GpuSteps : public detail::LloydSteps {
   void update(const std::vector<int>& labels, const std::vector<int>& counts, cv::Mat& centers) override {
     offsets_.assign(k_ + 1, 0);
     for (int c = 0; c < k_; ++c) offsets_[c + 1] = offsets_[c] + counts[c];
-    detail::stable_order_by_label(labels, counts, h_labels_);  // (pinned staging for the upload)
+    detail::stable_order_by_label(labels, k_, h_labels_);  // (pinned staging for the upload)
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_order_, h_labels_, sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_offsets_, offsets_.data(), sizeof(int) * (k_ + 1), cudaMemcpyHostToDevice, stream_));
     update_kernel<<<(k_ + 3) / 4, 128, 0, stream_>>>(d_points_, d_, d_order_, d_offsets_, k_, d_centers_);

@@ -28,6 +28,31 @@ void check_points(const cv::Mat& m, const char* what) {
     throw std::invalid_argument(std::string("kmeans: ") + what + " must be a continuous, non-empty CV_32FC1 matrix");
 }
 
+// kmeans_pp.h's fixed tree, blocks in parallel: each chunk's values summed in order into
+// `chunk_sums`, each block's chunk sums in order into `block_sums`; returns the block sums summed in
+// order. The seeding's draw walks the same sums; the inertia is the total.
+template <class T>
+double tree_sum(const T* values, int n, double* chunk_sums, double* block_sums) {
+  constexpr int kChunksPerBlock = detail::kSeedBlock / detail::kSeedChunk;
+  const int chunks = (n + detail::kSeedChunk - 1) / detail::kSeedChunk;
+  const int blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
+  cv::parallel_for_(cv::Range(0, blocks), [&](const cv::Range& rg) {
+    for (int b = rg.start; b < rg.end; ++b) {
+      double block = 0;
+      for (int q = b * kChunksPerBlock; q < std::min(chunks, (b + 1) * kChunksPerBlock); ++q) {
+        double chunk = 0;
+        for (int i = q * detail::kSeedChunk; i < std::min(n, (q + 1) * detail::kSeedChunk); ++i) chunk += values[i];
+        chunk_sums[q] = chunk;
+        block += chunk;
+      }
+      block_sums[b] = block;
+    }
+  });
+  double total = 0;
+  for (int b = 0; b < blocks; ++b) total += block_sums[b];
+  return total;
+}
+
 }  // namespace
 
 void nearest_centers(const cv::Mat& points, const cv::Mat& centers, std::vector<int>& labels,
@@ -63,29 +88,18 @@ cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed) {
   // block as kmeans_pp.h prescribes.
   std::vector<double> u;
   int chosen = detail::kmeans_pp_draws(seed, n, k, u);
-  constexpr int kChunksPerBlock = detail::kSeedBlock / detail::kSeedChunk;
   const int chunks = (n + detail::kSeedChunk - 1) / detail::kSeedChunk;
   const int blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
   std::vector<double> nearest(n, std::numeric_limits<double>::infinity()), chunk_sums(chunks), block_sums(blocks);
   for (int c = 0; c < k; ++c) {
     points.row(chosen).copyTo(centers.row(c));
     const float* centre = centers.ptr<float>(c);
-    cv::parallel_for_(cv::Range(0, blocks), [&](const cv::Range& rg) {
-      for (int b = rg.start; b < rg.end; ++b) {
-        double block = 0;
-        for (int q = b * kChunksPerBlock; q < std::min(chunks, (b + 1) * kChunksPerBlock); ++q) {
-          double chunk = 0;
-          for (int i = q * detail::kSeedChunk; i < std::min(n, (q + 1) * detail::kSeedChunk); ++i) {
-            nearest[i] = std::min(nearest[i], double(squared_distance(points.ptr<float>(i), centre, d)));
-            chunk += nearest[i];
-          }
-          chunk_sums[q] = chunk;
-          block += chunk;
-        }
-        block_sums[b] = block;
-      }
+    cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& rg) {
+      for (int i = rg.start; i < rg.end; ++i)
+        nearest[i] = std::min(nearest[i], double(squared_distance(points.ptr<float>(i), centre, d)));
     });
     if (c + 1 == k) break;
+    tree_sum(nearest.data(), n, chunk_sums.data(), block_sums.data());
     chosen = detail::kmeans_pp_pick(nearest.data(), chunk_sums.data(), block_sums.data(), n, u[c + 1], chosen);
   }
   return centers;
@@ -111,48 +125,32 @@ int count_changed(const std::vector<int>& labels, const std::vector<int>& previo
   return changed;
 }
 
-void count_labels(const std::vector<int>& labels, std::vector<int>& counts) {
-  std::vector<int> per_part(size_t(kParts) * counts.size(), 0);
-  const int n = int(labels.size()), k = int(counts.size());
+// Per part (kParts contiguous ranges of the points) and label: how many points.
+std::vector<int> part_counts(const std::vector<int>& labels, int k) {
+  const int n = int(labels.size());
+  std::vector<int> per_part(size_t(kParts) * k, 0);
   cv::parallel_for_(cv::Range(0, kParts), [&](const cv::Range& r) {
     for (int part = r.start; part < r.end; ++part)
       for (int i = part_begin(n, part); i < part_begin(n, part + 1); ++i) ++per_part[size_t(part) * k + labels[i]];
   });
+  return per_part;
+}
+
+void count_labels(const std::vector<int>& labels, std::vector<int>& counts) {
+  const int k = int(counts.size());
+  const std::vector<int> per_part = part_counts(labels, k);
   std::fill(counts.begin(), counts.end(), 0);
   for (int part = 0; part < kParts; ++part)
     for (int c = 0; c < k; ++c) counts[c] += per_part[size_t(part) * k + c];
-}
-
-double tree_sum(const std::vector<float>& v) {
-  const int n = int(v.size()), blocks = (n + detail::kSeedBlock - 1) / detail::kSeedBlock;
-  std::vector<double> block_sums(blocks);
-  cv::parallel_for_(cv::Range(0, blocks), [&](const cv::Range& r) {
-    for (int b = r.start; b < r.end; ++b) {
-      double block = 0;
-      for (int q = b * detail::kSeedBlock; q < std::min(n, (b + 1) * detail::kSeedBlock); q += detail::kSeedChunk) {
-        double chunk = 0;
-        for (int i = q; i < std::min(n, q + detail::kSeedChunk); ++i) chunk += v[i];
-        block += chunk;
-      }
-      block_sums[b] = block;
-    }
-  });
-  double total = 0;
-  for (double b : block_sums) total += b;
-  return total;
 }
 
 }  // namespace
 
 namespace detail {
 
-void stable_order_by_label(const std::vector<int>& labels, const std::vector<int>& counts, int* order) {
-  const int n = int(labels.size()), k = int(counts.size());
-  std::vector<int> next(size_t(kParts) * k, 0);  // per part and cluster: the count, then the next slot
-  cv::parallel_for_(cv::Range(0, kParts), [&](const cv::Range& r) {
-    for (int part = r.start; part < r.end; ++part)
-      for (int i = part_begin(n, part); i < part_begin(n, part + 1); ++i) ++next[size_t(part) * k + labels[i]];
-  });
+void stable_order_by_label(const std::vector<int>& labels, int k, int* order) {
+  const int n = int(labels.size());
+  std::vector<int> next = part_counts(labels, k);  // per part and label: the count, then the next slot
   for (int c = 0, start = 0; c < k; ++c)
     for (int part = 0; part < kParts; ++part) {
       const int count = next[size_t(part) * k + c];
@@ -182,6 +180,7 @@ KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMea
   std::vector<int> labels(n, -1), previous;
   std::vector<float> dist;
   std::vector<int> counts(k);
+  std::vector<double> tree_chunks, tree_blocks;
   double last_inertia = std::numeric_limits<double>::infinity();
   for (int it = 1; it <= params.max_iterations; ++it) {
     previous = labels;
@@ -205,7 +204,10 @@ KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMea
     }
     steps.update(labels, counts, r.centers);
     steps.assigned_distances(r.centers, labels, dist);
-    const double inertia = tree_sum(dist);  // the same whatever computed the distances
+    tree_chunks.resize((n + detail::kSeedChunk - 1) / detail::kSeedChunk);
+    tree_blocks.resize((n + detail::kSeedBlock - 1) / detail::kSeedBlock);
+    // The same whatever computed the distances, on any thread count.
+    const double inertia = tree_sum(dist.data(), n, tree_chunks.data(), tree_blocks.data());
     r.iterations = it;
     r.inertia = inertia;
     if (progress) progress(it, inertia, changed);

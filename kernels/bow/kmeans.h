@@ -61,9 +61,9 @@ KMeansResult kmeans_cuda(const cv::Mat& points, const KMeansParams& params, cons
 
 namespace detail {
 // Lloyd's iterations over the three steps a device provides (shared by both paths).
-// The points' indices grouped by label, in point order within a label (a stable counting sort, in
-// parallel); `counts` per label, `order` n ints.
-void stable_order_by_label(const std::vector<int>& labels, const std::vector<int>& counts, int* order);
+// The points' indices grouped by label 0..k-1, in point order within a label (a stable counting
+// sort, in parallel) into `order` (n ints).
+void stable_order_by_label(const std::vector<int>& labels, int k, int* order);
 // The seeding's random draws: the first point, and u[c] in [0, 1) for each further seed c.
 int kmeans_pp_draws(uint64_t seed, int n, int k, std::vector<double>& u);
 struct LloydSteps {

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include "bow/classifier.h"
@@ -122,6 +123,22 @@ TEST(BowKMeans, FindsPlantedClustersDeterministically) {
   const double cv_inertia = cv::kmeans(pts, k, cv_labels, cv::TermCriteria(cv::TermCriteria::COUNT + cv::TermCriteria::EPS, 100, 1e-6),
                                        3, cv::KMEANS_PP_CENTERS, cv_centres);
   EXPECT_LE(a.inertia, cv_inertia * 1.0001 + 1e-9);
+}
+
+// The parallel stable counting sort that orders the points for the GPU means: a plain sequential
+// stable sort's order, for labels that leave some clusters empty.
+TEST(BowKMeans, StableOrderByLabelIsASequentialStableSort) {
+  std::mt19937 rng(std::random_device{}());
+  for (int n : {1, 63, 64, 65, 1000, 100003}) {
+    const int k = 1 + int(rng() % 700);
+    std::vector<int> labels(n);
+    for (int& l : labels) l = int(rng() % (k / 2 + 1)) * 2 % k;  // every other label unused
+    std::vector<int> expected(n), order(n, -1);
+    std::iota(expected.begin(), expected.end(), 0);
+    std::stable_sort(expected.begin(), expected.end(), [&](int a, int b) { return labels[a] < labels[b]; });
+    bow::detail::stable_order_by_label(labels, k, order.data());
+    EXPECT_EQ(order, expected) << "n = " << n << ", k = " << k;
+  }
 }
 
 TEST(BowKMeans, EmptyClustersAreReseededAndBadInputRefused) {
