@@ -3,8 +3,10 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
+#include "poisson/opencv_dft.h"
 #include "poisson_cases.h"
 #include "prism_test.h"
 
@@ -153,5 +155,38 @@ TEST(PoissonCpu, ClippedOverlayEqualsOpenCVOnTheVisiblePart) {
     visible.mask(cv::Rect(5 + 14, 3, 26, 25)).setTo(255);
     visible.p = cv::Point(0 + 26 / 2, 55 + 25 / 2);
     EXPECT_TRUE(matches_opencv(visible, ours, opencv_clone(visible)));
+  }
+}
+
+// The replay of OpenCV's float DFT (poisson/opencv_dft.h) against cv::dft itself: every output bit
+// for bit on random complex rows, for lengths covering every butterfly (radix 2, 4, 3, 5, generic
+// odd radices up to 2399, powers of two, products of several odd primes), whole and pruned.
+TEST(OpenCvDftReplay, EqualsCvDftBitForBit) {
+  namespace ocv = prism::poisson::ocvdft;
+  std::mt19937 rng(21);
+  std::vector<int> lengths = {4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 26, 30, 32, 36, 50, 64, 98, 100, 128, 150,
+                              210, 256, 294, 486, 512, 1000, 1024, 1182, 1438, 2048, 2154, 2310, 3102, 4096, 4798};
+  for (int i = 0; i < 20; ++i) lengths.push_back(2 * std::uniform_int_distribution<int>(2, 2500)(rng));
+  std::uniform_real_distribution<float> val(-300.f, 300.f);
+  for (int n0 : lengths) {
+    std::vector<int> perm;
+    std::vector<ocv::Cf> wave;
+    const ocv::Plan plan = ocv::make_plan(n0, perm, wave);
+    cv::Mat x(1, n0, CV_32FC2);
+    for (int i = 0; i < n0; ++i) x.at<cv::Vec2f>(0, i) = {val(rng), i % 3 == 0 ? 0.f : val(rng)};
+    cv::Mat ref;
+    cv::dft(x, ref, cv::DFT_ROWS);
+    for (int prune : {n0, 33}) {
+      std::vector<ocv::Cf> work(n0);
+      for (int i = 0; i < n0; ++i) work[i] = {x.at<cv::Vec2f>(0, perm[i])[0], x.at<cv::Vec2f>(0, perm[i])[1]};
+      ocv::run_host(plan, wave, work.data(), prune);
+      int bad = 0;
+      for (int k = 0; k < std::min(prune, n0); ++k) {
+        const cv::Vec2f r = ref.at<cv::Vec2f>(0, k);
+        if (std::memcmp(&r[0], &work[k].re, 4) || std::memcmp(&r[1], &work[k].im, 4)) ++bad;
+      }
+      EXPECT_EQ(bad, 0) << "length " << n0 << " (factors " << ::testing::PrintToString(ocv::factorize(n0))
+                        << "), outputs below " << prune;
+    }
   }
 }
