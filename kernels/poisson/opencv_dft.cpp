@@ -53,16 +53,6 @@ Plan make_plan(int n0, std::vector<int>& perm, std::vector<Cf>& wave) {
     push(factors[i], n, dw0 /= factors[i]);
     n *= factors[i];
   }
-  // Scratch of the pruned generic stages: a[] and b[] (h values each) for every column j below the
-  // pruning bound of every block; bounded by n0 complex values whatever the bound (see head()).
-  for (int s = 0; s < plan.num_stages; ++s) {
-    const Stage& st = plan.stages[s];
-    if (st.radix == 2 || st.radix == 3 || st.radix == 4 || st.radix == 5) continue;
-    plan.generic_scratch = std::max(plan.generic_scratch, (n0 / st.n) * st.nx * (st.radix - 1));
-  }
-
-  // Decimation in time: work position sum_t b_t * n_{t-1} holds input sum_t digit_t(b_t) * (product
-  // of the later stages' radices); radix-4 stages take their sub-blocks in bit-reversed order.
   perm.assign(n0, 0);
   // Digits from the last stage (most significant in the work position, least in the input index).
   for (int i = 0; i < n0; ++i) {
@@ -131,13 +121,13 @@ void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune
           b.resize(h);
           for (int j = 0; j < std::min(st.nx, prune_below); ++j) {
             Cf* v = blk + j;
-            for (int p = 1; p <= h; ++p) generic_pair(v, st, j, p, wave.data(), a.data(), b.data());
+            for (int p = 1; p <= h; ++p) generic_pair(v, st, j, p, wave.data(), a[p - 1], b[p - 1]);
             const Cf v0 = v[0];
-            v[0] = generic_sum(v0, h, a.data(), b.data());
+            v[0] = generic_sum(v0, h, a.data(), b.data(), 1, 1);
             for (int p = 1; p <= h; ++p) {
               if (j + st.nx * p >= prune_below && j + st.n - st.nx * p >= prune_below) continue;
               Cf s0, s1;
-              generic_output(v0, st, p, n0, wave.data(), a.data(), b.data(), s0, s1);
+              generic_output(v0, st, p, n0, wave.data(), a.data(), b.data(), 1, 1, s0, s1);
               v[st.nx * p] = s0;
               v[st.n - st.nx * p] = s1;
             }

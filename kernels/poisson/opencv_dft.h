@@ -28,6 +28,14 @@
 
 #include "common/hostdevice.h"
 
+// Unrolled on the device so that the loads of several iterations are in flight together (the
+// accumulation order is unchanged).
+#if defined(__CUDA_ARCH__)
+#define PRISM_UNROLL8 _Pragma("unroll 8")
+#else
+#define PRISM_UNROLL8
+#endif
+
 namespace prism::poisson::ocvdft {
 
 struct Cf {
@@ -75,7 +83,6 @@ struct Plan {
   int n0 = 0;
   int num_stages = 0;
   Stage stages[kMaxStages];
-  int generic_scratch = 0;  // complex values of a/b scratch the pruned generic stages need (see head)
 };
 
 // Host: the plan, the permutation (work[i] = input[perm[i]]) and the wave table (n0 entries).
@@ -196,42 +203,45 @@ PRISM_HD void radix5(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
   v1[nx] = {sub(r0, r5), sub(i0, i5)};
 }
 
-// Generic odd radix f (h = (f-1)/2), first half: the symmetric sums a[p-1] and differences b[p-1]
-// of the (twiddled) pairs (v[p nx], v[n - p nx]), p = 1..h. Independent per p; OpenCV's running
-// sum v[0] + sum_p (a.re, b.im) is taken by generic_sum afterwards, in p order.
-PRISM_HD void generic_pair(const Cf* v, const Stage& s, int j, int p, const Cf* wave, Cf* a, Cf* b) {
+// Generic odd radix f (h = (f-1)/2), first half: the symmetric sum a and difference b of the
+// (twiddled) pair (v[p nx], v[n - p nx]) for one p in 1..h. Independent per p; OpenCV's running sum
+// v[0] + sum_p (a.re, b.im) is taken by generic_sum afterwards, in p order.
+PRISM_HD void generic_pair(const Cf* v, const Stage& s, int j, int p, const Cf* wave, Cf& a, Cf& b) {
   const int k = s.nx * p;
   const Cf x = v[k], y = v[s.n - k];
   if (j == 0) {
-    a[p - 1] = {add(x.re, y.re), sub(x.im, y.im)};
-    b[p - 1] = {sub(x.re, y.re), add(x.im, y.im)};
+    a = {add(x.re, y.re), sub(x.im, y.im)};
+    b = {sub(x.re, y.re), add(x.im, y.im)};
     return;
   }
   const int dw = j * s.dw0, d = dw * p;
   const Cf w = wave[d], w_ = wave[dw * s.radix - d];
   const float r2 = cmul_re(x, w), i2 = cmul_im(x, w);
   const float r1 = cmul_re(y, w_), i1 = cmul_im(y, w_);
-  a[p - 1] = {add(r2, r1), sub(i2, i1)};
-  b[p - 1] = {sub(r2, r1), add(i2, i1)};
+  a = {add(r2, r1), sub(i2, i1)};
+  b = {sub(r2, r1), add(i2, i1)};
 }
 
+// a[q] is at a[q * a_step], b[q] at b[q * b_step] (the device keeps them in place of the pairs).
 // v[0] + a[0].re + a[1].re + ..., and the same over b[].im, in p order as OpenCV accumulates them.
-PRISM_HD Cf generic_sum(Cf v0, int h, const Cf* a, const Cf* b) {
+PRISM_HD Cf generic_sum(Cf v0, int h, const Cf* a, const Cf* b, int a_step, int b_step) {
+PRISM_UNROLL8
   for (int q = 0; q < h; ++q) {
-    v0.re = add(v0.re, a[q].re);
-    v0.im = add(v0.im, b[q].im);
+    v0.re = add(v0.re, a[q * a_step].re);
+    v0.im = add(v0.im, b[q * b_step].im);
   }
   return v0;
 }
 
 // Outputs s0 = v[p nx] and s1 = v[n - p nx] of the generic butterfly, from the original v[0].
 PRISM_HD void generic_output(Cf v0, const Stage& s, int p, int tab_size, const Cf* wave, const Cf* a, const Cf* b,
-                             Cf& s0, Cf& s1) {
+                             int a_step, int b_step, Cf& s0, Cf& s1) {
   const int h = (s.radix - 1) / 2, dd = tab_size / s.radix * p;
   s0 = s1 = v0;
   int d = dd;
+PRISM_UNROLL8
   for (int q = 0; q < h; ++q) {
-    const Cf w = wave[d], x = a[q], y = b[q];
+    const Cf w = wave[d], x = a[q * a_step], y = b[q * b_step];
     const float r0 = mul(w.re, x.re), i0 = mul(w.im, x.im);
     const float r1 = mul(w.re, y.im), i1 = mul(w.im, y.re);
     s1.re = add(s1.re, add(r0, i0));
