@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/hostdevice.h"
+#include "poisson/poisson_pixel.h"
 
 // Unrolled on the device so that the loads of several iterations are in flight together (the
 // accumulation order is unchanged).
@@ -42,31 +43,14 @@ struct Cf {
   float re, im;
 };
 
-// Rounded separately on both sides (nvcc would contract a*b + c into an FMA).
-PRISM_HD float mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-PRISM_HD float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-PRISM_HD float sub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
+// Each product and sum rounded on its own (poisson_pixel.h; nvcc would contract into FMAs).
+using detail::add_rn;
+using detail::mul_rn;
+using detail::sub_rn;
+
 // (x * w).re and (x * w).im as OpenCV spells them.
-PRISM_HD float cmul_re(Cf x, Cf w) { return sub(mul(x.re, w.re), mul(x.im, w.im)); }
-PRISM_HD float cmul_im(Cf x, Cf w) { return add(mul(x.re, w.im), mul(x.im, w.re)); }
+PRISM_HD float cmul_re(Cf x, Cf w) { return sub_rn(mul_rn(x.re, w.re), mul_rn(x.im, w.im)); }
+PRISM_HD float cmul_im(Cf x, Cf w) { return add_rn(mul_rn(x.re, w.im), mul_rn(x.im, w.re)); }
 
 // One stage: butterflies combine `radix` sub-blocks of length nx into blocks of length n = nx*radix;
 // twiddle step dw0 (wave index of butterfly column j is j*dw0). radix 2, 3, 4, 5, or any odd number
@@ -76,6 +60,9 @@ struct Stage {
 };
 
 constexpr int kMaxStages = 40;
+
+// Radix 2, 3, 4 and 5 have butterflies of their own; any other (odd) radix takes the generic one.
+PRISM_HD bool is_generic(const Stage& s) { return s.radix != 2 && s.radix != 3 && s.radix != 4 && s.radix != 5; }
 
 // What a transform of length n0 needs besides its data: the stages, the input permutation and the
 // twiddle table, as OpenCV's DFTFactorize/DFTInit make them.
@@ -95,18 +82,18 @@ std::vector<int> factorize(int n0);
 
 PRISM_HD void radix2(Cf* v, int nx, int j, int dw0, const Cf* wave) {
   if (j == 0) {
-    const float r0 = add(v[0].re, v[nx].re), i0 = add(v[0].im, v[nx].im);
-    const float r1 = sub(v[0].re, v[nx].re), i1 = sub(v[0].im, v[nx].im);
+    const float r0 = add_rn(v[0].re, v[nx].re), i0 = add_rn(v[0].im, v[nx].im);
+    const float r1 = sub_rn(v[0].re, v[nx].re), i1 = sub_rn(v[0].im, v[nx].im);
     v[0] = {r0, i0};
     v[nx] = {r1, i1};
     return;
   }
   const Cf w = wave[j * dw0];
-  const float r1 = sub(mul(v[nx].re, w.re), mul(v[nx].im, w.im));
-  const float i1 = add(mul(v[nx].im, w.re), mul(v[nx].re, w.im));
+  const float r1 = sub_rn(mul_rn(v[nx].re, w.re), mul_rn(v[nx].im, w.im));
+  const float i1 = add_rn(mul_rn(v[nx].im, w.re), mul_rn(v[nx].re, w.im));
   const float r0 = v[0].re, i0 = v[0].im;
-  v[0] = {add(r0, r1), add(i0, i1)};
-  v[nx] = {sub(r0, r1), sub(i0, i1)};
+  v[0] = {add_rn(r0, r1), add_rn(i0, i1)};
+  v[nx] = {sub_rn(r0, r1), sub_rn(i0, i1)};
 }
 
 // Radix 4 over the sub-blocks in bit-reversed order (v0[0], v0[nx], v1[0] = v0[2nx], v1[nx]).
@@ -116,41 +103,41 @@ PRISM_HD void radix4(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
   if (j == 0) {
     r0 = v1[0].re; i0 = v1[0].im;
     r4 = v1[nx].re; i4 = v1[nx].im;
-    r1 = add(r0, r4); i1 = add(i0, i4);
-    r3 = sub(i0, i4); i3 = sub(r4, r0);
+    r1 = add_rn(r0, r4); i1 = add_rn(i0, i4);
+    r3 = sub_rn(i0, i4); i3 = sub_rn(r4, r0);
     r2 = v0[0].re; i2 = v0[0].im;
     r4 = v0[nx].re; i4 = v0[nx].im;
-    r0 = add(r2, r4); i0 = add(i2, i4);
-    r2 = sub(r2, r4); i2 = sub(i2, i4);
+    r0 = add_rn(r2, r4); i0 = add_rn(i2, i4);
+    r2 = sub_rn(r2, r4); i2 = sub_rn(i2, i4);
   } else {
     const int dw = j * dw0;
     const Cf w1 = wave[dw], w2 = wave[dw * 2], w3 = wave[dw * 3];
     r2 = cmul_re(v0[nx], w2);
     i2 = cmul_im(v0[nx], w2);
-    r0 = add(mul(v1[0].re, w1.im), mul(v1[0].im, w1.re));  // Im(v1[0] w1)
-    i0 = sub(mul(v1[0].re, w1.re), mul(v1[0].im, w1.im));  // Re(v1[0] w1)
-    r3 = add(mul(v1[nx].re, w3.im), mul(v1[nx].im, w3.re));
-    i3 = sub(mul(v1[nx].re, w3.re), mul(v1[nx].im, w3.im));
-    r1 = add(i0, i3); i1 = add(r0, r3);
-    r3 = sub(r0, r3); i3 = sub(i3, i0);
+    r0 = add_rn(mul_rn(v1[0].re, w1.im), mul_rn(v1[0].im, w1.re));  // Im(v1[0] w1)
+    i0 = sub_rn(mul_rn(v1[0].re, w1.re), mul_rn(v1[0].im, w1.im));  // Re(v1[0] w1)
+    r3 = add_rn(mul_rn(v1[nx].re, w3.im), mul_rn(v1[nx].im, w3.re));
+    i3 = sub_rn(mul_rn(v1[nx].re, w3.re), mul_rn(v1[nx].im, w3.im));
+    r1 = add_rn(i0, i3); i1 = add_rn(r0, r3);
+    r3 = sub_rn(r0, r3); i3 = sub_rn(i3, i0);
     r4 = v0[0].re; i4 = v0[0].im;
-    r0 = add(r4, r2); i0 = add(i4, i2);
-    r2 = sub(r4, r2); i2 = sub(i4, i2);
+    r0 = add_rn(r4, r2); i0 = add_rn(i4, i2);
+    r2 = sub_rn(r4, r2); i2 = sub_rn(i4, i2);
   }
-  v0[0] = {add(r0, r1), add(i0, i1)};
-  v1[0] = {sub(r0, r1), sub(i0, i1)};
-  v0[nx] = {add(r2, r3), add(i2, i3)};
-  v1[nx] = {sub(r2, r3), sub(i2, i3)};
+  v0[0] = {add_rn(r0, r1), add_rn(i0, i1)};
+  v1[0] = {sub_rn(r0, r1), sub_rn(i0, i1)};
+  v0[nx] = {add_rn(r2, r3), add_rn(i2, i3)};
+  v1[nx] = {sub_rn(r2, r3), sub_rn(i2, i3)};
 }
 
 PRISM_HD void radix3(Cf* v, int nx, int j, int dw0, const Cf* wave) {
   const float sin_120 = 0.86602540378443864676372317075294f;
   float r0, i0, r1, i1, r2, i2;
   if (j == 0) {
-    r1 = add(v[nx].re, v[nx * 2].re); i1 = add(v[nx].im, v[nx * 2].im);
+    r1 = add_rn(v[nx].re, v[nx * 2].re); i1 = add_rn(v[nx].im, v[nx * 2].im);
     r0 = v[0].re; i0 = v[0].im;
-    r2 = mul(sin_120, sub(v[nx].im, v[nx * 2].im));
-    i2 = mul(sin_120, sub(v[nx * 2].re, v[nx].re));
+    r2 = mul_rn(sin_120, sub_rn(v[nx].im, v[nx * 2].im));
+    i2 = mul_rn(sin_120, sub_rn(v[nx * 2].re, v[nx].re));
   } else {
     const int dw = j * dw0;
     const Cf w1 = wave[dw], w2 = wave[dw * 2];
@@ -158,14 +145,14 @@ PRISM_HD void radix3(Cf* v, int nx, int j, int dw0, const Cf* wave) {
     i0 = cmul_im(v[nx], w1);
     i2 = cmul_re(v[nx * 2], w2);
     r2 = cmul_im(v[nx * 2], w2);
-    r1 = add(r0, i2); i1 = add(i0, r2);
-    r2 = mul(sin_120, sub(i0, r2)); i2 = mul(sin_120, sub(i2, r0));
+    r1 = add_rn(r0, i2); i1 = add_rn(i0, r2);
+    r2 = mul_rn(sin_120, sub_rn(i0, r2)); i2 = mul_rn(sin_120, sub_rn(i2, r0));
     r0 = v[0].re; i0 = v[0].im;
   }
-  v[0] = {add(r0, r1), add(i0, i1)};
-  r0 = sub(r0, mul(0.5f, r1)); i0 = sub(i0, mul(0.5f, i1));
-  v[nx] = {add(r0, r2), add(i0, i2)};
-  v[nx * 2] = {sub(r0, r2), sub(i0, i2)};
+  v[0] = {add_rn(r0, r1), add_rn(i0, i1)};
+  r0 = sub_rn(r0, mul_rn(0.5f, r1)); i0 = sub_rn(i0, mul_rn(0.5f, i1));
+  v[nx] = {add_rn(r0, r2), add_rn(i0, i2)};
+  v[nx * 2] = {sub_rn(r0, r2), sub_rn(i0, i2)};
 }
 
 PRISM_HD void radix5(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
@@ -179,28 +166,28 @@ PRISM_HD void radix5(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
   float r0, i0, r1, i1, r2, i2, r3, i3, r4, i4, r5, i5;
   r3 = cmul_re(v0[nx], wave[dw]); i3 = cmul_im(v0[nx], wave[dw]);
   r2 = cmul_re(v2[0], wave[dw * 4]); i2 = cmul_im(v2[0], wave[dw * 4]);
-  r1 = add(r3, r2); i1 = add(i3, i2);
-  r3 = sub(r3, r2); i3 = sub(i3, i2);
+  r1 = add_rn(r3, r2); i1 = add_rn(i3, i2);
+  r3 = sub_rn(r3, r2); i3 = sub_rn(i3, i2);
   r4 = cmul_re(v1[nx], wave[dw * 3]); i4 = cmul_im(v1[nx], wave[dw * 3]);
   r0 = cmul_re(v1[0], wave[dw * 2]); i0 = cmul_im(v1[0], wave[dw * 2]);
-  r2 = add(r4, r0); i2 = add(i4, i0);
-  r4 = sub(r4, r0); i4 = sub(i4, i0);
+  r2 = add_rn(r4, r0); i2 = add_rn(i4, i0);
+  r4 = sub_rn(r4, r0); i4 = sub_rn(i4, i0);
   r0 = v0[0].re; i0 = v0[0].im;
-  r5 = add(r1, r2); i5 = add(i1, i2);
-  v0[0] = {add(r0, r5), add(i0, i5)};
-  r0 = sub(r0, mul(0.25f, r5)); i0 = sub(i0, mul(0.25f, i5));
-  r1 = mul(fft5_2, sub(r1, r2)); i1 = mul(fft5_2, sub(i1, i2));
-  r2 = mul(-fft5_3, add(i3, i4)); i2 = mul(fft5_3, add(r3, r4));
-  i3 = mul(i3, -fft5_5); r3 = mul(r3, fft5_5);
-  i4 = mul(i4, -fft5_4); r4 = mul(r4, fft5_4);
-  r5 = add(r2, i3); i5 = add(i2, r3);
-  r2 = sub(r2, i4); i2 = sub(i2, r4);
-  r3 = add(r0, r1); i3 = add(i0, i1);
-  r0 = sub(r0, r1); i0 = sub(i0, i1);
-  v0[nx] = {add(r3, r2), add(i3, i2)};
-  v2[0] = {sub(r3, r2), sub(i3, i2)};
-  v1[0] = {add(r0, r5), add(i0, i5)};
-  v1[nx] = {sub(r0, r5), sub(i0, i5)};
+  r5 = add_rn(r1, r2); i5 = add_rn(i1, i2);
+  v0[0] = {add_rn(r0, r5), add_rn(i0, i5)};
+  r0 = sub_rn(r0, mul_rn(0.25f, r5)); i0 = sub_rn(i0, mul_rn(0.25f, i5));
+  r1 = mul_rn(fft5_2, sub_rn(r1, r2)); i1 = mul_rn(fft5_2, sub_rn(i1, i2));
+  r2 = mul_rn(-fft5_3, add_rn(i3, i4)); i2 = mul_rn(fft5_3, add_rn(r3, r4));
+  i3 = mul_rn(i3, -fft5_5); r3 = mul_rn(r3, fft5_5);
+  i4 = mul_rn(i4, -fft5_4); r4 = mul_rn(r4, fft5_4);
+  r5 = add_rn(r2, i3); i5 = add_rn(i2, r3);
+  r2 = sub_rn(r2, i4); i2 = sub_rn(i2, r4);
+  r3 = add_rn(r0, r1); i3 = add_rn(i0, i1);
+  r0 = sub_rn(r0, r1); i0 = sub_rn(i0, i1);
+  v0[nx] = {add_rn(r3, r2), add_rn(i3, i2)};
+  v2[0] = {sub_rn(r3, r2), sub_rn(i3, i2)};
+  v1[0] = {add_rn(r0, r5), add_rn(i0, i5)};
+  v1[nx] = {sub_rn(r0, r5), sub_rn(i0, i5)};
 }
 
 // Generic odd radix f (h = (f-1)/2), first half: the symmetric sum a and difference b of the
@@ -210,16 +197,16 @@ PRISM_HD void generic_pair(const Cf* v, const Stage& s, int j, int p, const Cf* 
   const int k = s.nx * p;
   const Cf x = v[k], y = v[s.n - k];
   if (j == 0) {
-    a = {add(x.re, y.re), sub(x.im, y.im)};
-    b = {sub(x.re, y.re), add(x.im, y.im)};
+    a = {add_rn(x.re, y.re), sub_rn(x.im, y.im)};
+    b = {sub_rn(x.re, y.re), add_rn(x.im, y.im)};
     return;
   }
   const int dw = j * s.dw0, d = dw * p;
   const Cf w = wave[d], w_ = wave[dw * s.radix - d];
   const float r2 = cmul_re(x, w), i2 = cmul_im(x, w);
   const float r1 = cmul_re(y, w_), i1 = cmul_im(y, w_);
-  a = {add(r2, r1), sub(i2, i1)};
-  b = {sub(r2, r1), add(i2, i1)};
+  a = {add_rn(r2, r1), sub_rn(i2, i1)};
+  b = {sub_rn(r2, r1), add_rn(i2, i1)};
 }
 
 // a[q] is at a[q * a_step], b[q] at b[q * b_step] (the device keeps them in place of the pairs).
@@ -227,8 +214,8 @@ PRISM_HD void generic_pair(const Cf* v, const Stage& s, int j, int p, const Cf* 
 PRISM_HD Cf generic_sum(Cf v0, int h, const Cf* a, const Cf* b, int a_step, int b_step) {
 PRISM_UNROLL8
   for (int q = 0; q < h; ++q) {
-    v0.re = add(v0.re, a[q * a_step].re);
-    v0.im = add(v0.im, b[q * b_step].im);
+    v0.re = add_rn(v0.re, a[q * a_step].re);
+    v0.im = add_rn(v0.im, b[q * b_step].im);
   }
   return v0;
 }
@@ -242,12 +229,12 @@ PRISM_HD void generic_output(Cf v0, const Stage& s, int p, int tab_size, const C
 PRISM_UNROLL8
   for (int q = 0; q < h; ++q) {
     const Cf w = wave[d], x = a[q * a_step], y = b[q * b_step];
-    const float r0 = mul(w.re, x.re), i0 = mul(w.im, x.im);
-    const float r1 = mul(w.re, y.im), i1 = mul(w.im, y.re);
-    s1.re = add(s1.re, add(r0, i0));
-    s0.re = add(s0.re, sub(r0, i0));
-    s1.im = add(s1.im, sub(r1, i1));
-    s0.im = add(s0.im, add(r1, i1));
+    const float r0 = mul_rn(w.re, x.re), i0 = mul_rn(w.im, x.im);
+    const float r1 = mul_rn(w.re, y.im), i1 = mul_rn(w.im, y.re);
+    s1.re = add_rn(s1.re, add_rn(r0, i0));
+    s0.re = add_rn(s0.re, sub_rn(r0, i0));
+    s1.im = add_rn(s1.im, sub_rn(r1, i1));
+    s0.im = add_rn(s0.im, add_rn(r1, i1));
     d += dd;
     if (d >= tab_size) d -= tab_size;
   }

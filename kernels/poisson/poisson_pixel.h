@@ -40,6 +40,13 @@ PRISM_HD float add_rn(float a, float b) {
   return a + b;
 #endif
 }
+PRISM_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
 
 // Channel offset within a pixel of OpenCV's BGR channel c (0 = B, 1 = G, 2 = R).
 PRISM_HD int channel_offset(const PackedImage& im, int c) { return c == 0 ? im.b : (c == 1 ? im.g : im.r); }

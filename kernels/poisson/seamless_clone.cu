@@ -302,7 +302,7 @@ struct HeadLayout {
     HeadLayout h;
     for (int s = 0; s < plan.num_stages; ++s) {
       const ocvdft::Stage& st = plan.stages[s];
-      if (st.radix == 2 || st.radix == 3 || st.radix == 4 || st.radix == 5) continue;
+      if (!ocvdft::is_generic(st)) continue;
       h.staging = std::max(h.staging, plan.n0 / st.n * std::min(st.n, prune));
     }
     return h;
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const 
   for (int s = 0; s < plan.num_stages; ++s) {
     const ocvdft::Stage st = plan.stages[s];
     const int blocks = n0 / st.n;
-    if (st.radix == 2 || st.radix == 3 || st.radix == 4 || st.radix == 5) {
+    if (!ocvdft::is_generic(st)) {
       for (int t = threadIdx.x; t < blocks * st.nx; t += blockDim.x) {
         const int j = t % st.nx;
         Cf* v = row + (t / st.nx) * st.n + j;
