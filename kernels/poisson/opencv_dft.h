@@ -211,13 +211,26 @@ PRISM_HD void generic_pair(const Cf* v, const Stage& s, int j, int p, const Cf* 
 
 // a[q] is at a[q * a_step], b[q] at b[q * b_step] (the device keeps them in place of the pairs).
 // v[0] + a[0].re + a[1].re + ..., and the same over b[].im, in p order as OpenCV accumulates them.
+PRISM_HD void generic_sum_term(Cf& v0, Cf a, Cf b) {
+  v0.re = add_rn(v0.re, a.re);
+  v0.im = add_rn(v0.im, b.im);
+}
 PRISM_HD Cf generic_sum(Cf v0, int h, const Cf* a, const Cf* b, int a_step, int b_step) {
 PRISM_UNROLL8
-  for (int q = 0; q < h; ++q) {
-    v0.re = add_rn(v0.re, a[q * a_step].re);
-    v0.im = add_rn(v0.im, b[q * b_step].im);
-  }
+  for (int q = 0; q < h; ++q) generic_sum_term(v0, a[q * a_step], b[q * b_step]);
   return v0;
+}
+
+// Term q of the generic butterfly's outputs s0 and s1 (below): twiddle w = wave[d], x = a[q],
+// y = b[q]. kBoth = false updates s0 only (when s1 = v[n - p nx] is not wanted).
+template <bool kBoth>
+PRISM_HD void generic_term(Cf w, Cf x, Cf y, Cf& s0, Cf& s1) {
+  const float r0 = mul_rn(w.re, x.re), i0 = mul_rn(w.im, x.im);
+  const float r1 = mul_rn(w.re, y.im), i1 = mul_rn(w.im, y.re);
+  if (kBoth) s1.re = add_rn(s1.re, add_rn(r0, i0));
+  s0.re = add_rn(s0.re, sub_rn(r0, i0));
+  if (kBoth) s1.im = add_rn(s1.im, sub_rn(r1, i1));
+  s0.im = add_rn(s0.im, add_rn(r1, i1));
 }
 
 // Outputs s0 = v[p nx] and s1 = v[n - p nx] of the generic butterfly, from the original v[0].
@@ -228,13 +241,7 @@ PRISM_HD void generic_output(Cf v0, const Stage& s, int p, int tab_size, const C
   int d = dd;
 PRISM_UNROLL8
   for (int q = 0; q < h; ++q) {
-    const Cf w = wave[d], x = a[q * a_step], y = b[q * b_step];
-    const float r0 = mul_rn(w.re, x.re), i0 = mul_rn(w.im, x.im);
-    const float r1 = mul_rn(w.re, y.im), i1 = mul_rn(w.im, y.re);
-    s1.re = add_rn(s1.re, add_rn(r0, i0));
-    s0.re = add_rn(s0.re, sub_rn(r0, i0));
-    s1.im = add_rn(s1.im, sub_rn(r1, i1));
-    s0.im = add_rn(s0.im, add_rn(r1, i1));
+    generic_term<true>(wave[d], a[q * a_step], b[q * b_step], s0, s1);
     d += dd;
     if (d >= tab_size) d -= tab_size;
   }

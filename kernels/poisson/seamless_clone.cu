@@ -291,16 +291,36 @@ struct RowSource {
   int length;
 };
 
-// Per plan: dynamic shared memory of dft_head_kernel: the row, then the staging area where a pruned
-// generic stage collects its outputs (positions below the bound in every block) before they replace
-// the row's values (which hold that stage's a[] and b[] until every output is computed). The twiddle
-// table stays in global memory: a copy in shared memory cost more in occupancy than it saved
-// (2400x1552 on an H100: 4.07 ms against 3.55).
+// Generic stages of at least this radix are not summed inside dft_head_kernel (one row per block,
+// where the few threads that own the wanted outputs each walk h = radix/2 terms while the rest of
+// the block idles, and the twiddles they read differ per thread) but split out to
+// long_stage_kernel, where the 32 lanes of a warp are 32 rows sharing each twiddle (2400x1552 on an
+// H100: radix 2399, 1199 terms per output).
+constexpr int kLongRadix = 64;
+
+// Which stages one dft_head_kernel launch runs. Whole pass: first = 0, stop = none. Split at a long
+// stage L: the launch before it runs stages [0, L) and L's pairs (written to pairs_out/first_out
+// instead of summed), the launch after it (if L is not the last stage) reads L's wanted outputs
+// from `compact` and runs stages (L, end).
+struct HeadRange {
+  int first = 0;
+  int stop = ocvdft::kMaxStages;
+  ocvdft::Cf* pairs_out = nullptr;       // [transform][pair][a: h | b: h]
+  ocvdft::Cf* first_out = nullptr;       // [transform][pair] the butterfly's v[0]
+  const ocvdft::Cf* compact = nullptr;   // [transform][block][kept], stage first-1's outputs
+  int compact_blocks = 0, compact_kept = 0, compact_n = 0;
+};
+
+// Dynamic shared memory of one dft_head_kernel launch: the row, then the staging area where a
+// pruned generic stage collects its outputs (positions below the bound in every block) before they
+// replace the row's values (which hold that stage's a[] and b[] until every output is computed).
+// The twiddle table stays in global memory: a copy in shared memory cost more in occupancy than it
+// saved (2400x1552 on an H100: 4.07 ms against 3.55, before the long stage was split out).
 struct HeadLayout {
   int staging = 0;  // complex values
-  static HeadLayout of(const ocvdft::Plan& plan, int prune) {
+  static HeadLayout of(const ocvdft::Plan& plan, int prune, int first, int stop) {
     HeadLayout h;
-    for (int s = 0; s < plan.num_stages; ++s) {
+    for (int s = first; s < std::min(stop, plan.num_stages); ++s) {
       const ocvdft::Stage& st = plan.stages[s];
       if (!ocvdft::is_generic(st)) continue;
       h.staging = std::max(h.staging, plan.n0 / st.n * std::min(st.n, prune));
@@ -310,27 +330,35 @@ struct HeadLayout {
   size_t bytes(int n0) const { return static_cast<size_t>(n0 + staging) * sizeof(ocvdft::Cf); }
 };
 
-// One block per row: OpenCV's forward DFT of the row's odd extension in shared memory, stage by
-// stage (ocvdft::run_host in parallel), generic stages pruned below `prune`; writes the imaginary
-// parts of outputs 1..count to out[(c * rows + r) * count + k - 1].
+// One block per transform (r = blockIdx.x of channel c = blockIdx.y): OpenCV's forward DFT of the
+// row's odd extension in shared memory, stage by stage (ocvdft::run_host in parallel), generic
+// stages pruned below `prune`; writes the imaginary parts of outputs 1..count to
+// out[(c * rows + r) * count + k - 1]. `range` splits the pass around a long stage.
 __global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const int* __restrict__ perm,
-                                                       const ocvdft::Cf* __restrict__ wave, HeadLayout layout,
+                                                       const ocvdft::Cf* __restrict__ wave, HeadRange range,
                                                        RowSource src, int prune, float* out, int count) {
   using ocvdft::Cf;
   extern __shared__ Cf head_smem[];
   const int n0 = plan.n0, r = blockIdx.x, c = blockIdx.y, len = src.length;
+  const int64_t transform = static_cast<int64_t>(c) * gridDim.x + r;
   Cf* row = head_smem;
   Cf* staging = row + n0;
-  const float* x = src.data + c * src.channel_stride + r * src.row_stride;
-  for (int i = threadIdx.x; i < n0; i += blockDim.x) {
-    const int m = perm[i];  // extension index: 1..len is x, len+2..2len+1 is -x reversed, else 0
-    float v = 0.f;
-    if (m >= 1 && m <= len) v = x[(m - 1) * src.elem_stride];
-    else if (m >= len + 2) v = -x[(2 * len + 1 - m) * src.elem_stride];
-    row[i] = {v, 0.f};
+  if (range.first == 0) {
+    const float* x = src.data + c * src.channel_stride + r * src.row_stride;
+    for (int i = threadIdx.x; i < n0; i += blockDim.x) {
+      const int m = perm[i];  // extension index: 1..len is x, len+2..2len+1 is -x reversed, else 0
+      float v = 0.f;
+      if (m >= 1 && m <= len) v = x[(m - 1) * src.elem_stride];
+      else if (m >= len + 2) v = -x[(2 * len + 1 - m) * src.elem_stride];
+      row[i] = {v, 0.f};
+    }
+  } else {  // the positions below compact_kept of every block; the others are never read for a kept output
+    const int kept = range.compact_kept, values = range.compact_blocks * kept;
+    const Cf* in = range.compact + transform * values;
+    for (int i = threadIdx.x; i < values; i += blockDim.x) row[(i / kept) * range.compact_n + i % kept] = in[i];
   }
   __syncthreads();
-  for (int s = 0; s < plan.num_stages; ++s) {
+  for (int s = range.first; s < plan.num_stages; ++s) {
     const ocvdft::Stage st = plan.stages[s];
     const int blocks = n0 / st.n;
     if (!ocvdft::is_generic(st)) {
@@ -348,6 +376,19 @@ __global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const 
       continue;
     }
     const int h = (st.radix - 1) / 2, cols = min(st.nx, prune), pairs = blocks * cols, kept = min(st.n, prune);
+    if (s == range.stop) {  // the long stage: its a[], b[] and v[0] go to long_stage_kernel
+      Cf* pairs_out = range.pairs_out + transform * pairs * 2 * h;
+      for (int t = threadIdx.x; t < pairs * h; t += blockDim.x) {
+        const int pair = t / h, p = t % h + 1, j = pair % cols;
+        Cf a, b;
+        ocvdft::generic_pair(row + (pair / cols) * st.n + j, st, j, p, wave, a, b);
+        pairs_out[pair * 2 * h + p - 1] = a;
+        pairs_out[pair * 2 * h + h + p - 1] = b;
+      }
+      for (int pair = threadIdx.x; pair < pairs; pair += blockDim.x)
+        range.first_out[transform * pairs + pair] = row[(pair / cols) * st.n + pair % cols];
+      return;
+    }
     // a[p-1] and b[p-1] of every (block, column) pair, in place of v[p nx] and v[n - p nx].
     for (int t = threadIdx.x; t < pairs * h; t += blockDim.x) {
       const int pair = t / h, p = t % h + 1, j = pair % cols;
@@ -377,9 +418,181 @@ __global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const 
     for (int t = threadIdx.x; t < blocks * kept; t += blockDim.x) row[(t / kept) * st.n + t % kept] = staging[t];
     __syncthreads();
   }
-  float* o = out + (static_cast<int64_t>(c) * gridDim.x + r) * count;
+  float* o = out + transform * count;
   for (int k = threadIdx.x; k < count; k += blockDim.x) o[k] = row[k + 1].im;
 }
+
+// A long generic stage, split out of dft_head_kernel: the wanted outputs j + nx p (p = 0 is the
+// running sum v[0] + sum a.re, b.im) of every (block, column j) pair, for all transforms.
+struct LongStage {
+  ocvdft::Stage st;
+  int n0 = 0;          // twiddle table size
+  int h = 0, cols = 0, pairs = 0, kept = 0, blocks = 0;
+  int transforms = 0;
+  bool last = false;   // the plan's last stage: outputs go straight to `out`
+};
+
+constexpr int kLongChunk = 64;  // terms staged in shared memory at a time
+
+// Block: 32 transforms (lanes) x one warp per wanted output p of pair blockIdx.y. Each term q reads
+// a[q], b[q] of its lane's transform (staged through shared memory from coalesced loads) and one
+// twiddle common to the warp. The sums run in OpenCV's order, so the results are bit-identical to
+// dft_head_kernel's. Outputs j + n - nx p are never wanted for a long stage (checked on the host).
+__global__ void __launch_bounds__(1024) long_stage_kernel(LongStage L, const ocvdft::Cf* __restrict__ wave,
+                                                          const ocvdft::Cf* __restrict__ pairs_in,
+                                                          const ocvdft::Cf* __restrict__ first_in,
+                                                          ocvdft::Cf* compact, float* out, int count) {
+  using ocvdft::Cf;
+  __shared__ Cf tile[2][kLongChunk][33];  // [a | b][q][lane], padded against bank conflicts
+  const int lane = threadIdx.x & 31, p = threadIdx.x >> 5;
+  const int pair = blockIdx.y, j = pair % L.cols, blk = pair / L.cols;
+  const int t0 = blockIdx.x * 32, transform = t0 + lane;
+  const int pos = j + L.st.nx * p;  // in the block
+  const bool wanted = p <= L.h && pos < L.kept && transform < L.transforms;
+  Cf s = wanted ? first_in[static_cast<int64_t>(transform) * L.pairs + pair] : Cf{0.f, 0.f}, unused{};
+  const int dd = L.n0 / L.st.radix * p;
+  int d = dd;
+  for (int q0 = 0; q0 < L.h; q0 += kLongChunk) {
+    const int chunk = min(kLongChunk, L.h - q0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < 32 * 2 * kLongChunk; i += blockDim.x) {
+      const int lane_i = i / (2 * kLongChunk), which = i / kLongChunk % 2, q = i % kLongChunk;
+      if (q < chunk && t0 + lane_i < L.transforms)
+        tile[which][q][lane_i] =
+            pairs_in[(static_cast<int64_t>(t0 + lane_i) * L.pairs + pair) * 2 * L.h + which * L.h + q0 + q];
+    }
+    __syncthreads();
+    if (!wanted) continue;
+    if (p == 0) {
+#pragma unroll 8
+      for (int q = 0; q < chunk; ++q) ocvdft::generic_sum_term(s, tile[0][q][lane], tile[1][q][lane]);
+    } else {
+#pragma unroll 8
+      for (int q = 0; q < chunk; ++q) {
+        ocvdft::generic_term<false>(wave[d], tile[0][q][lane], tile[1][q][lane], s, unused);
+        d += dd;
+        if (d >= L.n0) d -= L.n0;
+      }
+    }
+  }
+  if (!wanted) return;
+  if (L.last) {
+    if (pos >= 1 && pos <= count) out[static_cast<int64_t>(transform) * count + pos - 1] = s.im;
+  } else {
+    compact[(static_cast<int64_t>(transform) * L.blocks + blk) * L.kept + pos] = s;
+  }
+}
+
+// The device's opt-in shared memory limit, granted to dft_head_kernel once per process.
+int head_smem_limit() {
+  static const int limit = [] {
+    int dev = 0, bytes = 0;
+    PRISM_CUDA_CHECK(cudaGetDevice(&dev));
+    PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    PRISM_CUDA_CHECK(cudaFuncSetAttribute(dft_head_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return bytes;
+  }();
+  return limit;
+}
+
+// One forward pass replayed: `transforms` = channels x rows odd extensions of one length, the first
+// `count` outputs of each. Plan, tables and (for a long stage) the split's buffers are made once.
+class ReplayPass {
+ public:
+  ReplayPass() = default;
+  ReplayPass(const ReplayPass&) = delete;
+  ReplayPass& operator=(const ReplayPass&) = delete;
+  ~ReplayPass() {
+    for (void* p : {(void*)perm_, (void*)wave_, (void*)pairs_, (void*)firsts_, (void*)compact_})
+      if (p) cudaFree(p);
+  }
+
+  // False when a row does not fit in shared memory (the pass is then left to the double solve).
+  bool prepare(int length, int rows, int channels, int count) {
+    const int n0 = 2 * length + 2;
+    rows_ = rows;
+    channels_ = channels;
+    count_ = count;
+    prune_ = count + 1;
+    std::vector<int> perm;
+    std::vector<ocvdft::Cf> wave;
+    plan_ = ocvdft::make_plan(n0, perm, wave);
+    // The long stage, if any: the first generic one (OpenCV orders odd factors largest first, so the
+    // stages before it are radix 4 and 2), when its v[n - nx p] outputs are all unwanted.
+    for (int s = 0; s < plan_.num_stages; ++s) {
+      const ocvdft::Stage& st = plan_.stages[s];
+      if (!ocvdft::is_generic(st)) continue;
+      const int h = (st.radix - 1) / 2, kept = std::min(st.n, prune_);
+      if (st.radix >= kLongRadix && st.nx * (h + 1) >= kept) split_ = s;
+      break;
+    }
+    before_ = HeadLayout::of(plan_, prune_, 0, split_ < 0 ? ocvdft::kMaxStages : split_);
+    after_ = HeadLayout::of(plan_, prune_, split_ + 1, ocvdft::kMaxStages);
+    const int limit = head_smem_limit();
+    if (before_.bytes(n0) > static_cast<size_t>(limit) || after_.bytes(n0) > static_cast<size_t>(limit)) return false;
+    perm_ = device_alloc<int>(n0);
+    wave_ = device_alloc<ocvdft::Cf>(n0);
+    PRISM_CUDA_CHECK(cudaMemcpy(perm_, perm.data(), n0 * sizeof(int), cudaMemcpyHostToDevice));
+    PRISM_CUDA_CHECK(cudaMemcpy(wave_, wave.data(), n0 * sizeof(ocvdft::Cf), cudaMemcpyHostToDevice));
+    if (split_ >= 0) {
+      const ocvdft::Stage& st = plan_.stages[split_];
+      LongStage& L = long_;
+      L.st = st;
+      L.n0 = n0;
+      L.h = (st.radix - 1) / 2;
+      L.cols = std::min(st.nx, prune_);
+      L.blocks = n0 / st.n;
+      L.pairs = L.blocks * L.cols;
+      L.kept = std::min(st.n, prune_);
+      L.transforms = rows * channels;
+      L.last = split_ == plan_.num_stages - 1;
+      warps_ = std::min(L.h, (L.kept - 1) / st.nx) + 1;  // p = 0 .. the last wanted p of column 0
+      pairs_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.pairs * 2 * L.h);
+      firsts_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.pairs);
+      if (!L.last) compact_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.blocks * L.kept);
+    }
+    return true;
+  }
+
+  void enqueue(const RowSource& src, float* out, cudaStream_t stream) const {
+    const int n0 = plan_.n0;
+    const dim3 grid(rows_, channels_);
+    if (split_ < 0) {
+      dft_head_kernel<<<grid, 128, before_.bytes(n0), stream>>>(plan_, perm_, wave_, HeadRange{}, src, prune_, out,
+                                                                count_);
+      return;
+    }
+    HeadRange before;
+    before.stop = split_;
+    before.pairs_out = pairs_;
+    before.first_out = firsts_;
+    dft_head_kernel<<<grid, 128, before_.bytes(n0), stream>>>(plan_, perm_, wave_, before, src, prune_, out, count_);
+    const LongStage& L = long_;
+    long_stage_kernel<<<dim3((L.transforms + 31) / 32, L.pairs), 32 * warps_, 0, stream>>>(L, wave_, pairs_, firsts_,
+                                                                                          compact_, out, count_);
+    if (L.last) return;
+    HeadRange after;
+    after.first = split_ + 1;
+    after.compact = compact_;
+    after.compact_blocks = L.blocks;
+    after.compact_kept = L.kept;
+    after.compact_n = L.st.n;
+    dft_head_kernel<<<grid, 128, after_.bytes(n0), stream>>>(plan_, perm_, wave_, after, src, prune_, out, count_);
+  }
+
+ private:
+  ocvdft::Plan plan_{};
+  int rows_ = 0, channels_ = 0, count_ = 0, prune_ = 0;
+  int* perm_ = nullptr;
+  ocvdft::Cf* wave_ = nullptr;
+  int split_ = -1;  // index of the long stage, -1: none
+  HeadLayout before_{}, after_{};
+  LongStage long_{};
+  int warps_ = 0;
+  ocvdft::Cf* pairs_ = nullptr;
+  ocvdft::Cf* firsts_ = nullptr;
+  ocvdft::Cf* compact_ = nullptr;
+};
 
 // Fft: exact forward row-pass values into the row spectra (spec_x rows c*M + j, element k + 1).
 __global__ void splice_rows_fft_kernel(const float* e1, int M, int N, int K, cufftDoubleComplex* spec_x) {
@@ -463,20 +676,15 @@ struct SizeEntry {
   // float RHS [3][M][N], the exact row-pass values e1 [3][M][K] and corner e2 [3][K][Lc].
   bool exact = false;
   int K = 0, Lc = 0;
-  ocvdft::Plan plan_row{}, plan_col{};
-  HeadLayout head_row{}, head_col{};
-  int* perm_row = nullptr;
-  int* perm_col = nullptr;
-  ocvdft::Cf* wave_row = nullptr;
-  ocvdft::Cf* wave_col = nullptr;
+  ReplayPass row_pass, col_pass;
   float* rhs = nullptr;
   float* e1 = nullptr;
   float* e2 = nullptr;
 
   ~SizeEntry() {
     for (void* p : {(void*)eroded, (void*)fx, (void*)fy, (void*)ext_x, (void*)ext_y, (void*)spec_x, (void*)spec_y,
-                    (void*)e_n, (void*)o_n, (void*)e_m, (void*)o_m, (void*)dense, (void*)tmp, (void*)perm_row,
-                    (void*)perm_col, (void*)wave_row, (void*)wave_col, (void*)rhs, (void*)e1, (void*)e2})
+                    (void*)e_n, (void*)o_n, (void*)e_m, (void*)o_m, (void*)dense, (void*)tmp, (void*)rhs,
+                    (void*)e1, (void*)e2})
       if (p) cudaFree(p);
     if (plans) {
       cufftDestroy(plan_x);
@@ -493,28 +701,13 @@ struct CudaCloner::Impl {
   std::list<SizeEntry> cache;  // most recently used first
   int* box_dev = nullptr;
   int* box_host = nullptr;
-  int max_smem = 0;  // dft_head_kernel's dynamic shared memory limit (the device's opt-in maximum)
 
   // The replay plans and buffers of the OpenCV-exact low frequencies; left off (double solve alone)
   // when a row would not fit in shared memory (boxes over ~7,000 pixels wide).
   void prepare_exact(SizeEntry& e, int N, int M) {
     e.K = std::min(kExactLow, N);
     e.Lc = std::min(kExactLow, M);
-    std::vector<int> perm;
-    std::vector<ocvdft::Cf> wave;
-    auto upload = [&](int n0, int prune, ocvdft::Plan& plan, HeadLayout& lay, int*& perm_d, ocvdft::Cf*& wave_d) {
-      plan = ocvdft::make_plan(n0, perm, wave);
-      lay = HeadLayout::of(plan, prune);
-      if (lay.bytes(n0) > static_cast<size_t>(max_smem)) return false;
-      perm_d = device_alloc<int>(n0);
-      wave_d = device_alloc<ocvdft::Cf>(n0);
-      PRISM_CUDA_CHECK(cudaMemcpy(perm_d, perm.data(), n0 * sizeof(int), cudaMemcpyHostToDevice));
-      PRISM_CUDA_CHECK(cudaMemcpy(wave_d, wave.data(), n0 * sizeof(ocvdft::Cf), cudaMemcpyHostToDevice));
-      return true;
-    };
-    if (!upload(2 * N + 2, e.K + 1, e.plan_row, e.head_row, e.perm_row, e.wave_row) ||
-        !upload(2 * M + 2, e.Lc + 1, e.plan_col, e.head_col, e.perm_col, e.wave_col))
-      return;
+    if (!e.row_pass.prepare(N, M, 3, e.K) || !e.col_pass.prepare(M, e.K, 3, e.Lc)) return;
     e.e1 = device_alloc<float>(static_cast<size_t>(3) * M * e.K);
     e.e2 = device_alloc<float>(static_cast<size_t>(3) * e.K * e.Lc);
     e.exact = true;
@@ -524,12 +717,8 @@ struct CudaCloner::Impl {
   // (first Lc outputs).
   void run_exact(SizeEntry& e, int N, int M) {
     if (!e.exact) return;
-    const RowSource rows{e.rhs, static_cast<int64_t>(M) * N, N, 1, N};
-    dft_head_kernel<<<dim3(M, 3), 128, e.head_row.bytes(2 * N + 2), stream>>>(
-        e.plan_row, e.perm_row, e.wave_row, e.head_row, rows, e.K + 1, e.e1, e.K);
-    const RowSource cols{e.e1, static_cast<int64_t>(M) * e.K, 1, e.K, M};
-    dft_head_kernel<<<dim3(e.K, 3), 128, e.head_col.bytes(2 * M + 2), stream>>>(
-        e.plan_col, e.perm_col, e.wave_col, e.head_col, cols, e.Lc + 1, e.e2, e.Lc);
+    e.row_pass.enqueue(RowSource{e.rhs, static_cast<int64_t>(M) * N, N, 1, N}, e.e1, stream);
+    e.col_pass.enqueue(RowSource{e.e1, static_cast<int64_t>(M) * e.K, 1, e.K, M}, e.e2, stream);
   }
 
   SizeEntry& entry(int W, int H) {
@@ -662,10 +851,6 @@ CudaCloner::CudaCloner(cudaStream_t stream, DstMethod method) : impl_(std::make_
   // DGEMM only: full FP64 (Hopper's FP64 tensor cores are IEEE double); TF32 cannot apply.
   check_cublas(cublasSetMathMode(impl_->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   impl_->box_dev = device_alloc<int>(4);
-  int dev = 0;
-  PRISM_CUDA_CHECK(cudaGetDevice(&dev));
-  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&impl_->max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  PRISM_CUDA_CHECK(cudaFuncSetAttribute(dft_head_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, impl_->max_smem));
   PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&impl_->box_host), 4 * sizeof(int)));
 }
 
@@ -743,6 +928,22 @@ Box CudaCloner::mask_box(const MaskView& m) {
   const int* b = impl_->box_host;
   if (b[2] < 0) return {};
   return {b[0], b[1], b[2] - b[0] + 1, b[3] - b[1] + 1};
+}
+
+std::vector<float> detail::replay_odd_extension_gpu(const std::vector<float>& rows, int length, int count) {
+  const int n = static_cast<int>(rows.size() / length);
+  ReplayPass pass;
+  if (!pass.prepare(length, n, 1, count)) return {};
+  float* in = device_alloc<float>(rows.size());
+  float* out = device_alloc<float>(static_cast<size_t>(n) * count);
+  std::vector<float> result(static_cast<size_t>(n) * count);
+  PRISM_CUDA_CHECK(cudaMemcpy(in, rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice));
+  pass.enqueue(RowSource{in, 0, length, 1, length}, out, nullptr);
+  PRISM_CUDA_CHECK(cudaGetLastError());
+  PRISM_CUDA_CHECK(cudaMemcpy(result.data(), out, result.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(in);
+  cudaFree(out);
+  return result;
 }
 
 }  // namespace prism::poisson

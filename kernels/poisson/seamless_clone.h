@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/hostdevice.h"
 
@@ -127,6 +128,13 @@ class CudaCloner {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+namespace detail {
+// Test hook: OpenCV's float forward DFT of the odd extensions [0, x, 0, -rev x] of rows.size() /
+// length host rows, replayed on the GPU as the CUDA path replays its passes: the imaginary parts of
+// outputs 1..count of each row, row after row. Empty when a row does not fit in shared memory.
+std::vector<float> replay_odd_extension_gpu(const std::vector<float>& rows, int length, int count);
+}  // namespace detail
 #endif
 
 }  // namespace prism::poisson

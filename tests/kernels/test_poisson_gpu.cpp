@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "poisson_cases.h"
@@ -125,6 +126,39 @@ cv::Mat real(const char* name) {
 }
 
 }  // namespace
+
+// The GPU replay of OpenCV's float DFT (the low frequencies spliced into the double solve) against
+// cv::dft itself, bit for bit: lengths whose long odd factor is the last stage (2 x 2399 at
+// 2400x1552, 4 x 359), is followed by other stages (2 x 3 x 197 at 592x592, 2 x 11 x 109, 2 x 101 x
+// 103, 64 x 67 where the long stage has 33 columns), no long stage (2 x 3 x 11 x 47, powers of two,
+// radix 3/5 only), and random lengths; 45 rows, so the last group of 32 is partial.
+TEST(PoissonGpu, OpenCvDftReplayEqualsCvDft) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(31);
+  std::vector<int> lengths = {2398, 717, 590, 1198, 1076, 10402, 2143, 1550, 63, 1199, 100, 152, 3, 1};
+  for (int i = 0; i < 6; ++i) lengths.push_back(std::uniform_int_distribution<int>(2, 3000)(rng));
+  std::uniform_real_distribution<float> val(-300.f, 300.f);
+  const int rows = 45, count = 32;
+  for (int n : lengths) {
+    std::vector<float> x(static_cast<size_t>(rows) * n);
+    for (float& v : x) v = val(rng);
+    const int want = std::min(count, n);
+    const std::vector<float> ours = poisson::detail::replay_odd_extension_gpu(x, n, want);
+    ASSERT_EQ(ours.size(), static_cast<size_t>(rows) * want) << "length " << n;
+    int bad = 0;
+    for (int r = 0; r < rows; ++r) {
+      cv::Mat ext = cv::Mat::zeros(1, 2 * n + 2, CV_32FC2), ref;
+      for (int i = 0; i < n; ++i) {
+        ext.at<cv::Vec2f>(0, i + 1)[0] = x[static_cast<size_t>(r) * n + i];
+        ext.at<cv::Vec2f>(0, 2 * n + 1 - i)[0] = -x[static_cast<size_t>(r) * n + i];
+      }
+      cv::dft(ext, ref, cv::DFT_ROWS);
+      for (int k = 0; k < want; ++k)
+        if (std::memcmp(&ref.at<cv::Vec2f>(0, k + 1)[1], &ours[static_cast<size_t>(r) * want + k], 4)) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << "length " << n << " (transform " << 2 * n + 2 << "): outputs differing from cv::dft";
+  }
+}
 
 TEST(PoissonGpu, SmallBoxesRandom) {
   PRISM_NEED_GPU();
