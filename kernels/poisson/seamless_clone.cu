@@ -18,6 +18,7 @@
 // Buffers, plans and matrices are made per box size the first time it is seen and cached.
 // Auto: by box size on GPUs with full-rate FP64, Fft elsewhere (solver_for).
 #include <cublas_v2.h>
+#include <cuda_pipeline.h>
 #include <cufft.h>
 
 #include <algorithm>
@@ -293,9 +294,11 @@ struct RowSource {
 
 // Generic stages of at least this radix are not summed inside dft_head_kernel (one row per block,
 // where the few threads that own the wanted outputs each walk h = radix/2 terms while the rest of
-// the block idles, and the twiddles they read differ per thread) but split out to
-// long_stage_kernel, where the 32 lanes of a warp are 32 rows sharing each twiddle (2400x1552 on an
-// H100: radix 2399, 1199 terms per output).
+// the block idles, and the twiddles they read differ per thread) but split out to long_stage_kernel,
+// where the 32 lanes of a warp are 32 transforms sharing each twiddle (2400x1552 on an H100: radix
+// 2399, 1199 terms per output). A version computing the long stage's inputs inside long_stage_kernel
+// (no pairs buffer) measured slower: its gathers from the input were latency-bound (592x592 on an
+// H100: 40 us against 15 + 22).
 constexpr int kLongRadix = 64;
 
 // Which stages one dft_head_kernel launch runs. Whole pass: first = 0, stop = none. Split at a long
@@ -305,7 +308,7 @@ constexpr int kLongRadix = 64;
 struct HeadRange {
   int first = 0;
   int stop = ocvdft::kMaxStages;
-  ocvdft::Cf* pairs_out = nullptr;       // [transform][pair][a: h | b: h]
+  float4* pairs_out = nullptr;           // [transform][pair][p - 1]: a, b
   ocvdft::Cf* first_out = nullptr;       // [transform][pair] the butterfly's v[0]
   const ocvdft::Cf* compact = nullptr;   // [transform][block][kept], stage first-1's outputs
   int compact_blocks = 0, compact_kept = 0, compact_n = 0;
@@ -330,13 +333,15 @@ struct HeadLayout {
   size_t bytes(int n0) const { return static_cast<size_t>(n0 + staging) * sizeof(ocvdft::Cf); }
 };
 
+constexpr int kHeadThreads = 256;
+
 // One block per transform (r = blockIdx.x of channel c = blockIdx.y): OpenCV's forward DFT of the
 // row's odd extension in shared memory, stage by stage (ocvdft::run_host in parallel), generic
 // stages pruned below `prune`; writes the imaginary parts of outputs 1..count to
 // out[(c * rows + r) * count + k - 1]. `range` splits the pass around a long stage.
-__global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const int* __restrict__ perm,
-                                                       const ocvdft::Cf* __restrict__ wave, HeadRange range,
-                                                       RowSource src, int prune, float* out, int count) {
+__global__ void __launch_bounds__(kHeadThreads) dft_head_kernel(ocvdft::Plan plan, const int* __restrict__ slot,
+                                                                const ocvdft::Cf* __restrict__ wave, HeadRange range,
+                                                                RowSource src, int prune, float* out, int count) {
   using ocvdft::Cf;
   extern __shared__ Cf head_smem[];
   const int n0 = plan.n0, r = blockIdx.x, c = blockIdx.y, len = src.length;
@@ -344,14 +349,15 @@ __global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const 
   Cf* row = head_smem;
   Cf* staging = row + n0;
   if (range.first == 0) {
+    // The extension [0, x, 0, -rev x] read in order (coalesced) and scattered to the permuted slots.
     const float* x = src.data + c * src.channel_stride + r * src.row_stride;
-    for (int i = threadIdx.x; i < n0; i += blockDim.x) {
-      const int m = perm[i];  // extension index: 1..len is x, len+2..2len+1 is -x reversed, else 0
-      float v = 0.f;
-      if (m >= 1 && m <= len) v = x[(m - 1) * src.elem_stride];
-      else if (m >= len + 2) v = -x[(2 * len + 1 - m) * src.elem_stride];
-      row[i] = {v, 0.f};
+#pragma unroll 4  // (several loads in flight per thread)
+    for (int k = threadIdx.x; k < len; k += blockDim.x) {
+      const float v = x[k * src.elem_stride];
+      row[slot[k + 1]] = {v, 0.f};
+      row[slot[2 * len + 1 - k]] = {-v, 0.f};
     }
+    if (threadIdx.x == 0) row[slot[0]] = row[slot[len + 1]] = Cf{0.f, 0.f};
   } else {  // the positions below compact_kept of every block; the others are never read for a kept output
     const int kept = range.compact_kept, values = range.compact_blocks * kept;
     const Cf* in = range.compact + transform * values;
@@ -377,13 +383,13 @@ __global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const 
     }
     const int h = (st.radix - 1) / 2, cols = min(st.nx, prune), pairs = blocks * cols, kept = min(st.n, prune);
     if (s == range.stop) {  // the long stage: its a[], b[] and v[0] go to long_stage_kernel
-      Cf* pairs_out = range.pairs_out + transform * pairs * 2 * h;
+      float4* pairs_out = range.pairs_out + transform * pairs * h;
+#pragma unroll 4
       for (int t = threadIdx.x; t < pairs * h; t += blockDim.x) {
         const int pair = t / h, p = t % h + 1, j = pair % cols;
         Cf a, b;
         ocvdft::generic_pair(row + (pair / cols) * st.n + j, st, j, p, wave, a, b);
-        pairs_out[pair * 2 * h + p - 1] = a;
-        pairs_out[pair * 2 * h + h + p - 1] = b;
+        pairs_out[t] = make_float4(a.re, a.im, b.re, b.im);
       }
       for (int pair = threadIdx.x; pair < pairs; pair += blockDim.x)
         range.first_out[transform * pairs + pair] = row[(pair / cols) * st.n + pair % cols];
@@ -426,60 +432,102 @@ __global__ void __launch_bounds__(128) dft_head_kernel(ocvdft::Plan plan, const 
 // running sum v[0] + sum a.re, b.im) of every (block, column j) pair, for all transforms.
 struct LongStage {
   ocvdft::Stage st;
-  int n0 = 0;          // twiddle table size
+  int n0 = 0;
   int h = 0, cols = 0, pairs = 0, kept = 0, blocks = 0;
   int transforms = 0;
-  bool last = false;   // the plan's last stage: outputs go straight to `out`
+  int count = 0;       // last: positions 1..count are wanted (the pass's outputs), else 0..kept-1
+  bool last = false;   // the plan's last stage: outputs go straight to the pass's output
+  int p_max = 0;       // the largest wanted p (column 0)
+  int tw_width = 0;    // twiddles per term q in the table: p = 1..p_max, padded to kLongGroup
+
+  __host__ __device__ bool wanted(int pos) const { return last ? pos >= 1 && pos <= count : pos < kept; }
 };
 
-constexpr int kLongChunk = 64;  // terms staged in shared memory at a time
+constexpr int kLongChunk = 32;     // terms staged in shared memory at a time (two chunks in flight)
+constexpr int kLongGroup = 4;      // outputs p per thread: a[q], b[q] read once for four sums
+constexpr int kLongThreads = 256;  // warp 0: the running sum; warps 1..7: up to 28 outputs p
+constexpr int kLongMaxP = (kLongThreads / 32 - 1) * kLongGroup;
 
-// Block: 32 transforms (lanes) x one warp per wanted output p of pair blockIdx.y. Each term q reads
-// a[q], b[q] of its lane's transform (staged through shared memory from coalesced loads) and one
-// twiddle common to the warp. The sums run in OpenCV's order, so the results are bit-identical to
-// dft_head_kernel's. Outputs j + n - nx p are never wanted for a long stage (checked on the host).
-__global__ void __launch_bounds__(1024) long_stage_kernel(LongStage L, const ocvdft::Cf* __restrict__ wave,
-                                                          const ocvdft::Cf* __restrict__ pairs_in,
-                                                          const ocvdft::Cf* __restrict__ first_in,
-                                                          ocvdft::Cf* compact, float* out, int count) {
+// Chunk q0's a[q], b[q] of 32 transforms and its twiddles, copied to shared memory asynchronously
+// (cp.async: no registers held, the copy of chunk c + 1 runs during the arithmetic of chunk c).
+__device__ void long_fetch(const LongStage& L, const float4* pairs_in, const ocvdft::Cf* tw_table, int t0, int pair,
+                           int q0, float4* tile, float4* tw_tile) {
+  const int chunk = min(kLongChunk, L.h - q0);
+  for (int i = threadIdx.x; i < 32 * kLongChunk; i += kLongThreads) {
+    const int lane = i / kLongChunk, q = i % kLongChunk;
+    if (q < chunk && t0 + lane < L.transforms)
+      __pipeline_memcpy_async(&tile[q * 33 + lane],
+                              &pairs_in[(static_cast<int64_t>(t0 + lane) * L.pairs + pair) * L.h + q0 + q],
+                              sizeof(float4));
+  }
+  const float4* tw_src = reinterpret_cast<const float4*>(tw_table + static_cast<int64_t>(q0) * L.tw_width);
+  for (int i = threadIdx.x; i < chunk * L.tw_width / 2; i += kLongThreads)
+    __pipeline_memcpy_async(&tw_tile[i], &tw_src[i], sizeof(float4));
+  __pipeline_commit();
+}
+
+// Block: 32 transforms (lanes) x warps over the outputs of pair blockIdx.y: warp 0 the running sum
+// (p = 0), warp w >= 1 outputs p = 1 + 4(w - 1) .. + 3. Per chunk of terms q, a[q], b[q] of the 32
+// transforms (coalesced) and the twiddles of every (q, p) (tw_table, made on the host) go to shared
+// memory; each term of a sum then reads one float4 of its lane and twiddles common to the warp. The
+// sums run in OpenCV's order, so the results are bit-identical to dft_head_kernel's. Outputs
+// j + n - nx p are never wanted for a long stage (checked on the host).
+__global__ void __launch_bounds__(kLongThreads) long_stage_kernel(LongStage L, const ocvdft::Cf* __restrict__ tw_table,
+                                                                  const float4* __restrict__ pairs_in,
+                                                                  const ocvdft::Cf* __restrict__ first_in,
+                                                                  ocvdft::Cf* compact, float* out) {
   using ocvdft::Cf;
-  __shared__ Cf tile[2][kLongChunk][33];  // [a | b][q][lane], padded against bank conflicts
-  const int lane = threadIdx.x & 31, p = threadIdx.x >> 5;
+  __shared__ float4 tile[2][kLongChunk * 33];                // [q][lane] a, b; padded against bank conflicts
+  __shared__ float4 tw_tile[2][kLongChunk * kLongMaxP / 2];  // [q][p - 1] twiddles, two per float4
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int pair = blockIdx.y, j = pair % L.cols, blk = pair / L.cols;
   const int t0 = blockIdx.x * 32, transform = t0 + lane;
-  const int pos = j + L.st.nx * p;  // in the block
-  const bool wanted = p <= L.h && pos < L.kept && transform < L.transforms;
-  Cf s = wanted ? first_in[static_cast<int64_t>(transform) * L.pairs + pair] : Cf{0.f, 0.f}, unused{};
-  const int dd = L.n0 / L.st.radix * p;
-  int d = dd;
-  for (int q0 = 0; q0 < L.h; q0 += kLongChunk) {
+  const bool live = transform < L.transforms;
+  const int p_first = warp == 0 ? 0 : 1 + (warp - 1) * kLongGroup;
+  const bool computes = p_first <= L.p_max;
+  const Cf v0 = live ? first_in[static_cast<int64_t>(transform) * L.pairs + pair] : Cf{0.f, 0.f};
+  Cf s[kLongGroup];
+#pragma unroll
+  for (int g = 0; g < kLongGroup; ++g) s[g] = v0;
+  long_fetch(L, pairs_in, tw_table, t0, pair, 0, tile[0], tw_tile[0]);
+  for (int q0 = 0, buf = 0; q0 < L.h; q0 += kLongChunk, buf ^= 1) {
     const int chunk = min(kLongChunk, L.h - q0);
-    __syncthreads();
-    for (int i = threadIdx.x; i < 32 * 2 * kLongChunk; i += blockDim.x) {
-      const int lane_i = i / (2 * kLongChunk), which = i / kLongChunk % 2, q = i % kLongChunk;
-      if (q < chunk && t0 + lane_i < L.transforms)
-        tile[which][q][lane_i] =
-            pairs_in[(static_cast<int64_t>(t0 + lane_i) * L.pairs + pair) * 2 * L.h + which * L.h + q0 + q];
-    }
-    __syncthreads();
-    if (!wanted) continue;
-    if (p == 0) {
-#pragma unroll 8
-      for (int q = 0; q < chunk; ++q) ocvdft::generic_sum_term(s, tile[0][q][lane], tile[1][q][lane]);
+    if (q0 + kLongChunk < L.h) {
+      long_fetch(L, pairs_in, tw_table, t0, pair, q0 + kLongChunk, tile[buf ^ 1], tw_tile[buf ^ 1]);
+      __pipeline_wait_prior(1);
     } else {
+      __pipeline_wait_prior(0);
+    }
+    __syncthreads();  // chunk q0 is in shared memory for every thread
+    if (computes) {
+      const float4* ab_q = tile[buf] + lane;
+      if (warp == 0) {
 #pragma unroll 8
-      for (int q = 0; q < chunk; ++q) {
-        ocvdft::generic_term<false>(wave[d], tile[0][q][lane], tile[1][q][lane], s, unused);
-        d += dd;
-        if (d >= L.n0) d -= L.n0;
+        for (int q = 0; q < chunk; ++q) {
+          const float4 ab = ab_q[q * 33];
+          ocvdft::generic_sum_term(s[0], Cf{ab.x, ab.y}, Cf{ab.z, ab.w});
+        }
+      } else {
+        const Cf* twq = reinterpret_cast<const Cf*>(tw_tile[buf]) + p_first - 1;
+#pragma unroll 2
+        for (int q = 0; q < chunk; ++q, twq += L.tw_width) {
+          const float4 ab = ab_q[q * 33];
+          const Cf a{ab.x, ab.y}, b{ab.z, ab.w};
+          Cf unused;
+#pragma unroll
+          for (int g = 0; g < kLongGroup; ++g) ocvdft::generic_term<false>(twq[g], a, b, s[g], unused);
+        }
       }
     }
+    __syncthreads();  // before the next iteration's copy overwrites this buffer
   }
-  if (!wanted) return;
-  if (L.last) {
-    if (pos >= 1 && pos <= count) out[static_cast<int64_t>(transform) * count + pos - 1] = s.im;
-  } else {
-    compact[(static_cast<int64_t>(transform) * L.blocks + blk) * L.kept + pos] = s;
+  if (!live || !computes) return;
+#pragma unroll  // (a loop with a variable bound would put s[] in local memory)
+  for (int g = 0; g < kLongGroup; ++g) {
+    const int p = p_first + g, pos = j + L.st.nx * p;  // position in the block
+    if ((warp == 0 && g > 0) || p > L.p_max || !L.wanted(pos)) continue;
+    if (L.last) out[static_cast<int64_t>(transform) * L.count + pos - 1] = s[g].im;
+    else compact[(static_cast<int64_t>(transform) * L.blocks + blk) * L.kept + pos] = s[g];
   }
 }
 
@@ -503,7 +551,7 @@ class ReplayPass {
   ReplayPass(const ReplayPass&) = delete;
   ReplayPass& operator=(const ReplayPass&) = delete;
   ~ReplayPass() {
-    for (void* p : {(void*)perm_, (void*)wave_, (void*)pairs_, (void*)firsts_, (void*)compact_})
+    for (void* p : {(void*)slot_, (void*)wave_, (void*)tw_, (void*)pairs_, (void*)firsts_, (void*)compact_})
       if (p) cudaFree(p);
   }
 
@@ -517,23 +565,23 @@ class ReplayPass {
     std::vector<int> perm;
     std::vector<ocvdft::Cf> wave;
     plan_ = ocvdft::make_plan(n0, perm, wave);
-    // The long stage, if any: the first generic one (OpenCV orders odd factors largest first, so the
-    // stages before it are radix 4 and 2), when its v[n - nx p] outputs are all unwanted.
     for (int s = 0; s < plan_.num_stages; ++s) {
       const ocvdft::Stage& st = plan_.stages[s];
       if (!ocvdft::is_generic(st)) continue;
+      // Split when long, its v[n - nx p] outputs are all unwanted, and at most kLongMaxP outputs p
+      // per column are.
       const int h = (st.radix - 1) / 2, kept = std::min(st.n, prune_);
-      if (st.radix >= kLongRadix && st.nx * (h + 1) >= kept) split_ = s;
+      if (st.radix >= kLongRadix && st.nx * (h + 1) >= kept && (prune_ - 1) / st.nx <= kLongMaxP) split_ = s;
       break;
     }
     before_ = HeadLayout::of(plan_, prune_, 0, split_ < 0 ? ocvdft::kMaxStages : split_);
     after_ = HeadLayout::of(plan_, prune_, split_ + 1, ocvdft::kMaxStages);
     const int limit = head_smem_limit();
     if (before_.bytes(n0) > static_cast<size_t>(limit) || after_.bytes(n0) > static_cast<size_t>(limit)) return false;
-    perm_ = device_alloc<int>(n0);
-    wave_ = device_alloc<ocvdft::Cf>(n0);
-    PRISM_CUDA_CHECK(cudaMemcpy(perm_, perm.data(), n0 * sizeof(int), cudaMemcpyHostToDevice));
-    PRISM_CUDA_CHECK(cudaMemcpy(wave_, wave.data(), n0 * sizeof(ocvdft::Cf), cudaMemcpyHostToDevice));
+    std::vector<int> slot(n0);  // the work position of each extension element
+    for (int i = 0; i < n0; ++i) slot[perm[i]] = i;
+    upload(slot_, slot);
+    upload(wave_, wave);
     if (split_ >= 0) {
       const ocvdft::Stage& st = plan_.stages[split_];
       LongStage& L = long_;
@@ -545,9 +593,17 @@ class ReplayPass {
       L.pairs = L.blocks * L.cols;
       L.kept = std::min(st.n, prune_);
       L.transforms = rows * channels;
+      L.count = count;
       L.last = split_ == plan_.num_stages - 1;
-      warps_ = std::min(L.h, (L.kept - 1) / st.nx) + 1;  // p = 0 .. the last wanted p of column 0
-      pairs_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.pairs * 2 * L.h);
+      while (L.p_max < L.h && L.wanted(st.nx * (L.p_max + 1))) ++L.p_max;
+      L.tw_width = (L.p_max + kLongGroup - 1) / kLongGroup * kLongGroup;
+      // generic_output's twiddle for term q of output p: wave[(n0 / radix) p (q + 1) mod n0]
+      std::vector<ocvdft::Cf> tw(std::max(1, L.h * L.tw_width), ocvdft::Cf{0.f, 0.f});
+      for (int q = 0; q < L.h; ++q)
+        for (int p = 1; p <= L.p_max; ++p)
+          tw[static_cast<size_t>(q) * L.tw_width + p - 1] = wave[static_cast<int64_t>(n0 / st.radix) * p * (q + 1) % n0];
+      upload(tw_, tw);
+      pairs_ = device_alloc<float4>(static_cast<size_t>(L.transforms) * L.pairs * L.h);
       firsts_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.pairs);
       if (!L.last) compact_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.blocks * L.kept);
     }
@@ -558,18 +614,19 @@ class ReplayPass {
     const int n0 = plan_.n0;
     const dim3 grid(rows_, channels_);
     if (split_ < 0) {
-      dft_head_kernel<<<grid, 128, before_.bytes(n0), stream>>>(plan_, perm_, wave_, HeadRange{}, src, prune_, out,
-                                                                count_);
+      dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, HeadRange{}, src, prune_,
+                                                                         out, count_);
       return;
     }
     HeadRange before;
     before.stop = split_;
     before.pairs_out = pairs_;
     before.first_out = firsts_;
-    dft_head_kernel<<<grid, 128, before_.bytes(n0), stream>>>(plan_, perm_, wave_, before, src, prune_, out, count_);
+    dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, before, src, prune_, out,
+                                                                       count_);
     const LongStage& L = long_;
-    long_stage_kernel<<<dim3((L.transforms + 31) / 32, L.pairs), 32 * warps_, 0, stream>>>(L, wave_, pairs_, firsts_,
-                                                                                          compact_, out, count_);
+    long_stage_kernel<<<dim3((L.transforms + 31) / 32, L.pairs), kLongThreads, 0, stream>>>(L, tw_, pairs_, firsts_,
+                                                                                          compact_, out);
     if (L.last) return;
     HeadRange after;
     after.first = split_ + 1;
@@ -577,20 +634,27 @@ class ReplayPass {
     after.compact_blocks = L.blocks;
     after.compact_kept = L.kept;
     after.compact_n = L.st.n;
-    dft_head_kernel<<<grid, 128, after_.bytes(n0), stream>>>(plan_, perm_, wave_, after, src, prune_, out, count_);
+    dft_head_kernel<<<grid, kHeadThreads, after_.bytes(n0), stream>>>(plan_, slot_, wave_, after, src, prune_, out,
+                                                                      count_);
   }
 
  private:
+  template <typename T>
+  static void upload(T*& d, const std::vector<T>& h) {
+    d = device_alloc<T>(h.size());
+    PRISM_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+
   ocvdft::Plan plan_{};
   int rows_ = 0, channels_ = 0, count_ = 0, prune_ = 0;
-  int* perm_ = nullptr;
+  int* slot_ = nullptr;  // work position of each extension element (dft_head_kernel's scatter)
   ocvdft::Cf* wave_ = nullptr;
   int split_ = -1;  // index of the long stage, -1: none
   HeadLayout before_{}, after_{};
   LongStage long_{};
-  int warps_ = 0;
-  ocvdft::Cf* pairs_ = nullptr;
-  ocvdft::Cf* firsts_ = nullptr;
+  ocvdft::Cf* tw_ = nullptr;  // the long stage's twiddles [q][p - 1]
+  float4* pairs_ = nullptr;       // [transform][pair][p - 1]: a, b
+  ocvdft::Cf* firsts_ = nullptr;  // [transform][pair]: v[0]
   ocvdft::Cf* compact_ = nullptr;
 };
 
