@@ -95,8 +95,10 @@ Plan make_plan(int n0, std::vector<int>& perm, std::vector<Cf>& wave) {
   return plan;
 }
 
-void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune_below) {
+void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune_below, bool inverse) {
   const int n0 = plan.n0;
+  if (inverse)
+    for (int i = 0; i < n0; ++i) data[i] = inverse_input(data[i]);
   std::vector<Cf> a, b;
   for (int s = 0; s < plan.num_stages; ++s) {
     const Stage& st = plan.stages[s];
@@ -135,6 +137,10 @@ void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune
         }
       }
     }
+  }
+  if (inverse) {
+    const float scale = inverse_scale(n0);
+    for (int i = 0; i < n0; ++i) data[i] = {mul_rn(data[i].re, scale), inverse_output_im(data[i].im, scale)};
   }
 }
 

@@ -249,9 +249,17 @@ PRISM_UNROLL8
   }
 }
 
+// OpenCV's inverse with DFT_SCALE (the DST's second half, DFT_ROWS + DFT_SCALE + DFT_INVERSE): the
+// input conjugated as it is permuted, the same stages, then re * scale and im * -scale, with scale
+// the float of 1. / n0.
+PRISM_HD float inverse_scale(int n0) { return static_cast<float>(1. / n0); }
+PRISM_HD Cf inverse_input(Cf x) { return {x.re, -x.im}; }
+PRISM_HD float inverse_output_im(float im, float scale) { return mul_rn(im, -scale); }
+
 // Host, sequential: the transform of `data` (n0 complex values, already permuted) in place, with
 // generic stages computing only the outputs below `prune_below` of every block (n0: everything).
-// Outputs [0, prune_below) equal OpenCV's cv::dft (forward, no scaling) bit for bit.
-void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune_below);
+// Outputs [0, prune_below) equal OpenCV's cv::dft (forward, no scaling; or inverse with DFT_SCALE)
+// bit for bit.
+void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune_below, bool inverse = false);
 
 }  // namespace prism::poisson::ocvdft

@@ -127,7 +127,7 @@ __global__ void rhs_odd_extension_kernel(PackedImage bg, PackedImage ov, MaskVie
   const int i0 = blockIdx.x * kTileX, j0 = blockIdx.y * kTileY;
   rhs_tile(bg, ov, mask, g, mode, eroded, i0, j0, sc, rhs, rhs_plane);
   const int i = i0 + threadIdx.x, j = j0 + threadIdx.y;
-  if (i >= N || j >= M) return;
+  if (i >= N || j >= M || out == nullptr) return;  // (Replay wants the float plane only)
   for (int c = 0; c < 3; ++c) {
     const double v = rhs[c][threadIdx.y][threadIdx.x];
     double* row = out + static_cast<int64_t>(c * M + j) * (2 * N + 2);
@@ -312,6 +312,7 @@ struct HeadRange {
   ocvdft::Cf* first_out = nullptr;       // [transform][pair] the butterfly's v[0]
   const ocvdft::Cf* compact = nullptr;   // [transform][block][kept], stage first-1's outputs
   int compact_blocks = 0, compact_kept = 0, compact_n = 0;
+  float inverse_scale = 0.f;             // > 0: OpenCV's inverse with DFT_SCALE (opencv_dft.h)
 };
 
 // Dynamic shared memory of one dft_head_kernel launch: the row, then the staging area where a
@@ -350,14 +351,16 @@ __global__ void __launch_bounds__(kHeadThreads) dft_head_kernel(ocvdft::Plan pla
   Cf* staging = row + n0;
   if (range.first == 0) {
     // The extension [0, x, 0, -rev x] read in order (coalesced) and scattered to the permuted slots.
+    // The inverse conjugates its input (imaginary parts -0).
     const float* x = src.data + c * src.channel_stride + r * src.row_stride;
+    const float im = range.inverse_scale > 0.f ? -0.f : 0.f;
 #pragma unroll 4  // (several loads in flight per thread)
     for (int k = threadIdx.x; k < len; k += blockDim.x) {
       const float v = x[k * src.elem_stride];
-      row[slot[k + 1]] = {v, 0.f};
-      row[slot[2 * len + 1 - k]] = {-v, 0.f};
+      row[slot[k + 1]] = {v, im};
+      row[slot[2 * len + 1 - k]] = {-v, im};
     }
-    if (threadIdx.x == 0) row[slot[0]] = row[slot[len + 1]] = Cf{0.f, 0.f};
+    if (threadIdx.x == 0) row[slot[0]] = row[slot[len + 1]] = Cf{0.f, im};
   } else {  // the positions below compact_kept of every block; the others are never read for a kept output
     const int kept = range.compact_kept, values = range.compact_blocks * kept;
     const Cf* in = range.compact + transform * values;
@@ -425,7 +428,8 @@ __global__ void __launch_bounds__(kHeadThreads) dft_head_kernel(ocvdft::Plan pla
     __syncthreads();
   }
   float* o = out + transform * count;
-  for (int k = threadIdx.x; k < count; k += blockDim.x) o[k] = row[k + 1].im;
+  for (int k = threadIdx.x; k < count; k += blockDim.x)
+    o[k] = range.inverse_scale > 0.f ? ocvdft::inverse_output_im(row[k + 1].im, range.inverse_scale) : row[k + 1].im;
 }
 
 // A long generic stage, split out of dft_head_kernel: the wanted outputs j + nx p (p = 0 is the
@@ -556,8 +560,9 @@ class ReplayPass {
   }
 
   // False when a row does not fit in shared memory (the pass is then left to the double solve).
-  bool prepare(int length, int rows, int channels, int count) {
+  bool prepare(int length, int rows, int channels, int count, bool inverse = false) {
     const int n0 = 2 * length + 2;
+    inverse_scale_ = inverse ? ocvdft::inverse_scale(n0) : 0.f;
     rows_ = rows;
     channels_ = channels;
     count_ = count;
@@ -565,7 +570,7 @@ class ReplayPass {
     std::vector<int> perm;
     std::vector<ocvdft::Cf> wave;
     plan_ = ocvdft::make_plan(n0, perm, wave);
-    for (int s = 0; s < plan_.num_stages; ++s) {
+    for (int s = 0; s < plan_.num_stages && !inverse; ++s) {  // (the inverse passes are never pruned enough)
       const ocvdft::Stage& st = plan_.stages[s];
       if (!ocvdft::is_generic(st)) continue;
       // Split when long, its v[n - nx p] outputs are all unwanted, and at most kLongMaxP outputs p
@@ -614,8 +619,10 @@ class ReplayPass {
     const int n0 = plan_.n0;
     const dim3 grid(rows_, channels_);
     if (split_ < 0) {
-      dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, HeadRange{}, src, prune_,
-                                                                         out, count_);
+      HeadRange whole;
+      whole.inverse_scale = inverse_scale_;
+      dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, whole, src, prune_, out,
+                                                                         count_);
       return;
     }
     HeadRange before;
@@ -647,6 +654,7 @@ class ReplayPass {
 
   ocvdft::Plan plan_{};
   int rows_ = 0, channels_ = 0, count_ = 0, prune_ = 0;
+  float inverse_scale_ = 0.f;
   int* slot_ = nullptr;  // work position of each extension element (dft_head_kernel's scatter)
   ocvdft::Cf* wave_ = nullptr;
   int split_ = -1;  // index of the long stage, -1: none
@@ -696,6 +704,25 @@ __global__ void splice_corner_gemm_kernel(const float* e2, SplitLayout L, int K,
       0.25 * static_cast<double>(e2[(static_cast<int64_t>(c) * K + k) * Lc + l]);
 }
 
+// Replay: OpenCV's division by the eigenvalues, in float as OpenCV writes it, the column pass's
+// [3][N][M] output read back in rows: q[c][k][i] = b[c][i][k] / (fx[i] + fy[k] - 4).
+__global__ void divide_replay_kernel(const float* b, int N, int M, const float* fx, const float* fy, float* q) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y, c = blockIdx.z;
+  if (i >= N) return;
+  const float d = __fsub_rn(__fadd_rn(fx[i], fy[k]), 4.f);
+  q[(static_cast<int64_t>(c) * M + k) * N + i] = __fdiv_rn(b[(static_cast<int64_t>(c) * N + i) * M + k], d);
+}
+
+// Replay: the inverse column pass's floats u[c][i][j] truncated into the box's interior.
+__global__ void output_replay_kernel(const float* u, Geometry g, PackedImage bg) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+  const int N = g.W - 2, M = g.H - 2;
+  if (i >= N || j >= M) return;
+  uint8_t* px = bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
+  for (int c = 0; c < 3; ++c)
+    px[detail::channel_offset(bg, c)] = detail::to_u8_truncate(u[(static_cast<int64_t>(c) * N + i) * M + j]);
+}
+
 __global__ void mask_box_kernel(MaskView m, int* box /* minx, miny, maxx, maxy */) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= m.width || y >= m.height || detail::mask_at(m, x, y) == 0) return;
@@ -716,6 +743,7 @@ __global__ void init_box_kernel(int* box) {
 // Everything for one box size.
 struct SizeEntry {
   int W = 0, H = 0;
+  DstMethod requested = DstMethod::Fft;  // the cache key (Replay falls back to Fft when rows are too long)
   DstMethod method = DstMethod::Fft;
   uint8_t* eroded = nullptr;
   float* fx = nullptr;  // eigenvalue terms, OpenCV's float values
@@ -744,11 +772,18 @@ struct SizeEntry {
   float* rhs = nullptr;
   float* e1 = nullptr;
   float* e2 = nullptr;
+  // Replay: OpenCV's whole float solve on the GPU, its four passes (forward rows, forward columns,
+  // inverse rows, inverse columns), the row passes' outputs [3][M][N], the column passes' [3][N][M]
+  // and the quotients by the eigenvalues [3][M][N].
+  ReplayPass fwd_rows, fwd_cols, inv_rows, inv_cols;
+  float* pass_rows = nullptr;
+  float* pass_cols = nullptr;
+  float* quotient = nullptr;
 
   ~SizeEntry() {
     for (void* p : {(void*)eroded, (void*)fx, (void*)fy, (void*)ext_x, (void*)ext_y, (void*)spec_x, (void*)spec_y,
                     (void*)e_n, (void*)o_n, (void*)e_m, (void*)o_m, (void*)dense, (void*)tmp, (void*)rhs,
-                    (void*)e1, (void*)e2})
+                    (void*)e1, (void*)e2, (void*)pass_rows, (void*)pass_cols, (void*)quotient})
       if (p) cudaFree(p);
     if (plans) {
       cufftDestroy(plan_x);
@@ -785,10 +820,22 @@ struct CudaCloner::Impl {
     e.col_pass.enqueue(RowSource{e.e1, static_cast<int64_t>(M) * e.K, 1, e.K, M}, e.e2, stream);
   }
 
+  // Replay's passes and buffers; false when a row does not fit in shared memory.
+  bool prepare_replay(SizeEntry& e, int N, int M) {
+    if (!e.fwd_rows.prepare(N, M, 3, N) || !e.fwd_cols.prepare(M, N, 3, M) || !e.inv_rows.prepare(N, M, 3, N, true) ||
+        !e.inv_cols.prepare(M, N, 3, M, true))
+      return false;
+    const size_t plane = static_cast<size_t>(3) * M * N;
+    e.pass_rows = device_alloc<float>(plane);
+    e.pass_cols = device_alloc<float>(plane);
+    e.quotient = device_alloc<float>(plane);
+    return true;
+  }
+
   SizeEntry& entry(int W, int H) {
-    const DstMethod m = method == DstMethod::Auto ? CudaCloner::solver_for(W, H, fast_fp64) : method;
+    const DstMethod requested = method == DstMethod::Auto ? CudaCloner::solver_for(W, H, fast_fp64) : method;
     for (auto it = cache.begin(); it != cache.end(); ++it)
-      if (it->W == W && it->H == H && it->method == m) {
+      if (it->W == W && it->H == H && it->requested == requested) {
         cache.splice(cache.begin(), cache, it);
         return cache.front();
       }
@@ -797,11 +844,14 @@ struct CudaCloner::Impl {
     SizeEntry& e = cache.front();
     e.W = W;
     e.H = H;
-    e.method = m;
+    e.requested = requested;
     const int N = W - 2, M = H - 2;
     e.eroded = device_alloc<uint8_t>(static_cast<size_t>(W) * H);
     e.rhs = device_alloc<float>(static_cast<size_t>(3) * M * N);
-    prepare_exact(e, N, M);
+    DstMethod m = requested;
+    if (m == DstMethod::Replay && !prepare_replay(e, N, M)) m = DstMethod::Fft;
+    e.method = m;
+    if (m != DstMethod::Replay) prepare_exact(e, N, M);
     std::vector<float> fx(N), fy(M);
     detail::dst_filter(N, fx.data());
     detail::dst_filter(M, fy.data());
@@ -819,6 +869,7 @@ struct CudaCloner::Impl {
     e.fy = device_alloc<float>(M);
     PRISM_CUDA_CHECK(cudaMemcpy(e.fx, fx.data(), N * sizeof(float), cudaMemcpyHostToDevice));
     PRISM_CUDA_CHECK(cudaMemcpy(e.fy, fy.data(), M * sizeof(float), cudaMemcpyHostToDevice));
+    if (m == DstMethod::Replay) return e;
     if (m == DstMethod::Fft) {
       const size_t nx = static_cast<size_t>(3) * M * (2 * N + 2), ny = static_cast<size_t>(3) * N * (2 * M + 2);
       e.ext_x = device_alloc<double>(nx);
@@ -897,6 +948,21 @@ struct CudaCloner::Impl {
   }
 };
 
+// Replay's work in butterfly terms: per pass, transforms x outputs x (half the longest generic
+// butterfly + the radix-2..5 stages' few terms), four passes.
+double CudaCloner::replay_cost(int W, int H) {
+  const int N = W - 2, M = H - 2;
+  auto pass = [](int length, int transforms) {
+    const std::vector<int> f = ocvdft::factorize(2 * length + 2);
+    const int longest = *std::max_element(f.begin(), f.end());
+    return 3.0 * transforms * length * ((longest % 2 == 1 && longest > 5 ? longest / 2 : 0) + 8);
+  };
+  return 2.0 * (pass(N, M) + pass(M, N));
+}
+// Measured on an H100 (bench_poisson): Replay 0.046 ms against cuFFT's 0.071 at 154x100 (cost 2.6e6),
+// 0.133 against 0.106 at 300x194 (4.2e7).
+constexpr double kReplayCheap = 1e7, kReplayThin = 4e9;
+
 // Full-rate FP64: the data-centre parts (P100, V100, A100, H100/H200, B200).
 static bool device_has_fast_fp64() {
   int dev = 0, major = 0, minor = 0;
@@ -927,6 +993,11 @@ CudaCloner::~CudaCloner() {
 }
 
 DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) {
+  // Replay wherever it is cheap, and on thin boxes (under 100 pixels a side) up to a larger bound:
+  // there the solution sits on integers (the 7x7 erosion leaves little or no overlay) and only
+  // OpenCV's own roundings reproduce its truncations.
+  const double cost = replay_cost(box_width, box_height);
+  if (cost <= kReplayCheap || (std::min(box_width, box_height) < 100 && cost <= kReplayThin)) return DstMethod::Replay;
   // Measured on an H100 (bench_poisson, BENCHMARKS.md): cuFFT wins at 154x100 (0.053 vs 0.090 ms)
   // and 300x194 (0.073 vs 0.094); the split DGEMM on the FP64 tensor cores wins from 592x592
   // (0.217 vs 0.235) through 1200x776 (0.47 vs 0.71) to 2400x1552 (2.48 vs 5.15). GPUs with
@@ -947,7 +1018,18 @@ void CudaCloner::clone(const CloneJob& job) {
   erode_kernel<<<dim3((g.W + kErodeBx - 1) / kErodeBx, (g.H + kErodeBy - 1) / kErodeBy), dim3(kErodeBx, kErodeBy), 0,
                  s>>>(job.mask, g, e.eroded);
   const dim3 pix_block(32, 8), pix_grid((N + 31) / 32, (M + 7) / 8);
-  if (e.method == DstMethod::Fft) {
+  if (e.method == DstMethod::Replay) {
+    const int64_t plane = static_cast<int64_t>(M) * N;
+    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(
+        job.background, job.overlay, job.mask, g, job.mode, e.eroded, nullptr, e.rhs);
+    // dst_opencv's passes: rows of [3][M][N] planes, then their columns into [3][N][M].
+    e.fwd_rows.enqueue(RowSource{e.rhs, plane, N, 1, N}, e.pass_rows, s);
+    e.fwd_cols.enqueue(RowSource{e.pass_rows, plane, 1, N, M}, e.pass_cols, s);
+    divide_replay_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.pass_cols, N, M, e.fx, e.fy, e.quotient);
+    e.inv_rows.enqueue(RowSource{e.quotient, plane, N, 1, N}, e.pass_rows, s);
+    e.inv_cols.enqueue(RowSource{e.pass_rows, plane, 1, N, M}, e.pass_cols, s);
+    output_replay_kernel<<<pix_grid, pix_block, 0, s>>>(e.pass_cols, g, job.background);
+  } else if (e.method == DstMethod::Fft) {
     rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(job.background, job.overlay, job.mask, g, job.mode,
                                                             e.eroded, e.ext_x, e.rhs);
     impl_->run_exact(e, N, M);

@@ -98,11 +98,15 @@ PRISM_HD uint8_t grey_bgr(int b, int g, int r) {
 void clone_cpu(const CloneJob& job);
 
 #if defined(PRISM_HAVE_CUDA)
-// How the GPU path computes the DST-I: dense FP64 matrix products (cuBLAS, split even/odd) or
-// batched real FFTs of the odd extension (cuFFT). Auto picks by box size (see solver_for()).
-enum class DstMethod : int { Auto = 0, Gemm = 1, Fft = 2 };
+// How the GPU path computes the DST-I: dense FP64 matrix products (cuBLAS, split even/odd), batched
+// real FFTs of the odd extension (cuFFT), or Replay: OpenCV's own float DFTs replayed operation for
+// operation (opencv_dft.h), bit-exact with OpenCV but O(n p) per row for a prime factor p of 2n+2,
+// so for small and thin boxes (falls back to Fft when a row does not fit in shared memory). Auto
+// picks by box size (see solver_for()).
+enum class DstMethod : int { Auto = 0, Gemm = 1, Fft = 2, Replay = 3 };
 
-// CUDA path, solving in double precision (see seamless_clone.cu for why). Holds one CUDA stream's worth of scratch buffers, cuFFT plans and cuBLAS handle, made
+// CUDA path, solving in double precision with OpenCV's low frequencies spliced in, or replaying
+// OpenCV's float solve (see seamless_clone.cu). Holds one CUDA stream's worth of scratch buffers, cuFFT plans and cuBLAS handle, made
 // the first time a box size is seen and kept (a few sizes, least recently used evicted), so a
 // stream of frames allocates nothing and never synchronises. All pointers in jobs are device
 // pointers. Create, use and destroy it with the same CUDA context current.
@@ -119,8 +123,11 @@ class CudaCloner {
   // Bounding box of a device-resident mask (step 1); synchronises the stream once.
   Box mask_box(const MaskView& device_mask);
 
-  // The method Auto uses: by box size (measured, see .cu) on GPUs with full-rate FP64, else Fft.
+  // The method Auto uses: Replay for cheap and thin boxes, then by box size (measured, see .cu) on
+  // GPUs with full-rate FP64, else Fft.
   static DstMethod solver_for(int box_width, int box_height, bool fast_fp64);
+  // Replay's work for a box, in butterfly terms (what solver_for weighs).
+  static double replay_cost(int box_width, int box_height);
   DstMethod method_for(int box_width, int box_height) const;
 
   struct Impl;

@@ -160,7 +160,8 @@ TEST(PoissonCpu, ClippedOverlayEqualsOpenCVOnTheVisiblePart) {
 
 // The replay of OpenCV's float DFT (poisson/opencv_dft.h) against cv::dft itself: every output bit
 // for bit on random complex rows, for lengths covering every butterfly (radix 2, 4, 3, 5, generic
-// odd radices up to 2399, powers of two, products of several odd primes), whole and pruned.
+// odd radices up to 2399, powers of two, products of several odd primes), whole and pruned, forward
+// and inverse with DFT_SCALE.
 TEST(OpenCvDftReplay, EqualsCvDftBitForBit) {
   namespace ocv = prism::poisson::ocvdft;
   std::mt19937 rng(21);
@@ -174,19 +175,21 @@ TEST(OpenCvDftReplay, EqualsCvDftBitForBit) {
     const ocv::Plan plan = ocv::make_plan(n0, perm, wave);
     cv::Mat x(1, n0, CV_32FC2);
     for (int i = 0; i < n0; ++i) x.at<cv::Vec2f>(0, i) = {val(rng), i % 3 == 0 ? 0.f : val(rng)};
-    cv::Mat ref;
-    cv::dft(x, ref, cv::DFT_ROWS);
-    for (int prune : {n0, 33}) {
-      std::vector<ocv::Cf> work(n0);
-      for (int i = 0; i < n0; ++i) work[i] = {x.at<cv::Vec2f>(0, perm[i])[0], x.at<cv::Vec2f>(0, perm[i])[1]};
-      ocv::run_host(plan, wave, work.data(), prune);
-      int bad = 0;
-      for (int k = 0; k < std::min(prune, n0); ++k) {
-        const cv::Vec2f r = ref.at<cv::Vec2f>(0, k);
-        if (std::memcmp(&r[0], &work[k].re, 4) || std::memcmp(&r[1], &work[k].im, 4)) ++bad;
+    for (bool inverse : {false, true}) {
+      cv::Mat ref;
+      cv::dft(x, ref, inverse ? cv::DFT_ROWS + cv::DFT_SCALE + cv::DFT_INVERSE : cv::DFT_ROWS);
+      for (int prune : {n0, 33}) {
+        std::vector<ocv::Cf> work(n0);
+        for (int i = 0; i < n0; ++i) work[i] = {x.at<cv::Vec2f>(0, perm[i])[0], x.at<cv::Vec2f>(0, perm[i])[1]};
+        ocv::run_host(plan, wave, work.data(), prune, inverse);
+        int bad = 0;
+        for (int k = 0; k < std::min(prune, n0); ++k) {
+          const cv::Vec2f r = ref.at<cv::Vec2f>(0, k);
+          if (std::memcmp(&r[0], &work[k].re, 4) || std::memcmp(&r[1], &work[k].im, 4)) ++bad;
+        }
+        EXPECT_EQ(bad, 0) << (inverse ? "inverse, " : "") << "length " << n0 << " (factors "
+                          << ::testing::PrintToString(ocv::factorize(n0)) << "), outputs below " << prune;
       }
-      EXPECT_EQ(bad, 0) << "length " << n0 << " (factors " << ::testing::PrintToString(ocv::factorize(n0))
-                        << "), outputs below " << prune;
     }
   }
 }
