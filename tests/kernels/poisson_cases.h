@@ -70,11 +70,13 @@ inline cv::Mat make_mask(cv::Size size, int bx, int by, int box_w, int box_h, in
   return m;
 }
 
+// (From the case's own generator: cv::randu would draw from OpenCV's global one, whose state
+// depends on every test run before.)
 inline cv::Mat random_image(cv::Size size, std::mt19937& rng, bool smooth) {
   cv::Mat im(size, CV_8UC3);
-  cv::randu(im, 0, 256);
+  cv::RNG local(rng());
+  local.fill(im, cv::RNG::UNIFORM, 0, 256);
   if (smooth) cv::GaussianBlur(im, im, cv::Size(0, 0), 3.0);
-  (void)rng;
   return im;
 }
 
