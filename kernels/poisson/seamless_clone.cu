@@ -1,10 +1,14 @@
 // CUDA path of the seamless clone.
 //
 // The RHS (OpenCV's float expressions, poisson_pixel.h) is computed in one kernel per job from the
-// background, the overlay and the eroded mask. The DST-I pair is then computed in double precision:
-// OpenCV's own float DFT has errors of its own that no different float algorithm reproduces, and
-// solving in double keeps our result within those (FACTS.md: a double solver stays within max
-// difference 1 on fewer than 0.1% of values). Two ways, chosen per box size by measurement:
+// background, the overlay and the eroded mask. Then, chosen per box size by measurement:
+//  - Replay: OpenCV's own float solve, its four DFT passes replayed operation for operation
+//    (opencv_dft.h; ReplayPass below), the division and truncation as OpenCV writes them: bit-exact,
+//    but a generic butterfly costs O(p) per output for a prime factor p of 2n+2, so it serves small
+//    and thin boxes (where the solution sits on integers and only OpenCV's roundings truncate alike).
+// Otherwise the DST-I pair is computed in double precision, with OpenCV's float roundings replayed
+// for the lowest frequencies of the forward passes and spliced in (below: those are what moves
+// OpenCV's answer; a plain double solve differs on up to ~0.3% of values). Two ways:
 //  - Gemm: the DST-I as a dense matrix S (S_ij = sin(pi (i+1)(j+1) / (n+1))): Y = S_M X S_N by
 //    strided-batched DGEMMs over the three channels (FP64 tensor cores on Hopper; exact IEEE).
 //    S's rows mirror (S_{n-1-j,k} = (-1)^k S_jk), so each axis is first folded into sums
@@ -16,7 +20,8 @@
 //    (as OpenCV does), cuFFT D2Z batched over rows; transposes between the axes are fused into the
 //    kernels that read the spectra, and the eigenvalue division is fused into the extension.
 // Buffers, plans and matrices are made per box size the first time it is seen and cached.
-// Auto: by box size on GPUs with full-rate FP64, Fft elsewhere (solver_for).
+// Auto: Replay where cheap or thin, then by box size on GPUs with full-rate FP64, Fft elsewhere
+// (solver_for).
 #include <cublas_v2.h>
 #include <cuda_pipeline.h>
 #include <cufft.h>
