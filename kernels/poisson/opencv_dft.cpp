@@ -102,26 +102,27 @@ void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune
   std::vector<Cf> a, b;
   for (int s = 0; s < plan.num_stages; ++s) {
     const Stage& st = plan.stages[s];
+    const int cols = std::min(st.nx, prune_below);  // the columns that feed outputs below the bound
     for (int i = 0; i < n0; i += st.n) {
       Cf* blk = data + i;
       switch (st.radix) {
         case 2:
-          for (int j = 0; j < st.nx; ++j) radix2(blk + j, st.nx, j, st.dw0, wave.data());
+          for (int j = 0; j < cols; ++j) radix2(blk + j, st.nx, j, st.dw0, wave.data());
           break;
         case 3:
-          for (int j = 0; j < st.nx; ++j) radix3(blk + j, st.nx, j, st.dw0, wave.data());
+          for (int j = 0; j < cols; ++j) radix3(blk + j, st.nx, j, st.dw0, wave.data());
           break;
         case 4:
-          for (int j = 0; j < st.nx; ++j) radix4(blk + j, st.nx, j, st.dw0, wave.data());
+          for (int j = 0; j < cols; ++j) radix4(blk + j, st.nx, j, st.dw0, wave.data());
           break;
         case 5:
-          for (int j = 0; j < st.nx; ++j) radix5(blk + j, st.nx, j, st.dw0, wave.data());
+          for (int j = 0; j < cols; ++j) radix5(blk + j, st.nx, j, st.dw0, wave.data());
           break;
         default: {
           const int h = (st.radix - 1) / 2;
           a.resize(h);
           b.resize(h);
-          for (int j = 0; j < std::min(st.nx, prune_below); ++j) {
+          for (int j = 0; j < cols; ++j) {
             Cf* v = blk + j;
             for (int p = 1; p <= h; ++p) generic_pair(v, st, j, p, wave.data(), a[p - 1], b[p - 1]);
             const Cf v0 = v[0];

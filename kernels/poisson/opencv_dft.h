@@ -18,9 +18,9 @@
 //
 // Pruning: with decimation in time, output m of a stage's block reads only element m mod nx of each
 // sub-block, so the first K outputs of the whole transform need only the first K outputs of every
-// block of every stage. Generic-radix stages, which cost O(radix) per output, compute only those
-// (prune_below); the cheap radix-2/3/4/5 stages run whole. Elements that are not computed keep
-// stale values and only ever feed outputs that are not computed either.
+// block of every stage: the butterflies of columns j < K. Every stage computes only those
+// (prune_below). Elements that are not computed keep stale values and only ever feed outputs that
+// are not computed either.
 #pragma once
 
 #include <cstdint>
@@ -256,8 +256,8 @@ PRISM_HD float inverse_scale(int n0) { return static_cast<float>(1. / n0); }
 PRISM_HD Cf inverse_input(Cf x) { return {x.re, -x.im}; }
 PRISM_HD float inverse_output_im(float im, float scale) { return mul_rn(im, -scale); }
 
-// Host, sequential: the transform of `data` (n0 complex values, already permuted) in place, with
-// generic stages computing only the outputs below `prune_below` of every block (n0: everything).
+// Host, sequential: the transform of `data` (n0 complex values, already permuted) in place, every
+// stage computing only the outputs below `prune_below` of every block (n0: everything).
 // Outputs [0, prune_below) equal OpenCV's cv::dft (forward, no scaling; or inverse with DFT_SCALE)
 // bit for bit.
 void run_host(const Plan& plan, const std::vector<Cf>& wave, Cf* data, int prune_below, bool inverse = false);

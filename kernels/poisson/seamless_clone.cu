@@ -342,8 +342,8 @@ struct HeadLayout {
 constexpr int kHeadThreads = 256;
 
 // One block per transform (r = blockIdx.x of channel c = blockIdx.y): OpenCV's forward DFT of the
-// row's odd extension in shared memory, stage by stage (ocvdft::run_host in parallel), generic
-// stages pruned below `prune`; writes the imaginary parts of outputs 1..count to
+// row's odd extension in shared memory, stage by stage (ocvdft::run_host in parallel), every
+// stage pruned below `prune`; writes the imaginary parts of outputs 1..count to
 // out[(c * rows + r) * count + k - 1]. `range` splits the pass around a long stage.
 __global__ void __launch_bounds__(kHeadThreads) dft_head_kernel(ocvdft::Plan plan, const int* __restrict__ slot,
                                                                 const ocvdft::Cf* __restrict__ wave, HeadRange range,
@@ -376,9 +376,10 @@ __global__ void __launch_bounds__(kHeadThreads) dft_head_kernel(ocvdft::Plan pla
     const ocvdft::Stage st = plan.stages[s];
     const int blocks = n0 / st.n;
     if (!ocvdft::is_generic(st)) {
-      for (int t = threadIdx.x; t < blocks * st.nx; t += blockDim.x) {
-        const int j = t % st.nx;
-        Cf* v = row + (t / st.nx) * st.n + j;
+      const int cols = min(st.nx, prune);  // (columns j >= prune feed no kept output)
+      for (int t = threadIdx.x; t < blocks * cols; t += blockDim.x) {
+        const int j = t % cols;
+        Cf* v = row + (t / cols) * st.n + j;
         switch (st.radix) {
           case 2: ocvdft::radix2(v, st.nx, j, st.dw0, wave); break;
           case 3: ocvdft::radix3(v, st.nx, j, st.dw0, wave); break;
