@@ -193,8 +193,8 @@ PRISM_HD void radix5(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
 // Generic odd radix f (h = (f-1)/2), first half: the symmetric sum a and difference b of the
 // (twiddled) pair (v[p nx], v[n - p nx]) for one p in 1..h. Independent per p; OpenCV's running sum
 // v[0] + sum_p (a.re, b.im) is taken by generic_sum afterwards, in p order.
-// x = v[p nx] and y = v[n - p nx] of the block (relative to column j).
-PRISM_HD void generic_pair_of(Cf x, Cf y, const Stage& s, int j, int p, const Cf* wave, Cf& a, Cf& b) {
+PRISM_HD void generic_pair(const Cf* v, const Stage& s, int j, int p, const Cf* wave, Cf& a, Cf& b) {
+  const Cf x = v[s.nx * p], y = v[s.n - s.nx * p];
   if (j == 0) {
     a = {add_rn(x.re, y.re), sub_rn(x.im, y.im)};
     b = {sub_rn(x.re, y.re), add_rn(x.im, y.im)};
@@ -206,9 +206,6 @@ PRISM_HD void generic_pair_of(Cf x, Cf y, const Stage& s, int j, int p, const Cf
   const float r1 = cmul_re(y, w_), i1 = cmul_im(y, w_);
   a = {add_rn(r2, r1), sub_rn(i2, i1)};
   b = {sub_rn(r2, r1), add_rn(i2, i1)};
-}
-PRISM_HD void generic_pair(const Cf* v, const Stage& s, int j, int p, const Cf* wave, Cf& a, Cf& b) {
-  generic_pair_of(v[s.nx * p], v[s.n - s.nx * p], s, j, p, wave, a, b);
 }
 
 // a[q] is at a[q * a_step], b[q] at b[q * b_step] (the device keeps them in place of the pairs).

@@ -53,6 +53,14 @@ void check_cublas(cublasStatus_t s, const char* what) {
     throw gpu::CudaError(std::string(what) + " failed: " + cublasGetStatusString(s));
 }
 
+// A device copy of a host vector (set-up only: synchronous).
+template <class T>
+T* device_copy(const std::vector<T>& host) {
+  T* d = device_alloc<T>(host.size());
+  PRISM_CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
 constexpr int kErodeBx = 32, kErodeBy = 8;
 
 // Step 4: 7x7 minimum of the mask over the box, zeros outside it (shared-memory tile with halo).
@@ -591,8 +599,8 @@ class ReplayPass {
     if (before_.bytes(n0) > static_cast<size_t>(limit) || after_.bytes(n0) > static_cast<size_t>(limit)) return false;
     std::vector<int> slot(n0);  // the work position of each extension element
     for (int i = 0; i < n0; ++i) slot[perm[i]] = i;
-    upload(slot_, slot);
-    upload(wave_, wave);
+    slot_ = device_copy(slot);
+    wave_ = device_copy(wave);
     if (split_ >= 0) {
       const ocvdft::Stage& st = plan_.stages[split_];
       LongStage& L = long_;
@@ -613,7 +621,7 @@ class ReplayPass {
       for (int q = 0; q < L.h; ++q)
         for (int p = 1; p <= L.p_max; ++p)
           tw[static_cast<size_t>(q) * L.tw_width + p - 1] = wave[static_cast<int64_t>(n0 / st.radix) * p * (q + 1) % n0];
-      upload(tw_, tw);
+      tw_ = device_copy(tw);
       pairs_ = device_alloc<float4>(static_cast<size_t>(L.transforms) * L.pairs * L.h);
       firsts_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.pairs);
       if (!L.last) compact_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.blocks * L.kept);
@@ -652,12 +660,6 @@ class ReplayPass {
   }
 
  private:
-  template <typename T>
-  static void upload(T*& d, const std::vector<T>& h) {
-    d = device_alloc<T>(h.size());
-    PRISM_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-
   ocvdft::Plan plan_{};
   int rows_ = 0, channels_ = 0, count_ = 0, prune_ = 0;
   float inverse_scale_ = 0.f;
@@ -871,10 +873,8 @@ struct CudaCloner::Impl {
       permute(fx);
       permute(fy);
     }
-    e.fx = device_alloc<float>(N);
-    e.fy = device_alloc<float>(M);
-    PRISM_CUDA_CHECK(cudaMemcpy(e.fx, fx.data(), N * sizeof(float), cudaMemcpyHostToDevice));
-    PRISM_CUDA_CHECK(cudaMemcpy(e.fy, fy.data(), M * sizeof(float), cudaMemcpyHostToDevice));
+    e.fx = device_copy(fx);
+    e.fy = device_copy(fy);
     if (m == DstMethod::Replay) return e;
     if (m == DstMethod::Fft) {
       const size_t nx = static_cast<size_t>(3) * M * (2 * N + 2), ny = static_cast<size_t>(3) * N * (2 * M + 2);
@@ -908,9 +908,7 @@ struct CudaCloner::Impl {
         for (int f = 0; f < size; ++f)
           for (int r = 0; r < size; ++r)
             h[static_cast<size_t>(f) * ld + r] = std::sin(pi * (f + 1.0) * (2.0 * r + parity + 1.0) / (n + 1.0));
-        double* d = device_alloc<double>(h.size());
-        PRISM_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(double), cudaMemcpyHostToDevice));
-        return d;
+        return device_copy(h);
       };
       e.e_n = half_matrix(N, 0, e.ld_e_n);
       e.o_n = half_matrix(N, 1, e.ld_o_n);
@@ -1004,9 +1002,9 @@ DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) 
   // OpenCV's own roundings reproduce its truncations.
   const double cost = replay_cost(box_width, box_height);
   if (cost <= kReplayCheap || (std::min(box_width, box_height) < 100 && cost <= kReplayThin)) return DstMethod::Replay;
-  // Measured on an H100 (bench_poisson, BENCHMARKS.md): cuFFT wins at 154x100 (0.053 vs 0.090 ms)
-  // and 300x194 (0.073 vs 0.094); the split DGEMM on the FP64 tensor cores wins from 592x592
-  // (0.217 vs 0.235) through 1200x776 (0.47 vs 0.71) to 2400x1552 (2.48 vs 5.15). GPUs with
+  // Measured on an H100 (bench_poisson, BENCHMARKS.md, with the exact low frequencies): cuFFT wins
+  // at 300x194 (0.107 vs 0.157 ms); the split DGEMM on the FP64 tensor cores wins from 592x592
+  // (0.291 vs 0.311) through 1200x776 (0.60 vs 0.84) to 2400x1552 (2.80 vs 5.46). GPUs with
   // 1/64-rate FP64 (GeForce, most sm_86/89/120 parts) would make the GEMMs 30x slower: FFT there.
   const bool large = static_cast<int64_t>(box_width) * box_height >= 512 * 512;
   return fast_fp64 && large ? DstMethod::Gemm : DstMethod::Fft;
@@ -1086,10 +1084,9 @@ std::vector<float> detail::replay_odd_extension_gpu(const std::vector<float>& ro
   const int n = static_cast<int>(rows.size() / length);
   ReplayPass pass;
   if (!pass.prepare(length, n, 1, count)) return {};
-  float* in = device_alloc<float>(rows.size());
+  float* in = device_copy(rows);
   float* out = device_alloc<float>(static_cast<size_t>(n) * count);
   std::vector<float> result(static_cast<size_t>(n) * count);
-  PRISM_CUDA_CHECK(cudaMemcpy(in, rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice));
   pass.enqueue(RowSource{in, 0, length, 1, length}, out, nullptr);
   PRISM_CUDA_CHECK(cudaGetLastError());
   PRISM_CUDA_CHECK(cudaMemcpy(result.data(), out, result.size() * sizeof(float), cudaMemcpyDeviceToHost));
