@@ -1,4 +1,4 @@
-#include "pipelines/gst_setup.h"
+#include "gst_setup.h"
 
 #include <gst/gst.h>
 

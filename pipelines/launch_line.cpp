@@ -1,4 +1,4 @@
-#include "pipelines/launch_line.h"
+#include "launch_line.h"
 
 #include <algorithm>
 #include <cctype>

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/pipeline_config.h"
+#include "pipeline_config.h"
 
 namespace prism {
 

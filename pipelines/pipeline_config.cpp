@@ -1,4 +1,4 @@
-#include "pipelines/pipeline_config.h"
+#include "pipeline_config.h"
 
 #include <gst/gst.h>
 #include <yaml-cpp/yaml.h>
@@ -14,9 +14,9 @@
 #include <set>
 #include <sstream>
 
-#include "pipelines/gst_setup.h"
-#include "pipelines/property_value.h"
-#include "pipelines/text_util.h"
+#include "gst_setup.h"
+#include "property_value.h"
+#include "text_util.h"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-#include "pipelines/pipeline_runner.h"
+#include "pipeline_runner.h"
 
 #include <gst/gst.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/launch_line.h"
+#include "launch_line.h"
 
 namespace fs = std::filesystem;
 

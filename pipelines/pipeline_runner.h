@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "pipelines/pipeline_config.h"
+#include "pipeline_config.h"
 
 namespace prism {
 

@@ -1,11 +1,11 @@
-#include "pipelines/property_value.h"
+#include "property_value.h"
 
 #include <gst/gst.h>
 
 #include <sstream>
 #include <vector>
 
-#include "pipelines/text_util.h"
+#include "text_util.h"
 
 namespace prism {
 namespace {

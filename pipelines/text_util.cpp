@@ -1,4 +1,4 @@
-#include "pipelines/text_util.h"
+#include "text_util.h"
 
 #include <algorithm>
 

@@ -15,8 +15,9 @@
 #include <cuda_runtime_api.h>
 #include <gst/cuda/gstcudamemory.h>
 #endif
-#include "gstprismcuda.h" /* device properties, the shared GstCudaContext, CUDA frame mapping */
-#include "gstprismgrey.h"
+#include "gst/prism/gstprismcuda.h" /* device properties, the shared GstCudaContext, CUDA frame mapping */
+#include "gst/prism/gstprismgrey.h"
+#include "gst/prism/gstprismmessage.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_bow_classify_debug);
 #define GST_CAT_DEFAULT gst_bow_classify_debug
@@ -324,13 +325,10 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   if (due) {
     GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": label '%s' (confidence %.2f), %.1f ms", frame, label.c_str(),
                      st.result.confidence, latency);
-    const GstClockTime pts = GST_BUFFER_PTS(buf);
-    GstStructure *s = gst_structure_new("prism-bowclassify", "frame", G_TYPE_UINT64, frame, "pts", G_TYPE_UINT64, pts,
-                                        "running-time", G_TYPE_UINT64,
-                                        gst_segment_to_running_time(&trans->segment, GST_FORMAT_TIME, pts),
-                                        "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
+    GstStructure *s = gst_prism_frame_message_new("bowclassify", &trans->segment, buf, frame);
+    gst_structure_set(s, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
     fields(s);
-    gst_element_post_message(GST_ELEMENT(trans), gst_message_new_element(GST_OBJECT(trans), s));
+    gst_prism_post_frame_message(GST_ELEMENT(trans), s);
   }
   return GST_FLOW_OK;
 }

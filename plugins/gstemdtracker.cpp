@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/gpu.h"
+#include "gst/prism/gstprismmessage.h"
 #include "emd/emd_map.h"
 #include "emd/tracking.h"
 #include "spectral/spectralize.h"
@@ -586,21 +587,14 @@ static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     gst_structure_free(s);
     gst_value_list_append_and_take_value(&list, &v);
   }
-  /* One message per frame, timed like level's and facedetect's. */
-  GstSegment *seg = &trans->segment;
-  const GstClockTime ts = GST_BUFFER_PTS(outbuf);
-  GstStructure *msg = gst_structure_new("emdtracker", "timestamp", G_TYPE_UINT64, ts, "stream-time", G_TYPE_UINT64,
-                                        gst_segment_to_stream_time(seg, GST_FORMAT_TIME, ts), "running-time",
-                                        G_TYPE_UINT64, gst_segment_to_running_time(seg, GST_FORMAT_TIME, ts),
-                                        "duration", G_TYPE_UINT64, GST_BUFFER_DURATION(outbuf), "frame",
-                                        G_TYPE_UINT64, st.frame, "target-known", G_TYPE_BOOLEAN, !st.target.empty(),
-                                        nullptr);
+  GstStructure *msg = gst_prism_frame_message_new("emdtracker", &trans->segment, outbuf, st.frame);
+  gst_structure_set(msg, "target-known", G_TYPE_BOOLEAN, !st.target.empty(), nullptr);
   gst_structure_take_value(msg, "detections", &list);
   if (stats) {
     gst_structure_set(msg, "stats", GST_TYPE_STRUCTURE, stats, nullptr);
     gst_structure_free(stats);
   }
-  gst_element_post_message(GST_ELEMENT(trans), gst_message_new_element(GST_OBJECT(trans), msg));
+  gst_prism_post_frame_message(GST_ELEMENT(trans), msg);
   st.frame++;
   return GST_FLOW_OK;
 }

@@ -10,7 +10,7 @@
  * frame's statistics (problems solved, duplicates, cache hits). */
 #pragma once
 
-#include "gstprismcudafilter.h"
+#include "gst/prism/gstprismcudafilter.h"
 
 G_BEGIN_DECLS
 

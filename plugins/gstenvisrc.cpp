@@ -5,7 +5,7 @@
 #include <string>
 
 #include "envi/envi.h"
-#include "gstprismtensor.h"
+#include "gst/prism/gstprismtensor.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_envi_src_debug);
 #define GST_CAT_DEFAULT gst_envi_src_debug

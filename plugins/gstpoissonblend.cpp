@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "colorconvert/colorconvert.h"
-#include "gstprismimagefile.h"
-#include "gstprismvideo.h"
+#include "gst/prism/gstprismimagefile.h"
+#include "gst/prism/gstprismvideo.h"
 #include "poisson/seamless_clone.h"
 
 #if defined(PRISM_HAVE_CUDA)

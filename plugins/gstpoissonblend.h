@@ -31,7 +31,7 @@
 #include <gst/video/gstvideoaggregator.h>
 #include <gst/video/video.h>
 
-#include "gstprismcuda.h"
+#include "gst/prism/gstprismcuda.h"
 
 G_BEGIN_DECLS
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "colorconvert/colorconvert.h"
-#include "gstprismvideo.h"
+#include "gst/prism/gstprismvideo.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_prism_convert_debug);
 #define GST_CAT_DEFAULT gst_prism_convert_debug

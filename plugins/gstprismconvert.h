@@ -3,7 +3,7 @@
  * for nvcodec's cudaconvert/cudascale, which do not register with CUDA 13. */
 #pragma once
 
-#include "gstprismcudafilter.h"
+#include "gst/prism/gstprismcudafilter.h"
 
 G_BEGIN_DECLS
 

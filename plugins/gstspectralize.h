@@ -5,7 +5,7 @@
  * when downstream allows it. */
 #pragma once
 
-#include "gstprismcudafilter.h"
+#include "gst/prism/gstprismcudafilter.h"
 
 G_BEGIN_DECLS
 

@@ -13,8 +13,9 @@
 #include <memory>
 #include <string>
 
-#include "gstprismgrey.h"
-#include "gstprismcuda.h" /* GST_TYPE_PRISM_DEVICE: the same auto/cuda/cpu enum as the other elements */
+#include "gst/prism/gstprismgrey.h"
+#include "gst/prism/gstprismmessage.h"
+#include "gst/prism/gstprismcuda.h" /* GST_TYPE_PRISM_DEVICE: the same auto/cuda/cpu enum as the other elements */
 #include "texture/features.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
@@ -327,15 +328,11 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
     fields(p);
     gst_video_region_of_interest_meta_add_param(m, p);
   }
-  GstSegment *seg = &trans->segment;
-  const GstClockTime pts = GST_BUFFER_PTS(buf);
-  GstStructure *s = gst_structure_new("prism-textureid", "frame", G_TYPE_UINT64, frame, "mode", G_TYPE_STRING,
-                                      mode == MODE_VERIFY ? "verify" : "search", "pts", G_TYPE_UINT64, pts,
-                                      "running-time", G_TYPE_UINT64,
-                                      gst_segment_to_running_time(seg, GST_FORMAT_TIME, pts), nullptr);
+  GstStructure *s = gst_prism_frame_message_new("textureid", &trans->segment, buf, frame);
+  gst_structure_set(s, "mode", G_TYPE_STRING, mode == MODE_VERIFY ? "verify" : "search", nullptr);
   fields(s);
   if (sharp >= 0) gst_structure_set(s, "sharpness", G_TYPE_DOUBLE, sharp, nullptr);
-  gst_element_post_message(GST_ELEMENT(trans), gst_message_new_element(GST_OBJECT(trans), s));
+  gst_prism_post_frame_message(GST_ELEMENT(trans), s);
   return GST_FLOW_OK;
 }
 

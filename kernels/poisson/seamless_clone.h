@@ -26,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/grey.h"  // grey_bgr: colour masks and MONOCHROME_TRANSFER
 #include "common/hostdevice.h"
 
 #if defined(PRISM_HAVE_CUDA)
@@ -88,11 +89,6 @@ struct CloneJob {
   Placement placement;     // from place()
   CloneMode mode = CloneMode::Normal;
 };
-
-// Converts a 3/4-channel colour mask to grey exactly as OpenCV's cvtColor BGR2GRAY does.
-PRISM_HD uint8_t grey_bgr(int b, int g, int r) {
-  return static_cast<uint8_t>((b * 3735 + g * 19235 + r * 9798 + 16384) >> 15);
-}
 
 // CPU path: float DST-I through OpenCV's real DFT, rows in parallel.
 void clone_cpu(const CloneJob& job);

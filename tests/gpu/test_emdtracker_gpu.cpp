@@ -101,7 +101,7 @@ TEST_F(EmdTrackerGpu, NvdecFramesStayInCudaMemory) {
       gst_message_unref(m);
       break;
     }
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ELEMENT && gst_structure_has_name(gst_message_get_structure(m), "emdtracker")) {
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ELEMENT && gst_structure_has_name(gst_message_get_structure(m), "prism-emdtracker")) {
       ++messages;
       const GValue* d = gst_structure_get_value(gst_message_get_structure(m), "detections");
       if (d && gst_value_list_get_size(d) > 0) ++with_detections;

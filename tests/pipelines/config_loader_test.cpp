@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "pipelines/gst_setup.h"
-#include "pipelines/pipeline_config.h"
+#include "gst_setup.h"
+#include "pipeline_config.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "pipelines/launch_line.h"
+#include "launch_line.h"
 #include "test_support.h"
 
 namespace prism {

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "pipelines/gst_setup.h"
-#include "pipelines/launch_line.h"
+#include "gst_setup.h"
+#include "launch_line.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

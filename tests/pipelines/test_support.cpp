@@ -7,8 +7,8 @@
 #include <fstream>
 #include <random>
 
-#include "pipelines/gst_setup.h"
-#include "pipelines/launch_line.h"
+#include "gst_setup.h"
+#include "launch_line.h"
 
 namespace fs = std::filesystem;
 

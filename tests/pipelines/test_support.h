@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/pipeline_config.h"
+#include "pipeline_config.h"
 #include "prism_test.h"
 
 namespace prism::test {

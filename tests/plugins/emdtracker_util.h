@@ -53,13 +53,13 @@ struct Detection {
 };
 
 // What a pipeline gave: every output frame's values packed (tensor rows without padding, video
-// planes without stride), the ROI meta, the "emdtracker" messages, the memory kind, the first error.
+// planes without stride), the ROI meta, the "prism-emdtracker" messages, the memory kind, the first error.
 struct PipelineRun {
   std::string error;  // first error message (empty: none)
   std::string caps;   // caps of the last sample
   std::vector<std::vector<uint8_t>> frames;
   std::vector<std::vector<Detection>> meta;  // per output buffer, from GstVideoRegionOfInterestMeta
-  std::vector<GstStructure*> messages;       // "emdtracker" element messages (owned)
+  std::vector<GstStructure*> messages;       // "prism-emdtracker" element messages (owned)
   int cuda_buffers = 0;                      // output buffers whose memory is GstCudaMemory
 
   PipelineRun() = default;
@@ -211,7 +211,7 @@ inline PipelineRun run_pipeline(const std::string& launch, int feed_w = 0, int f
       g_clear_error(&e);
       g_free(dbg);
     } else if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ELEMENT &&
-               gst_structure_has_name(gst_message_get_structure(m), "emdtracker")) {
+               gst_structure_has_name(gst_message_get_structure(m), "prism-emdtracker")) {
       r.messages.push_back(gst_structure_copy(gst_message_get_structure(m)));
     }
     gst_message_unref(m);

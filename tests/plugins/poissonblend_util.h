@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "gstprismimagefile.h"
+#include "gst/prism/gstprismimagefile.h"
 #include "prism_test.h"
 
 namespace prism::test::blend {

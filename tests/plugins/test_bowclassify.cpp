@@ -288,7 +288,7 @@ TEST_F(BowClassify, LabelsEachSceneInEveryFormat) {
         const GstStructure* m = o.messages[i];
         const GstStructure* p = o.params[i];
         EXPECT_EQ(u64(m, "frame"), i) << text(m);
-        EXPECT_EQ(u64(m, "pts"), i * kFrameDuration) << text(m);
+        EXPECT_EQ(u64(m, "timestamp"), i * kFrameDuration) << text(m);
         EXPECT_EQ(u64(m, "running-time"), i * kFrameDuration) << text(m);
         EXPECT_EQ(str(m, "label"), kClasses[kind]) << text(m);
         EXPECT_EQ(integer(m, "class-index"), kind) << text(m);
@@ -580,7 +580,7 @@ TEST_F(BowClassify, ParseLaunchedPipelineReachesEosWithMessages) {
   EXPECT_EQ(frames_of(o.messages), (std::vector<guint64>{0, 3, 6}));
   for (const GstStructure* m : o.messages) {
     EXPECT_EQ(str(m, "label"), "vertical") << text(m);
-    EXPECT_EQ(u64(m, "pts"), u64(m, "frame") * kFrameDuration) << text(m);
+    EXPECT_EQ(u64(m, "timestamp"), u64(m, "frame") * kFrameDuration) << text(m);
   }
 }
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "colorconvert/colorconvert.h"
-#include "gstprismimagefile.h"
+#include "gst/prism/gstprismimagefile.h"
 #include "poisson/seamless_clone.h"
 #include "poissonblend_util.h"
 #include "prism_run_util.h"

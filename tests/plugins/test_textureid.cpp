@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "gstprismimagefile.h"
+#include "gst/prism/gstprismimagefile.h"
 #include "prism_run_util.h"
 #include "prism_test.h"
 #include "texture/features.h"
@@ -266,7 +266,7 @@ void expect_identified(const Outcome& o, size_t message, size_t buffer, const st
   EXPECT_TRUE(gst_structure_get_double(m, "latency-ms", &latency));
   EXPECT_GT(latency, 0.0);
   guint64 pts = 0;
-  EXPECT_TRUE(gst_structure_get_uint64(m, "pts", &pts));
+  EXPECT_TRUE(gst_structure_get_uint64(m, "timestamp", &pts));
   ASSERT_GT(o.rois.size(), buffer);
   ASSERT_EQ(o.rois[buffer].size(), 1u);
   const Roi& r = o.rois[buffer][0];
@@ -450,7 +450,7 @@ TEST_F(TextureId, IntervalThreeIdentifiesFramesZeroThreeAndSix) {
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(frame_of(o.messages[i]), 3 * i);
     guint64 pts = 0;
-    gst_structure_get_uint64(o.messages[i], "pts", &pts);
+    gst_structure_get_uint64(o.messages[i], "timestamp", &pts);
     EXPECT_EQ(pts, 3 * i * GST_SECOND / 30);
     expect_identified(o, i, 3 * i, "box", "search", scene.width, scene.height);
   }

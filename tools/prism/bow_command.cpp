@@ -18,7 +18,7 @@
 
 #include "bow/histogram.h"
 #include "bow/model.h"
-#include "pipelines/gst_setup.h"
+#include "gst_setup.h"
 #include "texture_util.h"
 
 namespace prism::cli {

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "pipelines/gst_setup.h"
-#include "pipelines/text_util.h"
+#include "gst_setup.h"
+#include "text_util.h"
 
 namespace prism::cli {
 

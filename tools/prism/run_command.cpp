@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/gst_setup.h"
-#include "pipelines/launch_line.h"
-#include "pipelines/pipeline_config.h"
-#include "pipelines/pipeline_runner.h"
+#include "gst_setup.h"
+#include "launch_line.h"
+#include "pipeline_config.h"
+#include "pipeline_runner.h"
 
 namespace prism::cli {
 namespace {

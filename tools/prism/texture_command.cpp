@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "gstprismimagefile.h"
-#include "pipelines/gst_setup.h"
+#include "gst/prism/gstprismimagefile.h"
+#include "gst_setup.h"
 #include "texture/index.h"
-#include "tools/prism/texture_util.h"
+#include "texture_util.h"
 
 namespace prism::cli {
 

@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/gst_setup.h"
+#include "gst_setup.h"
 #include "texture/index.h"
-#include "tools/prism/texture_util.h"
+#include "texture_util.h"
 
 namespace prism::cli {
 

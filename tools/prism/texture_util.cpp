@@ -1,4 +1,4 @@
-#include "tools/prism/texture_util.h"
+#include "texture_util.h"
 
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "gstprismimagefile.h"
+#include "gst/prism/gstprismimagefile.h"
 
 namespace prism::cli {
 

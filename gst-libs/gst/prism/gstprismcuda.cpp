@@ -1,6 +1,6 @@
-#include "gstprismcuda.h"
+#include "gst/prism/gstprismcuda.h"
 
-#include "gstprismtensor.h"
+#include "gst/prism/gstprismtensor.h"
 
 #include <string>
 

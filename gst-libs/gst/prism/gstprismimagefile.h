@@ -31,7 +31,7 @@ gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* ou
                          int width = 0, int height = 0);
 
 // A mask file as 8-bit grey: decoded to BGRA, then grey = OpenCV's cvtColor BGR2GRAY of B, G, R
-// (prism::poisson::grey_bgr, bit-exact; alpha ignored). A grey or black-and-white file keeps its
+// (prism::grey_bgr from kernels/common/grey.h, bit-exact; alpha ignored). A grey or black-and-white file keeps its
 // values exactly.
 gboolean image_file_load_grey(const gchar* path, ImageFile* out, GError** error);
 

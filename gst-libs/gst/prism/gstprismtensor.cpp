@@ -1,8 +1,8 @@
-#include "gstprismtensor.h"
+#include "gst/prism/gstprismtensor.h"
 
 #include <string>
 
-#include "gstprismcuda.h"
+#include "gst/prism/gstprismcuda.h"
 
 namespace tensor = prism::tensor;
 

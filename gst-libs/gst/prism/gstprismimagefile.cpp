@@ -1,11 +1,11 @@
-#include "gstprismimagefile.h"
+#include "gst/prism/gstprismimagefile.h"
 
 #include <gst/app/gstappsink.h>
 
 #include <cstring>
 #include <string>
 
-#include "poisson/seamless_clone.h"
+#include "common/grey.h"
 
 namespace prism {
 namespace {
@@ -150,7 +150,7 @@ gboolean image_file_load_grey(const gchar* path, ImageFile* out, GError** error)
   out->pixels.resize((size_t)bgra.width * bgra.height);
   for (size_t i = 0; i < out->pixels.size(); i++) {
     const uint8_t* p = &bgra.pixels[4 * i];
-    out->pixels[i] = prism::poisson::grey_bgr(p[0], p[1], p[2]);
+    out->pixels[i] = prism::grey_bgr(p[0], p[1], p[2]);
   }
   return TRUE;
 }

@@ -26,8 +26,8 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
-#include "gstprismcuda.h" /* GstPrismDevice, GstPrismFrame and the shared CUDA plumbing */
-#include "gstprismtensor.h"
+#include "gst/prism/gstprismcuda.h" /* GstPrismDevice, GstPrismFrame and the shared CUDA plumbing */
+#include "gst/prism/gstprismtensor.h"
 
 G_BEGIN_DECLS
 

@@ -1,6 +1,6 @@
-#include "gstprismcudafilter.h"
+#include "gst/prism/gstprismcudafilter.h"
 
-#include "gstprismtensor.h"
+#include "gst/prism/gstprismtensor.h"
 
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>

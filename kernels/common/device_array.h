@@ -1,0 +1,141 @@
+// The one owner of CUDA device and pinned host memory in kernels/.
+//
+// DeviceArray<T> (cudaMalloc/cudaFree) and PinnedArray<T> (cudaMallocHost/cudaFreeHost) own a
+// typed array; move-only, freed by the destructor, so no algorithm keeps a hand-written free list
+// and nothing leaks when a check throws between two allocations. Allocation failures throw
+// gpu::CudaError naming the call site (PRISM_CUDA_CHECK); freeing never throws (a destructor may
+// run while an exception unwinds, and a sticky CUDA error must not turn into std::terminate).
+//
+// The memory belongs to the CUDA context current when it was allocated (the primary context in
+// kernels/, an element's GstCudaContext in plugins/: gst-libs/gst/prism/gstprismcudamemory.h has
+// the context-aware variant). Like std::vector, zero elements hold no allocation; data() is then
+// nullptr, which no kernel may dereference.
+#pragma once
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "common/gpu.h"
+
+namespace prism::gpu {
+
+namespace detail {
+// cudaMalloc / cudaMallocHost with cudaFree / cudaFreeHost as one policy each, so the two arrays
+// below are one template.
+struct DeviceAlloc {
+  static void* alloc(size_t bytes) {
+    void* p = nullptr;
+    PRISM_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  static void release(void* p) noexcept { cudaFree(p); }
+};
+struct PinnedAlloc {
+  static void* alloc(size_t bytes) {
+    void* p = nullptr;
+    PRISM_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return p;
+  }
+  static void release(void* p) noexcept { cudaFreeHost(p); }
+};
+
+template <class T, class Alloc>
+class OwnedArray {
+ public:
+  OwnedArray() = default;
+  explicit OwnedArray(size_t count) { resize(count); }
+  ~OwnedArray() { reset(); }
+  OwnedArray(const OwnedArray&) = delete;
+  OwnedArray& operator=(const OwnedArray&) = delete;
+  OwnedArray(OwnedArray&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  OwnedArray& operator=(OwnedArray&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+
+  // Exactly `count` elements; the contents are not kept. The old array is freed first, so a
+  // failed allocation leaves this empty rather than holding stale memory.
+  void resize(size_t count) {
+    if (count == size_) return;
+    reset();
+    if (count == 0) return;
+    ptr_ = static_cast<T*>(Alloc::alloc(count * sizeof(T)));
+    size_ = count;
+  }
+  // At least `count` elements: grows (contents not kept), never shrinks.
+  void reserve(size_t count) {
+    if (count > size_) resize(count);
+  }
+  void reset() noexcept {
+    if (ptr_) Alloc::release(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data() const { return ptr_; }
+  size_t size() const { return size_; }
+  size_t bytes() const { return size_ * sizeof(T); }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) const { return ptr_[i]; }  // pinned memory only: host-addressable
+
+ private:
+  T* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+}  // namespace detail
+
+template <class T>
+using DeviceArray = detail::OwnedArray<T, detail::DeviceAlloc>;
+template <class T>
+using PinnedArray = detail::OwnedArray<T, detail::PinnedAlloc>;
+
+// A device copy of `count` host values (synchronous: set-up uploads, not per-frame work).
+template <class T>
+DeviceArray<T> device_copy(const T* host, size_t count) {
+  DeviceArray<T> d(count);
+  if (count) PRISM_CUDA_CHECK(cudaMemcpy(d.data(), host, count * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// A cudaStream_t owned like the arrays above (created non-blocking: the legacy default stream
+// must not serialise an element's work with its neighbours').
+class Stream {
+ public:
+  Stream() = default;
+  static Stream create() {
+    Stream s;
+    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream_, cudaStreamNonBlocking));
+    return s;
+  }
+  ~Stream() { reset(); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  Stream(Stream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
+  Stream& operator=(Stream&& o) noexcept {
+    if (this != &o) {
+      reset();
+      stream_ = std::exchange(o.stream_, nullptr);
+    }
+    return *this;
+  }
+  void reset() noexcept {
+    if (stream_) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+  }
+  cudaStream_t get() const { return stream_; }
+  operator cudaStream_t() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace prism::gpu
+#endif
