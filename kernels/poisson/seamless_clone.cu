@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device_array.h"
 #include "common/gpu.h"
 #include "poisson/opencv_dft.h"
 #include "poisson/poisson_pixel.h"
@@ -43,7 +44,8 @@ using detail::Geometry;
 
 namespace {
 
-using gpu::device_alloc;
+using gpu::DeviceArray;
+using gpu::PinnedArray;
 
 void check_cufft(cufftResult r, const char* what) {
   if (r != CUFFT_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: cufftResult " + std::to_string(r));
@@ -55,11 +57,45 @@ void check_cublas(cublasStatus_t s, const char* what) {
 
 // A device copy of a host vector (set-up only: synchronous).
 template <class T>
-T* device_copy(const std::vector<T>& host) {
-  T* d = device_alloc<T>(host.size());
-  PRISM_CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
+DeviceArray<T> device_copy(const std::vector<T>& host) {
+  return gpu::device_copy(host.data(), host.size());
 }
+
+// A cuFFT plan, destroyed with its owner.
+class FftPlan {
+ public:
+  FftPlan() = default;
+  ~FftPlan() {
+    if (made_) cufftDestroy(plan_);
+  }
+  FftPlan(const FftPlan&) = delete;
+  FftPlan& operator=(const FftPlan&) = delete;
+  // Batched 1-D D2Z transforms of `length` doubles (input rows `length` apart, output rows `out_dist`
+  // complex values apart).
+  void make_d2z(int length, int out_dist, int batch, cudaStream_t stream, const char* what) {
+    check_cufft(cufftPlanMany(&plan_, 1, &length, nullptr, 1, length, nullptr, 1, out_dist, CUFFT_D2Z, batch), what);
+    made_ = true;
+    check_cufft(cufftSetStream(plan_, stream), "cufftSetStream");
+  }
+  cufftHandle get() const { return plan_; }
+
+ private:
+  cufftHandle plan_ = 0;
+  bool made_ = false;
+};
+
+// A cuBLAS handle, destroyed with its owner.
+class BlasHandle {
+ public:
+  BlasHandle() { check_cublas(cublasCreate(&handle_), "cublasCreate"); }
+  ~BlasHandle() { cublasDestroy(handle_); }
+  BlasHandle(const BlasHandle&) = delete;
+  BlasHandle& operator=(const BlasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
 
 constexpr int kErodeBx = 32, kErodeBy = 8;
 
@@ -568,10 +604,6 @@ class ReplayPass {
   ReplayPass() = default;
   ReplayPass(const ReplayPass&) = delete;
   ReplayPass& operator=(const ReplayPass&) = delete;
-  ~ReplayPass() {
-    for (void* p : {(void*)slot_, (void*)wave_, (void*)tw_, (void*)pairs_, (void*)firsts_, (void*)compact_})
-      if (p) cudaFree(p);
-  }
 
   // False when a row does not fit in shared memory (the pass is then left to the double solve).
   bool prepare(int length, int rows, int channels, int count, bool inverse = false) {
@@ -622,9 +654,9 @@ class ReplayPass {
         for (int p = 1; p <= L.p_max; ++p)
           tw[static_cast<size_t>(q) * L.tw_width + p - 1] = wave[static_cast<int64_t>(n0 / st.radix) * p * (q + 1) % n0];
       tw_ = device_copy(tw);
-      pairs_ = device_alloc<float4>(static_cast<size_t>(L.transforms) * L.pairs * L.h);
-      firsts_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.pairs);
-      if (!L.last) compact_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.blocks * L.kept);
+      pairs_.resize(static_cast<size_t>(L.transforms) * L.pairs * L.h);
+      firsts_.resize(static_cast<size_t>(L.transforms) * L.pairs);
+      if (!L.last) compact_.resize(static_cast<size_t>(L.transforms) * L.blocks * L.kept);
     }
     return true;
   }
@@ -635,27 +667,27 @@ class ReplayPass {
     if (split_ < 0) {
       HeadRange whole;
       whole.inverse_scale = inverse_scale_;
-      dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, whole, src, prune_, out,
+      dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), whole, src, prune_, out,
                                                                          count_);
       return;
     }
     HeadRange before;
     before.stop = split_;
-    before.pairs_out = pairs_;
-    before.first_out = firsts_;
-    dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, before, src, prune_, out,
+    before.pairs_out = pairs_.data();
+    before.first_out = firsts_.data();
+    dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), before, src, prune_, out,
                                                                        count_);
     const LongStage& L = long_;
-    long_stage_kernel<<<dim3((L.transforms + 31) / 32, L.pairs), kLongThreads, 0, stream>>>(L, tw_, pairs_, firsts_,
-                                                                                          compact_, out);
+    long_stage_kernel<<<dim3((L.transforms + 31) / 32, L.pairs), kLongThreads, 0, stream>>>(
+        L, tw_.data(), pairs_.data(), firsts_.data(), compact_.data(), out);
     if (L.last) return;
     HeadRange after;
     after.first = split_ + 1;
-    after.compact = compact_;
+    after.compact = compact_.data();
     after.compact_blocks = L.blocks;
     after.compact_kept = L.kept;
     after.compact_n = L.st.n;
-    dft_head_kernel<<<grid, kHeadThreads, after_.bytes(n0), stream>>>(plan_, slot_, wave_, after, src, prune_, out,
+    dft_head_kernel<<<grid, kHeadThreads, after_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), after, src, prune_, out,
                                                                       count_);
   }
 
@@ -663,15 +695,15 @@ class ReplayPass {
   ocvdft::Plan plan_{};
   int rows_ = 0, channels_ = 0, count_ = 0, prune_ = 0;
   float inverse_scale_ = 0.f;
-  int* slot_ = nullptr;  // work position of each extension element (dft_head_kernel's scatter)
-  ocvdft::Cf* wave_ = nullptr;
+  DeviceArray<int> slot_;  // work position of each extension element (dft_head_kernel's scatter)
+  DeviceArray<ocvdft::Cf> wave_;
   int split_ = -1;  // index of the long stage, -1: none
   HeadLayout before_{}, after_{};
   LongStage long_{};
-  ocvdft::Cf* tw_ = nullptr;  // the long stage's twiddles [q][p - 1]
-  float4* pairs_ = nullptr;       // [transform][pair][p - 1]: a, b
-  ocvdft::Cf* firsts_ = nullptr;  // [transform][pair]: v[0]
-  ocvdft::Cf* compact_ = nullptr;
+  DeviceArray<ocvdft::Cf> tw_;       // the long stage's twiddles [q][p - 1]
+  DeviceArray<float4> pairs_;        // [transform][pair][p - 1]: a, b
+  DeviceArray<ocvdft::Cf> firsts_;   // [transform][pair]: v[0]
+  DeviceArray<ocvdft::Cf> compact_;
 };
 
 // Fft: exact forward row-pass values into the row spectra (spec_x rows c*M + j, element k + 1).
@@ -753,61 +785,46 @@ struct SizeEntry {
   int W = 0, H = 0;
   DstMethod requested = DstMethod::Fft;  // the cache key (Replay falls back to Fft when rows are too long)
   DstMethod method = DstMethod::Fft;
-  uint8_t* eroded = nullptr;
-  float* fx = nullptr;  // eigenvalue terms, OpenCV's float values
-  float* fy = nullptr;
+  DeviceArray<uint8_t> eroded;
+  DeviceArray<float> fx;  // eigenvalue terms, OpenCV's float values
+  DeviceArray<float> fy;
   // Fft
-  double* ext_x = nullptr;  // [3M][2N+2]
-  double* ext_y = nullptr;  // [3N][2M+2]
-  cufftDoubleComplex* spec_x = nullptr;  // [3M][N+2]
-  cufftDoubleComplex* spec_y = nullptr;  // [3N][M+2]
-  cufftHandle plan_x = 0, plan_y = 0;
-  bool plans = false;
+  DeviceArray<double> ext_x;  // [3M][2N+2]
+  DeviceArray<double> ext_y;  // [3N][2M+2]
+  DeviceArray<cufftDoubleComplex> spec_x;  // [3M][N+2]
+  DeviceArray<cufftDoubleComplex> spec_y;  // [3N][M+2]
+  FftPlan plan_x, plan_y;
   // Gemm: the split halves of the sine matrices, column-major (E: ne x ne, O: no x no).
-  double* e_n = nullptr;
-  double* o_n = nullptr;
-  double* e_m = nullptr;
-  double* o_m = nullptr;
+  DeviceArray<double> e_n, o_n, e_m, o_m;
   int ld_e_n = 0, ld_o_n = 0, ld_e_m = 0, ld_o_m = 0;
   SplitLayout layout{};
-  double* dense = nullptr;  // [3][M][pitch]
-  double* tmp = nullptr;    // [3][M][pitch]
+  DeviceArray<double> dense;  // [3][M][pitch]
+  DeviceArray<double> tmp;    // [3][M][pitch]
   // OpenCV-exact low frequencies: replay plans of the row (2N+2) and column (2M+2) transforms, the
   // float RHS [3][M][N], the exact row-pass values e1 [3][M][K] and corner e2 [3][K][Lc].
   bool exact = false;
   int K = 0, Lc = 0;
   ReplayPass row_pass, col_pass;
-  float* rhs = nullptr;
-  float* e1 = nullptr;
-  float* e2 = nullptr;
+  DeviceArray<float> rhs;
+  DeviceArray<float> e1;
+  DeviceArray<float> e2;
   // Replay: OpenCV's whole float solve on the GPU, its four passes (forward rows, forward columns,
   // inverse rows, inverse columns), the row passes' outputs [3][M][N], the column passes' [3][N][M]
   // and the quotients by the eigenvalues [3][M][N].
   ReplayPass fwd_rows, fwd_cols, inv_rows, inv_cols;
-  float* pass_rows = nullptr;
-  float* pass_cols = nullptr;
-  float* quotient = nullptr;
-
-  ~SizeEntry() {
-    for (void* p : {(void*)eroded, (void*)fx, (void*)fy, (void*)ext_x, (void*)ext_y, (void*)spec_x, (void*)spec_y,
-                    (void*)e_n, (void*)o_n, (void*)e_m, (void*)o_m, (void*)dense, (void*)tmp, (void*)rhs,
-                    (void*)e1, (void*)e2, (void*)pass_rows, (void*)pass_cols, (void*)quotient})
-      if (p) cudaFree(p);
-    if (plans) {
-      cufftDestroy(plan_x);
-      cufftDestroy(plan_y);
-    }
-  }
+  DeviceArray<float> pass_rows;
+  DeviceArray<float> pass_cols;
+  DeviceArray<float> quotient;
 };
 
 struct CudaCloner::Impl {
   cudaStream_t stream;
   DstMethod method;
   bool fast_fp64 = false;
-  cublasHandle_t blas = nullptr;
+  BlasHandle blas;
   std::list<SizeEntry> cache;  // most recently used first
-  int* box_dev = nullptr;
-  int* box_host = nullptr;
+  DeviceArray<int> box_dev{4};
+  PinnedArray<int> box_host{4};
 
   // The replay plans and buffers of the OpenCV-exact low frequencies; left off (double solve alone)
   // when a row would not fit in shared memory (boxes over ~7,000 pixels wide).
@@ -815,8 +832,8 @@ struct CudaCloner::Impl {
     e.K = std::min(kExactLow, N);
     e.Lc = std::min(kExactLow, M);
     if (!e.row_pass.prepare(N, M, 3, e.K) || !e.col_pass.prepare(M, e.K, 3, e.Lc)) return;
-    e.e1 = device_alloc<float>(static_cast<size_t>(3) * M * e.K);
-    e.e2 = device_alloc<float>(static_cast<size_t>(3) * e.K * e.Lc);
+    e.e1.resize(static_cast<size_t>(3) * M * e.K);
+    e.e2.resize(static_cast<size_t>(3) * e.K * e.Lc);
     e.exact = true;
   }
 
@@ -824,8 +841,8 @@ struct CudaCloner::Impl {
   // (first Lc outputs).
   void run_exact(SizeEntry& e, int N, int M) {
     if (!e.exact) return;
-    e.row_pass.enqueue(RowSource{e.rhs, static_cast<int64_t>(M) * N, N, 1, N}, e.e1, stream);
-    e.col_pass.enqueue(RowSource{e.e1, static_cast<int64_t>(M) * e.K, 1, e.K, M}, e.e2, stream);
+    e.row_pass.enqueue(RowSource{e.rhs.data(), static_cast<int64_t>(M) * N, N, 1, N}, e.e1.data(), stream);
+    e.col_pass.enqueue(RowSource{e.e1.data(), static_cast<int64_t>(M) * e.K, 1, e.K, M}, e.e2.data(), stream);
   }
 
   // Replay's passes and buffers; false when a row does not fit in shared memory.
@@ -834,9 +851,9 @@ struct CudaCloner::Impl {
         !e.inv_cols.prepare(M, N, 3, M, true))
       return false;
     const size_t plane = static_cast<size_t>(3) * M * N;
-    e.pass_rows = device_alloc<float>(plane);
-    e.pass_cols = device_alloc<float>(plane);
-    e.quotient = device_alloc<float>(plane);
+    e.pass_rows.resize(plane);
+    e.pass_cols.resize(plane);
+    e.quotient.resize(plane);
     return true;
   }
 
@@ -848,14 +865,15 @@ struct CudaCloner::Impl {
         return cache.front();
       }
     if (cache.size() >= 4) cache.pop_back();
-    cache.emplace_front();
-    SizeEntry& e = cache.front();
+    // Made aside and spliced in when complete: a check that throws half-way leaves no entry behind.
+    std::list<SizeEntry> made(1);
+    SizeEntry& e = made.front();
     e.W = W;
     e.H = H;
     e.requested = requested;
     const int N = W - 2, M = H - 2;
-    e.eroded = device_alloc<uint8_t>(static_cast<size_t>(W) * H);
-    e.rhs = device_alloc<float>(static_cast<size_t>(3) * M * N);
+    e.eroded.resize(static_cast<size_t>(W) * H);
+    e.rhs.resize(static_cast<size_t>(3) * M * N);
     DstMethod m = requested;
     if (m == DstMethod::Replay && !prepare_replay(e, N, M)) m = DstMethod::Fft;
     e.method = m;
@@ -875,34 +893,25 @@ struct CudaCloner::Impl {
     }
     e.fx = device_copy(fx);
     e.fy = device_copy(fy);
-    if (m == DstMethod::Replay) return e;
     if (m == DstMethod::Fft) {
       const size_t nx = static_cast<size_t>(3) * M * (2 * N + 2), ny = static_cast<size_t>(3) * N * (2 * M + 2);
-      e.ext_x = device_alloc<double>(nx);
-      e.ext_y = device_alloc<double>(ny);
+      e.ext_x.resize(nx);
+      e.ext_y.resize(ny);
       // Positions 0 and n+1 of every odd extension stay zero; the kernels never write them.
-      PRISM_CUDA_CHECK(cudaMemset(e.ext_x, 0, nx * sizeof(double)));
-      PRISM_CUDA_CHECK(cudaMemset(e.ext_y, 0, ny * sizeof(double)));
-      e.spec_x = device_alloc<cufftDoubleComplex>(static_cast<size_t>(3) * M * (N + 2));
-      e.spec_y = device_alloc<cufftDoubleComplex>(static_cast<size_t>(3) * N * (M + 2));
-      int len_x = 2 * N + 2, len_y = 2 * M + 2;
-      check_cufft(cufftPlanMany(&e.plan_x, 1, &len_x, nullptr, 1, len_x, nullptr, 1, N + 2, CUFFT_D2Z, 3 * M),
-                  "cufftPlanMany(x)");
-      if (cufftPlanMany(&e.plan_y, 1, &len_y, nullptr, 1, len_y, nullptr, 1, M + 2, CUFFT_D2Z, 3 * N) != CUFFT_SUCCESS) {
-        cufftDestroy(e.plan_x);
-        throw gpu::CudaError("cufftPlanMany(y) failed");
-      }
-      e.plans = true;
-      check_cufft(cufftSetStream(e.plan_x, stream), "cufftSetStream");
-      check_cufft(cufftSetStream(e.plan_y, stream), "cufftSetStream");
-    } else {
+      PRISM_CUDA_CHECK(cudaMemset(e.ext_x.data(), 0, nx * sizeof(double)));
+      PRISM_CUDA_CHECK(cudaMemset(e.ext_y.data(), 0, ny * sizeof(double)));
+      e.spec_x.resize(static_cast<size_t>(3) * M * (N + 2));
+      e.spec_y.resize(static_cast<size_t>(3) * N * (M + 2));
+      e.plan_x.make_d2z(2 * N + 2, N + 2, 3 * M, stream, "cufftPlanMany(x)");
+      e.plan_y.make_d2z(2 * M + 2, M + 2, 3 * N, stream, "cufftPlanMany(y)");
+    } else if (m == DstMethod::Gemm) {
       // Half matrix for outputs k = 2r + parity over folded inputs f: H[r, f] = S[f, k], column-major.
       // Leading dimension padded to kAlign, like the planes.
-      auto half_matrix = [](int n, int parity, int& ld) -> double* {
+      auto half_matrix = [](int n, int parity, int& ld) -> DeviceArray<double> {
         const Fold fold(n);
         const int size = parity ? fold.no() : fold.ne;
         ld = (size + SplitLayout::kAlign - 1) / SplitLayout::kAlign * SplitLayout::kAlign;
-        if (size == 0) return nullptr;
+        if (size == 0) return {};
         std::vector<double> h(static_cast<size_t>(ld) * size, 0.0);
         const double pi = 3.14159265358979323846;
         for (int f = 0; f < size; ++f)
@@ -916,12 +925,13 @@ struct CudaCloner::Impl {
       e.o_m = half_matrix(M, 1, e.ld_o_m);
       e.layout = SplitLayout::of(N, M);
       const size_t planes = static_cast<size_t>(3) * e.layout.plane();
-      e.dense = device_alloc<double>(planes);
-      e.tmp = device_alloc<double>(planes);
-      PRISM_CUDA_CHECK(cudaMemset(e.dense, 0, planes * sizeof(double)));  // padding columns stay zero
-      PRISM_CUDA_CHECK(cudaMemset(e.tmp, 0, planes * sizeof(double)));
+      e.dense.resize(planes);
+      e.tmp.resize(planes);
+      PRISM_CUDA_CHECK(cudaMemset(e.dense.data(), 0, planes * sizeof(double)));  // padding columns stay zero
+      PRISM_CUDA_CHECK(cudaMemset(e.tmp.data(), 0, planes * sizeof(double)));
     }
-    return e;
+    cache.splice(cache.begin(), made);
+    return cache.front();
   }
 
   // The 2D DST of folded [3][M][N] planes in place (forward: folded input, split-order output;
@@ -936,19 +946,19 @@ struct CudaCloner::Impl {
     auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const double* A, int lda,
                     long long sa, const double* B, int ldb, long long sb, double* C) {
       if (m == 0 || n == 0 || k == 0) return;
-      check_cublas(cublasDgemmStridedBatched(blas, ta, tb, m, n, k, &one, A, lda, sa, B, ldb, sb, &zero, C, P, plane, 3),
+      check_cublas(cublasDgemmStridedBatched(blas.get(), ta, tb, m, n, k, &one, A, lda, sa, B, ldb, sb, &zero, C, P, plane, 3),
                    "cublasDgemmStridedBatched");
     };
     // N axis: rows [0, ne) of X^T with E_N, rows [odd_col, odd_col + no) with O_N.
-    gemm(left, CUBLAS_OP_N, L.ne, L.M, L.ne, e.e_n, e.ld_e_n, 0, x, P, plane, tmp);
-    gemm(left, CUBLAS_OP_N, L.no, L.M, L.no, e.o_n, e.ld_o_n, 0, x + L.odd_col, P, plane, tmp + L.odd_col);
-    if (!inverse && e.exact) splice_rows_gemm_kernel<<<dim3(L.M, 3), kExactLow, 0, stream>>>(e.e1, L, e.K, tmp);
+    gemm(left, CUBLAS_OP_N, L.ne, L.M, L.ne, e.e_n.data(), e.ld_e_n, 0, x, P, plane, tmp);
+    gemm(left, CUBLAS_OP_N, L.no, L.M, L.no, e.o_n.data(), e.ld_o_n, 0, x + L.odd_col, P, plane, tmp + L.odd_col);
+    if (!inverse && e.exact) splice_rows_gemm_kernel<<<dim3(L.M, 3), kExactLow, 0, stream>>>(e.e1.data(), L, e.K, tmp);
     // M axis: columns [0, me) with E_M, [me, M) with O_M; all P rows (the padding ones are zero).
     const int64_t odd_rows = static_cast<int64_t>(L.me) * P;
-    gemm(CUBLAS_OP_N, right, P, L.me, L.me, tmp, P, plane, e.e_m, e.ld_e_m, 0, x);
-    gemm(CUBLAS_OP_N, right, P, L.mo, L.mo, tmp + odd_rows, P, plane, e.o_m, e.ld_o_m, 0, x + odd_rows);
+    gemm(CUBLAS_OP_N, right, P, L.me, L.me, tmp, P, plane, e.e_m.data(), e.ld_e_m, 0, x);
+    gemm(CUBLAS_OP_N, right, P, L.mo, L.mo, tmp + odd_rows, P, plane, e.o_m.data(), e.ld_o_m, 0, x + odd_rows);
     if (!inverse && e.exact)
-      splice_corner_gemm_kernel<<<dim3(e.K, 3), kExactLow, 0, stream>>>(e.e2, L, e.K, e.Lc, x);
+      splice_corner_gemm_kernel<<<dim3(e.K, 3), kExactLow, 0, stream>>>(e.e2.data(), L, e.K, e.Lc, x);
   }
 };
 
@@ -970,9 +980,9 @@ constexpr double kReplayCheap = 1e7, kReplayThin = 4e9;
 // Full-rate FP64: the data-centre parts (P100, V100, A100, H100/H200, B200).
 static bool device_has_fast_fp64() {
   int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  PRISM_CUDA_CHECK(cudaGetDevice(&dev));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   return (minor == 0 && (major == 6 || major == 7 || major == 8 || major == 9 || major == 10));
 }
 
@@ -980,21 +990,13 @@ CudaCloner::CudaCloner(cudaStream_t stream, DstMethod method) : impl_(std::make_
   impl_->stream = stream;
   impl_->method = method;
   impl_->fast_fp64 = device_has_fast_fp64();
-  check_cublas(cublasCreate(&impl_->blas), "cublasCreate");
-  check_cublas(cublasSetStream(impl_->blas, stream), "cublasSetStream");
+  check_cublas(cublasSetStream(impl_->blas.get(), stream), "cublasSetStream");
   // DGEMM only: full FP64 (Hopper's FP64 tensor cores are IEEE double); TF32 cannot apply.
-  check_cublas(cublasSetMathMode(impl_->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-  impl_->box_dev = device_alloc<int>(4);
-  PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&impl_->box_host), 4 * sizeof(int)));
+  check_cublas(cublasSetMathMode(impl_->blas.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 }
 
-CudaCloner::~CudaCloner() {
-  cudaStreamSynchronize(impl_->stream);
-  impl_->cache.clear();
-  if (impl_->blas) cublasDestroy(impl_->blas);
-  cudaFree(impl_->box_dev);
-  cudaFreeHost(impl_->box_host);
-}
+// The stream may still use the buffers; a destructor cannot throw, and the owners free regardless.
+CudaCloner::~CudaCloner() { (void)cudaStreamSynchronize(impl_->stream); }
 
 DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) {
   // Replay wherever it is cheap, and on thin boxes (under 100 pixels a side) up to a larger bound:
@@ -1020,47 +1022,47 @@ void CudaCloner::clone(const CloneJob& job) {
   cudaStream_t s = impl_->stream;
 
   erode_kernel<<<dim3((g.W + kErodeBx - 1) / kErodeBx, (g.H + kErodeBy - 1) / kErodeBy), dim3(kErodeBx, kErodeBy), 0,
-                 s>>>(job.mask, g, e.eroded);
+                 s>>>(job.mask, g, e.eroded.data());
   const dim3 pix_block(32, 8), pix_grid((N + 31) / 32, (M + 7) / 8);
   if (e.method == DstMethod::Replay) {
     const int64_t plane = static_cast<int64_t>(M) * N;
     rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(
-        job.background, job.overlay, job.mask, g, job.mode, e.eroded, nullptr, e.rhs);
+        job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), nullptr, e.rhs.data());
     // dst_opencv's passes: rows of [3][M][N] planes, then their columns into [3][N][M].
-    e.fwd_rows.enqueue(RowSource{e.rhs, plane, N, 1, N}, e.pass_rows, s);
-    e.fwd_cols.enqueue(RowSource{e.pass_rows, plane, 1, N, M}, e.pass_cols, s);
-    divide_replay_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.pass_cols, N, M, e.fx, e.fy, e.quotient);
-    e.inv_rows.enqueue(RowSource{e.quotient, plane, N, 1, N}, e.pass_rows, s);
-    e.inv_cols.enqueue(RowSource{e.pass_rows, plane, 1, N, M}, e.pass_cols, s);
-    output_replay_kernel<<<pix_grid, pix_block, 0, s>>>(e.pass_cols, g, job.background);
+    e.fwd_rows.enqueue(RowSource{e.rhs.data(), plane, N, 1, N}, e.pass_rows.data(), s);
+    e.fwd_cols.enqueue(RowSource{e.pass_rows.data(), plane, 1, N, M}, e.pass_cols.data(), s);
+    divide_replay_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.pass_cols.data(), N, M, e.fx.data(), e.fy.data(), e.quotient.data());
+    e.inv_rows.enqueue(RowSource{e.quotient.data(), plane, N, 1, N}, e.pass_rows.data(), s);
+    e.inv_cols.enqueue(RowSource{e.pass_rows.data(), plane, 1, N, M}, e.pass_cols.data(), s);
+    output_replay_kernel<<<pix_grid, pix_block, 0, s>>>(e.pass_cols.data(), g, job.background);
   } else if (e.method == DstMethod::Fft) {
     rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(job.background, job.overlay, job.mask, g, job.mode,
-                                                            e.eroded, e.ext_x, e.rhs);
+                                                            e.eroded.data(), e.ext_x.data(), e.rhs.data());
     impl_->run_exact(e, N, M);
-    check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
-    if (e.exact) splice_rows_fft_kernel<<<dim3(M, 3), kExactLow, 0, s>>>(e.e1, M, N, e.K, e.spec_x);
-    transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_x, M, N, e.ext_y,
+    check_cufft(cufftExecD2Z(e.plan_x.get(), e.ext_x.data(), e.spec_x.data()), "cufftExecD2Z");
+    if (e.exact) splice_rows_fft_kernel<<<dim3(M, 3), kExactLow, 0, s>>>(e.e1.data(), M, N, e.K, e.spec_x.data());
+    transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_x.data(), M, N, e.ext_y.data(),
                                                                                        2 * M + 2);
-    check_cufft(cufftExecD2Z(e.plan_y, e.ext_y, e.spec_y), "cufftExecD2Z");
-    if (e.exact) splice_corner_fft_kernel<<<dim3(e.K, 3), kExactLow, 0, s>>>(e.e2, N, M, e.K, e.Lc, e.spec_y);
-    divide_fft_kernel<<<dim3((M + 127) / 128, N, 3), 128, 0, s>>>(e.spec_y, N, M, e.fx, e.fy, e.ext_y);
-    check_cufft(cufftExecD2Z(e.plan_y, e.ext_y, e.spec_y), "cufftExecD2Z");
-    transpose_imag_kernel<<<dim3((M + 31) / 32, (N + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_y, N, M, e.ext_x,
+    check_cufft(cufftExecD2Z(e.plan_y.get(), e.ext_y.data(), e.spec_y.data()), "cufftExecD2Z");
+    if (e.exact) splice_corner_fft_kernel<<<dim3(e.K, 3), kExactLow, 0, s>>>(e.e2.data(), N, M, e.K, e.Lc, e.spec_y.data());
+    divide_fft_kernel<<<dim3((M + 127) / 128, N, 3), 128, 0, s>>>(e.spec_y.data(), N, M, e.fx.data(), e.fy.data(), e.ext_y.data());
+    check_cufft(cufftExecD2Z(e.plan_y.get(), e.ext_y.data(), e.spec_y.data()), "cufftExecD2Z");
+    transpose_imag_kernel<<<dim3((M + 31) / 32, (N + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_y.data(), N, M, e.ext_x.data(),
                                                                                        2 * N + 2);
-    check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
+    check_cufft(cufftExecD2Z(e.plan_x.get(), e.ext_x.data(), e.spec_x.data()), "cufftExecD2Z");
     // Four transforms of -2 DST-I: 16 S^4 = 4 (N+1)(M+1) times the identity.
-    output_kernel<true><<<pix_grid, pix_block, 0, s>>>(e.spec_x, g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), job.background);
+    output_kernel<true><<<pix_grid, pix_block, 0, s>>>(e.spec_x.data(), g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), job.background);
   } else {
     const SplitLayout& L = e.layout;
     rhs_folded_kernel<<<dim3((L.ne + kTileX - 1) / kTileX, (L.me + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0,
                         s>>>(
-        job.background, job.overlay, job.mask, g, job.mode, e.eroded, L, e.dense, e.rhs);
+        job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), L, e.dense.data(), e.rhs.data());
     impl_->run_exact(e, N, M);
-    impl_->sine_transform_2d(e, e.dense, e.tmp, false);
-    divide_split_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.dense, L, e.fx, e.fy);
-    impl_->sine_transform_2d(e, e.dense, e.tmp, true);
+    impl_->sine_transform_2d(e, e.dense.data(), e.tmp.data(), false);
+    divide_split_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.dense.data(), L, e.fx.data(), e.fy.data());
+    impl_->sine_transform_2d(e, e.dense.data(), e.tmp.data(), true);
     // S^2 = (n+1)/2 I per axis.
-    output_kernel<false><<<pix_grid, pix_block, 0, s>>>(e.dense, g, L, 4.0 / ((N + 1.0) * (M + 1.0)), job.background);
+    output_kernel<false><<<pix_grid, pix_block, 0, s>>>(e.dense.data(), g, L, 4.0 / ((N + 1.0) * (M + 1.0)), job.background);
   }
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
@@ -1071,11 +1073,13 @@ DstMethod CudaCloner::method_for(int box_width, int box_height) const {
 
 Box CudaCloner::mask_box(const MaskView& m) {
   cudaStream_t s = impl_->stream;
-  init_box_kernel<<<1, 1, 0, s>>>(impl_->box_dev);
-  mask_box_kernel<<<dim3((m.width + 31) / 32, (m.height + 7) / 8), dim3(32, 8), 0, s>>>(m, impl_->box_dev);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(impl_->box_host, impl_->box_dev, 4 * sizeof(int), cudaMemcpyDeviceToHost, s));
+  init_box_kernel<<<1, 1, 0, s>>>(impl_->box_dev.data());
+  mask_box_kernel<<<dim3((m.width + 31) / 32, (m.height + 7) / 8), dim3(32, 8), 0, s>>>(m, impl_->box_dev.data());
+  PRISM_CUDA_CHECK(cudaGetLastError());
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(impl_->box_host.data(), impl_->box_dev.data(), 4 * sizeof(int),
+                                   cudaMemcpyDeviceToHost, s));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(s));
-  const int* b = impl_->box_host;
+  const int* b = impl_->box_host.data();
   if (b[2] < 0) return {};
   return {b[0], b[1], b[2] - b[0] + 1, b[3] - b[1] + 1};
 }
@@ -1084,14 +1088,12 @@ std::vector<float> detail::replay_odd_extension_gpu(const std::vector<float>& ro
   const int n = static_cast<int>(rows.size() / length);
   ReplayPass pass;
   if (!pass.prepare(length, n, 1, count)) return {};
-  float* in = device_copy(rows);
-  float* out = device_alloc<float>(static_cast<size_t>(n) * count);
+  const DeviceArray<float> in = device_copy(rows);
+  DeviceArray<float> out(static_cast<size_t>(n) * count);
   std::vector<float> result(static_cast<size_t>(n) * count);
-  pass.enqueue(RowSource{in, 0, length, 1, length}, out, nullptr);
+  pass.enqueue(RowSource{in.data(), 0, length, 1, length}, out.data(), nullptr);
   PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(cudaMemcpy(result.data(), out, result.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  cudaFree(in);
-  cudaFree(out);
+  PRISM_CUDA_CHECK(cudaMemcpy(result.data(), out.data(), result.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return result;
 }
 
