@@ -12,6 +12,7 @@
 #include "gst/prism/gstprismvideo.h"
 #include "gstpoissonblendpad.h"
 #include "poisson/seamless_clone.h"
+#include "poisson/yuv_clone.h"
 
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -460,49 +461,20 @@ static pp::MaskView alpha_view(const GstVideoInfo *info, const uint8_t *data, in
                       GST_VIDEO_INFO_HEIGHT(info), stride, GST_VIDEO_INFO_COMP_PSTRIDE(info, 0)};
 }
 
-/* The rectangle of a YUV 4:2:0 background that goes through RGBA: the destination box grown by
- * one pixel, with even origin and even end (or the frame's edge), so that it holds whole chroma
- * samples. */
-static pp::Box yuv_rectangle(const pp::Box &dst, int width, int height) {
-  pp::Box r;
-  r.x = std::max(0, dst.x - 1) & ~1;
-  r.y = std::max(0, dst.y - 1) & ~1;
-  const int x1 = std::min(width, (std::min(width, dst.x + dst.width + 1) + 1) & ~1);
-  const int y1 = std::min(height, (std::min(height, dst.y + dst.height + 1) + 1) & ~1);
-  r.width = x1 - r.x;
-  r.height = y1 - r.y;
-  return r;
-}
-
-/* The sub-rectangle `r` of a YUV frame as a colorconvert image (plane pointers offset). */
-static cc::Image yuv_view(const GstVideoInfo *info, const GstPrismFrame *frame, const pp::Box &r) {
-  cc::Image im;
-  const gboolean nv12 = GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_NV12;
-  im.format = nv12 ? cc::PixelFormat::NV12 : cc::PixelFormat::I420;
-  im.width = r.width;
-  im.height = r.height;
-  im.plane[0] = frame->data[0] + (int64_t)r.y * frame->stride[0] + r.x;
-  im.stride[0] = frame->stride[0];
-  if (nv12) {
-    im.plane[1] = frame->data[1] + (int64_t)(r.y / 2) * frame->stride[1] + r.x;
-    im.stride[1] = frame->stride[1];
-  } else {
-    for (int p = 1; p < 3; p++) {
-      im.plane[p] = frame->data[p] + (int64_t)(r.y / 2) * frame->stride[p] + r.x / 2;
-      im.stride[p] = frame->stride[p];
-    }
+/* A YUV 4:2:0 frame as the RGB round trip takes it (kernels/poisson/yuv_clone.h), with the RGBA
+ * scratch in the same memory. */
+static pp::YuvBackground yuv_background(const GstVideoInfo *info, const GstPrismFrame *frame, uint8_t *rgba) {
+  pp::YuvBackground bg;
+  bg.frame.format = GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_NV12 ? cc::PixelFormat::NV12 : cc::PixelFormat::I420;
+  bg.frame.width = GST_VIDEO_INFO_WIDTH(info);
+  bg.frame.height = GST_VIDEO_INFO_HEIGHT(info);
+  for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(info); p++) {
+    bg.frame.plane[p] = frame->data[p];
+    bg.frame.stride[p] = frame->stride[p];
   }
-  return im;
-}
-
-static cc::Image rgba_image(uint8_t *data, int width, int height) {
-  cc::Image im;
-  im.format = cc::PixelFormat::RGBA;
-  im.width = width;
-  im.height = height;
-  im.plane[0] = data;
-  im.stride[0] = width * 4;
-  return im;
+  bg.colorimetry = prism::colorimetry_of(info);
+  bg.rgba = rgba;
+  return bg;
 }
 
 /* One overlay's job for this frame, decided before any pixel is touched. */
@@ -708,22 +680,7 @@ static GstFlowReturn aggregate_cpu(GstPoissonBlend *self, GstBuffer *bgbuf, GstB
       job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
       pp::clone_cpu(job);
     } else {
-      /* RGB round trip of the rectangle around the destination box. */
-      const pp::Box r = yuv_rectangle(job.placement.dst, GST_VIDEO_INFO_WIDTH(out_info),
-                                      GST_VIDEO_INFO_HEIGHT(out_info));
-      const cc::Colorimetry cm = prism::colorimetry_of(out_info);
-      const cc::Image yuv_rect = yuv_view(out_info, &fout, r);
-      const cc::Image rgba = rgba_image(s->rgba_scratch.data(), r.width, r.height);
-      cc::convert_cpu(cc::make_plan(yuv_rect.format, cm, r.width, r.height, cc::PixelFormat::RGBA, cm, r.width,
-                                    r.height),
-                      yuv_rect, rgba);
-      job.background = pp::PackedImage{rgba.plane[0], r.width, r.height, rgba.stride[0], 4, 0, 1, 2};
-      job.placement.dst.x -= r.x;
-      job.placement.dst.y -= r.y;
-      pp::clone_cpu(job);
-      cc::convert_cpu(cc::make_plan(cc::PixelFormat::RGBA, cm, r.width, r.height, yuv_rect.format, cm, r.width,
-                                    r.height),
-                      rgba, yuv_rect);
+      pp::clone_yuv_cpu(yuv_background(out_info, &fout, s->rgba_scratch.data()), job);
     }
   }
   return GST_FLOW_OK;
@@ -874,21 +831,7 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
       job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
       s->cloner->clone(job);
     } else {
-      const pp::Box r = yuv_rectangle(job.placement.dst, GST_VIDEO_INFO_WIDTH(out_info),
-                                      GST_VIDEO_INFO_HEIGHT(out_info));
-      const cc::Colorimetry cm = prism::colorimetry_of(out_info);
-      const cc::Image yuv_rect = yuv_view(out_info, &fout, r);
-      const cc::Image rgba = rgba_image(s->rgba_dev.data(), r.width, r.height);
-      PRISM_CUDA_CHECK(cc::convert_cuda(cc::make_plan(yuv_rect.format, cm, r.width, r.height, cc::PixelFormat::RGBA,
-                                                      cm, r.width, r.height),
-                                        yuv_rect, rgba, stream));
-      job.background = pp::PackedImage{rgba.plane[0], r.width, r.height, rgba.stride[0], 4, 0, 1, 2};
-      job.placement.dst.x -= r.x;
-      job.placement.dst.y -= r.y;
-      s->cloner->clone(job);
-      PRISM_CUDA_CHECK(cc::convert_cuda(cc::make_plan(cc::PixelFormat::RGBA, cm, r.width, r.height, yuv_rect.format,
-                                                      cm, r.width, r.height),
-                                        rgba, yuv_rect, stream));
+      pp::clone_yuv_cuda(*s->cloner, yuv_background(out_info, &fout, s->rgba_dev.data()), job, stream);
     }
   }
 

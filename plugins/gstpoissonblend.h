@@ -12,7 +12,8 @@
  * Where OpenCV throws because the box leaves the background, the box is clipped (one WARNING per
  * pad) and the stream goes on; an empty mask leaves the background unchanged (one WARNING).
  * NV12/I420 backgrounds: the destination box (grown by one pixel, to even coordinates) goes to
- * RGBA, is cloned into and goes back, so that rectangle makes an RGB round trip.
+ * RGBA, is cloned into and goes back, so that rectangle makes an RGB round trip
+ * (prism::poisson::clone_yuv_cpu/clone_yuv_cuda, kernels/poisson/yuv_clone.h).
  *
  * On the GPU path (device=auto with a GPU, or cuda) everything stays in device memory: CUDA
  * overlays are read in place, system-memory overlays are uploaded once per new GstMemory (an
