@@ -9,13 +9,17 @@
 #include <vector>
 
 #include "colorconvert/colorconvert.h"
-#include "gst/prism/gstprismimagefile.h"
 #include "gst/prism/gstprismvideo.h"
+#include "gstpoissonblendpad.h"
 #include "poisson/seamless_clone.h"
+#include "poisson/yuv_clone.h"
 
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #include <gst/cuda/gstcudamemory.h>
+
+#include "common/gpu.h"
+#include "gst/prism/gstprismcudamemory.h"
 #endif
 
 GST_DEBUG_CATEGORY_STATIC(gst_poisson_blend_debug);
@@ -28,115 +32,13 @@ namespace cc = prism::colorconvert;
 #define BACKGROUND_FORMATS "{ RGBA, BGRA, RGBx, BGRx, RGB, BGR, NV12, I420 }"
 #define OVERLAY_FORMATS "{ RGBA, BGRA, RGBx, BGRx, RGB, BGR }"
 
+using prism::poissonblend::OverlayState;
+
 /* ------------------------------------------------------------------------------------------ */
-/* Per-pad state                                                                               */
+/* Types                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
 namespace {
-
-/* A decoded mask-location file, immutable once made (shared between the property and the
- * streaming thread). */
-struct MaskFile {
-  std::string location;
-  int width = 0, height = 0;
-  std::vector<uint8_t> grey;
-  pp::Box box;  /* mask_box(), computed once */
-
-  pp::MaskView view() const { return pp::MaskView{grey.data(), width, height, width, 1}; }
-};
-
-#if defined(PRISM_HAVE_CUDA)
-/* Device memory owned by a pad, freed in the context it was allocated in. */
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  ~DeviceBuffer() { reset(); }
-
-  /* At least `size` bytes in `context`; keeps the current allocation when it is big enough. */
-  cudaError_t ensure(GstCudaContext *context, size_t size) {
-    if (ptr_ && size_ >= size && context_ == context) return cudaSuccess;
-    reset();
-    if (!gst_cuda_context_push(context)) return cudaErrorDeviceUninitialized;
-    cudaError_t err = cudaMalloc((void **)&ptr_, size);
-    gst_cuda_context_pop(nullptr);
-    if (err != cudaSuccess) {
-      ptr_ = nullptr;
-      return err;
-    }
-    context_ = (GstCudaContext *)gst_object_ref(context);
-    size_ = size;
-    return cudaSuccess;
-  }
-  void reset() {
-    if (ptr_) {
-      gst_cuda_context_push(context_);
-      cudaFree(ptr_);
-      gst_cuda_context_pop(nullptr);
-    }
-    ptr_ = nullptr;
-    size_ = 0;
-    gst_clear_object(&context_);
-  }
-  uint8_t *get() const { return ptr_; }
-
- private:
-  GstCudaContext *context_ = nullptr;
-  uint8_t *ptr_ = nullptr;
-  size_t size_ = 0;
-};
-#endif
-
-/* What one overlay pad knows. `props` is guarded by the pad's object lock; the rest belongs to
- * the streaming thread (and to start/stop, when it is not running). */
-struct OverlayState {
-  struct Props {
-    gint xpos = 0, ypos = 0;
-    pp::CloneMode mode = pp::CloneMode::Normal;
-    std::string location;                   /* mask-location, empty when unset */
-    std::shared_ptr<const MaskFile> mask;   /* decoded mask-location */
-    std::string mask_error;                 /* why mask-location could not be decoded */
-    gboolean mask_missing = FALSE;          /* ... because the file is not there */
-  } props;
-  guint serial = 0;  /* creation order, breaks zorder ties */
-
-  /* The overlay's current GstMemory when it can be cached: it was shared (not writable) when we
-   * first saw it, as imagefreeze's still is, and `holder` keeps it shared (a parent of ours), so
-   * its pixels cannot change while it is cached. */
-  GstBuffer *holder = nullptr;
-  GstMemory *cached_mem = nullptr;
-  gint cached_width = 0, cached_height = 0;
-  GstVideoFormat cached_format = GST_VIDEO_FORMAT_UNKNOWN;
-  gboolean alpha_box_valid = FALSE;
-  pp::Box alpha_box;
-  gboolean warned_clipped = FALSE, warned_empty = FALSE;
-#if defined(PRISM_HAVE_CUDA)
-  gboolean device_copy_valid = FALSE;       /* overlay_dev holds cached_mem's pixels */
-  DeviceBuffer overlay_dev;                 /* system-memory overlay, packed rows */
-  DeviceBuffer mask_dev;                    /* mask-location pixels */
-  std::shared_ptr<const MaskFile> mask_dev_of;
-#endif
-
-  void forget_memory() {
-    gst_clear_buffer(&holder);
-    cached_mem = nullptr;
-    alpha_box_valid = FALSE;
-#if defined(PRISM_HAVE_CUDA)
-    device_copy_valid = FALSE;
-#endif
-  }
-  /* Drops every cache (stop, pad finalize). */
-  void reset_stream_state() {
-    forget_memory();
-    warned_clipped = warned_empty = FALSE;
-#if defined(PRISM_HAVE_CUDA)
-    overlay_dev.reset();
-    mask_dev.reset();
-    mask_dev_of.reset();
-#endif
-  }
-};
 
 /* Element-wide per-run state (streaming thread, start/stop). */
 struct BlendState {
@@ -145,42 +47,12 @@ struct BlendState {
   std::vector<uint8_t> rgba_scratch; /* CPU: NV12/I420 rectangle as RGBA */
 #if defined(PRISM_HAVE_CUDA)
   std::unique_ptr<pp::CudaCloner> cloner;
-  DeviceBuffer staging;   /* system-memory output on the GPU path, laid out like out_info */
-  DeviceBuffer rgba_dev;  /* NV12/I420 rectangle as RGBA on the GPU */
+  prism::GstPrismDeviceArray<uint8_t> staging;  /* system-memory output on the GPU path, laid out like out_info */
+  prism::GstPrismDeviceArray<uint8_t> rgba_dev; /* NV12/I420 rectangle as RGBA on the GPU */
 #endif
 };
 
 }  // namespace
-
-/* ------------------------------------------------------------------------------------------ */
-/* Types                                                                                       */
-/* ------------------------------------------------------------------------------------------ */
-
-GType gst_poisson_blend_mode_get_type(void) {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-      {(gint)pp::CloneMode::Normal,
-       "Normal clone: the overlay's gradients inside the mask (cv::NORMAL_CLONE)", "normal"},
-      {(gint)pp::CloneMode::Mixed,
-       "Mixed clone: per channel, the stronger of the overlay's and the background's gradients "
-       "(cv::MIXED_CLONE)",
-       "mixed"},
-      {(gint)pp::CloneMode::MonochromeTransfer,
-       "Monochrome transfer: the overlay's grey-level gradients on every channel "
-       "(cv::MONOCHROME_TRANSFER)",
-       "monochrome-transfer"},
-      {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type)) {
-    GType t = g_enum_register_static("GstPoissonBlendMode", values);
-    g_once_init_leave(&type, t);
-  }
-  return type;
-}
-
-struct _GstPoissonBlendOverlayPad {
-  GstPoissonBlendPad parent;
-  OverlayState *state;
-};
 
 struct _GstPoissonBlend {
   GstVideoAggregator parent;
@@ -191,197 +63,14 @@ struct _GstPoissonBlend {
   BlendState *state;
 };
 
-G_DEFINE_TYPE(GstPoissonBlendPad, gst_poisson_blend_pad, GST_TYPE_VIDEO_AGGREGATOR_PAD);
-G_DEFINE_TYPE(GstPoissonBlendOverlayPad, gst_poisson_blend_overlay_pad, GST_TYPE_POISSON_BLEND_PAD);
-
 static void gst_poisson_blend_child_proxy_init(gpointer g_iface, gpointer iface_data);
 G_DEFINE_TYPE_WITH_CODE(GstPoissonBlend, gst_poisson_blend, GST_TYPE_VIDEO_AGGREGATOR,
                         G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY, gst_poisson_blend_child_proxy_init));
 GST_ELEMENT_REGISTER_DEFINE(poissonblend, "poissonblend", GST_RANK_NONE, GST_TYPE_POISSON_BLEND);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Pads                                                                                        */
-/* ------------------------------------------------------------------------------------------ */
-
-/* The base class would map every buffer on the host here; CUDA memory must stay on the device,
- * so nothing is prepared: aggregate_frames maps what it needs itself. */
-static gboolean pad_prepare_frame(GstVideoAggregatorPad *, GstVideoAggregator *, GstBuffer *, GstVideoFrame *) {
-  return TRUE;
+static OverlayState *STATE(gpointer pad) {
+  return gst_poisson_blend_overlay_pad_get_state(GST_POISSON_BLEND_OVERLAY_PAD(pad));
 }
-
-static void pad_clean_frame(GstVideoAggregatorPad *, GstVideoAggregator *, GstVideoFrame *prepared) {
-  memset(prepared, 0, sizeof(*prepared));
-}
-
-/* `zorder` is GstVideoAggregatorPad's (which keeps the element's pad list sorted by it); it is
- * installed again here only to say what it means for poissonblend, and forwarded. */
-enum { PROP_BASE_PAD_0, PROP_BASE_PAD_ZORDER };
-
-static GParamSpec *base_zorder_pspec(void) {
-  return g_object_class_find_property(G_OBJECT_CLASS(gst_poisson_blend_pad_parent_class), "zorder");
-}
-
-static void pad_set_property(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
-  if (prop_id != PROP_BASE_PAD_ZORDER) {
-    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-    return;
-  }
-  GParamSpec *base = base_zorder_pspec();
-  G_OBJECT_CLASS(gst_poisson_blend_pad_parent_class)->set_property(object, base->param_id, value, base);
-}
-
-static void pad_get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
-  if (prop_id != PROP_BASE_PAD_ZORDER) {
-    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-    return;
-  }
-  GParamSpec *base = base_zorder_pspec();
-  G_OBJECT_CLASS(gst_poisson_blend_pad_parent_class)->get_property(object, base->param_id, value, base);
-}
-
-static void gst_poisson_blend_pad_class_init(GstPoissonBlendPadClass *klass) {
-  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
-  GstVideoAggregatorPadClass *vpad_class = GST_VIDEO_AGGREGATOR_PAD_CLASS(klass);
-  gobject_class->set_property = pad_set_property;
-  gobject_class->get_property = pad_get_property;
-  g_object_class_install_property(
-      gobject_class, PROP_BASE_PAD_ZORDER,
-      g_param_spec_uint("zorder", "Z-order",
-                        "Overlays: the solving order. They are cloned one after another in increasing "
-                        "zorder (equal values in pad creation order), each into the result of the "
-                        "previous ones, as repeated cv::seamlessClone calls; default: the number of sink "
-                        "pads when the pad was requested. The background pad 'sink' ignores it",
-                        0, G_MAXUINT, 0,
-                        (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE | G_PARAM_STATIC_STRINGS)));
-  vpad_class->prepare_frame = GST_DEBUG_FUNCPTR(pad_prepare_frame);
-  vpad_class->clean_frame = GST_DEBUG_FUNCPTR(pad_clean_frame);
-}
-
-static void gst_poisson_blend_pad_init(GstPoissonBlendPad *) {}
-
-enum { PROP_PAD_0, PROP_PAD_XPOS, PROP_PAD_YPOS, PROP_PAD_MODE, PROP_PAD_MASK_LOCATION };
-
-static OverlayState *STATE(gpointer pad) { return GST_POISSON_BLEND_OVERLAY_PAD(pad)->state; }
-
-static void overlay_pad_set_property(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
-  OverlayState *st = STATE(object);
-  switch (prop_id) {
-    case PROP_PAD_XPOS:
-      GST_OBJECT_LOCK(object);
-      st->props.xpos = g_value_get_int(value);
-      GST_OBJECT_UNLOCK(object);
-      break;
-    case PROP_PAD_YPOS:
-      GST_OBJECT_LOCK(object);
-      st->props.ypos = g_value_get_int(value);
-      GST_OBJECT_UNLOCK(object);
-      break;
-    case PROP_PAD_MODE:
-      GST_OBJECT_LOCK(object);
-      st->props.mode = (pp::CloneMode)g_value_get_enum(value);
-      GST_OBJECT_UNLOCK(object);
-      break;
-    case PROP_PAD_MASK_LOCATION: {
-      /* Decoded here, once, not per frame; errors are reported when the element starts or, while
-       * it runs, with the next frame (set_property has no good place to report them). */
-      const gchar *location = g_value_get_string(value);
-      std::shared_ptr<MaskFile> mask;
-      std::string error;
-      gboolean missing = FALSE;
-      if (location && *location) {
-        prism::ImageFile image;
-        GError *err = nullptr;
-        if (prism::image_file_load_grey(location, &image, &err)) {
-          mask = std::make_shared<MaskFile>();
-          mask->location = location;
-          mask->width = image.width;
-          mask->height = image.height;
-          mask->grey = std::move(image.pixels);
-          mask->box = pp::mask_box(mask->view());
-          GST_DEBUG_OBJECT(object, "mask %s: %dx%d, box %d,%d %dx%d", location, mask->width, mask->height,
-                           mask->box.x, mask->box.y, mask->box.width, mask->box.height);
-        } else {
-          error = err->message;
-          missing = g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
-          g_clear_error(&err);
-          GST_WARNING_OBJECT(object, "mask-location: %s", error.c_str());
-        }
-      }
-      GST_OBJECT_LOCK(object);
-      st->props.location = location ? location : "";
-      st->props.mask = mask;
-      st->props.mask_error = error;
-      st->props.mask_missing = missing;
-      GST_OBJECT_UNLOCK(object);
-      break;
-    }
-    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
-  }
-}
-
-static void overlay_pad_get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
-  OverlayState *st = STATE(object);
-  GST_OBJECT_LOCK(object);
-  switch (prop_id) {
-    case PROP_PAD_XPOS: g_value_set_int(value, st->props.xpos); break;
-    case PROP_PAD_YPOS: g_value_set_int(value, st->props.ypos); break;
-    case PROP_PAD_MODE: g_value_set_enum(value, (gint)st->props.mode); break;
-    case PROP_PAD_MASK_LOCATION:
-      g_value_set_string(value, st->props.location.empty() ? nullptr : st->props.location.c_str());
-      break;
-    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
-  }
-  GST_OBJECT_UNLOCK(object);
-}
-
-static void overlay_pad_finalize(GObject *object) {
-  GstPoissonBlendOverlayPad *pad = GST_POISSON_BLEND_OVERLAY_PAD(object);
-  pad->state->reset_stream_state();
-  delete pad->state;
-  pad->state = nullptr;
-  G_OBJECT_CLASS(gst_poisson_blend_overlay_pad_parent_class)->finalize(object);
-}
-
-static void gst_poisson_blend_overlay_pad_class_init(GstPoissonBlendOverlayPadClass *klass) {
-  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
-  gobject_class->set_property = overlay_pad_set_property;
-  gobject_class->get_property = overlay_pad_get_property;
-  gobject_class->finalize = overlay_pad_finalize;
-  const GParamFlags controllable = (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE |
-                                                 GST_PARAM_MUTABLE_PLAYING | G_PARAM_STATIC_STRINGS);
-  g_object_class_install_property(
-      gobject_class, PROP_PAD_XPOS,
-      g_param_spec_int("xpos", "X position",
-                       "Column of the background where the centre of the mask's bounding box lands "
-                       "(cv::seamlessClone's p.x: the box's left edge is xpos - box_width/2, integer "
-                       "division). A box reaching outside the background is clipped, never an error",
-                       G_MININT, G_MAXINT, 0, controllable));
-  g_object_class_install_property(
-      gobject_class, PROP_PAD_YPOS,
-      g_param_spec_int("ypos", "Y position",
-                       "Row of the background where the centre of the mask's bounding box lands "
-                       "(cv::seamlessClone's p.y: the box's top edge is ypos - box_height/2, integer "
-                       "division). A box reaching outside the background is clipped, never an error",
-                       G_MININT, G_MAXINT, 0, controllable));
-  g_object_class_install_property(
-      gobject_class, PROP_PAD_MODE,
-      g_param_spec_enum("mode", "Mode",
-                        "How the overlay's gradients enter the background: normal (cv::NORMAL_CLONE), "
-                        "mixed (cv::MIXED_CLONE) or monochrome-transfer (cv::MONOCHROME_TRANSFER)",
-                        GST_TYPE_POISSON_BLEND_MODE, (gint)pp::CloneMode::Normal, controllable));
-  g_object_class_install_property(
-      gobject_class, PROP_PAD_MASK_LOCATION,
-      g_param_spec_string("mask-location", "Mask location",
-                          "Image file (PNG, JPEG, PGM, ...) with the mask, the size of the overlay: 0 = "
-                          "background, 255 = overlay, values between are soft; colour files count as "
-                          "their grey (cvtColor BGR2GRAY), alpha is ignored. Decoded once when set. "
-                          "Unset: the overlay's own alpha channel is the mask (the overlay must be RGBA "
-                          "or BGRA)",
-                          nullptr,
-                          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING | G_PARAM_STATIC_STRINGS)));
-}
-
-static void gst_poisson_blend_overlay_pad_init(GstPoissonBlendOverlayPad *pad) { pad->state = new OverlayState(); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Element properties, context, child proxy                                                    */
@@ -614,8 +303,8 @@ static gboolean negotiated_src_caps(GstAggregator *agg, GstCaps *caps) {
     cudaError_t err = cudaSuccess;
     s->staging.reset();
     s->rgba_dev.reset();
-    if (!cuda_caps) err = s->staging.ensure(self->cuda.context, GST_VIDEO_INFO_SIZE(&info));
-    if (err == cudaSuccess && yuv) err = s->rgba_dev.ensure(self->cuda.context, rgba_size);
+    if (!cuda_caps) err = s->staging.reserve(self->cuda.context, GST_VIDEO_INFO_SIZE(&info));
+    if (err == cudaSuccess && yuv) err = s->rgba_dev.reserve(self->cuda.context, rgba_size);
     if (err != cudaSuccess) {
       GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU memory for %" GST_PTR_FORMAT, caps),
                         ("%s", cudaGetErrorString(err)));
@@ -651,7 +340,7 @@ static std::vector<OverlayRef> overlays_in_order(GstPoissonBlend *self) {
   for (GList *l = GST_ELEMENT(self)->sinkpads; l; l = l->next) {
     if (!GST_IS_POISSON_BLEND_OVERLAY_PAD(l->data)) continue;
     GstPoissonBlendOverlayPad *pad = GST_POISSON_BLEND_OVERLAY_PAD(gst_object_ref(l->data));
-    pads.push_back({pad, 0, pad->state->serial});
+    pads.push_back({pad, 0, STATE(pad)->serial});
   }
   GST_OBJECT_UNLOCK(self);
   for (auto &p : pads) g_object_get(p.pad, "zorder", &p.zorder, nullptr);
@@ -683,7 +372,7 @@ static gboolean start(GstAggregator *agg) {
   std::vector<OverlayRef> pads = overlays_in_order(self);
   for (auto &p : pads) {
     GST_OBJECT_LOCK(p.pad);
-    OverlayState::Props props = p.pad->state->props;
+    OverlayState::Props props = STATE(p.pad)->props;
     GST_OBJECT_UNLOCK(p.pad);
     if (!props.mask_error.empty()) {
       post_mask_error(self, GST_PAD(p.pad), props);
@@ -695,16 +384,15 @@ static gboolean start(GstAggregator *agg) {
   release_overlays(pads);
 #if defined(PRISM_HAVE_CUDA)
   if (self->cuda.use_cuda) {
-    gst_prism_cuda_push(&self->cuda);
     try {
+      prism::GstPrismContextScope scope(&self->cuda);
+      if (!scope.pushed()) throw prism::gpu::CudaError("cannot push the CUDA context");
       self->state->cloner = std::make_unique<pp::CudaCloner>(self->cuda.stream);
     } catch (const std::exception &e) {
-      gst_prism_cuda_pop();
       GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("cannot set up the GPU solver"), ("%s", e.what()));
       gst_prism_cuda_stop(&self->cuda);
       return FALSE;
     }
-    gst_prism_cuda_pop();
   }
 #endif
   return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->start(agg);
@@ -713,17 +401,19 @@ static gboolean start(GstAggregator *agg) {
 static gboolean stop(GstAggregator *agg) {
   GstPoissonBlend *self = GST_POISSON_BLEND(agg);
   std::vector<OverlayRef> pads = overlays_in_order(self);
-  for (auto &p : pads) p.pad->state->reset_stream_state();
+  for (auto &p : pads) STATE(p.pad)->reset_stream_state();
   release_overlays(pads);
   BlendState *s = self->state;
   s->rgba_scratch.clear();
   s->rgba_scratch.shrink_to_fit();
 #if defined(PRISM_HAVE_CUDA)
   if (s->cloner) {
-    gst_prism_cuda_push(&self->cuda);
-    if (self->cuda.stream) cudaStreamSynchronize(self->cuda.stream);
+    prism::GstPrismContextScope scope(&self->cuda);
+    if (self->cuda.stream) {
+      const cudaError_t err = cudaStreamSynchronize(self->cuda.stream);
+      if (err != cudaSuccess) GST_WARNING_OBJECT(self, "cudaStreamSynchronize: %s", cudaGetErrorString(err));
+    }
     s->cloner.reset();
-    gst_prism_cuda_pop();
   }
   s->staging.reset();
   s->rgba_dev.reset();
@@ -771,49 +461,20 @@ static pp::MaskView alpha_view(const GstVideoInfo *info, const uint8_t *data, in
                       GST_VIDEO_INFO_HEIGHT(info), stride, GST_VIDEO_INFO_COMP_PSTRIDE(info, 0)};
 }
 
-/* The rectangle of a YUV 4:2:0 background that goes through RGBA: the destination box grown by
- * one pixel, with even origin and even end (or the frame's edge), so that it holds whole chroma
- * samples. */
-static pp::Box yuv_rectangle(const pp::Box &dst, int width, int height) {
-  pp::Box r;
-  r.x = std::max(0, dst.x - 1) & ~1;
-  r.y = std::max(0, dst.y - 1) & ~1;
-  const int x1 = std::min(width, (std::min(width, dst.x + dst.width + 1) + 1) & ~1);
-  const int y1 = std::min(height, (std::min(height, dst.y + dst.height + 1) + 1) & ~1);
-  r.width = x1 - r.x;
-  r.height = y1 - r.y;
-  return r;
-}
-
-/* The sub-rectangle `r` of a YUV frame as a colorconvert image (plane pointers offset). */
-static cc::Image yuv_view(const GstVideoInfo *info, const GstPrismFrame *frame, const pp::Box &r) {
-  cc::Image im;
-  const gboolean nv12 = GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_NV12;
-  im.format = nv12 ? cc::PixelFormat::NV12 : cc::PixelFormat::I420;
-  im.width = r.width;
-  im.height = r.height;
-  im.plane[0] = frame->data[0] + (int64_t)r.y * frame->stride[0] + r.x;
-  im.stride[0] = frame->stride[0];
-  if (nv12) {
-    im.plane[1] = frame->data[1] + (int64_t)(r.y / 2) * frame->stride[1] + r.x;
-    im.stride[1] = frame->stride[1];
-  } else {
-    for (int p = 1; p < 3; p++) {
-      im.plane[p] = frame->data[p] + (int64_t)(r.y / 2) * frame->stride[p] + r.x / 2;
-      im.stride[p] = frame->stride[p];
-    }
+/* A YUV 4:2:0 frame as the RGB round trip takes it (kernels/poisson/yuv_clone.h), with the RGBA
+ * scratch in the same memory. */
+static pp::YuvBackground yuv_background(const GstVideoInfo *info, const GstPrismFrame *frame, uint8_t *rgba) {
+  pp::YuvBackground bg;
+  bg.frame.format = GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_NV12 ? cc::PixelFormat::NV12 : cc::PixelFormat::I420;
+  bg.frame.width = GST_VIDEO_INFO_WIDTH(info);
+  bg.frame.height = GST_VIDEO_INFO_HEIGHT(info);
+  for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(info); p++) {
+    bg.frame.plane[p] = frame->data[p];
+    bg.frame.stride[p] = frame->stride[p];
   }
-  return im;
-}
-
-static cc::Image rgba_image(uint8_t *data, int width, int height) {
-  cc::Image im;
-  im.format = cc::PixelFormat::RGBA;
-  im.width = width;
-  im.height = height;
-  im.plane[0] = data;
-  im.stride[0] = width * 4;
-  return im;
+  bg.colorimetry = prism::colorimetry_of(info);
+  bg.rgba = rgba;
+  return bg;
 }
 
 /* One overlay's job for this frame, decided before any pixel is touched. */
@@ -871,7 +532,7 @@ static void track_memory(OverlayState *st, GstBuffer *buffer, const GstVideoInfo
 
 /* Box and placement; FALSE when this overlay leaves the background unchanged this frame. */
 static gboolean place_overlay(GstPoissonBlend *self, const OverlayWork &w, const pp::Box &box, pp::Placement *pl) {
-  OverlayState *st = w.pad->state;
+  OverlayState *st = STATE(w.pad);
   const gchar *name = GST_PAD_NAME(w.pad);
   if (box.empty()) {
     if (!st->warned_empty) {
@@ -898,9 +559,50 @@ static gboolean place_overlay(GstPoissonBlend *self, const OverlayWork &w, const
   return pl->solvable();
 }
 
-static void post_clone_error(GstPoissonBlend *self, const gchar *pad_name, const char *what) {
-  GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("%s: seamless clone failed", pad_name), ("%s", what));
-}
+/* Where aggregate_frames was when an exception left it: the pad whose work failed and the step,
+ * for its one error message. */
+struct Step {
+  const gchar *pad = "sink";
+  const char *doing = "copying the background";
+  void at(const gchar *p, const char *d) {
+    pad = p;
+    doing = d;
+  }
+};
+
+/* A GstVideoFrame mapped for a scope: unmapped by the destructor, also when an exception leaves. */
+class FrameMap {
+ public:
+  FrameMap() = default;
+  ~FrameMap() { unmap(); }
+  FrameMap(FrameMap &&o) noexcept : frame_(o.frame_), mapped_(o.mapped_) { o.mapped_ = FALSE; }
+  FrameMap(const FrameMap &) = delete;
+  FrameMap &operator=(const FrameMap &) = delete;
+  FrameMap &operator=(FrameMap &&) = delete;
+
+  gboolean map(const GstVideoInfo *info, GstBuffer *buf, GstMapFlags flags) {
+    unmap();
+    mapped_ = gst_video_frame_map(&frame_, info, buf, flags);
+    return mapped_;
+  }
+#if defined(PRISM_HAVE_CUDA)
+  /* The device planes of GstCudaMemory (gst_prism_cuda_map_frame); FALSE for other memory. */
+  gboolean map_cuda(const GstVideoInfo *info, GstBuffer *buf, GstMapFlags flags, GstPrismFrame *out) {
+    unmap();
+    mapped_ = gst_prism_cuda_map_frame(&frame_, info, buf, flags, out);
+    return mapped_;
+  }
+#endif
+  void unmap() {
+    if (mapped_) gst_video_frame_unmap(&frame_);
+    mapped_ = FALSE;
+  }
+  GstVideoFrame *get() { return &frame_; }
+
+ private:
+  GstVideoFrame frame_{};
+  gboolean mapped_ = FALSE;
+};
 
 /* Collects the overlays with a buffer this frame and checks them. */
 static gboolean collect_work(GstPoissonBlend *self, std::vector<OverlayRef> &pads, std::vector<OverlayWork> *work) {
@@ -913,7 +615,7 @@ static gboolean collect_work(GstPoissonBlend *self, std::vector<OverlayRef> &pad
     w.buffer = buf;
     w.info = &vpad->info;
     GST_OBJECT_LOCK(p.pad);
-    w.props = p.pad->state->props;
+    w.props = STATE(p.pad)->props;
     GST_OBJECT_UNLOCK(p.pad);
     if (!check_overlay(self, w)) return FALSE;
     work->push_back(std::move(w));
@@ -921,44 +623,41 @@ static gboolean collect_work(GstPoissonBlend *self, std::vector<OverlayRef> &pad
   return TRUE;
 }
 
+/* Throws what the kernels throw; aggregate_frames reports it. */
 static GstFlowReturn aggregate_cpu(GstPoissonBlend *self, GstBuffer *bgbuf, GstBuffer *outbuf,
-                                   std::vector<OverlayWork> &work) {
+                                   std::vector<OverlayWork> &work, Step *step) {
   BlendState *s = self->state;
   GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
   const GstVideoInfo *out_info = &s->out_info;
-  GstVideoFrame in, out;
-  if (!gst_video_frame_map(&in, &bg->info, bgbuf, GST_MAP_READ)) {
+  FrameMap in, out;
+  if (!in.map(&bg->info, bgbuf, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  if (!gst_video_frame_map(&out, out_info, outbuf, GST_MAP_WRITE)) {
-    gst_video_frame_unmap(&in);
+  if (!out.map(out_info, outbuf, GST_MAP_WRITE)) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  gboolean copied = gst_video_frame_copy(&out, &in);
-  gst_video_frame_unmap(&in);
+  gboolean copied = gst_video_frame_copy(out.get(), in.get());
+  in.unmap();
   if (!copied) {
-    gst_video_frame_unmap(&out);
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot copy the background into the output"), (nullptr));
     return GST_FLOW_ERROR;
   }
   GstPrismFrame fout{};
-  gst_prism_frame_from_host(&out, &fout);
+  gst_prism_frame_from_host(out.get(), &fout);
   const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(out_info);
   const gboolean yuv = format == GST_VIDEO_FORMAT_NV12 || format == GST_VIDEO_FORMAT_I420;
 
-  GstFlowReturn ret = GST_FLOW_OK;
   for (OverlayWork &w : work) {
-    OverlayState *st = w.pad->state;
-    GstVideoFrame ov;
-    if (!gst_video_frame_map(&ov, w.info, w.buffer, GST_MAP_READ)) {
+    OverlayState *st = STATE(w.pad);
+    FrameMap ov;
+    if (!ov.map(w.info, w.buffer, GST_MAP_READ)) {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: cannot map the overlay buffer", GST_PAD_NAME(w.pad)), (nullptr));
-      ret = GST_FLOW_ERROR;
-      break;
+      return GST_FLOW_ERROR;
     }
-    uint8_t *ov_data = (uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(&ov, 0);
-    const int64_t ov_stride = GST_VIDEO_FRAME_PLANE_STRIDE(&ov, 0);
+    uint8_t *ov_data = (uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(ov.get(), 0);
+    const int64_t ov_stride = GST_VIDEO_FRAME_PLANE_STRIDE(ov.get(), 0);
     pp::CloneJob job;
     job.mode = w.props.mode;
     job.overlay = packed_image(w.info, ov_data, ov_stride);
@@ -975,39 +674,16 @@ static GstFlowReturn aggregate_cpu(GstPoissonBlend *self, GstBuffer *bgbuf, GstB
       }
       box = st->alpha_box;
     }
-    if (place_overlay(self, w, box, &job.placement)) {
-      try {
-        if (!yuv) {
-          job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
-          pp::clone_cpu(job);
-        } else {
-          /* RGB round trip of the rectangle around the destination box. */
-          const pp::Box r = yuv_rectangle(job.placement.dst, GST_VIDEO_INFO_WIDTH(out_info),
-                                          GST_VIDEO_INFO_HEIGHT(out_info));
-          const cc::Colorimetry cm = prism::colorimetry_of(out_info);
-          const cc::Image yuv_rect = yuv_view(out_info, &fout, r);
-          const cc::Image rgba = rgba_image(s->rgba_scratch.data(), r.width, r.height);
-          cc::convert_cpu(cc::make_plan(yuv_rect.format, cm, r.width, r.height, cc::PixelFormat::RGBA, cm, r.width,
-                                        r.height),
-                          yuv_rect, rgba);
-          job.background = pp::PackedImage{rgba.plane[0], r.width, r.height, rgba.stride[0], 4, 0, 1, 2};
-          job.placement.dst.x -= r.x;
-          job.placement.dst.y -= r.y;
-          pp::clone_cpu(job);
-          cc::convert_cpu(cc::make_plan(cc::PixelFormat::RGBA, cm, r.width, r.height, yuv_rect.format, cm, r.width,
-                                        r.height),
-                          rgba, yuv_rect);
-        }
-      } catch (const std::exception &e) {
-        post_clone_error(self, GST_PAD_NAME(w.pad), e.what());
-        ret = GST_FLOW_ERROR;
-      }
+    if (!place_overlay(self, w, box, &job.placement)) continue;
+    step->at(GST_PAD_NAME(w.pad), "seamless clone");
+    if (!yuv) {
+      job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
+      pp::clone_cpu(job);
+    } else {
+      pp::clone_yuv_cpu(yuv_background(out_info, &fout, s->rgba_scratch.data()), job);
     }
-    gst_video_frame_unmap(&ov);
-    if (ret != GST_FLOW_OK) break;
   }
-  gst_video_frame_unmap(&out);
-  return ret;
+  return GST_FLOW_OK;
 }
 
 #if defined(PRISM_HAVE_CUDA)
@@ -1017,106 +693,118 @@ static gboolean is_our_cuda_memory(GstPoissonBlend *self, GstBuffer *buf) {
   return mem && gst_is_cuda_memory(mem) && GST_CUDA_MEMORY_CAST(mem)->context == self->cuda.context;
 }
 
-/* Everything below runs with the context pushed; work is enqueued on the element's stream and
- * synchronised once at the end. */
+/* Waits for the element's stream unless disarmed (after the final synchronisation): however the
+ * frame's work ends, nothing may still read or write its buffers once they are unmapped. */
+class StreamDrain {
+ public:
+  StreamDrain(GstPoissonBlend *self, cudaStream_t stream) : self_(self), stream_(stream) {}
+  ~StreamDrain() {
+    if (!armed_) return;
+    const cudaError_t err = cudaStreamSynchronize(stream_);
+    if (err != cudaSuccess) GST_WARNING_OBJECT(self_, "cudaStreamSynchronize: %s", cudaGetErrorString(err));
+  }
+  StreamDrain(const StreamDrain &) = delete;
+  StreamDrain &operator=(const StreamDrain &) = delete;
+  void disarm() { armed_ = false; }
+
+ private:
+  GstPoissonBlend *self_;
+  cudaStream_t stream_;
+  bool armed_ = true;
+};
+
+/* Runs with the context pushed; work is enqueued on the element's stream and synchronised once at
+ * the end. Throws what the kernels throw and prism::gpu::CudaError for a failed CUDA call;
+ * aggregate_frames reports it. */
 static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, GstBuffer *outbuf,
-                                    std::vector<OverlayWork> &work) {
+                                    std::vector<OverlayWork> &work, Step *step) {
   BlendState *s = self->state;
   GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
   const GstVideoInfo *out_info = &s->out_info;
   cudaStream_t stream = self->cuda.stream;
   const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(out_info);
   const gboolean yuv = format == GST_VIDEO_FORMAT_NV12 || format == GST_VIDEO_FORMAT_I420;
-  GstFlowReturn ret = GST_FLOW_OK;
-  cudaError_t err = cudaSuccess;
-  const char *failed_pad = nullptr;
-  std::string what;
 
-  GstVideoFrame out, in;
-  GstPrismFrame fout{}, fin{};
-  gboolean out_mapped = FALSE, out_dev = FALSE;
-  std::vector<GstVideoFrame> overlay_frames; /* kept mapped until the stream is synchronised */
+  /* Declared before the drain: unmapped after the stream has finished with them. */
+  FrameMap out;
+  std::vector<FrameMap> overlay_frames; /* kept mapped until the stream is synchronised */
   overlay_frames.reserve(work.size());
+  StreamDrain drain(self, stream);
+  GstPrismFrame fout{}, fin{};
 
   /* 1. output = background */
-  out_dev = gst_prism_cuda_map_frame(&out, out_info, outbuf, GST_MAP_WRITE, &fout);
+  const gboolean out_dev = out.map_cuda(out_info, outbuf, GST_MAP_WRITE, &fout);
   if (!out_dev) {
-    if (!s->staging.get() || !gst_video_frame_map(&out, out_info, outbuf, GST_MAP_WRITE)) {
+    if (!s->staging.data() || !out.map(out_info, outbuf, GST_MAP_WRITE)) {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output buffer"), (nullptr));
       return GST_FLOW_ERROR;
     }
-    gst_prism_frame_from_staging(s->staging.get(), out_info, &fout);
+    gst_prism_frame_from_staging(s->staging.data(), out_info, &fout);
   }
-  out_mapped = TRUE;
-  if (is_our_cuda_memory(self, bgbuf) && gst_prism_cuda_map_frame(&in, &bg->info, bgbuf, GST_MAP_READ, &fin)) {
-    err = gst_prism_cuda_copy_device_planes(&fin, &fout, out_info, stream);
-    gst_video_frame_unmap(&in); /* the buffer itself stays alive until aggregate_frames returns */
-  } else if (gst_video_frame_map(&in, &bg->info, bgbuf, GST_MAP_READ)) {
-    err = gst_prism_cuda_copy_planes(&in, &fout, TRUE, stream); /* pageable upload: staged before return */
-    gst_video_frame_unmap(&in);
-  } else {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
-    ret = GST_FLOW_ERROR;
-    goto done;
+  {
+    /* The background buffer itself stays alive until aggregate_frames returns. */
+    FrameMap in;
+    if (is_our_cuda_memory(self, bgbuf) && in.map_cuda(&bg->info, bgbuf, GST_MAP_READ, &fin)) {
+      PRISM_CUDA_CHECK(gst_prism_cuda_copy_device_planes(&fin, &fout, out_info, stream));
+    } else if (in.map(&bg->info, bgbuf, GST_MAP_READ)) {
+      PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(in.get(), &fout, TRUE, stream)); /* pageable upload: staged */
+    } else {
+      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
+      return GST_FLOW_ERROR;
+    }
   }
-  if (err != cudaSuccess) goto cuda_failed;
 
   /* 2. each overlay, in z-order */
   for (OverlayWork &w : work) {
-    OverlayState *st = w.pad->state;
+    OverlayState *st = STATE(w.pad);
+    const gchar *name = GST_PAD_NAME(w.pad);
     const int ow = GST_VIDEO_INFO_WIDTH(w.info), oh = GST_VIDEO_INFO_HEIGHT(w.info);
     pp::CloneJob job;
     job.mode = w.props.mode;
     uint8_t *ov_data = nullptr;
     int64_t ov_stride = 0;
-    GstVideoFrame ov;
     GstPrismFrame fov{};
     const gboolean alpha = !w.props.mask;
     pp::Box box;
-    failed_pad = GST_PAD_NAME(w.pad);
 
     track_memory(st, w.buffer, w.info);
-    if (is_our_cuda_memory(self, w.buffer) && gst_prism_cuda_map_frame(&ov, w.info, w.buffer, GST_MAP_READ, &fov)) {
-      overlay_frames.push_back(ov);
+    FrameMap ov;
+    if (is_our_cuda_memory(self, w.buffer) && ov.map_cuda(w.info, w.buffer, GST_MAP_READ, &fov)) {
+      overlay_frames.push_back(std::move(ov));
       ov_data = fov.data[0];
       ov_stride = fov.stride[0];
       if (alpha && !st->alpha_box_valid) {
-        try {
-          st->alpha_box = s->cloner->mask_box(alpha_view(w.info, ov_data, ov_stride)); /* syncs once */
-        } catch (const std::exception &e) {
-          what = e.what();
-          goto clone_failed;
-        }
+        step->at(name, "seamless clone");
+        st->alpha_box = s->cloner->mask_box(alpha_view(w.info, ov_data, ov_stride)); /* syncs once */
         st->alpha_box_valid = st->cached_mem != nullptr; /* only a kept memory stays valid */
       }
       if (alpha) box = st->alpha_box;
     } else {
       /* System memory (or another context's): a device copy, uploaded again only when the
        * GstMemory changed. */
+      step->at(name, "uploading the overlay");
       const int pstride = GST_VIDEO_INFO_COMP_PSTRIDE(w.info, 0);
       ov_stride = (int64_t)ow * pstride;
-      if ((err = st->overlay_dev.ensure(self->cuda.context, (size_t)ov_stride * oh)) != cudaSuccess) goto cuda_failed;
-      ov_data = st->overlay_dev.get();
+      PRISM_CUDA_CHECK(st->overlay_dev.reserve(self->cuda.context, (size_t)ov_stride * oh));
+      ov_data = st->overlay_dev.data();
       if (!st->device_copy_valid || (alpha && !st->alpha_box_valid)) {
-        if (!gst_video_frame_map(&ov, w.info, w.buffer, GST_MAP_READ)) {
-          GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: cannot map the overlay buffer", GST_PAD_NAME(w.pad)), (nullptr));
-          ret = GST_FLOW_ERROR;
-          goto done;
+        if (!ov.map(w.info, w.buffer, GST_MAP_READ)) {
+          GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: cannot map the overlay buffer", name), (nullptr));
+          return GST_FLOW_ERROR;
         }
         if (!st->device_copy_valid) {
           GstPrismFrame dev{};
           dev.data[0] = ov_data;
           dev.stride[0] = (gint)ov_stride;
-          err = gst_prism_cuda_copy_planes(&ov, &dev, TRUE, stream);
-          st->device_copy_valid = err == cudaSuccess && st->cached_mem != nullptr;
+          PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(ov.get(), &dev, TRUE, stream));
+          st->device_copy_valid = st->cached_mem != nullptr;
         }
         if (alpha && !st->alpha_box_valid) {
-          st->alpha_box = pp::mask_box(alpha_view(w.info, (const uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(&ov, 0),
-                                                  GST_VIDEO_FRAME_PLANE_STRIDE(&ov, 0)));
+          st->alpha_box = pp::mask_box(alpha_view(w.info, (const uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(ov.get(), 0),
+                                                  GST_VIDEO_FRAME_PLANE_STRIDE(ov.get(), 0)));
           st->alpha_box_valid = st->cached_mem != nullptr;
         }
-        gst_video_frame_unmap(&ov);
-        if (err != cudaSuccess) goto cuda_failed;
+        ov.unmap(); /* (the upload is staged: pageable memory) */
       }
       if (alpha) box = st->alpha_box;
     }
@@ -1127,66 +815,33 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
     } else {
       /* mask-location: uploaded once per decoded file */
       if (st->mask_dev_of != w.props.mask) {
-        if ((err = st->mask_dev.ensure(self->cuda.context, w.props.mask->grey.size())) != cudaSuccess) goto cuda_failed;
-        if ((err = cudaMemcpyAsync(st->mask_dev.get(), w.props.mask->grey.data(), w.props.mask->grey.size(),
-                                   cudaMemcpyHostToDevice, stream)) != cudaSuccess)
-          goto cuda_failed;
+        step->at(name, "uploading the mask");
+        PRISM_CUDA_CHECK(st->mask_dev.reserve(self->cuda.context, w.props.mask->grey.size()));
+        PRISM_CUDA_CHECK(cudaMemcpyAsync(st->mask_dev.data(), w.props.mask->grey.data(), w.props.mask->grey.size(),
+                                         cudaMemcpyHostToDevice, stream));
         st->mask_dev_of = w.props.mask;
       }
-      job.mask = pp::MaskView{st->mask_dev.get(), ow, oh, ow, 1};
+      job.mask = pp::MaskView{st->mask_dev.data(), ow, oh, ow, 1};
       box = w.props.mask->box;
     }
 
     if (!place_overlay(self, w, box, &job.placement)) continue;
-    try {
-      if (!yuv) {
-        job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
-        s->cloner->clone(job);
-      } else {
-        const pp::Box r = yuv_rectangle(job.placement.dst, GST_VIDEO_INFO_WIDTH(out_info),
-                                        GST_VIDEO_INFO_HEIGHT(out_info));
-        const cc::Colorimetry cm = prism::colorimetry_of(out_info);
-        const cc::Image yuv_rect = yuv_view(out_info, &fout, r);
-        const cc::Image rgba = rgba_image(s->rgba_dev.get(), r.width, r.height);
-        err = cc::convert_cuda(cc::make_plan(yuv_rect.format, cm, r.width, r.height, cc::PixelFormat::RGBA, cm,
-                                             r.width, r.height),
-                               yuv_rect, rgba, stream);
-        if (err != cudaSuccess) goto cuda_failed;
-        job.background = pp::PackedImage{rgba.plane[0], r.width, r.height, rgba.stride[0], 4, 0, 1, 2};
-        job.placement.dst.x -= r.x;
-        job.placement.dst.y -= r.y;
-        s->cloner->clone(job);
-        err = cc::convert_cuda(cc::make_plan(cc::PixelFormat::RGBA, cm, r.width, r.height, yuv_rect.format, cm,
-                                             r.width, r.height),
-                               rgba, yuv_rect, stream);
-        if (err != cudaSuccess) goto cuda_failed;
-      }
-    } catch (const std::exception &e) {
-      what = e.what();
-      goto clone_failed;
+    step->at(name, "seamless clone");
+    if (!yuv) {
+      job.background = packed_image(out_info, fout.data[0], fout.stride[0]);
+      s->cloner->clone(job);
+    } else {
+      pp::clone_yuv_cuda(*s->cloner, yuv_background(out_info, &fout, s->rgba_dev.data()), job, stream);
     }
   }
-  failed_pad = nullptr;
 
   /* 3. system-memory output: download; then finish our work before the buffer leaves */
-  if (!out_dev) err = gst_prism_cuda_copy_planes(&out, &fout, FALSE, stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-  if (err != cudaSuccess) goto cuda_failed;
-  goto done;
-
-clone_failed:
-  post_clone_error(self, failed_pad ? failed_pad : "?", what.c_str());
-  ret = GST_FLOW_ERROR;
-  goto done;
-cuda_failed:
-  GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("CUDA error%s%s", failed_pad ? " on pad " : "", failed_pad ? failed_pad : ""),
-                    ("%s", cudaGetErrorString(err)));
-  ret = GST_FLOW_ERROR;
-done:
-  if (ret != GST_FLOW_OK) cudaStreamSynchronize(stream); /* nothing may still read or write the buffers */
-  for (GstVideoFrame &f : overlay_frames) gst_video_frame_unmap(&f);
-  if (out_mapped) gst_video_frame_unmap(&out);
-  return ret;
+  step->at("src", "downloading the output");
+  if (!out_dev) PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(out.get(), &fout, FALSE, stream));
+  step->at("src", "finishing the GPU work");
+  PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  drain.disarm();
+  return GST_FLOW_OK;
 }
 #endif
 
@@ -1201,6 +856,8 @@ static gboolean copy_meta(GstBuffer *inbuf, GstMeta **meta, gpointer outbuf) {
   return TRUE;
 }
 
+/* The one place where exceptions from the kernels (and failed CUDA calls) become an error
+ * message, naming the pad whose work failed. */
 static GstFlowReturn aggregate_frames(GstVideoAggregator *vagg, GstBuffer *outbuf) {
   GstPoissonBlend *self = GST_POISSON_BLEND(vagg);
   GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
@@ -1219,18 +876,23 @@ static GstFlowReturn aggregate_frames(GstVideoAggregator *vagg, GstBuffer *outbu
   std::vector<OverlayRef> pads = overlays_in_order(self);
   std::vector<OverlayWork> work;
   GstFlowReturn ret = GST_FLOW_ERROR;
-  if (collect_work(self, pads, &work)) {
+  Step step;
+  try {
+    if (collect_work(self, pads, &work)) {
 #if defined(PRISM_HAVE_CUDA)
-    if (self->cuda.use_cuda) {
-      if (!gst_prism_cuda_push(&self->cuda)) {
-        GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("cannot push the CUDA context"), (nullptr));
-      } else {
-        ret = aggregate_cuda(self, bgbuf, outbuf, work);
-        gst_prism_cuda_pop();
-      }
-    } else
+      if (self->cuda.use_cuda) {
+        prism::GstPrismContextScope scope(&self->cuda);
+        if (!scope.pushed())
+          GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("cannot push the CUDA context"), (nullptr));
+        else
+          ret = aggregate_cuda(self, bgbuf, outbuf, work, &step);
+      } else
 #endif
-      ret = aggregate_cpu(self, bgbuf, outbuf, work);
+        ret = aggregate_cpu(self, bgbuf, outbuf, work, &step);
+    }
+  } catch (const std::exception &e) {
+    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("%s: %s failed", step.pad, step.doing), ("%s", e.what()));
+    ret = GST_FLOW_ERROR;
   }
   release_overlays(pads);
   return ret;

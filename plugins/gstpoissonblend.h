@@ -6,19 +6,14 @@
  *   overlay_%u    (request) overlays, solved one after another in increasing `zorder` (ties: pad
  *                           creation order), i.e. the result of repeated cv::seamlessClone calls
  *
- * Overlay pad properties (all but mask-location controllable with GstController):
- *   xpos, ypos     where the centre of the mask's bounding box lands in the background: exactly
- *                  the `p` of cv::seamlessClone
- *   mode           normal, mixed, monochrome-transfer (cv::NORMAL_CLONE, MIXED_CLONE,
- *                  MONOCHROME_TRANSFER)
- *   mask-location  an image file decoded once (grey as cvtColor BGR2GRAY); unset = the overlay's
- *                  alpha channel is the mask (the overlay must then be RGBA or BGRA)
- *   zorder         (GstVideoAggregatorPad's)
+ * The pads (GstPoissonBlendPad, GstPoissonBlendOverlayPad) and the overlay pad properties (xpos,
+ * ypos, mode, mask-location, zorder) are in gstpoissonblendpad.h.
  *
  * Where OpenCV throws because the box leaves the background, the box is clipped (one WARNING per
  * pad) and the stream goes on; an empty mask leaves the background unchanged (one WARNING).
  * NV12/I420 backgrounds: the destination box (grown by one pixel, to even coordinates) goes to
- * RGBA, is cloned into and goes back, so that rectangle makes an RGB round trip.
+ * RGBA, is cloned into and goes back, so that rectangle makes an RGB round trip
+ * (prism::poisson::clone_yuv_cpu/clone_yuv_cuda, kernels/poisson/yuv_clone.h).
  *
  * On the GPU path (device=auto with a GPU, or cuda) everything stays in device memory: CUDA
  * overlays are read in place, system-memory overlays are uploaded once per new GstMemory (an
@@ -34,23 +29,6 @@
 #include "gst/prism/gstprismcuda.h"
 
 G_BEGIN_DECLS
-
-#define GST_TYPE_POISSON_BLEND_MODE (gst_poisson_blend_mode_get_type())
-GType gst_poisson_blend_mode_get_type(void);
-
-/* The background pad: a GstVideoAggregatorPad whose buffers are never mapped for it by the base
- * class (CUDA memory stays on the device). */
-#define GST_TYPE_POISSON_BLEND_PAD (gst_poisson_blend_pad_get_type())
-G_DECLARE_DERIVABLE_TYPE(GstPoissonBlendPad, gst_poisson_blend_pad, GST, POISSON_BLEND_PAD,
-                         GstVideoAggregatorPad)
-struct _GstPoissonBlendPadClass {
-  GstVideoAggregatorPadClass parent_class;
-};
-
-/* An overlay pad: xpos, ypos, mode, mask-location. */
-#define GST_TYPE_POISSON_BLEND_OVERLAY_PAD (gst_poisson_blend_overlay_pad_get_type())
-G_DECLARE_FINAL_TYPE(GstPoissonBlendOverlayPad, gst_poisson_blend_overlay_pad, GST,
-                     POISSON_BLEND_OVERLAY_PAD, GstPoissonBlendPad)
 
 #define GST_TYPE_POISSON_BLEND (gst_poisson_blend_get_type())
 G_DECLARE_FINAL_TYPE(GstPoissonBlend, gst_poisson_blend, GST, POISSON_BLEND, GstVideoAggregator)

@@ -1,65 +1,35 @@
-// CUDA path of the seamless clone.
+// CUDA path of the seamless clone: the part its two solvers share.
 //
 // The RHS (OpenCV's float expressions, poisson_pixel.h) is computed in one kernel per job from the
-// background, the overlay and the eroded mask. Then, chosen per box size by measurement:
-//  - Replay: OpenCV's own float solve, its four DFT passes replayed operation for operation
-//    (opencv_dft.h; ReplayPass below), the division and truncation as OpenCV writes them: bit-exact,
-//    but a generic butterfly costs O(p) per output for a prime factor p of 2n+2, so it serves small
-//    and thin boxes (where the solution sits on integers and only OpenCV's roundings truncate alike).
-// Otherwise the DST-I pair is computed in double precision, with OpenCV's float roundings replayed
-// for the lowest frequencies of the forward passes and spliced in (below: those are what moves
-// OpenCV's answer; a plain double solve differs on up to ~0.3% of values). Two ways:
-//  - Gemm: the DST-I as a dense matrix S (S_ij = sin(pi (i+1)(j+1) / (n+1))): Y = S_M X S_N by
-//    strided-batched DGEMMs over the three channels (FP64 tensor cores on Hopper; exact IEEE).
-//    S's rows mirror (S_{n-1-j,k} = (-1)^k S_jk), so each axis is first folded into sums
-//    x_j + x_{n-1-j} (even outputs) and differences x_j - x_{n-1-j} (odd outputs) and transformed
-//    by two half-size matrices E and O: half the flops (the even/odd split of fast DST algorithms,
-//    e.g. Rao & Yip, "Discrete Cosine Transform", ch. 4). The spectrum stays in this split order;
-//    the inverse applies E^T and O^T and the output kernel unfolds.
-//  - Fft: the DST-I as the imaginary part of the real FFT of the odd extension [0, x, 0, -rev x]
-//    (as OpenCV does), cuFFT D2Z batched over rows; transposes between the axes are fused into the
-//    kernels that read the spectra, and the eigenvalue division is fused into the extension.
-// Buffers, plans and matrices are made per box size the first time it is seen and cached.
-// Auto: Replay where cheap or thin, then by box size on GPUs with full-rate FP64, Fft elsewhere
-// (solver_for).
-#include <cublas_v2.h>
-#include <cuda_pipeline.h>
-#include <cufft.h>
-
+// background, the overlay and the eroded mask (this file). Then, chosen per box size by
+// measurement (solver_for, below):
+//  - Replay (replay.cu): OpenCV's own float solve, its four DFT passes replayed operation for
+//    operation (opencv_dft.h), the division and truncation as OpenCV writes them: bit-exact, but a
+//    generic butterfly costs O(p) per output for a prime factor p of 2n+2, so it serves small and
+//    thin boxes (where the solution sits on integers and only OpenCV's roundings truncate alike).
+//  - Gemm or Fft (dst_solve.cu): the DST-I pair in double precision, by split DGEMMs or cuFFT, with
+//    OpenCV's float roundings replayed for the lowest frequencies of the forward passes and spliced
+//    in.
+// Buffers, plans and matrices are made per box size the first time it is seen and cached
+// (SizeEntry). Auto: Replay where cheap or thin, then by box size on GPUs with full-rate FP64, Fft
+// elsewhere (solver_for). seamless_clone_internal.cuh has what the three files share.
 #include <algorithm>
-#include <cmath>
 #include <list>
-#include <string>
 #include <vector>
 
-#include "common/gpu.h"
-#include "poisson/opencv_dft.h"
-#include "poisson/poisson_pixel.h"
-#include "poisson/seamless_clone.h"
+#include "poisson/seamless_clone_internal.cuh"
 
 namespace prism::poisson {
 
+using detail::BlasHandle;
+using detail::check_cublas;
+using detail::DeviceArray;
+using detail::Fold;
 using detail::Geometry;
+using detail::PinnedArray;
+using detail::SplitLayout;
 
 namespace {
-
-using gpu::device_alloc;
-
-void check_cufft(cufftResult r, const char* what) {
-  if (r != CUFFT_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: cufftResult " + std::to_string(r));
-}
-void check_cublas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw gpu::CudaError(std::string(what) + " failed: " + cublasGetStatusString(s));
-}
-
-// A device copy of a host vector (set-up only: synchronous).
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  T* d = device_alloc<T>(host.size());
-  PRISM_CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
 
 constexpr int kErodeBx = 32, kErodeBy = 8;
 
@@ -149,33 +119,6 @@ __global__ void rhs_odd_extension_kernel(PackedImage bg, PackedImage ov, MaskVie
   }
 }
 
-// The even/odd split of one axis of length n: folded index f < ne holds x_f + x_{n-1-f} (x_f alone
-// at the middle of an odd n), f = ne + a holds x_a - x_{n-1-a}.
-struct Fold {
-  int n, ne;
-  __host__ __device__ explicit Fold(int len) : n(len), ne((len + 1) / 2) {}
-  __host__ __device__ int no() const { return n - ne; }
-  // Original index of split-order output position f: even outputs first, then odd ones.
-  __host__ __device__ int spectral_index(int f) const { return f < ne ? 2 * f : 2 * (f - ne) + 1; }
-};
-
-// Gemm's planes [3][M][pitch]: rows in split order (odd half from row me), columns in split order
-// with the odd half from column odd_col. odd_col and pitch are multiples of 32 so that every GEMM
-// operand starts 256-byte aligned: an odd offset (ne = 1199 at 2400 wide) sends cuBLAS to slower
-// unaligned kernels. Padding columns are zero.
-struct SplitLayout {
-  int N, M, ne, no, me, mo, odd_col, pitch;
-  static constexpr int kAlign = 32;
-  static SplitLayout of(int N, int M) {
-    auto up = [](int v) { return (v + kAlign - 1) / kAlign * kAlign; };
-    const Fold fn(N), fm(M);
-    return {N, M, fn.ne, fn.no(), fm.ne, fm.no(), up(fn.ne), up(fn.ne) + up(fn.no())};
-  }
-  __host__ __device__ int64_t plane() const { return static_cast<int64_t>(M) * pitch; }
-  // Column of split position f (f < ne: even half).
-  __host__ __device__ int column(int f) const { return f < ne ? f : odd_col + f - ne; }
-};
-
 // Gemm: the RHS folded along both axes into split-order planes. Thread (a, b) combines the four
 // mirrored pixels (a or N-1-a, b or M-1-b); the block computes the four mirrored tiles first.
 __global__ void rhs_folded_kernel(PackedImage bg, PackedImage ov, MaskView mask, Geometry g, CloneMode mode,
@@ -209,528 +152,6 @@ __global__ void rhs_folded_kernel(PackedImage bg, PackedImage ov, MaskView mask,
   }
 }
 
-// Reads the imaginary part of spectrum rows (rows_in = channels * A rows of length B+2 complex,
-// element k+1 for k < B) and writes it transposed as odd extensions: out row c*B + k, positions
-// 1+a and pitch-1-a. A tile of 32x32 goes through shared memory so both sides are coalesced.
-__global__ void transpose_imag_kernel(const cufftDoubleComplex* in, int A, int B, double* out, int out_pitch) {
-  __shared__ double tile[32][33];
-  const int c = blockIdx.z;
-  const int k0 = blockIdx.x * 32, a0 = blockIdx.y * 32;
-  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
-    const int a = a0 + dy, k = k0 + threadIdx.x;
-    if (a < A && k < B) tile[dy][threadIdx.x] = in[static_cast<int64_t>(c * A + a) * (B + 2) + k + 1].y;
-  }
-  __syncthreads();
-  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
-    const int k = k0 + dy, a = a0 + threadIdx.x;
-    if (a < A && k < B) {
-      const double v = tile[threadIdx.x][dy];
-      double* row = out + static_cast<int64_t>(c * B + k) * out_pitch;
-      row[1 + a] = v;
-      row[out_pitch - 1 - a] = -v;
-    }
-  }
-}
-
-// Denominator (fx[i] + fy[j]) - 4 in float, as OpenCV's solve().
-__device__ __forceinline__ double eigen_denominator(const float* fx, const float* fy, int i, int j) {
-  return static_cast<double>(__fsub_rn(__fadd_rn(fx[i], fy[j]), 4.0f));
-}
-
-// Fft: spectrum rows c*N + i (length M+2 complex) -> divided, odd extensions in place of `out`.
-__global__ void divide_fft_kernel(const cufftDoubleComplex* in, int N, int M, const float* fx, const float* fy,
-                                  double* out) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y, c = blockIdx.z;
-  if (j >= M) return;
-  const int64_t r = static_cast<int64_t>(c) * N + i;
-  const double v = in[r * (M + 2) + j + 1].y / eigen_denominator(fx, fy, i, j);
-  double* row = out + r * (2 * M + 2);
-  row[1 + j] = v;
-  row[2 * M + 1 - j] = -v;
-}
-
-// Gemm: split-order planes in place (fx, fy permuted to the split order).
-__global__ void divide_split_kernel(double* y, SplitLayout L, const float* fx, const float* fy) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y, c = blockIdx.z;
-  if (i >= L.N) return;
-  y[c * L.plane() + static_cast<int64_t>(j) * L.pitch + L.column(i)] /= eigen_denominator(fx, fy, i, j);
-}
-
-// Step 8: writes the solution into the background's box interior, all three channels of a pixel.
-// Fft reads the imaginary parts of the last spectra; Gemm unfolds its split-order result (the
-// inverse of rhs_folded_kernel's fold: x_i = p_a +- q_a with a = i or N-1-i).
-template <bool kSpectrum>
-__global__ void output_kernel(const void* solved, Geometry g, SplitLayout L, double scale, PackedImage bg) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
-  const int N = g.W - 2, M = g.H - 2;
-  if (i >= N || j >= M) return;
-  uint8_t* px = bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
-  const int a = i < L.ne ? i : N - 1 - i, b = j < L.me ? j : M - 1 - j;
-  const double sa = (a == N - 1 - a) ? 0.0 : (i < L.ne ? 1.0 : -1.0);  // 0: middle, no odd part
-  const double sb = (b == M - 1 - b) ? 0.0 : (j < L.me ? 1.0 : -1.0);
-  for (int c = 0; c < 3; ++c) {
-    double v;
-    if (kSpectrum) {
-      const int64_t r = static_cast<int64_t>(c) * M + j;
-      v = static_cast<const cufftDoubleComplex*>(solved)[r * (N + 2) + i + 1].y;
-    } else {
-      const double* row_even = static_cast<const double*>(solved) + c * L.plane() + static_cast<int64_t>(b) * L.pitch;
-      const double* row_odd = row_even + static_cast<int64_t>(L.me) * L.pitch;
-      v = row_even[a];
-      if (sa != 0.0) v += sa * row_even[L.odd_col + a];
-      if (sb != 0.0) {
-        double w = row_odd[a];
-        if (sa != 0.0) w += sa * row_odd[L.odd_col + a];
-        v += sb * w;
-      }
-    }
-    px[detail::channel_offset(bg, c)] = detail::to_u8_truncate(v * scale);
-  }
-}
-
-// --- OpenCV-exact low frequencies (opencv_dft.h) -------------------------------------------------
-// OpenCV's float errors in the forward transforms' lowest frequencies, amplified by the smallest
-// eigenvalues, are what separates a double solve from OpenCV's answer (2400x1552 real image: 0.14%
-// of values; 1078x719 noise: 0.27%). The first kExactLow outputs of the forward row pass (all rows)
-// and of the forward column pass over those columns (a kExactLow^2 corner of the spectrum) are
-// replayed bit for bit and replace the double values there: 0.011% and 0.019% (measured on the
-// CPU with OpenCV's own passes; more outputs change little).
-constexpr int kExactLow = 32;
-
-// Rows of the odd extension [0, x, 0, -rev x] of `length` floats x: row r of channel c starts at
-// data + c*channel_stride + r*row_stride, elements elem_stride apart.
-struct RowSource {
-  const float* data;
-  int64_t channel_stride, row_stride, elem_stride;
-  int length;
-};
-
-// Generic stages of at least this radix are not summed inside dft_head_kernel (one row per block,
-// where the few threads that own the wanted outputs each walk h = radix/2 terms while the rest of
-// the block idles, and the twiddles they read differ per thread) but split out to long_stage_kernel,
-// where the 32 lanes of a warp are 32 transforms sharing each twiddle (2400x1552 on an H100: radix
-// 2399, 1199 terms per output). A version computing the long stage's inputs inside long_stage_kernel
-// (no pairs buffer) measured slower: its gathers from the input were latency-bound (592x592 on an
-// H100: 40 us against 15 + 22).
-constexpr int kLongRadix = 64;
-
-// Which stages one dft_head_kernel launch runs. Whole pass: first = 0, stop = none. Split at a long
-// stage L: the launch before it runs stages [0, L) and L's pairs (written to pairs_out/first_out
-// instead of summed), the launch after it (if L is not the last stage) reads L's wanted outputs
-// from `compact` and runs stages (L, end).
-struct HeadRange {
-  int first = 0;
-  int stop = ocvdft::kMaxStages;
-  float4* pairs_out = nullptr;           // [transform][pair][p - 1]: a, b
-  ocvdft::Cf* first_out = nullptr;       // [transform][pair] the butterfly's v[0]
-  const ocvdft::Cf* compact = nullptr;   // [transform][block][kept], stage first-1's outputs
-  int compact_blocks = 0, compact_kept = 0, compact_n = 0;
-  float inverse_scale = 0.f;             // > 0: OpenCV's inverse with DFT_SCALE (opencv_dft.h)
-};
-
-// Dynamic shared memory of one dft_head_kernel launch: the row, then the staging area where a
-// pruned generic stage collects its outputs (positions below the bound in every block) before they
-// replace the row's values (which hold that stage's a[] and b[] until every output is computed).
-// The twiddle table stays in global memory: a copy in shared memory cost more in occupancy than it
-// saved (2400x1552 on an H100: 4.07 ms against 3.55, before the long stage was split out).
-struct HeadLayout {
-  int staging = 0;  // complex values
-  static HeadLayout of(const ocvdft::Plan& plan, int prune, int first, int stop) {
-    HeadLayout h;
-    for (int s = first; s < std::min(stop, plan.num_stages); ++s) {
-      const ocvdft::Stage& st = plan.stages[s];
-      if (!ocvdft::is_generic(st)) continue;
-      h.staging = std::max(h.staging, plan.n0 / st.n * std::min(st.n, prune));
-    }
-    return h;
-  }
-  size_t bytes(int n0) const { return static_cast<size_t>(n0 + staging) * sizeof(ocvdft::Cf); }
-};
-
-constexpr int kHeadThreads = 256;
-
-// One block per transform (r = blockIdx.x of channel c = blockIdx.y): OpenCV's forward DFT of the
-// row's odd extension in shared memory, stage by stage (ocvdft::run_host in parallel), every
-// stage pruned below `prune`; writes the imaginary parts of outputs 1..count to
-// out[(c * rows + r) * count + k - 1]. `range` splits the pass around a long stage.
-__global__ void __launch_bounds__(kHeadThreads) dft_head_kernel(ocvdft::Plan plan, const int* __restrict__ slot,
-                                                                const ocvdft::Cf* __restrict__ wave, HeadRange range,
-                                                                RowSource src, int prune, float* out, int count) {
-  using ocvdft::Cf;
-  extern __shared__ Cf head_smem[];
-  const int n0 = plan.n0, r = blockIdx.x, c = blockIdx.y, len = src.length;
-  const int64_t transform = static_cast<int64_t>(c) * gridDim.x + r;
-  Cf* row = head_smem;
-  Cf* staging = row + n0;
-  if (range.first == 0) {
-    // The extension [0, x, 0, -rev x] read in order (coalesced) and scattered to the permuted slots.
-    // The inverse conjugates its input (imaginary parts -0).
-    const float* x = src.data + c * src.channel_stride + r * src.row_stride;
-    const float im = range.inverse_scale > 0.f ? -0.f : 0.f;
-#pragma unroll 4  // (several loads in flight per thread)
-    for (int k = threadIdx.x; k < len; k += blockDim.x) {
-      const float v = x[k * src.elem_stride];
-      row[slot[k + 1]] = {v, im};
-      row[slot[2 * len + 1 - k]] = {-v, im};
-    }
-    if (threadIdx.x == 0) row[slot[0]] = row[slot[len + 1]] = Cf{0.f, im};
-  } else {  // the positions below compact_kept of every block; the others are never read for a kept output
-    const int kept = range.compact_kept, values = range.compact_blocks * kept;
-    const Cf* in = range.compact + transform * values;
-    for (int i = threadIdx.x; i < values; i += blockDim.x) row[(i / kept) * range.compact_n + i % kept] = in[i];
-  }
-  __syncthreads();
-  for (int s = range.first; s < plan.num_stages; ++s) {
-    const ocvdft::Stage st = plan.stages[s];
-    const int blocks = n0 / st.n;
-    if (!ocvdft::is_generic(st)) {
-      const int cols = min(st.nx, prune);  // (columns j >= prune feed no kept output)
-      for (int t = threadIdx.x; t < blocks * cols; t += blockDim.x) {
-        const int j = t % cols;
-        Cf* v = row + (t / cols) * st.n + j;
-        switch (st.radix) {
-          case 2: ocvdft::radix2(v, st.nx, j, st.dw0, wave); break;
-          case 3: ocvdft::radix3(v, st.nx, j, st.dw0, wave); break;
-          case 4: ocvdft::radix4(v, st.nx, j, st.dw0, wave); break;
-          default: ocvdft::radix5(v, st.nx, j, st.dw0, wave); break;
-        }
-      }
-      __syncthreads();
-      continue;
-    }
-    const int h = (st.radix - 1) / 2, cols = min(st.nx, prune), pairs = blocks * cols, kept = min(st.n, prune);
-    if (s == range.stop) {  // the long stage: its a[], b[] and v[0] go to long_stage_kernel
-      float4* pairs_out = range.pairs_out + transform * pairs * h;
-#pragma unroll 4
-      for (int t = threadIdx.x; t < pairs * h; t += blockDim.x) {
-        const int pair = t / h, p = t % h + 1, j = pair % cols;
-        Cf a, b;
-        ocvdft::generic_pair(row + (pair / cols) * st.n + j, st, j, p, wave, a, b);
-        pairs_out[t] = make_float4(a.re, a.im, b.re, b.im);
-      }
-      for (int pair = threadIdx.x; pair < pairs; pair += blockDim.x)
-        range.first_out[transform * pairs + pair] = row[(pair / cols) * st.n + pair % cols];
-      return;
-    }
-    // a[p-1] and b[p-1] of every (block, column) pair, in place of v[p nx] and v[n - p nx].
-    for (int t = threadIdx.x; t < pairs * h; t += blockDim.x) {
-      const int pair = t / h, p = t % h + 1, j = pair % cols;
-      Cf* v = row + (pair / cols) * st.n + j;
-      Cf a, b;
-      ocvdft::generic_pair(v, st, j, p, wave, a, b);
-      v[st.nx * p] = a;
-      v[st.n - st.nx * p] = b;
-    }
-    __syncthreads();
-    // Item p = 0 of a pair: the running sum (v[0]); p >= 1: outputs p nx and n - p nx where kept.
-    for (int t = threadIdx.x; t < pairs * (h + 1); t += blockDim.x) {
-      const int pair = t / (h + 1), p = t % (h + 1), j = pair % cols, blk = pair / cols;
-      const Cf* v = row + blk * st.n + j;
-      Cf* stage_out = staging + blk * kept + j;
-      const int lo = st.nx * p, hi = st.n - st.nx * p;
-      if (p == 0) {
-        stage_out[0] = ocvdft::generic_sum(v[0], h, v + st.nx, v + st.n - st.nx, st.nx, -st.nx);
-      } else if (j + lo < kept || j + hi < kept) {
-        Cf s0, s1;
-        ocvdft::generic_output(v[0], st, p, n0, wave, v + st.nx, v + st.n - st.nx, st.nx, -st.nx, s0, s1);
-        if (j + lo < kept) stage_out[lo] = s0;
-        if (j + hi < kept) stage_out[hi] = s1;
-      }
-    }
-    __syncthreads();
-    for (int t = threadIdx.x; t < blocks * kept; t += blockDim.x) row[(t / kept) * st.n + t % kept] = staging[t];
-    __syncthreads();
-  }
-  float* o = out + transform * count;
-  for (int k = threadIdx.x; k < count; k += blockDim.x)
-    o[k] = range.inverse_scale > 0.f ? ocvdft::inverse_output_im(row[k + 1].im, range.inverse_scale) : row[k + 1].im;
-}
-
-// A long generic stage, split out of dft_head_kernel: the wanted outputs j + nx p (p = 0 is the
-// running sum v[0] + sum a.re, b.im) of every (block, column j) pair, for all transforms.
-struct LongStage {
-  ocvdft::Stage st;
-  int n0 = 0;
-  int h = 0, cols = 0, pairs = 0, kept = 0, blocks = 0;
-  int transforms = 0;
-  int count = 0;       // last: positions 1..count are wanted (the pass's outputs), else 0..kept-1
-  bool last = false;   // the plan's last stage: outputs go straight to the pass's output
-  int p_max = 0;       // the largest wanted p (column 0)
-  int tw_width = 0;    // twiddles per term q in the table: p = 1..p_max, padded to kLongGroup
-
-  __host__ __device__ bool wanted(int pos) const { return last ? pos >= 1 && pos <= count : pos < kept; }
-};
-
-constexpr int kLongChunk = 32;     // terms staged in shared memory at a time (two chunks in flight)
-constexpr int kLongGroup = 4;      // outputs p per thread: a[q], b[q] read once for four sums
-constexpr int kLongThreads = 256;  // warp 0: the running sum; warps 1..7: up to 28 outputs p
-constexpr int kLongMaxP = (kLongThreads / 32 - 1) * kLongGroup;
-
-// Chunk q0's a[q], b[q] of 32 transforms and its twiddles, copied to shared memory asynchronously
-// (cp.async: no registers held, the copy of chunk c + 1 runs during the arithmetic of chunk c).
-__device__ void long_fetch(const LongStage& L, const float4* pairs_in, const ocvdft::Cf* tw_table, int t0, int pair,
-                           int q0, float4* tile, float4* tw_tile) {
-  const int chunk = min(kLongChunk, L.h - q0);
-  for (int i = threadIdx.x; i < 32 * kLongChunk; i += kLongThreads) {
-    const int lane = i / kLongChunk, q = i % kLongChunk;
-    if (q < chunk && t0 + lane < L.transforms)
-      __pipeline_memcpy_async(&tile[q * 33 + lane],
-                              &pairs_in[(static_cast<int64_t>(t0 + lane) * L.pairs + pair) * L.h + q0 + q],
-                              sizeof(float4));
-  }
-  const float4* tw_src = reinterpret_cast<const float4*>(tw_table + static_cast<int64_t>(q0) * L.tw_width);
-  for (int i = threadIdx.x; i < chunk * L.tw_width / 2; i += kLongThreads)
-    __pipeline_memcpy_async(&tw_tile[i], &tw_src[i], sizeof(float4));
-  __pipeline_commit();
-}
-
-// Block: 32 transforms (lanes) x warps over the outputs of pair blockIdx.y: warp 0 the running sum
-// (p = 0), warp w >= 1 outputs p = 1 + 4(w - 1) .. + 3. Per chunk of terms q, a[q], b[q] of the 32
-// transforms (coalesced) and the twiddles of every (q, p) (tw_table, made on the host) go to shared
-// memory; each term of a sum then reads one float4 of its lane and twiddles common to the warp. The
-// sums run in OpenCV's order, so the results are bit-identical to dft_head_kernel's. Outputs
-// j + n - nx p are never wanted for a long stage (checked on the host).
-__global__ void __launch_bounds__(kLongThreads) long_stage_kernel(LongStage L, const ocvdft::Cf* __restrict__ tw_table,
-                                                                  const float4* __restrict__ pairs_in,
-                                                                  const ocvdft::Cf* __restrict__ first_in,
-                                                                  ocvdft::Cf* compact, float* out) {
-  using ocvdft::Cf;
-  __shared__ float4 tile[2][kLongChunk * 33];                // [q][lane] a, b; padded against bank conflicts
-  __shared__ float4 tw_tile[2][kLongChunk * kLongMaxP / 2];  // [q][p - 1] twiddles, two per float4
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int pair = blockIdx.y, j = pair % L.cols, blk = pair / L.cols;
-  const int t0 = blockIdx.x * 32, transform = t0 + lane;
-  const bool live = transform < L.transforms;
-  const int p_first = warp == 0 ? 0 : 1 + (warp - 1) * kLongGroup;
-  const bool computes = p_first <= L.p_max;
-  const Cf v0 = live ? first_in[static_cast<int64_t>(transform) * L.pairs + pair] : Cf{0.f, 0.f};
-  Cf s[kLongGroup];
-#pragma unroll
-  for (int g = 0; g < kLongGroup; ++g) s[g] = v0;
-  long_fetch(L, pairs_in, tw_table, t0, pair, 0, tile[0], tw_tile[0]);
-  for (int q0 = 0, buf = 0; q0 < L.h; q0 += kLongChunk, buf ^= 1) {
-    const int chunk = min(kLongChunk, L.h - q0);
-    if (q0 + kLongChunk < L.h) {
-      long_fetch(L, pairs_in, tw_table, t0, pair, q0 + kLongChunk, tile[buf ^ 1], tw_tile[buf ^ 1]);
-      __pipeline_wait_prior(1);
-    } else {
-      __pipeline_wait_prior(0);
-    }
-    __syncthreads();  // chunk q0 is in shared memory for every thread
-    if (computes) {
-      const float4* ab_q = tile[buf] + lane;
-      if (warp == 0) {
-#pragma unroll 8
-        for (int q = 0; q < chunk; ++q) {
-          const float4 ab = ab_q[q * 33];
-          ocvdft::generic_sum_term(s[0], Cf{ab.x, ab.y}, Cf{ab.z, ab.w});
-        }
-      } else {
-        const Cf* twq = reinterpret_cast<const Cf*>(tw_tile[buf]) + p_first - 1;
-#pragma unroll 2
-        for (int q = 0; q < chunk; ++q, twq += L.tw_width) {
-          const float4 ab = ab_q[q * 33];
-          const Cf a{ab.x, ab.y}, b{ab.z, ab.w};
-          Cf unused;
-#pragma unroll
-          for (int g = 0; g < kLongGroup; ++g) ocvdft::generic_term<false>(twq[g], a, b, s[g], unused);
-        }
-      }
-    }
-    __syncthreads();  // before the next iteration's copy overwrites this buffer
-  }
-  if (!live || !computes) return;
-#pragma unroll  // (a loop with a variable bound would put s[] in local memory)
-  for (int g = 0; g < kLongGroup; ++g) {
-    const int p = p_first + g, pos = j + L.st.nx * p;  // position in the block
-    if ((warp == 0 && g > 0) || p > L.p_max || !L.wanted(pos)) continue;
-    if (L.last) out[static_cast<int64_t>(transform) * L.count + pos - 1] = s[g].im;
-    else compact[(static_cast<int64_t>(transform) * L.blocks + blk) * L.kept + pos] = s[g];
-  }
-}
-
-// The device's opt-in shared memory limit, granted to dft_head_kernel once per process.
-int head_smem_limit() {
-  static const int limit = [] {
-    int dev = 0, bytes = 0;
-    PRISM_CUDA_CHECK(cudaGetDevice(&dev));
-    PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    PRISM_CUDA_CHECK(cudaFuncSetAttribute(dft_head_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return bytes;
-  }();
-  return limit;
-}
-
-// One forward pass replayed: `transforms` = channels x rows odd extensions of one length, the first
-// `count` outputs of each. Plan, tables and (for a long stage) the split's buffers are made once.
-class ReplayPass {
- public:
-  ReplayPass() = default;
-  ReplayPass(const ReplayPass&) = delete;
-  ReplayPass& operator=(const ReplayPass&) = delete;
-  ~ReplayPass() {
-    for (void* p : {(void*)slot_, (void*)wave_, (void*)tw_, (void*)pairs_, (void*)firsts_, (void*)compact_})
-      if (p) cudaFree(p);
-  }
-
-  // False when a row does not fit in shared memory (the pass is then left to the double solve).
-  bool prepare(int length, int rows, int channels, int count, bool inverse = false) {
-    const int n0 = 2 * length + 2;
-    inverse_scale_ = inverse ? ocvdft::inverse_scale(n0) : 0.f;
-    rows_ = rows;
-    channels_ = channels;
-    count_ = count;
-    prune_ = count + 1;
-    std::vector<int> perm;
-    std::vector<ocvdft::Cf> wave;
-    plan_ = ocvdft::make_plan(n0, perm, wave);
-    for (int s = 0; s < plan_.num_stages && !inverse; ++s) {  // (the inverse passes are never pruned enough)
-      const ocvdft::Stage& st = plan_.stages[s];
-      if (!ocvdft::is_generic(st)) continue;
-      // Split when long, its v[n - nx p] outputs are all unwanted, and at most kLongMaxP outputs p
-      // per column are.
-      const int h = (st.radix - 1) / 2, kept = std::min(st.n, prune_);
-      if (st.radix >= kLongRadix && st.nx * (h + 1) >= kept && (prune_ - 1) / st.nx <= kLongMaxP) split_ = s;
-      break;
-    }
-    before_ = HeadLayout::of(plan_, prune_, 0, split_ < 0 ? ocvdft::kMaxStages : split_);
-    after_ = HeadLayout::of(plan_, prune_, split_ + 1, ocvdft::kMaxStages);
-    const int limit = head_smem_limit();
-    if (before_.bytes(n0) > static_cast<size_t>(limit) || after_.bytes(n0) > static_cast<size_t>(limit)) return false;
-    std::vector<int> slot(n0);  // the work position of each extension element
-    for (int i = 0; i < n0; ++i) slot[perm[i]] = i;
-    slot_ = device_copy(slot);
-    wave_ = device_copy(wave);
-    if (split_ >= 0) {
-      const ocvdft::Stage& st = plan_.stages[split_];
-      LongStage& L = long_;
-      L.st = st;
-      L.n0 = n0;
-      L.h = (st.radix - 1) / 2;
-      L.cols = std::min(st.nx, prune_);
-      L.blocks = n0 / st.n;
-      L.pairs = L.blocks * L.cols;
-      L.kept = std::min(st.n, prune_);
-      L.transforms = rows * channels;
-      L.count = count;
-      L.last = split_ == plan_.num_stages - 1;
-      while (L.p_max < L.h && L.wanted(st.nx * (L.p_max + 1))) ++L.p_max;
-      L.tw_width = (L.p_max + kLongGroup - 1) / kLongGroup * kLongGroup;
-      // generic_output's twiddle for term q of output p: wave[(n0 / radix) p (q + 1) mod n0]
-      std::vector<ocvdft::Cf> tw(std::max(1, L.h * L.tw_width), ocvdft::Cf{0.f, 0.f});
-      for (int q = 0; q < L.h; ++q)
-        for (int p = 1; p <= L.p_max; ++p)
-          tw[static_cast<size_t>(q) * L.tw_width + p - 1] = wave[static_cast<int64_t>(n0 / st.radix) * p * (q + 1) % n0];
-      tw_ = device_copy(tw);
-      pairs_ = device_alloc<float4>(static_cast<size_t>(L.transforms) * L.pairs * L.h);
-      firsts_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.pairs);
-      if (!L.last) compact_ = device_alloc<ocvdft::Cf>(static_cast<size_t>(L.transforms) * L.blocks * L.kept);
-    }
-    return true;
-  }
-
-  void enqueue(const RowSource& src, float* out, cudaStream_t stream) const {
-    const int n0 = plan_.n0;
-    const dim3 grid(rows_, channels_);
-    if (split_ < 0) {
-      HeadRange whole;
-      whole.inverse_scale = inverse_scale_;
-      dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, whole, src, prune_, out,
-                                                                         count_);
-      return;
-    }
-    HeadRange before;
-    before.stop = split_;
-    before.pairs_out = pairs_;
-    before.first_out = firsts_;
-    dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_, wave_, before, src, prune_, out,
-                                                                       count_);
-    const LongStage& L = long_;
-    long_stage_kernel<<<dim3((L.transforms + 31) / 32, L.pairs), kLongThreads, 0, stream>>>(L, tw_, pairs_, firsts_,
-                                                                                          compact_, out);
-    if (L.last) return;
-    HeadRange after;
-    after.first = split_ + 1;
-    after.compact = compact_;
-    after.compact_blocks = L.blocks;
-    after.compact_kept = L.kept;
-    after.compact_n = L.st.n;
-    dft_head_kernel<<<grid, kHeadThreads, after_.bytes(n0), stream>>>(plan_, slot_, wave_, after, src, prune_, out,
-                                                                      count_);
-  }
-
- private:
-  ocvdft::Plan plan_{};
-  int rows_ = 0, channels_ = 0, count_ = 0, prune_ = 0;
-  float inverse_scale_ = 0.f;
-  int* slot_ = nullptr;  // work position of each extension element (dft_head_kernel's scatter)
-  ocvdft::Cf* wave_ = nullptr;
-  int split_ = -1;  // index of the long stage, -1: none
-  HeadLayout before_{}, after_{};
-  LongStage long_{};
-  ocvdft::Cf* tw_ = nullptr;  // the long stage's twiddles [q][p - 1]
-  float4* pairs_ = nullptr;       // [transform][pair][p - 1]: a, b
-  ocvdft::Cf* firsts_ = nullptr;  // [transform][pair]: v[0]
-  ocvdft::Cf* compact_ = nullptr;
-};
-
-// Fft: exact forward row-pass values into the row spectra (spec_x rows c*M + j, element k + 1).
-__global__ void splice_rows_fft_kernel(const float* e1, int M, int N, int K, cufftDoubleComplex* spec_x) {
-  const int k = threadIdx.x, j = blockIdx.x, c = blockIdx.y;
-  if (k >= K) return;
-  spec_x[(static_cast<int64_t>(c) * M + j) * (N + 2) + k + 1].y = e1[(static_cast<int64_t>(c) * M + j) * K + k];
-}
-
-// Fft: the exact corner into the column spectra (spec_y rows c*N + k, element l + 1).
-__global__ void splice_corner_fft_kernel(const float* e2, int N, int M, int K, int Lc, cufftDoubleComplex* spec_y) {
-  const int l = threadIdx.x, k = blockIdx.x, c = blockIdx.y;
-  if (l >= Lc) return;
-  spec_y[(static_cast<int64_t>(c) * N + k) * (M + 2) + l + 1].y = e2[(static_cast<int64_t>(c) * K + k) * Lc + l];
-}
-
-// Gemm: after the N-axis products, plane rows are the M-folded rows and columns the split-order
-// spectrum: row b (< me) holds A_b + A_{M-1-b}, row me + b holds A_b - A_{M-1-b}, where A = S x =
-// -OpenCV/2. The exact values for spectral columns k < K go there.
-__global__ void splice_rows_gemm_kernel(const float* e1, SplitLayout L, int K, double* t) {
-  const int k = threadIdx.x, row = blockIdx.x, c = blockIdx.y;
-  if (k >= K) return;
-  const bool odd = row >= L.me;
-  const int b = odd ? row - L.me : row, mirror = L.M - 1 - b;
-  const float* e = e1 + static_cast<int64_t>(c) * L.M * K;
-  const double a = -0.5 * static_cast<double>(e[static_cast<int64_t>(b) * K + k]);
-  const double m = mirror == b ? 0.0 : -0.5 * static_cast<double>(e[static_cast<int64_t>(mirror) * K + k]);
-  const int col = L.column(k % 2 == 0 ? k / 2 : L.ne + k / 2);
-  t[c * L.plane() + static_cast<int64_t>(row) * L.pitch + col] = odd ? a - m : a + m;
-}
-
-// Gemm: the exact corner after the M-axis products (S_M S_N x = OpenCV / 4), split order both ways.
-__global__ void splice_corner_gemm_kernel(const float* e2, SplitLayout L, int K, int Lc, double* y) {
-  const int l = threadIdx.x, k = blockIdx.x, c = blockIdx.y;
-  if (l >= Lc) return;
-  const int row = l % 2 == 0 ? l / 2 : L.me + l / 2, col = L.column(k % 2 == 0 ? k / 2 : L.ne + k / 2);
-  y[c * L.plane() + static_cast<int64_t>(row) * L.pitch + col] =
-      0.25 * static_cast<double>(e2[(static_cast<int64_t>(c) * K + k) * Lc + l]);
-}
-
-// Replay: OpenCV's division by the eigenvalues, in float as OpenCV writes it, the column pass's
-// [3][N][M] output read back in rows: q[c][k][i] = b[c][i][k] / (fx[i] + fy[k] - 4).
-__global__ void divide_replay_kernel(const float* b, int N, int M, const float* fx, const float* fy, float* q) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y, c = blockIdx.z;
-  if (i >= N) return;
-  const float d = __fsub_rn(__fadd_rn(fx[i], fy[k]), 4.f);
-  q[(static_cast<int64_t>(c) * M + k) * N + i] = __fdiv_rn(b[(static_cast<int64_t>(c) * N + i) * M + k], d);
-}
-
-// Replay: the inverse column pass's floats u[c][i][j] truncated into the box's interior.
-__global__ void output_replay_kernel(const float* u, Geometry g, PackedImage bg) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
-  const int N = g.W - 2, M = g.H - 2;
-  if (i >= N || j >= M) return;
-  uint8_t* px = bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
-  for (int c = 0; c < 3; ++c)
-    px[detail::channel_offset(bg, c)] = detail::to_u8_truncate(u[(static_cast<int64_t>(c) * N + i) * M + j]);
-}
-
 __global__ void mask_box_kernel(MaskView m, int* box /* minx, miny, maxx, maxy */) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= m.width || y >= m.height || detail::mask_at(m, x, y) == 0) return;
@@ -745,7 +166,6 @@ __global__ void init_box_kernel(int* box) {
   box[2] = box[3] = -1;
 }
 
-
 }  // namespace
 
 // Everything for one box size.
@@ -753,92 +173,22 @@ struct SizeEntry {
   int W = 0, H = 0;
   DstMethod requested = DstMethod::Fft;  // the cache key (Replay falls back to Fft when rows are too long)
   DstMethod method = DstMethod::Fft;
-  uint8_t* eroded = nullptr;
-  float* fx = nullptr;  // eigenvalue terms, OpenCV's float values
-  float* fy = nullptr;
-  // Fft
-  double* ext_x = nullptr;  // [3M][2N+2]
-  double* ext_y = nullptr;  // [3N][2M+2]
-  cufftDoubleComplex* spec_x = nullptr;  // [3M][N+2]
-  cufftDoubleComplex* spec_y = nullptr;  // [3N][M+2]
-  cufftHandle plan_x = 0, plan_y = 0;
-  bool plans = false;
-  // Gemm: the split halves of the sine matrices, column-major (E: ne x ne, O: no x no).
-  double* e_n = nullptr;
-  double* o_n = nullptr;
-  double* e_m = nullptr;
-  double* o_m = nullptr;
-  int ld_e_n = 0, ld_o_n = 0, ld_e_m = 0, ld_o_m = 0;
-  SplitLayout layout{};
-  double* dense = nullptr;  // [3][M][pitch]
-  double* tmp = nullptr;    // [3][M][pitch]
-  // OpenCV-exact low frequencies: replay plans of the row (2N+2) and column (2M+2) transforms, the
-  // float RHS [3][M][N], the exact row-pass values e1 [3][M][K] and corner e2 [3][K][Lc].
-  bool exact = false;
-  int K = 0, Lc = 0;
-  ReplayPass row_pass, col_pass;
-  float* rhs = nullptr;
-  float* e1 = nullptr;
-  float* e2 = nullptr;
-  // Replay: OpenCV's whole float solve on the GPU, its four passes (forward rows, forward columns,
-  // inverse rows, inverse columns), the row passes' outputs [3][M][N], the column passes' [3][N][M]
-  // and the quotients by the eigenvalues [3][M][N].
-  ReplayPass fwd_rows, fwd_cols, inv_rows, inv_cols;
-  float* pass_rows = nullptr;
-  float* pass_cols = nullptr;
-  float* quotient = nullptr;
-
-  ~SizeEntry() {
-    for (void* p : {(void*)eroded, (void*)fx, (void*)fy, (void*)ext_x, (void*)ext_y, (void*)spec_x, (void*)spec_y,
-                    (void*)e_n, (void*)o_n, (void*)e_m, (void*)o_m, (void*)dense, (void*)tmp, (void*)rhs,
-                    (void*)e1, (void*)e2, (void*)pass_rows, (void*)pass_cols, (void*)quotient})
-      if (p) cudaFree(p);
-    if (plans) {
-      cufftDestroy(plan_x);
-      cufftDestroy(plan_y);
-    }
-  }
+  DeviceArray<uint8_t> eroded;
+  DeviceArray<float> fx;  // eigenvalue terms, OpenCV's float values
+  DeviceArray<float> fy;
+  DeviceArray<float> rhs;  // the float RHS [3][M][N]
+  detail::ReplaySolve replay;
+  detail::DstSolve dst;
 };
 
 struct CudaCloner::Impl {
   cudaStream_t stream;
   DstMethod method;
   bool fast_fp64 = false;
-  cublasHandle_t blas = nullptr;
+  BlasHandle blas;
   std::list<SizeEntry> cache;  // most recently used first
-  int* box_dev = nullptr;
-  int* box_host = nullptr;
-
-  // The replay plans and buffers of the OpenCV-exact low frequencies; left off (double solve alone)
-  // when a row would not fit in shared memory (boxes over ~7,000 pixels wide).
-  void prepare_exact(SizeEntry& e, int N, int M) {
-    e.K = std::min(kExactLow, N);
-    e.Lc = std::min(kExactLow, M);
-    if (!e.row_pass.prepare(N, M, 3, e.K) || !e.col_pass.prepare(M, e.K, 3, e.Lc)) return;
-    e.e1 = device_alloc<float>(static_cast<size_t>(3) * M * e.K);
-    e.e2 = device_alloc<float>(static_cast<size_t>(3) * e.K * e.Lc);
-    e.exact = true;
-  }
-
-  // Enqueues both replays: row pass of every row (first K outputs), column pass of those K columns
-  // (first Lc outputs).
-  void run_exact(SizeEntry& e, int N, int M) {
-    if (!e.exact) return;
-    e.row_pass.enqueue(RowSource{e.rhs, static_cast<int64_t>(M) * N, N, 1, N}, e.e1, stream);
-    e.col_pass.enqueue(RowSource{e.e1, static_cast<int64_t>(M) * e.K, 1, e.K, M}, e.e2, stream);
-  }
-
-  // Replay's passes and buffers; false when a row does not fit in shared memory.
-  bool prepare_replay(SizeEntry& e, int N, int M) {
-    if (!e.fwd_rows.prepare(N, M, 3, N) || !e.fwd_cols.prepare(M, N, 3, M) || !e.inv_rows.prepare(N, M, 3, N, true) ||
-        !e.inv_cols.prepare(M, N, 3, M, true))
-      return false;
-    const size_t plane = static_cast<size_t>(3) * M * N;
-    e.pass_rows = device_alloc<float>(plane);
-    e.pass_cols = device_alloc<float>(plane);
-    e.quotient = device_alloc<float>(plane);
-    return true;
-  }
+  DeviceArray<int> box_dev{4};
+  PinnedArray<int> box_host{4};
 
   SizeEntry& entry(int W, int H) {
     const DstMethod requested = method == DstMethod::Auto ? CudaCloner::solver_for(W, H, fast_fp64) : method;
@@ -848,18 +198,19 @@ struct CudaCloner::Impl {
         return cache.front();
       }
     if (cache.size() >= 4) cache.pop_back();
-    cache.emplace_front();
-    SizeEntry& e = cache.front();
+    // Made aside and spliced in when complete: a check that throws half-way leaves no entry behind.
+    std::list<SizeEntry> made(1);
+    SizeEntry& e = made.front();
     e.W = W;
     e.H = H;
     e.requested = requested;
     const int N = W - 2, M = H - 2;
-    e.eroded = device_alloc<uint8_t>(static_cast<size_t>(W) * H);
-    e.rhs = device_alloc<float>(static_cast<size_t>(3) * M * N);
+    e.eroded.resize(static_cast<size_t>(W) * H);
+    e.rhs.resize(static_cast<size_t>(3) * M * N);
     DstMethod m = requested;
-    if (m == DstMethod::Replay && !prepare_replay(e, N, M)) m = DstMethod::Fft;
+    if (m == DstMethod::Replay && !e.replay.prepare(N, M)) m = DstMethod::Fft;
     e.method = m;
-    if (m != DstMethod::Replay) prepare_exact(e, N, M);
+    if (m != DstMethod::Replay) e.dst.prepare_exact(N, M);
     std::vector<float> fx(N), fy(M);
     detail::dst_filter(N, fx.data());
     detail::dst_filter(M, fy.data());
@@ -873,82 +224,11 @@ struct CudaCloner::Impl {
       permute(fx);
       permute(fy);
     }
-    e.fx = device_copy(fx);
-    e.fy = device_copy(fy);
-    if (m == DstMethod::Replay) return e;
-    if (m == DstMethod::Fft) {
-      const size_t nx = static_cast<size_t>(3) * M * (2 * N + 2), ny = static_cast<size_t>(3) * N * (2 * M + 2);
-      e.ext_x = device_alloc<double>(nx);
-      e.ext_y = device_alloc<double>(ny);
-      // Positions 0 and n+1 of every odd extension stay zero; the kernels never write them.
-      PRISM_CUDA_CHECK(cudaMemset(e.ext_x, 0, nx * sizeof(double)));
-      PRISM_CUDA_CHECK(cudaMemset(e.ext_y, 0, ny * sizeof(double)));
-      e.spec_x = device_alloc<cufftDoubleComplex>(static_cast<size_t>(3) * M * (N + 2));
-      e.spec_y = device_alloc<cufftDoubleComplex>(static_cast<size_t>(3) * N * (M + 2));
-      int len_x = 2 * N + 2, len_y = 2 * M + 2;
-      check_cufft(cufftPlanMany(&e.plan_x, 1, &len_x, nullptr, 1, len_x, nullptr, 1, N + 2, CUFFT_D2Z, 3 * M),
-                  "cufftPlanMany(x)");
-      if (cufftPlanMany(&e.plan_y, 1, &len_y, nullptr, 1, len_y, nullptr, 1, M + 2, CUFFT_D2Z, 3 * N) != CUFFT_SUCCESS) {
-        cufftDestroy(e.plan_x);
-        throw gpu::CudaError("cufftPlanMany(y) failed");
-      }
-      e.plans = true;
-      check_cufft(cufftSetStream(e.plan_x, stream), "cufftSetStream");
-      check_cufft(cufftSetStream(e.plan_y, stream), "cufftSetStream");
-    } else {
-      // Half matrix for outputs k = 2r + parity over folded inputs f: H[r, f] = S[f, k], column-major.
-      // Leading dimension padded to kAlign, like the planes.
-      auto half_matrix = [](int n, int parity, int& ld) -> double* {
-        const Fold fold(n);
-        const int size = parity ? fold.no() : fold.ne;
-        ld = (size + SplitLayout::kAlign - 1) / SplitLayout::kAlign * SplitLayout::kAlign;
-        if (size == 0) return nullptr;
-        std::vector<double> h(static_cast<size_t>(ld) * size, 0.0);
-        const double pi = 3.14159265358979323846;
-        for (int f = 0; f < size; ++f)
-          for (int r = 0; r < size; ++r)
-            h[static_cast<size_t>(f) * ld + r] = std::sin(pi * (f + 1.0) * (2.0 * r + parity + 1.0) / (n + 1.0));
-        return device_copy(h);
-      };
-      e.e_n = half_matrix(N, 0, e.ld_e_n);
-      e.o_n = half_matrix(N, 1, e.ld_o_n);
-      e.e_m = half_matrix(M, 0, e.ld_e_m);
-      e.o_m = half_matrix(M, 1, e.ld_o_m);
-      e.layout = SplitLayout::of(N, M);
-      const size_t planes = static_cast<size_t>(3) * e.layout.plane();
-      e.dense = device_alloc<double>(planes);
-      e.tmp = device_alloc<double>(planes);
-      PRISM_CUDA_CHECK(cudaMemset(e.dense, 0, planes * sizeof(double)));  // padding columns stay zero
-      PRISM_CUDA_CHECK(cudaMemset(e.tmp, 0, planes * sizeof(double)));
-    }
-    return e;
-  }
-
-  // The 2D DST of folded [3][M][N] planes in place (forward: folded input, split-order output;
-  // inverse: split-order input, folded output, with E^T and O^T). In cuBLAS's column-major view a
-  // plane is X^T (N x M, ld N): the N axis is a left product, the M axis a right product.
-  void sine_transform_2d(SizeEntry& e, double* x, double* tmp, bool inverse) {
-    const SplitLayout& L = e.layout;
-    const int P = L.pitch;
-    const double one = 1.0, zero = 0.0;
-    const long long plane = L.plane();
-    const cublasOperation_t left = inverse ? CUBLAS_OP_T : CUBLAS_OP_N, right = inverse ? CUBLAS_OP_N : CUBLAS_OP_T;
-    auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const double* A, int lda,
-                    long long sa, const double* B, int ldb, long long sb, double* C) {
-      if (m == 0 || n == 0 || k == 0) return;
-      check_cublas(cublasDgemmStridedBatched(blas, ta, tb, m, n, k, &one, A, lda, sa, B, ldb, sb, &zero, C, P, plane, 3),
-                   "cublasDgemmStridedBatched");
-    };
-    // N axis: rows [0, ne) of X^T with E_N, rows [odd_col, odd_col + no) with O_N.
-    gemm(left, CUBLAS_OP_N, L.ne, L.M, L.ne, e.e_n, e.ld_e_n, 0, x, P, plane, tmp);
-    gemm(left, CUBLAS_OP_N, L.no, L.M, L.no, e.o_n, e.ld_o_n, 0, x + L.odd_col, P, plane, tmp + L.odd_col);
-    if (!inverse && e.exact) splice_rows_gemm_kernel<<<dim3(L.M, 3), kExactLow, 0, stream>>>(e.e1, L, e.K, tmp);
-    // M axis: columns [0, me) with E_M, [me, M) with O_M; all P rows (the padding ones are zero).
-    const int64_t odd_rows = static_cast<int64_t>(L.me) * P;
-    gemm(CUBLAS_OP_N, right, P, L.me, L.me, tmp, P, plane, e.e_m, e.ld_e_m, 0, x);
-    gemm(CUBLAS_OP_N, right, P, L.mo, L.mo, tmp + odd_rows, P, plane, e.o_m, e.ld_o_m, 0, x + odd_rows);
-    if (!inverse && e.exact)
-      splice_corner_gemm_kernel<<<dim3(e.K, 3), kExactLow, 0, stream>>>(e.e2, L, e.K, e.Lc, x);
+    e.fx = detail::device_copy(fx);
+    e.fy = detail::device_copy(fy);
+    if (m != DstMethod::Replay) e.dst.prepare(m, N, M, stream);
+    cache.splice(cache.begin(), made);
+    return cache.front();
   }
 };
 
@@ -970,9 +250,9 @@ constexpr double kReplayCheap = 1e7, kReplayThin = 4e9;
 // Full-rate FP64: the data-centre parts (P100, V100, A100, H100/H200, B200).
 static bool device_has_fast_fp64() {
   int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  PRISM_CUDA_CHECK(cudaGetDevice(&dev));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   return (minor == 0 && (major == 6 || major == 7 || major == 8 || major == 9 || major == 10));
 }
 
@@ -980,21 +260,13 @@ CudaCloner::CudaCloner(cudaStream_t stream, DstMethod method) : impl_(std::make_
   impl_->stream = stream;
   impl_->method = method;
   impl_->fast_fp64 = device_has_fast_fp64();
-  check_cublas(cublasCreate(&impl_->blas), "cublasCreate");
-  check_cublas(cublasSetStream(impl_->blas, stream), "cublasSetStream");
+  check_cublas(cublasSetStream(impl_->blas.get(), stream), "cublasSetStream");
   // DGEMM only: full FP64 (Hopper's FP64 tensor cores are IEEE double); TF32 cannot apply.
-  check_cublas(cublasSetMathMode(impl_->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-  impl_->box_dev = device_alloc<int>(4);
-  PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&impl_->box_host), 4 * sizeof(int)));
+  check_cublas(cublasSetMathMode(impl_->blas.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 }
 
-CudaCloner::~CudaCloner() {
-  cudaStreamSynchronize(impl_->stream);
-  impl_->cache.clear();
-  if (impl_->blas) cublasDestroy(impl_->blas);
-  cudaFree(impl_->box_dev);
-  cudaFreeHost(impl_->box_host);
-}
+// The stream may still use the buffers; a destructor cannot throw, and the owners free regardless.
+CudaCloner::~CudaCloner() { (void)cudaStreamSynchronize(impl_->stream); }
 
 DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) {
   // Replay wherever it is cheap, and on thin boxes (under 100 pixels a side) up to a larger bound:
@@ -1020,47 +292,21 @@ void CudaCloner::clone(const CloneJob& job) {
   cudaStream_t s = impl_->stream;
 
   erode_kernel<<<dim3((g.W + kErodeBx - 1) / kErodeBx, (g.H + kErodeBy - 1) / kErodeBy), dim3(kErodeBx, kErodeBy), 0,
-                 s>>>(job.mask, g, e.eroded);
-  const dim3 pix_block(32, 8), pix_grid((N + 31) / 32, (M + 7) / 8);
+                 s>>>(job.mask, g, e.eroded.data());
   if (e.method == DstMethod::Replay) {
-    const int64_t plane = static_cast<int64_t>(M) * N;
     rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(
-        job.background, job.overlay, job.mask, g, job.mode, e.eroded, nullptr, e.rhs);
-    // dst_opencv's passes: rows of [3][M][N] planes, then their columns into [3][N][M].
-    e.fwd_rows.enqueue(RowSource{e.rhs, plane, N, 1, N}, e.pass_rows, s);
-    e.fwd_cols.enqueue(RowSource{e.pass_rows, plane, 1, N, M}, e.pass_cols, s);
-    divide_replay_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.pass_cols, N, M, e.fx, e.fy, e.quotient);
-    e.inv_rows.enqueue(RowSource{e.quotient, plane, N, 1, N}, e.pass_rows, s);
-    e.inv_cols.enqueue(RowSource{e.pass_rows, plane, 1, N, M}, e.pass_cols, s);
-    output_replay_kernel<<<pix_grid, pix_block, 0, s>>>(e.pass_cols, g, job.background);
+        job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), nullptr, e.rhs.data());
+    e.replay.solve(e.rhs.data(), e.fx.data(), e.fy.data(), g, job.background, s);
   } else if (e.method == DstMethod::Fft) {
-    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(job.background, job.overlay, job.mask, g, job.mode,
-                                                            e.eroded, e.ext_x, e.rhs);
-    impl_->run_exact(e, N, M);
-    check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
-    if (e.exact) splice_rows_fft_kernel<<<dim3(M, 3), kExactLow, 0, s>>>(e.e1, M, N, e.K, e.spec_x);
-    transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_x, M, N, e.ext_y,
-                                                                                       2 * M + 2);
-    check_cufft(cufftExecD2Z(e.plan_y, e.ext_y, e.spec_y), "cufftExecD2Z");
-    if (e.exact) splice_corner_fft_kernel<<<dim3(e.K, 3), kExactLow, 0, s>>>(e.e2, N, M, e.K, e.Lc, e.spec_y);
-    divide_fft_kernel<<<dim3((M + 127) / 128, N, 3), 128, 0, s>>>(e.spec_y, N, M, e.fx, e.fy, e.ext_y);
-    check_cufft(cufftExecD2Z(e.plan_y, e.ext_y, e.spec_y), "cufftExecD2Z");
-    transpose_imag_kernel<<<dim3((M + 31) / 32, (N + 31) / 32, 3), dim3(32, 8), 0, s>>>(e.spec_y, N, M, e.ext_x,
-                                                                                       2 * N + 2);
-    check_cufft(cufftExecD2Z(e.plan_x, e.ext_x, e.spec_x), "cufftExecD2Z");
-    // Four transforms of -2 DST-I: 16 S^4 = 4 (N+1)(M+1) times the identity.
-    output_kernel<true><<<pix_grid, pix_block, 0, s>>>(e.spec_x, g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), job.background);
+    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(
+        job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), e.dst.ext_x.data(), e.rhs.data());
+    e.dst.solve_fft(e.rhs.data(), e.fx.data(), e.fy.data(), g, job.background, s);
   } else {
-    const SplitLayout& L = e.layout;
+    const SplitLayout& L = e.dst.layout;
     rhs_folded_kernel<<<dim3((L.ne + kTileX - 1) / kTileX, (L.me + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0,
                         s>>>(
-        job.background, job.overlay, job.mask, g, job.mode, e.eroded, L, e.dense, e.rhs);
-    impl_->run_exact(e, N, M);
-    impl_->sine_transform_2d(e, e.dense, e.tmp, false);
-    divide_split_kernel<<<dim3((N + 127) / 128, M, 3), 128, 0, s>>>(e.dense, L, e.fx, e.fy);
-    impl_->sine_transform_2d(e, e.dense, e.tmp, true);
-    // S^2 = (n+1)/2 I per axis.
-    output_kernel<false><<<pix_grid, pix_block, 0, s>>>(e.dense, g, L, 4.0 / ((N + 1.0) * (M + 1.0)), job.background);
+        job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), L, e.dst.dense.data(), e.rhs.data());
+    e.dst.solve_gemm(impl_->blas.get(), e.rhs.data(), e.fx.data(), e.fy.data(), g, job.background, s);
   }
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
@@ -1071,28 +317,15 @@ DstMethod CudaCloner::method_for(int box_width, int box_height) const {
 
 Box CudaCloner::mask_box(const MaskView& m) {
   cudaStream_t s = impl_->stream;
-  init_box_kernel<<<1, 1, 0, s>>>(impl_->box_dev);
-  mask_box_kernel<<<dim3((m.width + 31) / 32, (m.height + 7) / 8), dim3(32, 8), 0, s>>>(m, impl_->box_dev);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(impl_->box_host, impl_->box_dev, 4 * sizeof(int), cudaMemcpyDeviceToHost, s));
+  init_box_kernel<<<1, 1, 0, s>>>(impl_->box_dev.data());
+  mask_box_kernel<<<dim3((m.width + 31) / 32, (m.height + 7) / 8), dim3(32, 8), 0, s>>>(m, impl_->box_dev.data());
+  PRISM_CUDA_CHECK(cudaGetLastError());
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(impl_->box_host.data(), impl_->box_dev.data(), 4 * sizeof(int),
+                                   cudaMemcpyDeviceToHost, s));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(s));
-  const int* b = impl_->box_host;
+  const int* b = impl_->box_host.data();
   if (b[2] < 0) return {};
   return {b[0], b[1], b[2] - b[0] + 1, b[3] - b[1] + 1};
-}
-
-std::vector<float> detail::replay_odd_extension_gpu(const std::vector<float>& rows, int length, int count) {
-  const int n = static_cast<int>(rows.size() / length);
-  ReplayPass pass;
-  if (!pass.prepare(length, n, 1, count)) return {};
-  float* in = device_copy(rows);
-  float* out = device_alloc<float>(static_cast<size_t>(n) * count);
-  std::vector<float> result(static_cast<size_t>(n) * count);
-  pass.enqueue(RowSource{in, 0, length, 1, length}, out, nullptr);
-  PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(cudaMemcpy(result.data(), out, result.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  cudaFree(in);
-  cudaFree(out);
-  return result;
 }
 
 }  // namespace prism::poisson

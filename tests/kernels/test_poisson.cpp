@@ -8,6 +8,7 @@
 
 #include "poisson/opencv_dft.h"
 #include "poisson_cases.h"
+#include "poisson_yuv_cases.h"
 #include "prism_test.h"
 
 using namespace prism::test;
@@ -40,6 +41,36 @@ void check_sizes(const std::vector<std::pair<int, int>>& sizes, const cv::Mat& s
 cv::Mat real(const char* name) {
   const std::string path = data_dir() + "/images/" + name;
   return cv::imread(path, cv::IMREAD_COLOR);
+}
+
+// clone_yuv_cpu written out: the rectangle's planes, colorconvert to RGBA, clone_cpu into it, back.
+void clone_yuv_by_hand(const cc::Image& frame, const cc::Colorimetry& cm, poisson::CloneJob job) {
+  const poisson::Box r = poisson::yuv_rectangle(job.placement.dst, frame.width, frame.height);
+  cc::Image rect = frame;
+  rect.width = r.width;
+  rect.height = r.height;
+  rect.plane[0] += static_cast<int64_t>(r.y) * frame.stride[0] + r.x;
+  if (frame.format == cc::PixelFormat::NV12) {
+    rect.plane[1] += static_cast<int64_t>(r.y / 2) * frame.stride[1] + r.x;
+  } else {
+    rect.plane[1] += static_cast<int64_t>(r.y / 2) * frame.stride[1] + r.x / 2;
+    rect.plane[2] += static_cast<int64_t>(r.y / 2) * frame.stride[2] + r.x / 2;
+  }
+  std::vector<uint8_t> rgba(static_cast<size_t>(r.width) * r.height * 4);
+  cc::Image rgba_image;
+  rgba_image.format = cc::PixelFormat::RGBA;
+  rgba_image.width = r.width;
+  rgba_image.height = r.height;
+  rgba_image.plane[0] = rgba.data();
+  rgba_image.stride[0] = r.width * 4;
+  cc::convert_cpu(cc::make_plan(frame.format, cm, r.width, r.height, cc::PixelFormat::RGBA, cm, r.width, r.height),
+                  rect, rgba_image);
+  job.background = {rgba.data(), r.width, r.height, r.width * 4, 4, 0, 1, 2};
+  job.placement.dst.x -= r.x;
+  job.placement.dst.y -= r.y;
+  poisson::clone_cpu(job);
+  cc::convert_cpu(cc::make_plan(cc::PixelFormat::RGBA, cm, r.width, r.height, frame.format, cm, r.width, r.height),
+                  rgba_image, rect);
 }
 
 }  // namespace
@@ -192,4 +223,49 @@ TEST(OpenCvDftReplay, EqualsCvDftBitForBit) {
       }
     }
   }
+}
+
+// The RGB round trip of a YUV 4:2:0 background: the rectangle covers the destination box grown by
+// one pixel, with even origin and even end or the frame's edge.
+TEST(PoissonYuv, RectangleHoldsTheGrownBoxInWholeChromaSamples) {
+  for (const poisson::Box dst : {poisson::Box{10, 7, 20, 15}, poisson::Box{0, 0, 9, 5}, poisson::Box{1, 1, 3, 3},
+                                 poisson::Box{91, 70, 9, 10}, poisson::Box{90, 69, 9, 10}}) {
+    const int w = 100, h = 80;
+    const poisson::Box r = poisson::yuv_rectangle(dst, w, h);
+    EXPECT_EQ(r.x % 2, 0);
+    EXPECT_EQ(r.y % 2, 0);
+    EXPECT_TRUE((r.x + r.width) % 2 == 0 || r.x + r.width == w);
+    EXPECT_TRUE((r.y + r.height) % 2 == 0 || r.y + r.height == h);
+    EXPECT_LE(r.x, std::max(0, dst.x - 1));
+    EXPECT_LE(r.y, std::max(0, dst.y - 1));
+    EXPECT_GE(r.x + r.width, std::min(w, dst.x + dst.width + 1));
+    EXPECT_GE(r.y + r.height, std::min(h, dst.y + dst.height + 1));
+    EXPECT_LE(r.x + r.width, w);
+    EXPECT_LE(r.y + r.height, h);
+  }
+}
+
+// clone_yuv_cpu equals the conversion and clone written out with colorconvert and clone_cpu, bit for
+// bit, in NV12 and I420, for boxes inside, at odd positions and clipped at every edge.
+TEST(PoissonYuv, CpuEqualsConversionAndCloneByHand) {
+  std::mt19937 rng(41);
+  const cc::Colorimetry bt709{cc::YuvMatrix::BT709, false}, bt601_full{cc::YuvMatrix::BT601, true};
+  for (cc::PixelFormat format : {cc::PixelFormat::NV12, cc::PixelFormat::I420})
+    for (cv::Point p : {cv::Point(-1, -1), cv::Point(61, 47), cv::Point(80, 60), cv::Point(3, 90), cv::Point(158, 2),
+                        cv::Point(150, 115)})
+      for (int mode : {cv::NORMAL_CLONE, cv::MIXED_CLONE, cv::MONOCHROME_TRANSFER}) {
+        CloneCase c = make_case("random", 40, 30, cv::Size(160, 120), mode, mode - 1, {}, {}, rng);
+        if (p.x >= 0) c.p = p;
+        const cc::Colorimetry cm = mode == cv::MIXED_CLONE ? bt601_full : bt709;
+        YuvFrame ours(format, c.dst, cm), by_hand(format, c.dst, cm);
+        cv::Mat unused = c.dst.clone();
+        const poisson::CloneJob job = make_job(c, unused);
+        ASSERT_TRUE(job.placement.solvable()) << c.name << " at " << c.p;
+        std::vector<uint8_t> scratch(static_cast<size_t>(c.dst.cols) * c.dst.rows * 4);
+        poisson::clone_yuv_cpu(poisson::YuvBackground{ours.image, cm, scratch.data()}, job);
+        clone_yuv_by_hand(by_hand.image, cm, job);
+        EXPECT_EQ(ours.bytes, by_hand.bytes) << cc::format_name(format) << " " << c.name << " at " << c.p;
+        const YuvFrame before(format, c.dst, cm);
+        EXPECT_NE(ours.bytes, before.bytes) << "nothing was cloned: " << c.name;
+      }
 }
