@@ -180,7 +180,8 @@ struct CudaEmdMap::Impl {
     std::fill(host_counters.data(), host_counters.data() + kCounters, 0ull);
   }
 
-  // The arrays free themselves; the stream's work on them must be done first.
+  // The arrays free themselves; the stream's work on them must be done first (unchecked: a
+  // destructor must not throw).
   ~Impl() { cudaStreamSynchronize(stream); }
 
   void free_table() {

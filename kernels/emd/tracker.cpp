@@ -153,6 +153,7 @@ HeatmapParams Tracker::heatmap(const FrameParams& p) const {
 // The frame's signatures as packed floats [pixels][n]: spectralized from video, or the input
 // tensor itself when it is packed f32, else converted; in device memory when `device`.
 const float* Tracker::signatures(const Input& in, float* scratch, bool device) const {
+  (void)device;  // a CPU-only build has the host path alone
   const int W = shape_.width, H = shape_.height;
   if (shape_.channels == 0) {
     const spectral::SpectralizeParams sp{config_.bins, config_.window};
