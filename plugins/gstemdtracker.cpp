@@ -273,7 +273,8 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
   emd::Tracker::Input input;
   input.data = in->data[0];
   input.stride = in->stride[0];
-  if (t.shape().channels > 0) input.layout = gst_prism_tensor_layout(gst_prism_cuda_filter_in_tensor(filter), in->stride[0]);
+  if (t.shape().channels > 0)
+    input.layout = gst_prism_tensor_layout(gst_prism_cuda_filter_in_tensor(filter), in->stride[0]);
   const emd::Tracker::Output output{out->data[0], out->stride[0]};
   const bool known = t.target_known();
   self->out = *out;
@@ -288,7 +289,8 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
     post_error(self);
     return GST_FLOW_ERROR;
   }
-  if (!known && t.target_known()) GST_INFO_OBJECT(self, "target learned from frame %" G_GUINT64_FORMAT, (guint64)t.frame());
+  if (!known && t.target_known())
+    GST_INFO_OBJECT(self, "target learned from frame %" G_GUINT64_FORMAT, (guint64)t.frame());
   return GST_FLOW_OK;
 }
 
@@ -311,7 +313,8 @@ static void draw_boxes(GstEmdTracker *self, const std::vector<emd::Detection> &d
   }
 #if defined(PRISM_HAVE_CUDA)
   GstPrismCudaFilter *filter = GST_PRISM_CUDA_FILTER(self);
-  if (!gst_prism_cuda_filter_push_context(filter)) throw std::runtime_error("cannot push the CUDA context to draw boxes");
+  if (!gst_prism_cuda_filter_push_context(filter))
+    throw std::runtime_error("cannot push the CUDA context to draw boxes");
   try {
     t.draw_boxes_cuda(dets, self->out.data[0], self->out.stride[0]);
   } catch (...) {

@@ -59,7 +59,8 @@ static std::string format_location(const std::string &pattern, gint index, bool 
     while (j < pattern.size() && g_ascii_isdigit(pattern[j])) width = width * 10 + (pattern[j++] - '0');
     if (j >= pattern.size() || pattern[j] != 'd' || width > 16)
       throw std::invalid_argument("property 'location': '" + pattern + "': only one %d or %0Nd directive is allowed");
-    if (++directives > 1) throw std::invalid_argument("property 'location': '" + pattern + "': more than one %d directive");
+    if (++directives > 1)
+      throw std::invalid_argument("property 'location': '" + pattern + "': more than one %d directive");
     std::string num = std::to_string(index);
     while ((int)num.size() < width) num.insert(num.begin(), zero ? '0' : ' ');
     out += num;

@@ -270,7 +270,8 @@ void Tracker::configure(const TrackerConfig& config, const Shape& shape, cudaStr
   h_grid_.resize(grid_.size());
   d_boxes_.resize(kMaxDrawnBoxes);
   h_boxes_.resize(kMaxDrawnBoxes);
-  PRISM_CUDA_CHECK(cudaMemsetAsync(d_dist_.data(), 0xFF, d_dist_.bytes(), stream_));  // all-ones bits: NaN, no distance yet
+  // all-ones bits: NaN, no distance until the target is known
+  PRISM_CUDA_CHECK(cudaMemsetAsync(d_dist_.data(), 0xFF, d_dist_.bytes(), stream_));
   if (!target_.empty()) make_map();
 }
 
@@ -286,8 +287,9 @@ void Tracker::process_cuda(const Input& in, const Output& out, const FrameParams
   const float* sig = signatures(in, d_sig_.data(), true);
   if (learn) {  // once: the rectangle's signatures come to the host
     std::vector<float> rect(static_cast<size_t>(r.w) * r.h * n);
-    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(rect.data(), sizeof(float) * r.w * n, sig + (static_cast<size_t>(r.y) * W + r.x) * n,
-                                       sizeof(float) * W * n, sizeof(float) * r.w * n, r.h, cudaMemcpyDeviceToHost, s));
+    const float* first = sig + (static_cast<size_t>(r.y) * W + r.x) * n;
+    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(rect.data(), sizeof(float) * r.w * n, first, sizeof(float) * W * n,
+                                       sizeof(float) * r.w * n, r.h, cudaMemcpyDeviceToHost, s));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(s));
     learn_target(rect.data(), r.w, r.h);
   }

@@ -255,7 +255,8 @@ TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
   c.ground_location = bad;
   c.target = "1,1";
   auto check = [&](int channels) { return setting_error([&] { emd::check_config(c, channels); }); };
-  EXPECT_EQ(check(0), "ground-distance-location|property 'ground-distance-location': " + bad + ":2: 'x' is not a number");
+  EXPECT_EQ(check(0),
+            "ground-distance-location|property 'ground-distance-location': " + bad + ":2: 'x' is not a number");
   c.ground_location = "";
   EXPECT_EQ(check(0), "ground-distance-location|property 'ground-distance-location': ground-distance=matrix needs "
                       "ground-distance-location");
@@ -414,7 +415,8 @@ TEST(EmdTrackerCpu, TensorInDistanceMapOut) {
   emd::CpuEmdMap map(GroundDistance::squared_diff(n), {5, 10, 20, 10, 5, 1});
   map.compute(sig.data(), static_cast<int64_t>(W) * H, want.data());
   for (int y = 0; y < H; ++y)
-    EXPECT_EQ(std::memcmp(&got[y * out_stride], &want[static_cast<size_t>(y) * W], sizeof(float) * W), 0) << "row " << y;
+    EXPECT_EQ(std::memcmp(&got[y * out_stride], &want[static_cast<size_t>(y) * W], sizeof(float) * W), 0)
+        << "row " << y;
 }
 
 }  // namespace
