@@ -7,7 +7,9 @@
  * or the distance map itself (1-channel f32 other/x-prism-tensor; NaN before the target is known), the
  * target's regions as GstVideoRegionOfInterestMeta ("emd-target", params "emd": distance,
  * track-id, pixels), and one "emdtracker" element message per frame with the detections and the
- * frame's statistics (problems solved, duplicates, cache hits). */
+ * frame's statistics (problems solved, duplicates, cache hits). The per-frame pipeline and the
+ * parsing of the settings are emd::Tracker's (kernels/emd/tracker.h); this element maps frames,
+ * holds the properties and turns its results into meta and messages. */
 #pragma once
 
 #include "gst/prism/gstprismcudafilter.h"

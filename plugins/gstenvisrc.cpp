@@ -39,7 +39,7 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
                                                 "framerate=(fraction)[ 0/1, 2147483647/1 ], layout=(string)interleaved"));
 
 /* The location for an index: the pattern's one %d / %0Nd directive replaced ("%%" is a '%').
- * Throws std::invalid_argument for any other directive or more than one. */
+ * Throws std::invalid_argument naming the property for any other directive or more than one. */
 static std::string format_location(const std::string &pattern, gint index, bool *is_sequence) {
   std::string out;
   int directives = 0;
@@ -58,8 +58,9 @@ static std::string format_location(const std::string &pattern, gint index, bool 
     bool zero = j < pattern.size() && pattern[j] == '0';
     while (j < pattern.size() && g_ascii_isdigit(pattern[j])) width = width * 10 + (pattern[j++] - '0');
     if (j >= pattern.size() || pattern[j] != 'd' || width > 16)
-      throw std::invalid_argument("'" + pattern + "': only one %d or %0Nd directive is allowed");
-    if (++directives > 1) throw std::invalid_argument("'" + pattern + "': more than one %d directive");
+      throw std::invalid_argument("property 'location': '" + pattern + "': only one %d or %0Nd directive is allowed");
+    if (++directives > 1)
+      throw std::invalid_argument("property 'location': '" + pattern + "': more than one %d directive");
     std::string num = std::to_string(index);
     while ((int)num.size() < width) num.insert(num.begin(), zero ? '0' : ' ');
     out += num;
@@ -120,7 +121,7 @@ static gboolean start(GstBaseSrc *src) {
     bool seq;
     path = format_location(location, self->index, &seq);
   } catch (const std::exception &e) {
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("envisrc: property 'location': %s", e.what()), (nullptr));
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("envisrc: %s", e.what()), (nullptr));
     return FALSE;
   }
   if (!g_file_test(path.c_str(), G_FILE_TEST_EXISTS)) {
@@ -160,17 +161,17 @@ static GstFlowReturn create(GstPushSrc *push, GstBuffer **out) {
   const gint fps_n = self->fps_n, fps_d = self->fps_d;
   GST_OBJECT_UNLOCK(self);
 
-  bool sequence = false;
-  std::string path = format_location(location, self->index, &sequence);  // validated in start()
-  const bool past_end = sequence ? (stop_index >= 0 && self->index > stop_index) : self->index != start_index;
-  if (past_end || !g_file_test(path.c_str(), G_FILE_TEST_EXISTS)) {
-    if (!loop || self->index == start_index) return GST_FLOW_EOS;
-    self->index = start_index;
-    path = format_location(location, self->index, &sequence);
-  }
-
+  std::string path;
   envi::Cube cube;
   try {
+    bool sequence = false;
+    path = format_location(location, self->index, &sequence);  // checked in start(), unless changed since
+    const bool past_end = sequence ? (stop_index >= 0 && self->index > stop_index) : self->index != start_index;
+    if (past_end || !g_file_test(path.c_str(), G_FILE_TEST_EXISTS)) {
+      if (!loop || self->index == start_index) return GST_FLOW_EOS;
+      self->index = start_index;
+      path = format_location(location, self->index, &sequence);
+    }
     cube = envi::read_cube(path);
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, READ, ("envisrc: %s", e.what()), (nullptr));
@@ -192,7 +193,11 @@ static GstFlowReturn create(GstPushSrc *push, GstBuffer **out) {
   const gsize packed = (gsize)info.width * info.channels * tensor::dtype_size(info.dtype);
   GstBuffer *buf = gst_buffer_new_allocate(nullptr, info.row_bytes * info.height, nullptr);
   GstMapInfo map;
-  gst_buffer_map(buf, &map, GST_MAP_WRITE);
+  if (!gst_buffer_map(buf, &map, GST_MAP_WRITE)) {
+    gst_buffer_unref(buf);
+    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("envisrc: cannot map a new buffer"), (nullptr));
+    return GST_FLOW_ERROR;
+  }
   for (gint y = 0; y < info.height; y++) {
     memcpy(map.data + y * info.row_bytes, cube.bip.data() + y * packed, packed);
     memset(map.data + y * info.row_bytes + packed, 0, info.row_bytes - packed);

@@ -89,25 +89,26 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
   const GstPrismTensorInfo *t = gst_prism_cuda_filter_out_tensor(filter);
   const int W = t->width, H = t->height;
   const bool f32 = t->dtype == tensor::DType::F32;
+  /* The kernels throw (their CUDA calls checked); this is where that becomes an element error. */
   try {
-    if (!in->device) {
+#if defined(PRISM_HAVE_CUDA)
+    if (in->device) {
+      cudaStream_t s = (cudaStream_t)gst_prism_cuda_filter_get_stream(filter);
       if (f32)
-        spectral::spectralize_cpu(in->data[0], W, H, in->stride[0], self->params, (float *)out->data[0], out->stride[0]);
+        spectral::spectralize_cuda(in->data[0], W, H, in->stride[0], self->params, (float *)out->data[0], s,
+                                   out->stride[0]);
       else
-        spectral::spectralize_cpu(in->data[0], W, H, in->stride[0], self->params, (uint16_t *)out->data[0],
-                                  out->stride[0]);
+        spectral::spectralize_cuda(in->data[0], W, H, in->stride[0], self->params, (uint16_t *)out->data[0], s,
+                                   out->stride[0]);
       return GST_FLOW_OK;
     }
-#if defined(PRISM_HAVE_CUDA)
-    cudaStream_t s = (cudaStream_t)gst_prism_cuda_filter_get_stream(filter);
-    if (f32)
-      spectral::spectralize_cuda(in->data[0], W, H, in->stride[0], self->params, (float *)out->data[0], s,
-                                 out->stride[0]);
-    else
-      spectral::spectralize_cuda(in->data[0], W, H, in->stride[0], self->params, (uint16_t *)out->data[0], s,
-                                 out->stride[0]);
-    return GST_FLOW_OK;
 #endif
+    if (f32)
+      spectral::spectralize_cpu(in->data[0], W, H, in->stride[0], self->params, (float *)out->data[0], out->stride[0]);
+    else
+      spectral::spectralize_cpu(in->data[0], W, H, in->stride[0], self->params, (uint16_t *)out->data[0],
+                                out->stride[0]);
+    return GST_FLOW_OK;
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("spectralize: %s", e.what()), (nullptr));
   }

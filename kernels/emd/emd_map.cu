@@ -12,14 +12,13 @@
 // scheduling, sm_70 and later, lets the writer in the same warp finish).
 #include <algorithm>
 
+#include "common/device_array.h"
 #include "common/gpu.h"
 #include "emd/emd_map.h"
 #include "emd/signature_table.h"
 
 namespace prism::emd {
 namespace {
-
-using gpu::device_alloc;
 
 enum Counter { kSolved, kDuplicates, kHits, kPivots, kFlushed, kFilled, kWork, kCounters };
 
@@ -155,11 +154,15 @@ struct CudaEmdMap::Impl {
   GroundDistance ground;
   std::vector<float> target;
   EmdMapConfig config;
+  gpu::DeviceArray<float> d_target, d_cost;
+  gpu::DeviceArray<unsigned long long> d_counters;
+  gpu::PinnedArray<unsigned long long> host_counters;
+  // The table, sized by ensure(); `t` views these arrays for the kernels (passed by value).
+  gpu::DeviceArray<unsigned int> slot, frame_of;
+  gpu::DeviceArray<float> keys, value;
+  gpu::DeviceArray<int> work, entry_of;
   DeviceTable t{};
   int64_t pixel_capacity = 0;
-  float* d_target = nullptr;
-  float* d_cost = nullptr;
-  unsigned long long* host_counters = nullptr;  // pinned
   unsigned int frame = 0;
   bool last_direct = false;
   int64_t last_pixels = 0;
@@ -168,51 +171,55 @@ struct CudaEmdMap::Impl {
       : stream(s), ground(std::move(g)), target(std::move(tg)), config(c) {
     validate_target(target, ground.bins());
     t.n = ground.bins();
-    d_target = device_alloc<float>(target.size());
-    d_cost = device_alloc<float>(ground.values().size());
-    PRISM_CUDA_CHECK(cudaMemcpy(d_target, target.data(), target.size() * sizeof(float), cudaMemcpyHostToDevice));
-    PRISM_CUDA_CHECK(
-        cudaMemcpy(d_cost, ground.values().data(), ground.values().size() * sizeof(float), cudaMemcpyHostToDevice));
-    t.counters = device_alloc<unsigned long long>(kCounters);
+    d_target = gpu::device_copy(target.data(), target.size());
+    d_cost = gpu::device_copy(ground.values().data(), ground.values().size());
+    d_counters.resize(kCounters);
+    t.counters = d_counters.data();
     PRISM_CUDA_CHECK(cudaMemset(t.counters, 0, kCounters * sizeof(unsigned long long)));
-    PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_counters), kCounters * sizeof(unsigned long long)));
-    std::fill(host_counters, host_counters + kCounters, 0ull);
+    host_counters.resize(kCounters);
+    std::fill(host_counters.data(), host_counters.data() + kCounters, 0ull);
   }
 
+  // The arrays free themselves; the stream's work on them must be done first (unchecked: a
+  // destructor must not throw).
+  ~Impl() { cudaStreamSynchronize(stream); }
+
   void free_table() {
-    for (void* p : {(void*)t.slot, (void*)t.keys, (void*)t.value, (void*)t.frame_of, (void*)t.work, (void*)t.entry_of})
-      if (p) cudaFree(p);
+    slot.reset();
+    keys.reset();
+    value.reset();
+    frame_of.reset();
+    work.reset();
+    entry_of.reset();
     t.slot = nullptr;
     t.keys = nullptr;
     t.value = nullptr;
     t.frame_of = nullptr;
     t.work = nullptr;
     t.entry_of = nullptr;
-  }
-
-  ~Impl() {
-    cudaStreamSynchronize(stream);
-    free_table();
-    cudaFree(d_target);
-    cudaFree(d_cost);
-    cudaFree(t.counters);
-    cudaFreeHost(host_counters);
+    pixel_capacity = 0;
   }
 
   // Sized for `pixels` per frame; a larger frame reallocates (and so empties) the table.
   void ensure(int64_t pixels) {
     if (pixels <= pixel_capacity) return;
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    free_table();
-    pixel_capacity = pixels;
+    free_table();  // all of it before any new allocation: the table is replaced whole
     t.entries = config.cache_capacity + pixels;  // the cache plus one frame's new signatures
     t.slots = table_slots(t.entries);
-    t.slot = device_alloc<unsigned int>(t.slots);
-    t.keys = device_alloc<float>(static_cast<size_t>(t.entries) * t.n);
-    t.value = device_alloc<float>(t.entries);
-    t.frame_of = device_alloc<unsigned int>(t.entries);
-    t.work = device_alloc<int>(t.entries);
-    t.entry_of = device_alloc<int>(pixels);
+    slot.resize(t.slots);
+    keys.resize(static_cast<size_t>(t.entries) * t.n);
+    value.resize(t.entries);
+    frame_of.resize(t.entries);
+    work.resize(t.entries);
+    entry_of.resize(pixels);
+    t.slot = slot.data();
+    t.keys = keys.data();
+    t.value = value.data();
+    t.frame_of = frame_of.data();
+    t.work = work.data();
+    t.entry_of = entry_of.data();
+    pixel_capacity = pixels;
     PRISM_CUDA_CHECK(cudaMemsetAsync(t.slot, 0, t.slots * sizeof(unsigned int), stream));
     PRISM_CUDA_CHECK(cudaMemsetAsync(t.counters, 0, kCounters * sizeof(unsigned long long), stream));
   }
@@ -240,7 +247,7 @@ void CudaEmdMap::compute(const float* sig, int64_t pixels, float* out) {
     m.last_direct = true;
     PRISM_CUDA_CHECK(cudaMemsetAsync(m.t.counters, 0, kCounters * sizeof(unsigned long long), s));
     direct_solve_kernel<<<static_cast<unsigned>((pixels + kSolveThreads - 1) / kSolveThreads), kSolveThreads, 0, s>>>(
-        sig, pixels, g.bins(), m.d_target, m.d_cost, g.view().max_cost, m.config.normalization, out,
+        sig, pixels, g.bins(), m.d_target.data(), m.d_cost.data(), g.view().max_cost, m.config.normalization, out,
         m.t.counters + kPivots);
   } else {
     m.last_direct = false;
@@ -250,7 +257,7 @@ void CudaEmdMap::compute(const float* sig, int64_t pixels, float* out) {
     flush_kernel<<<1024, 256, 0, s>>>(m.t, false);
     lookup_kernel<<<blocks, 256, 0, s>>>(m.t, sig, pixels, m.frame);
     solve_kernel<<<static_cast<unsigned>((pixels + kSolveThreads - 1) / kSolveThreads), kSolveThreads, 0, s>>>(
-        m.t, m.d_target, m.d_cost, g.view().max_cost, m.config.normalization);
+        m.t, m.d_target.data(), m.d_cost.data(), g.view().max_cost, m.config.normalization);
     gather_kernel<<<blocks, 256, 0, s>>>(m.t, pixels, out);
     if (m.config.cache_capacity == 0) {  // no cache across frames: the next frame starts empty
       flush_kernel<<<1024, 256, 0, s>>>(m.t, true);
@@ -258,13 +265,13 @@ void CudaEmdMap::compute(const float* sig, int64_t pixels, float* out) {
     }
   }
   PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.host_counters, m.t.counters, kCounters * sizeof(unsigned long long),
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.host_counters.data(), m.t.counters, kCounters * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, s));
 }
 
 FrameStats CudaEmdMap::last_stats() const {
   const Impl& m = *impl_;
-  const unsigned long long* c = m.host_counters;
+  const unsigned long long* c = m.host_counters.data();
   FrameStats f;
   f.pixels = m.last_pixels;
   f.pivots = static_cast<int64_t>(c[kPivots]);

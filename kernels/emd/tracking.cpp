@@ -46,7 +46,7 @@ static double iou(const Detection& a, const Detection& b) {
   return inter / (double(a.w) * a.h + double(b.w) * b.h - inter);
 }
 
-std::vector<Detection> Tracker::update(const GridCell* grid, int width, int height, int64_t min_pixels) {
+std::vector<Detection> DetectionTracker::update(const GridCell* grid, int width, int height, int64_t min_pixels) {
   const int gw = grid_width(width), gh = grid_height(height);
   auto cell_pixels = [&](int gx, int gy) {
     return (std::min(width, (gx + 1) * kGridCell) - gx * kGridCell) * (std::min(height, (gy + 1) * kGridCell) - gy * kGridCell);

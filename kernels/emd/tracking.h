@@ -98,7 +98,7 @@ struct Detection {
 // boxes, largest first, those with at least min_pixels pixels on target; then tracks: each
 // detection takes the id of the previous frame's detection it overlaps most (IoU >= 0.2),
 // greedily by size, else a new id.
-class Tracker {
+class DetectionTracker {
  public:
   std::vector<Detection> update(const GridCell* grid, int width, int height, int64_t min_pixels);
   void reset() {

@@ -1,6 +1,7 @@
 // Random EMD problems for the CPU and GPU tests: dense, sparse, integer counts (degenerate, like
 // window histograms of pixels) and unequal masses, with random or |i-j| ground distances.
 #pragma once
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -61,6 +62,19 @@ inline std::vector<float> random_cost(std::mt19937& rng, int n) {
 inline int problems_per_size(int fallback) {
   const char* e = std::getenv("PRISM_EMD_PROBLEMS");
   return e ? std::atoi(e) : fallback;
+}
+
+// A grey frame for emd::Tracker: a fixed noisy gradient with a checkerboard patch (24x24, 3-pixel
+// squares) at (24 + 3f, 20 + 2f) in frame f; rows `stride` bytes apart (padding 0).
+inline std::vector<uint8_t> tracker_scene(int width, int height, int64_t stride, int f) {
+  std::vector<uint8_t> img(static_cast<size_t>(stride) * height, 0);
+  std::mt19937 rng(7);  // the same noise every frame: a fixed camera
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) img[y * stride + x] = static_cast<uint8_t>(90 + (x + y) / 8 % 40 + rng() % 3);
+  const int px = 24 + 3 * f, py = 20 + 2 * f;
+  for (int y = py; y < py + 24 && y < height; ++y)
+    for (int x = px; x < px + 24 && x < width; ++x) img[y * stride + x] = ((x - px) / 3 + (y - py) / 3) % 2 ? 220 : 30;
+  return img;
 }
 
 }  // namespace prism::test

@@ -1,18 +1,24 @@
 // The EMD CPU path (transportation simplex, kernels/emd) against the independent min-cost-flow
 // reference (emd_reference.cpp) and the cumulative-histogram closed form; edge cases; the
-// cache and deduplication of CpuEmdMap never change a result.
+// cache and deduplication of CpuEmdMap never change a result; emdtracker's settings and
+// emd::Tracker's CPU path against the kernels composed as the element used to.
 #include <gtest/gtest.h>
 
 #include <opencv2/core.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 
 #include "emd/emd_map.h"
+#include "emd/tracker.h"
+#include "emd/tracking.h"
 #include "emd_cases.h"
 #include "emd_reference.h"
 #include "prism_test.h"
+#include "spectral/spectralize.h"
 
 namespace prism {
 namespace {
@@ -228,6 +234,189 @@ TEST(EmdMap, CacheAndDedupNeverChangeAResult) {
       EXPECT_LE(s.solved, 3000);
     }
   }
+}
+
+// What a setting's check threw: "<property>|<what>", or "no error".
+std::string setting_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const emd::SettingError& e) {
+    return e.property() + "|" + e.what();
+  }
+  return "no error";
+}
+
+TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
+  test::TempDir dir;
+  const std::string bad = dir.write("cost.txt", "0 1\n1 x\n");
+  emd::TrackerConfig c;
+  c.bins = 2;
+  c.ground = emd::GroundKind::Matrix;
+  c.ground_location = bad;
+  c.target = "1,1";
+  auto check = [&](int channels) { return setting_error([&] { emd::check_config(c, channels); }); };
+  EXPECT_EQ(check(0),
+            "ground-distance-location|property 'ground-distance-location': " + bad + ":2: 'x' is not a number");
+  c.ground_location = "";
+  EXPECT_EQ(check(0), "ground-distance-location|property 'ground-distance-location': ground-distance=matrix needs "
+                      "ground-distance-location");
+
+  c = emd::TrackerConfig{};
+  c.bins = 3;
+  c.ground = emd::GroundKind::Wavelengths;
+  c.wavelengths = "400,500";
+  c.target = "1,1,1";
+  EXPECT_EQ(check(0), "wavelengths|property 'wavelengths': the ground distance has 2 bins and 'bins' is 3");
+  EXPECT_EQ(check(-1), "no error");  // before caps: the bins are not compared
+  c.wavelengths = "400,x";
+  EXPECT_EQ(check(-1), "wavelengths|property 'wavelengths': wavelengths: 'x' is not a number");
+
+  c = emd::TrackerConfig{};
+  c.target = "1 2 3";
+  c.ground = emd::GroundKind::AbsDiff;
+  EXPECT_EQ(check(6), "target|property 'target': target signature has 3 bins; the frames have 6");
+  EXPECT_EQ(check(-1), "no error");
+  c.target_rect = "0,0,4,4";
+  EXPECT_EQ(check(-1), "target|property 'target': set exactly one of target, target-location and target-rect (2 set)");
+  c.target = c.target_rect = "";
+  c.target_location = "/nonexistent/t.txt";
+  EXPECT_EQ(check(0), "target-location|property 'target-location': /nonexistent/t.txt: cannot open the target file");
+  c.target_location = dir.write("t.txt", "# the target\n1 -1 0 0 0\n0 0 0 0 0 0\n");
+  EXPECT_EQ(check(0), "target-location|property 'target-location': target signature bin 1 is -1.000000; bins must be "
+                      "finite and >= 0");
+  c.target_location = "";
+  c.target_rect = "1,2,3,4";
+  c.window = 4;
+  EXPECT_EQ(check(0), "window|property 'window': window is 4; an odd size from 1 to 31 is expected");
+  EXPECT_EQ(check(5), "no error");  // tensor input: no window
+
+  const emd::TrackerSetup ok = emd::check_config(c, 5);
+  EXPECT_EQ(ok.ground.bins(), 5);
+  EXPECT_TRUE(ok.target.empty());  // learned from the rectangle
+}
+
+TEST(EmdTrackerSettings, TargetRect) {
+  auto rect = [](const std::string& text) {
+    return setting_error([&] { emd::parse_target_rect(text, 64, 48); });
+  };
+  EXPECT_EQ(rect("1,2,3"), "target-rect|property 'target-rect': '1,2,3': expected x,y,width,height");
+  EXPECT_EQ(rect("1,2,x,4"), "target-rect|property 'target-rect': target-rect: 'x' is not a number");
+  EXPECT_EQ(rect("5000,5000,10,10"),
+            "target-rect|property 'target-rect': '5000,5000,10,10' has no pixel inside the 64x48 frame");
+  const emd::Box b = emd::parse_target_rect("-4, 40, 20, 20", 64, 48);  // clipped to the frame
+  EXPECT_EQ(b.x, 0);
+  EXPECT_EQ(b.y, 40);
+  EXPECT_EQ(b.w, 16);
+  EXPECT_EQ(b.h, 8);
+}
+
+// emd::Tracker on the CPU against the kernels composed as emdtracker did before they moved into
+// it: spectralize, the target learned as the rectangle's mean signature, the cached map, the grid,
+// detections and tracks, the heat map (grey only before the target is known), the boxes.
+TEST(EmdTrackerCpu, IsTheKernelsComposed) {
+  const int W = 96, H = 72, n = 11, frames = 5;
+  const int64_t stride = W + 8, out_stride = 4 * W + 16;
+  emd::TrackerConfig c;
+  c.target_rect = "33,28,12,12";
+  c.target_frame = 1;
+  c.map.cache_capacity = 3000;  // flushed now and then
+  emd::Tracker tracker;
+  tracker.configure(c, {W, H, 0, false});
+  emd::Tracker::FrameParams p;
+  p.threshold = 0.5f;
+  p.opacity = 0.7f;
+  const int64_t min_area = 30;
+
+  std::unique_ptr<emd::CpuEmdMap> map;
+  emd::DetectionTracker tracks;
+  std::vector<float> sig(static_cast<size_t>(W) * H * n), dist(static_cast<size_t>(W) * H);
+  std::vector<emd::GridCell> grid(static_cast<size_t>(emd::grid_width(W)) * emd::grid_height(H));
+  size_t detected = 0;
+  for (int f = 0; f < frames; ++f) {
+    const std::vector<uint8_t> grey = test::tracker_scene(W, H, stride, f);
+    std::vector<uint8_t> got(static_cast<size_t>(out_stride) * H, 0), want = got;
+    tracker.process_cpu({grey.data(), stride, {}}, {got.data(), out_stride}, p);
+    const emd::Tracker::Result r = tracker.end_frame(min_area);
+    if (!r.detections.empty()) tracker.draw_boxes_cpu(r.detections, got.data(), out_stride);
+
+    spectral::spectralize_cpu(grey.data(), W, H, stride, {n, 11}, sig.data());
+    if (f == 1) {
+      std::vector<double> sum(n, 0.0);
+      for (int y = 28; y < 40; ++y)
+        for (int x = 33; x < 45; ++x)
+          for (int b = 0; b < n; ++b) sum[b] += sig[(static_cast<size_t>(y) * W + x) * n + b];
+      std::vector<float> target(n);
+      for (int b = 0; b < n; ++b) target[b] = static_cast<float>(sum[b] / (12.0 * 12));
+      map = std::make_unique<emd::CpuEmdMap>(GroundDistance::abs_diff(n), target, c.map);
+    }
+    std::vector<emd::Detection> dets;
+    emd::FrameStats stats;
+    if (map) {
+      stats = map->compute(sig.data(), static_cast<int64_t>(W) * H, dist.data());
+      emd::reduce_grid_cpu(dist.data(), W, H, p.threshold, grid.data());
+      dets = tracks.update(grid.data(), W, H, min_area);
+    } else {
+      std::fill(dist.begin(), dist.end(), NAN);
+    }
+    emd::render_heatmap_cpu(dist.data(), grey.data(), stride, W, H,
+                            map ? emd::HeatmapParams{3 * p.threshold, p.opacity} : emd::HeatmapParams{1.f, 0.f},
+                            want.data(), out_stride);
+    std::vector<emd::Box> boxes;
+    for (const emd::Detection& d : dets) boxes.push_back({d.x, d.y, d.w, d.h});
+    emd::draw_boxes_cpu(boxes, W, H, want.data(), out_stride);
+
+    EXPECT_EQ(r.frame, static_cast<uint64_t>(f));
+    EXPECT_EQ(r.solved, map != nullptr) << "frame " << f;
+    EXPECT_EQ(tracker.target_known(), map != nullptr) << "frame " << f;
+    EXPECT_TRUE(got == want) << "frame " << f << ": the heat maps differ";
+    ASSERT_EQ(r.detections.size(), dets.size()) << "frame " << f;
+    for (size_t k = 0; k < dets.size(); ++k) {
+      const emd::Detection &a = r.detections[k], &b = dets[k];
+      EXPECT_TRUE(a.x == b.x && a.y == b.y && a.w == b.w && a.h == b.h && a.track_id == b.track_id &&
+                  a.pixels == b.pixels && std::memcmp(&a.distance, &b.distance, sizeof(float)) == 0)
+          << "frame " << f << " detection " << k;
+    }
+    EXPECT_EQ(r.stats.solved, stats.solved) << "frame " << f;
+    EXPECT_EQ(r.stats.duplicates, stats.duplicates);
+    EXPECT_EQ(r.stats.cache_hits, stats.cache_hits);
+    EXPECT_EQ(r.stats.flushed, stats.flushed);
+    detected += dets.size();
+  }
+  EXPECT_GE(detected, static_cast<size_t>(frames - 1));  // the patch, from the frame that learns it on
+}
+
+// Tensor input (u16, rows padded: converted) with a given target and the distance map out.
+TEST(EmdTrackerCpu, TensorInDistanceMapOut) {
+  const int W = 40, H = 24, n = 6;
+  tensor::FrameLayout layout;
+  layout.dtype = tensor::DType::U16;
+  layout.width = W;
+  layout.height = H;
+  layout.channels = n;
+  layout.row_bytes = layout.packed_row_bytes() + 6;
+  std::mt19937 rng(11);
+  std::vector<uint8_t> frame(static_cast<size_t>(layout.row_bytes) * H);
+  for (int y = 0; y < H; ++y)
+    for (int i = 0; i < W * n; ++i)
+      reinterpret_cast<uint16_t*>(&frame[y * layout.row_bytes])[i] = static_cast<uint16_t>(rng() % 50);
+  emd::TrackerConfig c;
+  c.target = "5 10 20 10 5 1";
+  c.ground = emd::GroundKind::SquaredDiff;
+  emd::Tracker tracker;
+  tracker.configure(c, {W, H, n, true});
+  const int64_t out_stride = 4 * W + 12;
+  std::vector<uint8_t> got(static_cast<size_t>(out_stride) * H);
+  tracker.process_cpu({frame.data(), layout.row_bytes, layout}, {got.data(), out_stride}, {});
+  const emd::Tracker::Result r = tracker.end_frame(64);
+  EXPECT_TRUE(r.solved);
+
+  std::vector<float> sig(static_cast<size_t>(W) * H * n), want(static_cast<size_t>(W) * H);
+  tensor::to_signatures_cpu(frame.data(), layout, sig.data());
+  emd::CpuEmdMap map(GroundDistance::squared_diff(n), {5, 10, 20, 10, 5, 1});
+  map.compute(sig.data(), static_cast<int64_t>(W) * H, want.data());
+  for (int y = 0; y < H; ++y)
+    EXPECT_EQ(std::memcmp(&got[y * out_stride], &want[static_cast<size_t>(y) * W], sizeof(float) * W), 0)
+        << "row " << y;
 }
 
 }  // namespace

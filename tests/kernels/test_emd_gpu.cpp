@@ -1,5 +1,6 @@
 // The EMD CUDA path against the independent min-cost-flow reference and against the CPU path;
-// the GPU cache and deduplication never change a result and count like the CPU's.
+// the GPU cache and deduplication never change a result and count like the CPU's; emd::Tracker's
+// CUDA path gives what its CPU path gives.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -9,7 +10,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/device_array.h"
 #include "emd/emd_map.h"
+#include "emd/tracker.h"
 #include "emd_cases.h"
 #include "emd_reference.h"
 #include "prism_test.h"
@@ -189,6 +192,105 @@ TEST_F(EmdGpu, NoDeviceAllocationPerFrame) {
   check(cudaStreamSynchronize(stream));
   cudaMemGetInfo(&free1, &total);
   EXPECT_EQ(free0, free1);
+}
+
+// emd::Tracker on the GPU against itself on the CPU, frame by frame: heat maps with the boxes
+// drawn (bit for bit), detections, track ids and statistics; the target learned in frame 1.
+TEST_F(EmdGpu, TrackerCudaPathIsItsCpuPath) {
+  const int W = 96, H = 72, frames = 5;
+  const int64_t stride = W + 8, out_stride = 4 * W + 16, min_area = 30;
+  for (const int64_t cache : {int64_t{3000}, int64_t{0}, int64_t{-1}}) {  // -1: dedup off
+    emd::TrackerConfig c;
+    c.target_rect = "33,28,12,12";
+    c.target_frame = 1;
+    c.map.cache_capacity = cache < 0 ? 3000 : cache;
+    c.map.dedup = cache >= 0;
+    const emd::Tracker::Shape shape{W, H, 0, false};
+    emd::Tracker cpu, gpu;
+    cpu.configure(c, shape);
+    gpu.configure(c, shape, stream);
+    emd::Tracker::FrameParams p;
+    p.threshold = 0.5f;
+    p.opacity = 0.7f;
+    gpu::DeviceArray<uint8_t> d_in(static_cast<size_t>(stride) * H), d_out(static_cast<size_t>(out_stride) * H);
+    for (int f = 0; f < frames; ++f) {
+      const std::vector<uint8_t> grey = test::tracker_scene(W, H, stride, f);
+      std::vector<uint8_t> want(static_cast<size_t>(out_stride) * H, 0), got = want;
+      cpu.process_cpu({grey.data(), stride, {}}, {want.data(), out_stride}, p);
+      const emd::Tracker::Result a = cpu.end_frame(min_area);
+      if (!a.detections.empty()) cpu.draw_boxes_cpu(a.detections, want.data(), out_stride);
+
+      check(cudaMemcpy(d_in.data(), grey.data(), grey.size(), cudaMemcpyHostToDevice));
+      check(cudaMemset(d_out.data(), 0, d_out.bytes()));
+      gpu.process_cuda({d_in.data(), stride, {}}, {d_out.data(), out_stride}, p);
+      check(cudaStreamSynchronize(stream));
+      const emd::Tracker::Result b = gpu.end_frame(min_area);
+      if (!b.detections.empty()) gpu.draw_boxes_cuda(b.detections, d_out.data(), out_stride);
+      check(cudaMemcpy(got.data(), d_out.data(), got.size(), cudaMemcpyDeviceToHost));
+
+      const std::string where = "cache " + std::to_string(cache) + " frame " + std::to_string(f);
+      EXPECT_EQ(b.frame, a.frame);
+      EXPECT_EQ(b.solved, a.solved) << where;
+      EXPECT_TRUE(got == want) << where << ": the heat maps differ";
+      ASSERT_EQ(b.detections.size(), a.detections.size()) << where;
+      for (size_t k = 0; k < a.detections.size(); ++k) {
+        const emd::Detection &x = a.detections[k], &y = b.detections[k];
+        EXPECT_TRUE(x.x == y.x && x.y == y.y && x.w == y.w && x.h == y.h && x.track_id == y.track_id &&
+                    x.pixels == y.pixels && x.distance == y.distance)
+            << where << " detection " << k;
+      }
+      EXPECT_EQ(b.stats.solved, a.stats.solved) << where;
+      EXPECT_EQ(b.stats.duplicates, a.stats.duplicates) << where;
+      EXPECT_EQ(b.stats.cache_hits, a.stats.cache_hits) << where;
+      EXPECT_EQ(b.stats.flushed, a.stats.flushed) << where;
+      if (f >= 1) {
+        EXPECT_FALSE(a.detections.empty()) << where;
+      }
+    }
+  }
+}
+
+// Tensor input (packed f32: used in place) with a given target and the distance map out.
+TEST_F(EmdGpu, TrackerCudaDistanceMapIsItsCpuPath) {
+  const int W = 40, H = 24, n = 6;
+  tensor::FrameLayout layout;
+  layout.dtype = tensor::DType::F32;
+  layout.width = W;
+  layout.height = H;
+  layout.channels = n;
+  layout.row_bytes = layout.packed_row_bytes();
+  std::mt19937 rng(11);
+  std::vector<float> frame(static_cast<size_t>(W) * H * n);
+  for (float& v : frame) v = static_cast<float>(rng() % 8);
+  emd::TrackerConfig c;
+  c.target = "5 10 20 10 5 1";
+  const emd::Tracker::Shape shape{W, H, n, true};
+  emd::Tracker cpu, gpu;
+  cpu.configure(c, shape);
+  gpu.configure(c, shape, stream);
+  const int64_t out_stride = 4 * W + 12;
+  std::vector<uint8_t> want(static_cast<size_t>(out_stride) * H, 0), got = want;
+  cpu.process_cpu({reinterpret_cast<const uint8_t*>(frame.data()), layout.row_bytes, layout}, {want.data(), out_stride},
+                  {});
+  const gpu::DeviceArray<float> d_in = gpu::device_copy(frame.data(), frame.size());
+  gpu::DeviceArray<uint8_t> d_out(want.size());
+  check(cudaMemset(d_out.data(), 0, d_out.bytes()));
+  gpu.process_cuda({reinterpret_cast<const uint8_t*>(d_in.data()), layout.row_bytes, layout},
+                   {d_out.data(), out_stride}, {});
+  check(cudaStreamSynchronize(stream));
+  check(cudaMemcpy(got.data(), d_out.data(), got.size(), cudaMemcpyDeviceToHost));
+  const emd::Tracker::Result a = cpu.end_frame(64), b = gpu.end_frame(64);
+  EXPECT_TRUE(a.solved && b.solved);
+  EXPECT_EQ(b.stats.solved, a.stats.solved);
+  int64_t differ = 0;
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      float u, v;
+      std::memcpy(&u, &want[y * out_stride + 4 * x], 4);
+      std::memcpy(&v, &got[y * out_stride + 4 * x], 4);
+      differ += u != v;
+    }
+  EXPECT_EQ(differ, 0);
 }
 
 }  // namespace
