@@ -13,12 +13,11 @@ namespace prism {
 
 #define PRISM_GREY_FORMATS "{ GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12, I420 }"
 
-inline cv::Mat frame_grey(GstVideoFrame &f, cv::Mat &scratch) {
-  const int w = GST_VIDEO_FRAME_WIDTH(&f), h = GST_VIDEO_FRAME_HEIGHT(&f);
-  void *data = GST_VIDEO_FRAME_PLANE_DATA(&f, 0);
-  const size_t stride = (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
+/* The same from the first plane of a frame laid out as `info` (a GstPrismFrame on the host). */
+inline cv::Mat frame_grey(const GstVideoInfo *info, void *data, size_t stride, cv::Mat &scratch) {
+  const int w = GST_VIDEO_INFO_WIDTH(info), h = GST_VIDEO_INFO_HEIGHT(info);
   int code = -1, type = CV_8UC4;
-  switch (GST_VIDEO_FRAME_FORMAT(&f)) {
+  switch (GST_VIDEO_INFO_FORMAT(info)) {
     case GST_VIDEO_FORMAT_GRAY8:
     case GST_VIDEO_FORMAT_NV12:
     case GST_VIDEO_FORMAT_I420: return cv::Mat(h, w, CV_8UC1, data, stride);
@@ -32,6 +31,10 @@ inline cv::Mat frame_grey(GstVideoFrame &f, cv::Mat &scratch) {
   }
   cv::cvtColor(cv::Mat(h, w, type, data, stride), scratch, code);
   return scratch;
+}
+
+inline cv::Mat frame_grey(GstVideoFrame &f, cv::Mat &scratch) {
+  return frame_grey(&f.info, GST_VIDEO_FRAME_PLANE_DATA(&f, 0), (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0), scratch);
 }
 
 }  // namespace prism
