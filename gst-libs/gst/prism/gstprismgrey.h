@@ -13,7 +13,8 @@ namespace prism {
 
 #define PRISM_GREY_FORMATS "{ GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12, I420 }"
 
-/* The same from the first plane of a frame laid out as `info` (a GstPrismFrame on the host). */
+/* `data`, `stride`: the first plane of a host frame laid out as `info` (GstPrismFrame's data[0],
+ * stride[0] as GstPrismCudaFilter maps it). */
 inline cv::Mat frame_grey(const GstVideoInfo *info, void *data, size_t stride, cv::Mat &scratch) {
   const int w = GST_VIDEO_INFO_WIDTH(info), h = GST_VIDEO_INFO_HEIGHT(info);
   int code = -1, type = CV_8UC4;
@@ -31,10 +32,6 @@ inline cv::Mat frame_grey(const GstVideoInfo *info, void *data, size_t stride, c
   }
   cv::cvtColor(cv::Mat(h, w, type, data, stride), scratch, code);
   return scratch;
-}
-
-inline cv::Mat frame_grey(GstVideoFrame &f, cv::Mat &scratch) {
-  return frame_grey(&f.info, GST_VIDEO_FRAME_PLANE_DATA(&f, 0), (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0), scratch);
 }
 
 }  // namespace prism
