@@ -8,14 +8,12 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "bow/model.h"
-#if defined(PRISM_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-#include <gst/cuda/gstcudamemory.h>
-#endif
-#include "gst/prism/gstprismcuda.h" /* device properties, the shared GstCudaContext, CUDA frame mapping */
+#include "common/gpu.h"
+#include "gst/prism/gstprismcudamemory.h" /* GstPrismContextScope: the model's GPU buffers live in our context */
 #include "gst/prism/gstprismgrey.h"
 #include "gst/prism/gstprismmessage.h"
 
@@ -24,34 +22,35 @@ GST_DEBUG_CATEGORY_STATIC(gst_bow_classify_debug);
 
 namespace bow = prism::bow;
 
-enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY, PROP_DEVICE, PROP_DEVICE_ID };
+enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY };
 
 constexpr guint kDefaultInterval = 30;
 
 /* Made at start(), gone at stop(). */
 struct State {
   bow::Model model;
-  GstVideoInfo info;
-  bool have_info = false;
   guint64 frame = 0;
   bool have_result = false;
   guint64 result_frame = 0;
   bow::Prediction result;
   cv::Mat grey;       // RGB-ish frames converted here (reused)
   cv::Mat label_tile;  // the label box drawn for a frame in GPU memory (reused)
+  /* The frame in flight, latched by map_flags_ip for process_ip and finish. */
+  guint64 current = 0;
+  bool due = false, overlay = false;
+  std::chrono::steady_clock::time_point t0;
 };
 
 struct _GstBowClassify {
-  GstBaseTransform parent;
+  GstPrismCudaFilter parent; /* device, cuda-device-id, the context the model's GPU buffers live in */
   /* properties (object lock) */
   gchar *model;
   guint interval;
   gboolean overlay;
-  GstPrismCuda cuda; /* device, cuda-device-id; the context the model's GPU buffers live in */
   State *state;
 };
 
-G_DEFINE_TYPE(GstBowClassify, gst_bow_classify, GST_TYPE_BASE_TRANSFORM);
+G_DEFINE_TYPE(GstBowClassify, gst_bow_classify, GST_TYPE_PRISM_CUDA_FILTER);
 GST_ELEMENT_REGISTER_DEFINE(bowclassify, "bowclassify", GST_RANK_NONE, GST_TYPE_BOW_CLASSIFY);
 
 /* In GPU memory the Y plane of NV12/I420 is the grey image the model reads, in place. */
@@ -59,7 +58,6 @@ GST_ELEMENT_REGISTER_DEFINE(bowclassify, "bowclassify", GST_RANK_NONE, GST_TYPE_
 
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
-  if (gst_prism_cuda_set_property(&self->cuda, object, value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL: g_free(self->model); self->model = g_value_dup_string(value); break;
@@ -72,7 +70,6 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
-  if (gst_prism_cuda_get_property(&self->cuda, object, value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL: g_value_set_string(value, self->model); break;
@@ -83,21 +80,11 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
   GST_OBJECT_UNLOCK(self);
 }
 
-/* The model's GPU buffers are made, used and freed in the element's GstCudaContext, so that frames
- * in memory:CUDAMemory of that context (shared with nvh264dec, cudaupload...) are read in place. */
-struct ContextScope {
-#if defined(PRISM_HAVE_CUDA)
-  explicit ContextScope(GstPrismCuda *cuda) : pushed(cuda->use_cuda && gst_prism_cuda_push(cuda)) {}
-  ~ContextScope() {
-    if (pushed) gst_prism_cuda_pop();
-  }
-  const bool pushed;
-#else
-  explicit ContextScope(GstPrismCuda *) {}
-#endif
-};
+static GstPrismCuda *cuda_of(GstBowClassify *self) { return gst_prism_cuda_filter_get_cuda(GST_PRISM_CUDA_FILTER(self)); }
 
-/* The model is read once, before any data flows. */
+/* The model is read once, before any data flows; its GPU buffers are made, used and freed in the
+ * element's GstCudaContext, so that frames in memory:CUDAMemory of that context (shared with
+ * nvh264dec, cudaupload...) are read in place. */
 static gboolean start(GstBaseTransform *trans) {
   GstBowClassify *self = GST_BOW_CLASSIFY(trans);
   GST_OBJECT_LOCK(self);
@@ -115,13 +102,19 @@ static gboolean start(GstBaseTransform *trans) {
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ, ("bowclassify: property 'model': %s", e.what()), (nullptr));
     return FALSE;
   }
-  if (!gst_prism_cuda_start(&self->cuda, GST_ELEMENT(self))) return FALSE; /* device=cuda without a GPU: posted */
+  /* The base class chooses the path (device=cuda without a GPU: posted). */
+  if (!GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->start(trans)) return FALSE;
+  GstPrismCuda *cuda = cuda_of(self);
   try {
-    ContextScope scope(&self->cuda);
-    st->model.set_device(self->cuda.use_cuda ? prism::gpu::Device::kCuda : prism::gpu::Device::kCpu);
+    prism::GstPrismContextScope scope(cuda);
+    st->model.set_device(cuda->use_cuda ? prism::gpu::Device::kCuda : prism::gpu::Device::kCpu);
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("bowclassify: property 'device': %s", e.what()), (nullptr));
-    gst_prism_cuda_stop(&self->cuda);
+    {
+      prism::GstPrismContextScope scope(cuda);
+      st.reset();
+    }
+    GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->stop(trans);
     return FALSE;
   }
   GST_INFO_OBJECT(self, "model %s: %zu classes, k = %d, histograms on %s", path.c_str(),
@@ -134,54 +127,11 @@ static gboolean start(GstBaseTransform *trans) {
 static gboolean stop(GstBaseTransform *trans) {
   GstBowClassify *self = GST_BOW_CLASSIFY(trans);
   {
-    ContextScope scope(&self->cuda);
+    prism::GstPrismContextScope scope(cuda_of(self));
     delete self->state;
     self->state = nullptr;
   }
-  gst_prism_cuda_stop(&self->cuda);
-  return TRUE;
-}
-
-/* In place: the other pad carries the same caps, without memory:CUDAMemory on the CPU path. */
-static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection, GstCaps *caps, GstCaps *filter) {
-  GstBowClassify *self = GST_BOW_CLASSIFY(trans);
-  GstCaps *out = gst_prism_cuda_allowed_caps(&self->cuda, gst_caps_copy(caps));
-  if (filter) {
-    GstCaps *both = gst_caps_intersect_full(filter, out, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref(out);
-    out = both;
-  }
-  return out;
-}
-
-static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *) {
-  GstBowClassify *self = GST_BOW_CLASSIFY(trans);
-  if (!self->state) return FALSE;
-  if (!gst_video_info_from_caps(&self->state->info, incaps)) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("bowclassify: cannot parse caps %" GST_PTR_FORMAT, incaps), (nullptr));
-    return FALSE;
-  }
-  const gboolean cuda_caps = gst_prism_caps_are_cuda(incaps);
-  if (cuda_caps && !self->cuda.use_cuda) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("bowclassify: memory:CUDAMemory caps on the CPU path (device=cpu or no GPU)"),
-                      ("%" GST_PTR_FORMAT, incaps));
-    return FALSE;
-  }
-  if (!gst_prism_cuda_check_i420_height(GST_ELEMENT(self), &self->state->info, cuda_caps, "sink")) return FALSE;
-  self->state->have_info = true;
-  return TRUE;
-}
-
-static void set_context(GstElement *element, GstContext *context) {
-  gst_prism_cuda_set_context(&GST_BOW_CLASSIFY(element)->cuda, element, context);
-  GST_ELEMENT_CLASS(gst_bow_classify_parent_class)->set_context(element, context);
-}
-
-static gboolean query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *q) {
-  if (GST_QUERY_TYPE(q) == GST_QUERY_CONTEXT &&
-      gst_prism_cuda_handle_context_query(&GST_BOW_CLASSIFY(trans)->cuda, GST_ELEMENT(trans), q))
-    return TRUE;
-  return GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->query(trans, direction, q);
+  return GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->stop(trans);
 }
 
 /* The label box in the top-left corner: white text on black, drawn into `box`, a tile of the frame's
@@ -204,113 +154,96 @@ static int first_plane_type(GstVideoFormat fmt) {
   return fmt == GST_VIDEO_FORMAT_RGB || fmt == GST_VIDEO_FORMAT_BGR ? CV_8UC3 : CV_8UC4;
 }
 
-/* GstCudaMemory of our own context: readable in place by the model's kernels. (Another context's
- * memory is mapped to the host instead: GstCudaMemory downloads it.) */
-static bool in_our_cuda_memory(GstBowClassify *self, GstBuffer *buf) {
-#if defined(PRISM_HAVE_CUDA)
-  GstMemory *mem = gst_buffer_n_memory(buf) ? gst_buffer_peek_memory(buf, 0) : nullptr;
-  return self->cuda.use_cuda && mem && gst_is_cuda_memory(mem) && GST_CUDA_MEMORY_CAST(mem)->context == self->cuda.context;
-#else
-  (void)self, (void)buf;
-  return false;
-#endif
+/* The label text of the current result. */
+static std::string label_text(const State &st) {
+  return st.model.class_names()[st.result.label] + cv::format(" %.2f", st.result.confidence);
 }
 
-/* Classifies a frame in GPU memory (its Y plane read in place) and draws the label there: the box is
- * drawn on the host and uploaded, the only bytes that cross. */
-static bool process_device(GstBowClassify *self, GstBuffer *buf, bool due, bool overlay, std::string *error) {
-#if defined(PRISM_HAVE_CUDA)
+/* Per frame, before the base class maps it: the frame's number and settings. The frame is mapped
+ * for writing only when the label is drawn (a read map of shared memory copies nothing). */
+static GstMapFlags map_flags_ip(GstPrismCudaFilter *filter, GstBuffer *) {
+  GstBowClassify *self = GST_BOW_CLASSIFY(filter);
   State &st = *self->state;
-  ContextScope scope(&self->cuda);
-  GstVideoFrame vf;
-  GstPrismFrame pf;
-  if (!scope.pushed ||
-      !gst_prism_cuda_map_frame(&vf, &st.info, buf, overlay ? GST_MAP_READWRITE : GST_MAP_READ, &pf)) {
-    *error = "cannot map the CUDA frame";
-    return false;
-  }
-  const int W = GST_VIDEO_INFO_WIDTH(&st.info), H = GST_VIDEO_INFO_HEIGHT(&st.info);
-  bool ok = true;
-  try {
-    if (due) st.result = st.model.classify_histogram(st.model.histogram_device(pf.data[0], size_t(pf.stride[0]), W, H));
-    if (overlay) {
-      const std::string text = st.model.class_names()[st.result.label] + cv::format(" %.2f", st.result.confidence);
-      cv::Mat &box = st.label_tile;
-      box.create(label_box(text, W, H), CV_8UC1);
-      draw_label(box, text);
-      // On the element's stream, synchronised before the buffer moves on (1.22 memory carries no
-      // stream; a pageable cudaMemcpy2D may return before the bytes land).
-      cudaError_t err = cudaMemcpy2DAsync(pf.data[0], size_t(pf.stride[0]), box.data, box.step, box.cols, box.rows,
-                                          cudaMemcpyHostToDevice, self->cuda.stream);
-      if (err == cudaSuccess) err = cudaStreamSynchronize(self->cuda.stream);
-      if (err != cudaSuccess) throw std::runtime_error(std::string("label upload: ") + cudaGetErrorString(err));
-    }
-  } catch (const std::exception &e) {
-    *error = e.what();
-    ok = false;
-  }
-  gst_video_frame_unmap(&vf);
-  return ok;
-#else
-  (void)self, (void)buf, (void)due, (void)overlay;
-  *error = "memory:CUDAMemory in a build without CUDA";
-  return false;
-#endif
-}
-
-static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
-  GstBowClassify *self = GST_BOW_CLASSIFY(trans);
-  if (!self->state || !self->state->have_info) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("bowclassify: a buffer arrived before caps"), (nullptr));
-    return GST_FLOW_NOT_NEGOTIATED;
-  }
-  State &st = *self->state;
-  const guint64 frame = st.frame++;
   GST_OBJECT_LOCK(self);
   const guint interval = self->interval;
-  const bool overlay = self->overlay;
+  st.overlay = self->overlay;
   GST_OBJECT_UNLOCK(self);
-  const bool due = !st.have_result || interval == 0 || frame - st.result_frame >= interval;
-  const int W = GST_VIDEO_INFO_WIDTH(&st.info), H = GST_VIDEO_INFO_HEIGHT(&st.info);
+  st.current = st.frame++;
+  st.due = !st.have_result || interval == 0 || st.current - st.result_frame >= interval;
+  return st.overlay ? GST_MAP_READWRITE : GST_MAP_READ;
+}
 
-  double latency = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  if (in_our_cuda_memory(self, buf)) {
-    std::string error;
-    if (!process_device(self, buf, due, overlay, &error)) {
-      GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("bowclassify: frame %" G_GUINT64_FORMAT " (GPU memory): %s", frame,
-                                                error.c_str()), (nullptr));
-      return GST_FLOW_ERROR;
-    }
-  } else {
-    GstVideoFrame vf;
-    if (!gst_video_frame_map(&vf, &st.info, buf, overlay ? GST_MAP_READWRITE : GST_MAP_READ)) {
-      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("bowclassify: cannot map frame %" G_GUINT64_FORMAT, frame), (nullptr));
-      return GST_FLOW_ERROR;
-    }
-    if (due) {
-      try {
-        ContextScope scope(&self->cuda);
-        st.result = st.model.classify(prism::frame_grey(vf, st.grey));
-      } catch (const std::exception &e) {
-        gst_video_frame_unmap(&vf);
-        GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("bowclassify: frame %" G_GUINT64_FORMAT ": %s", frame, e.what()),
-                          (nullptr));
-        return GST_FLOW_ERROR;
-      }
-    }
-    if (overlay) {
-      const std::string text = st.model.class_names()[st.result.label] + cv::format(" %.2f", st.result.confidence);
-      cv::Mat first(H, W, first_plane_type(GST_VIDEO_FRAME_FORMAT(&vf)), GST_VIDEO_FRAME_PLANE_DATA(&vf, 0),
-                    size_t(GST_VIDEO_FRAME_PLANE_STRIDE(&vf, 0)));
-      draw_label(first(cv::Rect(cv::Point(0, 0), label_box(text, W, H))), text);
-    }
-    gst_video_frame_unmap(&vf);
+/* Classifies a frame in GPU memory of our context (its Y plane read in place) and draws the label
+ * there: the box is drawn on the host and uploaded on the element's stream (the base class
+ * synchronises it before the buffer moves on), the only bytes that cross. Throws. */
+static void process_device(GstBowClassify *self, const GstPrismFrame *frame) {
+#if defined(PRISM_HAVE_CUDA)
+  State &st = *self->state;
+  const GstVideoInfo *info = gst_prism_cuda_filter_in_info(GST_PRISM_CUDA_FILTER(self));
+  const int W = GST_VIDEO_INFO_WIDTH(info), H = GST_VIDEO_INFO_HEIGHT(info);
+  if (st.due)
+    st.result = st.model.classify_histogram(st.model.histogram_device(frame->data[0], size_t(frame->stride[0]), W, H));
+  if (st.overlay) {
+    const std::string text = label_text(st);
+    cv::Mat &box = st.label_tile;
+    box.create(label_box(text, W, H), CV_8UC1);
+    draw_label(box, text);
+    /* A pageable source: the bytes are staged before the call returns, so the tile may be reused. */
+    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(frame->data[0], size_t(frame->stride[0]), box.data, box.step, box.cols,
+                                       box.rows, cudaMemcpyHostToDevice,
+                                       (cudaStream_t)gst_prism_cuda_filter_get_stream(GST_PRISM_CUDA_FILTER(self))));
   }
-  if (due) {
-    latency = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+#else
+  (void)self, (void)frame;
+  throw std::logic_error("a device frame in a build without CUDA");
+#endif
+}
+
+/* A frame on the host: system memory, or another context's GPU memory (GstCudaMemory copies it).
+ * Throws. */
+static void process_host(GstBowClassify *self, const GstPrismFrame *frame) {
+  State &st = *self->state;
+  const GstVideoInfo *info = gst_prism_cuda_filter_in_info(GST_PRISM_CUDA_FILTER(self));
+  const int W = GST_VIDEO_INFO_WIDTH(info), H = GST_VIDEO_INFO_HEIGHT(info);
+  if (st.due) st.result = st.model.classify(prism::frame_grey(info, frame->data[0], size_t(frame->stride[0]), st.grey));
+  if (st.overlay) {
+    const std::string text = label_text(st);
+    cv::Mat first(H, W, first_plane_type(GST_VIDEO_INFO_FORMAT(info)), frame->data[0], size_t(frame->stride[0]));
+    draw_label(first(cv::Rect(cv::Point(0, 0), label_box(text, W, H))), text);
+  }
+}
+
+/* The classification (when due) and the label. On the GPU path the base class has pushed the
+ * context: the model's kernels run in it for host frames too. */
+static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *, const GstPrismFrame *frame) {
+  GstBowClassify *self = GST_BOW_CLASSIFY(filter);
+  State &st = *self->state;
+  st.t0 = std::chrono::steady_clock::now();
+  try {
+    if (frame->device)
+      process_device(self, frame);
+    else
+      process_host(self, frame);
+  } catch (const std::exception &e) {
+    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("bowclassify: frame %" G_GUINT64_FORMAT "%s: %s", st.current,
+                                              frame->device ? " (GPU memory)" : "", e.what()), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+/* After the stream sync (the label is in the picture): the result as meta on every frame, and as
+ * a message on the frames that were classified, with the time it took. */
+static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *buf, const GstPrismFrame *) {
+  GstBowClassify *self = GST_BOW_CLASSIFY(filter);
+  State &st = *self->state;
+  const GstVideoInfo *info = gst_prism_cuda_filter_in_info(filter);
+  const int W = GST_VIDEO_INFO_WIDTH(info), H = GST_VIDEO_INFO_HEIGHT(info);
+  double latency = 0;
+  if (st.due) {
+    latency = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st.t0).count();
     st.have_result = true;
-    st.result_frame = frame;
+    st.result_frame = st.current;
   }
   const std::string &label = st.model.class_names()[st.result.label];
 
@@ -322,13 +255,13 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   GstStructure *param = gst_structure_new("bowclassify", "frame", G_TYPE_UINT64, st.result_frame, nullptr);
   fields(param);
   gst_video_region_of_interest_meta_add_param(m, param);
-  if (due) {
-    GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": label '%s' (confidence %.2f), %.1f ms", frame, label.c_str(),
-                     st.result.confidence, latency);
-    GstStructure *s = gst_prism_frame_message_new("bowclassify", &trans->segment, buf, frame);
+  if (st.due) {
+    GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": label '%s' (confidence %.2f), %.1f ms", st.current,
+                     label.c_str(), st.result.confidence, latency);
+    GstStructure *s = gst_prism_frame_message_new("bowclassify", &GST_BASE_TRANSFORM(self)->segment, buf, st.current);
     gst_structure_set(s, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
     fields(s);
-    gst_prism_post_frame_message(GST_ELEMENT(trans), s);
+    gst_prism_post_frame_message(GST_ELEMENT(self), s);
   }
   return GST_FLOW_OK;
 }
@@ -344,6 +277,7 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+  GstPrismCudaFilterClass *filter_class = GST_PRISM_CUDA_FILTER_CLASS(klass);
   gobject_class->set_property = set_property;
   gobject_class->get_property = get_property;
   gobject_class->finalize = finalize;
@@ -362,7 +296,6 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
       gobject_class, PROP_OVERLAY,
       g_param_spec_boolean("overlay", "Overlay",
                            "Write the latest label and confidence into the picture's top-left corner", FALSE, playing));
-  gst_prism_cuda_install_properties(gobject_class, PROP_DEVICE, PROP_DEVICE_ID);
   gst_element_class_set_static_metadata(
       element_class, "Prism bag-of-words scene classification", "Filter/Analyzer/Video",
       "Labels the scene of video frames every N frames with a bag-of-visual-words model (filter bank, dictionary, "
@@ -371,26 +304,19 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
       "Prism developers");
   /* NV12/I420 in memory:CUDAMemory (read in place on the GPU path), every grey-readable format in
    * system memory. */
-  GstCaps *caps = gst_prism_cuda_template_caps(PRISM_GREY_FORMATS, CUDA_FORMATS);
-  gst_element_class_add_pad_template(element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
-  gst_element_class_add_pad_template(element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
-  gst_caps_unref(caps);
-  element_class->set_context = GST_DEBUG_FUNCPTR(set_context);
-  trans_class->query = GST_DEBUG_FUNCPTR(query);
-  trans_class->transform_caps = GST_DEBUG_FUNCPTR(transform_caps);
+  gst_prism_cuda_filter_class_add_pad_templates(element_class, PRISM_GREY_FORMATS, CUDA_FORMATS);
   trans_class->start = GST_DEBUG_FUNCPTR(start);
   trans_class->stop = GST_DEBUG_FUNCPTR(stop);
-  trans_class->set_caps = GST_DEBUG_FUNCPTR(set_caps);
-  trans_class->transform_ip = GST_DEBUG_FUNCPTR(transform_ip);
-  trans_class->passthrough_on_same_caps = FALSE;
-  trans_class->transform_ip_on_passthrough = FALSE;
+  filter_class->process_ip = process_ip;
+  filter_class->map_flags_ip = map_flags_ip;
+  filter_class->finish = finish;
+  /* System memory is classified from the host (the RGB formats are made grey there) and the label
+   * drawn there: no staging through the device. */
+  filter_class->ip_host_frames = TRUE;
   GST_DEBUG_CATEGORY_INIT(gst_bow_classify_debug, "bowclassify", 0, "Prism bag-of-words scene classification");
 }
 
 static void gst_bow_classify_init(GstBowClassify *self) {
   self->interval = kDefaultInterval;
   self->overlay = FALSE;
-  gst_prism_cuda_init(&self->cuda);
-  gst_base_transform_set_in_place(GST_BASE_TRANSFORM(self), TRUE);
-  gst_base_transform_set_passthrough(GST_BASE_TRANSFORM(self), FALSE);
 }

@@ -11,11 +11,12 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "gst/prism/gstprismcudamemory.h" /* GstPrismContextScope: the index lives in the element's context */
 #include "gst/prism/gstprismgrey.h"
 #include "gst/prism/gstprismmessage.h"
-#include "gst/prism/gstprismcuda.h" /* GST_TYPE_PRISM_DEVICE: the same auto/cuda/cpu enum as the other elements */
 #include "texture/features.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
@@ -49,7 +50,6 @@ enum {
   PROP_MIN_INLIERS,
   PROP_MIN_SIGNIFICANCE,
   PROP_SHORTLIST,
-  PROP_DEVICE,
 };
 
 constexpr guint kDefaultInterval = 10;
@@ -58,8 +58,6 @@ constexpr guint kDefaultInterval = 10;
 struct State {
   std::string gallery;
   texture::TextureIndex index;
-  GstVideoInfo info{};
-  bool have_info = false;
   guint64 frame = 0;         // frames seen since start
   bool attempted = false;    // an identification has run
   guint64 last_attempt = 0;  // its frame
@@ -69,7 +67,7 @@ struct State {
 };
 
 struct _GstTextureId {
-  GstBaseTransform parent;
+  GstPrismCudaFilter parent; /* device, cuda-device-id, the context the index's GPU buffers live in */
   /* properties (object lock) */
   gchar *gallery, *claimed_id;
   TextureIdMode mode;
@@ -77,18 +75,12 @@ struct _GstTextureId {
   gdouble min_sharpness;
   gint min_inliers, shortlist;
   gdouble min_significance;
-  GstPrismDevice device;
   /* streaming state */
   State *state;
 };
 
-G_DEFINE_TYPE(GstTextureId, gst_texture_id, GST_TYPE_BASE_TRANSFORM);
+G_DEFINE_TYPE(GstTextureId, gst_texture_id, GST_TYPE_PRISM_CUDA_FILTER);
 GST_ELEMENT_REGISTER_DEFINE(textureid, "textureid", GST_RANK_NONE, GST_TYPE_TEXTURE_ID);
-
-static GstStaticPadTemplate sink_template =
-    GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(FORMATS)));
-static GstStaticPadTemplate src_template =
-    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(FORMATS)));
 
 /* ---- properties ---- */
 
@@ -104,7 +96,6 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_MIN_INLIERS: self->min_inliers = g_value_get_int(value); break;
     case PROP_MIN_SIGNIFICANCE: self->min_significance = g_value_get_double(value); break;
     case PROP_SHORTLIST: self->shortlist = g_value_get_int(value); break;
-    case PROP_DEVICE: self->device = (GstPrismDevice)g_value_get_enum(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -122,7 +113,6 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_MIN_INLIERS: g_value_set_int(value, self->min_inliers); break;
     case PROP_MIN_SIGNIFICANCE: g_value_set_double(value, self->min_significance); break;
     case PROP_SHORTLIST: g_value_set_int(value, self->shortlist); break;
-    case PROP_DEVICE: g_value_set_enum(value, self->device); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -130,13 +120,46 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
 
 /* ---- start/stop: the gallery is read and indexed once, before any data flows ---- */
 
+static GstPrismCuda *cuda_of(GstTextureId *self) { return gst_prism_cuda_filter_get_cuda(GST_PRISM_CUDA_FILTER(self)); }
+
+/* The index of gallery `g` (property value `gallery`) on `device`, into *out; posts the error. Runs
+ * with the context pushed. */
+static bool build_index(GstTextureId *self, texture::Device device, const texture::Gallery &g,
+                        const std::string &gallery, TextureIdMode mode, const std::string &claimed,
+                        std::unique_ptr<State> *out) {
+  try {
+    *out = std::make_unique<State>(device);
+  } catch (const std::exception &e) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("textureid: property 'device': %s", e.what()), (nullptr));
+    return false;
+  }
+  try {
+    (*out)->index.build(g.entries());
+  } catch (const std::exception &e) {
+    GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("textureid: gallery '%s': %s", gallery.c_str(), e.what()), (nullptr));
+    return false;
+  }
+  if (mode == MODE_VERIFY && (*out)->index.find(claimed) < 0) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("textureid: property 'claimed-id': product '%s' is not enrolled in gallery '%s'",
+                       claimed.c_str(), gallery.c_str()),
+                      (nullptr));
+    return false;
+  }
+  return true;
+}
+
+/* The settings are checked and the gallery read first; then the base class chooses the path
+ * (device=cuda without a GPU fails there) and the index is built in the element's context: on the
+ * GPU path its descriptors, buffers and stream live there, and cuda-device-id picks the GPU. */
 static gboolean start(GstBaseTransform *trans) {
   GstTextureId *self = GST_TEXTURE_ID(trans);
+  GstPrismCuda *cuda = cuda_of(self);
   GST_OBJECT_LOCK(self);
   const std::string gallery = self->gallery ? self->gallery : "";
   const std::string claimed = self->claimed_id ? self->claimed_id : "";
   const TextureIdMode mode = self->mode;
-  const GstPrismDevice device = self->device;
+  const GstPrismDevice device = cuda->device;
   GST_OBJECT_UNLOCK(self);
 
   if (gallery.empty()) {
@@ -161,19 +184,9 @@ static gboolean start(GstBaseTransform *trans) {
                       (nullptr));
     return FALSE;
   }
-  std::unique_ptr<State> st;
+  std::optional<texture::Gallery> g;
   try {
-    const texture::Gallery g = texture::Gallery::open(gallery);
-    try {
-      st = std::make_unique<State>(device == GST_PRISM_DEVICE_CUDA  ? texture::Device::kCuda
-                                   : device == GST_PRISM_DEVICE_CPU ? texture::Device::kCpu
-                                                                    : texture::Device::kAuto);
-    } catch (const std::exception &e) {
-      std::string why = e.what();
-      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("textureid: property 'device': %s", why.c_str()), (nullptr));
-      return FALSE;
-    }
-    st->index.build(g.entries());
+    g = texture::Gallery::open(gallery);
   } catch (const texture::GalleryError &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ, ("textureid: property 'gallery': cannot open '%s': %s",
                                                   gallery.c_str(), e.what()),
@@ -183,17 +196,28 @@ static gboolean start(GstBaseTransform *trans) {
     GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("textureid: gallery '%s': %s", gallery.c_str(), e.what()), (nullptr));
     return FALSE;
   }
-  if (mode == MODE_VERIFY && st->index.find(claimed) < 0) {
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                      ("textureid: property 'claimed-id': product '%s' is not enrolled in gallery '%s'",
-                       claimed.c_str(), gallery.c_str()),
-                      (nullptr));
+  if (!GST_BASE_TRANSFORM_CLASS(gst_texture_id_parent_class)->start(trans)) return FALSE;
+
+  /* kCuda fails and kAuto falls back to the CPU without an sm_80+ GPU; on the CPU path the base
+   * class has said why already. */
+  const texture::Device index_device = !cuda->use_cuda                  ? texture::Device::kCpu
+                                       : device == GST_PRISM_DEVICE_CUDA ? texture::Device::kCuda
+                                                                         : texture::Device::kAuto;
+  std::unique_ptr<State> st;
+  bool ok;
+  {
+    prism::GstPrismContextScope scope(cuda);
+    ok = build_index(self, index_device, *g, gallery, mode, claimed, &st);
+    if (!ok) st.reset(); /* its GPU buffers are freed in the context */
+  }
+  if (!ok) {
+    GST_BASE_TRANSFORM_CLASS(gst_texture_id_parent_class)->stop(trans);
     return FALSE;
   }
   if (st->index.size() == 0)
     GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
                         ("textureid: gallery '%s' is empty: nothing can be identified", gallery.c_str()), (nullptr));
-  if (device == GST_PRISM_DEVICE_AUTO && !st->index.on_gpu())
+  if (device == GST_PRISM_DEVICE_AUTO && cuda->use_cuda && !st->index.on_gpu())
     GST_ELEMENT_INFO(self, RESOURCE, NOT_FOUND, ("no usable CUDA GPU; running on the CPU"),
                      ("%s", st->index.device_description().c_str()));
   GST_INFO_OBJECT(self, "gallery %s: %zu products, matching on %s", gallery.c_str(), st->index.size(),
@@ -206,20 +230,12 @@ static gboolean start(GstBaseTransform *trans) {
 
 static gboolean stop(GstBaseTransform *trans) {
   GstTextureId *self = GST_TEXTURE_ID(trans);
-  delete self->state;
-  self->state = nullptr;
-  return TRUE;
-}
-
-static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *) {
-  GstTextureId *self = GST_TEXTURE_ID(trans);
-  if (!self->state) return FALSE;
-  if (!gst_video_info_from_caps(&self->state->info, incaps)) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("textureid: cannot parse caps %" GST_PTR_FORMAT, incaps), (nullptr));
-    return FALSE;
+  {
+    prism::GstPrismContextScope scope(cuda_of(self));
+    delete self->state;
+    self->state = nullptr;
   }
-  self->state->have_info = true;
-  return TRUE;
+  return GST_BASE_TRANSFORM_CLASS(gst_texture_id_parent_class)->stop(trans);
 }
 
 /* ---- per frame ---- */
@@ -228,12 +244,14 @@ static double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
-  GstTextureId *self = GST_TEXTURE_ID(trans);
-  if (!self->state || !self->state->have_info) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("textureid: a buffer arrived before caps"), (nullptr));
-    return GST_FLOW_NOT_NEGOTIATED;
-  }
+/* Pixels are only read: a read map of shared memory copies nothing. */
+static GstMapFlags map_flags_ip(GstPrismCudaFilter *, GstBuffer *) { return GST_MAP_READ; }
+
+/* A frame on the host (system memory only, for now: SIFT runs on the CPU). On the GPU path the base
+ * class has pushed the element's context, so the index matches in it. */
+static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, const GstPrismFrame *pixels) {
+  GstTextureId *self = GST_TEXTURE_ID(filter);
+  GstBaseTransform *trans = GST_BASE_TRANSFORM(filter);
   State &st = *self->state;
   const guint64 frame = st.frame++;
   GST_OBJECT_LOCK(self);
@@ -251,21 +269,15 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
    * frame that is not sharp enough is skipped and the next one tried. */
   if (interval > 0 && st.attempted && frame - st.last_attempt < interval) return GST_FLOW_OK;
 
-  GstVideoFrame vf;
-  if (!gst_video_frame_map(&vf, &st.info, buf, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("textureid: cannot map frame %" G_GUINT64_FORMAT, frame), (nullptr));
-    return GST_FLOW_ERROR;
-  }
-  const int W = GST_VIDEO_FRAME_WIDTH(&vf), H = GST_VIDEO_FRAME_HEIGHT(&vf);
-  bool mapped = true;
+  const GstVideoInfo *info = gst_prism_cuda_filter_in_info(filter);
+  const int W = GST_VIDEO_INFO_WIDTH(info), H = GST_VIDEO_INFO_HEIGHT(info);
   texture::SearchResult r;
   double sharp = -1, features_ms = 0;
   try {
-    const cv::Mat grey = prism::frame_grey(vf, st.grey);
+    const cv::Mat grey = prism::frame_grey(info, pixels->data[0], size_t(pixels->stride[0]), st.grey);
     if (min_sharpness > 0) {
       sharp = texture::sharpness(grey, &st.laplacian);
       if (sharp < min_sharpness) {
-        gst_video_frame_unmap(&vf);
         GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": sharpness %.1f < min-sharpness %.1f, not identified",
                          frame, sharp, min_sharpness);
         return GST_FLOW_OK;
@@ -274,8 +286,6 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
     const auto t0 = std::chrono::steady_clock::now();
     const texture::Features q = texture::extract_features(grey);
     features_ms = ms_since(t0);
-    gst_video_frame_unmap(&vf);
-    mapped = false;
     if (mode == MODE_VERIFY) {
       if (st.index.find(claimed) < 0) {
         GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
@@ -289,7 +299,6 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
       r = st.index.search(q, params);
     }
   } catch (const std::exception &e) {
-    if (mapped) gst_video_frame_unmap(&vf);
     GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("textureid: frame %" G_GUINT64_FORMAT ": %s", frame, e.what()),
                       (nullptr));
     return GST_FLOW_ERROR;
@@ -348,6 +357,7 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
   GObjectClass *oc = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+  GstPrismCudaFilterClass *filter_class = GST_PRISM_CUDA_FILTER_CLASS(klass);
 
   oc->set_property = set_property;
   oc->get_property = get_property;
@@ -392,11 +402,6 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
           g_param_spec_int("shortlist", "Shortlist",
                            "mode=search: best-scoring gallery images verified geometrically per identification", 1,
                            1024, defaults.shortlist, playing));
-  install(PROP_DEVICE,
-          g_param_spec_enum("device", "Device",
-                            "Where the gallery is matched: auto (the GPU when a usable one, sm_80+, is present, else "
-                            "the CPU), cuda (fail to start without one) or cpu. Features are always extracted on the CPU",
-                            GST_TYPE_PRISM_DEVICE, GST_PRISM_DEVICE_AUTO, ready));
 
   gst_element_class_set_static_metadata(
       element_class, "Prism texture identification", "Filter/Analyzer/Video",
@@ -404,16 +409,15 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
       "RANSAC verification): 1:M search or 1:1 verify, every N frames or when sharp; results as region-of-interest "
       "meta and 'prism-textureid' element messages. Pixels pass through.",
       "Prism developers");
-  gst_element_class_add_static_pad_template(element_class, &sink_template);
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+  /* System memory only: frames are mapped on the host for SIFT (no cuda_formats). */
+  gst_prism_cuda_filter_class_add_pad_templates(element_class, FORMATS, nullptr);
   trans_class->start = GST_DEBUG_FUNCPTR(start);
   trans_class->stop = GST_DEBUG_FUNCPTR(stop);
-  trans_class->set_caps = GST_DEBUG_FUNCPTR(set_caps);
-  trans_class->transform_ip = GST_DEBUG_FUNCPTR(transform_ip);
-  trans_class->passthrough_on_same_caps = FALSE;
-  /* Not passthrough: base transform then hands transform_ip a writable buffer for the meta (a
+  /* In place, never passthrough: the base class hands process_ip a writable buffer for the meta (a
    * shallow copy when the input is shared: the pixels are only read, never copied). */
-  trans_class->transform_ip_on_passthrough = FALSE;
+  filter_class->process_ip = process_ip;
+  filter_class->map_flags_ip = map_flags_ip;
+  filter_class->ip_host_frames = TRUE;
   GST_DEBUG_CATEGORY_INIT(gst_texture_id_debug, "textureid", 0, "Prism texture identification");
 }
 
@@ -425,7 +429,4 @@ static void gst_texture_id_init(GstTextureId *self) {
   self->min_inliers = defaults.min_inliers;
   self->min_significance = defaults.min_significance;
   self->shortlist = defaults.shortlist;
-  self->device = GST_PRISM_DEVICE_AUTO;
-  gst_base_transform_set_in_place(GST_BASE_TRANSFORM(self), TRUE);
-  gst_base_transform_set_passthrough(GST_BASE_TRANSFORM(self), FALSE);
 }

@@ -5,6 +5,7 @@
 // parse-launched pipeline and configs/bow-video.yaml through prism run.
 #include <gtest/gtest.h>
 
+#include <gst/base/gstbasetransform.h>
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
@@ -501,6 +502,53 @@ TEST_F(BowClassify, CudaMemoryFramesAreLabelledAndDrawnInPlace) {
     EXPECT_FALSE(gpu.bottom_right_changed) << format;
     EXPECT_FALSE(gpu.other_planes_changed) << format;
   }
+}
+
+// GstPrismCudaFilter's in-place shape on the CPU path, through bowclassify: in place and never
+// passthrough although both pads carry the same caps; a shared input buffer gets a writable
+// shallow copy that shares its pixels (a read map copies nothing) and takes the meta, while the
+// caller's buffer keeps none; a write map (overlay) copies the shared pixels instead of writing
+// into the caller's buffer.
+TEST_F(BowClassify, InPlaceOnTheBaseClassSharesPixelsUntilWritten) {
+  GstElement* e = gst_element_factory_make("bowclassify", nullptr);
+  ASSERT_NE(e, nullptr);
+  gst_util_set_object_arg(G_OBJECT(e), "device", "cpu");
+  g_object_set(e, "interval", 1u, "model", model_.c_str(), nullptr);
+  GstHarness* h = gst_harness_new_with_element(e, "sink", "src");
+  EXPECT_TRUE(g_type_is_a(G_OBJECT_TYPE(e), g_type_from_name("GstPrismCudaFilter")));
+  EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "cuda-device-id"), nullptr);
+  const std::string caps = caps_string("GRAY8");
+  gst_harness_set_caps_str(h, caps.c_str(), caps.c_str());
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_GRAY8, kW, kH);
+  std::mt19937 rng(3);
+  for (const bool overlay : {false, true}) {
+    SCOPED_TRACE(overlay ? "overlay" : "read only");
+    g_object_set(e, "overlay", gboolean(overlay), nullptr);
+    GstBuffer* in = frame_buffer(scene(rng, 0), info);
+    GstBuffer* before = gst_buffer_copy_deep(in);
+    gst_buffer_ref(in);  // shared: the element must not write into it
+    ASSERT_EQ(gst_harness_push(h, in), GST_FLOW_OK);
+    GstBuffer* out = gst_harness_pull(h);
+    ASSERT_NE(out, nullptr);
+    EXPECT_TRUE(gst_base_transform_is_in_place(GST_BASE_TRANSFORM(e)));
+    EXPECT_FALSE(gst_base_transform_is_passthrough(GST_BASE_TRANSFORM(e)));
+    EXPECT_NE(gst_buffer_get_video_region_of_interest_meta(out), nullptr);
+    EXPECT_EQ(gst_buffer_get_video_region_of_interest_meta(in), nullptr) << "the caller's buffer was changed";
+    GstMapInfo a, b, c;
+    ASSERT_TRUE(gst_buffer_map(in, &a, GST_MAP_READ));
+    ASSERT_TRUE(gst_buffer_map(out, &b, GST_MAP_READ));
+    ASSERT_TRUE(gst_buffer_map(before, &c, GST_MAP_READ));
+    EXPECT_EQ(std::memcmp(a.data, c.data, c.size), 0) << "the caller's pixels were changed";
+    EXPECT_EQ(a.data == b.data, !overlay) << "pixels shared when only read, copied when written";
+    EXPECT_EQ(std::memcmp(b.data, c.data, c.size) != 0, overlay);
+    gst_buffer_unmap(in, &a);
+    gst_buffer_unmap(out, &b);
+    gst_buffer_unmap(before, &c);
+    for (GstBuffer* buf : {in, out, before}) gst_buffer_unref(buf);
+  }
+  gst_harness_teardown(h);
+  gst_object_unref(e);
 }
 
 // device=cpu never offers memory:CUDAMemory (so cudaupload upstream keeps system memory).

@@ -518,6 +518,79 @@ TEST_F(TextureId, AMissingGalleryFailsNamingThePath) {
   EXPECT_NE(error.find("not a Prism texture gallery"), std::string::npos) << error;
 }
 
+// The CUDA plumbing of every Prism element, from GstPrismCudaFilter: `device` with the shared enum
+// and `cuda-device-id`.
+TEST_F(TextureId, HasTheDevicePropertiesOfEveryCudaElement) {
+  GstElement* e = gst_element_factory_make("textureid", nullptr);
+  GstElement* other = gst_element_factory_make("prismconvert", nullptr);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(other, nullptr);
+  EXPECT_TRUE(g_type_is_a(G_OBJECT_TYPE(e), g_type_from_name("GstPrismCudaFilter")));
+  for (const char* name : {"device", "cuda-device-id"}) {
+    GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
+    GParamSpec* theirs = g_object_class_find_property(G_OBJECT_GET_CLASS(other), name);
+    ASSERT_NE(ps, nullptr) << name;
+    ASSERT_NE(theirs, nullptr) << name;
+    EXPECT_EQ(ps->value_type, theirs->value_type) << name;
+    EXPECT_TRUE(ps->flags & GST_PARAM_MUTABLE_READY) << name;
+  }
+  gint id = 0;
+  g_object_get(e, "cuda-device-id", &id, nullptr);
+  EXPECT_EQ(id, -1);
+  gst_util_set_object_arg(G_OBJECT(e), "device", "cpu");
+  gst_util_set_object_arg(G_OBJECT(e), "device", "auto");
+  gst_object_unref(other);
+  gst_object_unref(e);
+}
+
+// The GstCudaContext of textureid device=cuda is its neighbours' (cudaupload and cudadownload): one
+// context per pipeline, shared through the GstContext mechanism like the other elements'.
+TEST_F(TextureId, SharesTheCudaContextOfItsNeighbours) {
+  NEED_IMAGES();
+  PRISM_NEED_GPU();
+  for (const char* f : {"cudaupload", "cudadownload"}) {
+    GstElementFactory* factory = gst_element_factory_find(f);
+    if (!factory) {
+      if (g_getenv("PRISM_REQUIRE_GPU")) FAIL() << f << " (GStreamer's nvcodec plugin) is missing";
+      GTEST_SKIP() << f << " (GStreamer's nvcodec plugin) is not installed";
+    }
+    gst_object_unref(factory);
+  }
+  const std::string launch = "videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=64,height=64 ! "
+                             "cudaupload name=up ! cudadownload ! video/x-raw,format=NV12 ! textureid name=t "
+                             "device=cuda interval=1 gallery=\"" + gallery_dir() + "\" ! fakesink";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(launch.c_str(), &err);
+  ASSERT_NE(p, nullptr) << (err ? err->message : "");
+  GstBus* bus = gst_element_get_bus(p);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstMessage* m = gst_bus_timed_pop_filtered(bus, 60 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_NE(m, nullptr);
+  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    GError* e = nullptr;
+    gst_message_parse_error(m, &e, nullptr);
+    ADD_FAILURE() << e->message;
+    g_clear_error(&e);
+  }
+  gst_message_unref(m);
+  auto context_of = [&](const char* name) -> gpointer {
+    GstElement* e = gst_bin_get_by_name(GST_BIN(p), name);
+    GstContext* c = gst_element_get_context(e, "gst.cuda.context");
+    gst_object_unref(e);
+    if (!c) return nullptr;
+    const GValue* v = gst_structure_get_value(gst_context_get_structure(c), "gst.cuda.context");
+    gpointer object = v && G_VALUE_HOLDS_OBJECT(v) ? g_value_get_object(v) : nullptr;
+    gst_context_unref(c);  // the pipeline still holds the context: the pointer stays comparable
+    return object;
+  };
+  const gpointer ours = context_of("t");
+  EXPECT_NE(ours, nullptr);
+  EXPECT_EQ(context_of("up"), ours);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(p);
+}
+
 TEST_F(TextureId, ACorruptEntryFailsNamingTheFile) {
   NEED_IMAGES();
   const fs::path copy = dir.path() / "gallery";

@@ -143,7 +143,7 @@ gboolean gst_prism_cuda_start(GstPrismCuda *cuda, GstElement *element) {
   prism::gpu::available(&why);
 #endif
   if (cuda->device == GST_PRISM_DEVICE_CUDA) {
-    GST_ELEMENT_ERROR(element, RESOURCE, NOT_FOUND, ("device=cuda but no usable CUDA GPU"),
+    GST_ELEMENT_ERROR(element, RESOURCE, NOT_FOUND, ("device=cuda but no usable CUDA GPU (property 'device')"),
                       ("%s", why.c_str()));
     return FALSE;
   }
@@ -417,6 +417,18 @@ gboolean gst_prism_buffer_is_cuda(GstBuffer *buffer) {
 #if defined(PRISM_HAVE_CUDA)
   return gst_buffer_n_memory(buffer) > 0 && gst_is_cuda_memory(gst_buffer_peek_memory(buffer, 0));
 #else
+  (void)buffer;
+  return FALSE;
+#endif
+}
+
+gboolean gst_prism_cuda_buffer_is_ours(GstPrismCuda *cuda, GstBuffer *buffer) {
+#if defined(PRISM_HAVE_CUDA)
+  if (!cuda->use_cuda || !cuda->context || !gst_prism_buffer_is_cuda(buffer)) return FALSE;
+  GstCudaContext *theirs = GST_CUDA_MEMORY_CAST(gst_buffer_peek_memory(buffer, 0))->context;
+  return theirs == cuda->context || gst_cuda_context_get_handle(theirs) == gst_cuda_context_get_handle(cuda->context);
+#else
+  (void)cuda;
   (void)buffer;
   return FALSE;
 #endif

@@ -104,6 +104,16 @@ void gst_prism_frame_from_host(const GstVideoFrame *frame, GstPrismFrame *out);
 /* Whether the buffer's first memory is GstCudaMemory (FALSE in a CPU-only build). */
 gboolean gst_prism_buffer_is_cuda(GstBuffer *buffer);
 
+/* The one rule for GstCudaMemory arriving at an element: TRUE when the element runs on the GPU and
+ * the buffer's memory is GstCudaMemory of its own CUDA context (the same GstCudaContext, or one
+ * wrapping the same CUcontext). Such memory is adopted: its device pointers are used in place on
+ * the element's stream. Anything else, system memory or another context's GstCudaMemory (another
+ * GPU, or a context that was not shared), is copied: mapped on the host (GstCudaMemory downloads
+ * it through its own context) and, where the element needs it on the device, uploaded into the
+ * element's own device memory. Device pointers of another context must never reach our kernels:
+ * they are not valid in our context. */
+gboolean gst_prism_cuda_buffer_is_ours(GstPrismCuda *cuda, GstBuffer *buffer);
+
 #if defined(PRISM_HAVE_CUDA)
 gboolean gst_prism_cuda_push(GstPrismCuda *cuda);
 void gst_prism_cuda_pop(void);

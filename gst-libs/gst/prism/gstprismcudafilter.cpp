@@ -1,5 +1,9 @@
 #include "gst/prism/gstprismcudafilter.h"
 
+#include <new>
+
+#include "gst/prism/gstprismcudamemory.h"
+#include "gst/prism/gstprismframe.h"
 #include "gst/prism/gstprismtensor.h"
 
 #if defined(PRISM_HAVE_CUDA)
@@ -19,8 +23,11 @@ typedef struct {
   GstPrismTensorInfo in_tensor, out_tensor;
   gint in_width, in_height, out_width, out_height; /* pixels, video or tensor */
 #if defined(PRISM_HAVE_CUDA)
-  /* Device copies of system-memory frames on the GPU path (packed like the caps' GstVideoInfo). */
-  guint8 *staging_in, *staging_out;
+  /* Device copies, on the GPU path, of frames that are not GstCudaMemory of our context (packed
+   * like the caps' GstVideoInfo): reserved by set_caps for system-memory caps, on first use for
+   * another context's memory under CUDA caps. In place, staging_in serves both ways. C++ members
+   * of the GObject private struct: constructed in instance init, destroyed in finalize. */
+  prism::GstPrismDeviceArray<guint8> staging_in, staging_out;
 #endif
 } GstPrismCudaFilterPrivate;
 
@@ -64,18 +71,12 @@ static gboolean start(GstBaseTransform *trans) {
   return gst_prism_cuda_start(&PRIV(trans)->cuda, GST_ELEMENT(trans));
 }
 
-static void free_staging(GstPrismCudaFilterPrivate *priv) {
-#if defined(PRISM_HAVE_CUDA)
-  gst_prism_cuda_free(&priv->cuda, &priv->staging_in);
-  gst_prism_cuda_free(&priv->cuda, &priv->staging_out);
-#else
-  (void)priv;
-#endif
-}
-
 static gboolean stop(GstBaseTransform *trans) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
-  free_staging(priv);
+#if defined(PRISM_HAVE_CUDA)
+  priv->staging_in.reset();
+  priv->staging_out.reset();
+#endif
   gst_prism_cuda_stop(&priv->cuda);
   return TRUE;
 }
@@ -93,6 +94,15 @@ static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection directio
                                GstCaps *filter) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(trans);
+  if (klass->process_ip) { /* in place: the same caps, minus CUDA memory on the CPU path */
+    GstCaps *same = gst_prism_cuda_allowed_caps(&priv->cuda, gst_caps_copy(caps));
+    if (filter) {
+      GstCaps *tmp = gst_caps_intersect_full(filter, same, GST_CAPS_INTERSECT_FIRST);
+      gst_caps_unref(same);
+      same = tmp;
+    }
+    return same;
+  }
   /* Until start() has chosen the path, offer both memory kinds unless device=cpu. */
   gboolean cuda_ok = gst_prism_cuda_allows_cuda_caps(&priv->cuda);
 
@@ -133,6 +143,10 @@ static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection directio
 static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(trans);
+  const gboolean in_place = klass->process_ip != nullptr;
+  /* passthrough_on_same_caps has just made an in-place element (same caps by definition)
+   * passthrough: it must see every buffer, writable. */
+  if (in_place) gst_base_transform_set_passthrough(trans, FALSE);
   if (!gst_prism_info_from_caps(&priv->in_info, incaps) || !gst_prism_info_from_caps(&priv->out_info, outcaps)) {
     GST_ELEMENT_ERROR(trans, CORE, NEGOTIATION, ("invalid caps"),
                       ("in %" GST_PTR_FORMAT " out %" GST_PTR_FORMAT, incaps, outcaps));
@@ -156,12 +170,15 @@ static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outc
       !gst_prism_cuda_check_i420_height(GST_ELEMENT(trans), &priv->out_info, priv->out_cuda_caps, "src"))
     return FALSE;
 #if defined(PRISM_HAVE_CUDA)
-  free_staging(priv);
+  priv->staging_in.reset();
+  priv->staging_out.reset();
   if (priv->cuda.use_cuda) {
+    const gboolean stage_in = !priv->in_cuda_caps && !(in_place && klass->ip_host_frames);
+    const gboolean stage_out = !in_place && !priv->out_cuda_caps;
     cudaError_t err = cudaSuccess;
-    if (!priv->in_cuda_caps) err = gst_prism_cuda_malloc(&priv->cuda, GST_VIDEO_INFO_SIZE(&priv->in_info), &priv->staging_in);
-    if (err == cudaSuccess && !priv->out_cuda_caps)
-      err = gst_prism_cuda_malloc(&priv->cuda, GST_VIDEO_INFO_SIZE(&priv->out_info), &priv->staging_out);
+    if (stage_in) err = priv->staging_in.reserve(priv->cuda.context, GST_VIDEO_INFO_SIZE(&priv->in_info));
+    if (err == cudaSuccess && stage_out)
+      err = priv->staging_out.reserve(priv->cuda.context, GST_VIDEO_INFO_SIZE(&priv->out_info));
     if (err != cudaSuccess) {
       GST_ELEMENT_ERROR(trans, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU staging memory"),
                         ("%s", cudaGetErrorString(err)));
@@ -227,97 +244,173 @@ static gboolean transform_meta(GstBaseTransform *trans, GstBuffer *outbuf, GstMe
 
 /* ---- frames ---- */
 
+static GstMapFlags ip_map_flags(GstPrismCudaFilter *self, GstBuffer *buf) {
+  GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(self);
+  return klass->map_flags_ip ? klass->map_flags_ip(self, buf) : GST_MAP_READWRITE;
+}
+
 static GstFlowReturn transform_cpu(GstPrismCudaFilter *self, GstBuffer *inbuf, GstBuffer *outbuf) {
   GstPrismCudaFilterPrivate *priv = PRIV(self);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(self);
-  GstVideoFrame in, out;
-  if (!gst_video_frame_map(&in, &priv->in_info, inbuf, GST_MAP_READ)) {
+  prism::GstPrismFrameMap in, out;
+  GstPrismFrame fin{}, fout{};
+  if (!in.map_host(&priv->in_info, inbuf, GST_MAP_READ, &fin)) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the input buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  if (!gst_video_frame_map(&out, &priv->out_info, outbuf, GST_MAP_WRITE)) {
-    gst_video_frame_unmap(&in);
+  if (!out.map_host(&priv->out_info, outbuf, GST_MAP_WRITE, &fout)) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  GstPrismFrame fin{}, fout{};
-  gst_prism_frame_from_host(&in, &fin);
-  gst_prism_frame_from_host(&out, &fout);
   GstFlowReturn ret = klass->process(self, &fin, &fout);
-  gst_video_frame_unmap(&out);
-  gst_video_frame_unmap(&in);
+  if (ret == GST_FLOW_OK && klass->finish) ret = klass->finish(self, outbuf, &fout);
+  return ret;
+}
+
+static GstFlowReturn transform_ip_cpu(GstPrismCudaFilter *self, GstBuffer *buf) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(self);
+  prism::GstPrismFrameMap map;
+  GstPrismFrame frame{};
+  if (!map.map_host(&priv->in_info, buf, ip_map_flags(self, buf), &frame)) {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the buffer"), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  GstFlowReturn ret = klass->process_ip(self, buf, &frame);
+  if (ret == GST_FLOW_OK && klass->finish) ret = klass->finish(self, buf, &frame);
   return ret;
 }
 
 #if defined(PRISM_HAVE_CUDA)
+static void post_cuda_error(GstPrismCudaFilter *self, cudaError_t err) {
+  GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("CUDA error"), ("%s", cudaGetErrorString(err)));
+}
+
+/* The device frame of `buf` on the GPU path, after the rule of gst_prism_cuda_buffer_is_ours:
+ * GstCudaMemory of our context is mapped in place (GST_MAP_CUDA); anything else is mapped on the
+ * host and given `staging` as its device copy (reserved here when set_caps did not: another
+ * context's memory under CUDA caps), uploaded on the stream when `upload`. *staged tells which.
+ * Posts the error. */
+static gboolean map_device_frame(GstPrismCudaFilter *self, GstBuffer *buf, const GstVideoInfo *info,
+                                 GstMapFlags flags, prism::GstPrismDeviceArray<guint8> &staging, gboolean upload,
+                                 prism::GstPrismFrameMap &map, GstPrismFrame *dev, gboolean *staged) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  *staged = !gst_prism_cuda_buffer_is_ours(&priv->cuda, buf);
+  if (!*staged) {
+    if (map.map_device(info, buf, flags, dev)) return TRUE;
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map a buffer"), ("CUDA memory"));
+    return FALSE;
+  }
+  if (!map.map_host(info, buf, flags)) {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map a buffer"), (nullptr));
+    return FALSE;
+  }
+  cudaError_t err = staging.reserve(priv->cuda.context, GST_VIDEO_INFO_SIZE(info));
+  if (err != cudaSuccess) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU staging memory"),
+                      ("%s", cudaGetErrorString(err)));
+    return FALSE;
+  }
+  gst_prism_frame_from_staging(staging.data(), info, dev);
+  if (upload && (err = gst_prism_cuda_copy_planes(map.frame(), dev, TRUE, priv->cuda.stream)) != cudaSuccess) {
+    post_cuda_error(self, err);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* After process/process_ip on the GPU path: a staged frame is downloaded into its host map (when
+ * `download`), the stream synchronised (1.22 memory carries no stream: our work on a buffer ends
+ * before the buffer leaves the element), then `finish` sees the frame as the buffer holds it and
+ * the stream is synchronised again for what finish enqueued. `processed` is the frame process
+ * wrote (device pointers, or host pointers with ip_host_frames). */
+static GstFlowReturn complete_cuda(GstPrismCudaFilter *self, GstBuffer *outbuf, prism::GstPrismFrameMap &map,
+                                   const GstPrismFrame *processed, gboolean staged, gboolean download) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(self);
+  cudaStream_t stream = priv->cuda.stream;
+  cudaError_t err = cudaSuccess;
+  if (staged && download) err = gst_prism_cuda_copy_planes(map.frame(), processed, FALSE, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) {
+    post_cuda_error(self, err);
+    return GST_FLOW_ERROR;
+  }
+  if (!klass->finish) return GST_FLOW_OK;
+  GstPrismFrame host{};
+  if (staged) gst_prism_frame_from_host(map.frame(), &host);
+  GstFlowReturn ret = klass->finish(self, outbuf, staged ? &host : processed);
+  if (ret != GST_FLOW_OK) return ret;
+  if ((err = cudaStreamSynchronize(stream)) != cudaSuccess) {
+    post_cuda_error(self, err);
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
 static GstFlowReturn transform_cuda(GstPrismCudaFilter *self, GstBuffer *inbuf, GstBuffer *outbuf) {
   GstPrismCudaFilterPrivate *priv = PRIV(self);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(self);
-  GstVideoFrame in, out;
-  GstPrismFrame fin{}, fout{};
-  gboolean in_dev = FALSE, out_dev = FALSE, in_mapped = FALSE, out_mapped = FALSE;
-  GstFlowReturn ret = GST_FLOW_ERROR;
-  cudaError_t err = cudaSuccess;
-
-  if (!gst_prism_cuda_push(&priv->cuda)) {
+  prism::GstPrismContextScope scope(&priv->cuda);
+  if (!scope.pushed()) {
     GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("cannot push the CUDA context"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  /* Input: device pointers of CUDA memory, or an upload of system memory into staging. */
-  in_dev = gst_prism_cuda_map_frame(&in, &priv->in_info, inbuf, GST_MAP_READ, &fin);
-  if (!in_dev) {
-    if (!priv->staging_in) {
-      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("input buffer is not CUDA memory although the caps say so"), (nullptr));
-      goto done;
-    }
-    if (!gst_video_frame_map(&in, &priv->in_info, inbuf, GST_MAP_READ)) goto map_failed;
-    gst_prism_frame_from_staging(priv->staging_in, &priv->in_info, &fin);
-    err = gst_prism_cuda_copy_planes(&in, &fin, TRUE, priv->cuda.stream);
+  /* Declared after the scope: unmapped before the context is popped. */
+  prism::GstPrismFrameMap in, out;
+  GstPrismFrame fin{}, fout{};
+  gboolean in_staged, out_staged;
+  if (!map_device_frame(self, inbuf, &priv->in_info, GST_MAP_READ, priv->staging_in, TRUE, in, &fin, &in_staged) ||
+      !map_device_frame(self, outbuf, &priv->out_info, GST_MAP_WRITE, priv->staging_out, FALSE, out, &fout,
+                        &out_staged))
+    return GST_FLOW_ERROR;
+  GstFlowReturn ret = klass->process(self, &fin, &fout);
+  if (ret != GST_FLOW_OK) return ret;
+  return complete_cuda(self, outbuf, out, &fout, out_staged, TRUE);
+}
+
+static GstFlowReturn transform_ip_cuda(GstPrismCudaFilter *self, GstBuffer *buf) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(self);
+  prism::GstPrismContextScope scope(&priv->cuda);
+  if (!scope.pushed()) {
+    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("cannot push the CUDA context"), (nullptr));
+    return GST_FLOW_ERROR;
   }
-  in_mapped = TRUE;
-  if (err != cudaSuccess) goto cuda_failed;
-
-  out_dev = gst_prism_cuda_map_frame(&out, &priv->out_info, outbuf, GST_MAP_WRITE, &fout);
-  if (!out_dev) {
-    if (!priv->staging_out) {
-      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("output buffer is not CUDA memory although the caps say so"), (nullptr));
-      goto done;
+  const GstMapFlags flags = ip_map_flags(self, buf);
+  prism::GstPrismFrameMap map;
+  GstPrismFrame frame{};
+  gboolean staged = FALSE;
+  if (klass->ip_host_frames && !(priv->in_cuda_caps && gst_prism_cuda_buffer_is_ours(&priv->cuda, buf))) {
+    if (!map.map_host(&priv->in_info, buf, flags, &frame)) {
+      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the buffer"), (nullptr));
+      return GST_FLOW_ERROR;
     }
-    if (!gst_video_frame_map(&out, &priv->out_info, outbuf, GST_MAP_WRITE)) goto map_failed;
-    gst_prism_frame_from_staging(priv->staging_out, &priv->out_info, &fout);
+  } else if (!map_device_frame(self, buf, &priv->in_info, flags, priv->staging_in, TRUE, map, &frame, &staged)) {
+    return GST_FLOW_ERROR;
   }
-  out_mapped = TRUE;
-
-  ret = klass->process(self, &fin, &fout);
-  if (ret != GST_FLOW_OK) goto done;
-  if (!out_dev) err = gst_prism_cuda_copy_planes(&out, &fout, FALSE, priv->cuda.stream);
-  /* 1.22 memory carries no stream: finish our work before the buffer leaves the element. */
-  if (err == cudaSuccess) err = cudaStreamSynchronize(priv->cuda.stream);
-  if (err != cudaSuccess) goto cuda_failed;
-  ret = GST_FLOW_OK;
-  goto done;
-
-map_failed:
-  GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map a buffer"), (nullptr));
-  ret = GST_FLOW_ERROR;
-  goto done;
-cuda_failed:
-  GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("CUDA error"), ("%s", cudaGetErrorString(err)));
-  ret = GST_FLOW_ERROR;
-done:
-  if (out_mapped) gst_video_frame_unmap(&out);
-  if (in_mapped) gst_video_frame_unmap(&in);
-  gst_prism_cuda_pop();
-  return ret;
+  GstFlowReturn ret = klass->process_ip(self, buf, &frame);
+  if (ret != GST_FLOW_OK) return ret;
+  return complete_cuda(self, buf, map, &frame, staged, (flags & GST_MAP_WRITE) != 0);
 }
 #endif
 
 static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
+  if (!GST_PRISM_CUDA_FILTER_GET_CLASS(self)->process) return GST_FLOW_NOT_SUPPORTED; /* in place */
 #if defined(PRISM_HAVE_CUDA)
   if (PRIV(self)->cuda.use_cuda) return transform_cuda(self, inbuf, outbuf);
 #endif
   return transform_cpu(self, inbuf, outbuf);
+}
+
+static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
+  GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
+  if (!GST_PRISM_CUDA_FILTER_GET_CLASS(self)->process_ip) return GST_FLOW_NOT_SUPPORTED; /* copy mode */
+#if defined(PRISM_HAVE_CUDA)
+  if (PRIV(self)->cuda.use_cuda) return transform_ip_cuda(self, buf);
+#endif
+  return transform_ip_cpu(self, buf);
 }
 
 static gboolean get_unit_size(GstBaseTransform *trans, GstCaps *caps, gsize *size) {
@@ -330,6 +423,22 @@ static gboolean get_unit_size(GstBaseTransform *trans, GstCaps *caps, gsize *siz
 
 /* ---- class ---- */
 
+/* The shape is known only once the subclass's class_init has run: in place when it set process_ip. */
+static void constructed(GObject *object) {
+  G_OBJECT_CLASS(gst_prism_cuda_filter_parent_class)->constructed(object);
+  if (GST_PRISM_CUDA_FILTER_GET_CLASS(object)->process_ip)
+    gst_base_transform_set_in_place(GST_BASE_TRANSFORM(object), TRUE);
+}
+
+static void finalize(GObject *object) {
+#if defined(PRISM_HAVE_CUDA)
+  using Staging = prism::GstPrismDeviceArray<guint8>;
+  PRIV(object)->staging_in.~Staging();
+  PRIV(object)->staging_out.~Staging();
+#endif
+  G_OBJECT_CLASS(gst_prism_cuda_filter_parent_class)->finalize(object);
+}
+
 static void gst_prism_cuda_filter_class_init(GstPrismCudaFilterClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
@@ -337,6 +446,8 @@ static void gst_prism_cuda_filter_class_init(GstPrismCudaFilterClass *klass) {
 
   gobject_class->set_property = set_property;
   gobject_class->get_property = get_property;
+  gobject_class->constructed = constructed;
+  gobject_class->finalize = finalize;
   gst_prism_cuda_install_properties(gobject_class, PROP_DEVICE, PROP_CUDA_DEVICE_ID);
 
   element_class->set_context = GST_DEBUG_FUNCPTR(set_context);
@@ -349,6 +460,10 @@ static void gst_prism_cuda_filter_class_init(GstPrismCudaFilterClass *klass) {
   trans_class->decide_allocation = GST_DEBUG_FUNCPTR(decide_allocation);
   trans_class->transform_meta = GST_DEBUG_FUNCPTR(transform_meta);
   trans_class->transform = GST_DEBUG_FUNCPTR(transform);
+  /* Only in-place subclasses (process_ip) are set in place; a passthrough copy-mode element is
+   * left alone. */
+  trans_class->transform_ip = GST_DEBUG_FUNCPTR(transform_ip);
+  trans_class->transform_ip_on_passthrough = FALSE;
   trans_class->get_unit_size = GST_DEBUG_FUNCPTR(get_unit_size);
   trans_class->transform_caps = GST_DEBUG_FUNCPTR(transform_caps);
   klass->transform_structure = default_transform_structure;
@@ -356,9 +471,17 @@ static void gst_prism_cuda_filter_class_init(GstPrismCudaFilterClass *klass) {
   gst_type_mark_as_plugin_api(GST_TYPE_PRISM_CUDA_FILTER, (GstPluginAPIFlags)0);
 }
 
-static void gst_prism_cuda_filter_init(GstPrismCudaFilter *self) { gst_prism_cuda_init(&PRIV(self)->cuda); }
+static void gst_prism_cuda_filter_init(GstPrismCudaFilter *self) {
+  gst_prism_cuda_init(&PRIV(self)->cuda);
+#if defined(PRISM_HAVE_CUDA)
+  new (&PRIV(self)->staging_in) prism::GstPrismDeviceArray<guint8>();
+  new (&PRIV(self)->staging_out) prism::GstPrismDeviceArray<guint8>();
+#endif
+}
 
 gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self) { return PRIV(self)->cuda.use_cuda; }
+
+GstPrismCuda *gst_prism_cuda_filter_get_cuda(GstPrismCudaFilter *self) { return &PRIV(self)->cuda; }
 
 gboolean gst_prism_cuda_filter_push_context(GstPrismCudaFilter *self) {
 #if defined(PRISM_HAVE_CUDA)

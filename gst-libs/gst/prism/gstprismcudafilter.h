@@ -16,9 +16,28 @@
  * Pads may also carry other/x-prism-tensor (gstprismtensor.h): such a frame is mapped as its
  * storage plane, so staging, pools and frame mapping are the video ones.
  *
- * Subclasses implement set_info (plan per caps) and process (one frame, on the CPU or enqueued on
- * the element's stream), and their own transform_caps/fixate_caps over structures; this class adds
- * the memory features.
+ * Two shapes, chosen by the subclass in class_init:
+ *  - copy (GstVideoFilter's transform_frame): set `process`. One frame in, another out; the caps
+ *    of the two pads may differ (transform_structure maps them). prismconvert is the example to
+ *    copy; spectralize and emdtracker are others.
+ *  - in place (GstVideoFilter's transform_frame_ip): set `process_ip`. One frame, read (and
+ *    written) where it lies; both pads carry the same caps, minus memory:CUDAMemory on the CPU
+ *    path (transform_structure is not used). The element is never passthrough, so process_ip gets
+ *    a writable buffer for its meta; pixels are copied only when it maps them for writing while
+ *    the memory is shared. bowclassify and textureid are the examples.
+ * Both may set `set_info` (plans made per caps). The caps of the copy shape are the subclass's
+ * transform_structure (and fixate_caps) over structures; this class adds the memory features.
+ * Either shape may set `finish`, which runs after the element's stream has been synchronised and
+ * before the buffer is pushed: the place for work on the finished output (host-side decisions,
+ * meta, bus messages, drawing over the result).
+ *
+ * Where the frame lives, on the GPU path:
+ *  - GstCudaMemory of the element's own context is used in place (device pointers);
+ *  - system memory, or another context's GstCudaMemory (gst_prism_cuda_buffer_is_ours), is
+ *    mapped on the host and copied through a device staging buffer of the element (uploaded
+ *    before process/process_ip, downloaded after when it is written), unless an in-place subclass
+ *    sets `ip_host_frames` to get such frames on the host (it then does its own uploads).
+ * On the CPU path every frame is mapped on the host.
  */
 #pragma once
 
@@ -45,17 +64,55 @@ struct _GstPrismCudaFilterClass {
   /* Called when caps are set; build per-caps plans here. Return FALSE to refuse the caps. */
   gboolean (*set_info)(GstPrismCudaFilter *self, const GstVideoInfo *in_info,
                        const GstVideoInfo *out_info);
-  /* Process one frame. With in->device TRUE the work is enqueued on the element's stream
+  /* Copy mode: process one frame. With in->device TRUE the work is enqueued on the element's stream
    * (gst_prism_cuda_filter_get_stream) with the CUDA context already pushed; the base class
-   * synchronises the stream before the buffer is pushed. */
+   * synchronises the stream before the buffer is pushed. in->device and out->device are always
+   * equal (TRUE on the GPU path). */
   GstFlowReturn (*process)(GstPrismCudaFilter *self, const GstPrismFrame *in,
                            const GstPrismFrame *out);
+
+  /* In-place mode (set it instead of `process`): process the frame of `buf` in place. `buf` is
+   * writable (meta may be added); `frame` is mapped as map_flags_ip said. frame->device TRUE: device
+   * pointers, work enqueued on the element's stream with the context pushed, as for `process`.
+   * frame->device FALSE: host pointers (the CPU path, or with `ip_host_frames`; on the GPU path the
+   * context is pushed here too, so GPU work of the subclass's own runs in it). */
+  GstFlowReturn (*process_ip)(GstPrismCudaFilter *self, GstBuffer *buf, const GstPrismFrame *frame);
+  /* In-place mode: how the next frame is mapped for process_ip, asked once per buffer right before
+   * the map. GST_MAP_READ when the pixels are only read (a read map of shared memory copies
+   * nothing, and GPU memory mapped for reading is not marked as changed), GST_MAP_READWRITE when
+   * process_ip writes them. Latch here the settings that decide it (a property that may change
+   * while playing) and use the latched value in process_ip. NULL: GST_MAP_READWRITE. */
+  GstMapFlags (*map_flags_ip)(GstPrismCudaFilter *self, GstBuffer *buf);
+  /* In-place mode on the GPU path: TRUE hands process_ip system-memory frames (and another
+   * context's GstCudaMemory, copied by GstCudaMemory) on the host instead of staged on the device,
+   * for subclasses whose GPU work starts from host data. Device frames then reach process_ip only
+   * with memory:CUDAMemory caps (in the element's own context). Default FALSE. */
+  gboolean ip_host_frames;
+
+  /* Optional, both modes: runs once per buffer after process/process_ip succeeded and the element's
+   * stream was synchronised, before the buffer is pushed (emdtracker's detections, tracks and box
+   * drawing are the case it was made for). `outbuf` is the output buffer (the buffer itself in
+   * place); `out` is its frame as the buffer holds it now, still mapped: device pointers when it is
+   * GstCudaMemory of the element's context (out->device TRUE), else host pointers holding the
+   * finished pixels (a staged output has been downloaded already). Draw on out->device frames with
+   * work enqueued on the element's stream (the context is pushed): the base class synchronises the
+   * stream again after finish. Errors: post them and return GST_FLOW_ERROR. */
+  GstFlowReturn (*finish)(GstPrismCudaFilter *self, GstBuffer *outbuf, const GstPrismFrame *out);
 
   gpointer _reserved[4];
 };
 
 /* TRUE once started on the GPU path. */
 gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self);
+/* The element's CUDA plumbing (gstprismcuda.h): its `device` and `cuda-device-id` (read them with
+ * the object lock), its path, context and stream. Read only for subclasses. In C++,
+ * prism::GstPrismContextScope scope(gst_prism_cuda_filter_get_cuda(self)) (gstprismcudamemory.h)
+ * pushes the context on the GPU path around work outside process() and process_ip(), such as
+ * making and freeing the subclass's device state in start() and stop(). Subclasses that override
+ * start() or stop() chain up: the base class's start() chooses the path (a subclass checks its own
+ * properties first, then chains up, then builds what depends on the path), its stop() releases the
+ * context (the subclass frees its device state first). */
+GstPrismCuda *gst_prism_cuda_filter_get_cuda(GstPrismCudaFilter *self);
 /* Makes the element's CUDA context current (GPU path only; FALSE otherwise), for work outside
  * process() such as freeing per-caps device buffers in stop(); pair with ..._pop_context(). */
 gboolean gst_prism_cuda_filter_push_context(GstPrismCudaFilter *self);

@@ -6,9 +6,12 @@
  * wrong context or none. GstPrismContextScope pushes the context for a scope;
  * GstPrismDeviceArray<T> holds a reference to the context it allocated in and pushes it again to
  * free, so it may be reset from any thread (stop, pad finalize) and outlive a context switch.
- * C code (the GObject bases) keeps gst_prism_cuda_malloc/free.
+ * GstPrismContextScope(GstPrismCuda *) also exists in a CPU-only build (where it pushes nothing),
+ * so element code that pushes the context needs no #if of its own.
  */
 #pragma once
+
+#include "gst/prism/gstprismcuda.h"
 
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
@@ -16,20 +19,23 @@
 
 #include <cstddef>
 #include <utility>
-
-#include "gst/prism/gstprismcuda.h"
+#endif
 
 namespace prism {
 
 /* Pushes `cuda`'s context for the scope when the element runs on the GPU (pushed() tells). */
 class GstPrismContextScope {
  public:
+#if defined(PRISM_HAVE_CUDA)
   explicit GstPrismContextScope(GstPrismCuda *cuda) : pushed_(cuda->use_cuda && gst_prism_cuda_push(cuda)) {}
   explicit GstPrismContextScope(GstCudaContext *context)
       : pushed_(context && gst_cuda_context_push(context)) {}
   ~GstPrismContextScope() {
     if (pushed_) gst_cuda_context_pop(nullptr);
   }
+#else
+  explicit GstPrismContextScope(GstPrismCuda *) : pushed_(false) {}
+#endif
   GstPrismContextScope(const GstPrismContextScope &) = delete;
   GstPrismContextScope &operator=(const GstPrismContextScope &) = delete;
   bool pushed() const { return pushed_; }
@@ -37,6 +43,11 @@ class GstPrismContextScope {
  private:
   const bool pushed_;
 };
+
+}  // namespace prism
+
+#if defined(PRISM_HAVE_CUDA)
+namespace prism {
 
 /* `count` T in a GstCudaContext; move-only, freed in that context. */
 template <class T>

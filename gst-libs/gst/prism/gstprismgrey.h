@@ -13,12 +13,12 @@ namespace prism {
 
 #define PRISM_GREY_FORMATS "{ GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12, I420 }"
 
-inline cv::Mat frame_grey(GstVideoFrame &f, cv::Mat &scratch) {
-  const int w = GST_VIDEO_FRAME_WIDTH(&f), h = GST_VIDEO_FRAME_HEIGHT(&f);
-  void *data = GST_VIDEO_FRAME_PLANE_DATA(&f, 0);
-  const size_t stride = (size_t)GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
+/* `data`, `stride`: the first plane of a host frame laid out as `info` (GstPrismFrame's data[0],
+ * stride[0] as GstPrismCudaFilter maps it). */
+inline cv::Mat frame_grey(const GstVideoInfo *info, void *data, size_t stride, cv::Mat &scratch) {
+  const int w = GST_VIDEO_INFO_WIDTH(info), h = GST_VIDEO_INFO_HEIGHT(info);
   int code = -1, type = CV_8UC4;
-  switch (GST_VIDEO_FRAME_FORMAT(&f)) {
+  switch (GST_VIDEO_INFO_FORMAT(info)) {
     case GST_VIDEO_FORMAT_GRAY8:
     case GST_VIDEO_FORMAT_NV12:
     case GST_VIDEO_FORMAT_I420: return cv::Mat(h, w, CV_8UC1, data, stride);
