@@ -79,7 +79,6 @@ struct _GstEmdTracker {
   /* streaming: the pipeline, configured per caps; on the GPU path its device memory is in our
    * context, so it is configured and reset with that context pushed */
   emd::Tracker *tracker;
-  GstPrismFrame out; /* the output frame process() wrote, for the boxes drawn after the sync */
 };
 
 G_DEFINE_TYPE(GstEmdTracker, gst_emd_tracker, GST_TYPE_PRISM_CUDA_FILTER);
@@ -277,7 +276,6 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
     input.layout = gst_prism_tensor_layout(gst_prism_cuda_filter_in_tensor(filter), in->stride[0]);
   const emd::Tracker::Output output{out->data[0], out->stride[0]};
   const bool known = t.target_known();
-  self->out = *out;
   try {
 #if defined(PRISM_HAVE_CUDA)
     if (in->device)
@@ -294,40 +292,24 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
   return GST_FLOW_OK;
 }
 
-/* Box outlines on the output frame: on the host for system memory, one small kernel and a stream
- * sync for CUDA memory. The output frame's planes are those process() wrote; the buffer is still
- * ours (not pushed). Throws. */
-static void draw_boxes(GstEmdTracker *self, const std::vector<emd::Detection> &dets, GstBuffer *outbuf) {
+/* Box outlines on the finished output frame, as the base class hands it to finish(): device
+ * pointers of our CUDA memory (one small kernel on the element's stream, context pushed) or host
+ * pointers holding the final pixels (the CPU path, or a staged output already downloaded). Throws. */
+static void draw_boxes(GstEmdTracker *self, const std::vector<emd::Detection> &dets, const GstPrismFrame *out) {
   emd::Tracker &t = *self->tracker;
-  if (!self->out.device) {
-    t.draw_boxes_cpu(dets, self->out.data[0], self->out.stride[0]);
-    return;
-  }
-  if (!gst_prism_buffer_is_cuda(outbuf)) {  // GPU path, system-memory output: already copied out
-    GstVideoFrame f;
-    if (!gst_video_frame_map(&f, gst_prism_cuda_filter_out_info(GST_PRISM_CUDA_FILTER(self)), outbuf, GST_MAP_WRITE))
-      throw std::runtime_error("cannot map the output buffer to draw boxes");
-    t.draw_boxes_cpu(dets, (uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(&f, 0), GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0));
-    gst_video_frame_unmap(&f);
-    return;
-  }
 #if defined(PRISM_HAVE_CUDA)
-  GstPrismCudaFilter *filter = GST_PRISM_CUDA_FILTER(self);
-  if (!gst_prism_cuda_filter_push_context(filter))
-    throw std::runtime_error("cannot push the CUDA context to draw boxes");
-  try {
-    t.draw_boxes_cuda(dets, self->out.data[0], self->out.stride[0]);
-  } catch (...) {
-    gst_prism_cuda_filter_pop_context();
-    throw;
+  if (out->device) {
+    t.draw_boxes_cuda(dets, out->data[0], out->stride[0]);
+    return;
   }
-  gst_prism_cuda_filter_pop_context();
 #endif
+  t.draw_boxes_cpu(dets, out->data[0], out->stride[0]);
 }
 
-/* After the base class has run process() and synchronised the stream: detections, tracks, boxes,
- * meta and the frame's message. */
-static GstFlowReturn after_sync(GstEmdTracker *self, GstBuffer *outbuf) {
+/* GstPrismCudaFilter's finish hook, after process() and the stream sync: detections, tracks,
+ * boxes, meta and the frame's message. */
+static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *outbuf, const GstPrismFrame *out) {
+  GstEmdTracker *self = GST_EMD_TRACKER(filter);
   emd::Tracker &t = *self->tracker;
   GST_OBJECT_LOCK(self);
   const gint64 min_area = self->min_area;
@@ -336,7 +318,7 @@ static GstFlowReturn after_sync(GstEmdTracker *self, GstBuffer *outbuf) {
   emd::Tracker::Result r;
   try {
     r = t.end_frame(min_area);
-    if (draw && !t.shape().distance_out && !r.detections.empty()) draw_boxes(self, r.detections, outbuf);
+    if (draw && !t.shape().distance_out && !r.detections.empty()) draw_boxes(self, r.detections, out);
   } catch (...) {
     post_error(self);
     return GST_FLOW_ERROR;
@@ -376,15 +358,6 @@ static GstFlowReturn after_sync(GstEmdTracker *self, GstBuffer *outbuf) {
   }
   gst_prism_post_frame_message(GST_ELEMENT(self), msg);
   return GST_FLOW_OK;
-}
-
-/* ---- stand-in for the base class's post-sync hook (issue 18) ----
- * GstPrismCudaFilter has no hook after its stream sync yet (one is being added), so emdtracker
- * overrides transform: the base class's transform (process() and the sync), then after_sync().
- * When the hook lands, after_sync becomes it and this override and `out` above go. */
-static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
-  const GstFlowReturn ret = filter_class_parent->transform(trans, inbuf, outbuf);
-  return ret == GST_FLOW_OK ? after_sync(GST_EMD_TRACKER(trans), outbuf) : ret;
 }
 
 static gboolean start(GstBaseTransform *trans) {
@@ -483,7 +456,7 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
   filter_class->transform_structure = transform_structure;
   filter_class->set_info = set_info;
   filter_class->process = process;
-  trans_class->transform = GST_DEBUG_FUNCPTR(transform);
+  filter_class->finish = finish;
   trans_class->start = GST_DEBUG_FUNCPTR(start);
   trans_class->stop = GST_DEBUG_FUNCPTR(stop);
   trans_class->passthrough_on_same_caps = FALSE;
