@@ -1,10 +1,6 @@
 #include "test_support.h"
 
 #include "gst_setup.h"
-#include "launch_line.h"
-#include "process.h"
-
-namespace fs = std::filesystem;
 
 namespace prism::test {
 
@@ -20,14 +16,6 @@ std::string joined(const std::vector<ConfigError>& errors) {
   std::string text;
   for (const auto& e : errors) text += e.to_string() + "\n";
   return text;
-}
-
-CommandResult run_prism(const std::vector<std::string>& args, const std::string& cwd) {
-  std::string command = "cd " + shell_quote(cwd) + " && " + shell_quote(PRISM_EXE);
-  for (const auto& arg : args) command += " " + shell_quote(arg);
-  CommandResult result;
-  result.exit_code = run_command(command, result.output);
-  return result;
 }
 
 }  // namespace prism::test
