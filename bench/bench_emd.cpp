@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "../tests/kernels/poisson_cases.h"
 #include "bench_util.h"
 #include "common/gpu.h"
 #include "emd/emd_map.h"
+#include "ppm.h"
 #include "spectral/spectralize.h"
 
 using namespace prism;

@@ -14,6 +14,7 @@
 
 #include "bench_util.h"
 #include "match/match.h"
+#include "match_cases.h"
 
 using namespace prism;
 
@@ -21,16 +22,10 @@ int main(int argc, char** argv) {
   const int images = argc > 1 ? std::atoi(argv[1]) : 8192;
   const int Q = match::kSlot, D = match::kDim;
   std::mt19937 rng(1);
-  auto descriptors = [&](size_t count) {  // RootSIFT of sparse non-negative SIFT-like vectors
-    std::vector<float> sift(count * D);
-    for (float& v : sift) v = rng() % 4 == 0 ? float(rng() % 256) : 0.f;
-    std::vector<uint16_t> out(sift.size());
-    match::rootsift(sift.data(), int(count), out.data());
-    return out;
-  };
-  const std::vector<uint16_t> gallery = descriptors(size_t(images) * Q);
+  // RootSIFT of sparse non-negative SIFT-like vectors, as in the tests
+  const std::vector<uint16_t> gallery = test::random_rootsift(images * Q, rng);
   const int max_batch = 8;
-  const std::vector<uint16_t> queries = descriptors(size_t(max_batch) * Q);
+  const std::vector<uint16_t> queries = test::random_rootsift(max_batch * Q, rng);
   std::vector<int> counts(images, Q);
 
   cudaDeviceProp prop{};

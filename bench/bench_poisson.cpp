@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "../tests/kernels/poisson_cases.h"
 #include "bench_util.h"
+#include "clone_cases.h"
 #include "common/gpu.h"
 #include "poisson/seamless_clone.h"
 

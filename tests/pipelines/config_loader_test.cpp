@@ -1,11 +1,15 @@
 // Loader and validator tests: good configs, variables, --set, paths, and every kind of bad config
 // with its exact FILE:LINE:COLUMN.
+#include <gst/gst.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "gst_setup.h"
+#include "launch_line.h"
 #include "pipeline_config.h"
+#include "process.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -214,13 +218,33 @@ links: [[src, s2, id, sink, x]]
   EXPECT_EQ(errors.size(), 5u) << joined(errors);
 }
 
+// Without the Prism plugin a prism* element is refused with a message that says so. This process
+// has the plugin (init_gstreamer() scans the build's plugin folder), so the check runs in a child:
+// this binary again, only this test, with GST_PLUGIN_PATH at an empty folder, a copy of the registry
+// (the plugin drops out of it) and GStreamer started without init_gstreamer().
 TEST(PipelineConfigErrors, MissingPrismElementSaysThePluginIsMissing) {
-  test::init_gst_once();
-  if (prism_plugin_available()) GTEST_SKIP() << "the Prism plugin is present";
   TempDir dir;
+  if (!std::getenv("PRISM_TEST_WITHOUT_PLUGIN")) {
+    const std::string empty = dir.file("no-plugins"), registry = dir.file("registry.bin");
+    fs::create_directories(empty);
+    if (const char* r = std::getenv("GST_REGISTRY_1_0"); r && fs::exists(r)) fs::copy_file(r, registry);
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string command = "PRISM_TEST_WITHOUT_PLUGIN=1 PRISM_PLUGIN_DIR= GST_PLUGIN_PATH=" + shell_quote(empty) +
+                                " GST_PLUGIN_PATH_1_0=" + shell_quote(empty) + " GST_REGISTRY_1_0=" +
+                                shell_quote(registry) + " " + shell_quote(fs::read_symlink("/proc/self/exe").string()) +
+                                " --gtest_filter=" + t->test_suite_name() + "." + t->name();
+    std::string output;
+    EXPECT_EQ(test::run_command(command, output), 0) << command << "\n" << output;
+    EXPECT_NE(output.find("[  PASSED  ] 1 test."), std::string::npos) << output;
+    EXPECT_EQ(output.find("SKIPPED"), std::string::npos) << output;
+    return;
+  }
+  gst_init(nullptr, nullptr);
+  ASSERT_FALSE(prism_plugin_available()) << "GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
   std::vector<ConfigError> errors;
-  load_text(dir, "m.yaml", "elements:\n  c: {element: prismconvert}\n  s: {element: fakesink}\n"
-                           "links: [[c, s]]\n", errors);
+  load_pipeline_config(dir.write("m.yaml", "elements:\n  c: {element: prismconvert}\n  s: {element: fakesink}\n"
+                                           "links: [[c, s]]\n"),
+                       {}, errors, dir.path().string());
   expect_error(errors, (dir.path() / "m.yaml").string(), 2, 16,
                "unknown element 'prismconvert': the Prism plugin (libgstprism.so) was not found "
                "(looked in ");

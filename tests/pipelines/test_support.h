@@ -1,4 +1,4 @@
-// Helpers shared by the pipelines tests.
+// Helpers of the pipelines/ library tests (config loading and launch lines).
 #pragma once
 
 #include <filesystem>
@@ -20,13 +20,5 @@ PipelineConfig load_text(const TempDir& dir, const std::string& name, const std:
 
 // All error lines joined by '\n', for assertion messages.
 std::string joined(const std::vector<ConfigError>& errors);
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs the prism binary with `args` (each shell-quoted) in folder `cwd`.
-CommandResult run_prism(const std::vector<std::string>& args, const std::string& cwd = ".");
 
 }  // namespace prism::test

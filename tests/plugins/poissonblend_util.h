@@ -1,11 +1,10 @@
-// Helpers of the poissonblend element tests (tests/plugins/test_poissonblend.cpp on the CPU path,
-// tests/gpu/test_poissonblend_gpu.cpp comparing the GPU path with it): test images, PNG writing,
-// running poissonblend between appsrcs and an appsink, comparing with cv::seamlessClone.
+// Helpers of the poissonblend element tests (test_poissonblend.cpp on the CPU path,
+// test_poissonblend_gpu.cpp comparing the GPU path with it): test images, PNG writing, running
+// poissonblend between appsrcs and an appsink (pipeline_run.h), comparing with cv::seamlessClone.
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
@@ -23,12 +22,17 @@
 #include <vector>
 
 #include "gst/prism/gstprismimagefile.h"
+#include "pipeline_run.h"
 #include "prism_test.h"
 
 namespace prism::test::blend {
 
 namespace fs = std::filesystem;
+using prism::test::Frame;
+using prism::test::RunOptions;
+using prism::test::RunResult;
 using prism::test::TempDir;
+using prism::test::run_launch;
 
 // ---- images ----------------------------------------------------------------------------------
 
@@ -102,37 +106,35 @@ inline const char* gst_format_of(const cv::Mat& m) { return m.channels() == 1 ? 
 inline void write_png(const cv::Mat& image, const std::string& path) {
   const std::string caps = std::string("video/x-raw,format=") + gst_format_of(image) + ",width=" +
                            std::to_string(image.cols) + ",height=" + std::to_string(image.rows) + ",framerate=1/1";
-  GstElement* p = gst_parse_launch(("appsrc name=src format=time caps=" + caps +
-                                    " ! videoconvert ! pngenc ! filesink name=sink").c_str(),
-                                   nullptr);
-  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-  g_object_set(sink, "location", path.c_str(), nullptr);
-  gst_object_unref(sink);
-  GstElement* src = gst_bin_get_by_name(GST_BIN(p), "src");
   GstVideoInfo info;
   GstCaps* c = gst_caps_from_string(caps.c_str());
   gst_video_info_from_caps(&info, c);
   gst_caps_unref(c);
-  GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
-  GstVideoFrame f;
-  gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE);
-  for (int y = 0; y < image.rows; y++)
-    memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0), image.ptr(y),
-           image.cols * image.elemSize());
-  gst_video_frame_unmap(&f);
-  GST_BUFFER_PTS(buf) = 0;
-  GST_BUFFER_DURATION(buf) = GST_SECOND;
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  gst_app_src_push_buffer(GST_APP_SRC(src), buf);
-  gst_app_src_end_of_stream(GST_APP_SRC(src));
-  gst_object_unref(src);
-  GstBus* bus = gst_element_get_bus(p);
-  GstMessage* m = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
-  EXPECT_TRUE(m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) << "writing " << path;
-  if (m) gst_message_unref(m);
-  gst_object_unref(bus);
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(p);
+  RunOptions options;
+  options.before_play = [&](GstElement* p) {
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    g_object_set(sink, "location", path.c_str(), nullptr);
+    gst_object_unref(sink);
+  };
+  options.after_play = [&](GstElement* p) {
+    GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+    GstVideoFrame f;
+    gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE);
+    for (int y = 0; y < image.rows; y++)
+      memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0), image.ptr(y),
+             image.cols * image.elemSize());
+    gst_video_frame_unmap(&f);
+    GST_BUFFER_PTS(buf) = 0;
+    GST_BUFFER_DURATION(buf) = GST_SECOND;
+    GstElement* src = gst_bin_get_by_name(GST_BIN(p), "src");
+    gst_app_src_push_buffer(GST_APP_SRC(src), buf);
+    gst_app_src_end_of_stream(GST_APP_SRC(src));
+    gst_object_unref(src);
+  };
+  options.idle_timeout = 10 * GST_SECOND;
+  const RunResult r = run_launch("appsrc name=src format=time caps=" + caps + " ! videoconvert ! pngenc ! filesink name=sink",
+                                 options);
+  EXPECT_TRUE(r.eos && r.error.empty()) << "writing " << path << ": " << r.error;
 }
 
 // ---- running the element -------------------------------------------------------------------------
@@ -149,7 +151,7 @@ struct Overlay {
 struct Result {
   std::vector<cv::Mat> frames;        // BGR/BGRA/... as given by the output caps (packed formats)
   std::vector<std::vector<uint8_t>> raw;  // every output frame, planes packed
-  std::string error;                  // first ERROR message ("" when none)
+  std::string error;                  // first ERROR message, "<element>: <message>" ("" when none)
   std::string error_debug;
   std::vector<std::string> warnings;  // WARNING messages
   bool eos = false;
@@ -197,18 +199,6 @@ struct Background {
   }
 };
 
-inline std::string message_text(GstMessage* m, std::string* debug_out) {
-  GError* err = nullptr;
-  gchar* debug = nullptr;
-  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) gst_message_parse_error(m, &err, &debug);
-  else gst_message_parse_warning(m, &err, &debug);
-  std::string text = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " + (err ? err->message : "");
-  if (debug_out) *debug_out = debug ? debug : "";
-  g_clear_error(&err);
-  g_free(debug);
-  return text;
-}
-
 // How run_blend builds its pipeline: launch fragments between the appsrcs and poissonblend and
 // between poissonblend and the appsink (e.g. "cudaupload !" and "cudadownload !").
 struct Chains {
@@ -235,111 +225,61 @@ inline Result run_blend(const Background& bg, const std::vector<Overlay>& overla
               "\" ! " + chains.overlay + " b.overlay_" + std::to_string(i) + " ";
   }
   launch += extra;
-  GError* perr = nullptr;
-  GstElement* pipeline = gst_parse_launch(launch.c_str(), &perr);
-  Result r;
-  if (!pipeline || perr) {
-    r.error = std::string("launch failed: ") + (perr ? perr->message : "?");
-    g_clear_error(&perr);
-    if (pipeline) gst_object_unref(pipeline);
-    return r;
-  }
-  GstElement* b = gst_bin_get_by_name(GST_BIN(pipeline), "b");
-  for (size_t i = 0; i < overlays.size(); i++) {
-    const Overlay& o = overlays[i];
-    GstPad* pad = gst_element_get_static_pad(b, ("overlay_" + std::to_string(i)).c_str());
-    EXPECT_NE(pad, nullptr);
-    if (!pad) continue;
-    g_object_set(pad, "xpos", o.xpos, "ypos", o.ypos, nullptr);
-    if (!o.mode.empty()) gst_util_set_object_arg(G_OBJECT(pad), "mode", o.mode.c_str());
-    if (!o.mask_location.empty()) g_object_set(pad, "mask-location", o.mask_location.c_str(), nullptr);
-    if (o.zorder >= 0) g_object_set(pad, "zorder", (guint)o.zorder, nullptr);
-    gst_object_unref(pad);
-  }
-  if (setup) setup(b);
-  gst_object_unref(b);
-
-  GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
-  GstBus* bus = gst_element_get_bus(pipeline);
-  gst_element_set_state(pipeline, GST_STATE_PLAYING);
-
+  RunOptions options;
+  options.before_play = [&](GstElement* pipeline) {
+    GstElement* b = gst_bin_get_by_name(GST_BIN(pipeline), "b");
+    for (size_t i = 0; i < overlays.size(); i++) {
+      const Overlay& o = overlays[i];
+      GstPad* pad = gst_element_get_static_pad(b, ("overlay_" + std::to_string(i)).c_str());
+      EXPECT_NE(pad, nullptr);
+      if (!pad) continue;
+      g_object_set(pad, "xpos", o.xpos, "ypos", o.ypos, nullptr);
+      if (!o.mode.empty()) gst_util_set_object_arg(G_OBJECT(pad), "mode", o.mode.c_str());
+      if (!o.mask_location.empty()) g_object_set(pad, "mask-location", o.mask_location.c_str(), nullptr);
+      if (o.zorder >= 0) g_object_set(pad, "zorder", (guint)o.zorder, nullptr);
+      gst_object_unref(pad);
+    }
+    if (setup) setup(b);
+    gst_object_unref(b);
+  };
   // Feed everything (appsrc queues it), then collect.
-  GstVideoInfo bg_info;
-  GstCaps* bc = gst_caps_from_string(caps_of(bg.format, bg.width, bg.height).c_str());
-  gst_video_info_from_caps(&bg_info, bc);
-  gst_caps_unref(bc);
-  GstElement* bgsrc = gst_bin_get_by_name(GST_BIN(pipeline), "bg");
-  std::vector<const uint8_t*> bg_planes;
-  for (auto& p : bg.planes) bg_planes.push_back(p.data());
-  for (int i = 0; i < frames; i++)
-    gst_app_src_push_buffer(GST_APP_SRC(bgsrc), buffer_from_planes(bg_info, bg_planes, bg.strides, i));
-  gst_app_src_end_of_stream(GST_APP_SRC(bgsrc));
-  gst_object_unref(bgsrc);
-  for (size_t k = 0; k < overlays.size(); k++) {
-    const Overlay& o = overlays[k];
-    const std::string fmt = o.format.empty() ? gst_format_of(o.image) : o.format;
-    GstVideoInfo info;
-    GstCaps* c = gst_caps_from_string(caps_of(fmt, o.image.cols, o.image.rows).c_str());
-    gst_video_info_from_caps(&info, c);
-    gst_caps_unref(c);
-    GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), ("ov" + std::to_string(k)).c_str());
+  options.after_play = [&](GstElement* pipeline) {
+    GstVideoInfo bg_info;
+    GstCaps* bc = gst_caps_from_string(caps_of(bg.format, bg.width, bg.height).c_str());
+    gst_video_info_from_caps(&bg_info, bc);
+    gst_caps_unref(bc);
+    GstElement* bgsrc = gst_bin_get_by_name(GST_BIN(pipeline), "bg");
+    std::vector<const uint8_t*> bg_planes;
+    for (auto& p : bg.planes) bg_planes.push_back(p.data());
     for (int i = 0; i < frames; i++)
-      gst_app_src_push_buffer(GST_APP_SRC(src), buffer_from_planes(info, {o.image.data}, {o.image.step[0]}, i));
-    gst_app_src_end_of_stream(GST_APP_SRC(src));
-    gst_object_unref(src);
-  }
-
-  const gint64 deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
-  while (g_get_monotonic_time() < deadline) {
-    GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 50 * GST_MSECOND);
-    if (s) {
+      gst_app_src_push_buffer(GST_APP_SRC(bgsrc), buffer_from_planes(bg_info, bg_planes, bg.strides, i));
+    gst_app_src_end_of_stream(GST_APP_SRC(bgsrc));
+    gst_object_unref(bgsrc);
+    for (size_t k = 0; k < overlays.size(); k++) {
+      const Overlay& o = overlays[k];
+      const std::string fmt = o.format.empty() ? gst_format_of(o.image) : o.format;
       GstVideoInfo info;
-      gst_video_info_from_caps(&info, gst_sample_get_caps(s));
-      GstVideoFrame f;
-      gst_video_frame_map(&f, &info, gst_sample_get_buffer(s), GST_MAP_READ);
-      std::vector<uint8_t> raw;
-      for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); p++) {
-        gint comp[GST_VIDEO_MAX_COMPONENTS];
-        gst_video_format_info_component(f.info.finfo, p, comp);
-        const int rb = GST_VIDEO_FRAME_COMP_WIDTH(&f, comp[0]) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, comp[0]);
-        for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&f, comp[0]); y++) {
-          const uint8_t* row = (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, p);
-          raw.insert(raw.end(), row, row + rb);
-        }
-      }
-      if (GST_VIDEO_FRAME_N_PLANES(&f) == 1) {
-        const int ch = GST_VIDEO_FRAME_COMP_PSTRIDE(&f, 0);
-        r.frames.push_back(cv::Mat(GST_VIDEO_FRAME_HEIGHT(&f), GST_VIDEO_FRAME_WIDTH(&f), CV_8UC(ch), raw.data()).clone());
-      }
-      r.raw.push_back(std::move(raw));
-      gst_video_frame_unmap(&f);
-      gst_sample_unref(s);
-      continue;
+      GstCaps* c = gst_caps_from_string(caps_of(fmt, o.image.cols, o.image.rows).c_str());
+      gst_video_info_from_caps(&info, c);
+      gst_caps_unref(c);
+      GstElement* src = gst_bin_get_by_name(GST_BIN(pipeline), ("ov" + std::to_string(k)).c_str());
+      for (int i = 0; i < frames; i++)
+        gst_app_src_push_buffer(GST_APP_SRC(src), buffer_from_planes(info, {o.image.data}, {o.image.step[0]}, i));
+      gst_app_src_end_of_stream(GST_APP_SRC(src));
+      gst_object_unref(src);
     }
-    if (gst_app_sink_is_eos(GST_APP_SINK(out))) {
-      r.eos = true;
-      break;
-    }
-    GstMessage* m = gst_bus_pop_filtered(bus, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
-    if (m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING) {
-      r.warnings.push_back(message_text(m, nullptr));
-    } else if (m) {
-      r.error = message_text(m, &r.error_debug);
-      gst_message_unref(m);
-      break;
-    }
-    if (m) gst_message_unref(m);
+  };
+  RunResult run = run_launch(launch, options);
+  Result r;
+  if (!run.error.empty()) r.error = run.error_source + ": " + run.error;
+  r.error_debug = run.error_debug;
+  r.warnings = run.warnings;
+  r.eos = run.eos;
+  for (Frame& f : run.frames) {
+    if (f.planes == 1)
+      r.frames.push_back(cv::Mat(f.height, f.width, CV_8UC(f.pixel_stride), f.bytes.data()).clone());
+    r.raw.push_back(std::move(f.bytes));
   }
-  // Read the bus before NULL, which flushes it.
-  while (GstMessage* m = gst_bus_pop_filtered(bus, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING))) {
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING) r.warnings.push_back(message_text(m, nullptr));
-    else if (r.error.empty()) r.error = message_text(m, &r.error_debug);
-    gst_message_unref(m);
-  }
-  gst_element_set_state(pipeline, GST_STATE_NULL);
-  gst_object_unref(bus);
-  gst_object_unref(out);
-  gst_object_unref(pipeline);
   return r;
 }
 

@@ -531,14 +531,6 @@ TEST_F(PoissonBlend, OutputIsTheBackgroundWithItsMetadata) {
 
 // The background changes size mid-stream: the output follows (renegotiation, new per-caps plans).
 TEST_F(PoissonBlend, BackgroundCapsChangeRenegotiates) {
-  GstElement* p = gst_parse_launch(
-      "poissonblend name=b device=cpu overlay_0::xpos=40 overlay_0::ypos=30 ! appsink name=out sync=false "
-      "appsrc name=bg format=time ! b.sink appsrc name=ov format=time ! b.overlay_0",
-      nullptr);
-  ASSERT_NE(p, nullptr);
-  GstElement* bg = gst_bin_get_by_name(GST_BIN(p), "bg");
-  GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
-  GstElement* out = gst_bin_get_by_name(GST_BIN(p), "out");
   const cv::Mat small = random_image(80, 60, 3, 101), large = random_image(120, 90, 3, 102);
   const cv::Mat o = bgra_with_alpha(random_image(30, 24, 3, 103), ellipse_mask(30, 24, false));
   GstVideoInfo si, li, oi;
@@ -550,47 +542,53 @@ TEST_F(PoissonBlend, BackgroundCapsChangeRenegotiates) {
   info_of(&si, caps_of("BGR", 80, 60));
   info_of(&li, caps_of("NV12", 120, 90));
   info_of(&oi, caps_of("BGRA", 30, 24));
-  GstCaps* oc = gst_caps_from_string(caps_of("BGRA", 30, 24).c_str());
-  g_object_set(ov, "caps", oc, nullptr);
-  gst_caps_unref(oc);
-  GstCaps* sc = gst_caps_from_string(caps_of("BGR", 80, 60).c_str());
-  gst_app_src_set_caps(GST_APP_SRC(bg), sc);
-  gst_caps_unref(sc);
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  for (int i = 0; i < 4; i++) gst_app_src_push_buffer(GST_APP_SRC(ov), buffer_from_planes(oi, {o.data}, {o.step[0]}, i));
-  gst_app_src_end_of_stream(GST_APP_SRC(ov));
-  for (int i = 0; i < 2; i++)
-    gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(si, {small.data}, {small.step[0]}, i));
-  // then NV12 at another size
   std::vector<uint8_t> y(120 * 90, 100), uv(120 * 45, 128);
-  GstCaps* lc = gst_caps_from_string(caps_of("NV12", 120, 90).c_str());
-  gst_app_src_set_caps(GST_APP_SRC(bg), lc);
-  gst_caps_unref(lc);
-  for (int i = 2; i < 4; i++)
-    gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(li, {y.data(), uv.data()}, {120, 120}, i));
-  gst_app_src_end_of_stream(GST_APP_SRC(bg));
+  RunOptions options;
+  options.before_play = [&](GstElement* p) {
+    GstElement* bg = gst_bin_get_by_name(GST_BIN(p), "bg");
+    GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
+    GstCaps* oc = gst_caps_from_string(caps_of("BGRA", 30, 24).c_str());
+    g_object_set(ov, "caps", oc, nullptr);
+    gst_caps_unref(oc);
+    GstCaps* sc = gst_caps_from_string(caps_of("BGR", 80, 60).c_str());
+    gst_app_src_set_caps(GST_APP_SRC(bg), sc);
+    gst_caps_unref(sc);
+    gst_object_unref(bg);
+    gst_object_unref(ov);
+  };
+  options.after_play = [&](GstElement* p) {
+    GstElement* bg = gst_bin_get_by_name(GST_BIN(p), "bg");
+    GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
+    for (int i = 0; i < 4; i++) gst_app_src_push_buffer(GST_APP_SRC(ov), buffer_from_planes(oi, {o.data}, {o.step[0]}, i));
+    gst_app_src_end_of_stream(GST_APP_SRC(ov));
+    for (int i = 0; i < 2; i++)
+      gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(si, {small.data}, {small.step[0]}, i));
+    // then NV12 at another size
+    GstCaps* lc = gst_caps_from_string(caps_of("NV12", 120, 90).c_str());
+    gst_app_src_set_caps(GST_APP_SRC(bg), lc);
+    gst_caps_unref(lc);
+    for (int i = 2; i < 4; i++)
+      gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(li, {y.data(), uv.data()}, {120, 120}, i));
+    gst_app_src_end_of_stream(GST_APP_SRC(bg));
+    gst_object_unref(bg);
+    gst_object_unref(ov);
+  };
+  const RunResult r = run_launch(
+      "poissonblend name=b device=cpu overlay_0::xpos=40 overlay_0::ypos=30 ! appsink name=out sync=false "
+      "appsrc name=bg format=time ! b.sink appsrc name=ov format=time ! b.overlay_0",
+      options);
+  EXPECT_EQ(r.error, "");
   std::vector<std::pair<int, int>> sizes;
   std::vector<std::string> formats;
-  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 10 * GST_SECOND)) {
-    GstVideoInfo info;
-    gst_video_info_from_caps(&info, gst_sample_get_caps(s));
-    sizes.push_back({GST_VIDEO_INFO_WIDTH(&info), GST_VIDEO_INFO_HEIGHT(&info)});
-    formats.push_back(gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(&info)));
-    gst_sample_unref(s);
+  for (const Frame& f : r.frames) {
+    sizes.push_back({f.width, f.height});
+    formats.push_back(f.format);
   }
-  GstBus* bus = gst_element_get_bus(p);
-  GstMessage* err = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
-  EXPECT_EQ(err, nullptr) << (err ? message_text(err, nullptr) : "");
-  if (err) gst_message_unref(err);
-  gst_object_unref(bus);
-  gst_element_set_state(p, GST_STATE_NULL);
   ASSERT_EQ(sizes.size(), 4u);
   EXPECT_EQ(sizes[0], std::make_pair(80, 60));
   EXPECT_EQ(formats[1], "BGR");
   EXPECT_EQ(sizes[2], std::make_pair(120, 90));
   EXPECT_EQ(formats[3], "NV12");
-  for (GstElement* e : {bg, ov, out}) gst_object_unref(e);
-  gst_object_unref(p);
 }
 
 // ---- bad input: clear errors, no crash, no hang -------------------------------------------------------------
@@ -658,7 +656,7 @@ TEST_F(PoissonBlend, DeviceCudaWithoutGpuFailsClearly) {
 // device=auto on a machine without a GPU runs on the CPU, says so, and computes the same thing.
 TEST_F(PoissonBlend, AutoFallsBackToTheCpu) {
   std::string why;
-  if (prism::gpu::available(&why)) GTEST_SKIP() << "a GPU is present (tests/gpu compare the paths)";
+  if (prism::gpu::available(&why)) GTEST_SKIP() << "a GPU is present (test_poissonblend_gpu compares the paths)";
   const cv::Mat bg = random_image(90, 70, 3, 83), ov = random_image(30, 30, 3, 84);
   const cv::Mat mask = ellipse_mask(30, 30, false);
   Chains chains;
@@ -684,29 +682,25 @@ TEST_F(PoissonBlend, LaunchLinePadProperties) {
                            "videotestsrc num-buffers=3 ! video/x-raw,format=BGR,width=120,height=90 ! b.sink "
                            "filesrc location=\"" + ov_path + "\" ! pngdec ! videoconvert ! video/x-raw,format=BGR ! "
                            "imagefreeze ! b.overlay_0";
-  GError* err = nullptr;
-  GstElement* p = gst_parse_launch(line.c_str(), &err);
-  ASSERT_EQ(err, nullptr) << err->message;
-  GstElement* b = gst_bin_get_by_name(GST_BIN(p), "b");
-  GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
-  ASSERT_NE(pad, nullptr);
-  gint x = 0;
-  gchar* loc = nullptr;
-  g_object_get(pad, "xpos", &x, "mask-location", &loc, nullptr);
-  EXPECT_EQ(x, 60);
-  EXPECT_EQ(std::string(loc ? loc : ""), mask_path);
-  g_free(loc);
-  gst_object_unref(pad);
-  gst_object_unref(b);
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  GstBus* bus = gst_element_get_bus(p);
-  GstMessage* m = gst_bus_timed_pop_filtered(bus, 30 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
-  ASSERT_NE(m, nullptr) << "no EOS within 30 s";
-  EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS) << message_text(m, nullptr);
-  gst_message_unref(m);
-  gst_object_unref(bus);
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(p);
+  RunOptions options;
+  options.before_play = [&](GstElement* p) {
+    GstElement* b = gst_bin_get_by_name(GST_BIN(p), "b");
+    GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
+    ASSERT_NE(pad, nullptr);
+    gint x = 0;
+    gchar* loc = nullptr;
+    g_object_get(pad, "xpos", &x, "mask-location", &loc, nullptr);
+    EXPECT_EQ(x, 60);
+    EXPECT_EQ(std::string(loc ? loc : ""), mask_path);
+    g_free(loc);
+    gst_object_unref(pad);
+    gst_object_unref(b);
+  };
+  options.idle_timeout = 30 * GST_SECOND;
+  const RunResult r = run_launch(line, options);
+  EXPECT_FALSE(r.timed_out) << "no EOS within 30 s";
+  EXPECT_TRUE(r.eos) << r.error;
+  EXPECT_EQ(r.error, "");
 }
 
 TEST_F(PoissonBlend, LiveOverlayConfigRuns) {

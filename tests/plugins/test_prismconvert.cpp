@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <gst/app/gstappsink.h>
 
 #include "harness_util.h"
+#include "pipeline_run.h"
 #include "prism_test.h"
 
 using prism::test::compare;
@@ -26,29 +26,14 @@ std::vector<uint8_t> photo_rgb(int w, int h) {
   const std::string src = std::ifstream(path).good()
                               ? "filesrc location=\"" + path + "\" ! jpegdec ! videoconvert ! videoscale"
                               : std::string("videotestsrc num-buffers=1 pattern=pinwheel ! videoscale");
-  GstElement* p = gst_parse_launch((src + " ! video/x-raw,format=RGB,width=" + std::to_string(w) + ",height=" +
-                                    std::to_string(h) + ",pixel-aspect-ratio=1/1 ! appsink name=sink").c_str(),
-                                   nullptr);
-  GstElement* sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 20 * GST_SECOND);
-  std::vector<uint8_t> out;
-  if (sample) {
-    GstVideoInfo info;
-    gst_video_info_from_caps(&info, gst_sample_get_caps(sample));
-    GstVideoFrame f;
-    gst_video_frame_map(&f, &info, gst_sample_get_buffer(sample), GST_MAP_READ);
-    for (int y = 0; y < h; y++) {
-      const uint8_t* r = (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
-      out.insert(out.end(), r, r + 3 * w);
-    }
-    gst_video_frame_unmap(&f);
-    gst_sample_unref(sample);
-  }
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(sink);
-  gst_object_unref(p);
-  return out;
+  prism::test::RunOptions options;
+  options.appsink = "sink";
+  options.idle_timeout = 20 * GST_SECOND;
+  prism::test::RunResult r = prism::test::run_launch(
+      src + " ! video/x-raw,format=RGB,width=" + std::to_string(w) + ",height=" + std::to_string(h) +
+          ",pixel-aspect-ratio=1/1 ! appsink name=sink",
+      options);
+  return r.frames.empty() ? std::vector<uint8_t>() : std::move(r.frames[0].bytes);
 }
 
 // The photo in format `fmt`, made by videoconvert (so YUV inputs are realistic).
@@ -170,31 +155,9 @@ TEST_F(Prismconvert, RescalesRegionOfInterestMeta) {
 namespace {
 // Runs a pipeline to EOS; returns the error message or "" on success.
 std::string run_pipeline(const std::string& desc) {
-  GError* err = nullptr;
-  GstElement* p = gst_parse_launch(desc.c_str(), &err);
-  if (!p) {
-    std::string m = err ? err->message : "parse failed";
-    g_clear_error(&err);
-    return m;
-  }
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  GstBus* bus = gst_element_get_bus(p);
-  GstMessage* msg = gst_bus_timed_pop_filtered(bus, 60 * GST_SECOND,
-                                              (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
-  std::string result = msg ? "" : "timeout";
-  if (msg && GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
-    GError* e = nullptr;
-    gchar* dbg = nullptr;
-    gst_message_parse_error(msg, &e, &dbg);
-    result = std::string(e->message) + " | " + (dbg ? dbg : "");
-    g_clear_error(&e);
-    g_free(dbg);
-  }
-  if (msg) gst_message_unref(msg);
-  gst_object_unref(bus);
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(p);
-  return result;
+  const prism::test::RunResult r = prism::test::run_launch(desc);
+  if (!r.error.empty()) return r.error + " | " + r.error_debug;
+  return r.eos ? "" : "timeout";
 }
 }  // namespace
 

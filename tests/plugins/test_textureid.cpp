@@ -7,304 +7,14 @@
 // run. Images are read with the plugin's own loader (no OpenCV imgcodecs in this binary).
 #include <gtest/gtest.h>
 
-#include <gst/check/gstharness.h>
-#include <gst/gst.h>
-#include <gst/video/video.h>
-
-#include <opencv2/core.hpp>
-#include <opencv2/imgproc.hpp>
-
-#include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <memory>
 #include <string>
-#include <vector>
 
-#include "gst/prism/gstprismimagefile.h"
 #include "prism_run_util.h"
 #include "prism_test.h"
-#include "texture/features.h"
-#include "texture/gallery.h"
-#include "texture/index.h"
+#include "textureid_util.h"
 
-namespace fs = std::filesystem;
-namespace texture = prism::texture;
-
-namespace {
-
-const char* const kEnrolled[] = {"box.png", "graf1.png", "baboon.jpg", "butterfly.jpg"};
-const char* const kScene = "box_in_scene.png";  // 512x384, shows box.png
-
-std::string image_path(const std::string& name) { return prism::test::data_dir() + "/images/" + name; }
-
-// Skips (or fails under PRISM_REQUIRE_DATA=1) when a photo is missing.
-#define NEED_IMAGES()                                                   \
-  do {                                                                  \
-    for (const char* n_ : kEnrolled) PRISM_NEED_FILE(image_path(n_));   \
-    PRISM_NEED_FILE(image_path(kScene));                                \
-    ASSERT_FALSE(gallery_dir().empty()) << "the gallery was not built"; \
-  } while (0)
-
-prism::ImageFile load(const std::string& name, GstVideoFormat format) {
-  prism::ImageFile im;
-  GError* err = nullptr;
-  const std::string path = image_path(name);
-  if (!prism::image_file_load(path.c_str(), format, &im, &err)) {
-    ADD_FAILURE() << (err ? err->message : path);
-    g_clear_error(&err);
-  }
-  return im;
-}
-
-// The test gallery, enrolled once per run in a temporary folder.
-prism::test::TempDir* g_dir = nullptr;
-std::string g_gallery;
-const std::string& gallery_dir() { return g_gallery; }
-
-void build_gallery() {
-  for (const char* n : kEnrolled)
-    if (!std::ifstream(image_path(n)).good()) return;
-  g_dir = new prism::test::TempDir;
-  const std::string dir = g_dir->file("gallery");
-  texture::Gallery g = texture::Gallery::open(dir, /*create=*/true);
-  for (const char* n : kEnrolled) {
-    prism::ImageFile im;
-    GError* err = nullptr;
-    ASSERT_TRUE(prism::image_file_load_grey(image_path(n).c_str(), &im, &err)) << err->message;
-    texture::GalleryEntry e;
-    e.id = fs::path(n).stem().string();
-    e.source = image_path(n);
-    e.features = texture::extract_features(cv::Mat(im.height, im.width, CV_8UC1, im.pixels.data()));
-    g.add(std::move(e));
-  }
-  g_gallery = dir;
-}
-
-// A frame in `info`'s layout from a packed single-plane image.
-GstBuffer* make_buffer(const prism::ImageFile& im, const GstVideoInfo& info, guint64 index) {
-  GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
-  GstVideoFrame f;
-  EXPECT_TRUE(gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE));
-  const size_t row = size_t(im.width) * im.channels;
-  for (int y = 0; y < im.height; ++y)
-    std::memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0),
-                im.pixels.data() + y * row, row);
-  gst_video_frame_unmap(&f);
-  GST_BUFFER_PTS(buf) = index * GST_SECOND / 30;
-  GST_BUFFER_DURATION(buf) = GST_SECOND / 30;
-  return buf;
-}
-
-struct Roi {
-  std::string type;
-  int x = 0, y = 0, w = 0, h = 0;
-  GstStructure* param = nullptr;  // "textureid", owned
-};
-
-struct Outcome {
-  std::vector<GstStructure*> messages;   // "prism-textureid", in order, owned
-  std::vector<std::vector<Roi>> rois;    // per output buffer
-  std::string error;
-  bool pixels_unchanged = true;          // every output buffer's bytes equal its input's
-  bool memory_shared = true;             // ... and are the very same memory (no pixel copy)
-  ~Outcome() {
-    for (GstStructure* s : messages) gst_structure_free(s);
-    for (auto& v : rois)
-      for (Roi& r : v)
-        if (r.param) gst_structure_free(r.param);
-  }
-};
-
-void drain(GstBus* bus, Outcome& o) {
-  while (GstMessage* m = gst_bus_pop(bus)) {
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR && o.error.empty()) {
-      GError* e = nullptr;
-      gst_message_parse_error(m, &e, nullptr);
-      o.error = e->message;
-      g_clear_error(&e);
-    } else if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ELEMENT &&
-               gst_structure_has_name(gst_message_get_structure(m), "prism-textureid")) {
-      o.messages.push_back(gst_structure_copy(gst_message_get_structure(m)));
-    }
-    gst_message_unref(m);
-  }
-}
-
-std::vector<Roi> rois_of(GstBuffer* b) {
-  std::vector<Roi> out;
-  gpointer state = nullptr;
-  while (GstMeta* m = gst_buffer_iterate_meta_filtered(b, &state, GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) {
-    auto* roi = reinterpret_cast<GstVideoRegionOfInterestMeta*>(m);
-    Roi r{g_quark_to_string(roi->roi_type), (int)roi->x, (int)roi->y, (int)roi->w, (int)roi->h, nullptr};
-    if (GstStructure* p = gst_video_region_of_interest_meta_get_param(roi, "textureid")) r.param = gst_structure_copy(p);
-    out.push_back(r);
-  }
-  return out;
-}
-
-// Pushes `frames` through `description` (a bin description ending in textureid) with input caps
-// `caps`; `out_caps` are the harness sink's (empty: the same as `caps`).
-void run_harness(Outcome& o, const std::string& description, const std::string& caps,
-                 const std::vector<const prism::ImageFile*>& frames, const std::string& out_caps = "") {
-  GstHarness* h = gst_harness_new_parse(description.c_str());
-  GstBus* bus = gst_bus_new();
-  gst_element_set_bus(h->element, bus);
-  gst_harness_set_caps_str(h, caps.c_str(), (out_caps.empty() ? caps : out_caps).c_str());
-  GstVideoInfo info;
-  GstCaps* c = gst_caps_from_string(caps.c_str());
-  EXPECT_TRUE(gst_video_info_from_caps(&info, c));
-  gst_caps_unref(c);
-  const bool same_caps = out_caps.empty();
-  for (size_t i = 0; i < frames.size(); ++i) {
-    GstBuffer* in = make_buffer(*frames[i], info, i);
-    gst_buffer_ref(in);  // kept to compare: the element sees a shared (not writable) buffer
-    const GstFlowReturn ret = gst_harness_push(h, in);
-    drain(bus, o);
-    if (ret != GST_FLOW_OK) {
-      if (o.error.empty()) o.error = std::string("push: ") + gst_flow_get_name(ret);
-      gst_buffer_unref(in);
-      break;
-    }
-    GstBuffer* out = gst_harness_pull(h);
-    o.rois.push_back(rois_of(out));
-    if (same_caps) {
-      GstMapInfo a, b;
-      gst_buffer_map(in, &a, GST_MAP_READ);
-      gst_buffer_map(out, &b, GST_MAP_READ);
-      o.pixels_unchanged &= a.size == b.size && std::memcmp(a.data, b.data, a.size) == 0;
-      o.memory_shared &= a.data == b.data;
-      gst_buffer_unmap(in, &a);
-      gst_buffer_unmap(out, &b);
-    }
-    gst_buffer_unref(in);
-    gst_buffer_unref(out);
-  }
-  gst_harness_teardown(h);
-  drain(bus, o);
-  gst_object_unref(bus);
-}
-
-// Sets `element` (made from `description`) to PAUSED: FALSE and the error's text when it fails.
-bool starts(const std::string& description, std::string& error) {
-  GError* err = nullptr;
-  GstElement* e = gst_parse_bin_from_description(description.c_str(), FALSE, &err);
-  if (!e) {
-    error = err ? err->message : "parse failed";
-    g_clear_error(&err);
-    return false;
-  }
-  GstBus* bus = gst_bus_new();
-  gst_element_set_bus(e, bus);
-  const bool ok = gst_element_set_state(e, GST_STATE_PAUSED) != GST_STATE_CHANGE_FAILURE;
-  Outcome o;
-  drain(bus, o);
-  error = o.error;
-  gst_element_set_state(e, GST_STATE_NULL);
-  gst_element_set_bus(e, nullptr);
-  gst_object_unref(bus);
-  gst_object_unref(e);
-  return ok;
-}
-
-std::string caps_of(const char* format, const prism::ImageFile& im) {
-  return std::string("video/x-raw,format=") + format + ",width=" + std::to_string(im.width) +
-         ",height=" + std::to_string(im.height) + ",framerate=30/1";
-}
-
-std::string str(const GstStructure* s, const char* field) {
-  const char* v = gst_structure_get_string(s, field);
-  return v ? v : "<none>";
-}
-
-int integer(const GstStructure* s, const char* field) {
-  int v = -1;
-  EXPECT_TRUE(gst_structure_get_int(s, field, &v)) << field;
-  return v;
-}
-
-double real(const GstStructure* s, const char* field) {
-  double v = -1;
-  EXPECT_TRUE(gst_structure_get_double(s, field, &v)) << field << " in " << gst_structure_to_string(s);
-  return v;
-}
-bool boolean(const GstStructure* s, const char* field) {
-  gboolean v = FALSE;
-  EXPECT_TRUE(gst_structure_get_boolean(s, field, &v)) << field;
-  return v;
-}
-
-guint64 frame_of(const GstStructure* s) {
-  guint64 v = G_MAXUINT64;
-  EXPECT_TRUE(gst_structure_get_uint64(s, "frame", &v));
-  return v;
-}
-
-// The message and the meta of a frame identified as `id`.
-void expect_identified(const Outcome& o, size_t message, size_t buffer, const std::string& id, const char* mode,
-                       int width, int height) {
-  ASSERT_GT(o.messages.size(), message);
-  const GstStructure* m = o.messages[message];
-  EXPECT_TRUE(boolean(m, "identified")) << gst_structure_to_string(m);
-  EXPECT_EQ(str(m, "id"), id);
-  EXPECT_EQ(str(m, "mode"), mode);
-  const int inliers = integer(m, "inliers");
-  EXPECT_GE(inliers, texture::SearchParams{}.min_inliers);
-  EXPECT_GE(integer(m, "matches"), inliers);
-  const double score = real(m, "score");  // the significance the decision is made on
-  EXPECT_GE(score, texture::SearchParams{}.min_significance);
-  const double chance = texture::chance_significance(inliers, integer(m, "matches"));
-  if (std::string(mode) == "verify") {
-    EXPECT_DOUBLE_EQ(score, chance);
-  } else {  // less log10 of the candidates verified
-    EXPECT_LE(score, chance);
-    EXPECT_GE(score, chance - std::log10(double(texture::SearchParams{}.shortlist)) - 1e-9);
-  }
-  double latency = 0;
-  EXPECT_TRUE(gst_structure_get_double(m, "latency-ms", &latency));
-  EXPECT_GT(latency, 0.0);
-  guint64 pts = 0;
-  EXPECT_TRUE(gst_structure_get_uint64(m, "timestamp", &pts));
-  ASSERT_GT(o.rois.size(), buffer);
-  ASSERT_EQ(o.rois[buffer].size(), 1u);
-  const Roi& r = o.rois[buffer][0];
-  EXPECT_EQ(r.type, "texture");
-  // The inliers' box lies in the frame and is a real part of it (the box is ~1/4 of the scene).
-  EXPECT_GE(r.x, 0);
-  EXPECT_GE(r.y, 0);
-  EXPECT_LE(r.x + r.w, width);
-  EXPECT_LE(r.y + r.h, height);
-  EXPECT_GT(r.w, 40);
-  EXPECT_GT(r.h, 40);
-  ASSERT_NE(r.param, nullptr) << "no 'textureid' param";
-  EXPECT_EQ(str(r.param, "id"), id);
-  EXPECT_TRUE(boolean(r.param, "identified"));
-  EXPECT_EQ(integer(r.param, "inliers"), inliers);
-  EXPECT_EQ(real(r.param, "score"), score);
-  EXPECT_EQ(integer(r.param, "matches"), integer(m, "matches"));
-  EXPECT_TRUE(gst_structure_has_field(r.param, "latency-ms"));
-}
-
-class TextureId : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    gst_init(nullptr, nullptr);
-    build_gallery();
-  }
-  static void TearDownTestSuite() {
-    delete g_dir;
-    g_dir = nullptr;
-    g_gallery.clear();
-  }
-  std::string element(const std::string& props = "") const {
-    return "textureid gallery=\"" + gallery_dir() + "\" device=cpu " + props;
-  }
-  prism::test::TempDir dir;
-};
-
-}  // namespace
+using namespace prism::test::textureid;
 
 // ---- registration -----------------------------------------------------------------------------
 
@@ -543,54 +253,6 @@ TEST_F(TextureId, HasTheDevicePropertiesOfEveryCudaElement) {
   gst_object_unref(e);
 }
 
-// The GstCudaContext of textureid device=cuda is its neighbours' (cudaupload and cudadownload): one
-// context per pipeline, shared through the GstContext mechanism like the other elements'.
-TEST_F(TextureId, SharesTheCudaContextOfItsNeighbours) {
-  NEED_IMAGES();
-  PRISM_NEED_GPU();
-  for (const char* f : {"cudaupload", "cudadownload"}) {
-    GstElementFactory* factory = gst_element_factory_find(f);
-    if (!factory) {
-      if (g_getenv("PRISM_REQUIRE_GPU")) FAIL() << f << " (GStreamer's nvcodec plugin) is missing";
-      GTEST_SKIP() << f << " (GStreamer's nvcodec plugin) is not installed";
-    }
-    gst_object_unref(factory);
-  }
-  const std::string launch = "videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=64,height=64 ! "
-                             "cudaupload name=up ! cudadownload ! video/x-raw,format=NV12 ! textureid name=t "
-                             "device=cuda interval=1 gallery=\"" + gallery_dir() + "\" ! fakesink";
-  GError* err = nullptr;
-  GstElement* p = gst_parse_launch(launch.c_str(), &err);
-  ASSERT_NE(p, nullptr) << (err ? err->message : "");
-  GstBus* bus = gst_element_get_bus(p);
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  GstMessage* m = gst_bus_timed_pop_filtered(bus, 60 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
-  ASSERT_NE(m, nullptr);
-  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
-    GError* e = nullptr;
-    gst_message_parse_error(m, &e, nullptr);
-    ADD_FAILURE() << e->message;
-    g_clear_error(&e);
-  }
-  gst_message_unref(m);
-  auto context_of = [&](const char* name) -> gpointer {
-    GstElement* e = gst_bin_get_by_name(GST_BIN(p), name);
-    GstContext* c = gst_element_get_context(e, "gst.cuda.context");
-    gst_object_unref(e);
-    if (!c) return nullptr;
-    const GValue* v = gst_structure_get_value(gst_context_get_structure(c), "gst.cuda.context");
-    gpointer object = v && G_VALUE_HOLDS_OBJECT(v) ? g_value_get_object(v) : nullptr;
-    gst_context_unref(c);  // the pipeline still holds the context: the pointer stays comparable
-    return object;
-  };
-  const gpointer ours = context_of("t");
-  EXPECT_NE(ours, nullptr);
-  EXPECT_EQ(context_of("up"), ours);
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(bus);
-  gst_object_unref(p);
-}
-
 TEST_F(TextureId, ACorruptEntryFailsNamingTheFile) {
   NEED_IMAGES();
   const fs::path copy = dir.path() / "gallery";
@@ -616,22 +278,6 @@ TEST_F(TextureId, VerifyNeedsAnEnrolledClaimedId) {
   EXPECT_TRUE(starts(element("claimed-id=nobody"), error)) << "search mode ignores claimed-id: " << error;
 }
 
-// On the GPU machine (PRISM_REQUIRE_GPU=1) the element's CUDA matcher gives the CPU path's answer.
-TEST_F(TextureId, DeviceCudaAgreesWithTheCpu) {
-  NEED_IMAGES();
-  PRISM_NEED_GPU();
-  const prism::ImageFile scene = load(kScene, GST_VIDEO_FORMAT_GRAY8);
-  Outcome cpu, gpu;
-  run_harness(cpu, element("interval=1"), caps_of("GRAY8", scene), {&scene});
-  run_harness(gpu, "textureid gallery=\"" + gallery_dir() + "\" device=cuda interval=1", caps_of("GRAY8", scene), {&scene});
-  ASSERT_EQ(gpu.error, "");
-  ASSERT_EQ(gpu.messages.size(), 1u);
-  ASSERT_EQ(cpu.messages.size(), 1u);
-  expect_identified(gpu, 0, 0, "box", "search", scene.width, scene.height);
-  const int ci = integer(cpu.messages[0], "inliers"), gi = integer(gpu.messages[0], "inliers");
-  EXPECT_NEAR(gi, ci, 2 + ci / 50);
-}
-
 TEST_F(TextureId, DeviceCudaWithoutAGpuFails) {
   NEED_IMAGES();
   std::string why;
@@ -654,37 +300,10 @@ TEST_F(TextureId, ParseLaunchedPipelineWithImagefreeze) {
   const std::string launch = "filesrc location=\"" + image_path(kScene) +
                              "\" ! pngdec ! videoconvert ! imagefreeze num-buffers=3 ! textureid gallery=\"" +
                              gallery_dir() + "\" interval=1 ! fakesink";
-  GError* err = nullptr;
-  GstElement* p = gst_parse_launch(launch.c_str(), &err);
-  ASSERT_NE(p, nullptr) << (err ? err->message : "");
-  ASSERT_EQ(err, nullptr) << err->message;
-  GstBus* bus = gst_element_get_bus(p);
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  Outcome o;
-  bool eos = false;
-  while (GstMessage* m = gst_bus_timed_pop_filtered(
-             bus, 60 * GST_SECOND, (GstMessageType)(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_ELEMENT))) {
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) {
-      eos = true;
-      gst_message_unref(m);
-      break;
-    }
-    const bool error = GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR;
-    if (error) {
-      GError* e = nullptr;
-      gst_message_parse_error(m, &e, nullptr);
-      o.error = e->message;
-      g_clear_error(&e);
-    } else if (gst_structure_has_name(gst_message_get_structure(m), "prism-textureid")) {
-      o.messages.push_back(gst_structure_copy(gst_message_get_structure(m)));
-    }
-    gst_message_unref(m);
-    if (error) break;
-  }
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(bus);
-  gst_object_unref(p);
-  EXPECT_TRUE(eos) << o.error;
+  prism::test::RunOptions options;
+  options.message_name = "prism-textureid";
+  const prism::test::RunResult o = prism::test::run_launch(launch, options);
+  EXPECT_TRUE(o.eos) << o.error;
   ASSERT_EQ(o.messages.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(frame_of(o.messages[i]), i);
@@ -738,20 +357,11 @@ TEST_F(TextureId, TextureVideoConfigIdentifiesTheEnrolledFrontInTheVideo) {
   prism::test::TempDir dir;
   const std::string crop = (dir.path() / "brick-front.png").string(), gallery = (dir.path() / "g").string();
   {  // the config comment's gst-launch line, in process
-    GError* err = nullptr;
-    GstElement* p = gst_parse_launch(
-        ("filesrc location=\"" + video + "\" ! qtdemux ! h264parse ! openh264dec ! videocrop left=300 right=128 top=0 "
-         "bottom=461 ! videoconvert ! pngenc snapshot=true ! filesink location=\"" + crop + "\"").c_str(), &err);
-    ASSERT_NE(p, nullptr) << err->message;
-    gst_element_set_state(p, GST_STATE_PLAYING);
-    GstBus* bus = gst_element_get_bus(p);
-    GstMessage* m = gst_bus_timed_pop_filtered(bus, 60 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
-    ASSERT_NE(m, nullptr) << "no EOS within 60 s";
-    EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS);
-    gst_message_unref(m);
-    gst_object_unref(bus);
-    gst_element_set_state(p, GST_STATE_NULL);
-    gst_object_unref(p);
+    const prism::test::RunResult r = prism::test::run_launch(
+        "filesrc location=\"" + video + "\" ! qtdemux ! h264parse ! openh264dec ! videocrop left=300 right=128 top=0 "
+        "bottom=461 ! videoconvert ! pngenc snapshot=true ! filesink location=\"" + crop + "\"");
+    ASSERT_FALSE(r.timed_out) << "no EOS within 60 s";
+    EXPECT_TRUE(r.eos) << r.error;
   }
   std::string output;
   const auto run = prism::test::run_command;

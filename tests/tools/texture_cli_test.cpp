@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "test_support.h"
+#include "cli_support.h"
 #include "texture/gallery.h"
 
 namespace fs = std::filesystem;

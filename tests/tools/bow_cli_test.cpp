@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "test_support.h"
+#include "cli_support.h"
 
 namespace fs = std::filesystem;
 

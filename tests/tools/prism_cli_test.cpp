@@ -13,7 +13,7 @@
 
 #include "gst_setup.h"
 #include "launch_line.h"
-#include "test_support.h"
+#include "cli_support.h"
 
 namespace fs = std::filesystem;
 
@@ -229,7 +229,7 @@ TEST(PrismCli, HelpVersionAndUsageErrors) {
 }
 
 TEST(PrismCli, InspectListsThePluginOrSaysItIsMissing) {
-  test::init_gst_once();
+  init_gstreamer();
   const auto result = run_prism({"inspect"});
   if (prism_plugin_available()) {
     EXPECT_EQ(result.exit_code, 0) << result.output;
@@ -244,7 +244,7 @@ TEST(PrismCli, InspectListsThePluginOrSaysItIsMissing) {
 
 // configs/demo.yaml needs prismconvert from the Prism plugin: skipped until the plugin has it.
 TEST(PrismDemoConfig, RunsWithFewFrames) {
-  test::init_gst_once();
+  init_gstreamer();
   GstElementFactory* factory = gst_element_factory_find("prismconvert");
   if (!factory) GTEST_SKIP() << "prismconvert is not available yet (Prism plugin not built)";
   gst_object_unref(factory);
@@ -258,7 +258,7 @@ TEST(PrismDemoConfig, RunsWithFewFrames) {
 
 // Without the plugin the demo fails validation with a clear message (exit 2).
 TEST(PrismDemoConfig, ValidatesOrExplainsTheMissingPlugin) {
-  test::init_gst_once();
+  init_gstreamer();
   const auto result = run_prism({"run", PRISM_DEMO_CONFIG, "--print"});
   if (prism_plugin_available()) {
     EXPECT_EQ(result.exit_code, 0) << result.output;

@@ -1,21 +1,20 @@
 // Test cases for the seamless clone: OpenCV 4.6's cv::seamlessClone is the reference, run on fresh
 // random and real images, every mode, binary and soft masks, from 3x3 boxes up. Shared by the CPU
-// test and the GPU test (which ships without OpenCV's imgcodecs, so real images come as PPM files).
+// and GPU tests and bench_poisson, hence without gtest (poisson_cases.h adds the tests' assertion).
+// The GPU binaries ship without OpenCV's imgcodecs, so real images come as PPM files (ppm.h).
 #pragma once
-
-#include <gtest/gtest.h>
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <opencv2/photo.hpp>
 
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "poisson/seamless_clone.h"
+#include "ppm.h"
 
 namespace prism::test {
 
@@ -28,21 +27,6 @@ struct CloneCase {
 
 inline const char* mode_name(int m) {
   return m == cv::NORMAL_CLONE ? "normal" : m == cv::MIXED_CLONE ? "mixed" : "monochrome";
-}
-
-// Reads a binary PPM (P6) into BGR; empty on failure.
-inline cv::Mat read_ppm(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::string magic;
-  int w = 0, h = 0, maxv = 0;
-  if (!(f >> magic >> w >> h >> maxv) || magic != "P6" || maxv != 255) return {};
-  f.get();
-  cv::Mat rgb(h, w, CV_8UC3);
-  f.read(reinterpret_cast<char*>(rgb.data), static_cast<std::streamsize>(rgb.total() * 3));
-  if (!f) return {};
-  cv::Mat bgr;
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  return bgr;
 }
 
 // A mask of the given size whose non-zero pixels have a bounding box of exactly box_w x box_h at
@@ -144,21 +128,6 @@ inline CloneDiff compare(const cv::Mat& a, const cv::Mat& b) {
   d.differing = static_cast<size_t>(cv::countNonZero(diff.reshape(1)));
   d.total = diff.total() * diff.channels();
   return d;
-}
-
-// The bar: max difference 1 and no more than 0.1% of values differing. The fraction is
-// taken over the values inside the box (outside it both must equal dst exactly, so counting them
-// would dilute the figure).
-inline ::testing::AssertionResult matches_opencv(const CloneCase& c, const cv::Mat& ours, const cv::Mat& ref) {
-  const CloneDiff whole = compare(ours, ref);
-  const poisson::Box box = poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows, static_cast<int64_t>(c.mask.step), 1});
-  const cv::Rect roi(c.p.x - box.width / 2, c.p.y - box.height / 2, box.width, box.height);
-  CloneDiff inside = compare(ours(roi), ref(roi));
-  if (whole.differing != inside.differing)
-    return ::testing::AssertionFailure() << c.name << ": pixels outside the box changed (" << whole.str() << ")";
-  if (inside.max_abs > 1 || inside.fraction() > 0.001)
-    return ::testing::AssertionFailure() << c.name << ": " << inside.str();
-  return ::testing::AssertionSuccess() << c.name << ": " << inside.str();
 }
 
 }  // namespace prism::test

@@ -13,6 +13,9 @@ namespace prism {
 namespace {
 
 using namespace test::emdt;
+using test::RunOptions;
+using test::RunResult;
+using test::run_launch;
 
 class EmdTrackerGpu : public ::testing::Test {
  protected:
@@ -73,54 +76,33 @@ TEST_F(EmdTrackerGpu, NvdecFramesStayInCudaMemory) {
                              " ! qtdemux ! h264parse ! nvh264dec ! identity eos-after=41 ! emdtracker name=t "
                              "device=cuda target-rect=634,262,28,50 target-frame=30 threshold=1.0 min-area=96 ! "
                              "cudadownload ! fakesink";
-  GError* err = nullptr;
-  GstElement* p = gst_parse_launch(launch.c_str(), &err);
-  ASSERT_EQ(err, nullptr) << err->message;
-  GstElement* t = gst_bin_get_by_name(GST_BIN(p), "t");
   std::pair<int, int> in{0, 0}, out{0, 0};
-  GstPad* sink = gst_element_get_static_pad(t, "sink");
-  GstPad* src = gst_element_get_static_pad(t, "src");
-  gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, count_cuda, &in, nullptr);
-  gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, count_cuda, &out, nullptr);
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  GstBus* bus = gst_element_get_bus(p);
+  RunOptions options;
+  options.message_name = "prism-emdtracker";
+  options.before_play = [&](GstElement* p) {
+    GstElement* t = gst_bin_get_by_name(GST_BIN(p), "t");
+    GstPad* sink = gst_element_get_static_pad(t, "sink");
+    GstPad* src = gst_element_get_static_pad(t, "src");
+    gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, count_cuda, &in, nullptr);
+    gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, count_cuda, &out, nullptr);
+    gst_object_unref(sink);
+    gst_object_unref(src);
+    gst_object_unref(t);
+  };
+  const RunResult r = run_launch(launch, options);
   int messages = 0, with_detections = 0;
-  std::string error;
-  for (;;) {
-    GstMessage* m = gst_bus_timed_pop(bus, 60 * GST_SECOND);
-    if (!m) break;
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) {
-      gst_message_unref(m);
-      break;
-    }
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
-      GError* e = nullptr;
-      gst_message_parse_error(m, &e, nullptr);
-      error = e->message;
-      g_clear_error(&e);
-      gst_message_unref(m);
-      break;
-    }
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ELEMENT && gst_structure_has_name(gst_message_get_structure(m), "prism-emdtracker")) {
-      ++messages;
-      const GValue* d = gst_structure_get_value(gst_message_get_structure(m), "detections");
-      if (d && gst_value_list_get_size(d) > 0) ++with_detections;
-    }
-    gst_message_unref(m);
+  for (const GstStructure* m : r.messages) {
+    ++messages;
+    const GValue* d = gst_structure_get_value(m, "detections");
+    if (d && gst_value_list_get_size(d) > 0) ++with_detections;
   }
-  gst_element_set_state(p, GST_STATE_NULL);
-  EXPECT_EQ(error, "");
+  EXPECT_EQ(r.error, "");
   // identity's eos-after lets a few frames more through behind nvh264dec: count what came
   EXPECT_GE(in.first, 40);
   EXPECT_EQ(messages, in.first) << "one message per frame";
   EXPECT_GT(with_detections, 0) << "no detection after the target was learned at frame 30";
   EXPECT_EQ(in.second, in.first) << "input left CUDA memory";
   EXPECT_EQ(out.second, out.first) << "output left CUDA memory";
-  gst_object_unref(sink);
-  gst_object_unref(src);
-  gst_object_unref(t);
-  gst_object_unref(bus);
-  gst_object_unref(p);
 }
 
 // other/x-prism-tensor in CUDA memory end to end: cudaupload -> spectralize -> emdtracker -> float
