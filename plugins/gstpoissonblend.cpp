@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "colorconvert/colorconvert.h"
+#include "gst/prism/gstprismframe.h"
 #include "gst/prism/gstprismvideo.h"
 #include "gstpoissonblendpad.h"
 #include "poisson/seamless_clone.h"
@@ -570,40 +571,6 @@ struct Step {
   }
 };
 
-/* A GstVideoFrame mapped for a scope: unmapped by the destructor, also when an exception leaves. */
-class FrameMap {
- public:
-  FrameMap() = default;
-  ~FrameMap() { unmap(); }
-  FrameMap(FrameMap &&o) noexcept : frame_(o.frame_), mapped_(o.mapped_) { o.mapped_ = FALSE; }
-  FrameMap(const FrameMap &) = delete;
-  FrameMap &operator=(const FrameMap &) = delete;
-  FrameMap &operator=(FrameMap &&) = delete;
-
-  gboolean map(const GstVideoInfo *info, GstBuffer *buf, GstMapFlags flags) {
-    unmap();
-    mapped_ = gst_video_frame_map(&frame_, info, buf, flags);
-    return mapped_;
-  }
-#if defined(PRISM_HAVE_CUDA)
-  /* The device planes of GstCudaMemory (gst_prism_cuda_map_frame); FALSE for other memory. */
-  gboolean map_cuda(const GstVideoInfo *info, GstBuffer *buf, GstMapFlags flags, GstPrismFrame *out) {
-    unmap();
-    mapped_ = gst_prism_cuda_map_frame(&frame_, info, buf, flags, out);
-    return mapped_;
-  }
-#endif
-  void unmap() {
-    if (mapped_) gst_video_frame_unmap(&frame_);
-    mapped_ = FALSE;
-  }
-  GstVideoFrame *get() { return &frame_; }
-
- private:
-  GstVideoFrame frame_{};
-  gboolean mapped_ = FALSE;
-};
-
 /* Collects the overlays with a buffer this frame and checks them. */
 static gboolean collect_work(GstPoissonBlend *self, std::vector<OverlayRef> &pads, std::vector<OverlayWork> *work) {
   for (auto &p : pads) {
@@ -629,35 +596,35 @@ static GstFlowReturn aggregate_cpu(GstPoissonBlend *self, GstBuffer *bgbuf, GstB
   BlendState *s = self->state;
   GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
   const GstVideoInfo *out_info = &s->out_info;
-  FrameMap in, out;
-  if (!in.map(&bg->info, bgbuf, GST_MAP_READ)) {
+  prism::GstPrismFrameMap in, out;
+  if (!in.map_host(&bg->info, bgbuf, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  if (!out.map(out_info, outbuf, GST_MAP_WRITE)) {
+  if (!out.map_host(out_info, outbuf, GST_MAP_WRITE)) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  gboolean copied = gst_video_frame_copy(out.get(), in.get());
+  gboolean copied = gst_video_frame_copy(out.frame(), in.frame());
   in.unmap();
   if (!copied) {
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot copy the background into the output"), (nullptr));
     return GST_FLOW_ERROR;
   }
   GstPrismFrame fout{};
-  gst_prism_frame_from_host(out.get(), &fout);
+  gst_prism_frame_from_host(out.frame(), &fout);
   const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(out_info);
   const gboolean yuv = format == GST_VIDEO_FORMAT_NV12 || format == GST_VIDEO_FORMAT_I420;
 
   for (OverlayWork &w : work) {
     OverlayState *st = STATE(w.pad);
-    FrameMap ov;
-    if (!ov.map(w.info, w.buffer, GST_MAP_READ)) {
+    prism::GstPrismFrameMap ov;
+    if (!ov.map_host(w.info, w.buffer, GST_MAP_READ)) {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: cannot map the overlay buffer", GST_PAD_NAME(w.pad)), (nullptr));
       return GST_FLOW_ERROR;
     }
-    uint8_t *ov_data = (uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(ov.get(), 0);
-    const int64_t ov_stride = GST_VIDEO_FRAME_PLANE_STRIDE(ov.get(), 0);
+    uint8_t *ov_data = (uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(ov.frame(), 0);
+    const int64_t ov_stride = GST_VIDEO_FRAME_PLANE_STRIDE(ov.frame(), 0);
     pp::CloneJob job;
     job.mode = w.props.mode;
     job.overlay = packed_image(w.info, ov_data, ov_stride);
@@ -687,11 +654,6 @@ static GstFlowReturn aggregate_cpu(GstPoissonBlend *self, GstBuffer *bgbuf, GstB
 }
 
 #if defined(PRISM_HAVE_CUDA)
-/* Whether `buf` is GstCudaMemory of our own context (readable by our stream in place). */
-static gboolean is_our_cuda_memory(GstPoissonBlend *self, GstBuffer *buf) {
-  GstMemory *mem = gst_buffer_n_memory(buf) ? gst_buffer_peek_memory(buf, 0) : nullptr;
-  return mem && gst_is_cuda_memory(mem) && GST_CUDA_MEMORY_CAST(mem)->context == self->cuda.context;
-}
 
 /* Waits for the element's stream unless disarmed (after the final synchronisation): however the
  * frame's work ends, nothing may still read or write its buffers once they are unmapped. */
@@ -726,16 +688,16 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
   const gboolean yuv = format == GST_VIDEO_FORMAT_NV12 || format == GST_VIDEO_FORMAT_I420;
 
   /* Declared before the drain: unmapped after the stream has finished with them. */
-  FrameMap out;
-  std::vector<FrameMap> overlay_frames; /* kept mapped until the stream is synchronised */
+  prism::GstPrismFrameMap out;
+  std::vector<prism::GstPrismFrameMap> overlay_frames; /* kept mapped until the stream is synchronised */
   overlay_frames.reserve(work.size());
   StreamDrain drain(self, stream);
   GstPrismFrame fout{}, fin{};
 
   /* 1. output = background */
-  const gboolean out_dev = out.map_cuda(out_info, outbuf, GST_MAP_WRITE, &fout);
+  const gboolean out_dev = out.map_device(out_info, outbuf, GST_MAP_WRITE, &fout);
   if (!out_dev) {
-    if (!s->staging.data() || !out.map(out_info, outbuf, GST_MAP_WRITE)) {
+    if (!s->staging.data() || !out.map_host(out_info, outbuf, GST_MAP_WRITE)) {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output buffer"), (nullptr));
       return GST_FLOW_ERROR;
     }
@@ -743,11 +705,11 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
   }
   {
     /* The background buffer itself stays alive until aggregate_frames returns. */
-    FrameMap in;
-    if (is_our_cuda_memory(self, bgbuf) && in.map_cuda(&bg->info, bgbuf, GST_MAP_READ, &fin)) {
+    prism::GstPrismFrameMap in;
+    if (gst_prism_cuda_buffer_is_ours(&self->cuda, bgbuf) && in.map_device(&bg->info, bgbuf, GST_MAP_READ, &fin)) {
       PRISM_CUDA_CHECK(gst_prism_cuda_copy_device_planes(&fin, &fout, out_info, stream));
-    } else if (in.map(&bg->info, bgbuf, GST_MAP_READ)) {
-      PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(in.get(), &fout, TRUE, stream)); /* pageable upload: staged */
+    } else if (in.map_host(&bg->info, bgbuf, GST_MAP_READ)) {
+      PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(in.frame(), &fout, TRUE, stream)); /* pageable upload: staged */
     } else {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
       return GST_FLOW_ERROR;
@@ -768,8 +730,8 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
     pp::Box box;
 
     track_memory(st, w.buffer, w.info);
-    FrameMap ov;
-    if (is_our_cuda_memory(self, w.buffer) && ov.map_cuda(w.info, w.buffer, GST_MAP_READ, &fov)) {
+    prism::GstPrismFrameMap ov;
+    if (gst_prism_cuda_buffer_is_ours(&self->cuda, w.buffer) && ov.map_device(w.info, w.buffer, GST_MAP_READ, &fov)) {
       overlay_frames.push_back(std::move(ov));
       ov_data = fov.data[0];
       ov_stride = fov.stride[0];
@@ -788,7 +750,7 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
       PRISM_CUDA_CHECK(st->overlay_dev.reserve(self->cuda.context, (size_t)ov_stride * oh));
       ov_data = st->overlay_dev.data();
       if (!st->device_copy_valid || (alpha && !st->alpha_box_valid)) {
-        if (!ov.map(w.info, w.buffer, GST_MAP_READ)) {
+        if (!ov.map_host(w.info, w.buffer, GST_MAP_READ)) {
           GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: cannot map the overlay buffer", name), (nullptr));
           return GST_FLOW_ERROR;
         }
@@ -796,12 +758,12 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
           GstPrismFrame dev{};
           dev.data[0] = ov_data;
           dev.stride[0] = (gint)ov_stride;
-          PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(ov.get(), &dev, TRUE, stream));
+          PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(ov.frame(), &dev, TRUE, stream));
           st->device_copy_valid = st->cached_mem != nullptr;
         }
         if (alpha && !st->alpha_box_valid) {
-          st->alpha_box = pp::mask_box(alpha_view(w.info, (const uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(ov.get(), 0),
-                                                  GST_VIDEO_FRAME_PLANE_STRIDE(ov.get(), 0)));
+          st->alpha_box = pp::mask_box(alpha_view(w.info, (const uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(ov.frame(), 0),
+                                                  GST_VIDEO_FRAME_PLANE_STRIDE(ov.frame(), 0)));
           st->alpha_box_valid = st->cached_mem != nullptr;
         }
         ov.unmap(); /* (the upload is staged: pageable memory) */
@@ -837,7 +799,7 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
 
   /* 3. system-memory output: download; then finish our work before the buffer leaves */
   step->at("src", "downloading the output");
-  if (!out_dev) PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(out.get(), &fout, FALSE, stream));
+  if (!out_dev) PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(out.frame(), &fout, FALSE, stream));
   step->at("src", "finishing the GPU work");
   PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
   drain.disarm();

@@ -335,23 +335,6 @@ gboolean gst_prism_cuda_push(GstPrismCuda *cuda) {
 
 void gst_prism_cuda_pop(void) { gst_cuda_context_pop(nullptr); }
 
-cudaError_t gst_prism_cuda_malloc(GstPrismCuda *cuda, gsize size, guint8 **ptr) {
-  *ptr = nullptr;
-  if (!gst_prism_cuda_push(cuda)) return cudaErrorDeviceUninitialized;
-  cudaError_t err = cudaMalloc((void **)ptr, size);
-  gst_prism_cuda_pop();
-  if (err != cudaSuccess) *ptr = nullptr;
-  return err;
-}
-
-void gst_prism_cuda_free(GstPrismCuda *cuda, guint8 **ptr) {
-  if (!*ptr || !cuda->context) return;
-  gst_cuda_context_push(cuda->context);
-  cudaFree(*ptr);
-  gst_cuda_context_pop(nullptr);
-  *ptr = nullptr;
-}
-
 gboolean gst_prism_cuda_map_frame(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buf,
                                   GstMapFlags flags, GstPrismFrame *out) {
   GstMemory *mem = gst_buffer_peek_memory(buf, 0);

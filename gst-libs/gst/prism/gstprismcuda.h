@@ -118,10 +118,6 @@ gboolean gst_prism_cuda_buffer_is_ours(GstPrismCuda *cuda, GstBuffer *buffer);
 gboolean gst_prism_cuda_push(GstPrismCuda *cuda);
 void gst_prism_cuda_pop(void);
 
-/* cudaMalloc / cudaFree in the element's context (pushed here). free sets *ptr to NULL. */
-cudaError_t gst_prism_cuda_malloc(GstPrismCuda *cuda, gsize size, guint8 **ptr);
-void gst_prism_cuda_free(GstPrismCuda *cuda, guint8 **ptr);
-
 /* Maps a GstCudaMemory buffer for device access (FALSE, unmapped, when it is not CUDA memory).
  * GstCudaMemory's own GstVideoInfo holds the pitched layout when the buffer has no GstVideoMeta. */
 gboolean gst_prism_cuda_map_frame(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buf,

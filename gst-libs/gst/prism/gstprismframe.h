@@ -25,6 +25,18 @@ class GstPrismFrameMap {
   ~GstPrismFrameMap() { unmap(); }
   GstPrismFrameMap(const GstPrismFrameMap &) = delete;
   GstPrismFrameMap &operator=(const GstPrismFrameMap &) = delete;
+  /* Movable, so that a frame's maps can be kept in a container (poissonblend's overlays); the
+   * mapped GstVideoFrame holds no pointer into itself. */
+  GstPrismFrameMap(GstPrismFrameMap &&o) noexcept : frame_(o.frame_), mapped_(o.mapped_) { o.mapped_ = false; }
+  GstPrismFrameMap &operator=(GstPrismFrameMap &&o) noexcept {
+    if (this != &o) {
+      unmap();
+      frame_ = o.frame_;
+      mapped_ = o.mapped_;
+      o.mapped_ = false;
+    }
+    return *this;
+  }
 
   /* Maps `buf` on the host; `out` (optional) receives the host plane pointers. */
   bool map_host(const GstVideoInfo *info, GstBuffer *buf, GstMapFlags flags, GstPrismFrame *out = nullptr) {
