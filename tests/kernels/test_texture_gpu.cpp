@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "match_cases.h"
 #include "prism_test.h"
@@ -50,6 +52,70 @@ TEST(TextureGpu, IndexMatchesTheCpuPath) {
     const texture::SearchResult vg = gpu.verify(f, "t" + std::to_string((i + 1) % 40), {});
     EXPECT_FALSE(vg.identified) << vg.best.geometry.inliers;
   }
+}
+
+// Takes all of the GPU's free memory (in ever smaller pieces) until destroyed.
+class MemoryHog {
+ public:
+  MemoryHog() {
+    for (size_t piece = size_t(1) << 30; piece >= 1024; piece /= 16)
+      for (void* p = nullptr; cudaMalloc(&p, piece) == cudaSuccess;) held_.push_back(p);
+    cudaGetLastError();  // the failed cudaMalloc above set it
+  }
+  ~MemoryHog() {
+    for (void* p : held_) cudaFree(p);
+  }
+
+ private:
+  std::vector<void*> held_;
+};
+
+// Regression: when growing the verification buffers fails, the search throws and the index stays
+// usable. The index used to free its old buffers, throw, and keep the freed pointers, which the next
+// search and its destructor used again.
+TEST(TextureGpu, IndexSurvivesAFailedVerificationAllocation) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(18);
+  const texture::Features full = texture::extract_features(test::random_texture(rng, 400, 300));
+  ASSERT_GE(full.count(), 96);
+  texture::Features small = full;  // 16 of its descriptors: a candidate (16 matches) in each of 6 copies
+  small.keypoints.resize(16);
+  small.descriptors.resize(16 * size_t(match::kDim));
+  std::vector<texture::GalleryEntry> entries;
+  for (int i = 0; i < 6; ++i) entries.push_back({"a" + std::to_string(i), "", 0, full});
+  texture::SearchParams one;
+  one.shortlist = 1;
+
+  texture::TextureIndex index(texture::Device::kCuda), fresh(texture::Device::kCuda);
+  ASSERT_TRUE(index.on_gpu());
+  index.build(entries);
+  fresh.build(entries);
+  // Everything but the verification buffers reaches its final size first (and every kernel runs
+  // once), so the search under the hog fails exactly there: one slot here, a 16-row query...
+  index.search(small, one);
+  // ... and host buffers for a whole query, more than 6 candidates x 16 rows.
+  const texture::SearchResult before = index.verify(full, "a0", {});
+  {
+    MemoryHog hog;
+    try {
+      index.search(small, {});  // 6 candidates: 6 slots
+      ADD_FAILURE() << "the search did not need new verification buffers";
+    } catch (const gpu::CudaError& e) {
+      EXPECT_NE(std::string(e.what()).find("cudaMalloc("), std::string::npos) << e.what();
+    }
+    cudaGetLastError();  // the failed allocation set it (it is not sticky)
+  }
+  const texture::SearchResult again = index.search(small, {}), expected = fresh.search(small, {});
+  ASSERT_EQ(again.candidates.size(), 6u);
+  ASSERT_EQ(again.candidates.size(), expected.candidates.size());
+  for (size_t i = 0; i < again.candidates.size(); ++i) {
+    EXPECT_EQ(again.candidates[i].id, expected.candidates[i].id);
+    EXPECT_EQ(again.candidates[i].score, expected.candidates[i].score);
+    EXPECT_EQ(again.candidates[i].geometry.inliers, expected.candidates[i].geometry.inliers);
+  }
+  const texture::SearchResult after = index.verify(full, "a0", {});
+  EXPECT_EQ(after.best.geometry.matches, before.best.geometry.matches);
+  EXPECT_EQ(after.best.geometry.inliers, before.best.geometry.inliers);
 }
 
 TEST(TextureGpu, BatchesOfMoreThan65535Images) {
