@@ -69,16 +69,19 @@ struct TextureIndex::Impl {
   gpu::DeviceArray<uint16_t> d_gallery;
   gpu::DeviceArray<int> d_counts;
   gpu::DeviceArray<uint16_t> d_query;  // kSlot rows
-  gpu::DeviceArray<int> d_scores;      // [capacity] (+ one per shortlist slot for verification runs)
-  size_t score_capacity = 0;
+  gpu::DeviceArray<int> d_scores;      // per gallery image
+  // Verification runs, per candidate: its score, and per query row the top-2 and the best's index.
+  gpu::DeviceArray<int> d_verify_scores;
   gpu::DeviceArray<float> d_best, d_second;  // [verify slot][kSlot]
   gpu::DeviceArray<int> d_index;
-  int verify_slots = 0;  // slots that d_best, d_second and d_index all hold
+  int verify_slots = 0;  // slots that the four above all hold
 
   void ensure_verify_slots(int n) {
     if (n <= verify_slots) return;
-    verify_slots = 0;  // until all three hold n: an allocation may throw between them
-    d_best.reset(), d_second.reset(), d_index.reset();  // the old ones go before the new ones are allocated
+    verify_slots = 0;  // until all four hold n: an allocation may throw between them
+    // The old ones go before the new ones are allocated.
+    d_verify_scores.reset(), d_best.reset(), d_second.reset(), d_index.reset();
+    d_verify_scores.resize(n);
     d_best.resize(size_t(n) * match::kSlot);
     d_second.resize(size_t(n) * match::kSlot);
     d_index.resize(size_t(n) * match::kSlot);
@@ -149,12 +152,10 @@ void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
     for (size_t i = 0; i < n; ++i) pack(i, &m.gallery[i * kSlotHalves]);
   } else {
 #if defined(PRISM_HAVE_CUDA)
-    m.score_capacity = 0;
     m.d_gallery.reset(), m.d_counts.reset(), m.d_scores.reset();  // the old gallery goes before the new one comes
     m.d_gallery.resize(n * kSlotHalves);
     m.d_counts = gpu::device_copy(m.counts.data(), n);
-    m.d_scores.resize(n + match::kSlot);
-    m.score_capacity = n;
+    m.d_scores.resize(n);
     // Upload through a host staging buffer of up to 256 images at a time.
     const size_t batch = 256;
     std::vector<uint16_t> staging(std::min(n, batch) * kSlotHalves);
@@ -245,7 +246,7 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
     m.ensure_verify_slots(k);
     PRISM_CUDA_CHECK(
         cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
-    int* d_score = m.d_scores.data() + m.score_capacity;  // scratch past the search scores
+    int* d_score = m.d_verify_scores.data();
     PRISM_CUDA_CHECK(cudaMemsetAsync(d_score, 0, sizeof(int) * k, m.stream));
     p.query = m.d_query.data();
     for (int c = 0; c < k; ++c) {
