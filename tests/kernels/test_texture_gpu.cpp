@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device_array.h"
 #include "match_cases.h"
 #include "prism_test.h"
 #include "texture/index.h"
@@ -124,36 +125,28 @@ TEST(TextureGpu, BatchesOfMoreThan65535Images) {
   std::mt19937 rng(std::random_device{}());
   const std::vector<uint16_t> query = test::random_rootsift(64, rng);
   const size_t slot = size_t(match::kSlot) * match::kDim;
-  uint16_t *dq = nullptr, *dg = nullptr;
-  int *dc = nullptr, *ds = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dg), size_t(images) * slot * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dq), query.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dc), images * sizeof(int)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&ds), images * sizeof(int)), cudaSuccess);
-  cudaMemset(dg, 0, size_t(images) * slot * 2);
-  cudaMemset(ds, 0, images * sizeof(int));
+  gpu::DeviceArray<uint16_t> dg(size_t(images) * slot);
+  gpu::DeviceArray<int> ds(images);
+  PRISM_CUDA_CHECK(cudaMemset(dg.data(), 0, dg.bytes()));
+  PRISM_CUDA_CHECK(cudaMemset(ds.data(), 0, ds.bytes()));
   std::vector<int> counts(images, 0);
   counts.back() = 200;  // the last image holds the query's 64 descriptors among random ones
   std::vector<uint16_t> last = test::random_rootsift(match::kSlot, rng);
   for (int r = 0; r < 64; ++r) std::copy_n(&query[size_t(r) * match::kDim], match::kDim, &last[size_t(3 * r) * match::kDim]);
-  cudaMemcpy(dg + size_t(images - 1) * slot, last.data(), slot * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dq, query.data(), query.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dc, counts.data(), images * sizeof(int), cudaMemcpyHostToDevice);
+  PRISM_CUDA_CHECK(cudaMemcpy(dg.data() + size_t(images - 1) * slot, last.data(), slot * 2, cudaMemcpyHostToDevice));
+  const gpu::DeviceArray<uint16_t> dq = gpu::device_copy(query.data(), query.size());
+  const gpu::DeviceArray<int> dc = gpu::device_copy(counts.data(), counts.size());
   match::MatchProblem p;
-  p.query = dq;
+  p.query = dq.data();
   p.rows = p.query_rows = 64;
-  p.gallery = dg;
-  p.counts = dc;
+  p.gallery = dg.data();
+  p.counts = dc.data();
   p.images = images;
-  match::match_cuda(p, {}, {ds}, nullptr);
+  match::match_cuda(p, {}, {ds.data()}, nullptr);
   std::vector<int> scores(images);
-  ASSERT_EQ(cudaMemcpy(scores.data(), ds, images * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(scores.data(), ds.data(), images * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(scores.back(), 64);
   for (int i = 0; i + 1 < images; ++i) ASSERT_EQ(scores[i], 0) << i;
-  cudaFree(dg);
-  cudaFree(dq);
-  cudaFree(dc);
-  cudaFree(ds);
 }
 
 }  // namespace
