@@ -13,6 +13,7 @@
 
 #include "colorconvert/colorconvert.h"
 #include "bench_util.h"
+#include "common/device_array.h"
 #include "common/gpu.h"
 
 using namespace prism::colorconvert;
@@ -75,31 +76,29 @@ int main(int argc, char** argv) {
 
     // GPU: rotate among several input frames so the 50 MB L2 does not hold the input.
     const int nbuf = 4;
-    std::vector<uint8_t*> din(nbuf);
-    uint8_t* dout;
-    for (auto& p : din) {
-      PRISM_CUDA_CHECK(cudaMalloc((void**)&p, in_bytes));
-      PRISM_CUDA_CHECK(cudaMemcpy(p, host_in.data(), in_bytes, cudaMemcpyHostToDevice));
-    }
-    PRISM_CUDA_CHECK(cudaMalloc((void**)&dout, out_bytes));
-    Image dst = layout(c.df, c.dw, c.dh, dout);
-    for (int i = 0; i < 10; i++) PRISM_CUDA_CHECK(convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf]), dst, stream));
+    std::vector<prism::gpu::DeviceArray<uint8_t>> din;
+    for (int i = 0; i < nbuf; i++) din.push_back(prism::gpu::device_copy(host_in.data(), in_bytes));
+    prism::gpu::DeviceArray<uint8_t> dout(out_bytes);
+    Image dst = layout(c.df, c.dw, c.dh, dout.data());
+    for (int i = 0; i < 10; i++) convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf].data()), dst, stream);
     cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
+    PRISM_CUDA_CHECK(cudaEventCreate(&a));
+    PRISM_CUDA_CHECK(cudaEventCreate(&b));
     std::vector<double> t;
     for (int i = 0; i < iters; i++) {
-      cudaEventRecord(a, stream);
-      PRISM_CUDA_CHECK(convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf]), dst, stream));
-      cudaEventRecord(b, stream);
+      PRISM_CUDA_CHECK(cudaEventRecord(a, stream));
+      convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf].data()), dst, stream);
+      PRISM_CUDA_CHECK(cudaEventRecord(b, stream));
       PRISM_CUDA_CHECK(cudaEventSynchronize(b));
       float ms;
-      cudaEventElapsedTime(&ms, a, b);
+      PRISM_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
       t.push_back(ms);
     }
     const double gpu_ms = median(t);
-    for (auto p : din) cudaFree(p);
-    cudaFree(dout);
+    PRISM_CUDA_CHECK(cudaEventDestroy(a));
+    PRISM_CUDA_CHECK(cudaEventDestroy(b));
+    din.clear();
+    dout.reset();
 
     const double cpu_ms = prism::bench::time_host_ms(std::max(3, iters / 20), [&] {
       convert_cpu(plan, layout(c.sf, c.sw, c.sh, host_in.data()), layout(c.df, c.dw, c.dh, host_out.data()));
@@ -116,6 +115,6 @@ int main(int argc, char** argv) {
                 format_name(c.df), c.dw, c.dh, gpu_ms, (in_bytes + out_bytes) / gpu_ms / 1e6, cpu_ms, cv_ms,
                 cv_ms / gpu_ms);
   }
-  cudaStreamDestroy(stream);
+  PRISM_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "colorconvert/colorconvert.h"
+#include "common/gpu.h"
 #include "gst/prism/gstprismvideo.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_prism_convert_debug);
@@ -132,9 +133,10 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
     return GST_FLOW_OK;
   }
 #if defined(PRISM_HAVE_CUDA)
-  cudaError_t err = cc::convert_cuda(p, src, dst, (cudaStream_t)gst_prism_cuda_filter_get_stream(filter));
-  if (err != cudaSuccess) {
-    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("CUDA kernel launch failed"), ("%s", cudaGetErrorString(err)));
+  try {
+    cc::convert_cuda(p, src, dst, (cudaStream_t)gst_prism_cuda_filter_get_stream(filter));
+  } catch (const prism::gpu::CudaError &e) {
+    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("CUDA kernel launch failed"), ("%s", e.what()));
     return GST_FLOW_ERROR;
   }
   return GST_FLOW_OK;

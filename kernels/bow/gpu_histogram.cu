@@ -10,6 +10,7 @@
 
 #include "bow/gpu_words.h"
 #include "bow/histogram.h"
+#include "common/device_array.h"
 #include "common/gpu.h"
 
 namespace prism::bow {
@@ -179,43 +180,32 @@ BankTaps bank_taps(const FilterBank& bank) {
 }  // namespace
 
 struct GpuHistogrammer::Impl {
-  cudaStream_t stream = nullptr;
+  gpu::Stream stream;  // declared first: destroyed after everything that works on it
   cudaEvent_t marks[3] = {};
   BankTaps taps{};
   std::unique_ptr<GpuWords> words;
   int filters = 0, k = 0, levels = 0;
-  int* d_counts = nullptr;
-  int64_t capacity = 0;  // pixels
-  uint8_t* d_grey = nullptr;
-  float* d_planes = nullptr;
-  int* d_words = nullptr;
-  size_t fine_size = 0;         // ints of the finest level's counts
-  int* fine_counts = nullptr;   // pinned: its download takes no staging buffer (which pageable copies
-                                // of the same context, e.g. cudaupload's, would hold for a whole frame)
+  gpu::DeviceArray<int> d_counts;
+  int64_t capacity = 0;  // pixels that d_grey, d_planes and d_words all hold
+  gpu::DeviceArray<uint8_t> d_grey;
+  gpu::DeviceArray<float> d_planes;
+  gpu::DeviceArray<int> d_words;
+  size_t fine_size = 0;               // ints of the finest level's counts
+  gpu::PinnedArray<int> fine_counts;  // pinned: its download takes no staging buffer (which pageable copies
+                                      // of the same context, e.g. cudaupload's, would hold for a whole frame)
   std::vector<int> counts;
 
   ~Impl() {
-    release();
-    words.reset();
-    cudaFree(d_counts);
-    cudaFreeHost(fine_counts);
     for (cudaEvent_t e : marks)
       if (e) cudaEventDestroy(e);
-    if (stream) cudaStreamDestroy(stream);
-  }
-  void release() {
-    cudaFree(d_grey);
-    cudaFree(d_planes);
-    cudaFree(d_words);
-    d_grey = nullptr, d_planes = nullptr, d_words = nullptr;
-    capacity = 0;
   }
   void reserve(int64_t pixels) {
     if (pixels <= capacity) return;
-    release();
-    d_grey = gpu::device_alloc<uint8_t>(pixels);
-    d_planes = gpu::device_alloc<float>(size_t(pixels) * filters);
-    d_words = gpu::device_alloc<int>(pixels);
+    capacity = 0;  // until all three hold `pixels` (an allocation may throw between them)
+    d_grey.reset(), d_planes.reset(), d_words.reset();  // the old ones go before the new ones are allocated
+    d_grey.resize(pixels);
+    d_planes.resize(size_t(pixels) * filters);
+    d_words.resize(pixels);
     capacity = pixels;
   }
   static void check_size(int W, int H) {
@@ -224,9 +214,9 @@ struct GpuHistogrammer::Impl {
   const uint8_t* upload(const cv::Mat& grey8) {
     if (grey8.empty() || grey8.type() != CV_8UC1) throw std::invalid_argument("GpuHistogrammer: the image must be 8-bit grey");
     reserve(int64_t(grey8.cols) * grey8.rows);
-    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(d_grey, grey8.cols, grey8.data, grey8.step, grey8.cols, grey8.rows,
+    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(d_grey.data(), grey8.cols, grey8.data, grey8.step, grey8.cols, grey8.rows,
                                        cudaMemcpyHostToDevice, stream));
-    return d_grey;
+    return d_grey.data();
   }
 
   // Filter bank, and words (into d_words when `keep_words`) with counts (into d_counts when `count`).
@@ -235,23 +225,24 @@ struct GpuHistogrammer::Impl {
     reserve(int64_t(W) * H);
     PRISM_CUDA_CHECK(cudaEventRecord(marks[0], stream));
     const dim3 tiles_grid((W + kTileW - 1) / kTileW, (H + kTileH - 1) / kTileH);
-    filter_bank_kernel<<<tiles_grid, kBankThreads, kBankSmem, stream>>>(grey, pitch, W, H, taps, d_planes);
+    filter_bank_kernel<<<tiles_grid, kBankThreads, kBankSmem, stream>>>(grey, pitch, W, H, taps, d_planes.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
     PRISM_CUDA_CHECK(cudaEventRecord(marks[1], stream));
     if (find_words) {
-      if (count) PRISM_CUDA_CHECK(cudaMemsetAsync(d_counts, 0, sizeof(int) * fine_size, stream));
+      if (count) PRISM_CUDA_CHECK(cudaMemsetAsync(d_counts.data(), 0, sizeof(int) * fine_size, stream));
       GpuWords::Outputs out;
-      out.words = keep_words ? d_words : nullptr;
-      out.counts = count ? d_counts : nullptr;
+      out.words = keep_words ? d_words.data() : nullptr;
+      out.counts = count ? d_counts.data() : nullptr;
       out.cells = 1 << levels;
-      words->assign(d_planes, int64_t(W) * H, W, H, out);
+      words->assign(d_planes.data(), int64_t(W) * H, W, H, out);
     }
     PRISM_CUDA_CHECK(cudaEventRecord(marks[2], stream));
   }
 
   std::vector<float> histogram(const uint8_t* grey, size_t pitch, int W, int H) {
     run(grey, pitch, W, H, true, false, true);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(fine_counts, d_counts, sizeof(int) * fine_size, cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(fine_counts.data(), d_counts.data(), sizeof(int) * fine_size, cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     // Coarser levels: a cell at level l is the sum of its 4^(levels - l) cells at the finest level
     // (floor(y 2^l / H) = floor(y 2^levels / H) >> (levels - l)).
@@ -262,7 +253,7 @@ struct GpuHistogrammer::Impl {
       const int cells = 1 << l, shift = levels - l;
       for (int cy = 0; cy < fine; ++cy)
         for (int cx = 0; cx < fine; ++cx) {
-          const int* from = fine_counts + (cy * fine + cx) * k;
+          const int* from = fine_counts.data() + (cy * fine + cx) * k;
           int* to = counts.data() + offset + ((cy >> shift) * cells + (cx >> shift)) * k;
           for (int w = 0; w < k; ++w) to[w] += from[w];
         }
@@ -290,14 +281,14 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
   m.taps = bank_taps(bank);
   PRISM_CUDA_CHECK(cudaFuncSetAttribute(filter_bank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBankSmem)));
 
-  PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  m.stream = gpu::Stream::create();
   for (cudaEvent_t& e : m.marks) PRISM_CUDA_CHECK(cudaEventCreate(&e));
   m.words = std::make_unique<GpuWords>(m.k, m.filters, false, m.stream);
   m.words->set_dictionary(dictionary);
   m.fine_size = (size_t(1) << (2 * levels)) * m.k;
-  PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m.fine_counts), sizeof(int) * m.fine_size));
+  m.fine_counts.resize(m.fine_size);
   m.counts.resize(histogram_length(m.k, levels));
-  m.d_counts = gpu::device_alloc<int>(m.fine_size);
+  m.d_counts.resize(m.fine_size);
 }
 
 GpuHistogrammer::~GpuHistogrammer() = default;
@@ -318,7 +309,7 @@ cv::Mat GpuHistogrammer::responses(const cv::Mat& grey8) {
   const uint8_t* grey = m.upload(grey8);
   m.run(grey, size_t(grey8.cols), grey8.cols, grey8.rows, false, false, false);
   cv::Mat planes(m.filters, int(grey8.total()), CV_32F), pixels;
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(planes.data, m.d_planes, planes.total() * sizeof(float), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(planes.data, m.d_planes.data(), planes.total() * sizeof(float), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   cv::transpose(planes, pixels);  // pixel-major, as filter_responses
   return pixels.reshape(m.filters, grey8.rows).clone();
@@ -329,7 +320,7 @@ cv::Mat GpuHistogrammer::words(const cv::Mat& grey8) {
   const uint8_t* grey = m.upload(grey8);
   m.run(grey, size_t(grey8.cols), grey8.cols, grey8.rows, true, true, false);
   cv::Mat out(grey8.rows, grey8.cols, CV_32SC1);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(out.data, m.d_words, out.total() * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(out.data, m.d_words.data(), out.total() * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   return out;
 }

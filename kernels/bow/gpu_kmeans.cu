@@ -17,6 +17,7 @@
 #include "bow/kmeans.h"
 #include "bow/gpu_words.h"
 #include "bow/kmeans_pp.h"
+#include "common/device_array.h"
 #include "common/gpu.h"
 
 namespace prism::bow {
@@ -141,20 +142,6 @@ __global__ void __launch_bounds__(kPickThreads) seed_pick_kernel(const double* w
   }
 }
 
-// Device buffers for one call, freed on every exit.
-struct DeviceScratch {
-  std::vector<void*> held;
-  template <class T>
-  T* alloc(size_t count) {
-    T* p = gpu::device_alloc<T>(count);
-    held.push_back(p);
-    return p;
-  }
-  ~DeviceScratch() {
-    for (void* p : held) cudaFree(p);
-  }
-};
-
 class GpuSteps : public detail::LloydSteps {
  public:
   GpuSteps(const cv::Mat& points, int k) : n_(points.rows), d_(points.cols), k_(k) {
@@ -163,76 +150,62 @@ class GpuSteps : public detail::LloydSteps {
     PRISM_CUDA_CHECK(cudaGetDevice(&device));
     PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     if (major < 8) throw gpu::CudaError("kmeans_cuda: needs an sm_80 or newer GPU (mma.sync); use the CPU");
-    try {
-      allocate(points);
-    } catch (...) {
-      release();  // (a destructor does not run after a throwing constructor)
-      throw;
-    }
-  }
-  ~GpuSteps() override { release(); }
-
-  void allocate(const cv::Mat& points) {
-    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    stream_ = gpu::Stream::create();
     words_ = std::make_unique<GpuWords>(k_, d_, true, stream_);
-    d_points_ = gpu::device_alloc<float>(size_t(n_) * d_);
-    d_planes_ = gpu::device_alloc<float>(size_t(n_) * d_);
-    d_centers_ = gpu::device_alloc<float>(size_t(k_) * d_);
-    d_labels_ = gpu::device_alloc<int>(n_);
-    d_dist_ = gpu::device_alloc<float>(n_);
-    d_order_ = gpu::device_alloc<int>(n_);
-    d_offsets_ = gpu::device_alloc<int>(k_ + 1);
-    PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_labels_), sizeof(int) * n_));
-    PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_dist_), sizeof(float) * n_));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_points_, points.ptr<float>(), sizeof(float) * n_ * d_, cudaMemcpyHostToDevice, stream_));
-    transpose_kernel<<<(n_ + 255) / 256, 256, 0, stream_>>>(d_points_, n_, d_, d_planes_);
+    d_points_.resize(size_t(n_) * d_);
+    d_planes_.resize(size_t(n_) * d_);
+    d_centers_.resize(size_t(k_) * d_);
+    d_labels_.resize(n_);
+    d_dist_.resize(n_);
+    d_order_.resize(n_);
+    d_offsets_.resize(k_ + 1);
+    h_labels_.resize(n_);
+    h_dist_.resize(n_);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_points_.data(), points.ptr<float>(), sizeof(float) * n_ * d_, cudaMemcpyHostToDevice,
+                                     stream_));
+    transpose_kernel<<<(n_ + 255) / 256, 256, 0, stream_>>>(d_points_.data(), n_, d_, d_planes_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
-  }
-  void release() {
-    words_.reset();
-    for (void* p : {(void*)d_points_, (void*)d_planes_, (void*)d_centers_, (void*)d_labels_, (void*)d_dist_,
-                    (void*)d_order_, (void*)d_offsets_})
-      cudaFree(p);
-    cudaFreeHost(h_labels_);
-    cudaFreeHost(h_dist_);
-    if (stream_) cudaStreamDestroy(stream_);
   }
 
   void assign(const cv::Mat& centers, std::vector<int>& labels, std::vector<float>& dist) override {
     words_->set_dictionary(centers);
     GpuWords::Outputs out;
-    out.words = d_labels_;
-    out.distances = d_dist_;
-    words_->assign(d_planes_, n_, n_, 1, out);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_labels_, d_labels_, sizeof(int) * n_, cudaMemcpyDeviceToHost, stream_));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_dist_, d_dist_, sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
+    out.words = d_labels_.data();
+    out.distances = d_dist_.data();
+    words_->assign(d_planes_.data(), n_, n_, 1, out);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_labels_.data(), d_labels_.data(), sizeof(int) * n_, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_dist_.data(), d_dist_.data(), sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    labels.assign(h_labels_, h_labels_ + n_);
-    dist.assign(h_dist_, h_dist_ + n_);
+    labels.assign(h_labels_.data(), h_labels_.data() + n_);
+    dist.assign(h_dist_.data(), h_dist_.data() + n_);
   }
 
   void update(const std::vector<int>& labels, const std::vector<int>& counts, cv::Mat& centers) override {
     offsets_.assign(k_ + 1, 0);
     for (int c = 0; c < k_; ++c) offsets_[c + 1] = offsets_[c] + counts[c];
-    detail::stable_order_by_label(labels, k_, h_labels_);  // (pinned staging for the upload)
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_order_, h_labels_, sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_offsets_, offsets_.data(), sizeof(int) * (k_ + 1), cudaMemcpyHostToDevice, stream_));
-    update_kernel<<<(k_ + 3) / 4, 128, 0, stream_>>>(d_points_, d_, d_order_, d_offsets_, k_, d_centers_);
+    detail::stable_order_by_label(labels, k_, h_labels_.data());  // (pinned staging for the upload)
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_order_.data(), h_labels_.data(), sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(d_offsets_.data(), offsets_.data(), sizeof(int) * (k_ + 1), cudaMemcpyHostToDevice, stream_));
+    update_kernel<<<(k_ + 3) / 4, 128, 0, stream_>>>(d_points_.data(), d_, d_order_.data(), d_offsets_.data(), k_,
+                                                     d_centers_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(centers.ptr<float>(), d_centers_, sizeof(float) * k_ * d_, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(centers.ptr<float>(), d_centers_.data(), sizeof(float) * k_ * d_,
+                                     cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     // The labels after re-seeding, for assigned_distances (h_labels_ is free again after the sync).
-    std::copy(labels.begin(), labels.end(), h_labels_);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_labels_, h_labels_, sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
+    std::copy(labels.begin(), labels.end(), h_labels_.data());
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_labels_.data(), h_labels_.data(), sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
   }
 
   void assigned_distances(const cv::Mat&, const std::vector<int>&, std::vector<float>& dist) override {
     // d_centers_ and d_labels_ hold what update() just used.
-    assigned_distance_kernel<<<(n_ + 127) / 128, 128, 0, stream_>>>(d_points_, n_, d_, d_centers_, d_labels_, d_dist_);
+    assigned_distance_kernel<<<(n_ + 127) / 128, 128, 0, stream_>>>(d_points_.data(), n_, d_, d_centers_.data(),
+                                                                    d_labels_.data(), d_dist_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_dist_, d_dist_, sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_dist_.data(), d_dist_.data(), sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    dist.assign(h_dist_, h_dist_ + n_);
+    dist.assign(h_dist_.data(), h_dist_.data() + n_);
   }
 
   int64_t rescanned() const { return words_->rescanned(); }
@@ -242,23 +215,21 @@ class GpuSteps : public detail::LloydSteps {
     std::vector<int> chosen(k);
     chosen[0] = detail::kmeans_pp_draws(seed, n_, k, u);
     const int blocks = (n_ + detail::kSeedBlock - 1) / detail::kSeedBlock;
-    DeviceScratch scratch;
-    double* d_weights = scratch.alloc<double>(n_);
-    double* d_chunk_sums = scratch.alloc<double>((n_ + detail::kSeedChunk - 1) / detail::kSeedChunk);
-    double* d_block_sums = scratch.alloc<double>(blocks);
-    double* d_u = scratch.alloc<double>(k);
-    int* d_chosen = scratch.alloc<int>(k);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_u, u.data(), sizeof(double) * k, cudaMemcpyHostToDevice, stream_));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_chosen, chosen.data(), sizeof(int), cudaMemcpyHostToDevice, stream_));
+    // Scratch for this call only (seeding runs once per k-means).
+    gpu::DeviceArray<double> weights(n_), chunk_sums((n_ + detail::kSeedChunk - 1) / detail::kSeedChunk),
+        block_sums(blocks), d_u(k);
+    gpu::DeviceArray<int> d_chosen(k);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_u.data(), u.data(), sizeof(double) * k, cudaMemcpyHostToDevice, stream_));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_chosen.data(), chosen.data(), sizeof(int), cudaMemcpyHostToDevice, stream_));
     for (int c = 0; c < k; ++c) {
-      seed_weights_kernel<<<blocks, detail::kSeedBlock, 0, stream_>>>(d_planes_, n_, d_, d_chosen + c, c == 0, d_weights,
-                                                                     d_chunk_sums, d_block_sums);
+      seed_weights_kernel<<<blocks, detail::kSeedBlock, 0, stream_>>>(d_planes_.data(), n_, d_, d_chosen.data() + c, c == 0,
+                                                                     weights.data(), chunk_sums.data(), block_sums.data());
       if (c + 1 == k) break;
-      seed_pick_kernel<<<1, kPickThreads, 0, stream_>>>(d_weights, d_chunk_sums, d_block_sums, n_, d_u + c + 1, d_chosen + c,
-                                                        d_chosen + c + 1);
+      seed_pick_kernel<<<1, kPickThreads, 0, stream_>>>(weights.data(), chunk_sums.data(), block_sums.data(), n_,
+                                                        d_u.data() + c + 1, d_chosen.data() + c, d_chosen.data() + c + 1);
     }
     PRISM_CUDA_CHECK(cudaGetLastError());
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(chosen.data(), d_chosen, sizeof(int) * k, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(chosen.data(), d_chosen.data(), sizeof(int) * k, cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     cv::Mat centers(k, d_, CV_32F);
     for (int c = 0; c < k; ++c) points.row(chosen[c]).copyTo(centers.row(c));
@@ -267,12 +238,12 @@ class GpuSteps : public detail::LloydSteps {
 
  private:
   int n_, d_, k_;
-  cudaStream_t stream_ = nullptr;
+  gpu::Stream stream_;  // declared first: destroyed after everything that works on it
   std::unique_ptr<GpuWords> words_;
-  float *d_points_ = nullptr, *d_planes_ = nullptr, *d_centers_ = nullptr, *d_dist_ = nullptr;
-  int* h_labels_ = nullptr;  // pinned
-  float* h_dist_ = nullptr;  // pinned
-  int *d_labels_ = nullptr, *d_order_ = nullptr, *d_offsets_ = nullptr;
+  gpu::DeviceArray<float> d_points_, d_planes_, d_centers_, d_dist_;
+  gpu::PinnedArray<int> h_labels_;
+  gpu::PinnedArray<float> h_dist_;
+  gpu::DeviceArray<int> d_labels_, d_order_, d_offsets_;
   std::vector<int> offsets_;
 };
 

@@ -346,21 +346,16 @@ GpuWords::GpuWords(int k, int d, bool exact, cudaStream_t stream) : k_(k), d_(d)
     scan_smem_ = sizeof(float) * size_t(k) * d;
     scan_grid_ = fill_grid(reinterpret_cast<const void*>(rescan_kernel_for(d)), 128, scan_smem_,
                            ("k x d = " + std::to_string(k) + " x " + std::to_string(d)).c_str());
-    d_rescanned_ = gpu::device_alloc<unsigned long long>(1);
-    PRISM_CUDA_CHECK(cudaMemsetAsync(d_rescanned_, 0, sizeof(unsigned long long), stream_));
+    d_rescanned_.resize(1);
+    PRISM_CUDA_CHECK(cudaMemsetAsync(d_rescanned_.data(), 0, sizeof(unsigned long long), stream_));
   }
   frags_.resize(size_t(tiles_) * ksteps * 32);
   norms_.resize(size_t(tiles_) * 4);
   mean_.resize(d);
-  d_dictionary_ = gpu::device_alloc<float>(size_t(k) * d);
-  d_mean_ = gpu::device_alloc<float>(d);
-  d_frags_ = gpu::device_alloc<uint2>(frags_.size());
-  d_norms_ = gpu::device_alloc<float2>(norms_.size());
-}
-
-GpuWords::~GpuWords() {
-  for (void* p : {(void*)d_dictionary_, (void*)d_mean_, (void*)d_frags_, (void*)d_norms_, (void*)d_rescan_, (void*)d_rescanned_})
-    cudaFree(p);
+  d_dictionary_.resize(size_t(k) * d);
+  d_mean_.resize(d);
+  d_frags_.resize(frags_.size());
+  d_norms_.resize(norms_.size());
 }
 
 void GpuWords::set_dictionary(const cv::Mat& dictionary) {
@@ -416,29 +411,29 @@ void GpuWords::set_dictionary(const cv::Mat& dictionary) {
   cmax_ = float(std::sqrt(cmax2) * (1 + 1e-6));
   screenable_ = 2 * cinf * scale_ < kFp16Limit && std::isfinite(cmax2);
   // (Pageable copies: each returns once the host data is staged, so the vectors may be refilled.)
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_dictionary_, dict.ptr<float>(), sizeof(float) * dict.total(), cudaMemcpyHostToDevice,
-                                   stream_));
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_mean_, mean_.data(), sizeof(float) * d, cudaMemcpyHostToDevice, stream_));
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_frags_, frags_.data(), sizeof(uint2) * frags_.size(), cudaMemcpyHostToDevice, stream_));
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_norms_, norms_.data(), sizeof(float2) * norms_.size(), cudaMemcpyHostToDevice, stream_));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_dictionary_.data(), dict.ptr<float>(), sizeof(float) * dict.total(),
+                                   cudaMemcpyHostToDevice, stream_));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_mean_.data(), mean_.data(), sizeof(float) * d, cudaMemcpyHostToDevice, stream_));
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(d_frags_.data(), frags_.data(), sizeof(uint2) * frags_.size(), cudaMemcpyHostToDevice, stream_));
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(d_norms_.data(), norms_.data(), sizeof(float2) * norms_.size(), cudaMemcpyHostToDevice, stream_));
 }
 
 void GpuWords::assign(const float* planes, int64_t plane_stride, int W, int H, const Outputs& out) {
   const int64_t n = int64_t(W) * H;
   if (n <= 0) return;
   if (exact_ && out.counts) throw std::invalid_argument("visual words on the GPU: counts are for the fast mode");
-  if (exact_ && n + 1 > rescan_capacity_) {
-    cudaFree(d_rescan_);
-    d_rescan_ = gpu::device_alloc<int>(n + 1);
-    rescan_capacity_ = n + 1;
+  if (exact_) {
+    d_rescan_.reserve(size_t(n) + 1);
+    PRISM_CUDA_CHECK(cudaMemsetAsync(d_rescan_.data(), 0, sizeof(int), stream_));
   }
-  if (exact_) PRISM_CUDA_CHECK(cudaMemsetAsync(d_rescan_, 0, sizeof(int), stream_));
   WordsArgs a{};
   a.planes = planes;
   a.plane = plane_stride;
   a.n = n;
   a.W = W, a.H = H, a.d = d_, a.k = k_, a.tiles = tiles_, a.index_mask = index_mask_;
-  a.frags = d_frags_, a.norms = d_norms_, a.dictionary = d_dictionary_, a.mean = d_mean_;
+  a.frags = d_frags_.data(), a.norms = d_norms_.data(), a.dictionary = d_dictionary_.data(), a.mean = d_mean_.data();
   a.cells = out.cells;
   a.counts = out.counts, a.words = out.words, a.distances = out.distances;
   a.scale = scale_;
@@ -446,14 +441,15 @@ void GpuWords::assign(const float* planes, int64_t plane_stride, int W, int H, c
   a.cmax = cmax_;
   a.pack_error = std::ldexp(1.0f, -22) * float(index_mask_ + 1);
   a.screenable = screenable_;
-  a.rescan = d_rescan_;
+  a.rescan = d_rescan_.data();  // null in the fast mode, as before
   const int grid = int(std::min<int64_t>(words_grid_, (n + kChunk - 1) / kChunk));
   words_kernel_for((d_ + 15) / 16, exact_)<<<grid, kWordThreads, words_smem_, stream_>>>(a);
   PRISM_CUDA_CHECK(cudaGetLastError());
   if (exact_) {
     const int scan_grid = int(std::min<int64_t>(scan_grid_, (n + 127) / 128));
-    rescan_kernel_for(d_)<<<scan_grid, 128, scan_smem_, stream_>>>(planes, plane_stride, d_, d_dictionary_, k_, d_rescan_,
-                                                                  out.words, out.distances, d_rescanned_);
+    rescan_kernel_for(d_)<<<scan_grid, 128, scan_smem_, stream_>>>(planes, plane_stride, d_, d_dictionary_.data(), k_,
+                                                                  d_rescan_.data(), out.words, out.distances,
+                                                                  d_rescanned_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -461,7 +457,7 @@ void GpuWords::assign(const float* planes, int64_t plane_stride, int W, int H, c
 int64_t GpuWords::rescanned() const {
   if (!exact_) return 0;
   unsigned long long v = 0;
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(&v, d_rescanned_, sizeof v, cudaMemcpyDeviceToHost, stream_));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(&v, d_rescanned_.data(), sizeof v, cudaMemcpyDeviceToHost, stream_));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return int64_t(v);
 }

@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/device_array.h"
+
 namespace prism::bow {
 
 class GpuWords {
@@ -34,7 +36,6 @@ class GpuWords {
   // A dictionary of k words of d <= 64 dimensions, all work on `stream`. Throws
   // std::invalid_argument when it does not fit in shared memory.
   GpuWords(int k, int d, bool exact, cudaStream_t stream);
-  ~GpuWords();
   GpuWords(const GpuWords&) = delete;
   GpuWords& operator=(const GpuWords&) = delete;
 
@@ -64,12 +65,11 @@ class GpuWords {
   bool screenable_ = true;  // 2 |c - mean| fits FP16
   size_t words_smem_ = 0, scan_smem_ = 0;
   int words_grid_ = 0, scan_grid_ = 0;
-  float *d_dictionary_ = nullptr, *d_mean_ = nullptr;
-  uint2* d_frags_ = nullptr;
-  float2* d_norms_ = nullptr;
-  int* d_rescan_ = nullptr;  // [0]: this call's count, then the list; grown as needed
-  int64_t rescan_capacity_ = 0;
-  unsigned long long* d_rescanned_ = nullptr;
+  gpu::DeviceArray<float> d_dictionary_, d_mean_;
+  gpu::DeviceArray<uint2> d_frags_;
+  gpu::DeviceArray<float2> d_norms_;
+  gpu::DeviceArray<int> d_rescan_;  // exact mode: [0] this call's count, then the list; grown as needed
+  gpu::DeviceArray<unsigned long long> d_rescanned_;  // exact mode
   std::vector<uint2> frags_;
   std::vector<float2> norms_;
   std::vector<float> mean_;

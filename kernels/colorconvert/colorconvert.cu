@@ -2,6 +2,7 @@
 // code as the CPU path. The plan travels by value as a kernel parameter (no device allocation).
 #include "colorconvert/colorconvert.h"
 #include "colorconvert/colorconvert_pixel.h"
+#include "common/gpu.h"
 
 namespace prism::colorconvert {
 namespace {
@@ -21,7 +22,8 @@ cudaError_t convert_cuda(const Plan& plan, const Image& src, const Image& dst,
   const dim3 grid(((dst.width + 1) / 2 + block.x - 1) / block.x,
                   ((dst.height + 1) / 2 + block.y - 1) / block.y);
   convert_kernel<<<grid, block, 0, stream>>>(plan, src, dst);
-  return cudaGetLastError();
+  PRISM_CUDA_CHECK(cudaGetLastError());
+  return cudaSuccess;
 }
 
 }  // namespace prism::colorconvert

@@ -65,7 +65,10 @@ Plan make_plan(PixelFormat src, const Colorimetry& src_colorimetry, int src_widt
 void convert_cpu(const Plan& plan, const Image& src, const Image& dst);
 
 #if defined(PRISM_HAVE_CUDA)
-// CUDA path on `stream`: enqueues one kernel, no allocation and no synchronisation.
+// CUDA path on `stream`: enqueues one kernel, no allocation and no synchronisation. Throws
+// gpu::CudaError when the launch fails, as every kernel in kernels/ does. The result is always
+// cudaSuccess: it stays only until the last caller that reads it (plugins/gstpoissonblend.cpp) is
+// changed, and then becomes void.
 cudaError_t convert_cuda(const Plan& plan, const Image& src, const Image& dst,
                          cudaStream_t stream);
 #endif

@@ -40,6 +40,10 @@ std::string device_name(int id) {
 
 void check(cudaError_t err, const char* what, const char* file, int line) {
   if (err == cudaSuccess) return;
+  // The runtime also keeps the error as its last error. A non-sticky one (a failed allocation, a bad
+  // launch configuration) must not be reported again by the next launch's cudaGetLastError check,
+  // after the caller has handled this exception; a sticky one comes back from every later call anyway.
+  cudaGetLastError();
   std::ostringstream msg;
   msg << file << ":" << line << ": " << what << ": " << cudaGetErrorName(err) << " ("
       << cudaGetErrorString(err) << ")";

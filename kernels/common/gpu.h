@@ -28,7 +28,8 @@ struct CudaError : std::runtime_error {
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 namespace prism::gpu {
-// Throws CudaError with the call site on failure.
+// Throws CudaError with the call site on failure (and clears the runtime's last error, so a handled
+// non-sticky error is not reported again by a later check).
 void check(cudaError_t err, const char* what, const char* file, int line);
 }  // namespace prism::gpu
 #define PRISM_CUDA_CHECK(call) ::prism::gpu::check((call), #call, __FILE__, __LINE__)

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "common/device_array.h"
 #include "common/gpu.h"
 #include "match/match.h"
 
@@ -36,38 +37,22 @@ int pad_query(const Features& q, uint16_t* out) {
 template <class T>
 class HostBuffer {
  public:
-  HostBuffer() = default;
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-  ~HostBuffer() { release(); }
   T* get(size_t n, bool pinned) {  // at least n elements; the contents are not kept on growth
-    if (n <= size_) return data_;
-    release();
 #if defined(PRISM_HAVE_CUDA)
     if (pinned) {
-      PRISM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data_), n * sizeof(T)));
-      pinned_ = true;
+      pinned_.reserve(n);
+      return pinned_.data();
     }
 #endif
-    if (!data_) data_ = new T[n];
-    size_ = n;
-    return data_;
+    if (n > plain_.size()) plain_.resize(n);
+    return plain_.data();
   }
 
  private:
-  void release() {
 #if defined(PRISM_HAVE_CUDA)
-    if (pinned_) cudaFreeHost(data_);
-    else
+  gpu::PinnedArray<T> pinned_;
 #endif
-      delete[] data_;
-    data_ = nullptr;
-    size_ = 0;
-    pinned_ = false;
-  }
-  T* data_ = nullptr;
-  size_t size_ = 0;
-  bool pinned_ = false;
+  std::vector<T> plain_;
 };
 
 struct TextureIndex::Impl {
@@ -80,42 +65,27 @@ struct TextureIndex::Impl {
   HostBuffer<float> best, second; // per verified candidate and query row
   HostBuffer<int> best_index;
 #if defined(PRISM_HAVE_CUDA)
-  cudaStream_t stream = nullptr;
-  uint16_t* d_gallery = nullptr;
-  int* d_counts = nullptr;
-  uint16_t* d_query = nullptr;  // kSlot rows
-  int* d_scores = nullptr;      // [capacity] (+ one per shortlist slot for verification runs)
-  size_t score_capacity = 0;
-  float *d_best = nullptr, *d_second = nullptr;
-  int* d_index = nullptr;
-  int verify_slots = 0;
+  gpu::Stream stream;  // declared first: destroyed after everything that works on it
+  gpu::DeviceArray<uint16_t> d_gallery;
+  gpu::DeviceArray<int> d_counts;
+  gpu::DeviceArray<uint16_t> d_query;  // kSlot rows
+  gpu::DeviceArray<int> d_scores;      // per gallery image
+  // Verification runs, per candidate: its score, and per query row the top-2 and the best's index.
+  gpu::DeviceArray<int> d_verify_scores;
+  gpu::DeviceArray<float> d_best, d_second;  // [verify slot][kSlot]
+  gpu::DeviceArray<int> d_index;
+  int verify_slots = 0;  // slots that the four above all hold
 
-  void free_gallery() {
-    cudaFree(d_gallery);
-    cudaFree(d_counts);
-    cudaFree(d_scores);
-    d_gallery = nullptr;
-    d_counts = d_scores = nullptr;
-    score_capacity = 0;
-  }
   void ensure_verify_slots(int n) {
     if (n <= verify_slots) return;
-    cudaFree(d_best);
-    cudaFree(d_second);
-    cudaFree(d_index);
-    d_best = gpu::device_alloc<float>(size_t(n) * match::kSlot);
-    d_second = gpu::device_alloc<float>(size_t(n) * match::kSlot);
-    d_index = gpu::device_alloc<int>(size_t(n) * match::kSlot);
+    verify_slots = 0;  // until all four hold n: an allocation may throw between them
+    // The old ones go before the new ones are allocated.
+    d_verify_scores.reset(), d_best.reset(), d_second.reset(), d_index.reset();
+    d_verify_scores.resize(n);
+    d_best.resize(size_t(n) * match::kSlot);
+    d_second.resize(size_t(n) * match::kSlot);
+    d_index.resize(size_t(n) * match::kSlot);
     verify_slots = n;
-  }
-  ~Impl() {
-    if (!gpu) return;
-    free_gallery();
-    cudaFree(d_query);
-    cudaFree(d_best);
-    cudaFree(d_second);
-    cudaFree(d_index);
-    cudaStreamDestroy(stream);
   }
 #endif
 };
@@ -141,8 +111,8 @@ TextureIndex::TextureIndex(Device device) : impl_(std::make_unique<Impl>()) {
   if (!impl_->gpu) impl_->description = device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
 #if defined(PRISM_HAVE_CUDA)
   if (impl_->gpu) {
-    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-    impl_->d_query = gpu::device_alloc<uint16_t>(kSlotHalves);
+    impl_->stream = gpu::Stream::create();
+    impl_->d_query.resize(kSlotHalves);
   }
 #endif
 }
@@ -155,16 +125,20 @@ std::string TextureIndex::device_description() const { return impl_->description
 void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
   Impl& m = *impl_;
   const size_t n = entries.size();
+  // ids_ and geometry_ are filled last: when an allocation or upload below throws, the index is left
+  // empty rather than naming images whose descriptors are not (all) there.
   ids_.clear();
   geometry_.clear();
+  std::vector<std::string> ids;
+  std::vector<Features> geometry;
   m.counts.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    ids_.push_back(entries[i].id);
+    ids.push_back(entries[i].id);
     Features g;
     g.width = entries[i].features.width;
     g.height = entries[i].features.height;
     g.keypoints = entries[i].features.keypoints;
-    geometry_.push_back(std::move(g));
+    geometry.push_back(std::move(g));
     m.counts[i] = std::min(entries[i].features.count(), match::kSlot);
   }
   auto pack = [&](size_t i, uint16_t* slot) {  // one image's descriptors, the rest of the slot zero
@@ -176,25 +150,25 @@ void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
   if (!m.gpu) {
     m.gallery.assign(n * kSlotHalves, 0);
     for (size_t i = 0; i < n; ++i) pack(i, &m.gallery[i * kSlotHalves]);
-    return;
-  }
+  } else {
 #if defined(PRISM_HAVE_CUDA)
-  m.free_gallery();
-  m.d_gallery = gpu::device_alloc<uint16_t>(n * kSlotHalves);
-  m.d_counts = gpu::device_alloc<int>(n);
-  m.score_capacity = n;
-  m.d_scores = gpu::device_alloc<int>(n + match::kSlot);
-  PRISM_CUDA_CHECK(cudaMemcpy(m.d_counts, m.counts.data(), n * sizeof(int), cudaMemcpyHostToDevice));
-  // Upload through a host staging buffer of up to 256 images at a time.
-  const size_t batch = 256;
-  std::vector<uint16_t> staging(std::min(n, batch) * kSlotHalves);
-  for (size_t i0 = 0; i0 < n; i0 += batch) {
-    const size_t k = std::min(batch, n - i0);
-    for (size_t i = 0; i < k; ++i) pack(i0 + i, &staging[i * kSlotHalves]);
-    PRISM_CUDA_CHECK(cudaMemcpy(m.d_gallery + i0 * kSlotHalves, staging.data(), k * kSlotHalves * 2,
-                                cudaMemcpyHostToDevice));
-  }
+    m.d_gallery.reset(), m.d_counts.reset(), m.d_scores.reset();  // the old gallery goes before the new one comes
+    m.d_gallery.resize(n * kSlotHalves);
+    m.d_counts = gpu::device_copy(m.counts.data(), n);
+    m.d_scores.resize(n);
+    // Upload through a host staging buffer of up to 256 images at a time.
+    const size_t batch = 256;
+    std::vector<uint16_t> staging(std::min(n, batch) * kSlotHalves);
+    for (size_t i0 = 0; i0 < n; i0 += batch) {
+      const size_t k = std::min(batch, n - i0);
+      for (size_t i = 0; i < k; ++i) pack(i0 + i, &staging[i * kSlotHalves]);
+      PRISM_CUDA_CHECK(cudaMemcpy(m.d_gallery.data() + i0 * kSlotHalves, staging.data(), k * kSlotHalves * 2,
+                                  cudaMemcpyHostToDevice));
+    }
 #endif
+  }
+  ids_ = std::move(ids);
+  geometry_ = std::move(geometry);
 }
 
 int TextureIndex::find(const std::string& id) const {
@@ -225,15 +199,16 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
   }
 #if defined(PRISM_HAVE_CUDA)
   int* h_scores = m.scores.get(images, true);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
-  PRISM_CUDA_CHECK(cudaMemsetAsync(m.d_scores, 0, images * sizeof(int), m.stream));
-  p.query = m.d_query;
-  p.gallery = m.d_gallery;
-  p.counts = m.d_counts;
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
+  PRISM_CUDA_CHECK(cudaMemsetAsync(m.d_scores.data(), 0, images * sizeof(int), m.stream));
+  p.query = m.d_query.data();
+  p.gallery = m.d_gallery.data();
+  p.counts = m.d_counts.data();
   match::MatchOutputs out;
-  out.scores = m.d_scores;
+  out.scores = m.d_scores.data();
   match::match_cuda(p, mp, out, m.stream);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(h_scores, m.d_scores, images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(h_scores, m.d_scores.data(), images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   std::copy_n(h_scores, images, scores.begin());
 #endif
@@ -269,19 +244,21 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
   } else {
 #if defined(PRISM_HAVE_CUDA)
     m.ensure_verify_slots(k);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query, q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
-    int* d_score = m.d_scores + m.score_capacity;  // scratch past the search scores
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
+    int* d_score = m.d_verify_scores.data();
     PRISM_CUDA_CHECK(cudaMemsetAsync(d_score, 0, sizeof(int) * k, m.stream));
-    p.query = m.d_query;
+    p.query = m.d_query.data();
     for (int c = 0; c < k; ++c) {
-      p.gallery = m.d_gallery + size_t(cands[c].index) * kSlotHalves;
-      p.counts = m.d_counts + cands[c].index;
+      p.gallery = m.d_gallery.data() + size_t(cands[c].index) * kSlotHalves;
+      p.counts = m.d_counts.data() + cands[c].index;
       const size_t o = size_t(c) * rows;
-      match::match_cuda(p, mp, {d_score + c, m.d_best + o, m.d_second + o, m.d_index + o}, m.stream);
+      match::match_cuda(p, mp, {d_score + c, m.d_best.data() + o, m.d_second.data() + o, m.d_index.data() + o},
+                        m.stream);
     }
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(best, m.d_best, n * 4, cudaMemcpyDeviceToHost, m.stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(second, m.d_second, n * 4, cudaMemcpyDeviceToHost, m.stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(index, m.d_index, n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(best, m.d_best.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(second, m.d_second.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(index, m.d_index.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 #endif
   }

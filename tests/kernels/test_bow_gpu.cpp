@@ -112,7 +112,7 @@ TEST(BowGpu, FilterBankWordsAndHistogramsMatchTheCpuPath) {
   ASSERT_EQ(cudaMemcpy2D(device, pitch, big(roi).data, big.step, roi.width, roi.height, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_GT(pitch, size_t(roi.width));
   EXPECT_EQ(gpu.histogram_device(device, pitch, roi.width, roi.height), contiguous);
-  cudaFree(device);
+  EXPECT_EQ(cudaFree(device), cudaSuccess);
 }
 
 // k-means on the GPU (seeding on the device, tensor-core assignment with a certified FP16 screen)

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "colorconvert/colorconvert.h"
+#include "common/device_array.h"
 #include "image_util.h"
 #include "prism_test.h"
 
@@ -16,23 +17,16 @@ namespace {
 
 struct DeviceImage {
   Image view;
-  void* mem[3] = {nullptr, nullptr, nullptr};
-  size_t bytes[3] = {0, 0, 0};
+  prism::gpu::DeviceArray<uint8_t> mem[3];
   explicit DeviceImage(const HostImage& h) : view(h.view) {
     for (int p = 0; p < plane_count(h.view.format); ++p) {
-      bytes[p] = h.storage[p].size();
-      PRISM_CUDA_CHECK(cudaMalloc(&mem[p], bytes[p]));
-      PRISM_CUDA_CHECK(cudaMemcpy(mem[p], h.storage[p].data(), bytes[p], cudaMemcpyHostToDevice));
-      view.plane[p] = static_cast<uint8_t*>(mem[p]);
+      mem[p] = prism::gpu::device_copy(h.storage[p].data(), h.storage[p].size());
+      view.plane[p] = mem[p].data();
     }
   }
   void download(HostImage& h) const {
     for (int p = 0; p < plane_count(view.format); ++p)
-      PRISM_CUDA_CHECK(cudaMemcpy(h.storage[p].data(), mem[p], bytes[p], cudaMemcpyDeviceToHost));
-  }
-  ~DeviceImage() {
-    for (void* m : mem)
-      if (m) cudaFree(m);
+      PRISM_CUDA_CHECK(cudaMemcpy(h.storage[p].data(), mem[p].data(), mem[p].bytes(), cudaMemcpyDeviceToHost));
   }
 };
 
@@ -61,7 +55,7 @@ TEST(ColorConvertGpu, EveryFormatPairAndSizeMatchesCpuExactly) {
         HostImage gpu = make_image(df, sz[1].first, sz[1].second, 11, 0xA5);  // other poison
         convert_cpu(plan, src.view, cpu.view);
         DeviceImage dsrc(src), ddst(gpu);
-        PRISM_CUDA_CHECK(convert_cuda(plan, dsrc.view, ddst.view, stream));
+        convert_cuda(plan, dsrc.view, ddst.view, stream);  // throws CudaError
         PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
         ddst.download(gpu);
         ASSERT_EQ(prism::test::pixels(cpu), prism::test::pixels(gpu))

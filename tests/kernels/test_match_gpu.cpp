@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/device_array.h"
 #include "match/match.h"
 #include "match_cases.h"
 #include "prism_test.h"
@@ -16,11 +17,13 @@ namespace prism {
 namespace {
 
 template <class T>
-T* upload(const std::vector<T>& v) {
-  T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), std::max<size_t>(1, v.size()) * sizeof(T)), cudaSuccess);
-  cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-  return d;
+gpu::DeviceArray<T> upload(const std::vector<T>& v) {
+  return gpu::device_copy(v.data(), v.size());
+}
+
+template <class T>
+void download(std::vector<T>& v, const gpu::DeviceArray<T>& d) {
+  PRISM_CUDA_CHECK(cudaMemcpy(v.data(), d.data(), v.size() * sizeof(T), cudaMemcpyDeviceToHost));
 }
 
 TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
@@ -37,29 +40,26 @@ TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
     match::match_cpu(p, {0.8f}, {cs.data(), cb.data(), c2.data(), ci.data()});
 
     match::MatchProblem dp = p;
-    uint16_t* dq = upload(c.query);
-    uint16_t* dg = upload(c.gallery);
-    int* dc = upload(c.counts);
-    int *d_scores = upload(std::vector<int>(n_scores, 0)), *d_index = upload(ci);
-    float *d_best = upload(cb), *d_second = upload(c2);
-    dp.query = dq;
-    dp.gallery = dg;
-    dp.counts = dc;
-    match::match_cuda(dp, {0.8f}, {d_scores, d_best, d_second, d_index}, nullptr);
+    const gpu::DeviceArray<uint16_t> dq = upload(c.query), dg = upload(c.gallery);
+    const gpu::DeviceArray<int> dc = upload(c.counts), d_scores = upload(std::vector<int>(n_scores, 0)),
+                                d_index = upload(ci);
+    const gpu::DeviceArray<float> d_best = upload(cb), d_second = upload(c2);
+    dp.query = dq.data();
+    dp.gallery = dg.data();
+    dp.counts = dc.data();
+    match::match_cuda(dp, {0.8f}, {d_scores.data(), d_best.data(), d_second.data(), d_index.data()}, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cudaMemcpy(gs.data(), d_scores, n_scores * sizeof(int), cudaMemcpyDeviceToHost);
+    download(gs, d_scores);
     // Scores alone take the kernel's other top-2 update (no index): the same scores, exactly.
     std::vector<int> gs_only(n_scores, -1);
-    cudaMemset(d_scores, 0, n_scores * sizeof(int));
-    match::match_cuda(dp, {0.8f}, {d_scores}, nullptr);
+    PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0, n_scores * sizeof(int)));
+    match::match_cuda(dp, {0.8f}, {d_scores.data()}, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cudaMemcpy(gs_only.data(), d_scores, n_scores * sizeof(int), cudaMemcpyDeviceToHost);
+    download(gs_only, d_scores);
     EXPECT_EQ(gs_only, gs);
-    cudaMemcpy(gi.data(), d_index, n_rows * sizeof(int), cudaMemcpyDeviceToHost);
-    cudaMemcpy(gb.data(), d_best, n_rows * sizeof(float), cudaMemcpyDeviceToHost);
-    cudaMemcpy(g2.data(), d_second, n_rows * sizeof(float), cudaMemcpyDeviceToHost);
-    for (void* d : {(void*)dq, (void*)dg, (void*)dc, (void*)d_scores, (void*)d_index, (void*)d_best, (void*)d_second})
-      cudaFree(d);
+    download(gi, d_index);
+    download(gb, d_best);
+    download(g2, d_second);
 
     int near = 0, index_differs = 0;
     for (int b = 0; b < p.images; ++b)

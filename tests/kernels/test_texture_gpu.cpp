@@ -6,7 +6,10 @@
 
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <vector>
 
+#include "common/device_array.h"
 #include "match_cases.h"
 #include "prism_test.h"
 #include "texture/index.h"
@@ -52,42 +55,97 @@ TEST(TextureGpu, IndexMatchesTheCpuPath) {
   }
 }
 
+// Takes all of the GPU's free memory (in ever smaller pieces) until destroyed.
+class MemoryHog {
+ public:
+  MemoryHog() {
+    for (size_t piece = size_t(1) << 30; piece >= 1024; piece /= 16)
+      for (void* p = nullptr; cudaMalloc(&p, piece) == cudaSuccess;) held_.push_back(p);
+    cudaGetLastError();  // the failed cudaMalloc above set it
+  }
+  ~MemoryHog() {
+    for (void* p : held_) cudaFree(p);
+  }
+
+ private:
+  std::vector<void*> held_;
+};
+
+// Regression: when growing the verification buffers fails, the search throws and the index stays
+// usable. The index used to free its old buffers, throw, and keep the freed pointers, which the next
+// search and its destructor used again.
+TEST(TextureGpu, IndexSurvivesAFailedVerificationAllocation) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(18);
+  const texture::Features full = texture::extract_features(test::random_texture(rng, 400, 300));
+  ASSERT_GE(full.count(), 96);
+  texture::Features small = full;  // 16 of its descriptors: a candidate (16 matches) in each of 6 copies
+  small.keypoints.resize(16);
+  small.descriptors.resize(16 * size_t(match::kDim));
+  std::vector<texture::GalleryEntry> entries;
+  for (int i = 0; i < 6; ++i) entries.push_back({"a" + std::to_string(i), "", 0, full});
+  texture::SearchParams one;
+  one.shortlist = 1;
+
+  texture::TextureIndex index(texture::Device::kCuda), fresh(texture::Device::kCuda);
+  ASSERT_TRUE(index.on_gpu());
+  index.build(entries);
+  fresh.build(entries);
+  // Everything but the verification buffers reaches its final size first (and every kernel runs
+  // once), so the search under the hog fails exactly there: one slot here, a 16-row query...
+  index.search(small, one);
+  // ... and host buffers for a whole query, more than 6 candidates x 16 rows.
+  const texture::SearchResult before = index.verify(full, "a0", {});
+  {
+    MemoryHog hog;
+    try {
+      index.search(small, {});  // 6 candidates: 6 slots
+      ADD_FAILURE() << "the search did not need new verification buffers";
+    } catch (const gpu::CudaError& e) {
+      EXPECT_NE(std::string(e.what()).find("cudaMalloc("), std::string::npos) << e.what();
+    }
+  }
+  const texture::SearchResult again = index.search(small, {}), expected = fresh.search(small, {});
+  ASSERT_EQ(again.candidates.size(), 6u);
+  ASSERT_EQ(again.candidates.size(), expected.candidates.size());
+  for (size_t i = 0; i < again.candidates.size(); ++i) {
+    EXPECT_EQ(again.candidates[i].id, expected.candidates[i].id);
+    EXPECT_EQ(again.candidates[i].score, expected.candidates[i].score);
+    EXPECT_EQ(again.candidates[i].geometry.inliers, expected.candidates[i].geometry.inliers);
+  }
+  const texture::SearchResult after = index.verify(full, "a0", {});
+  EXPECT_EQ(after.best.geometry.matches, before.best.geometry.matches);
+  EXPECT_EQ(after.best.geometry.inliers, before.best.geometry.inliers);
+}
+
 TEST(TextureGpu, BatchesOfMoreThan65535Images) {
   PRISM_NEED_GPU();
   const int images = 70000;  // gridDim.y would stop at 65,535
   std::mt19937 rng(std::random_device{}());
   const std::vector<uint16_t> query = test::random_rootsift(64, rng);
   const size_t slot = size_t(match::kSlot) * match::kDim;
-  uint16_t *dq = nullptr, *dg = nullptr;
-  int *dc = nullptr, *ds = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dg), size_t(images) * slot * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dq), query.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dc), images * sizeof(int)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&ds), images * sizeof(int)), cudaSuccess);
-  cudaMemset(dg, 0, size_t(images) * slot * 2);
-  cudaMemset(ds, 0, images * sizeof(int));
+  gpu::DeviceArray<uint16_t> dg(size_t(images) * slot);
+  gpu::DeviceArray<int> ds(images);
+  PRISM_CUDA_CHECK(cudaMemset(dg.data(), 0, dg.bytes()));
+  PRISM_CUDA_CHECK(cudaMemset(ds.data(), 0, ds.bytes()));
   std::vector<int> counts(images, 0);
   counts.back() = 200;  // the last image holds the query's 64 descriptors among random ones
   std::vector<uint16_t> last = test::random_rootsift(match::kSlot, rng);
   for (int r = 0; r < 64; ++r) std::copy_n(&query[size_t(r) * match::kDim], match::kDim, &last[size_t(3 * r) * match::kDim]);
-  cudaMemcpy(dg + size_t(images - 1) * slot, last.data(), slot * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dq, query.data(), query.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dc, counts.data(), images * sizeof(int), cudaMemcpyHostToDevice);
+  PRISM_CUDA_CHECK(cudaMemcpy(dg.data() + size_t(images - 1) * slot, last.data(), slot * 2, cudaMemcpyHostToDevice));
+  const gpu::DeviceArray<uint16_t> dq = gpu::device_copy(query.data(), query.size());
+  const gpu::DeviceArray<int> dc = gpu::device_copy(counts.data(), counts.size());
   match::MatchProblem p;
-  p.query = dq;
+  p.query = dq.data();
   p.rows = p.query_rows = 64;
-  p.gallery = dg;
-  p.counts = dc;
+  p.gallery = dg.data();
+  p.counts = dc.data();
   p.images = images;
-  match::match_cuda(p, {}, {ds}, nullptr);
+  match::match_cuda(p, {}, {ds.data()}, nullptr);
   std::vector<int> scores(images);
-  ASSERT_EQ(cudaMemcpy(scores.data(), ds, images * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(scores.data(), ds.data(), images * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(scores.back(), 64);
   for (int i = 0; i + 1 < images; ++i) ASSERT_EQ(scores[i], 0) << i;
-  cudaFree(dg);
-  cudaFree(dq);
-  cudaFree(dc);
-  cudaFree(ds);
 }
 
 }  // namespace
