@@ -66,11 +66,8 @@ void convert_cpu(const Plan& plan, const Image& src, const Image& dst);
 
 #if defined(PRISM_HAVE_CUDA)
 // CUDA path on `stream`: enqueues one kernel, no allocation and no synchronisation. Throws
-// gpu::CudaError when the launch fails, as every kernel in kernels/ does. The result is always
-// cudaSuccess: it stays only until the last caller that reads it (plugins/gstpoissonblend.cpp) is
-// changed, and then becomes void.
-cudaError_t convert_cuda(const Plan& plan, const Image& src, const Image& dst,
-                         cudaStream_t stream);
+// gpu::CudaError when the launch fails, as every kernel in kernels/ does.
+void convert_cuda(const Plan& plan, const Image& src, const Image& dst, cudaStream_t stream);
 #endif
 
 const char* format_name(PixelFormat f);

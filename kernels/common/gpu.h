@@ -33,14 +33,4 @@ namespace prism::gpu {
 void check(cudaError_t err, const char* what, const char* file, int line);
 }  // namespace prism::gpu
 #define PRISM_CUDA_CHECK(call) ::prism::gpu::check((call), #call, __FILE__, __LINE__)
-namespace prism::gpu {
-// cudaMalloc of `count` T (at least one element, so a zero-size plan still gets a valid pointer);
-// throws CudaError on failure.
-template <class T>
-T* device_alloc(size_t count) {
-  void* p = nullptr;
-  PRISM_CUDA_CHECK(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
-  return static_cast<T*>(p);
-}
-}  // namespace prism::gpu
 #endif

@@ -72,9 +72,9 @@ void clone_yuv_cpu(const YuvBackground& background, const CloneJob& job) {
 void clone_yuv_cuda(CudaCloner& cloner, const YuvBackground& background, const CloneJob& job, cudaStream_t stream) {
   if (!job.placement.solvable()) return;
   const YuvRoundTrip t = YuvRoundTrip::plan(background, job);
-  PRISM_CUDA_CHECK(cc::convert_cuda(t.to_rgba, t.yuv, t.rgba, stream));
+  cc::convert_cuda(t.to_rgba, t.yuv, t.rgba, stream);
   cloner.clone(t.job);
-  PRISM_CUDA_CHECK(cc::convert_cuda(t.to_yuv, t.rgba, t.yuv, stream));
+  cc::convert_cuda(t.to_yuv, t.rgba, t.yuv, stream);
 }
 #endif
 
