@@ -1,14 +1,49 @@
 /* bowclassify: labels the scene of video frames with a bag-of-visual-words model made by `prism bow
- * train` (kernels/bow: filter bank, dictionary, pyramid histogram, SVM or k-NN), every `interval`
- * frames. Each classification posts a "prism-bowclassify" element message (frame, pts,
- * running-time, label, class-index, confidence, latency-ms); every frame from the first
- * classification on carries a GstVideoRegionOfInterestMeta of type "scene" over the whole frame with
- * a "bowclassify" param (label, class-index, confidence, frame: the frame the result comes from).
- * In place (GstPrismCudaFilter's in-place shape): NV12/I420 in memory:CUDAMemory of the element's
- * context are read on the GPU where they lie (the Y plane is the grey image), every grey-readable
- * format in system memory on the host; with `overlay=true` the label is written into the picture's
- * top-left corner (the grey or Y plane for GRAY8/NV12/I420). `device` and `cuda-device-id` come from
- * the base class; on the GPU path the histograms are computed on the GPU for both memory kinds. */
+ * train` (kernels/bow: filter bank, dictionary, spatial-pyramid word histogram, SVM or k-NN), every
+ * `interval` frames. GstPrismCudaFilter's in-place shape: pixels pass through unless `overlay` draws
+ * the label into them.
+ *
+ * Inputs:
+ *   sink: video/x-raw NV12 or I420 in memory:CUDAMemory (GPU path): frames of the element's
+ *   context are read on the GPU where they lie (the Y plane is the grey image), another context's on
+ *   the host. GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12 or I420 in system memory, made grey on
+ *   the host (the Y plane, or cv::cvtColor). device=cpu offers no CUDA caps.
+ *
+ * Outputs:
+ *   src: the input buffer, same caps.
+ *
+ * Properties:
+ *   model (required; read at start, errors name the file and the fault). interval (default 30; 0:
+ *   every frame): classify every N frames from frame 0, the frames between carry the last result.
+ *   overlay (default false): write the latest label and confidence into the picture's top-left
+ *   corner (the grey or Y plane for GRAY8/NV12/I420, every channel of packed RGB). interval and
+ *   overlay may change while playing (latched per frame in map_flags_ip). `device` and
+ *   `cuda-device-id` are the base class's and say where the filter bank and words run.
+ *
+ * Messages and meta:
+ *   Per classified frame, an element message "prism-bowclassify": timestamp, stream-time,
+ *   running-time, duration, frame (gst_prism_frame_message_new), then latency-ms (double: the
+ *   classification's wall time, label included), label (string), class-index (int), confidence
+ *   (double: the SVM's softmax or the k-NN vote share). Every frame (frame 0 is always classified)
+ *   carries a GstVideoRegionOfInterestMeta of type "scene" over the whole frame with a "bowclassify"
+ *   param: frame (uint64: the frame the result comes from), label, class-index, confidence. Both are
+ *   made in the finish hook, after the stream sync.
+ *
+ * Device memory:
+ *   GPU path, in the element's GstCudaContext: at start, the model's GPU histogrammer (the
+ *   dictionary, the finest pyramid level's counts on the device and in pinned host memory, its own
+ *   CUDA stream); its per-image buffers (grey upload, filter responses, words) are made on the first
+ *   classification and grow only for a larger frame. Freed at stop in the same context. System-memory
+ *   frames are not staged by the base class (ip_host_frames): the histogrammer uploads the grey image.
+ *
+ * Notes:
+ *   The classifier runs on the host; the filter bank and the word assignment on the GPU path need an
+ *   sm_80+ GPU (tensor-core mma.sync): on an older GPU the element fails at start, even with
+ *   device=auto (use device=cpu). A classification waits for its histogram (a host sync on the
+ *   histogrammer's stream); with `overlay` on a CUDA frame the label box is drawn on the host and
+ *   only it is uploaded into the Y plane, on the element's stream. GPU and CPU words agree except at
+ *   near ties (docs/BOW.md has the model and its accuracy).
+ */
 #pragma once
 
 #include "gst/prism/gstprismcudafilter.h"

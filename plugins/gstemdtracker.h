@@ -1,15 +1,66 @@
-/* emdtracker: fixed-camera target tracking by the Earth Mover's Distance. Each pixel's spectral
- * signature (here: the histogram of grey levels in a window around it, as the reference system
- * simulated multispectral input) is compared with a target's by the exact EMD (kernels/emd: a
- * frame-to-frame result cache, in-frame deduplication, the transportation simplex per remaining
- * problem). Input: video (spectralized here) or other/x-prism-tensor signatures of 2..32 channels
- * (envisrc, spectralize). Output: a false-colour heat map of the distance over the grey frame (RGBA)
- * or the distance map itself (1-channel f32 other/x-prism-tensor; NaN before the target is known), the
- * target's regions as GstVideoRegionOfInterestMeta ("emd-target", params "emd": distance,
- * track-id, pixels), and one "emdtracker" element message per frame with the detections and the
- * frame's statistics (problems solved, duplicates, cache hits). The per-frame pipeline and the
- * parsing of the settings are emd::Tracker's (kernels/emd/tracker.h); this element maps frames,
- * holds the properties and turns its results into meta and messages. */
+/* emdtracker: fixed-camera target tracking by the exact Earth Mover's Distance. Every pixel's
+ * spectral signature is compared with a target's under a ground distance; pixels close to it form
+ * detections, tracked from frame to frame. The per-frame pipeline and the parsing of the settings
+ * are emd::Tracker's (kernels/emd/tracker.h); this element maps frames, holds the properties and
+ * turns the results into meta and messages (in GstPrismCudaFilter's finish hook).
+ *
+ * Inputs:
+ *   sink: video/x-raw NV12 or I420 in memory:CUDAMemory or system memory, GRAY8 in system memory
+ *   only: the grey (Y) plane is spectralized here (per pixel, the histogram of grey levels in a
+ *   `window` x `window` neighbourhood over `bins` bins, as spectralize does). Or
+ *   other/x-prism-tensor of 2..32 channels, dtype u8, u16 or f32, in either memory kind (envisrc,
+ *   spectralize): the signatures themselves (packed f32 is read in place, the rest converted).
+ *
+ * Outputs:
+ *   src, the input's size, in the input's memory kind when downstream allows it: video/x-raw RGBA, a
+ *   false-colour heat map of the distance (red near the target, blue at `heatmap-max` and beyond)
+ *   over the grey frame (tensor input: the colours alone) with the detections outlined; or, when
+ *   downstream asks for it, other/x-prism-tensor f32 of 1 channel, the distance map itself
+ *   (+infinity where a pixel's signature is empty, NaN before the target is known).
+ *
+ * Properties:
+ *   Target, exactly one of: target (`bins` numbers), target-location (a file of numbers),
+ *   target-rect (x,y,w,h: the mean signature of that rectangle of frame target-frame, learned then).
+ *   Signatures of video input: bins (2..32, default 11), window (odd, default 11); tensor input
+ *   brings its channels and the target and ground distance must match them. ground-distance:
+ *   abs-diff (default), squared-diff, wavelengths (|w_i - w_j| of `wavelengths`) or matrix
+ *   (ground-distance-location: n lines of n numbers). normalization: flow (Rubner's, default) or
+ *   larger-mass (cv::EMD's). Detection: threshold (controllable, read per frame) and min-area.
+ *   Picture: heatmap-max (0: 3 x threshold), opacity, draw-boxes. cache-size and dedup change the
+ *   work, never a result. The settings are checked at start (READY -> PAUSED) and read when caps are
+ *   set; errors name the property (and a file's line).
+ *
+ * Messages and meta:
+ *   Per detection, a GstVideoRegionOfInterestMeta of type "emd-target" (its id the track id) with an
+ *   "emd" param: distance (double), track-id, pixels (int64).
+ *   Per frame, an element message "prism-emdtracker": timestamp, stream-time, running-time,
+ *   duration, frame (gst_prism_frame_message_new), then target-known (boolean), detections (a list
+ *   of "detection" structures: x, y, width, height, distance, track-id, pixels) and, once the target
+ *   is known, stats (a "stats" structure: solved, duplicates, cache-hits, hit-rate, dedup-ratio,
+ *   pivots, cache-flushed).
+ *
+ * Device memory:
+ *   On the GPU path, per caps in set_info (the previous caps' freed, with the element's
+ *   GstCudaContext pushed): the tracker's signature, distance, grid and box buffers (device, and
+ *   pinned host for the grid and boxes) and, when the target is given, the EMD map (target, cost
+ *   matrix, counters). A target learned from target-rect makes the EMD map on the frame that learns
+ *   it, once. The map's cache table (cache-size entries plus one frame's pixels) is sized on the
+ *   first frame it computes. Plus the base class's per-caps staging for system-memory input or
+ *   output. Everything is freed in stop() in the same context.
+ *
+ * Notes:
+ *   The EMD is exact: the transportation simplex (Dantzig; Rubner et al. 2000 for its use as the
+ *   EMD), one problem per CUDA thread, after a frame-to-frame cache keyed by the signature's exact
+ *   bits and in-frame deduplication: a fixed camera sees mostly the same signatures. Video input is
+ *   spectralized as the reference system simulated multispectral input. A detection is a
+ *   connected group of 8x8 cells in which at least half the pixels are within threshold; it takes
+ *   the track id of the previous frame's box it overlaps most (IoU >= 0.2), else a new one. The
+ *   first 64 boxes are drawn, all are reported. Host syncs on the GPU path: the base class's, before
+ *   finish (the grid comes back in pinned memory); besides, once on the frame that learns the target
+ *   (its rectangle comes to the host), once when the cache table is sized, and after drawing boxes
+ *   on a device frame. New caps start over: the frame count (and so target-frame and the message's
+ *   `frame`), a learned target and the tracks.
+ */
 #pragma once
 
 #include "gst/prism/gstprismcudafilter.h"

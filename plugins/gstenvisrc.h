@@ -1,8 +1,36 @@
-/* envisrc: reads ENVI hyperspectral cubes (NAME.hdr + raw data, BSQ/BIL/BIP, kernels/envi) as
- * other/x-prism-tensor frames in system memory, channels = bands, interleaved. `location` names
- * one header, or a numbered sequence with one printf-style integer ("scene_%03d.hdr") read from
- * start-index until a file is missing, like multifilesrc. Every cube of a sequence must have the
- * first one's size, bands and type. */
+/* envisrc: reads ENVI hyperspectral cubes (NAME.hdr + raw data, kernels/envi) as
+ * other/x-prism-tensor frames, one cube per frame, for emdtracker and other multispectral elements.
+ * A GstPushSrc; no CUDA.
+ *
+ * Inputs:
+ *   None (a source): the files named by `location`.
+ *
+ * Outputs:
+ *   src: other/x-prism-tensor in system memory, layout=interleaved (channels last): channels = the
+ *   cube's bands (1..1024), width = samples, height = lines, dtype u8 (ENVI data type 1), u16 (12),
+ *   or f32 (2, 3, 13, 4, 5: i16, i32, u32, f32, f64 converted). The first cube's header, read at
+ *   start, fixes the caps. Rows are padded to a multiple of 4 bytes, with no GstVideoMeta. PTS and
+ *   duration follow `framerate` (none at 0/1); the buffer offset is the frame's index.
+ *
+ * Properties:
+ *   location: one header, or a numbered sequence with one %d or %0Nd ("scene_%03d.hdr"; "%%" is a
+ *   '%'), read from start-index until a file is missing or past stop-index (-1: no limit), like
+ *   multifilesrc. loop: start again after the last cube (one file: repeat it). framerate (default
+ *   30/1).
+ *
+ * Messages and meta:
+ *   No message, no meta. Errors name the file (a header's also the line): no location, a missing
+ *   first file, a bad header or data file, a bad pattern, a cube unlike the first.
+ *
+ * Device memory:
+ *   None: frames are plain system memory; a CUDA element downstream uploads them through its own
+ *   per-caps staging (or cudaupload does).
+ *
+ * Notes:
+ *   BSQ and BIL data are reordered to BIP when read, either byte order, after the header offset
+ *   (kernels/envi/envi.h); i32/u32/f64 values beyond float's precision round. Every cube of a
+ *   sequence must have the first one's size, bands and type.
+ */
 #pragma once
 
 #include <gst/base/gstpushsrc.h>

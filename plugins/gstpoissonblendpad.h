@@ -1,24 +1,45 @@
-/* poissonblend's sink pads (the element is in gstpoissonblend.h).
- *
+/* poissonblend's sink pads (the element is in gstpoissonblend.h):
  *   GstPoissonBlendPad         the background pad "sink": a GstVideoAggregatorPad whose buffers the
- *                              base class never maps (CUDA memory stays on the device); installs
+ *                              base class never maps (CUDA memory stays on the device); it installs
  *                              `zorder` again only to document it
  *   GstPoissonBlendOverlayPad  the overlay_%u request pads, with what one overlay knows
  *                              (OverlayState): its properties and its per-stream caches
  *
- * Overlay pad properties (all but mask-location controllable with GstController):
+ * Inputs:
+ *   "sink": the background frames; "overlay_%u": one overlay stream each. Caps and memory kinds are
+ *   the element's pad templates (gstpoissonblend.h).
+ *
+ * Outputs:
+ *   None: the element reads the pads' current buffers in aggregate_frames and maps them itself.
+ *
+ * Properties:
+ *   Overlay pads; all but mask-location controllable with GstController (synced to each output
+ *   frame's stream time).
  *   xpos, ypos     where the centre of the mask's bounding box lands in the background: exactly
- *                  the `p` of cv::seamlessClone
+ *                  the `p` of cv::seamlessClone (the box's top-left is xpos - w/2, ypos - h/2)
  *   mode           normal, mixed, monochrome-transfer (cv::NORMAL_CLONE, MIXED_CLONE,
  *                  MONOCHROME_TRANSFER)
- *   mask-location  an image file decoded once, when set (grey as cvtColor BGR2GRAY); unset = the
- *                  overlay's alpha channel is the mask (the overlay must then be RGBA or BGRA).
- *                  A file that cannot be decoded is reported by the element (start, next frame):
- *                  set_property has no good place to report it
- *   zorder         (GstVideoAggregatorPad's)
+ *   mask-location  an image file the overlay's size, decoded once, when set (its grey as
+ *                  cvtColor BGR2GRAY; alpha ignored; 0 = background, 255 = overlay); unset = the
+ *                  overlay's alpha channel is the mask (the overlay must then be RGBA or BGRA)
+ *   zorder         GstVideoAggregatorPad's: the solving order (ties: creation order); the
+ *                  background pad ignores it
  *
- * Device memory: an overlay pad owns the device copies of its system-memory overlay and of its
- * mask file (GstPrismDeviceArray, freed in the context they were made in, also from finalize).
+ * Messages and meta:
+ *   None from the pads. A mask-location that cannot be decoded is kept as an error in the pad's
+ *   state and reported by the element (at start, or with the next frame): set_property has no good
+ *   place to report it.
+ *
+ * Device memory:
+ *   An overlay pad owns, in OverlayState, the device copies of its system-memory overlay and of its
+ *   mask file (GstPrismDeviceArray, made by the element on the GPU path, freed in the context they
+ *   were made in: at stop, on release, and from finalize).
+ *
+ * Notes:
+ *   `props` is guarded by the pad's object lock (the streaming thread copies it once per frame);
+ *   the caches belong to the streaming thread. The overlay's GstMemory is cached (with its alpha box
+ *   and device copy) only when it was shared when first seen, as imagefreeze's still is, and a
+ *   reference of ours keeps it shared, so its pixels cannot change while cached.
  */
 #pragma once
 

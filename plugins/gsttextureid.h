@@ -1,15 +1,51 @@
 /* textureid: identifies the textures (products, surfaces, prints) shown in a video against a gallery
- * made by `prism texture enroll` (kernels/texture: SIFT/RootSIFT features, the fused matcher, RANSAC
- * verification). Mode `search` (1:M, which enrolled texture is this?) or `verify` (1:1, is this
- * `claimed-id`?), every `interval` frames and/or when the frame is sharp enough (`min-sharpness`).
- * Pixels pass through untouched (GstPrismCudaFilter's in-place shape, system memory only: frames
- * are read on the host, where the features are extracted). `device` (auto, cuda, cpu) and
- * `cuda-device-id` come from the base class: on the GPU path the gallery is matched on the GPU in
- * the element's CUDA context, shared with its neighbours (it needs sm_80+; with `auto` an older GPU
- * means the CPU). Each identification attempt posts a
- * "prism-textureid" element message (id, identified, inliers, matches, score, latency-ms, frame,
- * mode, pts); an identified frame also gets a GstVideoRegionOfInterestMeta of type "texture" over the
- * inliers' box with a "textureid" param. Frames that were not identified carry no meta. */
+ * made by `prism texture enroll` (kernels/texture: SIFT/RootSIFT features, the fused matcher,
+ * RANSAC verification). Pixels pass through untouched: GstPrismCudaFilter's in-place shape, never
+ * passthrough (the buffer is made writable for the meta; its pixels are only read).
+ *
+ * Inputs:
+ *   sink: video/x-raw GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12 or I420, system memory only
+ *   (SIFT runs on the host): GRAY8/NV12/I420 give their grey (Y) plane, the others cv::cvtColor's grey.
+ *
+ * Outputs:
+ *   src: the input buffer, same caps.
+ *
+ * Properties:
+ *   gallery (required; read and indexed at start). mode: search (1:M, which enrolled texture is
+ *   this?) or verify (1:1, is it `claimed-id`?). interval (default 10; 0: every frame) and
+ *   min-sharpness (variance of the grey Laplacian; a due frame below it is skipped and the next one
+ *   tried) decide which frames are identified. The decision: min-significance (default 3.6,
+ *   calibrated in docs/TEXTUREID.md) and min-inliers; search verifies the best `shortlist` images.
+ *   All but gallery and mode may change while playing. `device` (auto, cuda, cpu) and
+ *   `cuda-device-id` are the base class's and say where the gallery is matched.
+ *
+ * Messages and meta:
+ *   Per identification attempt, an element message "prism-textureid": timestamp, stream-time,
+ *   running-time, duration, frame (gst_prism_frame_message_new), then mode ("search" or "verify"),
+ *   id (the identified or claimed product; not identified in search mode, the best candidate; ""
+ *   with none), identified (boolean), inliers, matches (int), score (double: the significance the
+ *   decision is made on), latency-ms (features + matching + verification) and, with min-sharpness
+ *   set, sharpness. An identified frame also gets a GstVideoRegionOfInterestMeta of type "texture"
+ *   over the inliers' bounding box (the whole frame without one) with a "textureid" param: id,
+ *   identified, inliers, matches, score, latency-ms. Frames not identified, and frames skipped,
+ *   carry no meta and post nothing.
+ *
+ * Device memory:
+ *   GPU path (an sm_80+ GPU), in the element's GstCudaContext, at start: the gallery's FP16
+ *   descriptors, per-image counts and scores and a query slot (texture::TextureIndex, which also
+ *   creates its own CUDA stream for the matching); the per-candidate verification buffers (device,
+ *   and pinned host) grow on the first identifications to the shortlist's size and are kept. Freed
+ *   at stop in the same context. No frame goes to the device: only the query's descriptors.
+ *
+ * Notes:
+ *   Features are extracted on the CPU (OpenCV's SIFT, Lowe 2004, made RootSIFT: Arandjelovic &
+ *   Zisserman 2012); the ratio-test matching of the query against the whole gallery runs on the GPU
+ *   (or the CPU, the same function); the shortlist is verified by a RANSAC homography
+ *   (cv::findHomography) and scored by the significance of its inliers (texture::chance_significance).
+ *   With device=auto a GPU older than sm_80 means the CPU, said once as an INFO message;
+ *   device=cuda then fails at start. Each identification waits for its matching (a host sync on the
+ *   index's stream); the frames in between are only counted.
+ */
 #pragma once
 
 #include "gst/prism/gstprismcudafilter.h"
