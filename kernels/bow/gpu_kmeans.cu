@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(detail::kSeedBlock) seed_weights_kernel(const 
 }
 
 // The draw with kmeans_pp.h's code, one thread walking each level after the block stages it in
-// shared memory (a lone thread's chain of global loads would take ~100 us per seed).
+// shared memory (a lone thread's chain of dependent global loads would be latency-bound).
 constexpr int kPickThreads = 1024, kPickStagedBlocks = 4096;  // block sums staged for n <= 4M points
 __global__ void __launch_bounds__(kPickThreads) seed_pick_kernel(const double* weights, const double* chunk_sums,
                                                                  const double* block_sums, int n, const double* u,

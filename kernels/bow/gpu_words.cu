@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
   for (int i = threadIdx.x; i < kDims; i += blockDim.x) mean[i] = i < a.d ? a.mean[i] : 0.f;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane & 3, r = lane >> 2;
   int* warp_candidates = candidates + warp * 32 * kPerVector;
-  // (Staging the next chunk with cp.async during this one's work measured no faster on the H100:
-  // three blocks per SM already cover the loads.)
+  // (Staging the next chunk with cp.async during this one's work measured no faster: three blocks
+  // per SM already cover the loads.)
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kChunk; base < a.n; base += static_cast<int64_t>(gridDim.x) * kChunk) {
     __syncthreads();  // the previous chunk's vectors are no longer read
     const int64_t mine = base + threadIdx.x;

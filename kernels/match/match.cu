@@ -27,7 +27,7 @@ using gpu::cp_async_wait_one;
 using gpu::ldmatrix_x4;
 using gpu::mma_16816;
 
-constexpr int kWarps = 8, kThreads = 32 * kWarps;  // 8 beat 4 on the H100: 2.43 vs 2.41 M images/s
+constexpr int kWarps = 8, kThreads = 32 * kWarps;  // 8 measured faster than 4 (BENCHMARKS.md)
 constexpr int kRowsPerWarp = 32;        // two m16 tiles share every B fragment
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int kChunk = 64;              // gallery descriptors per shared-memory stage

@@ -114,11 +114,11 @@ __global__ void output_kernel(const void* solved, Geometry g, SplitLayout L, dou
 
 // --- OpenCV-exact low frequencies (opencv_dft.h) -------------------------------------------------
 // OpenCV's float errors in the forward transforms' lowest frequencies, amplified by the smallest
-// eigenvalues, are what separates a double solve from OpenCV's answer (2400x1552 real image: 0.14%
-// of values; 1078x719 noise: 0.27%). The first kExactLow outputs of the forward row pass (all rows)
-// and of the forward column pass over those columns (a kExactLow^2 corner of the spectrum) are
-// replayed bit for bit and replace the double values there: 0.011% and 0.019% (measured on the
-// CPU with OpenCV's own passes; more outputs change little).
+// eigenvalues, are what separates a double solve from OpenCV's answer. The first kExactLow outputs
+// of the forward row pass (all rows) and of the forward column pass over those columns (a
+// kExactLow^2 corner of the spectrum) are replayed bit for bit and replace the double values there,
+// which removes most of the difference (more outputs change little; the shares of differing values
+// before and after are in BENCHMARKS.md, "How the exact low frequencies work").
 constexpr int kExactLow = 32;
 
 // Fft: exact forward row-pass values into the row spectra (spec_x rows c*M + j, element k + 1).

@@ -16,10 +16,10 @@ namespace {
 // Generic stages of at least this radix are not summed inside dft_head_kernel (one row per block,
 // where the few threads that own the wanted outputs each walk h = radix/2 terms while the rest of
 // the block idles, and the twiddles they read differ per thread) but split out to long_stage_kernel,
-// where the 32 lanes of a warp are 32 transforms sharing each twiddle (2400x1552 on an H100: radix
-// 2399, 1199 terms per output). A version computing the long stage's inputs inside long_stage_kernel
-// (no pairs buffer) measured slower: its gathers from the input were latency-bound (592x592 on an
-// H100: 40 us against 15 + 22).
+// where the 32 lanes of a warp are 32 transforms sharing each twiddle (2400x1552: radix 2399, 1199
+// terms per output). A version computing the long stage's inputs inside long_stage_kernel (no pairs
+// buffer) measured slower, its gathers from the input being latency-bound (BENCHMARKS.md, "How the
+// exact low frequencies work").
 constexpr int kLongRadix = 64;
 
 // Which stages one dft_head_kernel launch runs. Whole pass: first = 0, stop = none. Split at a long

@@ -243,8 +243,8 @@ double CudaCloner::replay_cost(int W, int H) {
   };
   return 2.0 * (pass(N, M) + pass(M, N));
 }
-// Measured on an H100 (bench_poisson): Replay 0.046 ms against cuFFT's 0.071 at 154x100 (cost 2.6e6),
-// 0.133 against 0.106 at 300x194 (4.2e7).
+// Replay beats cuFFT at 154x100 (cost 2.6e6) and loses at 300x194 (4.2e7): bench_poisson's replay
+// and fft columns, BENCHMARKS.md ("poissonblend solver").
 constexpr double kReplayCheap = 1e7, kReplayThin = 4e9;
 
 // Full-rate FP64: the data-centre parts (P100, V100, A100, H100/H200, B200).
@@ -274,10 +274,9 @@ DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) 
   // OpenCV's own roundings reproduce its truncations.
   const double cost = replay_cost(box_width, box_height);
   if (cost <= kReplayCheap || (std::min(box_width, box_height) < 100 && cost <= kReplayThin)) return DstMethod::Replay;
-  // Measured on an H100 (bench_poisson, BENCHMARKS.md, with the exact low frequencies): cuFFT wins
-  // at 300x194 (0.107 vs 0.157 ms); the split DGEMM on the FP64 tensor cores wins from 592x592
-  // (0.291 vs 0.311) through 1200x776 (0.60 vs 0.84) to 2400x1552 (2.80 vs 5.46). GPUs with
-  // 1/64-rate FP64 (GeForce, most sm_86/89/120 parts) would make the GEMMs 30x slower: FFT there.
+  // bench_poisson (BENCHMARKS.md, "poissonblend solver"): cuFFT wins at 300x194; the split DGEMM on
+  // the FP64 tensor cores wins from 592x592 up. GPUs with 1/64-rate FP64 (GeForce, most
+  // sm_86/89/120 parts) would make the GEMMs far slower: FFT there.
   const bool large = static_cast<int64_t>(box_width) * box_height >= 512 * 512;
   return fast_fp64 && large ? DstMethod::Gemm : DstMethod::Fft;
 }

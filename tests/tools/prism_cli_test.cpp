@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -169,7 +170,9 @@ links: [[src, {caps: "video/x-raw,width=64,height=48,framerate=30/1"}, sink]]
       << result.output;
   // stderr is not a TTY here: progress comes as plain lines, without '\r'.
   EXPECT_EQ(result.output.find('\r'), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find(" fps, 1.0 s\n"), std::string::npos) << result.output;
+  // A progress line about a second in (its stamp is the wall clock when the line is printed, so a
+  // loaded machine may print 1.1 s or later: only its form is fixed).
+  EXPECT_TRUE(std::regex_search(result.output, std::regex(" fps, [0-9]+\\.[0-9] s\n"))) << result.output;
 }
 
 TEST(PrismCli, SigintSendsEosAndExits130) {

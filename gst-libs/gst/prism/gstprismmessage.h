@@ -7,7 +7,8 @@
  *  - the frame's time, as level and facedetect give it: `timestamp` (the buffer's PTS),
  *    `stream-time`, `running-time` (both from the element's segment) and `duration`, all guint64
  *    nanoseconds, GST_CLOCK_TIME_NONE (G_MAXUINT64) when unknown;
- *  - `frame` (guint64): the frame's index since the element started, counting every frame;
+ *  - `frame` (guint64): the frame's index since the element started, counting every frame
+ *    (emdtracker: since its caps were set, as new caps restart its tracking);
  *  - then the element's own results (README.md, per element).
  * The same results also ride on the frame as GstVideoRegionOfInterestMeta params where there is a
  * region to name.
