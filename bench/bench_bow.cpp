@@ -51,38 +51,63 @@ int main(int argc, char** argv) {
     PRISM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_frame), frame.total()));
     PRISM_CUDA_CHECK(cudaMemcpy(device_frame, frame.data, frame.total(), cudaMemcpyHostToDevice));
     std::vector<float> filter_ms, words_ms;
-    row("GPU (ours): filter bank + words + histogram, frame in GPU memory", bench::time_host_ms(runs, [&] {
-          g.histogram_device(device_frame, size_t(frame.cols), frame.cols, frame.rows);
-          float f = 0, w = 0;
-          g.last_stage_ms(&f, &w);
-          filter_ms.push_back(f);
-          words_ms.push_back(w);
-        }, true), "frames");
-    row("  of which the filter-bank kernel", bench::median(std::vector<double>(filter_ms.begin(), filter_ms.end())), "frames");
-    row("  of which the words + counts kernel", bench::median(std::vector<double>(words_ms.begin(), words_ms.end())), "frames");
-    row("GPU (ours): the same, frame uploaded from host memory", bench::time_host_ms(runs, [&] { g.histogram(frame); }, true), "frames");
+    row("GPU (ours): filter bank + words + histogram, frame in GPU memory",
+        bench::time_host_ms(
+            runs,
+            [&] {
+              g.histogram_device(device_frame, size_t(frame.cols), frame.cols, frame.rows);
+              float f = 0, w = 0;
+              g.last_stage_ms(&f, &w);
+              filter_ms.push_back(f);
+              words_ms.push_back(w);
+            },
+            true),
+        "frames");
+    row("  of which the filter-bank kernel", bench::median(std::vector<double>(filter_ms.begin(), filter_ms.end())),
+        "frames");
+    row("  of which the words + counts kernel", bench::median(std::vector<double>(words_ms.begin(), words_ms.end())),
+        "frames");
+    row("GPU (ours): the same, frame uploaded from host memory",
+        bench::time_host_ms(
+            runs, [&] { g.histogram(frame); }, true),
+        "frames");
     PRISM_CUDA_CHECK(cudaFree(device_frame));
   }
   const int cpu_runs = std::max(3, runs / 5);
   row("CPU (ours): filter bank + words + histogram",
-      bench::time_host_ms(cpu_runs, [&] { bow::word_histogram(bow::visual_words(bow::filter_responses(frame, bank), dictionary), k, 2); }, false),
+      bench::time_host_ms(
+          cpu_runs,
+          [&] { bow::word_histogram(bow::visual_words(bow::filter_responses(frame, bank), dictionary), k, 2); }, false),
       "frames");
-  row("CPU (ours): separable filter bank", bench::time_host_ms(cpu_runs, [&] { bow::filter_responses(frame, bank); }, false), "frames");
+  row("CPU (ours): separable filter bank",
+      bench::time_host_ms(
+          cpu_runs, [&] { bow::filter_responses(frame, bank); }, false),
+      "frames");
   {  // OpenCV's bag-of-words histogram from the same responses: BFMatcher nearest word + normalised counts
     const cv::Mat descriptors(int(frame.total()), d, CV_32F, const_cast<uchar*>(responses.data));
     cv::BOWImgDescriptorExtractor extractor(cv::DescriptorMatcher::create(cv::DescriptorMatcher::BRUTEFORCE));
     extractor.setVocabulary(dictionary);
-    row("OpenCV BOWImgDescriptorExtractor: words + histogram of the frame's responses", bench::time_host_ms(1, [&] {
-          cv::Mat h;
-          extractor.compute(descriptors, h);
-        }, false), "frames");
+    row("OpenCV BOWImgDescriptorExtractor: words + histogram of the frame's responses",
+        bench::time_host_ms(
+            1,
+            [&] {
+              cv::Mat h;
+              extractor.compute(descriptors, h);
+            },
+            false),
+        "frames");
   }
   cv::Mat f;
   frame.convertTo(f, CV_32F, 1.0 / 255);
-  row("OpenCV filter2D, the 32 dense kernels", bench::time_host_ms(cpu_runs, [&] {
-        cv::Mat out;
-        for (int i = 0; i < d; ++i) cv::filter2D(f, out, CV_32F, bank.dense(i));
-      }, false), "frames");
+  row("OpenCV filter2D, the 32 dense kernels",
+      bench::time_host_ms(
+          cpu_runs,
+          [&] {
+            cv::Mat out;
+            for (int i = 0; i < d; ++i) cv::filter2D(f, out, CV_32F, bank.dense(i));
+          },
+          false),
+      "frames");
   // One Lloyd iteration of our k-means (the seeding excluded): the median gap between progress calls.
   auto iteration_ms = [&](bool gpu) {
     bow::KMeansParams kp;
@@ -91,7 +116,8 @@ int main(int argc, char** argv) {
     kp.tolerance = 0;
     std::vector<double> stamps;
     auto note = [&](int, double, int) {
-      stamps.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count());
+      stamps.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count());
     };
     if (gpu) {
       const bow::KMeansResult r = bow::kmeans_cuda(samples, kp, note);
@@ -113,13 +139,22 @@ int main(int argc, char** argv) {
     kp.max_iterations = 0;  // the seeding alone (with the points' upload on the GPU)
     if (gpu::available())
       row("GPU (ours): k-means++ seeding, 300,000 x 32, k = 500",
-          bench::time_host_ms(3, [&] { bow::kmeans_cuda(samples, kp); }, true), "runs");
+          bench::time_host_ms(
+              3, [&] { bow::kmeans_cuda(samples, kp); }, true),
+          "runs");
     row("CPU (ours): k-means++ seeding, 300,000 x 32, k = 500",
-        bench::time_host_ms(1, [&] { bow::kmeans_pp_seeds(samples, k, 1); }, false), "runs");
+        bench::time_host_ms(
+            1, [&] { bow::kmeans_pp_seeds(samples, k, 1); }, false),
+        "runs");
   }
-  row("OpenCV cv::kmeans, 1 iteration, 300,000 x 32, k = 500", bench::time_host_ms(3, [&] {
-        cv::Mat l, c;
-        cv::kmeans(samples, k, l, cv::TermCriteria(cv::TermCriteria::COUNT, 1, 0), 1, cv::KMEANS_RANDOM_CENTERS, c);
-      }, false), "runs");
+  row("OpenCV cv::kmeans, 1 iteration, 300,000 x 32, k = 500",
+      bench::time_host_ms(
+          3,
+          [&] {
+            cv::Mat l, c;
+            cv::kmeans(samples, k, l, cv::TermCriteria(cv::TermCriteria::COUNT, 1, 0), 1, cv::KMEANS_RANDOM_CENTERS, c);
+          },
+          false),
+      "runs");
   return 0;
 }

@@ -100,17 +100,21 @@ int main(int argc, char** argv) {
     din.clear();
     dout.reset();
 
-    const double cpu_ms = prism::bench::time_host_ms(std::max(3, iters / 20), [&] {
-      convert_cpu(plan, layout(c.sf, c.sw, c.sh, host_in.data()), layout(c.df, c.dw, c.dh, host_out.data()));
-    }, true);
+    const double cpu_ms = prism::bench::time_host_ms(
+        std::max(3, iters / 20),
+        [&] { convert_cpu(plan, layout(c.sf, c.sw, c.sh, host_in.data()), layout(c.df, c.dw, c.dh, host_out.data())); },
+        true);
     cv::Mat src = c.sf == PixelFormat::NV12 ? cv::Mat(c.sh * 3 / 2, c.sw, CV_8UC1, host_in.data())
                                             : cv::Mat(c.sh, c.sw, CV_8UC4, host_in.data());
     cv::Mat tmp, out;
     const bool scaled = c.sw != c.dw;
-    const double cv_ms = prism::bench::time_host_ms(std::max(5, iters / 4), [&] {
-      cv::cvtColor(src, tmp, c.cv_code);
-      if (scaled) cv::resize(tmp, out, cv::Size(c.dw, c.dh), 0, 0, cv::INTER_LINEAR);
-    }, true);
+    const double cv_ms = prism::bench::time_host_ms(
+        std::max(5, iters / 4),
+        [&] {
+          cv::cvtColor(src, tmp, c.cv_code);
+          if (scaled) cv::resize(tmp, out, cv::Size(c.dw, c.dh), 0, 0, cv::INTER_LINEAR);
+        },
+        true);
     std::printf("| %s %dx%d -> %s %dx%d | %.3f | %.0f | %.2f | %.2f | %.1fx |\n", format_name(c.sf), c.sw, c.sh,
                 format_name(c.df), c.dw, c.dh, gpu_ms, (in_bytes + out_bytes) / gpu_ms / 1e6, cpu_ms, cv_ms,
                 cv_ms / gpu_ms);

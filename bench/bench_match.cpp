@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
 
-  std::printf("| method | queries per launch | median ms | gallery images/s (per query) | TFLOP/s |\n|---|---|---|---|---|\n");
+  std::printf(
+      "| method | queries per launch | median ms | gallery images/s (per query) | TFLOP/s |\n|---|---|---|---|---|\n");
   for (int batch : {1, 2, 8}) {
     match::MatchProblem p;
     p.query = dq;
@@ -78,15 +79,19 @@ int main(int argc, char** argv) {
   std::vector<cv::Mat> gf(cpu_images);
   for (int b = 0; b < cpu_images; ++b) {
     gf[b].create(Q, D, CV_32F);
-    for (int i = 0; i < Q * D; ++i) gf[b].at<float>(i / D, i % D) = match::half_to_float(gallery[size_t(b) * Q * D + i]);
+    for (int i = 0; i < Q * D; ++i)
+      gf[b].at<float>(i / D, i % D) = match::half_to_float(gallery[size_t(b) * Q * D + i]);
   }
   cv::BFMatcher bf(cv::NORM_L2);
-  const double cpu_ms = bench::time_host_ms(3, [&] {
-    for (int b = 0; b < cpu_images; ++b) {
-      std::vector<std::vector<cv::DMatch>> knn;
-      bf.knnMatch(qf, gf[b], knn, 2);
-    }
-  }, true);
+  const double cpu_ms = bench::time_host_ms(
+      3,
+      [&] {
+        for (int b = 0; b < cpu_images; ++b) {
+          std::vector<std::vector<cv::DMatch>> knn;
+          bf.knnMatch(qf, gf[b], knn, 2);
+        }
+      },
+      true);
   const double cpu_per_s = cpu_images / (cpu_ms / 1e3);
   std::printf("| OpenCV %s BFMatcher::knnMatch k=2, CPU, %d threads | 1 | %.1f (%d images) | %.0f | %.3f |\n",
               CV_VERSION, cv::getNumThreads(), cpu_ms, cpu_images, cpu_per_s, cpu_per_s * 2.0 * Q * Q * D / 1e12);

@@ -25,7 +25,6 @@ using bench::check;
 using bench::median;
 using bench::time_host_ms;
 
-
 int main(int argc, char** argv) {
   const std::string image_path = argc > 1 ? argv[1] : "";
   const int iters = argc > 2 ? std::atoi(argv[2]) : 50;
@@ -39,14 +38,16 @@ int main(int argc, char** argv) {
   struct Size {
     int w, h, dw, dh;
   };
-  const Size sizes[] = {{154, 100, 1920, 1080}, {300, 194, 1920, 1080},  {592, 592, 1920, 1080},
+  const Size sizes[] = {{154, 100, 1920, 1080},   {300, 194, 1920, 1080},  {592, 592, 1920, 1080},
                         {1024, 1024, 3840, 2160}, {1200, 776, 1920, 1080}, {2400, 1552, 3840, 2160}};
-  std::printf("device: %s; OpenCV %s with %d threads; GPU: %d iterations after warm-up, CUDA events; "
-              "images: %s\n\n",
-              gpu::device_name(0).c_str(), CV_VERSION, cv::getNumThreads(), iters,
-              photo.empty() ? "random" : image_path.c_str());
-  std::printf("| box | into | GPU gemm ms | GPU fft ms | GPU replay ms | auto | CPU ms (ours) | OpenCV ms | "
-              "OpenCV / GPU best | GPU vs OpenCV (box) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "device: %s; OpenCV %s with %d threads; GPU: %d iterations after warm-up, CUDA events; "
+      "images: %s\n\n",
+      gpu::device_name(0).c_str(), CV_VERSION, cv::getNumThreads(), iters,
+      photo.empty() ? "random" : image_path.c_str());
+  std::printf(
+      "| box | into | GPU gemm ms | GPU fft ms | GPU replay ms | auto | CPU ms (ours) | OpenCV ms | "
+      "OpenCV / GPU best | GPU vs OpenCV (box) |\n|---|---|---|---|---|---|---|---|---|---|\n");
   cudaStream_t stream;
   check(cudaStreamCreate(&stream));
   poisson::CudaCloner gemm(stream, poisson::DstMethod::Gemm), fft(stream, poisson::DstMethod::Fft),
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
   const bool gpu_only = std::getenv("PRISM_BENCH_GPU_ONLY") != nullptr;
   for (const Size& s : sizes) {
     if (!only.empty() && only != std::to_string(s.w) + "x" + std::to_string(s.h)) continue;
-    test::CloneCase c = test::make_case("bench", s.w, s.h, cv::Size(s.dw, s.dh), cv::NORMAL_CLONE, 0, photo, photo, rng);
+    test::CloneCase c =
+        test::make_case("bench", s.w, s.h, cv::Size(s.dw, s.dh), cv::NORMAL_CLONE, 0, photo, photo, rng);
     cv::Mat host = c.dst.clone();
     poisson::CloneJob job = test::make_job(c, host);
     // device copies
@@ -116,12 +118,16 @@ int main(int argc, char** argv) {
     const bool big = s.w * s.h > 1500 * 1000;
     const int cpu_iters = big ? 1 : 5;
     cv::Mat ours_cpu;
-    const double t_cpu = time_host_ms(cpu_iters, [&] {
-      ours_cpu = c.dst.clone();
-      poisson::clone_cpu(test::make_job(c, ours_cpu));
-    }, false);  // no warm-up: OpenCV takes 80 s at 2400x1552
+    const double t_cpu = time_host_ms(
+        cpu_iters,
+        [&] {
+          ours_cpu = c.dst.clone();
+          poisson::clone_cpu(test::make_job(c, ours_cpu));
+        },
+        false);  // no warm-up: OpenCV takes 80 s at 2400x1552
     cv::Mat ref;
-    const double t_cv = time_host_ms(big ? 1 : 3, [&] { cv::seamlessClone(c.src, c.dst, c.mask, c.p, ref, c.mode); }, false);
+    const double t_cv = time_host_ms(
+        big ? 1 : 3, [&] { cv::seamlessClone(c.src, c.dst, c.mask, c.p, ref, c.mode); }, false);
     check(cudaMemcpy2D(d_dst, p_dst, c.dst.data, c.dst.step, c.dst.cols * 3, c.dst.rows, cudaMemcpyHostToDevice));
     poisson::CudaCloner& best = g_best == g_gemm ? gemm : g_best == g_fft ? fft : replay;
     best.clone(dj);

@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
   const double m = bench::median(match);
   std::printf("device: %s, %d CPU threads\n", gpu::device_name(0).c_str(), cv::getNumThreads());
   std::printf("| stage | median |\n|---|---|\n");
-  std::printf("| enrolment: features (%d 640x480 images, %.0f features each) | %.1f images/s |\n", distinct, mean_features,
-              distinct / extract_s);
+  std::printf("| enrolment: features (%d 640x480 images, %.0f features each) | %.1f images/s |\n", distinct,
+              mean_features, distinct / extract_s);
   std::printf("| enrolment: durable gallery writes (fsync + rename) | %.1f entries/s |\n", distinct / write_s);
   std::printf("| index build (%d entries to GPU memory) | %.2f s |\n", gallery_images, build_s);
   std::printf("| 1:M search over %d images, end to end | %.2f ms |\n", gallery_images, bench::median(total));

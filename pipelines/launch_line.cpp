@@ -38,8 +38,10 @@ std::string shell_quote(const std::string& word) {
   if (!word.empty() && all_chars_in(word, "_-+./:%@^=,!")) return word;
   std::string out = "'";
   for (char c : word) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }

@@ -34,8 +34,7 @@ bool is_path_property(const std::string& name) {
     const size_t n = std::strlen(suffix);
     return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
   };
-  return name == "location" || ends_with("-location") || ends_with("-file") ||
-         ends_with("-path") || ends_with("-dir");
+  return name == "location" || ends_with("-location") || ends_with("-file") || ends_with("-path") || ends_with("-dir");
 }
 
 const ElementSpec* PipelineConfig::find_element(const std::string& name) const {
@@ -63,8 +62,7 @@ const char* const kPathTag = "!path";
 bool is_identifier(const std::string& s, bool allow_dots) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   return std::all_of(s.begin(), s.end(), [&](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-           (allow_dots && c == '.');
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || (allow_dots && c == '.');
   });
 }
 
@@ -165,9 +163,7 @@ class Loader {
   }
   static SourceLocation at_override(const Override& o) { return {"--set " + o.name + "=" + o.value}; }
 
-  void error(const SourceLocation& where, const std::string& message) {
-    errors_.push_back({where, message});
-  }
+  void error(const SourceLocation& where, const std::string& message) { errors_.push_back({where, message}); }
 
   // yaml-cpp's messages for tabs are cryptic; say what is wrong.
   static std::string tab_hint(const std::string& text, const YAML::Mark& mark) {
@@ -191,8 +187,7 @@ class Loader {
       return;
     }
     if (!root.IsMap()) {
-      error(at(root, top), "the config must be a map with 'elements:' and 'links:', not a " +
-                               kind_name(root));
+      error(at(root, top), "the config must be a map with 'elements:' and 'links:', not a " + kind_name(root));
       return;
     }
     std::optional<YAML::Node> variables, elements, links;
@@ -203,7 +198,8 @@ class Loader {
       if (!seen.insert(key).second) {
         error(at(entry.first.Mark()), "duplicate key '" + key + "'");
       } else if (key == "description") {
-        if (entry.second.IsScalar()) config.description = entry.second.Scalar();
+        if (entry.second.IsScalar())
+          config.description = entry.second.Scalar();
         else if (!entry.second.IsNull())
           error(at(entry.second, at(entry.first.Mark())), "'description' must be a string");
       } else if (key == "variables") {
@@ -216,9 +212,8 @@ class Loader {
         links = entry.second;
         links_where_ = at(entry.first.Mark());
       } else {
-        error(at(entry.first.Mark()),
-              "unknown key '" + key + "'" + did_you_mean(key, kTopLevelKeys) +
-                  " (valid keys: " + join_list(kTopLevelKeys) + ")");
+        error(at(entry.first.Mark()), "unknown key '" + key + "'" + did_you_mean(key, kTopLevelKeys) +
+                                          " (valid keys: " + join_list(kTopLevelKeys) + ")");
       }
     }
 
@@ -260,8 +255,7 @@ class Loader {
   void load_variables(const YAML::Node& node) {
     if (node.IsNull()) return;
     if (!node.IsMap()) {
-      error(at(node, variables_where_), "'variables' must be a map of NAME: VALUE, not a " +
-                                            kind_name(node));
+      error(at(node, variables_where_), "'variables' must be a map of NAME: VALUE, not a " + kind_name(node));
       return;
     }
     flatten_variables(node, "");
@@ -274,12 +268,11 @@ class Loader {
       const std::string name = prefix + key;
       const SourceLocation key_where = at(entry.first.Mark());
       if (!is_identifier(key, false)) {
-        error(key_where, "invalid variable name '" + key +
-                             "' (use letters, digits, '_' and '-', starting with a letter)");
+        error(key_where,
+              "invalid variable name '" + key + "' (use letters, digits, '_' and '-', starting with a letter)");
         continue;
       }
-      if (std::find(kBuiltinVariables.begin(), kBuiltinVariables.end(), name) !=
-          kBuiltinVariables.end()) {
+      if (std::find(kBuiltinVariables.begin(), kBuiltinVariables.end(), name) != kBuiltinVariables.end()) {
         error(key_where, "'" + name + "' is a built-in variable and cannot be redefined");
         continue;
       }
@@ -297,8 +290,10 @@ class Loader {
         v.is_path = value.Tag() == kPathTag;
         variables_[name] = v;
       } else {
-        error(at(value, key_where), "variable '" + name + "' must have a scalar value (or be a map "
-                                    "of variables), not a " + kind_name(value));
+        error(at(value, key_where), "variable '" + name +
+                                        "' must have a scalar value (or be a map "
+                                        "of variables), not a " +
+                                        kind_name(value));
       }
     }
   }
@@ -325,15 +320,13 @@ class Loader {
         it->second.from_command_line = true;
         continue;
       }
-      if (std::find(kBuiltinVariables.begin(), kBuiltinVariables.end(), o.name) !=
-          kBuiltinVariables.end()) {
+      if (std::find(kBuiltinVariables.begin(), kBuiltinVariables.end(), o.name) != kBuiltinVariables.end()) {
         error(at_override(o), "'" + o.name + "' is a built-in variable and cannot be set");
         continue;
       }
       const size_t dot = o.name.find('.');
       if (dot == std::string::npos || dot == 0 || dot + 1 == o.name.size()) {
-        error(at_override(o), "no variable named '" + o.name + "'" +
-                                  did_you_mean(o.name, variable_names()) +
+        error(at_override(o), "no variable named '" + o.name + "'" + did_you_mean(o.name, variable_names()) +
                                   " (use NAME=VALUE for a variable or ELEMENT.PROPERTY=VALUE)");
         continue;
       }
@@ -347,8 +340,7 @@ class Loader {
       if (element_where_.count(eo.element)) continue;  // element had errors of its own
       std::vector<std::string> candidates = variable_names();
       for (const auto& name : element_names()) candidates.push_back(name + "." + eo.property);
-      error(at_override(*eo.source), "no variable '" + eo.source->name + "' and no element '" +
-                                         eo.element + "'" +
+      error(at_override(*eo.source), "no variable '" + eo.source->name + "' and no element '" + eo.element + "'" +
                                          did_you_mean(eo.source->name, candidates));
     }
   }
@@ -356,8 +348,7 @@ class Loader {
   // ---- substitution -----------------------------------------------------------------------
 
   // Expands ${name} references; "$${" stands for a literal "${". Reports at `where`.
-  std::optional<Expanded> expand(const std::string& text, const SourceLocation& where,
-                                 bool from_command_line) {
+  std::optional<Expanded> expand(const std::string& text, const SourceLocation& where, bool from_command_line) {
     Expanded out;
     out.from_command_line = from_command_line;
     bool ok = true;
@@ -403,9 +394,7 @@ class Loader {
     switch (v.state) {
       case Variable::State::Done: return v.value;
       case Variable::State::Failed: return std::nullopt;
-      case Variable::State::Resolving:
-        error(where, "variable '" + name + "' refers to itself");
-        return std::nullopt;
+      case Variable::State::Resolving: error(where, "variable '" + name + "' refers to itself"); return std::nullopt;
       case Variable::State::Pending: break;
     }
     v.state = Variable::State::Resolving;
@@ -428,8 +417,8 @@ class Loader {
     if (!node.IsMap()) {
       elements_broken_ = true;
       error(at(node, elements_where_),
-            "'elements' must be a map of NAME: {element: FACTORY, properties: {...}}, not a " +
-                kind_name(node) + (node.IsSequence() ? " (write 'name: {element: ...}' entries)" : ""));
+            "'elements' must be a map of NAME: {element: FACTORY, properties: {...}}, not a " + kind_name(node) +
+                (node.IsSequence() ? " (write 'name: {element: ...}' entries)" : ""));
       return;
     }
     for (const auto& entry : node) {
@@ -437,13 +426,12 @@ class Loader {
       if (name.empty()) continue;
       const SourceLocation where = at(entry.first.Mark());
       if (!is_identifier(name, false)) {
-        error(where, "invalid element name '" + name +
-                         "' (use letters, digits, '_' and '-', starting with a letter)");
+        error(where, "invalid element name '" + name + "' (use letters, digits, '_' and '-', starting with a letter)");
         continue;
       }
       if (element_where_.count(name)) {
-        error(where, "duplicate element name '" + name + "' (first defined at " +
-                         element_where_[name].to_string() + ")");
+        error(where,
+              "duplicate element name '" + name + "' (first defined at " + element_where_[name].to_string() + ")");
         continue;
       }
       element_where_[name] = where;
@@ -456,8 +444,10 @@ class Loader {
   std::optional<ElementSpec> load_element(const std::string& name, const SourceLocation& where,
                                           const YAML::Node& node) {
     if (!node.IsMap()) {
-      error(at(node, where), "element '" + name + "' must be a map such as {element: FACTORY, "
-                             "properties: {...}}, not a " + kind_name(node));
+      error(at(node, where), "element '" + name +
+                                 "' must be a map such as {element: FACTORY, "
+                                 "properties: {...}}, not a " +
+                                 kind_name(node));
       return std::nullopt;
     }
     std::optional<YAML::Node> factory_node, properties_node;
@@ -480,8 +470,8 @@ class Loader {
         properties_where = at(entry.first.Mark());
       } else {
         error(at(entry.first.Mark()), "unknown key '" + key + "' in element '" + name + "'" +
-                                          did_you_mean(key, kElementKeys) +
-                                          " (valid keys: " + join_list(kElementKeys) + ")");
+                                          did_you_mean(key, kElementKeys) + " (valid keys: " + join_list(kElementKeys) +
+                                          ")");
         ok = false;
       }
     }
@@ -491,8 +481,7 @@ class Loader {
     }
     const SourceLocation factory_where = at(*factory_node, where);
     if (!factory_node->IsScalar()) {
-      error(factory_where, "'element' of '" + name + "' must be a factory name, not a " +
-                               kind_name(*factory_node));
+      error(factory_where, "'element' of '" + name + "' must be a factory name, not a " + kind_name(*factory_node));
       return std::nullopt;
     }
     const std::optional<Expanded> factory = expand(factory_node->Scalar(), factory_where, false);
@@ -502,8 +491,7 @@ class Loader {
     if (properties_node && !properties_node->IsNull()) {
       if (!properties_node->IsMap()) {
         error(at(*properties_node, properties_where),
-              "'properties' of '" + name + "' must be a map of PROPERTY: VALUE, not a " +
-                  kind_name(*properties_node));
+              "'properties' of '" + name + "' must be a map of PROPERTY: VALUE, not a " + kind_name(*properties_node));
         ok = false;
       } else {
         ok = collect_properties(name, *properties_node, raw) && ok;
@@ -512,12 +500,12 @@ class Loader {
     for (auto& eo : element_overrides_) {
       if (eo.element != name) continue;
       eo.used = true;
-      RawProperty p{eo.property, at_override(*eo.source), eo.source->value,
-                    at_override(*eo.source), true, false};
-      auto same = std::find_if(raw.begin(), raw.end(),
-                               [&](const RawProperty& r) { return r.key == eo.property; });
-      if (same != raw.end()) *same = p;
-      else raw.push_back(p);
+      RawProperty p{eo.property, at_override(*eo.source), eo.source->value, at_override(*eo.source), true, false};
+      auto same = std::find_if(raw.begin(), raw.end(), [&](const RawProperty& r) { return r.key == eo.property; });
+      if (same != raw.end())
+        *same = p;
+      else
+        raw.push_back(p);
     }
 
     GstElementFactory* gst_factory = find_factory(factory->text, factory_where);
@@ -529,8 +517,7 @@ class Loader {
     return spec;
   }
 
-  bool collect_properties(const std::string& element, const YAML::Node& map,
-                          std::vector<RawProperty>& raw) {
+  bool collect_properties(const std::string& element, const YAML::Node& map, std::vector<RawProperty>& raw) {
     bool ok = true;
     for (const auto& entry : map) {
       const std::string key = key_text(entry.first);
@@ -544,14 +531,12 @@ class Loader {
         error(key_where, "duplicate property '" + key + "' in element '" + element + "'");
         ok = false;
       } else if (!value.IsScalar()) {
-        error(at(value, key_where),
-              "property '" + key + "' of '" + element + "' needs a scalar value, not a " +
-                  kind_name(value) +
-                  (value.IsSequence() || value.IsMap() ? " (quote it as a string)" : ""));
+        error(at(value, key_where), "property '" + key + "' of '" + element + "' needs a scalar value, not a " +
+                                        kind_name(value) +
+                                        (value.IsSequence() || value.IsMap() ? " (quote it as a string)" : ""));
         ok = false;
       } else {
-        raw.push_back({key, key_where, value.Scalar(), at(value, key_where), false,
-                       value.Tag() == kPathTag});
+        raw.push_back({key, key_where, value.Scalar(), at(value, key_where), false, value.Tag() == kPathTag});
       }
     }
     return ok;
@@ -584,8 +569,7 @@ class Loader {
     return names;
   }
 
-  bool check_properties(ElementSpec& spec, GstElementFactory* factory,
-                        const std::vector<RawProperty>& raw) {
+  bool check_properties(ElementSpec& spec, GstElementFactory* factory, const std::vector<RawProperty>& raw) {
     if (raw.empty()) return true;
     GstPluginFeature* loaded = gst_plugin_feature_load(GST_PLUGIN_FEATURE(factory));
     if (!loaded) {
@@ -619,8 +603,9 @@ class Loader {
       owner_class = pad_class(spec, klass, p, p.key.substr(0, colons));
       if (!owner_class) return false;
     }
-    std::unique_ptr<void, void (*)(void*)> owner_ref(owner_class != klass ? owner_class : nullptr,
-                                                    [](void* c) { if (c) g_type_class_unref(c); });
+    std::unique_ptr<void, void (*)(void*)> owner_ref(owner_class != klass ? owner_class : nullptr, [](void* c) {
+      if (c) g_type_class_unref(c);
+    });
     GParamSpec* pspec = g_object_class_find_property(owner_class, property.c_str());
     if (!pspec && owner_class != klass) {
       std::vector<std::string> names;
@@ -642,25 +627,23 @@ class Loader {
         if (all[i]->flags & G_PARAM_WRITABLE) names.push_back(all[i]->name);
       }
       g_free(all);
-      error(p.key_where, "element " + owner + " has no property '" + p.key + "'" +
-                             did_you_mean(p.key, names));
+      error(p.key_where, "element " + owner + " has no property '" + p.key + "'" + did_you_mean(p.key, names));
       return false;
     }
     if (!(pspec->flags & G_PARAM_WRITABLE)) {
-      error(p.key_where, "property '" + std::string(pspec->name) + "' of " + owner +
-                             " is read-only");
+      error(p.key_where, "property '" + std::string(pspec->name) + "' of " + owner + " is read-only");
       return false;
     }
     const std::optional<Expanded> value = expand(p.value, p.value_where, p.from_command_line);
     if (!value) return false;
     std::string text = value->text;
-    const bool is_path = p.path_tag || (G_PARAM_SPEC_VALUE_TYPE(pspec) == G_TYPE_STRING &&
-                                        is_path_property(pspec->name));
+    const bool is_path =
+        p.path_tag || (G_PARAM_SPEC_VALUE_TYPE(pspec) == G_TYPE_STRING && is_path_property(pspec->name));
     if (is_path) text = resolve_path(*value);
     std::string problem;
     if (!check_property_value(pspec, text, problem)) {
-      error(p.value_where, "invalid value '" + text + "' for property '" + pspec->name + "' of " +
-                               owner + ": " + problem);
+      error(p.value_where,
+            "invalid value '" + text + "' for property '" + pspec->name + "' of " + owner + ": " + problem);
       return false;
     }
     spec.properties.push_back({pad_prefix + pspec->name, text, p.value_where});
@@ -669,12 +652,11 @@ class Loader {
 
   // The class of the pads named `pad` (an always pad's name, or a request template's name such as
   // overlay_%u matched by overlay_0), referenced; nullptr with an error when there is none.
-  GObjectClass* pad_class(const ElementSpec& spec, GObjectClass* klass, const RawProperty& p,
-                          const std::string& pad) {
+  GObjectClass* pad_class(const ElementSpec& spec, GObjectClass* klass, const RawProperty& p, const std::string& pad) {
     const std::string owner = "'" + spec.name + "' (" + spec.factory + ")";
     if (!g_type_is_a(G_OBJECT_CLASS_TYPE(klass), GST_TYPE_CHILD_PROXY)) {
-      error(p.key_where, "element " + owner + " does not give access to its pads' properties ('" +
-                             p.key + "'; it does not implement GstChildProxy)");
+      error(p.key_where, "element " + owner + " does not give access to its pads' properties ('" + p.key +
+                             "'; it does not implement GstChildProxy)");
       return nullptr;
     }
     std::vector<std::string> names;
@@ -688,7 +670,8 @@ class Loader {
       if (!match && percent != std::string::npos && GST_PAD_TEMPLATE_PRESENCE(templ) == GST_PAD_REQUEST &&
           pad.size() > percent && pad.compare(0, percent, name, 0, percent) == 0) {
         const std::string tail = pad.substr(percent);
-        match = std::all_of(tail.begin(), tail.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+        match =
+            std::all_of(tail.begin(), tail.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
       }
       if (match && !found) found = templ;
     }
@@ -710,23 +693,27 @@ class Loader {
       return;
     }
     if (!node.IsSequence()) {
-      error(at(node, links_where_), "'links' must be a list of chains such as [src, conv, sink], "
-                                    "not a " + kind_name(node));
+      error(at(node, links_where_),
+            "'links' must be a list of chains such as [src, conv, sink], "
+            "not a " +
+                kind_name(node));
       return;
     }
     for (const auto& chain_node : node) {
       const SourceLocation chain_where = at(chain_node, links_where_);
       if (!chain_node.IsSequence()) {
-        error(chain_where, "each link must be a chain (a list) such as [src, conv, sink], not a " +
-                               kind_name(chain_node));
+        error(chain_where,
+              "each link must be a chain (a list) such as [src, conv, sink], not a " + kind_name(chain_node));
         continue;
       }
       LinkChain chain;
       bool ok = true;
       for (const auto& item_node : chain_node) {
         std::optional<LinkItem> item = load_link_item(item_node, chain_where);
-        if (item) chain.push_back(std::move(*item));
-        else ok = false;
+        if (item)
+          chain.push_back(std::move(*item));
+        else
+          ok = false;
       }
       if (ok && check_chain(chain, chain_where, config)) config.chains.push_back(std::move(chain));
     }
@@ -749,15 +736,13 @@ class Loader {
       }
       if (!element_where_.count(item.element)) {
         if (elements_broken_) return std::nullopt;  // already reported: 'elements' is unusable
-        error(where, "link to undefined element '" + item.element + "'" +
-                         did_you_mean(item.element, element_names()));
+        error(where, "link to undefined element '" + item.element + "'" + did_you_mean(item.element, element_names()));
         return std::nullopt;
       }
       linked_.insert(item.element);
       return item;
     }
-    if (node.IsMap() && node.size() == 1 && node.begin()->first.IsScalar() &&
-        node.begin()->first.Scalar() == "caps") {
+    if (node.IsMap() && node.size() == 1 && node.begin()->first.IsScalar() && node.begin()->first.Scalar() == "caps") {
       const YAML::Node caps = node.begin()->second;  // a copy: the iterator is a temporary
       const SourceLocation caps_where = at(caps, where);
       if (!caps.IsScalar()) {
@@ -778,21 +763,18 @@ class Loader {
       return item;
     }
     if (node.IsMap()) {
-      std::string key = node.size() ? (node.begin()->first.IsScalar() ? node.begin()->first.Scalar()
-                                                                      : std::string())
-                                    : std::string();
+      std::string key =
+          node.size() ? (node.begin()->first.IsScalar() ? node.begin()->first.Scalar() : std::string()) : std::string();
       const SourceLocation key_where = node.size() ? at(node.begin()->first, where) : where;
       error(key_where, "a link item map must be exactly {caps: \"...\"}" +
-                           (key.empty() || key == "caps" ? std::string()
-                                                         : did_you_mean(key, {"caps"})));
+                           (key.empty() || key == "caps" ? std::string() : did_you_mean(key, {"caps"})));
       return std::nullopt;
     }
     error(where, "a link item must be NAME, NAME.PAD or {caps: \"...\"}, not a " + kind_name(node));
     return std::nullopt;
   }
 
-  bool check_chain(const LinkChain& chain, const SourceLocation& where,
-                   const PipelineConfig& config) {
+  bool check_chain(const LinkChain& chain, const SourceLocation& where, const PipelineConfig& config) {
     if (chain.size() < 2) {
       error(where, "a chain needs at least two elements, e.g. [src, sink]");
       return false;
@@ -814,8 +796,8 @@ class Loader {
       }
       if (item.pad.empty()) continue;
       if (i != 0 && i + 1 != chain.size()) {
-        error(item.where, "a pad ('" + item.element + "." + item.pad +
-                              "') may only be named at the start or the end of a chain");
+        error(item.where,
+              "a pad ('" + item.element + "." + item.pad + "') may only be named at the start or the end of a chain");
         ok = false;
         continue;
       }
@@ -839,9 +821,8 @@ class Loader {
     const char conversion = templ[pct + 1];
     if (conversion == 's') return true;
     if (conversion == 'd' && middle[0] == '-') middle.erase(0, 1);
-    return !middle.empty() && std::all_of(middle.begin(), middle.end(), [](char c) {
-      return std::isdigit(static_cast<unsigned char>(c));
-    });
+    return !middle.empty() && std::all_of(middle.begin(), middle.end(),
+                                          [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
   }
 
   bool check_pad(const ElementSpec& spec, const LinkItem& item, GstPadDirection direction) {
@@ -853,22 +834,23 @@ class Loader {
       const auto* templ = static_cast<const GstStaticPadTemplate*>(l->data);
       if (templ->direction == direction) names.push_back(templ->name_template);
       if (pad_matches_template(item.pad, templ->name_template)) {
-        if (templ->direction == direction) found = true;
-        else wrong_direction = true;
+        if (templ->direction == direction)
+          found = true;
+        else
+          wrong_direction = true;
       }
     }
     gst_object_unref(factory);
     const char* role = direction == GST_PAD_SRC ? "source" : "sink";
     if (found) return true;
     if (wrong_direction) {
-      error(item.where, "pad '" + item.pad + "' of '" + spec.name + "' is not a " + role +
-                            " pad; the " + (direction == GST_PAD_SRC ? "first" : "last") +
-                            " item of a chain needs one (" + role + " pads: " +
-                            (names.empty() ? "none" : join_list(names)) + ")");
+      error(item.where, "pad '" + item.pad + "' of '" + spec.name + "' is not a " + role + " pad; the " +
+                            (direction == GST_PAD_SRC ? "first" : "last") + " item of a chain needs one (" + role +
+                            " pads: " + (names.empty() ? "none" : join_list(names)) + ")");
     } else {
-      error(item.where, "element '" + spec.name + "' (" + spec.factory + ") has no " + role +
-                            " pad '" + item.pad + "'" + did_you_mean(item.pad, names) + " (" +
-                            role + " pads: " + (names.empty() ? "none" : join_list(names)) + ")");
+      error(item.where, "element '" + spec.name + "' (" + spec.factory + ") has no " + role + " pad '" + item.pad +
+                            "'" + did_you_mean(item.pad, names) + " (" + role +
+                            " pads: " + (names.empty() ? "none" : join_list(names)) + ")");
     }
     return false;
   }
@@ -876,8 +858,9 @@ class Loader {
   void report_unlinked(const PipelineConfig& config) {
     for (const auto& element : config.elements) {
       if (!linked_.count(element.name)) {
-        error(element.where, "element '" + element.name + "' is not linked; add it to a chain "
-                             "under 'links:' or remove it");
+        error(element.where, "element '" + element.name +
+                                 "' is not linked; add it to a chain "
+                                 "under 'links:' or remove it");
       }
     }
   }
@@ -897,8 +880,8 @@ class Loader {
 }  // namespace
 
 PipelineConfig parse_pipeline_config(const std::string& yaml_text, const std::string& path,
-                                     const std::vector<Override>& overrides,
-                                     std::vector<ConfigError>& errors, const std::string& cwd) {
+                                     const std::vector<Override>& overrides, std::vector<ConfigError>& errors,
+                                     const std::string& cwd) {
   return Loader(path, overrides, errors, cwd).load(yaml_text);
 }
 

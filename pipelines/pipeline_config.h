@@ -32,8 +32,8 @@ struct PropertySetting {
 };
 
 struct ElementSpec {
-  std::string name;     // unique element name (the key under `elements:`)
-  std::string factory;  // GStreamer element factory, e.g. "videotestsrc"
+  std::string name;                         // unique element name (the key under `elements:`)
+  std::string factory;                      // GStreamer element factory, e.g. "videotestsrc"
   std::vector<PropertySetting> properties;  // in config order; --set additions at the end
   SourceLocation where;                     // the element's key
 };
@@ -51,8 +51,8 @@ struct LinkItem {
 using LinkChain = std::vector<LinkItem>;
 
 struct PipelineConfig {
-  std::string path;         // the config file as given
-  std::string description;  // optional `description:`
+  std::string path;                   // the config file as given
+  std::string description;            // optional `description:`
   std::vector<ElementSpec> elements;  // in config order
   std::vector<LinkChain> chains;
 
@@ -82,8 +82,7 @@ PipelineConfig load_pipeline_config(const std::string& path, const std::vector<O
 // Same, for YAML text that is not (or not yet) in a file; `path` names it in messages and its
 // folder is the base for relative paths.
 PipelineConfig parse_pipeline_config(const std::string& yaml_text, const std::string& path,
-                                     const std::vector<Override>& overrides,
-                                     std::vector<ConfigError>& errors,
+                                     const std::vector<Override>& overrides, std::vector<ConfigError>& errors,
                                      const std::string& cwd = {});
 
 }  // namespace prism

@@ -110,8 +110,7 @@ class Run {
   bool build() {
     const std::string line = to_launch_line(config_);
     GError* error = nullptr;
-    GstElement* element = gst_parse_launch_full(line.c_str(), nullptr, GST_PARSE_FLAG_FATAL_ERRORS,
-                                                &error);
+    GstElement* element = gst_parse_launch_full(line.c_str(), nullptr, GST_PARSE_FLAG_FATAL_ERRORS, &error);
     if (!element || error) {
       print_line(std::string("prism: error: could not build the pipeline: ") +
                  (error ? error->message : "unknown error"));
@@ -164,8 +163,7 @@ class Run {
         while (gst_iterator_next(pads, &item) == GST_ITERATOR_OK) {
           auto* pad = GST_PAD(g_value_get_object(&item));
           gst_pad_add_probe(pad,
-                            static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
-                                                         GST_PAD_PROBE_TYPE_BUFFER_LIST),
+                            static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
                             count_buffers, counter.get(), nullptr);
           g_value_reset(&item);
         }
@@ -179,8 +177,8 @@ class Run {
 
   int loop() {
     GstBus* bus = gst_element_get_bus(pipeline_);
-    const auto types = static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR |
-                                                   GST_MESSAGE_WARNING | GST_MESSAGE_INFO);
+    const auto types =
+        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO);
     Stop stop = Stop::None;
     Clock::time_point stop_deadline;
     int result = -1;
@@ -188,9 +186,7 @@ class Run {
       GstMessage* msg = gst_bus_timed_pop_filtered(bus, 100 * GST_MSECOND, types);
       if (msg) {
         switch (GST_MESSAGE_TYPE(msg)) {
-          case GST_MESSAGE_EOS:
-            result = stop == Stop::Interrupt ? kExitInterrupted : kExitOk;
-            break;
+          case GST_MESSAGE_EOS: result = stop == Stop::Interrupt ? kExitInterrupted : kExitOk; break;
           case GST_MESSAGE_ERROR:
             report(msg, "error");
             result = kExitRuntimeError;
@@ -207,8 +203,7 @@ class Run {
       if (stop == Stop::None && g_interrupts > 0) {
         stop = Stop::Interrupt;
         print_line("prism: interrupted, finishing the files (Ctrl-C again to abort)");
-      } else if (stop == Stop::None && options_.timeout_s > 0 &&
-                 seconds(now - start_) >= options_.timeout_s) {
+      } else if (stop == Stop::None && options_.timeout_s > 0 && seconds(now - start_) >= options_.timeout_s) {
         stop = Stop::Timeout;
         if (!options_.quiet) print_line("prism: --timeout reached, stopping");
       }
@@ -216,8 +211,8 @@ class Run {
         gst_element_send_event(pipeline_, gst_event_new_eos());
         stop_deadline = now + std::chrono::milliseconds(static_cast<int>(options_.eos_grace_s * 1000));
       } else if (stop != Stop::None && now > stop_deadline) {
-        print_line("prism: error: the pipeline did not finish within " +
-                   format_seconds(options_.eos_grace_s) + " s; stopping it");
+        print_line("prism: error: the pipeline did not finish within " + format_seconds(options_.eos_grace_s) +
+                   " s; stopping it");
         result = stop == Stop::Interrupt ? kExitInterrupted : kExitRuntimeError;
       }
       if (!options_.quiet && seconds(now - last_progress_) >= 1.0) {
@@ -228,8 +223,7 @@ class Run {
     gst_object_unref(bus);
     gst_element_set_state(pipeline_, GST_STATE_NULL);
     if (!options_.quiet) {
-      const char* outcome = result == kExitOk ? (stop == Stop::Timeout ? "stopped by --timeout"
-                                                                       : "done")
+      const char* outcome = result == kExitOk            ? (stop == Stop::Timeout ? "stopped by --timeout" : "done")
                             : result == kExitInterrupted ? "interrupted"
                                                          : "failed";
       print_line(std::string("prism: ") + outcome + ": " + progress_text() + sink_breakdown());
@@ -256,8 +250,8 @@ class Run {
     const double elapsed = seconds(Clock::now() - start_);
     const guint64 n = frames();
     char buffer[96];
-    std::snprintf(buffer, sizeof buffer, "%llu frames, %.1f fps, %.1f s",
-                  static_cast<unsigned long long>(n), elapsed > 0 ? n / elapsed : 0.0, elapsed);
+    std::snprintf(buffer, sizeof buffer, "%llu frames, %.1f fps, %.1f s", static_cast<unsigned long long>(n),
+                  elapsed > 0 ? n / elapsed : 0.0, elapsed);
     return buffer;
   }
 
@@ -301,9 +295,12 @@ class Run {
   void report(GstMessage* msg, const char* severity) {
     GError* error = nullptr;
     gchar* debug = nullptr;
-    if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) gst_message_parse_error(msg, &error, &debug);
-    else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_INFO) gst_message_parse_info(msg, &error, &debug);
-    else gst_message_parse_warning(msg, &error, &debug);
+    if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR)
+      gst_message_parse_error(msg, &error, &debug);
+    else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_INFO)
+      gst_message_parse_info(msg, &error, &debug);
+    else
+      gst_message_parse_warning(msg, &error, &debug);
     print_line(std::string("prism: ") + severity + ": " + describe_source(msg) + ": " +
                (error ? error->message : "unknown problem"));
     if (debug) print_line(std::string("  debug: ") + debug);
@@ -322,8 +319,6 @@ class Run {
 
 }  // namespace
 
-int run_pipeline(const PipelineConfig& config, const RunOptions& options) {
-  return Run(config, options).execute();
-}
+int run_pipeline(const PipelineConfig& config, const RunOptions& options) { return Run(config, options).execute(); }
 
 }  // namespace prism

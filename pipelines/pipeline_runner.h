@@ -9,10 +9,10 @@ namespace prism {
 
 // Exit codes of run_pipeline() and the prism CLI.
 enum ExitCode : int {
-  kExitOk = 0,           // EOS reached (or stopped cleanly by --timeout)
-  kExitRuntimeError = 1, // the pipeline posted an ERROR, or could not be built or started
-  kExitConfigError = 2,  // invalid config or command line (used by callers)
-  kExitInterrupted = 130 // SIGINT/SIGTERM
+  kExitOk = 0,            // EOS reached (or stopped cleanly by --timeout)
+  kExitRuntimeError = 1,  // the pipeline posted an ERROR, or could not be built or started
+  kExitConfigError = 2,   // invalid config or command line (used by callers)
+  kExitInterrupted = 130  // SIGINT/SIGTERM
 };
 
 struct RunOptions {

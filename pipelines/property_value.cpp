@@ -73,9 +73,8 @@ std::string describe_property_type(GParamSpec* pspec) {
   }
   if (GST_IS_PARAM_SPEC_FRACTION(pspec)) {
     auto* p = GST_PARAM_SPEC_FRACTION(pspec);
-    return "a fraction such as 30/1 in the range " + std::to_string(p->min_num) + "/" +
-           std::to_string(p->min_den) + ".." + std::to_string(p->max_num) + "/" +
-           std::to_string(p->max_den);
+    return "a fraction such as 30/1 in the range " + std::to_string(p->min_num) + "/" + std::to_string(p->min_den) +
+           ".." + std::to_string(p->max_num) + "/" + std::to_string(p->max_den);
   }
   if (G_PARAM_SPEC_VALUE_TYPE(pspec) == GST_TYPE_CAPS) {
     return "caps such as \"video/x-raw,format=RGB\"";
@@ -86,17 +85,13 @@ std::string describe_property_type(GParamSpec* pspec) {
 
 bool check_property_value(GParamSpec* pspec, const std::string& text, std::string& problem) {
   const GType type = G_PARAM_SPEC_VALUE_TYPE(pspec);
-  if (type == G_TYPE_POINTER || g_type_is_a(type, G_TYPE_OBJECT) ||
-      G_TYPE_FUNDAMENTAL(type) == G_TYPE_INTERFACE) {
-    problem = std::string("properties of type ") + g_type_name(type) +
-              " cannot be set from a config";
+  if (type == G_TYPE_POINTER || g_type_is_a(type, G_TYPE_OBJECT) || G_TYPE_FUNDAMENTAL(type) == G_TYPE_INTERFACE) {
+    problem = std::string("properties of type ") + g_type_name(type) + " cannot be set from a config";
     return false;
   }
   // GStreamer wraps "-1" around for unsigned types; a negative value is a mistake there.
-  const bool is_unsigned = G_IS_PARAM_SPEC_UINT(pspec) || G_IS_PARAM_SPEC_UINT64(pspec) ||
-                           G_IS_PARAM_SPEC_ULONG(pspec);
-  if (is_unsigned && text.find_first_not_of(" \t") != std::string::npos &&
-      text[text.find_first_not_of(" \t")] == '-') {
+  const bool is_unsigned = G_IS_PARAM_SPEC_UINT(pspec) || G_IS_PARAM_SPEC_UINT64(pspec) || G_IS_PARAM_SPEC_ULONG(pspec);
+  if (is_unsigned && text.find_first_not_of(" \t") != std::string::npos && text[text.find_first_not_of(" \t")] == '-') {
     problem = "expected " + describe_property_type(pspec);
     return false;
   }

@@ -33,7 +33,7 @@ struct State {
   bool have_result = false;
   guint64 result_frame = 0;
   bow::Prediction result;
-  cv::Mat grey;       // RGB-ish frames converted here (reused)
+  cv::Mat grey;        // RGB-ish frames converted here (reused)
   cv::Mat label_tile;  // the label box drawn for a frame in GPU memory (reused)
   /* The frame in flight, latched by map_flags_ip for process_ip and finish. */
   guint64 current = 0;
@@ -60,7 +60,10 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
   GST_OBJECT_LOCK(self);
   switch (id) {
-    case PROP_MODEL: g_free(self->model); self->model = g_value_dup_string(value); break;
+    case PROP_MODEL:
+      g_free(self->model);
+      self->model = g_value_dup_string(value);
+      break;
     case PROP_INTERVAL: self->interval = g_value_get_uint(value); break;
     case PROP_OVERLAY: self->overlay = g_value_get_boolean(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
@@ -80,7 +83,9 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
   GST_OBJECT_UNLOCK(self);
 }
 
-static GstPrismCuda *cuda_of(GstBowClassify *self) { return gst_prism_cuda_filter_get_cuda(GST_PRISM_CUDA_FILTER(self)); }
+static GstPrismCuda *cuda_of(GstBowClassify *self) {
+  return gst_prism_cuda_filter_get_cuda(GST_PRISM_CUDA_FILTER(self));
+}
 
 /* The model is read once, before any data flows; its GPU buffers are made, used and freed in the
  * element's GstCudaContext, so that frames in memory:CUDAMemory of that context (shared with
@@ -117,8 +122,8 @@ static gboolean start(GstBaseTransform *trans) {
     GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->stop(trans);
     return FALSE;
   }
-  GST_INFO_OBJECT(self, "model %s: %zu classes, k = %d, histograms on %s", path.c_str(),
-                  st->model.class_names().size(), st->model.config().k, st->model.device_description().c_str());
+  GST_INFO_OBJECT(self, "model %s: %zu classes, k = %d, histograms on %s", path.c_str(), st->model.class_names().size(),
+                  st->model.config().k, st->model.device_description().c_str());
   delete self->state;
   self->state = st.release();
   return TRUE;
@@ -145,7 +150,8 @@ static void draw_label(cv::Mat box, const std::string &text) {
   int base = 0;
   const cv::Size size = cv::getTextSize(text, cv::FONT_HERSHEY_SIMPLEX, 0.6, 1, &base);
   box.setTo(cv::Scalar::all(0));
-  cv::putText(box, text, cv::Point(6, size.height + 6), cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar::all(255), 1, cv::LINE_AA);
+  cv::putText(box, text, cv::Point(6, size.height + 6), cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar::all(255), 1,
+              cv::LINE_AA);
 }
 
 /* OpenCV type of the first plane: one byte per pixel for the planar formats, else packed. */
@@ -189,8 +195,8 @@ static void process_device(GstBowClassify *self, const GstPrismFrame *frame) {
     box.create(label_box(text, W, H), CV_8UC1);
     draw_label(box, text);
     /* A pageable source: the bytes are staged before the call returns, so the tile may be reused. */
-    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(frame->data[0], size_t(frame->stride[0]), box.data, box.step, box.cols,
-                                       box.rows, cudaMemcpyHostToDevice,
+    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(frame->data[0], size_t(frame->stride[0]), box.data, box.step, box.cols, box.rows,
+                                       cudaMemcpyHostToDevice,
                                        (cudaStream_t)gst_prism_cuda_filter_get_stream(GST_PRISM_CUDA_FILTER(self))));
   }
 #else
@@ -225,8 +231,10 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *, const G
     else
       process_host(self, frame);
   } catch (const std::exception &e) {
-    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("bowclassify: frame %" G_GUINT64_FORMAT "%s: %s", st.current,
-                                              frame->device ? " (GPU memory)" : "", e.what()), (nullptr));
+    GST_ELEMENT_ERROR(
+        self, LIBRARY, FAILED,
+        ("bowclassify: frame %" G_GUINT64_FORMAT "%s: %s", st.current, frame->device ? " (GPU memory)" : "", e.what()),
+        (nullptr));
     return GST_FLOW_ERROR;
   }
   return GST_FLOW_OK;
@@ -285,13 +293,15 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
   const GParamFlags playing = GParamFlags(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   g_object_class_install_property(
       gobject_class, PROP_MODEL,
-      g_param_spec_string("model", "Model", "The model file made by 'prism bow train' (required; read when the element starts)",
-                          nullptr, ready));
+      g_param_spec_string("model", "Model",
+                          "The model file made by 'prism bow train' (required; read when the element starts)", nullptr,
+                          ready));
   g_object_class_install_property(
       gobject_class, PROP_INTERVAL,
-      g_param_spec_uint("interval", "Interval",
-                        "Classify every N frames from frame 0 (0: every frame); the frames between carry the last result",
-                        0, G_MAXUINT, kDefaultInterval, playing));
+      g_param_spec_uint(
+          "interval", "Interval",
+          "Classify every N frames from frame 0 (0: every frame); the frames between carry the last result", 0,
+          G_MAXUINT, kDefaultInterval, playing));
   g_object_class_install_property(
       gobject_class, PROP_OVERLAY,
       g_param_spec_boolean("overlay", "Overlay",

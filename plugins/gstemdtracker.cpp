@@ -92,15 +92,30 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
   GstEmdTracker *self = GST_EMD_TRACKER(object);
   GST_OBJECT_LOCK(self);
   switch (id) {
-    case PROP_TARGET: g_free(self->target_text); self->target_text = g_value_dup_string(value); break;
-    case PROP_TARGET_LOCATION: g_free(self->target_location); self->target_location = g_value_dup_string(value); break;
-    case PROP_TARGET_RECT: g_free(self->target_rect); self->target_rect = g_value_dup_string(value); break;
+    case PROP_TARGET:
+      g_free(self->target_text);
+      self->target_text = g_value_dup_string(value);
+      break;
+    case PROP_TARGET_LOCATION:
+      g_free(self->target_location);
+      self->target_location = g_value_dup_string(value);
+      break;
+    case PROP_TARGET_RECT:
+      g_free(self->target_rect);
+      self->target_rect = g_value_dup_string(value);
+      break;
     case PROP_TARGET_FRAME: self->target_frame = g_value_get_uint(value); break;
     case PROP_BINS: self->bins = g_value_get_int(value); break;
     case PROP_WINDOW: self->window = g_value_get_int(value); break;
     case PROP_GROUND: self->ground_kind = (emd::GroundKind)g_value_get_enum(value); break;
-    case PROP_WAVELENGTHS: g_free(self->wavelengths); self->wavelengths = g_value_dup_string(value); break;
-    case PROP_GROUND_LOCATION: g_free(self->ground_location); self->ground_location = g_value_dup_string(value); break;
+    case PROP_WAVELENGTHS:
+      g_free(self->wavelengths);
+      self->wavelengths = g_value_dup_string(value);
+      break;
+    case PROP_GROUND_LOCATION:
+      g_free(self->ground_location);
+      self->ground_location = g_value_dup_string(value);
+      break;
     case PROP_NORMALIZATION: self->normalization = (emd::Normalization)g_value_get_enum(value); break;
     case PROP_CACHE_SIZE: self->cache_size = g_value_get_int64(value); break;
     case PROP_DEDUP: self->dedup = g_value_get_boolean(value); break;
@@ -206,10 +221,10 @@ static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, con
   const GstVideoFormat f = GST_VIDEO_INFO_FORMAT(in);
   if (tin ? (tin->channels < 2 || tin->channels > emd::kMaxBins)
           : (f != GST_VIDEO_FORMAT_NV12 && f != GST_VIDEO_FORMAT_I420 && f != GST_VIDEO_FORMAT_GRAY8)) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                      ("emdtracker: pad 'sink' takes NV12, I420, GRAY8 or other/x-prism-tensor of 2 to %d channels",
-                       emd::kMaxBins),
-                      (nullptr));
+    GST_ELEMENT_ERROR(
+        self, CORE, NEGOTIATION,
+        ("emdtracker: pad 'sink' takes NV12, I420, GRAY8 or other/x-prism-tensor of 2 to %d channels", emd::kMaxBins),
+        (nullptr));
     return FALSE;
   }
   const int W = tin ? tin->width : GST_VIDEO_INFO_WIDTH(in), H = tin ? tin->height : GST_VIDEO_INFO_HEIGHT(in);
@@ -328,8 +343,8 @@ static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *outbuf, const
     stats = gst_structure_new("stats", "solved", G_TYPE_INT64, (gint64)r.stats.solved, "duplicates", G_TYPE_INT64,
                               (gint64)r.stats.duplicates, "cache-hits", G_TYPE_INT64, (gint64)r.stats.cache_hits,
                               "hit-rate", G_TYPE_DOUBLE, r.stats.hit_rate(), "dedup-ratio", G_TYPE_DOUBLE,
-                              r.stats.dedup_ratio(), "pivots", G_TYPE_INT64, (gint64)r.stats.pivots,
-                              "cache-flushed", G_TYPE_BOOLEAN, r.stats.flushed, nullptr);
+                              r.stats.dedup_ratio(), "pivots", G_TYPE_INT64, (gint64)r.stats.pivots, "cache-flushed",
+                              G_TYPE_BOOLEAN, r.stats.flushed, nullptr);
   GValue list = G_VALUE_INIT;
   g_value_init(&list, GST_TYPE_LIST);
   for (const emd::Detection &d : r.detections) {
@@ -341,10 +356,10 @@ static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *outbuf, const
                              (gint64)d.track_id, "pixels", G_TYPE_INT64, (gint64)d.pixels, nullptr));
     GValue v = G_VALUE_INIT;
     g_value_init(&v, GST_TYPE_STRUCTURE);
-    GstStructure *s = gst_structure_new("detection", "x", G_TYPE_INT, d.x, "y", G_TYPE_INT, d.y, "width", G_TYPE_INT,
-                                        d.w, "height", G_TYPE_INT, d.h, "distance", G_TYPE_DOUBLE, (double)d.distance,
-                                        "track-id", G_TYPE_INT64, (gint64)d.track_id, "pixels", G_TYPE_INT64,
-                                        (gint64)d.pixels, nullptr);
+    GstStructure *s =
+        gst_structure_new("detection", "x", G_TYPE_INT, d.x, "y", G_TYPE_INT, d.y, "width", G_TYPE_INT, d.w, "height",
+                          G_TYPE_INT, d.h, "distance", G_TYPE_DOUBLE, (double)d.distance, "track-id", G_TYPE_INT64,
+                          (gint64)d.track_id, "pixels", G_TYPE_INT64, (gint64)d.pixels, nullptr);
     gst_value_set_structure(&v, s);
     gst_structure_free(s);
     gst_value_list_append_and_take_value(&list, &v);
@@ -408,20 +423,22 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                               nullptr, rw));
   install(PROP_TARGET_FRAME, g_param_spec_uint("target-frame", "Target frame",
                                                "Frame (from 0) whose target-rect is learned", 0, G_MAXUINT, 0, rw));
-  install(PROP_BINS, g_param_spec_int("bins", "Bins", "Signature bins of video input (grey-level histogram bins); tensor input brings its channels", 2,
-                                      emd::kMaxBins, 11, rw));
-  install(PROP_WINDOW, g_param_spec_int("window", "Window", "Odd window size of the per-pixel histogram (video input)", 1, 31,
-                                        11, rw));
-  install(PROP_GROUND, g_param_spec_enum("ground-distance", "Ground distance", "Cost between bins",
-                                         GST_TYPE_EMD_GROUND, (gint)emd::GroundKind::AbsDiff, rw));
-  install(PROP_WAVELENGTHS, g_param_spec_string("wavelengths", "Wavelengths",
-                                                "Band centre wavelengths for ground-distance=wavelengths", nullptr, rw));
+  install(PROP_BINS, g_param_spec_int(
+                         "bins", "Bins",
+                         "Signature bins of video input (grey-level histogram bins); tensor input brings its channels",
+                         2, emd::kMaxBins, 11, rw));
+  install(PROP_WINDOW, g_param_spec_int("window", "Window", "Odd window size of the per-pixel histogram (video input)",
+                                        1, 31, 11, rw));
+  install(PROP_GROUND, g_param_spec_enum("ground-distance", "Ground distance", "Cost between bins", GST_TYPE_EMD_GROUND,
+                                         (gint)emd::GroundKind::AbsDiff, rw));
+  install(PROP_WAVELENGTHS,
+          g_param_spec_string("wavelengths", "Wavelengths", "Band centre wavelengths for ground-distance=wavelengths",
+                              nullptr, rw));
   install(PROP_GROUND_LOCATION, g_param_spec_string("ground-distance-location", "Ground distance file",
                                                     "n lines of n numbers for ground-distance=matrix", nullptr, rw));
-  install(PROP_NORMALIZATION,
-          g_param_spec_enum("normalization", "Normalization",
-                            "How the total cost becomes a distance when the masses differ", GST_TYPE_EMD_NORMALIZATION,
-                            (gint)emd::Normalization::Flow, rw));
+  install(PROP_NORMALIZATION, g_param_spec_enum("normalization", "Normalization",
+                                                "How the total cost becomes a distance when the masses differ",
+                                                GST_TYPE_EMD_NORMALIZATION, (gint)emd::Normalization::Flow, rw));
   install(PROP_CACHE_SIZE, g_param_spec_int64("cache-size", "Cache size",
                                               "Signatures kept from earlier frames (0: none); emptied when full", 0,
                                               G_MAXINT64 / 1024, emd::EmdMapConfig{}.cache_capacity, rw));
@@ -430,14 +447,16 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
   install(PROP_THRESHOLD,
           g_param_spec_float("threshold", "Threshold", "Detection: pixels at this EMD or less are on target", 0.f,
                              G_MAXFLOAT, 1.f, (GParamFlags)(rw | GST_PARAM_CONTROLLABLE)));
-  install(PROP_MIN_AREA, g_param_spec_int64("min-area", "Minimum area", "Detection: fewest on-target pixels", 1,
-                                            G_MAXINT64, 64, rw));
+  install(PROP_MIN_AREA,
+          g_param_spec_int64("min-area", "Minimum area", "Detection: fewest on-target pixels", 1, G_MAXINT64, 64, rw));
   install(PROP_HEATMAP_MAX, g_param_spec_float("heatmap-max", "Heat map range",
                                                "Distance shown as blue (0: 3 x threshold)", 0.f, G_MAXFLOAT, 0.f, rw));
-  install(PROP_OPACITY, g_param_spec_float("opacity", "Opacity", "Heat map colour over the grey frame (video input; over black for tensor input)", 0.f, 1.f,
-                                           0.6f, rw));
-  install(PROP_DRAW_BOXES, g_param_spec_boolean("draw-boxes", "Draw boxes",
-                                                "Outline the detections on the heat map", TRUE, rw));
+  install(PROP_OPACITY,
+          g_param_spec_float("opacity", "Opacity",
+                             "Heat map colour over the grey frame (video input; over black for tensor input)", 0.f, 1.f,
+                             0.6f, rw));
+  install(PROP_DRAW_BOXES,
+          g_param_spec_boolean("draw-boxes", "Draw boxes", "Outline the detections on the heat map", TRUE, rw));
 
   gst_element_class_set_static_metadata(
       element_class, "Prism EMD tracker", "Filter/Analyzer/Video/Hardware",

@@ -32,11 +32,12 @@ struct _GstEnviSrc {
 G_DEFINE_TYPE(GstEnviSrc, gst_envi_src, GST_TYPE_PUSH_SRC);
 GST_ELEMENT_REGISTER_DEFINE(envisrc, "envisrc", GST_RANK_NONE, GST_TYPE_ENVI_SRC);
 
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS(GST_PRISM_TENSOR_MEDIA_TYPE ", dtype=(string){ u8, u16, f32 }, channels=(int)[ 1, 1024 ], "
-                                                "width=(int)[ 1, 32768 ], height=(int)[ 1, 32768 ], "
-                                                "framerate=(fraction)[ 0/1, 2147483647/1 ], layout=(string)interleaved"));
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS,
+                            GST_STATIC_CAPS(GST_PRISM_TENSOR_MEDIA_TYPE
+                                            ", dtype=(string){ u8, u16, f32 }, channels=(int)[ 1, 1024 ], "
+                                            "width=(int)[ 1, 32768 ], height=(int)[ 1, 32768 ], "
+                                            "framerate=(fraction)[ 0/1, 2147483647/1 ], layout=(string)interleaved"));
 
 /* The location for an index: the pattern's one %d / %0Nd directive replaced ("%%" is a '%').
  * Throws std::invalid_argument naming the property for any other directive or more than one. */
@@ -74,7 +75,10 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
   GstEnviSrc *self = GST_ENVI_SRC(object);
   GST_OBJECT_LOCK(self);
   switch (id) {
-    case PROP_LOCATION: g_free(self->location); self->location = g_value_dup_string(value); break;
+    case PROP_LOCATION:
+      g_free(self->location);
+      self->location = g_value_dup_string(value);
+      break;
     case PROP_START_INDEX: self->start_index = g_value_get_int(value); break;
     case PROP_STOP_INDEX: self->stop_index = g_value_get_int(value); break;
     case PROP_LOOP: self->loop = g_value_get_boolean(value); break;
@@ -231,13 +235,13 @@ static void gst_envi_src_class_init(GstEnviSrcClass *klass) {
       g_param_spec_string("location", "Location",
                           "ENVI header (.hdr) to read, or a numbered sequence with one %d / %0Nd (like multifilesrc)",
                           nullptr, rw));
-  g_object_class_install_property(oc, PROP_START_INDEX,
-                                  g_param_spec_int("start-index", "Start index", "First index of a sequence", 0,
-                                                   G_MAXINT, 0, rw));
-  g_object_class_install_property(oc, PROP_STOP_INDEX,
-                                  g_param_spec_int("stop-index", "Stop index",
-                                                   "Last index of a sequence (-1: until a file is missing)", -1,
-                                                   G_MAXINT, -1, rw));
+  g_object_class_install_property(
+      oc, PROP_START_INDEX,
+      g_param_spec_int("start-index", "Start index", "First index of a sequence", 0, G_MAXINT, 0, rw));
+  g_object_class_install_property(
+      oc, PROP_STOP_INDEX,
+      g_param_spec_int("stop-index", "Stop index", "Last index of a sequence (-1: until a file is missing)", -1,
+                       G_MAXINT, -1, rw));
   g_object_class_install_property(oc, PROP_LOOP,
                                   g_param_spec_boolean("loop", "Loop", "Start again after the last cube", FALSE, rw));
   g_object_class_install_property(oc, PROP_FRAMERATE,

@@ -128,8 +128,7 @@ static GstAggregatorPad *create_new_pad(GstAggregator *agg, GstPadTemplate *temp
   if (req_name && std::sscanf(req_name, "overlay_%u%c", &requested, &tail) == 1) index = requested;
   gchar *name = g_strdup_printf("overlay_%u", index);
   gboolean taken = FALSE;
-  for (GList *l = GST_ELEMENT(self)->sinkpads; l; l = l->next)
-    taken |= g_str_equal(GST_OBJECT_NAME(l->data), name);
+  for (GList *l = GST_ELEMENT(self)->sinkpads; l; l = l->next) taken |= g_str_equal(GST_OBJECT_NAME(l->data), name);
   if (taken) {
     GST_OBJECT_UNLOCK(self);
     GST_WARNING_OBJECT(self, "pad %s exists already", name);
@@ -285,8 +284,7 @@ static gboolean negotiated_src_caps(GstAggregator *agg, GstCaps *caps) {
   if (!gst_video_info_from_caps(&info, caps)) return FALSE;
   const gboolean cuda_caps = gst_prism_caps_are_cuda(caps);
   if (cuda_caps && !self->cuda.use_cuda) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("memory:CUDAMemory caps on the CPU path"),
-                      ("%" GST_PTR_FORMAT, caps));
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("memory:CUDAMemory caps on the CPU path"), ("%" GST_PTR_FORMAT, caps));
     return FALSE;
   }
   if (!gst_prism_cuda_check_i420_height(GST_ELEMENT(self), &info, cuda_caps, "sink")) return FALSE;
@@ -466,7 +464,8 @@ static pp::MaskView alpha_view(const GstVideoInfo *info, const uint8_t *data, in
  * scratch in the same memory. */
 static pp::YuvBackground yuv_background(const GstVideoInfo *info, const GstPrismFrame *frame, uint8_t *rgba) {
   pp::YuvBackground bg;
-  bg.frame.format = GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_NV12 ? cc::PixelFormat::NV12 : cc::PixelFormat::I420;
+  bg.frame.format =
+      GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_NV12 ? cc::PixelFormat::NV12 : cc::PixelFormat::I420;
   bg.frame.width = GST_VIDEO_INFO_WIDTH(info);
   bg.frame.height = GST_VIDEO_INFO_HEIGHT(info);
   for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(info); p++) {
@@ -886,10 +885,11 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
 
   GstCaps *bg_caps = gst_prism_cuda_template_caps(BACKGROUND_FORMATS, BACKGROUND_FORMATS);
   GstCaps *ov_caps = gst_prism_cuda_template_caps(OVERLAY_FORMATS, OVERLAY_FORMATS);
+  gst_element_class_add_pad_template(element_class, gst_pad_template_new_with_gtype("src", GST_PAD_SRC, GST_PAD_ALWAYS,
+                                                                                    bg_caps, GST_TYPE_AGGREGATOR_PAD));
   gst_element_class_add_pad_template(
-      element_class, gst_pad_template_new_with_gtype("src", GST_PAD_SRC, GST_PAD_ALWAYS, bg_caps, GST_TYPE_AGGREGATOR_PAD));
-  gst_element_class_add_pad_template(element_class, gst_pad_template_new_with_gtype("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-                                                                                    bg_caps, GST_TYPE_POISSON_BLEND_PAD));
+      element_class,
+      gst_pad_template_new_with_gtype("sink", GST_PAD_SINK, GST_PAD_ALWAYS, bg_caps, GST_TYPE_POISSON_BLEND_PAD));
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new_with_gtype("overlay_%u", GST_PAD_SINK, GST_PAD_REQUEST, ov_caps,
                                                      GST_TYPE_POISSON_BLEND_OVERLAY_PAD));

@@ -17,8 +17,8 @@ using prism::poissonblend::OverlayState;
 GType gst_poisson_blend_mode_get_type(void) {
   static GType type = 0;
   static const GEnumValue values[] = {
-      {(gint)pp::CloneMode::Normal,
-       "Normal clone: the overlay's gradients inside the mask (cv::NORMAL_CLONE)", "normal"},
+      {(gint)pp::CloneMode::Normal, "Normal clone: the overlay's gradients inside the mask (cv::NORMAL_CLONE)",
+       "normal"},
       {(gint)pp::CloneMode::Mixed,
        "Mixed clone: per channel, the stronger of the overlay's and the background's gradients "
        "(cv::MIXED_CLONE)",
@@ -149,8 +149,8 @@ static void overlay_pad_set_property(GObject *object, guint prop_id, const GValu
           mask->height = image.height;
           mask->grey = std::move(image.pixels);
           mask->box = pp::mask_box(mask->view());
-          GST_DEBUG_OBJECT(object, "mask %s: %dx%d, box %d,%d %dx%d", location, mask->width, mask->height,
-                           mask->box.x, mask->box.y, mask->box.width, mask->box.height);
+          GST_DEBUG_OBJECT(object, "mask %s: %dx%d, box %d,%d %dx%d", location, mask->width, mask->height, mask->box.x,
+                           mask->box.y, mask->box.width, mask->box.height);
         } else {
           error = err->message;
           missing = g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
@@ -198,8 +198,8 @@ static void gst_poisson_blend_overlay_pad_class_init(GstPoissonBlendOverlayPadCl
   gobject_class->set_property = overlay_pad_set_property;
   gobject_class->get_property = overlay_pad_get_property;
   gobject_class->finalize = overlay_pad_finalize;
-  const GParamFlags controllable = (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE |
-                                                 GST_PARAM_MUTABLE_PLAYING | G_PARAM_STATIC_STRINGS);
+  const GParamFlags controllable =
+      (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE | GST_PARAM_MUTABLE_PLAYING | G_PARAM_STATIC_STRINGS);
   g_object_class_install_property(
       gobject_class, PROP_PAD_XPOS,
       g_param_spec_int("xpos", "X position",

@@ -65,16 +65,15 @@ GType gst_poisson_blend_mode_get_type(void);
 /* The background pad: a GstVideoAggregatorPad whose buffers are never mapped for it by the base
  * class (CUDA memory stays on the device). */
 #define GST_TYPE_POISSON_BLEND_PAD (gst_poisson_blend_pad_get_type())
-G_DECLARE_DERIVABLE_TYPE(GstPoissonBlendPad, gst_poisson_blend_pad, GST, POISSON_BLEND_PAD,
-                         GstVideoAggregatorPad)
+G_DECLARE_DERIVABLE_TYPE(GstPoissonBlendPad, gst_poisson_blend_pad, GST, POISSON_BLEND_PAD, GstVideoAggregatorPad)
 struct _GstPoissonBlendPadClass {
   GstVideoAggregatorPadClass parent_class;
 };
 
 /* An overlay pad: xpos, ypos, mode, mask-location. */
 #define GST_TYPE_POISSON_BLEND_OVERLAY_PAD (gst_poisson_blend_overlay_pad_get_type())
-G_DECLARE_FINAL_TYPE(GstPoissonBlendOverlayPad, gst_poisson_blend_overlay_pad, GST,
-                     POISSON_BLEND_OVERLAY_PAD, GstPoissonBlendPad)
+G_DECLARE_FINAL_TYPE(GstPoissonBlendOverlayPad, gst_poisson_blend_overlay_pad, GST, POISSON_BLEND_OVERLAY_PAD,
+                     GstPoissonBlendPad)
 
 G_END_DECLS
 
@@ -115,9 +114,9 @@ struct OverlayState {
   poisson::Box alpha_box;
   gboolean warned_clipped = FALSE, warned_empty = FALSE;
 #if defined(PRISM_HAVE_CUDA)
-  gboolean device_copy_valid = FALSE;           /* overlay_dev holds cached_mem's pixels */
-  GstPrismDeviceArray<uint8_t> overlay_dev;     /* system-memory overlay, packed rows */
-  GstPrismDeviceArray<uint8_t> mask_dev;        /* mask-location pixels */
+  gboolean device_copy_valid = FALSE;       /* overlay_dev holds cached_mem's pixels */
+  GstPrismDeviceArray<uint8_t> overlay_dev; /* system-memory overlay, packed rows */
+  GstPrismDeviceArray<uint8_t> mask_dev;    /* mask-location pixels */
   std::shared_ptr<const MaskFile> mask_dev_of;
 #endif
 

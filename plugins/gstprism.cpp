@@ -26,5 +26,5 @@ static gboolean plugin_init(GstPlugin *plugin) {
 }
 
 GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, prism,
-                  "Prism: real-time video analytics on NVIDIA GPUs (CPU fallback)", plugin_init,
-                  PRISM_VERSION, "LGPL", "Prism", "Prism project")
+                  "Prism: real-time video analytics on NVIDIA GPUs (CPU fallback)", plugin_init, PRISM_VERSION, "LGPL",
+                  "Prism", "Prism project")

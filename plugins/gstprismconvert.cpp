@@ -26,8 +26,8 @@ GST_ELEMENT_REGISTER_DEFINE(prismconvert, "prismconvert", GST_RANK_NONE, GST_TYP
 static GstCaps *transform_structure(GstPrismCudaFilter *, GstPadDirection, const GstStructure *in) {
   GstStructure *s = gst_structure_copy(in);
   /* Any supported format and any size on the other side; colorimetry follows the format. */
-  gst_structure_remove_fields(s, "format", "colorimetry", "chroma-site", "width", "height",
-                              "pixel-aspect-ratio", nullptr);
+  gst_structure_remove_fields(s, "format", "colorimetry", "chroma-site", "width", "height", "pixel-aspect-ratio",
+                              nullptr);
   GValue formats = G_VALUE_INIT;
   g_value_init(&formats, GST_TYPE_LIST);
   for (const char *f : {"NV12", "I420", "RGBA", "BGRx", "BGR", "GRAY8"}) {
@@ -44,8 +44,7 @@ static GstCaps *transform_structure(GstPrismCudaFilter *, GstPadDirection, const
 
 /* Picks the output format (the input's when allowed), then the size and pixel aspect ratio so
  * that the display aspect ratio is kept, as videoscale does. */
-static GstCaps *fixate_caps(GstBaseTransform *, GstPadDirection direction, GstCaps *caps,
-                            GstCaps *othercaps) {
+static GstCaps *fixate_caps(GstBaseTransform *, GstPadDirection direction, GstCaps *caps, GstCaps *othercaps) {
   othercaps = gst_caps_truncate(othercaps);
   othercaps = gst_caps_make_writable(othercaps);
   GstStructure *in = gst_caps_get_structure(caps, 0);
@@ -59,8 +58,10 @@ static GstCaps *fixate_caps(GstBaseTransform *, GstPadDirection direction, GstCa
   gst_structure_get_int(in, "height", &in_h);
   gst_structure_get_fraction(in, "pixel-aspect-ratio", &in_par_n, &in_par_d);
   if (in_w > 0 && in_h > 0) {
-    gboolean w_fixed = gst_structure_has_field(out, "width") && G_VALUE_HOLDS_INT(gst_structure_get_value(out, "width"));
-    gboolean h_fixed = gst_structure_has_field(out, "height") && G_VALUE_HOLDS_INT(gst_structure_get_value(out, "height"));
+    gboolean w_fixed =
+        gst_structure_has_field(out, "width") && G_VALUE_HOLDS_INT(gst_structure_get_value(out, "width"));
+    gboolean h_fixed =
+        gst_structure_has_field(out, "height") && G_VALUE_HOLDS_INT(gst_structure_get_value(out, "height"));
     if (!w_fixed && !h_fixed) {
       gst_structure_fixate_field_nearest_int(out, "width", in_w);
       gst_structure_fixate_field_nearest_int(out, "height", in_h);
@@ -85,8 +86,7 @@ static GstCaps *fixate_caps(GstBaseTransform *, GstPadDirection direction, GstCa
   /* Keep the input's colorimetry when both sides are YUV of the same family. */
   const gchar *colorimetry = gst_structure_get_string(in, "colorimetry");
   const gchar *out_format = gst_structure_get_string(out, "format");
-  if (colorimetry && in_format && out_format &&
-      (g_str_equal(in_format, "NV12") || g_str_equal(in_format, "I420")) &&
+  if (colorimetry && in_format && out_format && (g_str_equal(in_format, "NV12") || g_str_equal(in_format, "I420")) &&
       (g_str_equal(out_format, "NV12") || g_str_equal(out_format, "I420")) &&
       !gst_structure_has_field(out, "colorimetry"))
     gst_structure_set(out, "colorimetry", G_TYPE_STRING, colorimetry, nullptr);
@@ -102,8 +102,8 @@ static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, con
     return FALSE;
   }
   try {
-    self->plan = cc::make_plan(sf, prism::colorimetry_of(in), GST_VIDEO_INFO_WIDTH(in), GST_VIDEO_INFO_HEIGHT(in),
-                               df, prism::colorimetry_of(out), GST_VIDEO_INFO_WIDTH(out), GST_VIDEO_INFO_HEIGHT(out));
+    self->plan = cc::make_plan(sf, prism::colorimetry_of(in), GST_VIDEO_INFO_WIDTH(in), GST_VIDEO_INFO_HEIGHT(in), df,
+                               prism::colorimetry_of(out), GST_VIDEO_INFO_WIDTH(out), GST_VIDEO_INFO_HEIGHT(out));
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("cannot convert these caps"), ("%s", e.what()));
     return FALSE;

@@ -19,7 +19,7 @@ enum { PROP_0, PROP_BINS, PROP_WINDOW };
 
 struct _GstSpectralize {
   GstPrismCudaFilter parent;
-  gint bins, window; /* object lock */
+  gint bins, window;                  /* object lock */
   spectral::SpectralizeParams params; /* fixed per caps */
 };
 
@@ -54,8 +54,9 @@ static GstCaps *transform_structure(GstPrismCudaFilter *filter, GstPadDirection 
   GST_OBJECT_LOCK(self);
   const gint bins = self->bins;
   GST_OBJECT_UNLOCK(self);
-  GstStructure *s = direction == GST_PAD_SINK ? gst_prism_tensor_structure_new(OUTPUT_DTYPES, bins, bins)
-                                              : gst_structure_from_string("video/x-raw, format=(string)" VIDEO_FORMATS, nullptr);
+  GstStructure *s = direction == GST_PAD_SINK
+                        ? gst_prism_tensor_structure_new(OUTPUT_DTYPES, bins, bins)
+                        : gst_structure_from_string("video/x-raw, format=(string)" VIDEO_FORMATS, nullptr);
   gst_prism_structure_copy_geometry(s, in);
   return gst_caps_new_full(s, nullptr);
 }
@@ -122,13 +123,12 @@ static void gst_spectralize_class_init(GstSpectralizeClass *klass) {
   oc->set_property = set_property;
   oc->get_property = get_property;
   const GParamFlags rw = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-  g_object_class_install_property(oc, PROP_BINS,
-                                  g_param_spec_int("bins", "Bins", "Histogram bins over 0..255: the output's channels",
-                                                   2, 32, 11, rw));
-  g_object_class_install_property(oc, PROP_WINDOW,
-                                  g_param_spec_int("window", "Window",
-                                                   "Odd window size (replicated border at the frame's edges)", 1, 31,
-                                                   11, rw));
+  g_object_class_install_property(
+      oc, PROP_BINS,
+      g_param_spec_int("bins", "Bins", "Histogram bins over 0..255: the output's channels", 2, 32, 11, rw));
+  g_object_class_install_property(
+      oc, PROP_WINDOW,
+      g_param_spec_int("window", "Window", "Odd window size (replicated border at the frame's edges)", 1, 31, 11, rw));
   gst_element_class_set_static_metadata(
       element_class, "Prism spectralize", "Filter/Converter/Video/Hardware",
       "Multispectral frames from video: per pixel, the grey-level histogram of an odd window, as "

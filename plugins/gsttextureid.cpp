@@ -32,10 +32,9 @@ typedef enum { MODE_SEARCH, MODE_VERIFY } TextureIdMode;
 #define GST_TYPE_TEXTURE_ID_MODE (texture_id_mode_get_type())
 static GType texture_id_mode_get_type(void) {
   static GType type = 0;
-  static const GEnumValue values[] = {
-      {MODE_SEARCH, "1:M: which enrolled texture is shown", "search"},
-      {MODE_VERIFY, "1:1: is the texture shown 'claimed-id'", "verify"},
-      {0, nullptr, nullptr}};
+  static const GEnumValue values[] = {{MODE_SEARCH, "1:M: which enrolled texture is shown", "search"},
+                                      {MODE_VERIFY, "1:1: is the texture shown 'claimed-id'", "verify"},
+                                      {0, nullptr, nullptr}};
   if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstTextureIdMode", values));
   return type;
 }
@@ -88,9 +87,15 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
   GstTextureId *self = GST_TEXTURE_ID(object);
   GST_OBJECT_LOCK(self);
   switch (id) {
-    case PROP_GALLERY: g_free(self->gallery); self->gallery = g_value_dup_string(value); break;
+    case PROP_GALLERY:
+      g_free(self->gallery);
+      self->gallery = g_value_dup_string(value);
+      break;
     case PROP_MODE: self->mode = (TextureIdMode)g_value_get_enum(value); break;
-    case PROP_CLAIMED_ID: g_free(self->claimed_id); self->claimed_id = g_value_dup_string(value); break;
+    case PROP_CLAIMED_ID:
+      g_free(self->claimed_id);
+      self->claimed_id = g_value_dup_string(value);
+      break;
     case PROP_INTERVAL: self->interval = g_value_get_uint(value); break;
     case PROP_MIN_SHARPNESS: self->min_sharpness = g_value_get_double(value); break;
     case PROP_MIN_INLIERS: self->min_inliers = g_value_get_int(value); break;
@@ -188,9 +193,8 @@ static gboolean start(GstBaseTransform *trans) {
   try {
     g = texture::Gallery::open(gallery);
   } catch (const texture::GalleryError &e) {
-    GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ, ("textureid: property 'gallery': cannot open '%s': %s",
-                                                  gallery.c_str(), e.what()),
-                      (nullptr));
+    GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
+                      ("textureid: property 'gallery': cannot open '%s': %s", gallery.c_str(), e.what()), (nullptr));
     return FALSE;
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("textureid: gallery '%s': %s", gallery.c_str(), e.what()), (nullptr));
@@ -200,7 +204,7 @@ static gboolean start(GstBaseTransform *trans) {
 
   /* kCuda fails and kAuto falls back to the CPU without an sm_80+ GPU; on the CPU path the base
    * class has said why already. */
-  const texture::Device index_device = !cuda->use_cuda                  ? texture::Device::kCpu
+  const texture::Device index_device = !cuda->use_cuda                   ? texture::Device::kCpu
                                        : device == GST_PRISM_DEVICE_CUDA ? texture::Device::kCuda
                                                                          : texture::Device::kAuto;
   std::unique_ptr<State> st;
@@ -310,10 +314,12 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
   const std::string id = b.index >= 0 ? b.id : "";
   const double latency = features_ms + r.match_ms + r.verify_ms;
   GST_DEBUG_OBJECT(self,
-                   "frame %" G_GUINT64_FORMAT " (%s): %s '%s', %d inliers of %d matches (significance %.2f), %.1f ms "
+                   "frame %" G_GUINT64_FORMAT
+                   " (%s): %s '%s', %d inliers of %d matches (significance %.2f), %.1f ms "
                    "(features %.1f, match %.1f, verify %.1f)",
                    frame, mode == MODE_VERIFY ? "verify" : "search", r.identified ? "identified" : "not identified",
-                   id.c_str(), b.geometry.inliers, b.geometry.matches, b.significance, latency, features_ms, r.match_ms, r.verify_ms);
+                   id.c_str(), b.geometry.inliers, b.geometry.matches, b.significance, latency, features_ms, r.match_ms,
+                   r.verify_ms);
 
   auto fields = [&](GstStructure *s) {
     gst_structure_set(s, "id", G_TYPE_STRING, id.c_str(), "identified", G_TYPE_BOOLEAN, (gboolean)r.identified,
@@ -371,9 +377,10 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                               "The gallery directory, made by 'prism texture enroll --gallery DIR IMAGE...' (required; "
                               "read and indexed when the element starts)",
                               nullptr, ready));
-  install(PROP_MODE, g_param_spec_enum("mode", "Mode",
-                                       "search: which enrolled texture is shown (1:M); verify: is it 'claimed-id' (1:1)",
-                                       GST_TYPE_TEXTURE_ID_MODE, MODE_SEARCH, ready));
+  install(PROP_MODE,
+          g_param_spec_enum("mode", "Mode",
+                            "search: which enrolled texture is shown (1:M); verify: is it 'claimed-id' (1:1)",
+                            GST_TYPE_TEXTURE_ID_MODE, MODE_SEARCH, ready));
   install(PROP_CLAIMED_ID,
           g_param_spec_string("claimed-id", "Claimed id",
                               "mode=verify: the enrolled product id the frames are checked against (required)", nullptr,
@@ -390,8 +397,8 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                               0.0, G_MAXDOUBLE, 0.0, playing));
   install(PROP_MIN_INLIERS,
           g_param_spec_int("min-inliers", "Minimum inliers",
-                           "RANSAC inliers needed to identify (or accept a claim), besides min-significance", 4,
-                           100000, defaults.min_inliers, playing));
+                           "RANSAC inliers needed to identify (or accept a claim), besides min-significance", 4, 100000,
+                           defaults.min_inliers, playing));
   install(PROP_MIN_SIGNIFICANCE,
           g_param_spec_double("min-significance", "Minimum significance",
                               "Decision threshold on the inliers' significance, -log10 of the chance that a wrong "

@@ -76,8 +76,10 @@ void LinearSvm::train(const cv::Mat& x, const std::vector<int>& labels, int clas
           for (int j = 0; j < D; ++j) wx += w[j] * xi[j];
           const double g = y * wx - 1.0;  // gradient of the dual in alpha_i
           double pg = g;                  // projected onto 0 <= alpha <= C
-          if (alpha[i] <= 0) pg = std::min(g, 0.0);
-          else if (alpha[i] >= params.C) pg = std::max(g, 0.0);
+          if (alpha[i] <= 0)
+            pg = std::min(g, 0.0);
+          else if (alpha[i] >= params.C)
+            pg = std::max(g, 0.0);
           max_violation = std::max(max_violation, std::fabs(pg));
           if (pg == 0) continue;
           const double a = std::clamp(alpha[i] - g / qii[i], 0.0, params.C);

@@ -25,7 +25,7 @@ Prediction knn_chi2(const cv::Mat& train, const std::vector<int>& labels, int cl
 
 struct SvmParams {
   double C = 1.0;
-  int epochs = 200;       // passes over the data at most
+  int epochs = 200;         // passes over the data at most
   double tolerance = 1e-3;  // stop when the largest projected-gradient violation falls below it
   uint64_t seed = 1;
 };

@@ -56,9 +56,12 @@ cv::Mat FilterBank::dense(int f) const {
 cv::Mat filter_responses(const cv::Mat& grey, const FilterBank& bank) {
   if (grey.empty()) throw std::invalid_argument("filter_responses: empty image");
   cv::Mat g;
-  if (grey.type() == CV_8UC1) grey.convertTo(g, CV_32F, 1.0 / 255.0);
-  else if (grey.type() == CV_32FC1) g = grey;
-  else throw std::invalid_argument("filter_responses: the image must be CV_8UC1 or CV_32FC1");
+  if (grey.type() == CV_8UC1)
+    grey.convertTo(g, CV_32F, 1.0 / 255.0);
+  else if (grey.type() == CV_32FC1)
+    g = grey;
+  else
+    throw std::invalid_argument("filter_responses: the image must be CV_8UC1 or CV_32FC1");
   std::vector<cv::Mat> planes(bank.filters());
   cv::parallel_for_(cv::Range(0, bank.filters()), [&](const cv::Range& r) {
     for (int f = r.start; f < r.end; ++f) {
@@ -66,8 +69,10 @@ cv::Mat filter_responses(const cv::Mat& grey, const FilterBank& bank) {
       for (const SeparableTerm& t : bank.terms(f)) {
         cv::Mat one;
         cv::sepFilter2D(g, one, CV_32F, cv::Mat(t.x), cv::Mat(t.y), cv::Point(-1, -1), 0, cv::BORDER_REFLECT_101);
-        if (sum.empty()) sum = one;
-        else sum += one;
+        if (sum.empty())
+          sum = one;
+        else
+          sum += one;
       }
       planes[f] = sum;
     }

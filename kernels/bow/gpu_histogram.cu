@@ -1,6 +1,5 @@
 #include "bow/gpu_histogram.h"
 
-
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -27,14 +26,15 @@ constexpr int kRun = 8;                  // outputs per thread along the filter'
 constexpr int kColumnRun = 16;           // the column pass's run: 4 planes are read per step, so a longer run
                                          // keeps it under the shared-memory bandwidth
 constexpr int kInW = kTileW + 2 * kMaxRadius, kInH = kTileH + 2 * kMaxRadius;
-constexpr int kInPitch = kInW + 1;      // 63, odd: the row pass walks rows across lanes, so rows start in distinct banks
-constexpr int kRowPitch = kTileW + 1;    // 33: likewise for the row-pass planes
+constexpr int kInPitch = kInW + 1;     // 63, odd: the row pass walks rows across lanes, so rows start in distinct banks
+constexpr int kRowPitch = kTileW + 1;  // 33: likewise for the row-pass planes
 // Shared memory: the input tile, then the 4 row-pass planes, then slack. The zero taps of a size's
 // last step read up to 7 samples past a row (into the next row or plane) and 7 rows past the last
 // plane (into the slack); all of it holds finite values, so those products add 0.
 constexpr int kSlack = kRun * kRowPitch;  // (the column pass's last row read: 15 - R + 48 + 2R + 22 = 85 + R)
 constexpr int kBankThreads = 128;
-constexpr size_t kBankSmem = sizeof(float) * (kInH * kInPitch + 4 * kInH * kRowPitch + kSlack);  // 74 KB: 3 blocks per SM
+constexpr size_t kBankSmem =
+    sizeof(float) * (kInH * kInPitch + 4 * kInH * kRowPitch + kSlack);  // 74 KB: 3 blocks per SM
 
 enum Kernel1D { kGauss, kGauss2, kDeriv, kSmooth };
 
@@ -54,7 +54,8 @@ __device__ __forceinline__ int reflect101(int i, int n) {
 
 // out[v] += taps[j].<kernel> * window[v + j] for 8 taps and 8 outputs (the caller picks the kernel).
 template <int N, class Tap>
-__device__ __forceinline__ void slide8(float (&out)[N], const float (&window)[N + kRun - 1], const float4 (&taps)[kRun], Tap tap) {
+__device__ __forceinline__ void slide8(float (&out)[N], const float (&window)[N + kRun - 1], const float4 (&taps)[kRun],
+                                       Tap tap) {
 #pragma unroll
   for (int j = 0; j < kRun; ++j)
 #pragma unroll
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kBankThreads) filter_bank_kernel(const uint8_t
   __syncthreads();
   const int64_t plane = static_cast<int64_t>(W) * H;
   for (int si = 0; si < t.sizes; ++si) {
-    const int R = t.radius[si], steps = (2 * R + kRun) / kRun;  // ceil((2R + 1) / 8)
+    const int R = t.radius[si], steps = (2 * R + kRun) / kRun;     // ceil((2R + 1) / 8)
     const float4* k = reinterpret_cast<const float4*>(t.tap[si]);  // uniform: constant-bank loads
     // Row pass over tile rows kMaxRadius - R .. kMaxRadius + kTileH + R - 1; lanes take consecutive rows.
     const int row_count = kTileH + 2 * R, segments = kTileW / kRun;
@@ -161,15 +162,19 @@ BankTaps bank_taps(const FilterBank& bank) {
   BankTaps t{};
   t.sizes = sizes;
   for (int si = 0; si < sizes; ++si) {
-    const auto& G = bank.terms(4 * si), &L = bank.terms(4 * si + 1), &X = bank.terms(4 * si + 2), &Y = bank.terms(4 * si + 3);
+    const auto &G = bank.terms(4 * si), &L = bank.terms(4 * si + 1), &X = bank.terms(4 * si + 2),
+               &Y = bank.terms(4 * si + 3);
     const bool shaped = G.size() == 1 && L.size() == 2 && X.size() == 1 && Y.size() == 1 && G[0].x == G[0].y &&
-                        L[0].y == G[0].x && L[1].x == G[0].x && L[1].y == L[0].x && X[0].x == Y[0].y && X[0].y == Y[0].x;
+                        L[0].y == G[0].x && L[1].x == G[0].x && L[1].y == L[0].x && X[0].x == Y[0].y &&
+                        X[0].y == Y[0].x;
     const int taps = int(G[0].x.size()), radius = taps / 2;
     if (!shaped || taps % 2 == 0 || radius < 1 || radius > kMaxRadius)
-      throw std::invalid_argument("GpuHistogrammer: filter size " + std::to_string(taps) + " is not of the bank's form");
+      throw std::invalid_argument("GpuHistogrammer: filter size " + std::to_string(taps) +
+                                  " is not of the bank's form");
     const std::vector<float>* kernels[4] = {&G[0].x, &L[0].x, &X[0].x, &X[0].y};  // g, g'', d, m
     for (int q = 0; q < 4; ++q) {
-      if (int(kernels[q]->size()) != taps) throw std::invalid_argument("GpuHistogrammer: 1-D kernels of unequal length");
+      if (int(kernels[q]->size()) != taps)
+        throw std::invalid_argument("GpuHistogrammer: 1-D kernels of unequal length");
       for (int j = 0; j < taps; ++j) t.tap[si][j][q] = (*kernels[q])[j];
     }
     t.radius[si] = radius;
@@ -212,7 +217,8 @@ struct GpuHistogrammer::Impl {
     if (W < 1 || H < 1) throw std::invalid_argument("GpuHistogrammer: empty image");
   }
   const uint8_t* upload(const cv::Mat& grey8) {
-    if (grey8.empty() || grey8.type() != CV_8UC1) throw std::invalid_argument("GpuHistogrammer: the image must be 8-bit grey");
+    if (grey8.empty() || grey8.type() != CV_8UC1)
+      throw std::invalid_argument("GpuHistogrammer: the image must be 8-bit grey");
     reserve(int64_t(grey8.cols) * grey8.rows);
     PRISM_CUDA_CHECK(cudaMemcpy2DAsync(d_grey.data(), grey8.cols, grey8.data, grey8.step, grey8.cols, grey8.rows,
                                        cudaMemcpyHostToDevice, stream));
@@ -279,7 +285,8 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
   if (dictionary.type() != CV_32FC1 || dictionary.cols != m.filters || m.k < 1)
     throw std::invalid_argument("GpuHistogrammer: the dictionary must be k x " + std::to_string(m.filters) + " CV_32F");
   m.taps = bank_taps(bank);
-  PRISM_CUDA_CHECK(cudaFuncSetAttribute(filter_bank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBankSmem)));
+  PRISM_CUDA_CHECK(
+      cudaFuncSetAttribute(filter_bank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBankSmem)));
 
   m.stream = gpu::Stream::create();
   for (cudaEvent_t& e : m.marks) PRISM_CUDA_CHECK(cudaEventCreate(&e));
@@ -309,7 +316,8 @@ cv::Mat GpuHistogrammer::responses(const cv::Mat& grey8) {
   const uint8_t* grey = m.upload(grey8);
   m.run(grey, size_t(grey8.cols), grey8.cols, grey8.rows, false, false, false);
   cv::Mat planes(m.filters, int(grey8.total()), CV_32F), pixels;
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(planes.data, m.d_planes.data(), planes.total() * sizeof(float), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(planes.data, m.d_planes.data(), planes.total() * sizeof(float),
+                                   cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   cv::transpose(planes, pixels);  // pixel-major, as filter_responses
   return pixels.reshape(m.filters, grey8.rows).clone();
@@ -320,7 +328,8 @@ cv::Mat GpuHistogrammer::words(const cv::Mat& grey8) {
   const uint8_t* grey = m.upload(grey8);
   m.run(grey, size_t(grey8.cols), grey8.cols, grey8.rows, true, true, false);
   cv::Mat out(grey8.rows, grey8.cols, CV_32SC1);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(out.data, m.d_words.data(), out.total() * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(out.data, m.d_words.data(), out.total() * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   return out;
 }

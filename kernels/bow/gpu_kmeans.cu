@@ -35,7 +35,8 @@ __global__ void update_kernel(const float* points, int d, const int* order, cons
     for (int i = begin; i < end; i += 8) {
       float v[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = i + u < end && j < d ? points[static_cast<int64_t>(order[i + u]) * d + j] : 0.f;
+      for (int u = 0; u < 8; ++u)
+        v[u] = i + u < end && j < d ? points[static_cast<int64_t>(order[i + u]) * d + j] : 0.f;
 #pragma unroll
       for (int u = 0; u < 8; ++u)
         if (i + u < end) s += v[u];
@@ -69,9 +70,9 @@ __global__ void transpose_kernel(const float* points, int n, int d, float* plane
 // each point's weight becomes min(weight, its float distance to the newest seed) in double, and
 // each block of 1024 points sums them per chunk and block in order; one thread then walks the
 // sums to the next seed with the CPU's code.
-__global__ void __launch_bounds__(detail::kSeedBlock) seed_weights_kernel(const float* planes, int n, int d, const int* chosen,
-                                                                         bool first, double* weights, double* chunk_sums,
-                                                                         double* block_sums) {
+__global__ void __launch_bounds__(detail::kSeedBlock)
+    seed_weights_kernel(const float* planes, int n, int d, const int* chosen, bool first, double* weights,
+                        double* chunk_sums, double* block_sums) {
   constexpr int kChunksPerBlock = detail::kSeedBlock / detail::kSeedChunk;
   __shared__ float centre[64];
   __shared__ double w[kChunksPerBlock * (detail::kSeedChunk + 1)];  // padded rows: the chunk sums read distinct banks
@@ -112,9 +113,9 @@ __global__ void __launch_bounds__(detail::kSeedBlock) seed_weights_kernel(const 
 // The draw with kmeans_pp.h's code, one thread walking each level after the block stages it in
 // shared memory (a lone thread's chain of dependent global loads would be latency-bound).
 constexpr int kPickThreads = 1024, kPickStagedBlocks = 4096;  // block sums staged for n <= 4M points
-__global__ void __launch_bounds__(kPickThreads) seed_pick_kernel(const double* weights, const double* chunk_sums,
-                                                                 const double* block_sums, int n, const double* u,
-                                                                 const int* previous, int* next) {
+__global__ void __launch_bounds__(kPickThreads)
+    seed_pick_kernel(const double* weights, const double* chunk_sums, const double* block_sums, int n, const double* u,
+                     const int* previous, int* next) {
   __shared__ double staged_blocks[kPickStagedBlocks];
   __shared__ double staged_chunks[detail::kSeedBlock / detail::kSeedChunk];
   __shared__ double staged_weights[detail::kSeedBlock];
@@ -161,8 +162,8 @@ class GpuSteps : public detail::LloydSteps {
     d_offsets_.resize(k_ + 1);
     h_labels_.resize(n_);
     h_dist_.resize(n_);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_points_.data(), points.ptr<float>(), sizeof(float) * n_ * d_, cudaMemcpyHostToDevice,
-                                     stream_));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_points_.data(), points.ptr<float>(), sizeof(float) * n_ * d_,
+                                     cudaMemcpyHostToDevice, stream_));
     transpose_kernel<<<(n_ + 255) / 256, 256, 0, stream_>>>(d_points_.data(), n_, d_, d_planes_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
   }
@@ -173,8 +174,10 @@ class GpuSteps : public detail::LloydSteps {
     out.words = d_labels_.data();
     out.distances = d_dist_.data();
     words_->assign(d_planes_.data(), n_, n_, 1, out);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_labels_.data(), d_labels_.data(), sizeof(int) * n_, cudaMemcpyDeviceToHost, stream_));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_dist_.data(), d_dist_.data(), sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(h_labels_.data(), d_labels_.data(), sizeof(int) * n_, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(h_dist_.data(), d_dist_.data(), sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     labels.assign(h_labels_.data(), h_labels_.data() + n_);
     dist.assign(h_dist_.data(), h_dist_.data() + n_);
@@ -184,7 +187,8 @@ class GpuSteps : public detail::LloydSteps {
     offsets_.assign(k_ + 1, 0);
     for (int c = 0; c < k_; ++c) offsets_[c + 1] = offsets_[c] + counts[c];
     detail::stable_order_by_label(labels, k_, h_labels_.data());  // (pinned staging for the upload)
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_order_.data(), h_labels_.data(), sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(d_order_.data(), h_labels_.data(), sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
     PRISM_CUDA_CHECK(
         cudaMemcpyAsync(d_offsets_.data(), offsets_.data(), sizeof(int) * (k_ + 1), cudaMemcpyHostToDevice, stream_));
     update_kernel<<<(k_ + 3) / 4, 128, 0, stream_>>>(d_points_.data(), d_, d_order_.data(), d_offsets_.data(), k_,
@@ -195,7 +199,8 @@ class GpuSteps : public detail::LloydSteps {
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     // The labels after re-seeding, for assigned_distances (h_labels_ is free again after the sync).
     std::copy(labels.begin(), labels.end(), h_labels_.data());
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_labels_.data(), h_labels_.data(), sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(d_labels_.data(), h_labels_.data(), sizeof(int) * n_, cudaMemcpyHostToDevice, stream_));
   }
 
   void assigned_distances(const cv::Mat&, const std::vector<int>&, std::vector<float>& dist) override {
@@ -203,7 +208,8 @@ class GpuSteps : public detail::LloydSteps {
     assigned_distance_kernel<<<(n_ + 127) / 128, 128, 0, stream_>>>(d_points_.data(), n_, d_, d_centers_.data(),
                                                                     d_labels_.data(), d_dist_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_dist_.data(), d_dist_.data(), sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(h_dist_.data(), d_dist_.data(), sizeof(float) * n_, cudaMemcpyDeviceToHost, stream_));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     dist.assign(h_dist_.data(), h_dist_.data() + n_);
   }
@@ -222,11 +228,12 @@ class GpuSteps : public detail::LloydSteps {
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_u.data(), u.data(), sizeof(double) * k, cudaMemcpyHostToDevice, stream_));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_chosen.data(), chosen.data(), sizeof(int), cudaMemcpyHostToDevice, stream_));
     for (int c = 0; c < k; ++c) {
-      seed_weights_kernel<<<blocks, detail::kSeedBlock, 0, stream_>>>(d_planes_.data(), n_, d_, d_chosen.data() + c, c == 0,
-                                                                     weights.data(), chunk_sums.data(), block_sums.data());
+      seed_weights_kernel<<<blocks, detail::kSeedBlock, 0, stream_>>>(
+          d_planes_.data(), n_, d_, d_chosen.data() + c, c == 0, weights.data(), chunk_sums.data(), block_sums.data());
       if (c + 1 == k) break;
       seed_pick_kernel<<<1, kPickThreads, 0, stream_>>>(weights.data(), chunk_sums.data(), block_sums.data(), n_,
-                                                        d_u.data() + c + 1, d_chosen.data() + c, d_chosen.data() + c + 1);
+                                                        d_u.data() + c + 1, d_chosen.data() + c,
+                                                        d_chosen.data() + c + 1);
     }
     PRISM_CUDA_CHECK(cudaGetLastError());
     PRISM_CUDA_CHECK(cudaMemcpyAsync(chosen.data(), d_chosen.data(), sizeof(int) * k, cudaMemcpyDeviceToHost, stream_));

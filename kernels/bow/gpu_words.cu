@@ -18,7 +18,7 @@ namespace {
 
 constexpr int kWordWarps = 8, kWordThreads = 32 * kWordWarps;
 constexpr int kChunk = 32 * kWordWarps;  // vectors per block step: 32 per warp (two m16 tiles)
-constexpr int kTilesPerStep = 4;        // tiles of 8 words per loop step
+constexpr int kTilesPerStep = 4;         // tiles of 8 words per loop step
 constexpr int kXsPitch = kChunk + 4;     // the A-fragment gathers fall in distinct banks
 constexpr float kFp16Limit = 65000.f;    // below FP16's largest finite value, 65504
 
@@ -36,11 +36,11 @@ struct WordsArgs {
   int* words;               // per vector; null: none
   float* distances;         // per vector; null: none
   // Exact mode: the certificate's inputs and the list of vectors it leaves to the exact scan.
-  float scale, inv_scale;   // a power of two: the FP16 values are scale (x - mean), -2 scale (c - mean)
-  float cmax;               // max ||c - mean||
-  float pack_error;         // relative change of a float by the index bits, with a factor 2 to spare
-  bool screenable;          // 2 |c - mean| fits FP16
-  int* rescan;              // [0]: count, then vector indices
+  float scale, inv_scale;  // a power of two: the FP16 values are scale (x - mean), -2 scale (c - mean)
+  float cmax;              // max ||c - mean||
+  float pack_error;        // relative change of a float by the index bits, with a factor 2 to spare
+  bool screenable;         // 2 |c - mean| fits FP16
+  int* rescan;             // [0]: count, then vector indices
 };
 
 __device__ __forceinline__ uint32_t pack_halves(float lo, float hi) {
@@ -96,10 +96,12 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
   int* warp_candidates = candidates + warp * 32 * kPerVector;
   // (Staging the next chunk with cp.async during this one's work measured no faster: three blocks
   // per SM already cover the loads.)
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kChunk; base < a.n; base += static_cast<int64_t>(gridDim.x) * kChunk) {
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kChunk; base < a.n;
+       base += static_cast<int64_t>(gridDim.x) * kChunk) {
     __syncthreads();  // the previous chunk's vectors are no longer read
     const int64_t mine = base + threadIdx.x;
-    for (int f = 0; f < kDims; ++f) xs[f * kXsPitch + threadIdx.x] = f < a.d && mine < a.n ? a.planes[f * a.plane + mine] : 0.f;
+    for (int f = 0; f < kDims; ++f)
+      xs[f * kXsPitch + threadIdx.x] = f < a.d && mine < a.n ? a.planes[f * a.plane + mine] : 0.f;
     __syncthreads();
     uint32_t A[2][KSteps][4];
 #pragma unroll
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int h = 0; h < 2; ++h) best[m][h][0] = best[m][h][1] = FLT_MAX;
-    auto keep = [&](float (&b)[2], float v, int column) {
+    auto keep = [&](float(&b)[2], float v, int column) {
       if constexpr (kExact) {
         const float t = fmaxf(b[0], v);
         b[0] = fminf(b[0], v);
@@ -221,10 +223,12 @@ __global__ void __launch_bounds__(kWordThreads) words_kernel(const WordsArgs a) 
         const double xn = sqrt(xn2), c = a.cmax;
         const double err = 1.96e-3 * xn * c + 6.0e-8 * a.inv_scale * sqrt(double(a.d)) * (xn + c) + 2.0e-7 * c * c +
                            (KSteps + 1) * 4.8e-7 * (c * c + 2.002 * xn * c);
-        const double floor_fp16 = double(__int_as_float(warp_candidates[kPerVector * lane + 2])) * a.inv_scale * a.inv_scale;
+        const double floor_fp16 =
+            double(__int_as_float(warp_candidates[kPerVector * lane + 2])) * a.inv_scale * a.inv_scale;
         const double others = floor_fp16 - fabs(floor_fp16) * a.pack_error + xn2 * (1.0 - 1e-6) - err;
         // (Written so that NaN or infinity fails it.)
-        done = a.screenable && xinf * a.scale < kFp16Limit && best_w >= 0 && double(best_d) < (1.0 - (a.d + 3) * 6.0e-8) * others;
+        done = a.screenable && xinf * a.scale < kFp16Limit && best_w >= 0 &&
+               double(best_d) < (1.0 - (a.d + 3) * 6.0e-8) * others;
         if (!done) a.rescan[1 + atomicAdd(a.rescan, 1)] = int(p);
       }
       if (done) {
@@ -276,8 +280,8 @@ __global__ void rescan_kernel(const float* planes, int64_t plane, int d, const f
 
 template <int KSteps>
 size_t words_smem(int tiles, bool exact) {
-  return sizeof(uint2) * tiles * KSteps * 32 + sizeof(float2) * tiles * 4 + sizeof(float) * 16 * KSteps * (kXsPitch + 1) +
-         sizeof(int) * kWordWarps * 32 * (exact ? 3 : 2);
+  return sizeof(uint2) * tiles * KSteps * 32 + sizeof(float2) * tiles * 4 +
+         sizeof(float) * 16 * KSteps * (kXsPitch + 1) + sizeof(int) * kWordWarps * 32 * (exact ? 3 : 2);
 }
 
 using WordsKernel = void (*)(WordsArgs);
@@ -306,7 +310,8 @@ size_t words_smem_for(int ksteps, int tiles, bool exact) {
   }
 }
 
-using RescanKernel = void (*)(const float*, int64_t, int, const float*, int, const int*, int*, float*, unsigned long long*);
+using RescanKernel = void (*)(const float*, int64_t, int, const float*, int, const int*, int*, float*,
+                              unsigned long long*);
 RescanKernel rescan_kernel_for(int d) { return d <= 32 ? rescan_kernel<32> : rescan_kernel<64>; }
 
 // Blocks of `kernel` that fill the GPU with `smem` bytes of shared memory each.
@@ -333,7 +338,8 @@ uint32_t pack_halves_host(float lo, float hi) {
 }  // namespace
 
 GpuWords::GpuWords(int k, int d, bool exact, cudaStream_t stream) : k_(k), d_(d), exact_(exact), stream_(stream) {
-  if (k < 1 || d < 1 || d > 64) throw std::invalid_argument("visual words on the GPU: needs k >= 1 words of 1..64 dimensions");
+  if (k < 1 || d < 1 || d > 64)
+    throw std::invalid_argument("visual words on the GPU: needs k >= 1 words of 1..64 dimensions");
   const int ksteps = (d + 15) / 16;
   tiles_ = (k + 8 * kTilesPerStep - 1) / (8 * kTilesPerStep) * kTilesPerStep;  // whole steps of the kernel
   int bits = 0;
@@ -448,8 +454,8 @@ void GpuWords::assign(const float* planes, int64_t plane_stride, int W, int H, c
   if (exact_) {
     const int scan_grid = int(std::min<int64_t>(scan_grid_, (n + 127) / 128));
     rescan_kernel_for(d_)<<<scan_grid, 128, scan_smem_, stream_>>>(planes, plane_stride, d_, d_dictionary_.data(), k_,
-                                                                  d_rescan_.data(), out.words, out.distances,
-                                                                  d_rescanned_.data());
+                                                                   d_rescan_.data(), out.words, out.distances,
+                                                                   d_rescanned_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -60,8 +60,8 @@ class GpuWords {
   bool exact_;
   cudaStream_t stream_;
   unsigned index_mask_ = 0;
-  float scale_ = 1;        // power of two applied to the centred values before FP16
-  float cmax_ = 0;         // max ||c - mean|| over the words
+  float scale_ = 1;         // power of two applied to the centred values before FP16
+  float cmax_ = 0;          // max ||c - mean|| over the words
   bool screenable_ = true;  // 2 |c - mean| fits FP16
   size_t words_smem_ = 0, scan_smem_ = 0;
   int words_grid_ = 0, scan_grid_ = 0;

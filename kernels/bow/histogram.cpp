@@ -55,7 +55,8 @@ std::vector<float> word_histogram(const cv::Mat& words, int k, int levels) {
       const int cy = y * cells / words.rows;
       const int* w = words.ptr<int>(y);
       for (int x = 0; x < words.cols; ++x) {
-        if (w[x] < 0 || w[x] >= k) throw std::invalid_argument("word_histogram: word " + std::to_string(w[x]) + " out of range");
+        if (w[x] < 0 || w[x] >= k)
+          throw std::invalid_argument("word_histogram: word " + std::to_string(w[x]) + " out of range");
         const int cx = x * cells / words.cols;
         ++counts[offset + (cy * cells + cx) * k + w[x]];
       }

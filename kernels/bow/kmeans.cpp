@@ -82,7 +82,8 @@ cv::Mat kmeans_pp_seeds(const cv::Mat& points, int k, uint64_t seed) {
   check_points(points, "points");
   const int n = points.rows, d = points.cols;
   if (k < 1 || k > n)
-    throw std::invalid_argument("kmeans: k = " + std::to_string(k) + " needs 1 <= k <= points (" + std::to_string(n) + ")");
+    throw std::invalid_argument("kmeans: k = " + std::to_string(k) + " needs 1 <= k <= points (" + std::to_string(n) +
+                                ")");
   cv::Mat centers(k, d, CV_32F);
   // Each point's squared distance to the nearest seed so far (its weight), summed per chunk and
   // block as kmeans_pp.h prescribes.
@@ -159,7 +160,8 @@ void stable_order_by_label(const std::vector<int>& labels, int k, int* order) {
     }
   cv::parallel_for_(cv::Range(0, kParts), [&](const cv::Range& r) {
     for (int part = r.start; part < r.end; ++part)
-      for (int i = part_begin(n, part); i < part_begin(n, part + 1); ++i) order[next[size_t(part) * k + labels[i]]++] = i;
+      for (int i = part_begin(n, part); i < part_begin(n, part + 1); ++i)
+        order[next[size_t(part) * k + labels[i]]++] = i;
   });
 }
 
@@ -173,7 +175,8 @@ int kmeans_pp_draws(uint64_t seed, int n, int k, std::vector<double>& u) {
 
 cv::Mat LloydSteps::seeds(const cv::Mat& points, int k, uint64_t seed) { return kmeans_pp_seeds(points, k, seed); }
 
-KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress, LloydSteps& steps) {
+KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress,
+                   LloydSteps& steps) {
   const int n = points.rows, k = params.k;
   KMeansResult r;
   r.centers = steps.seeds(points, k, params.seed);

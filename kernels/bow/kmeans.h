@@ -54,8 +54,8 @@ KMeansResult kmeans(const cv::Mat& points, const KMeansParams& params, const KMe
 // The same on the GPU: the assignment (tensor cores, certified: see gpu_words.h), the means and
 // the distances and the k-means++ seeding run on the device and give the CPU path's values
 // (separately rounded float distances in dimension order; sums in point order in double, the
-// seeding's in the fixed tree of kmeans_pp.h); the bookkeeping runs on the host. The same result as kmeans(), bit for bit. Throws gpu::CudaError without a
-// usable sm_80 or newer GPU.
+// seeding's in the fixed tree of kmeans_pp.h); the bookkeeping runs on the host. The same result as kmeans(), bit for
+// bit. Throws gpu::CudaError without a usable sm_80 or newer GPU.
 KMeansResult kmeans_cuda(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress = {});
 #endif
 
@@ -73,7 +73,8 @@ struct LloydSteps {
   virtual void update(const std::vector<int>& labels, const std::vector<int>& counts, cv::Mat& centers) = 0;
   virtual void assigned_distances(const cv::Mat& centers, const std::vector<int>& labels, std::vector<float>& dist) = 0;
 };
-KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress, LloydSteps& steps);
+KMeansResult lloyd(const cv::Mat& points, const KMeansParams& params, const KMeansProgress& progress,
+                   LloydSteps& steps);
 }  // namespace detail
 
 }  // namespace prism::bow

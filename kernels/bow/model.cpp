@@ -162,7 +162,8 @@ Model Model::train(const std::vector<cv::Mat>& images, const std::vector<int>& l
                    const std::vector<std::string>& class_names, const TrainConfig& config,
                    const TrainProgress& progress) {
   const int n = int(images.size()), classes = int(class_names.size());
-  if (n == 0 || int(labels.size()) != n) throw std::invalid_argument("bow train: no images, or not one label per image");
+  if (n == 0 || int(labels.size()) != n)
+    throw std::invalid_argument("bow train: no images, or not one label per image");
   if (classes < 2) throw std::invalid_argument("bow train: need at least 2 classes");
   for (int l : labels)
     if (l < 0 || l >= classes) throw std::invalid_argument("bow train: label " + std::to_string(l) + " out of range");
@@ -198,7 +199,8 @@ Model Model::train(const std::vector<cv::Mat>& images, const std::vector<int>& l
   };
   const bool on_gpu = choose_gpu(config.device);
 #if defined(PRISM_HAVE_CUDA)
-  if (on_gpu) m.kmeans_ = kmeans_cuda(samples, kp, kmeans_progress);
+  if (on_gpu)
+    m.kmeans_ = kmeans_cuda(samples, kp, kmeans_progress);
   else
 #endif
     m.kmeans_ = kmeans(samples, kp, kmeans_progress);
@@ -350,7 +352,8 @@ Model Model::load(const std::string& path) {
   if (classes < 2 || classes > 100000) r.fail("bad class count " + std::to_string(classes));
   for (uint32_t i = 0; i < classes; ++i) m.class_names_.push_back(r.get_string());
   m.dictionary_ = r.get_mat(CV_32F, "dictionary");
-  if (m.dictionary_.rows != c.k || m.dictionary_.cols != m.bank_.filters()) r.fail("dictionary does not fit the configuration");
+  if (m.dictionary_.rows != c.k || m.dictionary_.cols != m.bank_.filters())
+    r.fail("dictionary does not fit the configuration");
   const int length = histogram_length(c.k, c.levels);
   if (c.classifier == ClassifierKind::kKnn) {
     m.train_histograms_ = r.get_mat(CV_32F, "training histograms");

@@ -39,9 +39,9 @@ struct TrainConfig {
   int k = 500;                  // dictionary size
   int samples_per_image = 200;  // training pixels per image for k-means (the reference's p)
   int kmeans_iterations = 100;
-  int levels = 2;               // spatial pyramid levels (0: plain histogram)
+  int levels = 2;  // spatial pyramid levels (0: plain histogram)
   ClassifierKind classifier = ClassifierKind::kSvm;
-  int knn = 10;                 // k-NN voters (the reference's K)
+  int knn = 10;  // k-NN voters (the reference's K)
   double svm_c = 10.0;
   uint64_t seed = 1;
   gpu::Device device = gpu::Device::kAuto;  // k-means and histograms on the GPU when there is one
@@ -73,8 +73,8 @@ class Model {
   // A second classifier over the same dictionary and training histograms (for comparisons).
   Model with_classifier(ClassifierKind kind, int levels) const;
 
-  void save(const std::string& path) const;          // atomic; ModelError naming the file
-  static Model load(const std::string& path);        // ModelError naming the file and the fault
+  void save(const std::string& path) const;    // atomic; ModelError naming the file
+  static Model load(const std::string& path);  // ModelError naming the file and the fault
 
   const TrainConfig& config() const { return config_; }
   const std::vector<std::string>& class_names() const { return class_names_; }
@@ -86,13 +86,13 @@ class Model {
   TrainConfig config_;
   FilterBank bank_;
   std::vector<std::string> class_names_;
-  cv::Mat dictionary_;              // k x filters, CV_32F
-  cv::Mat train_histograms_;        // N x length at config_.levels, CV_32F (kept for k-NN and re-training)
+  cv::Mat dictionary_;        // k x filters, CV_32F
+  cv::Mat train_histograms_;  // N x length at config_.levels, CV_32F (kept for k-NN and re-training)
   std::vector<int> train_labels_;
   LinearSvm svm_;
   KMeansResult kmeans_;
   struct Gpu;
-  std::shared_ptr<Gpu> gpu_;        // the GPU histogram path, when set_device chose it
+  std::shared_ptr<Gpu> gpu_;  // the GPU histogram path, when set_device chose it
   std::string device_ = "cpu";
 };
 

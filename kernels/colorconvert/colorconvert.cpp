@@ -13,12 +13,9 @@ enum class Model { RGB, YUV, GRAY };
 Model model_of(PixelFormat f) {
   switch (f) {
     case PixelFormat::NV12:
-    case PixelFormat::I420:
-      return Model::YUV;
-    case PixelFormat::GRAY8:
-      return Model::GRAY;
-    default:
-      return Model::RGB;
+    case PixelFormat::I420: return Model::YUV;
+    case PixelFormat::GRAY8: return Model::GRAY;
+    default: return Model::RGB;
   }
 }
 
@@ -27,9 +24,7 @@ struct Affine {
   double m[3][4];
 };
 
-Affine identity() {
-  return Affine{{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}}};
-}
+Affine identity() { return Affine{{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}}}; }
 
 Affine compose(const Affine& outer, const Affine& inner) {
   Affine r{};
@@ -45,9 +40,19 @@ Affine compose(const Affine& outer, const Affine& inner) {
 
 void kr_kb(YuvMatrix m, double* kr, double* kb) {
   switch (m) {
-    case YuvMatrix::BT709: *kr = 0.2126; *kb = 0.0722; return;
-    case YuvMatrix::BT2020: *kr = 0.2627; *kb = 0.0593; return;
-    case YuvMatrix::BT601: default: *kr = 0.299; *kb = 0.114; return;
+    case YuvMatrix::BT709:
+      *kr = 0.2126;
+      *kb = 0.0722;
+      return;
+    case YuvMatrix::BT2020:
+      *kr = 0.2627;
+      *kb = 0.0593;
+      return;
+    case YuvMatrix::BT601:
+    default:
+      *kr = 0.299;
+      *kb = 0.114;
+      return;
   }
 }
 
@@ -56,8 +61,7 @@ Affine yuv_to_rgb(const Colorimetry& c) {
   double kr, kb;
   kr_kb(c.matrix, &kr, &kb);
   const double kg = 1.0 - kr - kb;
-  const double yoff = c.full_range ? 0 : 16, ys = c.full_range ? 255 : 219,
-               cs = c.full_range ? 255 : 224;
+  const double yoff = c.full_range ? 0 : 16, ys = c.full_range ? 255 : 219, cs = c.full_range ? 255 : 224;
   // Normalised: Y' = (Y-yoff)/ys, Pb = (U-128)/cs, Pr = (V-128)/cs.
   const double r_pr = 2 * (1 - kr), b_pb = 2 * (1 - kb);
   const double g_pb = -kb * b_pb / kg, g_pr = -kr * r_pr / kg;
@@ -71,8 +75,7 @@ Affine rgb_to_yuv(const Colorimetry& c) {
   double kr, kb;
   kr_kb(c.matrix, &kr, &kb);
   const double kg = 1.0 - kr - kb;
-  const double yoff = c.full_range ? 0 : 16, ys = c.full_range ? 255 : 219,
-               cs = c.full_range ? 255 : 224;
+  const double yoff = c.full_range ? 0 : 16, ys = c.full_range ? 255 : 219, cs = c.full_range ? 255 : 224;
   Affine ypbpr{{{kr / 255, kg / 255, kb / 255, 0},
                 {-kr / (2 * (1 - kb)) / 255, -kg / (2 * (1 - kb)) / 255, 0.5 / 255, 0},
                 {0.5 / 255, -kg / (2 * (1 - kr)) / 255, -kb / (2 * (1 - kr)) / 255, 0}}};
@@ -103,8 +106,8 @@ int weight_shift(int64_t radius) {
 
 }  // namespace
 
-Plan make_plan(PixelFormat src, const Colorimetry& src_c, int src_width, int src_height,
-               PixelFormat dst, const Colorimetry& dst_c, int dst_width, int dst_height) {
+Plan make_plan(PixelFormat src, const Colorimetry& src_c, int src_width, int src_height, PixelFormat dst,
+               const Colorimetry& dst_c, int dst_width, int dst_height) {
   if (src_width <= 0 || src_height <= 0 || dst_width <= 0 || dst_height <= 0)
     throw std::invalid_argument("colorconvert: frame sizes must be positive");
   if (src_width > 4096 * dst_width || src_height > 4096 * dst_height)
@@ -164,8 +167,8 @@ const char* format_name(PixelFormat f) {
 }
 
 bool format_from_name(const std::string& name, PixelFormat* out) {
-  for (PixelFormat f : {PixelFormat::NV12, PixelFormat::I420, PixelFormat::RGBA, PixelFormat::BGRx,
-                        PixelFormat::BGR, PixelFormat::GRAY8}) {
+  for (PixelFormat f : {PixelFormat::NV12, PixelFormat::I420, PixelFormat::RGBA, PixelFormat::BGRx, PixelFormat::BGR,
+                        PixelFormat::GRAY8}) {
     if (name == format_name(f)) {
       *out = f;
       return true;
@@ -174,9 +177,7 @@ bool format_from_name(const std::string& name, PixelFormat* out) {
   return false;
 }
 
-int plane_count(PixelFormat f) {
-  return f == PixelFormat::NV12 ? 2 : f == PixelFormat::I420 ? 3 : 1;
-}
+int plane_count(PixelFormat f) { return f == PixelFormat::NV12 ? 2 : f == PixelFormat::I420 ? 3 : 1; }
 
 bool is_yuv420(PixelFormat f) { return f == PixelFormat::NV12 || f == PixelFormat::I420; }
 

@@ -18,8 +18,7 @@ __global__ void convert_kernel(const Plan plan, const Image src, const Image dst
 
 void convert_cuda(const Plan& plan, const Image& src, const Image& dst, cudaStream_t stream) {
   const dim3 block(32, 8);
-  const dim3 grid(((dst.width + 1) / 2 + block.x - 1) / block.x,
-                  ((dst.height + 1) / 2 + block.y - 1) / block.y);
+  const dim3 grid(((dst.width + 1) / 2 + block.x - 1) / block.x, ((dst.height + 1) / 2 + block.y - 1) / block.y);
   convert_kernel<<<grid, block, 0, stream>>>(plan, src, dst);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }

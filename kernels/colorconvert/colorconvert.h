@@ -57,9 +57,8 @@ struct Plan {
 
 // Builds the plan; throws std::invalid_argument for sizes it cannot handle (empty frames, odd
 // behaviour such as a scale ratio beyond 4096x).
-Plan make_plan(PixelFormat src, const Colorimetry& src_colorimetry, int src_width,
-               int src_height, PixelFormat dst, const Colorimetry& dst_colorimetry, int dst_width,
-               int dst_height);
+Plan make_plan(PixelFormat src, const Colorimetry& src_colorimetry, int src_width, int src_height, PixelFormat dst,
+               const Colorimetry& dst_colorimetry, int dst_width, int dst_height);
 
 // CPU path. `src`/`dst` must match the plan's formats and sizes.
 void convert_cpu(const Plan& plan, const Image& src, const Image& dst);

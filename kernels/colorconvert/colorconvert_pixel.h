@@ -16,7 +16,10 @@ PRISM_HD void fetch(const Image& im, int x, int y, int c[4]) {
   switch (im.format) {
     case PixelFormat::NV12: {
       const uint8_t* uv = im.plane[1] + static_cast<int64_t>(y >> 1) * im.stride[1] + (x >> 1) * 2;
-      c[0] = row[x]; c[1] = uv[0]; c[2] = uv[1]; c[3] = 255;
+      c[0] = row[x];
+      c[1] = uv[0];
+      c[2] = uv[1];
+      c[3] = 255;
       break;
     }
     case PixelFormat::I420: {
@@ -28,21 +31,33 @@ PRISM_HD void fetch(const Image& im, int x, int y, int c[4]) {
     }
     case PixelFormat::RGBA: {
       const uint8_t* p = row + 4 * x;
-      c[0] = p[0]; c[1] = p[1]; c[2] = p[2]; c[3] = p[3];
+      c[0] = p[0];
+      c[1] = p[1];
+      c[2] = p[2];
+      c[3] = p[3];
       break;
     }
     case PixelFormat::BGRx: {
       const uint8_t* p = row + 4 * x;
-      c[0] = p[2]; c[1] = p[1]; c[2] = p[0]; c[3] = 255;
+      c[0] = p[2];
+      c[1] = p[1];
+      c[2] = p[0];
+      c[3] = 255;
       break;
     }
     case PixelFormat::BGR: {
       const uint8_t* p = row + 3 * x;
-      c[0] = p[2]; c[1] = p[1]; c[2] = p[0]; c[3] = 255;
+      c[0] = p[2];
+      c[1] = p[1];
+      c[2] = p[0];
+      c[3] = 255;
       break;
     }
     case PixelFormat::GRAY8:
-      c[0] = row[x]; c[1] = 128; c[2] = 128; c[3] = 255;
+      c[0] = row[x];
+      c[1] = 128;
+      c[2] = 128;
+      c[3] = 255;
       break;
   }
 }
@@ -53,8 +68,7 @@ PRISM_HD int64_t floor_div(int64_t a, int64_t b) {  // b > 0
 
 // Source position (16.16) of destination pixel centre i on an axis of src_len -> dst_len.
 PRISM_HD int64_t source_centre(int i, int src_len, int dst_len) {
-  return (static_cast<int64_t>(2 * i + 1) * src_len * 65536) / (2 * static_cast<int64_t>(dst_len)) -
-         32768;
+  return (static_cast<int64_t>(2 * i + 1) * src_len * 65536) / (2 * static_cast<int64_t>(dst_len)) - 32768;
 }
 
 // Tent-filtered source components at destination pixel (dx, dy).
@@ -100,9 +114,10 @@ PRISM_HD void apply_matrix(const Plan& p, int c[4]) {
   if (p.identity_matrix) return;
   int r[3];
   for (int i = 0; i < 3; ++i)
-    r[i] = clamp_u8((p.matrix[i][0] * c[0] + p.matrix[i][1] * c[1] + p.matrix[i][2] * c[2] +
-                     p.matrix[i][3]) >> 8);
-  c[0] = r[0]; c[1] = r[1]; c[2] = r[2];
+    r[i] = clamp_u8((p.matrix[i][0] * c[0] + p.matrix[i][1] * c[1] + p.matrix[i][2] * c[2] + p.matrix[i][3]) >> 8);
+  c[0] = r[0];
+  c[1] = r[1];
+  c[2] = r[2];
 }
 
 // Writes the 2x2 destination block whose top-left pixel is (bx, by).
@@ -122,26 +137,34 @@ PRISM_HD void convert_block(const Plan& p, const Image& src, const Image& dst, i
         case PixelFormat::NV12:
         case PixelFormat::I420:
           row[x] = static_cast<uint8_t>(c[0]);
-          u_sum += c[1]; v_sum += c[2]; ++n;
+          u_sum += c[1];
+          v_sum += c[2];
+          ++n;
           break;
         case PixelFormat::RGBA: {
           uint8_t* q = row + 4 * x;
-          q[0] = c[0]; q[1] = c[1]; q[2] = c[2]; q[3] = c[3];
+          q[0] = c[0];
+          q[1] = c[1];
+          q[2] = c[2];
+          q[3] = c[3];
           break;
         }
         case PixelFormat::BGRx: {
           uint8_t* q = row + 4 * x;
-          q[0] = c[2]; q[1] = c[1]; q[2] = c[0]; q[3] = 255;
+          q[0] = c[2];
+          q[1] = c[1];
+          q[2] = c[0];
+          q[3] = 255;
           break;
         }
         case PixelFormat::BGR: {
           uint8_t* q = row + 3 * x;
-          q[0] = c[2]; q[1] = c[1]; q[2] = c[0];
+          q[0] = c[2];
+          q[1] = c[1];
+          q[2] = c[0];
           break;
         }
-        case PixelFormat::GRAY8:
-          row[x] = static_cast<uint8_t>(c[0]);
-          break;
+        case PixelFormat::GRAY8: row[x] = static_cast<uint8_t>(c[0]); break;
       }
     }
   }
@@ -151,7 +174,8 @@ PRISM_HD void convert_block(const Plan& p, const Image& src, const Image& dst, i
   const uint8_t v = static_cast<uint8_t>((v_sum + n / 2) / n);
   if (dst.format == PixelFormat::NV12) {
     uint8_t* q = dst.plane[1] + static_cast<int64_t>(cy) * dst.stride[1] + 2 * cx;
-    q[0] = u; q[1] = v;
+    q[0] = u;
+    q[1] = v;
   } else if (dst.format == PixelFormat::I420) {
     dst.plane[1][static_cast<int64_t>(cy) * dst.stride[1] + cx] = u;
     dst.plane[2][static_cast<int64_t>(cy) * dst.stride[2] + cx] = v;

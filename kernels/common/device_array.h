@@ -50,8 +50,7 @@ class OwnedArray {
   ~OwnedArray() { reset(); }
   OwnedArray(const OwnedArray&) = delete;
   OwnedArray& operator=(const OwnedArray&) = delete;
-  OwnedArray(OwnedArray&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  OwnedArray(OwnedArray&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   OwnedArray& operator=(OwnedArray&& o) noexcept {
     if (this != &o) {
       reset();

@@ -45,8 +45,7 @@ void check(cudaError_t err, const char* what, const char* file, int line) {
   // after the caller has handled this exception; a sticky one comes back from every later call anyway.
   cudaGetLastError();
   std::ostringstream msg;
-  msg << file << ":" << line << ": " << what << ": " << cudaGetErrorName(err) << " ("
-      << cudaGetErrorString(err) << ")";
+  msg << file << ":" << line << ": " << what << ": " << cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ")";
   throw CudaError(msg.str());
 }
 #else

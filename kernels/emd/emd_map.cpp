@@ -199,7 +199,8 @@ FrameStats CpuEmdMap::compute(const float* sig, int64_t pixels, float* out) {
   const int64_t mask = m.slots - 1;
   cv::parallel_for_(cv::Range(0, static_cast<int>(pixels)), [&](const cv::Range& r) {
     for (int p = r.start; p < r.end; ++p)
-      slot_of[p] = static_cast<int64_t>(signature_hash(sig + static_cast<int64_t>(p) * n, n) & static_cast<uint64_t>(mask));
+      slot_of[p] =
+          static_cast<int64_t>(signature_hash(sig + static_cast<int64_t>(p) * n, n) & static_cast<uint64_t>(mask));
   });
   for (int64_t p = 0; p < pixels; ++p) {
     const float* s = sig + p * n;

@@ -23,12 +23,12 @@ namespace {
 enum Counter { kSolved, kDuplicates, kHits, kPivots, kFlushed, kFilled, kWork, kCounters };
 
 struct DeviceTable {
-  unsigned int* slot;  // [slots]
-  float* keys;         // [entries][n]
-  float* value;        // [entries]
-  unsigned int* frame_of;  // [entries]
-  int* work;           // [entries]
-  int* entry_of;       // [pixels]
+  unsigned int* slot;            // [slots]
+  float* keys;                   // [entries][n]
+  float* value;                  // [entries]
+  unsigned int* frame_of;        // [entries]
+  int* work;                     // [entries]
+  int* entry_of;                 // [pixels]
   unsigned long long* counters;  // [kCounters]
   int64_t slots, entries;
   int n;
@@ -97,8 +97,8 @@ __global__ void lookup_kernel(DeviceTable t, const float* sig, long long pixels,
 
 constexpr int kSolveThreads = 128;
 
-__global__ void __launch_bounds__(kSolveThreads) solve_kernel(DeviceTable t, const float* target, const float* cost,
-                                                               float max_cost, Normalization norm) {
+__global__ void __launch_bounds__(kSolveThreads)
+    solve_kernel(DeviceTable t, const float* target, const float* cost, float max_cost, Normalization norm) {
   __shared__ float s_cost[kMaxBins * kMaxBins];
   __shared__ float s_target[kMaxBins];
   const int n = t.n;
@@ -120,10 +120,9 @@ __global__ void __launch_bounds__(kSolveThreads) solve_kernel(DeviceTable t, con
 }
 
 // Every pixel solved on its own (dedup off): the reference for "the cache never changes a result".
-__global__ void __launch_bounds__(kSolveThreads) direct_solve_kernel(const float* sig, long long pixels, int n,
-                                                                      const float* target, const float* cost,
-                                                                      float max_cost, Normalization norm,
-                                                                      float* out, unsigned long long* pivots_out) {
+__global__ void __launch_bounds__(kSolveThreads)
+    direct_solve_kernel(const float* sig, long long pixels, int n, const float* target, const float* cost,
+                        float max_cost, Normalization norm, float* out, unsigned long long* pivots_out) {
   __shared__ float s_cost[kMaxBins * kMaxBins];
   __shared__ float s_target[kMaxBins];
   for (int i = threadIdx.x; i < n * n; i += blockDim.x) s_cost[i] = cost[i];
@@ -145,7 +144,6 @@ __global__ void gather_kernel(DeviceTable t, long long pixels, float* out) {
   const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (p < pixels) out[p] = t.value[t.entry_of[p]];
 }
-
 
 }  // namespace
 
@@ -204,7 +202,7 @@ struct CudaEmdMap::Impl {
   void ensure(int64_t pixels) {
     if (pixels <= pixel_capacity) return;
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    free_table();  // all of it before any new allocation: the table is replaced whole
+    free_table();                                // all of it before any new allocation: the table is replaced whole
     t.entries = config.cache_capacity + pixels;  // the cache plus one frame's new signatures
     t.slots = table_slots(t.entries);
     slot.resize(t.slots);

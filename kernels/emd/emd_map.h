@@ -105,8 +105,8 @@ class CudaEmdMap {
 #endif
 
 // One problem on the CPU, in double: the reference path for the element and the tests.
-double emd_cpu(const float* a, const float* b, const GroundDistance& ground,
-               Normalization norm = Normalization::Flow, Stats* stats = nullptr);
+double emd_cpu(const float* a, const float* b, const GroundDistance& ground, Normalization norm = Normalization::Flow,
+               Stats* stats = nullptr);
 
 // Numbers separated by whitespace, commas or semicolons; '#' starts a comment to the end of its
 // line. Throws std::invalid_argument "<where>: '<token>' is not a number".

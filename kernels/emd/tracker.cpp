@@ -31,8 +31,8 @@ TrackerSetup check_config(const TrackerConfig& c, int channels) {
       case GroundKind::Wavelengths: {
         property = "wavelengths";
         const std::vector<float> w = parse_numbers(c.wavelengths, "wavelengths");
-        ground = std::make_unique<GroundDistance>(
-            GroundDistance::from_wavelengths(std::vector<double>(w.begin(), w.end())));
+        ground =
+            std::make_unique<GroundDistance>(GroundDistance::from_wavelengths(std::vector<double>(w.begin(), w.end())));
         break;
       }
       case GroundKind::Matrix:
@@ -311,8 +311,8 @@ void Tracker::process_cuda(const Input& in, const Output& out, const FrameParams
 void Tracker::draw_boxes_cuda(const std::vector<Detection>& dets, uint8_t* rgba, int64_t stride) {
   const int count = static_cast<int>(std::min<size_t>(dets.size(), kMaxDrawnBoxes));
   for (int i = 0; i < count; i++) h_boxes_[i] = {dets[i].x, dets[i].y, dets[i].w, dets[i].h};
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_boxes_.data(), h_boxes_.data(), sizeof(Box) * count, cudaMemcpyHostToDevice,
-                                   stream_));
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(d_boxes_.data(), h_boxes_.data(), sizeof(Box) * count, cudaMemcpyHostToDevice, stream_));
   emd::draw_boxes_cuda(d_boxes_.data(), count, shape_.width, shape_.height, rgba, stride, stream_);
   PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }

@@ -12,7 +12,8 @@ void render_heatmap_cpu(const float* d, const uint8_t* grey, int64_t grey_stride
   cv::parallel_for_(cv::Range(0, height), [&](const cv::Range& r) {
     for (int y = r.start; y < r.end; ++y)
       for (int x = 0; x < width; ++x)
-        heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p, rgba + y * rgba_stride + 4 * x);
+        heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p,
+                   rgba + y * rgba_stride + 4 * x);
   });
 }
 
@@ -49,7 +50,8 @@ static double iou(const Detection& a, const Detection& b) {
 std::vector<Detection> DetectionTracker::update(const GridCell* grid, int width, int height, int64_t min_pixels) {
   const int gw = grid_width(width), gh = grid_height(height);
   auto cell_pixels = [&](int gx, int gy) {
-    return (std::min(width, (gx + 1) * kGridCell) - gx * kGridCell) * (std::min(height, (gy + 1) * kGridCell) - gy * kGridCell);
+    return (std::min(width, (gx + 1) * kGridCell) - gx * kGridCell) *
+           (std::min(height, (gy + 1) * kGridCell) - gy * kGridCell);
   };
   std::vector<int>& label = label_;
   std::vector<int>& stack = stack_;
@@ -91,7 +93,8 @@ std::vector<Detection> DetectionTracker::update(const GridCell* grid, int width,
   }
   found.erase(std::remove_if(found.begin(), found.end(), [&](const Detection& d) { return d.pixels < min_pixels; }),
               found.end());
-  std::stable_sort(found.begin(), found.end(), [](const Detection& a, const Detection& b) { return a.pixels > b.pixels; });
+  std::stable_sort(found.begin(), found.end(),
+                   [](const Detection& a, const Detection& b) { return a.pixels > b.pixels; });
   std::vector<bool> taken(previous_.size(), false);
   for (Detection& d : found) {
     int best = -1;

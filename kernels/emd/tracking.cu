@@ -10,7 +10,8 @@ __global__ void heatmap_kernel(const float* d, const uint8_t* grey, int64_t grey
                                HeatmapParams p, uint8_t* rgba, int64_t rgba_stride) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= width || y >= height) return;
-  heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p, rgba + y * rgba_stride + 4 * x);
+  heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p,
+             rgba + y * rgba_stride + 4 * x);
 }
 
 __global__ void grid_kernel(const float* d, int width, int height, float threshold, GridCell* grid) {
@@ -51,21 +52,21 @@ void draw_boxes_cuda(const Box* boxes, int count, int width, int height, uint8_t
                      cudaStream_t stream) {
   if (count <= 0) return;
   // grid over the largest possible box (the frame); threads outside a box return at once
-  boxes_kernel<<<dim3((width + 31) / 32, (height + 7) / 8, count), dim3(32, 8), 0, stream>>>(boxes, width, height,
-                                                                                            rgba, stride);
+  boxes_kernel<<<dim3((width + 31) / 32, (height + 7) / 8, count), dim3(32, 8), 0, stream>>>(boxes, width, height, rgba,
+                                                                                             stride);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 
 void render_heatmap_cuda(const float* d, const uint8_t* grey, int64_t grey_stride, int width, int height,
                          const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride, cudaStream_t stream) {
   heatmap_kernel<<<dim3((width + 31) / 32, (height + 7) / 8), dim3(32, 8), 0, stream>>>(d, grey, grey_stride, width,
-                                                                                       height, p, rgba, rgba_stride);
+                                                                                        height, p, rgba, rgba_stride);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 
 void reduce_grid_cuda(const float* d, int width, int height, float threshold, GridCell* grid, cudaStream_t stream) {
-  grid_kernel<<<dim3(grid_width(width), grid_height(height)), dim3(kGridCell, kGridCell), 0, stream>>>(
-      d, width, height, threshold, grid);
+  grid_kernel<<<dim3(grid_width(width), grid_height(height)), dim3(kGridCell, kGridCell), 0, stream>>>(d, width, height,
+                                                                                                       threshold, grid);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 

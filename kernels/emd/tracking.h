@@ -32,10 +32,23 @@ PRISM_HD void heat_colour(float d, float max_distance, uint8_t rgb[3]) {
   t = t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
   const float x = 4.f * t;  // 0 blue, 1 cyan, 2 green, 3 yellow, 4 red
   float r, g, b;
-  if (x < 1.f) { r = 0.f; g = x; b = 1.f; }
-  else if (x < 2.f) { r = 0.f; g = 1.f; b = 2.f - x; }
-  else if (x < 3.f) { r = x - 2.f; g = 1.f; b = 0.f; }
-  else { r = 1.f; g = 4.f - x; b = 0.f; }
+  if (x < 1.f) {
+    r = 0.f;
+    g = x;
+    b = 1.f;
+  } else if (x < 2.f) {
+    r = 0.f;
+    g = 1.f;
+    b = 2.f - x;
+  } else if (x < 3.f) {
+    r = x - 2.f;
+    g = 1.f;
+    b = 0.f;
+  } else {
+    r = 1.f;
+    g = 4.f - x;
+    b = 0.f;
+  }
   rgb[0] = static_cast<uint8_t>(r * 255.f + 0.5f);
   rgb[1] = static_cast<uint8_t>(g * 255.f + 0.5f);
   rgb[2] = static_cast<uint8_t>(b * 255.f + 0.5f);
@@ -88,9 +101,9 @@ inline int grid_width(int width) { return (width + kGridCell - 1) / kGridCell; }
 inline int grid_height(int height) { return (height + kGridCell - 1) / kGridCell; }
 
 struct Detection {
-  int x, y, w, h;      // pixels
-  float distance;      // the smallest EMD inside
-  int64_t pixels;      // pixels at distance <= threshold
+  int x, y, w, h;  // pixels
+  float distance;  // the smallest EMD inside
+  int64_t pixels;  // pixels at distance <= threshold
   int64_t track_id;
 };
 

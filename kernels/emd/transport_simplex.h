@@ -235,8 +235,8 @@ PRISM_HD Transport<T> solve_transport(const float* a, const float* b, const Cost
       const int cell = path[k];
       const T f = t.flow[cell];
       if (leave < 0 || f < theta ||
-          (f == theta && (t.cell_row[cell] * kMaxNodes + t.cell_col[cell] <
-                          t.cell_row[leave] * kMaxNodes + t.cell_col[leave]))) {
+          (f == theta &&
+           (t.cell_row[cell] * kMaxNodes + t.cell_col[cell] < t.cell_row[leave] * kMaxNodes + t.cell_col[leave]))) {
         leave = cell;
         theta = f;
       }

@@ -103,8 +103,11 @@ void write_atomically(const std::string& path, const void* data, size_t size) {
 int data_type_size(int t) {
   switch (t) {
     case 1: return 1;
-    case 2: case 12: return 2;
-    case 3: case 4: case 13: return 4;
+    case 2:
+    case 12: return 2;
+    case 3:
+    case 4:
+    case 13: return 4;
     case 5: return 8;
     default: return 0;
   }
@@ -143,10 +146,14 @@ Header read_header(const std::string& path) {
       }
       value = trim(value.substr(1, value.find('}') - 1));
     }
-    if (key == "samples") h.samples = int(parse_int(path, key_line, key, value)), have_samples = true;
-    else if (key == "lines") h.lines = int(parse_int(path, key_line, key, value)), have_lines = true;
-    else if (key == "bands") h.bands = int(parse_int(path, key_line, key, value)), have_bands = true;
-    else if (key == "header offset") h.header_offset = parse_int(path, key_line, key, value);
+    if (key == "samples")
+      h.samples = int(parse_int(path, key_line, key, value)), have_samples = true;
+    else if (key == "lines")
+      h.lines = int(parse_int(path, key_line, key, value)), have_lines = true;
+    else if (key == "bands")
+      h.bands = int(parse_int(path, key_line, key, value)), have_bands = true;
+    else if (key == "header offset")
+      h.header_offset = parse_int(path, key_line, key, value);
     else if (key == "byte order") {
       h.byte_order = int(parse_int(path, key_line, key, value));
       if (h.byte_order != 0 && h.byte_order != 1) fail(path, key_line, "'byte order' must be 0 or 1");
@@ -154,14 +161,18 @@ Header read_header(const std::string& path) {
       h.data_type = int(parse_int(path, key_line, key, value));
       have_type = true;
       if (data_type_size(h.data_type) == 0)
-        fail(path, key_line, "data type " + value +
-                                 " is not supported (1 u8, 2 i16, 3 i32, 4 f32, 5 f64, 12 u16, 13 u32 are)");
+        fail(path, key_line,
+             "data type " + value + " is not supported (1 u8, 2 i16, 3 i32, 4 f32, 5 f64, 12 u16, 13 u32 are)");
     } else if (key == "interleave") {
       const std::string v = lower(value);
-      if (v == "bsq") h.interleave = Interleave::BSQ;
-      else if (v == "bil") h.interleave = Interleave::BIL;
-      else if (v == "bip") h.interleave = Interleave::BIP;
-      else fail(path, key_line, "interleave is '" + value + "'; bsq, bil or bip expected");
+      if (v == "bsq")
+        h.interleave = Interleave::BSQ;
+      else if (v == "bil")
+        h.interleave = Interleave::BIL;
+      else if (v == "bip")
+        h.interleave = Interleave::BIP;
+      else
+        fail(path, key_line, "interleave is '" + value + "'; bsq, bil or bip expected");
       have_interleave = true;
     } else if (key == "wavelength") {
       wavelength_line = key_line;
@@ -183,16 +194,21 @@ Header read_header(const std::string& path) {
     }
     // Other keys (description, file type, sensor type, band names, ...) carry nothing we use.
   }
-  const char* missing = !have_samples ? "samples" : !have_lines ? "lines" : !have_bands ? "bands"
-                        : !have_type ? "data type" : !have_interleave ? "interleave" : nullptr;
+  const char* missing = !have_samples      ? "samples"
+                        : !have_lines      ? "lines"
+                        : !have_bands      ? "bands"
+                        : !have_type       ? "data type"
+                        : !have_interleave ? "interleave"
+                                           : nullptr;
   if (missing) fail(path, 0, std::string("the header has no '") + missing + "'");
   if (h.samples <= 0 || h.lines <= 0 || h.bands <= 0)
-    fail(path, 0, "samples, lines and bands must be positive (" + std::to_string(h.samples) + ", " +
-                      std::to_string(h.lines) + ", " + std::to_string(h.bands) + ")");
+    fail(path, 0,
+         "samples, lines and bands must be positive (" + std::to_string(h.samples) + ", " + std::to_string(h.lines) +
+             ", " + std::to_string(h.bands) + ")");
   if (h.header_offset < 0) fail(path, 0, "'header offset' is negative");
   if (!h.wavelengths.empty() && int(h.wavelengths.size()) != h.bands)
-    fail(path, wavelength_line, std::to_string(h.wavelengths.size()) + " wavelengths for " +
-                                    std::to_string(h.bands) + " bands");
+    fail(path, wavelength_line,
+         std::to_string(h.wavelengths.size()) + " wavelengths for " + std::to_string(h.bands) + " bands");
   return h;
 }
 
@@ -218,11 +234,10 @@ Cube read_cube(const std::string& hdr_path) {
   if (!f) throw std::invalid_argument(raw_path + ": cannot open the ENVI data file");
   const int64_t file_size = f.tellg();
   if (file_size < h.header_offset + values * size)
-    throw std::invalid_argument(raw_path + ": " + std::to_string(file_size) + " bytes; the header (" +
-                                std::to_string(h.samples) + "x" + std::to_string(h.lines) + "x" +
-                                std::to_string(h.bands) + ", data type " + std::to_string(h.data_type) +
-                                ", offset " + std::to_string(h.header_offset) + ") needs " +
-                                std::to_string(h.header_offset + values * size));
+    throw std::invalid_argument(
+        raw_path + ": " + std::to_string(file_size) + " bytes; the header (" + std::to_string(h.samples) + "x" +
+        std::to_string(h.lines) + "x" + std::to_string(h.bands) + ", data type " + std::to_string(h.data_type) +
+        ", offset " + std::to_string(h.header_offset) + ") needs " + std::to_string(h.header_offset + values * size));
   std::vector<uint8_t> raw(size_t(values) * size);
   f.seekg(h.header_offset);
   f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));

@@ -22,8 +22,8 @@ struct Header {
   int64_t header_offset = 0;              // bytes to skip at the start of the data file
   int data_type = 0;                      // ENVI's code
   Interleave interleave = Interleave::BSQ;
-  int byte_order = 0;                     // 0 little-endian, 1 big-endian
-  std::vector<double> wavelengths;        // empty when the header has none
+  int byte_order = 0;               // 0 little-endian, 1 big-endian
+  std::vector<double> wavelengths;  // empty when the header has none
 };
 
 // Parses a header. Throws std::invalid_argument "<path>:<line>: <what>" (line 0 for the whole

@@ -15,11 +15,11 @@ uint16_t float_to_half(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7FFFFFFFu;
   if (abs >= 0x7F800000u) return uint16_t(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));  // NaN, inf
-  if (abs >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {                                   // subnormal half (or zero)
-    if (abs < 0x33000000u) return uint16_t(sign);            // below half of the smallest subnormal
+  if (abs >= 0x477FF000u) return uint16_t(sign | 0x7C00u);                                  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {                                                                  // subnormal half (or zero)
+    if (abs < 0x33000000u) return uint16_t(sign);  // below half of the smallest subnormal
     const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
-    const int shift = 126 - int(abs >> 23);                  // 14..24
+    const int shift = 126 - int(abs >> 23);  // 14..24
     uint32_t h = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
     if (rem > halfway || (rem == halfway && (h & 1u))) ++h;

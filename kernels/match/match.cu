@@ -28,10 +28,10 @@ using gpu::ldmatrix_x4;
 using gpu::mma_16816;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;  // 8 measured faster than 4 (BENCHMARKS.md)
-constexpr int kRowsPerWarp = 32;        // two m16 tiles share every B fragment
+constexpr int kRowsPerWarp = 32;                   // two m16 tiles share every B fragment
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
-constexpr int kChunk = 64;              // gallery descriptors per shared-memory stage
-constexpr int kPitch = kDim + 8;        // halves per staged row (272 bytes)
+constexpr int kChunk = 64;        // gallery descriptors per shared-memory stage
+constexpr int kPitch = kDim + 8;  // halves per staged row (272 bytes)
 constexpr int kStages = 2;
 
 struct Top2 {
@@ -74,8 +74,8 @@ __device__ __forceinline__ Top2 shuffle_xor(const Top2& t, int mask) {
 // One staged chunk against the warp's 32 rows. kCheck: the image ends inside this chunk, so
 // columns at or past n are skipped (the slot's padding holds arbitrary values).
 template <bool kCheck, typename TrackIndex>
-__device__ __forceinline__ void match_chunk(const uint16_t (*tile)[kPitch], const uint32_t (&a)[2][8][4], Top2 (&top)[4],
-                                            int j0, int n, int lane) {
+__device__ __forceinline__ void match_chunk(const uint16_t (*tile)[kPitch], const uint32_t (&a)[2][8][4],
+                                            Top2 (&top)[4], int j0, int n, int lane) {
   const int c2 = (lane & 3) * 2;
   const uint16_t* lane_row = &tile[lane & 7][(lane >> 3) * 8];
 #pragma unroll 2
@@ -94,18 +94,23 @@ __device__ __forceinline__ void match_chunk(const uint16_t (*tile)[kPitch], cons
     constexpr TrackIndex track{};
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
-      if (!kCheck || j < n) { offer(top[2 * m], c[m][0], j, track); offer(top[2 * m + 1], c[m][2], j, track); }
-      if (!kCheck || j + 1 < n) { offer(top[2 * m], c[m][1], j + 1, track); offer(top[2 * m + 1], c[m][3], j + 1, track); }
+      if (!kCheck || j < n) {
+        offer(top[2 * m], c[m][0], j, track);
+        offer(top[2 * m + 1], c[m][2], j, track);
+      }
+      if (!kCheck || j + 1 < n) {
+        offer(top[2 * m], c[m][1], j + 1, track);
+        offer(top[2 * m + 1], c[m][3], j + 1, track);
+      }
     }
   }
 }
 
 template <typename TrackIndex>
-__global__ void __launch_bounds__(kThreads) match_kernel(const uint16_t* __restrict__ query, int rows, int query_rows,
-                                                            const uint16_t* __restrict__ gallery,
-                                                            const int* __restrict__ counts, int images, float ratio2,
-                                                            int* scores, float* out_best, float* out_second,
-                                                            int* out_index) {
+__global__ void __launch_bounds__(kThreads)
+    match_kernel(const uint16_t* __restrict__ query, int rows, int query_rows, const uint16_t* __restrict__ gallery,
+                 const int* __restrict__ counts, int images, float ratio2, int* scores, float* out_best,
+                 float* out_second, int* out_index) {
   __shared__ __align__(16) uint16_t tile[kStages][kChunk][kPitch];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
   const int image = blockIdx.x;  // x: gridDim.y would cap a batch at 65,535 images
@@ -146,12 +151,16 @@ __global__ void __launch_bounds__(kThreads) match_kernel(const uint16_t* __restr
   if (chunks > 0) stage(0, 0);
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int buf = chunk & 1;
-    if (chunk + 1 < chunks) stage(chunk + 1, buf ^ 1);
-    else cp_async_commit();  // an empty group keeps wait_group 1 meaning "all but the newest"
+    if (chunk + 1 < chunks)
+      stage(chunk + 1, buf ^ 1);
+    else
+      cp_async_commit();  // an empty group keeps wait_group 1 meaning "all but the newest"
     cp_async_wait_one();
     __syncthreads();
-    if ((chunk + 1) * kChunk <= n) match_chunk<false, TrackIndex>(tile[buf], a, top, chunk * kChunk, n, lane);
-    else match_chunk<true, TrackIndex>(tile[buf], a, top, chunk * kChunk, n, lane);
+    if ((chunk + 1) * kChunk <= n)
+      match_chunk<false, TrackIndex>(tile[buf], a, top, chunk * kChunk, n, lane);
+    else
+      match_chunk<true, TrackIndex>(tile[buf], a, top, chunk * kChunk, n, lane);
     __syncthreads();  // the buffer is restaged two chunks later
   }
   // The four lanes of a row hold disjoint columns: merge (lower lane's index first on ties).
@@ -159,8 +168,8 @@ __global__ void __launch_bounds__(kThreads) match_kernel(const uint16_t* __restr
   for (int h = 0; h < 4; ++h)
     for (int mask = 1; mask <= 2; mask <<= 1) merge(top[h], shuffle_xor(top[h], mask));
 
-  // Each m16 tile's rows belong to one query (query_rows is a multiple of 16): one integer atomic
-  // per tile, so the scores are deterministic.
+      // Each m16 tile's rows belong to one query (query_rows is a multiple of 16): one integer atomic
+      // per tile, so the scores are deterministic.
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
     int pass = 0;
@@ -198,11 +207,14 @@ void match_cuda(const MatchProblem& p, const MatchParams& params, const MatchOut
   int device = 0, major = 0;
   PRISM_CUDA_CHECK(cudaGetDevice(&device));
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 8) throw gpu::CudaError("match_cuda: needs an sm_80 or newer GPU (mma.sync m16n8k16, cp.async); use match_cpu");
+  if (major < 8)
+    throw gpu::CudaError("match_cuda: needs an sm_80 or newer GPU (mma.sync m16n8k16, cp.async); use match_cpu");
   if (p.images == 0 || p.rows == 0) return;
   const float ratio2 = params.ratio * params.ratio;
-  if (out.best || out.second || out.best_index) launch<std::true_type>(p, ratio2, out, stream);
-  else launch<std::false_type>(p, ratio2, out, stream);
+  if (out.best || out.second || out.best_index)
+    launch<std::true_type>(p, ratio2, out, stream);
+  else
+    launch<std::false_type>(p, ratio2, out, stream);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 

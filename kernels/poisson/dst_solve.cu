@@ -27,8 +27,7 @@ void check_cufft(cufftResult r, const char* what) {
   if (r != CUFFT_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: cufftResult " + std::to_string(r));
 }
 void check_cublas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw gpu::CudaError(std::string(what) + " failed: " + cublasGetStatusString(s));
+  if (s != CUBLAS_STATUS_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: " + cublasGetStatusString(s));
 }
 
 namespace {
@@ -88,7 +87,8 @@ __global__ void output_kernel(const void* solved, Geometry g, SplitLayout L, dou
   const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
   const int N = g.W - 2, M = g.H - 2;
   if (i >= N || j >= M) return;
-  uint8_t* px = bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
+  uint8_t* px =
+      bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
   const int a = i < L.ne ? i : N - 1 - i, b = j < L.me ? j : M - 1 - j;
   const double sa = (a == N - 1 - a) ? 0.0 : (i < L.ne ? 1.0 : -1.0);  // 0: middle, no odd part
   const double sb = (b == M - 1 - b) ? 0.0 : (j < L.me ? 1.0 : -1.0);
@@ -252,16 +252,17 @@ void DstSolve::solve_fft(const float* rhs, const float* fx, const float* fy, con
   check_cufft(cufftExecD2Z(plan_x.get(), ext_x.data(), spec_x.data()), "cufftExecD2Z");
   if (exact) splice_rows_fft_kernel<<<dim3(M, 3), kExactLow, 0, s>>>(e1.data(), M, N, K, spec_x.data());
   transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(spec_x.data(), M, N, ext_y.data(),
-                                                                                     2 * M + 2);
+                                                                                      2 * M + 2);
   check_cufft(cufftExecD2Z(plan_y.get(), ext_y.data(), spec_y.data()), "cufftExecD2Z");
   if (exact) splice_corner_fft_kernel<<<dim3(K, 3), kExactLow, 0, s>>>(e2.data(), N, M, K, Lc, spec_y.data());
   divide_fft_kernel<<<dim3((M + 127) / 128, N, 3), 128, 0, s>>>(spec_y.data(), N, M, fx, fy, ext_y.data());
   check_cufft(cufftExecD2Z(plan_y.get(), ext_y.data(), spec_y.data()), "cufftExecD2Z");
   transpose_imag_kernel<<<dim3((M + 31) / 32, (N + 31) / 32, 3), dim3(32, 8), 0, s>>>(spec_y.data(), N, M, ext_x.data(),
-                                                                                     2 * N + 2);
+                                                                                      2 * N + 2);
   check_cufft(cufftExecD2Z(plan_x.get(), ext_x.data(), spec_x.data()), "cufftExecD2Z");
   // Four transforms of -2 DST-I: 16 S^4 = 4 (N+1)(M+1) times the identity.
-  output_kernel<true><<<pix_grid, pix_block, 0, s>>>(spec_x.data(), g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), bg);
+  output_kernel<true>
+      <<<pix_grid, pix_block, 0, s>>>(spec_x.data(), g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), bg);
 }
 
 void DstSolve::solve_gemm(cublasHandle_t blas, const float* rhs, const float* fx, const float* fy, const Geometry& g,

@@ -101,14 +101,22 @@ PRISM_HD void radix4(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
   Cf* v1 = v0 + nx * 2;
   float r0, i0, r1, i1, r2, i2, r3, i3, r4, i4;
   if (j == 0) {
-    r0 = v1[0].re; i0 = v1[0].im;
-    r4 = v1[nx].re; i4 = v1[nx].im;
-    r1 = add_rn(r0, r4); i1 = add_rn(i0, i4);
-    r3 = sub_rn(i0, i4); i3 = sub_rn(r4, r0);
-    r2 = v0[0].re; i2 = v0[0].im;
-    r4 = v0[nx].re; i4 = v0[nx].im;
-    r0 = add_rn(r2, r4); i0 = add_rn(i2, i4);
-    r2 = sub_rn(r2, r4); i2 = sub_rn(i2, i4);
+    r0 = v1[0].re;
+    i0 = v1[0].im;
+    r4 = v1[nx].re;
+    i4 = v1[nx].im;
+    r1 = add_rn(r0, r4);
+    i1 = add_rn(i0, i4);
+    r3 = sub_rn(i0, i4);
+    i3 = sub_rn(r4, r0);
+    r2 = v0[0].re;
+    i2 = v0[0].im;
+    r4 = v0[nx].re;
+    i4 = v0[nx].im;
+    r0 = add_rn(r2, r4);
+    i0 = add_rn(i2, i4);
+    r2 = sub_rn(r2, r4);
+    i2 = sub_rn(i2, i4);
   } else {
     const int dw = j * dw0;
     const Cf w1 = wave[dw], w2 = wave[dw * 2], w3 = wave[dw * 3];
@@ -118,11 +126,16 @@ PRISM_HD void radix4(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
     i0 = sub_rn(mul_rn(v1[0].re, w1.re), mul_rn(v1[0].im, w1.im));  // Re(v1[0] w1)
     r3 = add_rn(mul_rn(v1[nx].re, w3.im), mul_rn(v1[nx].im, w3.re));
     i3 = sub_rn(mul_rn(v1[nx].re, w3.re), mul_rn(v1[nx].im, w3.im));
-    r1 = add_rn(i0, i3); i1 = add_rn(r0, r3);
-    r3 = sub_rn(r0, r3); i3 = sub_rn(i3, i0);
-    r4 = v0[0].re; i4 = v0[0].im;
-    r0 = add_rn(r4, r2); i0 = add_rn(i4, i2);
-    r2 = sub_rn(r4, r2); i2 = sub_rn(i4, i2);
+    r1 = add_rn(i0, i3);
+    i1 = add_rn(r0, r3);
+    r3 = sub_rn(r0, r3);
+    i3 = sub_rn(i3, i0);
+    r4 = v0[0].re;
+    i4 = v0[0].im;
+    r0 = add_rn(r4, r2);
+    i0 = add_rn(i4, i2);
+    r2 = sub_rn(r4, r2);
+    i2 = sub_rn(i4, i2);
   }
   v0[0] = {add_rn(r0, r1), add_rn(i0, i1)};
   v1[0] = {sub_rn(r0, r1), sub_rn(i0, i1)};
@@ -134,8 +147,10 @@ PRISM_HD void radix3(Cf* v, int nx, int j, int dw0, const Cf* wave) {
   const float sin_120 = 0.86602540378443864676372317075294f;
   float r0, i0, r1, i1, r2, i2;
   if (j == 0) {
-    r1 = add_rn(v[nx].re, v[nx * 2].re); i1 = add_rn(v[nx].im, v[nx * 2].im);
-    r0 = v[0].re; i0 = v[0].im;
+    r1 = add_rn(v[nx].re, v[nx * 2].re);
+    i1 = add_rn(v[nx].im, v[nx * 2].im);
+    r0 = v[0].re;
+    i0 = v[0].im;
     r2 = mul_rn(sin_120, sub_rn(v[nx].im, v[nx * 2].im));
     i2 = mul_rn(sin_120, sub_rn(v[nx * 2].re, v[nx].re));
   } else {
@@ -145,12 +160,16 @@ PRISM_HD void radix3(Cf* v, int nx, int j, int dw0, const Cf* wave) {
     i0 = cmul_im(v[nx], w1);
     i2 = cmul_re(v[nx * 2], w2);
     r2 = cmul_im(v[nx * 2], w2);
-    r1 = add_rn(r0, i2); i1 = add_rn(i0, r2);
-    r2 = mul_rn(sin_120, sub_rn(i0, r2)); i2 = mul_rn(sin_120, sub_rn(i2, r0));
-    r0 = v[0].re; i0 = v[0].im;
+    r1 = add_rn(r0, i2);
+    i1 = add_rn(i0, r2);
+    r2 = mul_rn(sin_120, sub_rn(i0, r2));
+    i2 = mul_rn(sin_120, sub_rn(i2, r0));
+    r0 = v[0].re;
+    i0 = v[0].im;
   }
   v[0] = {add_rn(r0, r1), add_rn(i0, i1)};
-  r0 = sub_rn(r0, mul_rn(0.5f, r1)); i0 = sub_rn(i0, mul_rn(0.5f, i1));
+  r0 = sub_rn(r0, mul_rn(0.5f, r1));
+  i0 = sub_rn(i0, mul_rn(0.5f, i1));
   v[nx] = {add_rn(r0, r2), add_rn(i0, i2)};
   v[nx * 2] = {sub_rn(r0, r2), sub_rn(i0, i2)};
 }
@@ -164,26 +183,45 @@ PRISM_HD void radix5(Cf* v0, int nx, int j, int dw0, const Cf* wave) {
   Cf* v2 = v1 + nx * 2;
   const int dw = j * dw0;  // j == 0 multiplies by wave[0] = (1, 0), exactly as OpenCV does
   float r0, i0, r1, i1, r2, i2, r3, i3, r4, i4, r5, i5;
-  r3 = cmul_re(v0[nx], wave[dw]); i3 = cmul_im(v0[nx], wave[dw]);
-  r2 = cmul_re(v2[0], wave[dw * 4]); i2 = cmul_im(v2[0], wave[dw * 4]);
-  r1 = add_rn(r3, r2); i1 = add_rn(i3, i2);
-  r3 = sub_rn(r3, r2); i3 = sub_rn(i3, i2);
-  r4 = cmul_re(v1[nx], wave[dw * 3]); i4 = cmul_im(v1[nx], wave[dw * 3]);
-  r0 = cmul_re(v1[0], wave[dw * 2]); i0 = cmul_im(v1[0], wave[dw * 2]);
-  r2 = add_rn(r4, r0); i2 = add_rn(i4, i0);
-  r4 = sub_rn(r4, r0); i4 = sub_rn(i4, i0);
-  r0 = v0[0].re; i0 = v0[0].im;
-  r5 = add_rn(r1, r2); i5 = add_rn(i1, i2);
+  r3 = cmul_re(v0[nx], wave[dw]);
+  i3 = cmul_im(v0[nx], wave[dw]);
+  r2 = cmul_re(v2[0], wave[dw * 4]);
+  i2 = cmul_im(v2[0], wave[dw * 4]);
+  r1 = add_rn(r3, r2);
+  i1 = add_rn(i3, i2);
+  r3 = sub_rn(r3, r2);
+  i3 = sub_rn(i3, i2);
+  r4 = cmul_re(v1[nx], wave[dw * 3]);
+  i4 = cmul_im(v1[nx], wave[dw * 3]);
+  r0 = cmul_re(v1[0], wave[dw * 2]);
+  i0 = cmul_im(v1[0], wave[dw * 2]);
+  r2 = add_rn(r4, r0);
+  i2 = add_rn(i4, i0);
+  r4 = sub_rn(r4, r0);
+  i4 = sub_rn(i4, i0);
+  r0 = v0[0].re;
+  i0 = v0[0].im;
+  r5 = add_rn(r1, r2);
+  i5 = add_rn(i1, i2);
   v0[0] = {add_rn(r0, r5), add_rn(i0, i5)};
-  r0 = sub_rn(r0, mul_rn(0.25f, r5)); i0 = sub_rn(i0, mul_rn(0.25f, i5));
-  r1 = mul_rn(fft5_2, sub_rn(r1, r2)); i1 = mul_rn(fft5_2, sub_rn(i1, i2));
-  r2 = mul_rn(-fft5_3, add_rn(i3, i4)); i2 = mul_rn(fft5_3, add_rn(r3, r4));
-  i3 = mul_rn(i3, -fft5_5); r3 = mul_rn(r3, fft5_5);
-  i4 = mul_rn(i4, -fft5_4); r4 = mul_rn(r4, fft5_4);
-  r5 = add_rn(r2, i3); i5 = add_rn(i2, r3);
-  r2 = sub_rn(r2, i4); i2 = sub_rn(i2, r4);
-  r3 = add_rn(r0, r1); i3 = add_rn(i0, i1);
-  r0 = sub_rn(r0, r1); i0 = sub_rn(i0, i1);
+  r0 = sub_rn(r0, mul_rn(0.25f, r5));
+  i0 = sub_rn(i0, mul_rn(0.25f, i5));
+  r1 = mul_rn(fft5_2, sub_rn(r1, r2));
+  i1 = mul_rn(fft5_2, sub_rn(i1, i2));
+  r2 = mul_rn(-fft5_3, add_rn(i3, i4));
+  i2 = mul_rn(fft5_3, add_rn(r3, r4));
+  i3 = mul_rn(i3, -fft5_5);
+  r3 = mul_rn(r3, fft5_5);
+  i4 = mul_rn(i4, -fft5_4);
+  r4 = mul_rn(r4, fft5_4);
+  r5 = add_rn(r2, i3);
+  i5 = add_rn(i2, r3);
+  r2 = sub_rn(r2, i4);
+  i2 = sub_rn(i2, r4);
+  r3 = add_rn(r0, r1);
+  i3 = add_rn(i0, i1);
+  r0 = sub_rn(r0, r1);
+  i0 = sub_rn(i0, i1);
   v0[nx] = {add_rn(r3, r2), add_rn(i3, i2)};
   v2[0] = {sub_rn(r3, r2), sub_rn(i3, i2)};
   v1[0] = {add_rn(r0, r5), add_rn(i0, i5)};
@@ -215,7 +253,7 @@ PRISM_HD void generic_sum_term(Cf& v0, Cf a, Cf b) {
   v0.im = add_rn(v0.im, b.im);
 }
 PRISM_HD Cf generic_sum(Cf v0, int h, const Cf* a, const Cf* b, int a_step, int b_step) {
-PRISM_UNROLL8
+  PRISM_UNROLL8
   for (int q = 0; q < h; ++q) generic_sum_term(v0, a[q * a_step], b[q * b_step]);
   return v0;
 }
@@ -238,7 +276,7 @@ PRISM_HD void generic_output(Cf v0, const Stage& s, int p, int tab_size, const C
   const int h = (s.radix - 1) / 2, dd = tab_size / s.radix * p;
   s0 = s1 = v0;
   int d = dd;
-PRISM_UNROLL8
+  PRISM_UNROLL8
   for (int q = 0; q < h; ++q) {
     generic_term<true>(wave[d], a[q * a_step], b[q * b_step], s0, s1);
     d += dd;

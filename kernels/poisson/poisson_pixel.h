@@ -59,7 +59,7 @@ PRISM_HD float bg_at(const PackedImage& bg, const Geometry& g, int x, int y, int
 // Masked patch value (overlay where the mask is non-zero, else 0). For MONOCHROME_TRANSFER the
 // patch's grey (cvtColor BGR2GRAY's fixed point) on every channel.
 PRISM_HD float patch_at(const PackedImage& ov, const MaskView& m, const Geometry& g, int x, int y, int c,
-                               CloneMode mode) {
+                        CloneMode mode) {
   const int ox = g.sx + x, oy = g.sy + y;
   if (mask_at(m, ox, oy) == 0) return 0.f;
   const uint8_t* p = ov.data + oy * ov.stride + static_cast<int64_t>(ox) * ov.channels;
@@ -73,8 +73,8 @@ PRISM_HD float patch_at(const PackedImage& ov, const MaskView& m, const Geometry
 struct Field {
   float x, y;
 };
-PRISM_HD Field field_at(const PackedImage& bg, const PackedImage& ov, const MaskView& m, const Geometry& g,
-                               int x, int y, int c, int e, CloneMode mode) {
+PRISM_HD Field field_at(const PackedImage& bg, const PackedImage& ov, const MaskView& m, const Geometry& g, int x,
+                        int y, int c, int e, CloneMode mode) {
   const float m_w = mul_rn(static_cast<float>(e), 1.0f / 255.0f);
   const float m_inv = mul_rn(static_cast<float>(255 - e), 1.0f / 255.0f);
   // Forward differences; at the last column/row OpenCV reflects (value irrelevant to the RHS).
@@ -108,8 +108,8 @@ PRISM_HD float frame_neighbours(const PackedImage& bg, const Geometry& g, int x,
 // Step 6 at interior box pixel (x, y), channel c: backward-difference divergence of the field minus
 // the frame's contribution. `eroded(x, y)` gives the 7x7-eroded mask at box pixel (x, y).
 template <class Eroded>
-PRISM_HD float rhs_at(const PackedImage& bg, const PackedImage& ov, const MaskView& m, const Geometry& g, int x,
-                      int y, int c, CloneMode mode, const Eroded& eroded) {
+PRISM_HD float rhs_at(const PackedImage& bg, const PackedImage& ov, const MaskView& m, const Geometry& g, int x, int y,
+                      int c, CloneMode mode, const Eroded& eroded) {
   const Field f = field_at(bg, ov, m, g, x, y, c, eroded(x, y), mode);
   const Field left = field_at(bg, ov, m, g, x - 1, y, c, eroded(x - 1, y), mode);
   const Field up = field_at(bg, ov, m, g, x, y - 1, c, eroded(x, y - 1), mode);

@@ -29,11 +29,11 @@ constexpr int kLongRadix = 64;
 struct HeadRange {
   int first = 0;
   int stop = ocvdft::kMaxStages;
-  float4* pairs_out = nullptr;           // [transform][pair][p - 1]: a, b
-  ocvdft::Cf* first_out = nullptr;       // [transform][pair] the butterfly's v[0]
-  const ocvdft::Cf* compact = nullptr;   // [transform][block][kept], stage first-1's outputs
+  float4* pairs_out = nullptr;          // [transform][pair][p - 1]: a, b
+  ocvdft::Cf* first_out = nullptr;      // [transform][pair] the butterfly's v[0]
+  const ocvdft::Cf* compact = nullptr;  // [transform][block][kept], stage first-1's outputs
   int compact_blocks = 0, compact_kept = 0, compact_n = 0;
-  float inverse_scale = 0.f;             // > 0: OpenCV's inverse with DFT_SCALE (opencv_dft.h)
+  float inverse_scale = 0.f;  // > 0: OpenCV's inverse with DFT_SCALE (opencv_dft.h)
 };
 
 constexpr int kHeadThreads = 256;
@@ -42,9 +42,9 @@ constexpr int kHeadThreads = 256;
 // row's odd extension in shared memory, stage by stage (ocvdft::run_host in parallel), every
 // stage pruned below `prune`; writes the imaginary parts of outputs 1..count to
 // out[(c * rows + r) * count + k - 1]. `range` splits the pass around a long stage.
-__global__ void __launch_bounds__(kHeadThreads) dft_head_kernel(ocvdft::Plan plan, const int* __restrict__ slot,
-                                                                const ocvdft::Cf* __restrict__ wave, HeadRange range,
-                                                                RowSource src, int prune, float* out, int count) {
+__global__ void __launch_bounds__(kHeadThreads)
+    dft_head_kernel(ocvdft::Plan plan, const int* __restrict__ slot, const ocvdft::Cf* __restrict__ wave,
+                    HeadRange range, RowSource src, int prune, float* out, int count) {
   using ocvdft::Cf;
   extern __shared__ Cf head_smem[];
   const int n0 = plan.n0, r = blockIdx.x, c = blockIdx.y, len = src.length;
@@ -164,10 +164,9 @@ __device__ void long_fetch(const LongStage& L, const float4* pairs_in, const ocv
 // memory; each term of a sum then reads one float4 of its lane and twiddles common to the warp. The
 // sums run in OpenCV's order, so the results are bit-identical to dft_head_kernel's. Outputs
 // j + n - nx p are never wanted for a long stage (checked on the host).
-__global__ void __launch_bounds__(kLongThreads) long_stage_kernel(LongStage L, const ocvdft::Cf* __restrict__ tw_table,
-                                                                  const float4* __restrict__ pairs_in,
-                                                                  const ocvdft::Cf* __restrict__ first_in,
-                                                                  ocvdft::Cf* compact, float* out) {
+__global__ void __launch_bounds__(kLongThreads)
+    long_stage_kernel(LongStage L, const ocvdft::Cf* __restrict__ tw_table, const float4* __restrict__ pairs_in,
+                      const ocvdft::Cf* __restrict__ first_in, ocvdft::Cf* compact, float* out) {
   using ocvdft::Cf;
   __shared__ float4 tile[2][kLongChunk * 33];                // [q][lane] a, b; padded against bank conflicts
   __shared__ float4 tw_tile[2][kLongChunk * kLongMaxP / 2];  // [q][p - 1] twiddles, two per float4
@@ -218,8 +217,10 @@ __global__ void __launch_bounds__(kLongThreads) long_stage_kernel(LongStage L, c
   for (int g = 0; g < kLongGroup; ++g) {
     const int p = p_first + g, pos = j + L.st.nx * p;  // position in the block
     if ((warp == 0 && g > 0) || p > L.p_max || !L.wanted(pos)) continue;
-    if (L.last) out[static_cast<int64_t>(transform) * L.count + pos - 1] = s[g].im;
-    else compact[(static_cast<int64_t>(transform) * L.blocks + blk) * L.kept + pos] = s[g];
+    if (L.last)
+      out[static_cast<int64_t>(transform) * L.count + pos - 1] = s[g].im;
+    else
+      compact[(static_cast<int64_t>(transform) * L.blocks + blk) * L.kept + pos] = s[g];
   }
 }
 
@@ -249,7 +250,8 @@ __global__ void output_replay_kernel(const float* u, Geometry g, PackedImage bg)
   const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
   const int N = g.W - 2, M = g.H - 2;
   if (i >= N || j >= M) return;
-  uint8_t* px = bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
+  uint8_t* px =
+      bg.data + static_cast<int64_t>(g.dy + 1 + j) * bg.stride + static_cast<int64_t>(g.dx + 1 + i) * bg.channels;
   for (int c = 0; c < 3; ++c)
     px[detail::channel_offset(bg, c)] = detail::to_u8_truncate(u[(static_cast<int64_t>(c) * N + i) * M + j]);
 }
@@ -317,16 +319,16 @@ void ReplayPass::enqueue(const RowSource& src, float* out, cudaStream_t stream) 
   if (split_ < 0) {
     HeadRange whole;
     whole.inverse_scale = inverse_scale_;
-    dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), whole, src, prune_, out,
-                                                                       count_);
+    dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), whole, src,
+                                                                       prune_, out, count_);
     return;
   }
   HeadRange before;
   before.stop = split_;
   before.pairs_out = pairs_.data();
   before.first_out = firsts_.data();
-  dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), before, src, prune_, out,
-                                                                     count_);
+  dft_head_kernel<<<grid, kHeadThreads, before_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), before, src,
+                                                                     prune_, out, count_);
   const LongStage& L = long_;
   long_stage_kernel<<<dim3((L.transforms + 31) / 32, L.pairs), kLongThreads, 0, stream>>>(
       L, tw_.data(), pairs_.data(), firsts_.data(), compact_.data(), out);
@@ -337,8 +339,8 @@ void ReplayPass::enqueue(const RowSource& src, float* out, cudaStream_t stream) 
   after.compact_blocks = L.blocks;
   after.compact_kept = L.kept;
   after.compact_n = L.st.n;
-  dft_head_kernel<<<grid, kHeadThreads, after_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), after, src, prune_, out,
-                                                                    count_);
+  dft_head_kernel<<<grid, kHeadThreads, after_.bytes(n0), stream>>>(plan_, slot_.data(), wave_.data(), after, src,
+                                                                    prune_, out, count_);
 }
 
 bool ReplaySolve::prepare(int N, int M) {

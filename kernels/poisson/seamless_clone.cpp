@@ -56,41 +56,47 @@ void dst_opencv(const cv::Mat& src, cv::Mat& dest, bool invert) {
   const int rows = src.rows, cols = src.cols;
   // Pass 1 along rows; its imaginary part lands transposed in `t` (cols x (2 rows + 2)).
   cv::Mat t(cols, 2 * rows + 2, CV_32F, cv::Scalar(0));
-  cv::parallel_for_(cv::Range(0, rows), [&](const cv::Range& range) {
-    cv::Mat ext(range.size(), 2 * cols + 2, CV_32FC2, cv::Scalar(0, 0));
-    for (int j = range.start; j < range.end; ++j) {
-      const float* s = src.ptr<float>(j);
-      cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
-      for (int i = 0; i < cols; ++i) {
-        e[1 + i][0] = s[i];
-        e[cols + 2 + i][0] = -s[cols - 1 - i];
-      }
-    }
-    cv::dft(ext, ext, flag);
-    for (int j = range.start; j < range.end; ++j) {
-      const cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
-      for (int i = 0; i < cols; ++i) {
-        const float val = e[i + 1][1];
-        t.at<float>(i, j + 1) = val;
-        t.at<float>(i, t.cols - 1 - j) = -val;
-      }
-    }
-  }, std::max(1, rows / 32));
+  cv::parallel_for_(
+      cv::Range(0, rows),
+      [&](const cv::Range& range) {
+        cv::Mat ext(range.size(), 2 * cols + 2, CV_32FC2, cv::Scalar(0, 0));
+        for (int j = range.start; j < range.end; ++j) {
+          const float* s = src.ptr<float>(j);
+          cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
+          for (int i = 0; i < cols; ++i) {
+            e[1 + i][0] = s[i];
+            e[cols + 2 + i][0] = -s[cols - 1 - i];
+          }
+        }
+        cv::dft(ext, ext, flag);
+        for (int j = range.start; j < range.end; ++j) {
+          const cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
+          for (int i = 0; i < cols; ++i) {
+            const float val = e[i + 1][1];
+            t.at<float>(i, j + 1) = val;
+            t.at<float>(i, t.cols - 1 - j) = -val;
+          }
+        }
+      },
+      std::max(1, rows / 32));
   // Pass 2 along the rows of t; imaginary part transposed back into dest (rows x cols).
   dest.create(rows, cols, CV_32F);
-  cv::parallel_for_(cv::Range(0, cols), [&](const cv::Range& range) {
-    cv::Mat ext(range.size(), t.cols, CV_32FC2, cv::Scalar(0, 0));
-    for (int j = range.start; j < range.end; ++j) {
-      const float* s = t.ptr<float>(j);
-      cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
-      for (int i = 0; i < t.cols; ++i) e[i][0] = s[i];
-    }
-    cv::dft(ext, ext, flag);
-    for (int j = range.start; j < range.end; ++j) {
-      const cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
-      for (int i = 0; i < rows; ++i) dest.at<float>(i, j) = e[i + 1][1];
-    }
-  }, std::max(1, cols / 32));
+  cv::parallel_for_(
+      cv::Range(0, cols),
+      [&](const cv::Range& range) {
+        cv::Mat ext(range.size(), t.cols, CV_32FC2, cv::Scalar(0, 0));
+        for (int j = range.start; j < range.end; ++j) {
+          const float* s = t.ptr<float>(j);
+          cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
+          for (int i = 0; i < t.cols; ++i) e[i][0] = s[i];
+        }
+        cv::dft(ext, ext, flag);
+        for (int j = range.start; j < range.end; ++j) {
+          const cv::Vec2f* e = ext.ptr<cv::Vec2f>(j - range.start);
+          for (int i = 0; i < rows; ++i) dest.at<float>(i, j) = e[i + 1][1];
+        }
+      },
+      std::max(1, cols / 32));
 }
 
 }  // namespace

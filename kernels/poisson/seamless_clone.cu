@@ -134,7 +134,7 @@ __global__ void rhs_folded_kernel(PackedImage bg, PackedImage ov, MaskView mask,
   const int tx = threadIdx.x, ty = threadIdx.y, a = a0 + tx, b = b0 + ty;
   if (a >= L.ne || b >= L.me) return;
   const bool mirror_a = N - 1 - a != a, mirror_b = M - 1 - b != b;  // false at the middle of an odd length
-  const int rx = kTileX - 1 - tx, ry = kTileY - 1 - ty;               // the mirrored pixel in its tile
+  const int rx = kTileX - 1 - tx, ry = kTileY - 1 - ty;             // the mirrored pixel in its tile
   for (int c = 0; c < 3; ++c) {
     const double v11 = rhs[0][c][ty][tx];
     const double v21 = mirror_a ? rhs[1][c][ty][rx] : 0.0, v12 = mirror_b ? rhs[2][c][ry][tx] : 0.0;
@@ -281,7 +281,6 @@ DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) 
   return fast_fp64 && large ? DstMethod::Gemm : DstMethod::Fft;
 }
 
-
 void CudaCloner::clone(const CloneJob& job) {
   const Placement& pl = job.placement;
   if (!pl.solvable()) return;
@@ -293,17 +292,18 @@ void CudaCloner::clone(const CloneJob& job) {
   erode_kernel<<<dim3((g.W + kErodeBx - 1) / kErodeBx, (g.H + kErodeBy - 1) / kErodeBy), dim3(kErodeBx, kErodeBy), 0,
                  s>>>(job.mask, g, e.eroded.data());
   if (e.method == DstMethod::Replay) {
-    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(
-        job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), nullptr, e.rhs.data());
+    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0,
+                               s>>>(job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), nullptr,
+                                    e.rhs.data());
     e.replay.solve(e.rhs.data(), e.fx.data(), e.fy.data(), g, job.background, s);
   } else if (e.method == DstMethod::Fft) {
-    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(
-        job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), e.dst.ext_x.data(), e.rhs.data());
+    rhs_odd_extension_kernel<<<dim3((N + kTileX - 1) / kTileX, (M + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0,
+                               s>>>(job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(),
+                                    e.dst.ext_x.data(), e.rhs.data());
     e.dst.solve_fft(e.rhs.data(), e.fx.data(), e.fy.data(), g, job.background, s);
   } else {
     const SplitLayout& L = e.dst.layout;
-    rhs_folded_kernel<<<dim3((L.ne + kTileX - 1) / kTileX, (L.me + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0,
-                        s>>>(
+    rhs_folded_kernel<<<dim3((L.ne + kTileX - 1) / kTileX, (L.me + kTileY - 1) / kTileY), dim3(kTileX, kTileY), 0, s>>>(
         job.background, job.overlay, job.mask, g, job.mode, e.eroded.data(), L, e.dst.dense.data(), e.rhs.data());
     e.dst.solve_gemm(impl_->blas.get(), e.rhs.data(), e.fx.data(), e.fy.data(), g, job.background, s);
   }
@@ -319,8 +319,8 @@ Box CudaCloner::mask_box(const MaskView& m) {
   init_box_kernel<<<1, 1, 0, s>>>(impl_->box_dev.data());
   mask_box_kernel<<<dim3((m.width + 31) / 32, (m.height + 7) / 8), dim3(32, 8), 0, s>>>(m, impl_->box_dev.data());
   PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(impl_->box_host.data(), impl_->box_dev.data(), 4 * sizeof(int),
-                                   cudaMemcpyDeviceToHost, s));
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(impl_->box_host.data(), impl_->box_dev.data(), 4 * sizeof(int), cudaMemcpyDeviceToHost, s));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(s));
   const int* b = impl_->box_host.data();
   if (b[2] < 0) return {};

@@ -63,9 +63,7 @@ struct MaskView {
 struct Box {
   int x = 0, y = 0, width = 0, height = 0;
   bool empty() const { return width <= 0 || height <= 0; }
-  bool operator==(const Box& o) const {
-    return x == o.x && y == o.y && width == o.width && height == o.height;
-  }
+  bool operator==(const Box& o) const { return x == o.x && y == o.y && width == o.width && height == o.height; }
 };
 
 // Step 1 on the host: bounding box of the non-zero mask pixels, ignoring the mask's outer frame.
@@ -85,8 +83,8 @@ Placement place(const Box& mask_box, int px, int py, int background_width, int b
 struct CloneJob {
   PackedImage background;  // modified in place, only inside placement.dst's interior
   PackedImage overlay;
-  MaskView mask;           // same size as the overlay
-  Placement placement;     // from place()
+  MaskView mask;        // same size as the overlay
+  Placement placement;  // from place()
   CloneMode mode = CloneMode::Normal;
 };
 
@@ -102,8 +100,8 @@ void clone_cpu(const CloneJob& job);
 enum class DstMethod : int { Auto = 0, Gemm = 1, Fft = 2, Replay = 3 };
 
 // CUDA path, solving in double precision with OpenCV's low frequencies spliced in, or replaying
-// OpenCV's float solve (see seamless_clone.cu). Holds one CUDA stream's worth of scratch buffers, cuFFT plans and cuBLAS handle, made
-// the first time a box size is seen and kept (a few sizes, least recently used evicted), so a
+// OpenCV's float solve (see seamless_clone.cu). Holds one CUDA stream's worth of scratch buffers, cuFFT plans and
+// cuBLAS handle, made the first time a box size is seen and kept (a few sizes, least recently used evicted), so a
 // stream of frames allocates nothing and never synchronises. All pointers in jobs are device
 // pointers. Create, use and destroy it with the same CUDA context current.
 class CudaCloner {

@@ -135,10 +135,10 @@ struct LongStage {
   int n0 = 0;
   int h = 0, cols = 0, pairs = 0, kept = 0, blocks = 0;
   int transforms = 0;
-  int count = 0;       // last: positions 1..count are wanted (the pass's outputs), else 0..kept-1
-  bool last = false;   // the plan's last stage: outputs go straight to the pass's output
-  int p_max = 0;       // the largest wanted p (column 0)
-  int tw_width = 0;    // twiddles per term q in the table: p = 1..p_max, padded to kLongGroup
+  int count = 0;      // last: positions 1..count are wanted (the pass's outputs), else 0..kept-1
+  bool last = false;  // the plan's last stage: outputs go straight to the pass's output
+  int p_max = 0;      // the largest wanted p (column 0)
+  int tw_width = 0;   // twiddles per term q in the table: p = 1..p_max, padded to kLongGroup
 
   __host__ __device__ bool wanted(int pos) const { return last ? pos >= 1 && pos <= count : pos < kept; }
 };
@@ -165,9 +165,9 @@ class ReplayPass {
   int split_ = -1;  // index of the long stage, -1: none
   HeadLayout before_{}, after_{};
   LongStage long_{};
-  DeviceArray<ocvdft::Cf> tw_;       // the long stage's twiddles [q][p - 1]
-  DeviceArray<float4> pairs_;        // [transform][pair][p - 1]: a, b
-  DeviceArray<ocvdft::Cf> firsts_;   // [transform][pair]: v[0]
+  DeviceArray<ocvdft::Cf> tw_;      // the long stage's twiddles [q][p - 1]
+  DeviceArray<float4> pairs_;       // [transform][pair][p - 1]: a, b
+  DeviceArray<ocvdft::Cf> firsts_;  // [transform][pair]: v[0]
   DeviceArray<ocvdft::Cf> compact_;
 };
 
@@ -191,8 +191,8 @@ struct ReplaySolve {
 // OpenCV's own float roundings replayed for the lowest frequencies of the forward passes.
 struct DstSolve {
   // Fft
-  DeviceArray<double> ext_x;  // [3M][2N+2]
-  DeviceArray<double> ext_y;  // [3N][2M+2]
+  DeviceArray<double> ext_x;               // [3M][2N+2]
+  DeviceArray<double> ext_y;               // [3N][2M+2]
   DeviceArray<cufftDoubleComplex> spec_x;  // [3M][N+2]
   DeviceArray<cufftDoubleComplex> spec_y;  // [3N][M+2]
   FftPlan plan_x, plan_y;

@@ -32,7 +32,8 @@ cc::Image yuv_view(const cc::Image& frame, const Box& r) {
   if (frame.format == cc::PixelFormat::NV12) {
     im.plane[1] = frame.plane[1] + static_cast<int64_t>(r.y / 2) * frame.stride[1] + r.x;
   } else {
-    for (int p = 1; p < 3; p++) im.plane[p] = frame.plane[p] + static_cast<int64_t>(r.y / 2) * frame.stride[p] + r.x / 2;
+    for (int p = 1; p < 3; p++)
+      im.plane[p] = frame.plane[p] + static_cast<int64_t>(r.y / 2) * frame.stride[p] + r.x / 2;
   }
   return im;
 }

@@ -21,8 +21,8 @@ void validate(const SpectralizeParams& p) {
 
 // A sliding histogram along each row: add the entering column, remove the leaving one.
 template <class T>
-void spectralize_cpu(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p,
-                     T* out, int64_t out_row_bytes) {
+void spectralize_cpu(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p, T* out,
+                     int64_t out_row_bytes) {
   validate(p);
   const int r = p.window / 2, n = p.bins;
   if (out_row_bytes == 0) out_row_bytes = int64_t(width) * n * sizeof(T);

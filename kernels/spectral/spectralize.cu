@@ -11,8 +11,8 @@ namespace {
 constexpr int kTx = 32, kTy = 8, kMaxR = 15;
 
 template <class T>
-__global__ void spectralize_kernel(const uint8_t* grey, int width, int height, int64_t stride, int bins, int r,
-                                   T* out, int64_t out_row_bytes) {
+__global__ void spectralize_kernel(const uint8_t* grey, int width, int height, int64_t stride, int bins, int r, T* out,
+                                   int64_t out_row_bytes) {
   __shared__ uint8_t tile[kTy + 2 * kMaxR][kTx + 2 * kMaxR];
   const int x0 = blockIdx.x * kTx - r, y0 = blockIdx.y * kTy - r;
   const int tw = kTx + 2 * r, th = kTy + 2 * r;
@@ -35,18 +35,18 @@ __global__ void spectralize_kernel(const uint8_t* grey, int width, int height, i
 }  // namespace
 
 template <class T>
-void spectralize_cuda(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p,
-                      T* out, cudaStream_t stream, int64_t out_row_bytes) {
+void spectralize_cuda(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p, T* out,
+                      cudaStream_t stream, int64_t out_row_bytes) {
   validate(p);
   if (out_row_bytes == 0) out_row_bytes = static_cast<int64_t>(width) * p.bins * sizeof(T);
   const dim3 grid((width + kTx - 1) / kTx, (height + kTy - 1) / kTy);
-  spectralize_kernel<T><<<grid, dim3(kTx, kTy), 0, stream>>>(grey, width, height, stride, p.bins, p.window / 2, out,
-                                                              out_row_bytes);
+  spectralize_kernel<T>
+      <<<grid, dim3(kTx, kTy), 0, stream>>>(grey, width, height, stride, p.bins, p.window / 2, out, out_row_bytes);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 
-template void spectralize_cuda<float>(const uint8_t*, int, int, int64_t, const SpectralizeParams&, float*,
-                                      cudaStream_t, int64_t);
+template void spectralize_cuda<float>(const uint8_t*, int, int, int64_t, const SpectralizeParams&, float*, cudaStream_t,
+                                      int64_t);
 template void spectralize_cuda<uint16_t>(const uint8_t*, int, int, int64_t, const SpectralizeParams&, uint16_t*,
                                          cudaStream_t, int64_t);
 

@@ -27,14 +27,14 @@ PRISM_HD int bin_of(uint8_t v, int bins) { return (static_cast<int>(v) * bins) >
 // grey: width x height bytes with `stride`; out: rows of width x bins counts (float or uint16_t),
 // `out_row_bytes` apart (0: packed, [height * width][bins]).
 template <class T>
-void spectralize_cpu(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p,
-                     T* out, int64_t out_row_bytes = 0);
+void spectralize_cpu(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p, T* out,
+                     int64_t out_row_bytes = 0);
 
 #if defined(PRISM_HAVE_CUDA)
 // The same on device memory, asynchronous on `stream`.
 template <class T>
-void spectralize_cuda(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p,
-                      T* out, cudaStream_t stream, int64_t out_row_bytes = 0);
+void spectralize_cuda(const uint8_t* grey, int width, int height, int64_t stride, const SpectralizeParams& p, T* out,
+                      cudaStream_t stream, int64_t out_row_bytes = 0);
 #endif
 
 }  // namespace prism::spectral

@@ -7,8 +7,7 @@ namespace prism::tensor {
 namespace {
 
 template <class T>
-__global__ void to_float_kernel(const uint8_t* frame, int64_t row_bytes, int64_t row_values, int height,
-                                float* out) {
+__global__ void to_float_kernel(const uint8_t* frame, int64_t row_bytes, int64_t row_values, int height, float* out) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int y = blockIdx.y;
   if (i >= row_values || y >= height) return;
@@ -25,9 +24,15 @@ void to_signatures_cuda(const void* frame, const FrameLayout& l, float* out, cud
   const dim3 block(256), grid(unsigned((row_values + 255) / 256), unsigned(l.height));
   const auto* p = static_cast<const uint8_t*>(frame);
   switch (l.dtype) {
-    case DType::U8: to_float_kernel<uint8_t><<<grid, block, 0, stream>>>(p, l.row_bytes, row_values, l.height, out); break;
-    case DType::U16: to_float_kernel<uint16_t><<<grid, block, 0, stream>>>(p, l.row_bytes, row_values, l.height, out); break;
-    case DType::F32: to_float_kernel<float><<<grid, block, 0, stream>>>(p, l.row_bytes, row_values, l.height, out); break;
+    case DType::U8:
+      to_float_kernel<uint8_t><<<grid, block, 0, stream>>>(p, l.row_bytes, row_values, l.height, out);
+      break;
+    case DType::U16:
+      to_float_kernel<uint16_t><<<grid, block, 0, stream>>>(p, l.row_bytes, row_values, l.height, out);
+      break;
+    case DType::F32:
+      to_float_kernel<float><<<grid, block, 0, stream>>>(p, l.row_bytes, row_values, l.height, out);
+      break;
   }
   PRISM_CUDA_CHECK(cudaGetLastError());
 }

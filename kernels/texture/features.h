@@ -18,9 +18,9 @@ struct Keypoint {
 };
 
 struct Features {
-  int width = 0, height = 0;            // the image's size
-  std::vector<Keypoint> keypoints;      // strongest first
-  std::vector<uint16_t> descriptors;    // [count][match::kDim] RootSIFT, FP16
+  int width = 0, height = 0;          // the image's size
+  std::vector<Keypoint> keypoints;    // strongest first
+  std::vector<uint16_t> descriptors;  // [count][match::kDim] RootSIFT, FP16
   int count() const { return int(keypoints.size()); }
 };
 

@@ -129,7 +129,8 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   if (h.version != kVersion) throw corrupt("format version " + std::to_string(h.version) + ", this build reads 1");
   if (h.dim != uint32_t(match::kDim) || h.count > uint32_t(match::kSlot) || h.id_len > 128 || h.source_len > 65536)
     throw corrupt("impossible header values");
-  const size_t expect = sizeof(Header) + h.id_len + h.source_len + size_t(h.count) * (sizeof(Keypoint) + 2 * match::kDim) + 4;
+  const size_t expect =
+      sizeof(Header) + h.id_len + h.source_len + size_t(h.count) * (sizeof(Keypoint) + 2 * match::kDim) + 4;
   if (bytes.size() != expect)
     throw corrupt("size " + std::to_string(bytes.size()) + " bytes, header says " + std::to_string(expect));
   uint32_t stored;
@@ -189,10 +190,12 @@ Gallery Gallery::open(const fs::path& dir, bool create) {
     if (!in) throw GalleryError(file + ": cannot read");
     std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     GalleryEntry e = decode(bytes, file);
-    if (e.id != de.path().stem().string()) throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
+    if (e.id != de.path().stem().string())
+      throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
     g.entries_.push_back(std::move(e));
   }
-  std::sort(g.entries_.begin(), g.entries_.end(), [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
+  std::sort(g.entries_.begin(), g.entries_.end(),
+            [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
   return g;
 }
 

@@ -27,7 +27,7 @@ struct GalleryError : std::runtime_error {
 
 struct GalleryEntry {
   std::string id;
-  std::string source;       // where the enrolled image came from (informational)
+  std::string source;  // where the enrolled image came from (informational)
   int64_t enrolled_unix = 0;
   Features features;
 };

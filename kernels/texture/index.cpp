@@ -60,9 +60,9 @@ struct TextureIndex::Impl {
   std::string description;
   std::vector<uint16_t> gallery;  // CPU path: [images][kSlot][kDim]
   std::vector<int> counts;
-  HostBuffer<uint16_t> query;     // the padded query
-  HostBuffer<int> scores;         // per gallery image, and one per verified candidate
-  HostBuffer<float> best, second; // per verified candidate and query row
+  HostBuffer<uint16_t> query;      // the padded query
+  HostBuffer<int> scores;          // per gallery image, and one per verified candidate
+  HostBuffer<float> best, second;  // per verified candidate and query row
   HostBuffer<int> best_index;
 #if defined(PRISM_HAVE_CUDA)
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
@@ -208,7 +208,8 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
   match::MatchOutputs out;
   out.scores = m.d_scores.data();
   match::match_cuda(p, mp, out, m.stream);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(h_scores, m.d_scores.data(), images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(h_scores, m.d_scores.data(), images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   std::copy_n(h_scores, images, scores.begin());
 #endif

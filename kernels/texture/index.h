@@ -21,8 +21,8 @@ namespace prism::texture {
 using Device = gpu::Device;
 
 struct SearchParams {
-  float ratio = 0.8f;   // Lowe's ratio
-  int shortlist = 8;    // images verified geometrically per search
+  float ratio = 0.8f;  // Lowe's ratio
+  int shortlist = 8;   // images verified geometrically per search
   // Decision threshold on chance_significance (verify.h): the smallest 0.1 step at which the 1:1
   // false-accept rate is at most 0.1%, calibrated by `prism texture eval` (docs/TEXTUREID.md).
   double min_significance = 3.6;
@@ -31,9 +31,9 @@ struct SearchParams {
 };
 
 struct Candidate {
-  int index = -1;        // into the index's ids()
+  int index = -1;  // into the index's ids()
   std::string id;
-  int score = 0;         // ratio-test matches counted by the matcher
+  int score = 0;  // ratio-test matches counted by the matcher
   Verification geometry;
   // The decision score: geometry.significance less log10 of the number of candidates verified
   // (Bonferroni: a search that tries 8 wrong products gets 8 chances at a chance fit); equal to it
@@ -45,8 +45,8 @@ struct Candidate {
 bool accepted(const Candidate& c, const SearchParams& params);
 
 struct SearchResult {
-  bool identified = false;        // best candidate passes min_significance and min_inliers
-  Candidate best;                 // index -1 when the gallery is empty
+  bool identified = false;            // best candidate passes min_significance and min_inliers
+  Candidate best;                     // index -1 when the gallery is empty
   std::vector<Candidate> candidates;  // the verified shortlist, most significant first
   double match_ms = 0, verify_ms = 0;
 };

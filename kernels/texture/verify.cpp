@@ -30,7 +30,9 @@ double chance_significance(int inliers, int matches) {
   if (k <= 0 || n < k) return 0.0;
   // Upper tail of Binomial(n, p), summed from its largest term down in log space.
   const double lp = std::log(kChanceInlier), lq = std::log1p(-kChanceInlier);
-  auto log_term = [&](int i) { return std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) + i * lp + (n - i) * lq; };
+  auto log_term = [&](int i) {
+    return std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) + i * lp + (n - i) * lq;
+  };
   const double top = log_term(k);
   double sum = 0;
   for (int i = k; i <= n; ++i) {
@@ -41,8 +43,8 @@ double chance_significance(int inliers, int matches) {
   return -(top + std::log(sum)) / std::log(10.0);
 }
 
-Verification verify_geometry(const Features& query, const Features& gallery,
-                             const std::vector<Correspondence>& matches, const VerifyParams& params) {
+Verification verify_geometry(const Features& query, const Features& gallery, const std::vector<Correspondence>& matches,
+                             const VerifyParams& params) {
   Verification v;
   v.matches = int(matches.size());
   if (matches.size() < 4) return v;
@@ -56,8 +58,8 @@ Verification verify_geometry(const Features& query, const Features& gallery,
     to.emplace_back(b.x, b.y);
   }
   cv::Mat mask;
-  const cv::Mat h = cv::findHomography(from, to, cv::RANSAC, params.reprojection_px, mask, params.max_iterations,
-                                       params.confidence);
+  const cv::Mat h =
+      cv::findHomography(from, to, cv::RANSAC, params.reprojection_px, mask, params.max_iterations, params.confidence);
   if (h.empty()) return v;
   // A homography that folds or collapses the plane is no re-capture of the same surface.
   const double det = h.at<double>(0, 0) * h.at<double>(1, 1) - h.at<double>(0, 1) * h.at<double>(1, 0);

@@ -29,11 +29,11 @@ struct VerifyParams {
 };
 
 struct Verification {
-  int matches = 0;        // ratio-test matches (one-to-one)
-  int inliers = 0;        // consistent with the homography; 0 when none was found or it is degenerate
+  int matches = 0;          // ratio-test matches (one-to-one)
+  int inliers = 0;          // consistent with the homography; 0 when none was found or it is degenerate
   double significance = 0;  // chance_significance(inliers, matches)
   cv::Matx33d homography = cv::Matx33d::eye();  // query -> gallery
-  cv::Rect2f query_box;   // bounding box of the inliers in the query image
+  cv::Rect2f query_box;                         // bounding box of the inliers in the query image
 };
 
 // The chance that a wrong product's matches are this consistent: RANSAC's 4-point sample is always
@@ -45,7 +45,7 @@ struct Verification {
 constexpr double kChanceInlier = 0.01;
 double chance_significance(int inliers, int matches);
 
-Verification verify_geometry(const Features& query, const Features& gallery,
-                             const std::vector<Correspondence>& matches, const VerifyParams& params = {});
+Verification verify_geometry(const Features& query, const Features& gallery, const std::vector<Correspondence>& matches,
+                             const VerifyParams& params = {});
 
 }  // namespace prism::texture

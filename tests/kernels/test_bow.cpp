@@ -51,8 +51,10 @@ TEST(BowFilterBank, KernelsHaveTheirDefiningSumsAndBadSizesAreRefused) {
   const FilterBank bank;
   for (int i = 0; i < bank.filters(); ++i) {
     const double sum = cv::sum(bank.dense(i))[0];
-    if (i % bow::kFilterKinds == 0) EXPECT_NEAR(sum, 1.0, 1e-5) << i;  // Gaussian: keeps a flat image
-    else EXPECT_NEAR(sum, 0.0, 1e-5) << i;                            // LoG, Sobel: flat gives 0
+    if (i % bow::kFilterKinds == 0)
+      EXPECT_NEAR(sum, 1.0, 1e-5) << i;  // Gaussian: keeps a flat image
+    else
+      EXPECT_NEAR(sum, 0.0, 1e-5) << i;  // LoG, Sobel: flat gives 0
   }
   // The Sobel x kernel grows to the right (OpenCV's sign: a rising ramp gives a positive response).
   const cv::Mat sx = bank.dense(2);
@@ -120,8 +122,9 @@ TEST(BowKMeans, FindsPlantedClustersDeterministically) {
   EXPECT_EQ(a.labels, b.labels);
   // No worse than OpenCV's kmeans++ with 3 attempts.
   cv::Mat cv_labels, cv_centres;
-  const double cv_inertia = cv::kmeans(pts, k, cv_labels, cv::TermCriteria(cv::TermCriteria::COUNT + cv::TermCriteria::EPS, 100, 1e-6),
-                                       3, cv::KMEANS_PP_CENTERS, cv_centres);
+  const double cv_inertia =
+      cv::kmeans(pts, k, cv_labels, cv::TermCriteria(cv::TermCriteria::COUNT + cv::TermCriteria::EPS, 100, 1e-6), 3,
+                 cv::KMEANS_PP_CENTERS, cv_centres);
   EXPECT_LE(a.inertia, cv_inertia * 1.0001 + 1e-9);
 }
 
@@ -201,7 +204,7 @@ TEST(BowHistogram, PyramidHistogramInClosedForm) {
   ASSERT_EQ(int(h1.size()), bow::histogram_length(3, 1));
   ASSERT_EQ(h1.size(), 15u);
   // Level 0 weighs 1/2, level 1 weighs 1/2: raw sums 16 * 1/2 + 16 * 1/2 = 16.
-  EXPECT_FLOAT_EQ(h1[0], 8 * 0.5f / 16);          // word 0, whole image
+  EXPECT_FLOAT_EQ(h1[0], 8 * 0.5f / 16);              // word 0, whole image
   EXPECT_FLOAT_EQ(h1[3 + 0 * 3 + 0], 4 * 0.5f / 16);  // top-left cell, word 0
   EXPECT_FLOAT_EQ(h1[3 + 1 * 3 + 1], 4 * 0.5f / 16);  // top-right cell, word 1
   EXPECT_FLOAT_EQ(h1[3 + 3 * 3 + 2], 4 * 0.5f / 16);  // bottom-right cell, word 2
@@ -272,7 +275,8 @@ TEST(BowModel, TrainsClassifiesAndRoundTripsThroughItsFile) {
                                              if (stages.empty() || stages.back() != s) stages.push_back(s);
                                            });
   EXPECT_EQ(stages, (std::vector<std::string>{"filters", "k-means", "histograms", "classifier"}));
-  const bow::Model knn = svm.with_classifier(bow::ClassifierKind::kKnn, 1), plain = svm.with_classifier(bow::ClassifierKind::kKnn, 0);
+  const bow::Model knn = svm.with_classifier(bow::ClassifierKind::kKnn, 1),
+                   plain = svm.with_classifier(bow::ClassifierKind::kKnn, 0);
   for (const bow::Model* m : {&svm, &knn, &plain}) {
     int right = 0;
     for (size_t i = 0; i < test.size(); ++i) right += m->classify(test[i]).label == test_labels[i];

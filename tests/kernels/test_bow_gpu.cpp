@@ -77,13 +77,14 @@ TEST(BowGpu, FilterBankWordsAndHistogramsMatchTheCpuPath) {
         cg += std::pow(double(dictionary.at<float>(g, j)) - mean.at<float>(j), 2);
         ce += std::pow(double(dictionary.at<float>(e, j)) - mean.at<float>(j), 2);
       }
-      EXPECT_LE(dg - de, 4e-3 * (xn + std::max(cg, ce))) << "pixel " << i << " at " << size << ": word " << g << " for " << e;
+      EXPECT_LE(dg - de, 4e-3 * (xn + std::max(cg, ce)))
+          << "pixel " << i << " at " << size << ": word " << g << " for " << e;
     }
     // Near ties are rare on most scenes (well under 0.1%) but common on smooth ones, whose responses
     // crowd the dictionary; every one is bounded above, so this only catches a broken screen.
     EXPECT_LE(missed, int(gw.total() / 100) + 1) << size;
-    std::printf("%dx%d: %d of %d words are near ties resolved otherwise than the CPU\n", size.width, size.height, missed,
-                int(gw.total()));
+    std::printf("%dx%d: %d of %d words are near ties resolved otherwise than the CPU\n", size.width, size.height,
+                missed, int(gw.total()));
     // Against the whole CPU path: only near ties differ.
     const cv::Mat cw = bow::visual_words(cpu_r, dictionary);
     int differ = 0;
@@ -108,8 +109,10 @@ TEST(BowGpu, FilterBankWordsAndHistogramsMatchTheCpuPath) {
   EXPECT_EQ(gpu.histogram(big(roi)), contiguous);
   uint8_t* device = nullptr;
   size_t pitch = 0;
-  ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&device), &pitch, size_t(roi.width), size_t(roi.height)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy2D(device, pitch, big(roi).data, big.step, roi.width, roi.height, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&device), &pitch, size_t(roi.width), size_t(roi.height)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2D(device, pitch, big(roi).data, big.step, roi.width, roi.height, cudaMemcpyHostToDevice),
+            cudaSuccess);
   EXPECT_GT(pitch, size_t(roi.width));
   EXPECT_EQ(gpu.histogram_device(device, pitch, roi.width, roi.height), contiguous);
   EXPECT_EQ(cudaFree(device), cudaSuccess);
@@ -139,7 +142,8 @@ TEST(BowGpu, KMeansEqualsTheCpuPathBitForBit) {
   const cv::Mat gpu_seeds = bow::kmeans_cuda(samples, seeding).centers;
   EXPECT_EQ(cv::norm(gpu_seeds, bow::kmeans_pp_seeds(samples, p.k, p.seed), cv::NORM_INF), 0.0);
   int gpu_calls = 0;
-  const bow::KMeansResult c = bow::kmeans(samples, p), g = bow::kmeans_cuda(samples, p, [&](int, double, int) { ++gpu_calls; });
+  const bow::KMeansResult c = bow::kmeans(samples, p),
+                          g = bow::kmeans_cuda(samples, p, [&](int, double, int) { ++gpu_calls; });
   EXPECT_EQ(gpu_calls, g.iterations);
   EXPECT_EQ(g.iterations, c.iterations);
   EXPECT_EQ(g.inertia, c.inertia);

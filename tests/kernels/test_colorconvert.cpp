@@ -59,16 +59,33 @@ HostImage from_mat_rgb(const cv::Mat& rgb, PixelFormat f) {
     for (int x = 0; x < rgb.cols; ++x) {
       cv::Vec3b p = rgb.at<cv::Vec3b>(y, x);
       uint8_t* q = im.view.plane[0] + y * im.view.stride[0];
-      if (f == PixelFormat::RGBA) { q += 4 * x; q[0] = p[0]; q[1] = p[1]; q[2] = p[2]; q[3] = (x + y) & 255; }
-      if (f == PixelFormat::BGRx) { q += 4 * x; q[0] = p[2]; q[1] = p[1]; q[2] = p[0]; q[3] = 0; }
-      if (f == PixelFormat::BGR) { q += 3 * x; q[0] = p[2]; q[1] = p[1]; q[2] = p[0]; }
+      if (f == PixelFormat::RGBA) {
+        q += 4 * x;
+        q[0] = p[0];
+        q[1] = p[1];
+        q[2] = p[2];
+        q[3] = (x + y) & 255;
+      }
+      if (f == PixelFormat::BGRx) {
+        q += 4 * x;
+        q[0] = p[2];
+        q[1] = p[1];
+        q[2] = p[0];
+        q[3] = 0;
+      }
+      if (f == PixelFormat::BGR) {
+        q += 3 * x;
+        q[0] = p[2];
+        q[1] = p[1];
+        q[2] = p[0];
+      }
     }
   return im;
 }
 
 void run(const HostImage& src, HostImage& dst, Colorimetry sc = {}, Colorimetry dc = {}) {
-  Plan p = make_plan(src.view.format, sc, src.view.width, src.view.height, dst.view.format, dc,
-                     dst.view.width, dst.view.height);
+  Plan p = make_plan(src.view.format, sc, src.view.width, src.view.height, dst.view.format, dc, dst.view.width,
+                     dst.view.height);
   convert_cpu(p, src.view, dst.view);
 }
 

@@ -31,7 +31,7 @@ struct DeviceImage {
 };
 
 const PixelFormat kAll[] = {PixelFormat::NV12, PixelFormat::I420, PixelFormat::RGBA,
-                            PixelFormat::BGRx, PixelFormat::BGR, PixelFormat::GRAY8};
+                            PixelFormat::BGRx, PixelFormat::BGR,  PixelFormat::GRAY8};
 
 }  // namespace
 
@@ -40,9 +40,8 @@ TEST(ColorConvertGpu, EveryFormatPairAndSizeMatchesCpuExactly) {
   std::mt19937 rng(std::random_device{}());
   cudaStream_t stream;
   PRISM_CUDA_CHECK(cudaStreamCreate(&stream));
-  const std::pair<int, int> sizes[][2] = {
-      {{64, 48}, {64, 48}}, {{33, 17}, {33, 17}}, {{320, 180}, {1280, 720}},
-      {{1920, 1080}, {640, 360}}, {{101, 77}, {13, 9}}, {{7, 5}, {300, 211}}};
+  const std::pair<int, int> sizes[][2] = {{{64, 48}, {64, 48}},       {{33, 17}, {33, 17}}, {{320, 180}, {1280, 720}},
+                                          {{1920, 1080}, {640, 360}}, {{101, 77}, {13, 9}}, {{7, 5}, {300, 211}}};
   int cases = 0;
   for (auto& sz : sizes)
     for (PixelFormat sf : kAll)
@@ -59,8 +58,8 @@ TEST(ColorConvertGpu, EveryFormatPairAndSizeMatchesCpuExactly) {
         PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
         ddst.download(gpu);
         ASSERT_EQ(prism::test::pixels(cpu), prism::test::pixels(gpu))
-            << format_name(sf) << "->" << format_name(df) << " " << sz[0].first << "x" << sz[0].second
-            << "->" << sz[1].first << "x" << sz[1].second;
+            << format_name(sf) << "->" << format_name(df) << " " << sz[0].first << "x" << sz[0].second << "->"
+            << sz[1].first << "x" << sz[1].second;
         ++cases;
       }
   PRISM_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -73,7 +73,8 @@ void check_against_reference(int n, int count, SignatureKind kind, bool l1_cost,
 
 TEST(Emd, MatchesTheMinCostFlowReferenceOnEverySize) {
   const int count = test::problems_per_size(1500);
-  for (SignatureKind kind : {SignatureKind::Dense, SignatureKind::Sparse, SignatureKind::Counts, SignatureKind::Unequal}) {
+  for (SignatureKind kind :
+       {SignatureKind::Dense, SignatureKind::Sparse, SignatureKind::Counts, SignatureKind::Unequal}) {
     Worst worst;
     for (int n = 2; n <= emd::kMaxBins; ++n) {
       check_against_reference<double>(n, count, kind, false, worst, 1);
@@ -258,8 +259,9 @@ TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
   EXPECT_EQ(check(0),
             "ground-distance-location|property 'ground-distance-location': " + bad + ":2: 'x' is not a number");
   c.ground_location = "";
-  EXPECT_EQ(check(0), "ground-distance-location|property 'ground-distance-location': ground-distance=matrix needs "
-                      "ground-distance-location");
+  EXPECT_EQ(check(0),
+            "ground-distance-location|property 'ground-distance-location': ground-distance=matrix needs "
+            "ground-distance-location");
 
   c = emd::TrackerConfig{};
   c.bins = 3;
@@ -282,8 +284,9 @@ TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
   c.target_location = "/nonexistent/t.txt";
   EXPECT_EQ(check(0), "target-location|property 'target-location': /nonexistent/t.txt: cannot open the target file");
   c.target_location = dir.write("t.txt", "# the target\n1 -1 0 0 0\n0 0 0 0 0 0\n");
-  EXPECT_EQ(check(0), "target-location|property 'target-location': target signature bin 1 is -1.000000; bins must be "
-                      "finite and >= 0");
+  EXPECT_EQ(check(0),
+            "target-location|property 'target-location': target signature bin 1 is -1.000000; bins must be "
+            "finite and >= 0");
   c.target_location = "";
   c.target_rect = "1,2,3,4";
   c.window = 4;
@@ -296,9 +299,7 @@ TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
 }
 
 TEST(EmdTrackerSettings, TargetRect) {
-  auto rect = [](const std::string& text) {
-    return setting_error([&] { emd::parse_target_rect(text, 64, 48); });
-  };
+  auto rect = [](const std::string& text) { return setting_error([&] { emd::parse_target_rect(text, 64, 48); }); };
   EXPECT_EQ(rect("1,2,3"), "target-rect|property 'target-rect': '1,2,3': expected x,y,width,height");
   EXPECT_EQ(rect("1,2,x,4"), "target-rect|property 'target-rect': target-rect: 'x' is not a number");
   EXPECT_EQ(rect("5000,5000,10,10"),

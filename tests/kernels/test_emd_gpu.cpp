@@ -62,7 +62,8 @@ class EmdGpu : public ::testing::Test {
 // gives cost and flow.
 TEST_F(EmdGpu, MatchesTheMinCostFlowReferenceOnEverySize) {
   const int count = test::problems_per_size(4000), per_batch = 1000;  // per kind; the GPU suite: 25000 (1e5 per size)
-  for (SignatureKind kind : {SignatureKind::Dense, SignatureKind::Sparse, SignatureKind::Counts, SignatureKind::Unequal}) {
+  for (SignatureKind kind :
+       {SignatureKind::Dense, SignatureKind::Sparse, SignatureKind::Counts, SignatureKind::Unequal}) {
     double worst = 0, worst_cpu = 0;
     std::string worst_what;
     int64_t total = 0;
@@ -73,7 +74,8 @@ TEST_F(EmdGpu, MatchesTheMinCostFlowReferenceOnEverySize) {
         const std::vector<float> cost =
             done % (2 * per_batch) == 0 ? test::random_cost(rng, n) : GroundDistance::abs_diff(n).values();
         const GroundDistance g(cost, n);
-        std::vector<float> target = test::random_signature(rng, n, kind == SignatureKind::Unequal ? SignatureKind::Dense : kind);
+        std::vector<float> target =
+            test::random_signature(rng, n, kind == SignatureKind::Unequal ? SignatureKind::Dense : kind);
         if (kind == SignatureKind::Sparse || kind == SignatureKind::Counts) target[rng() % n] += 1.f;  // never empty
         std::vector<float> frame;
         for (int p = 0; p < pixels; ++p) {
@@ -88,9 +90,11 @@ TEST_F(EmdGpu, MatchesTheMinCostFlowReferenceOnEverySize) {
         std::mutex mu;
         cv::parallel_for_(cv::Range(0, pixels), [&](const cv::Range& r) {
           for (int p = r.start; p < r.end; ++p) {
-            std::vector<double> a(frame.begin() + static_cast<int64_t>(p) * n, frame.begin() + static_cast<int64_t>(p + 1) * n);
+            std::vector<double> a(frame.begin() + static_cast<int64_t>(p) * n,
+                                  frame.begin() + static_cast<int64_t>(p + 1) * n);
             double flow = 0;
-            const double c = test::emd_reference_cost(a, {target.begin(), target.end()}, {cost.begin(), cost.end()}, &flow);
+            const double c =
+                test::emd_reference_cost(a, {target.begin(), target.end()}, {cost.begin(), cost.end()}, &flow);
             const double ref = flow > 0 ? c / flow : 0.0;
             // float output: its rounding (6e-8 relative) is inside the 1e-5 bar
             const double floor = 1e-6 * std::max(1.0, (double)g.view().max_cost);
@@ -111,7 +115,8 @@ TEST_F(EmdGpu, MatchesTheMinCostFlowReferenceOnEverySize) {
       }
     }
     std::cout << "  " << test::kind_name(kind) << ": " << total << " problems (" << count
-              << " per size), worst relative error GPU " << worst << " (" << worst_what << "), CPU " << worst_cpu << "\n";
+              << " per size), worst relative error GPU " << worst << " (" << worst_what << "), CPU " << worst_cpu
+              << "\n";
     EXPECT_LE(worst, 1e-5) << worst_what;
     EXPECT_LE(worst_cpu, 1e-9);
   }

@@ -129,7 +129,7 @@ double brute_force_transport(const Vec& supply, const Vec& demand, const Vec& co
         progress = true;
       }
     }
-    if (peeled != sel.size()) continue;  // not a spanning tree
+    if (peeled != sel.size()) continue;                                                   // not a spanning tree
     if (std::any_of(x.begin(), x.end(), [tol](double v) { return v < -tol; })) continue;  // infeasible
     double total = 0;
     for (size_t e = 0; e < sel.size(); ++e) total += x[e] * cost[sel[e]];
@@ -301,8 +301,16 @@ TEST(EmdReference, DegenerateInputsTerminate) {
   std::mt19937 rng(42);
   for (size_t n = 1; n <= 33; ++n) {
     const Vec constant(n * n, 2.5), l1 = l1_cost(n), zero_cost(n * n, 0.0);
-    const Vec flat(n, 121.0 / n), spike_lo = [&] { Vec v(n, 0.0); v[0] = 121; return v; }();
-    const Vec spike_hi = [&] { Vec v(n, 0.0); v[n - 1] = 121; return v; }();
+    const Vec flat(n, 121.0 / n), spike_lo = [&] {
+      Vec v(n, 0.0);
+      v[0] = 121;
+      return v;
+    }();
+    const Vec spike_hi = [&] {
+      Vec v(n, 0.0);
+      v[n - 1] = 121;
+      return v;
+    }();
     for (int trial = 0; trial < 20; ++trial) {
       const Vec a = random_hist(n, 2 + trial % 2, rng), b = random_hist(n, 2 + trial % 2, rng);
       const double f = std::min(sum(a), sum(b));

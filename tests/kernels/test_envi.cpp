@@ -25,13 +25,48 @@ std::vector<uint8_t> random_values(int type, size_t n, std::mt19937& rng, std::v
     const uint32_t r = rng();
     double d = 0;
     switch (type) {
-      case 1: { uint8_t v = r & 0xFF; std::memcpy(&out[i * size], &v, size); d = v; break; }
-      case 2: { int16_t v = int16_t(r & 0xFFFF); std::memcpy(&out[i * size], &v, size); d = v; break; }
-      case 12: { uint16_t v = r & 0xFFFF; std::memcpy(&out[i * size], &v, size); d = v; break; }
-      case 3: { int32_t v = int32_t(r) >> 8; std::memcpy(&out[i * size], &v, size); d = v; break; }
-      case 13: { uint32_t v = r >> 8; std::memcpy(&out[i * size], &v, size); d = v; break; }
-      case 4: { float v = float(int32_t(r)) / 65536.f; std::memcpy(&out[i * size], &v, size); d = v; break; }
-      case 5: { double v = double(int32_t(r)) / 3.0; std::memcpy(&out[i * size], &v, size); d = v; break; }
+      case 1: {
+        uint8_t v = r & 0xFF;
+        std::memcpy(&out[i * size], &v, size);
+        d = v;
+        break;
+      }
+      case 2: {
+        int16_t v = int16_t(r & 0xFFFF);
+        std::memcpy(&out[i * size], &v, size);
+        d = v;
+        break;
+      }
+      case 12: {
+        uint16_t v = r & 0xFFFF;
+        std::memcpy(&out[i * size], &v, size);
+        d = v;
+        break;
+      }
+      case 3: {
+        int32_t v = int32_t(r) >> 8;
+        std::memcpy(&out[i * size], &v, size);
+        d = v;
+        break;
+      }
+      case 13: {
+        uint32_t v = r >> 8;
+        std::memcpy(&out[i * size], &v, size);
+        d = v;
+        break;
+      }
+      case 4: {
+        float v = float(int32_t(r)) / 65536.f;
+        std::memcpy(&out[i * size], &v, size);
+        d = v;
+        break;
+      }
+      case 5: {
+        double v = double(int32_t(r)) / 3.0;
+        std::memcpy(&out[i * size], &v, size);
+        d = v;
+        break;
+      }
     }
     (*as_double)[i] = d;
   }
@@ -41,8 +76,16 @@ std::vector<uint8_t> random_values(int type, size_t n, std::mt19937& rng, std::v
 double value_at(const envi::Cube& c, size_t i) {
   switch (c.dtype) {
     case tensor::DType::U8: return c.bip[i];
-    case tensor::DType::U16: { uint16_t v; std::memcpy(&v, &c.bip[2 * i], 2); return v; }
-    case tensor::DType::F32: { float v; std::memcpy(&v, &c.bip[4 * i], 4); return v; }
+    case tensor::DType::U16: {
+      uint16_t v;
+      std::memcpy(&v, &c.bip[2 * i], 2);
+      return v;
+    }
+    case tensor::DType::F32: {
+      float v;
+      std::memcpy(&v, &c.bip[4 * i], 4);
+      return v;
+    }
   }
   return -1;
 }
@@ -120,11 +163,13 @@ TEST(Envi, MalformedHeadersNameTheFileAndLine) {
   EXPECT_EQ(header_error("ENVI\nsamples = 4\nlines = three\n"), "bad1.hdr:3: 'lines' is 'three', not an integer");
   EXPECT_EQ(header_error("ENVI\n" + ok + "data type = 6\n"),
             "bad2.hdr:7: data type 6 is not supported (1 u8, 2 i16, 3 i32, 4 f32, 5 f64, 12 u16, 13 u32 are)");
-  EXPECT_EQ(header_error("ENVI\n" + ok + "wavelength = {1, 2,\n 3\n"), "bad3.hdr:7: 'wavelength': the '{' is never closed");
+  EXPECT_EQ(header_error("ENVI\n" + ok + "wavelength = {1, 2,\n 3\n"),
+            "bad3.hdr:7: 'wavelength': the '{' is never closed");
   EXPECT_EQ(header_error("ENVI\nsamples = 4\nlines = 3\ndata type = 4\ninterleave = bip\n"),
             "bad4.hdr:0: the header has no 'bands'");
   EXPECT_EQ(header_error("ENVI\n" + ok + "wavelength = {400,\n 500, 600}\n"), "bad5.hdr:7: 3 wavelengths for 2 bands");
-  EXPECT_EQ(header_error("ENVI\n" + ok + "interleave = bsx\n"), "bad6.hdr:7: interleave is 'bsx'; bsq, bil or bip expected");
+  EXPECT_EQ(header_error("ENVI\n" + ok + "interleave = bsx\n"),
+            "bad6.hdr:7: interleave is 'bsx'; bsq, bil or bip expected");
   EXPECT_EQ(header_error("ENVI\n" + ok + "this line has no equals sign\n"),
             "bad7.hdr:7: expected 'key = value', got 'this line has no equals sign'");
   EXPECT_EQ(header_error("ENVI\nsamples = 0\nlines = 3\nbands = 2\ndata type = 4\ninterleave = bip\n"),
@@ -167,7 +212,7 @@ TEST(Envi, CheckedInSequenceHoldsTheDescribedScene) {
     const int ox = 4 + 4 * f;  // the painted object: bright in band 0, dark in band 7
     EXPECT_GT(at(ox + 10, 32, 0), 2400);
     EXPECT_LT(at(ox + 10, 32, 7), 450);
-    EXPECT_GT(at(2, 5, 7), 2700);   // vegetation, top left: bright in the near infrared
+    EXPECT_GT(at(2, 5, 7), 2700);    // vegetation, top left: bright in the near infrared
     EXPECT_LT(at(90, 60, 7), 1450);  // soil, bottom right: flat
   }
 }
@@ -189,9 +234,20 @@ TEST(Tensor, ToSignaturesReadsEveryTypeWithPaddedRows) {
         const uint32_t r = rng();
         uint8_t* p = &frame[y * l.row_bytes + size_t(i) * tensor::dtype_size(t)];
         float& e = expected[size_t(y) * W * C + i];
-        if (t == tensor::DType::U8) { *p = r & 0xFF; e = *p; }
-        if (t == tensor::DType::U16) { uint16_t v = r & 0xFFFF; std::memcpy(p, &v, 2); e = v; }
-        if (t == tensor::DType::F32) { float v = float(r % 100000) / 7.f; std::memcpy(p, &v, 4); e = v; }
+        if (t == tensor::DType::U8) {
+          *p = r & 0xFF;
+          e = *p;
+        }
+        if (t == tensor::DType::U16) {
+          uint16_t v = r & 0xFFFF;
+          std::memcpy(p, &v, 2);
+          e = v;
+        }
+        if (t == tensor::DType::F32) {
+          float v = float(r % 100000) / 7.f;
+          std::memcpy(p, &v, 4);
+          e = v;
+        }
       }
     std::vector<float> out(expected.size(), -1.f);
     tensor::to_signatures_cpu(frame.data(), l, out.data());

@@ -73,7 +73,12 @@ TEST(Match, CpuTopTwoAndScoresMatchADoubleBruteForce) {
         for (int k = 0; k < match::kDim; ++k)
           dot += double(match::half_to_float(c.query[size_t(r) * match::kDim + k])) *
                  match::half_to_float(c.gallery[(size_t(b) * match::kSlot + j) * match::kDim + k]);
-        if (dot > b1) { b2 = b1; b1 = dot; } else if (dot > b2) { b2 = dot; }
+        if (dot > b1) {
+          b2 = b1;
+          b1 = dot;
+        } else if (dot > b2) {
+          b2 = dot;
+        }
       }
       const size_t o = size_t(b) * p.rows + r;
       if (c.counts[b] == 0) {
@@ -86,8 +91,10 @@ TEST(Match, CpuTopTwoAndScoresMatchADoubleBruteForce) {
         EXPECT_NEAR(second[o], b2, 1e-5) << b << " " << r;
       }
       const double margin = (1 - b1) - 0.64 * (1 - b2);
-      if (std::fabs(margin) < 1e-5) ++near_threshold;
-      else if (c.counts[b] >= 2 && margin < 0) expected[size_t(r / p.query_rows) * B + b]++;
+      if (std::fabs(margin) < 1e-5)
+        ++near_threshold;
+      else if (c.counts[b] >= 2 && margin < 0)
+        expected[size_t(r / p.query_rows) * B + b]++;
     }
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(scores[i], expected[i], near_threshold) << i;
   // The planted copies are found at their positions and make the planted image the best match.

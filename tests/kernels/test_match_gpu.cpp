@@ -29,9 +29,12 @@ void download(std::vector<T>& v, const gpu::DeviceArray<T>& d) {
 TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
-  struct Shape { int queries, query_rows; std::vector<int> counts; };
-  for (const Shape& s : std::vector<Shape>{{1, 768, {768, 0, 1, 65, 700, 768}}, {3, 64, {5, 768, 2, 129}},
-                                           {2, 16, {64, 63, 768}}}) {
+  struct Shape {
+    int queries, query_rows;
+    std::vector<int> counts;
+  };
+  for (const Shape& s :
+       std::vector<Shape>{{1, 768, {768, 0, 1, 65, 700, 768}}, {3, 64, {5, 768, 2, 129}}, {2, 16, {64, 63, 768}}}) {
     const test::MatchCase c = test::make_match_case(s.queries, s.query_rows, s.counts, rng);
     const match::MatchProblem& p = c.problem;
     const size_t n_scores = size_t(p.queries()) * p.images, n_rows = size_t(p.images) * p.rows;

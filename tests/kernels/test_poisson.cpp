@@ -29,8 +29,8 @@ void check_sizes(const std::vector<std::pair<int, int>>& sizes, const cv::Mat& s
     for (int mode : {cv::NORMAL_CLONE, cv::MIXED_CLONE, cv::MONOCHROME_TRANSFER})
       for (int kind : {0, 1, 2}) {
         const cv::Size dst_size(std::max(64, w + 20), std::max(48, h + 12));
-        CloneCase c = make_case(src_image.empty() ? "random" : "real", w, h, dst_size, mode, kind, src_image,
-                                dst_image, rng);
+        CloneCase c =
+            make_case(src_image.empty() ? "random" : "real", w, h, dst_size, mode, kind, src_image, dst_image, rng);
         const cv::Mat ours = ours_cpu(c), ref = opencv_clone(c);
         EXPECT_TRUE(matches_opencv(c, ours, ref));
         // The CPU path runs OpenCV's transform sequence: it reproduces it bit for bit.
@@ -77,10 +77,10 @@ void clone_yuv_by_hand(const cc::Image& frame, const cc::Colorimetry& cm, poisso
 
 TEST(PoissonMaskBox, IgnoresTheMasksOuterFrameAndFindsNonZeroBox) {
   cv::Mat m(10, 12, CV_8U, cv::Scalar(0));
-  m.at<uint8_t>(0, 5) = 255;   // outer frame: ignored, as OpenCV zeroes it
+  m.at<uint8_t>(0, 5) = 255;  // outer frame: ignored, as OpenCV zeroes it
   m.at<uint8_t>(9, 0) = 255;
   EXPECT_TRUE(poisson::mask_box({m.data, m.cols, m.rows, (int64_t)m.step, 1}).empty());
-  m.at<uint8_t>(2, 3) = 1;     // any non-zero value counts, not only 255
+  m.at<uint8_t>(2, 3) = 1;  // any non-zero value counts, not only 255
   m.at<uint8_t>(6, 8) = 128;
   const poisson::Box b = poisson::mask_box({m.data, m.cols, m.rows, (int64_t)m.step, 1});
   EXPECT_EQ(b, (poisson::Box{3, 2, 6, 5}));
@@ -114,9 +114,7 @@ TEST(PoissonCpu, MatchesOpenCVOnSmallBoxesRandom) {
   check_sizes({{3, 3}, {3, 5}, {4, 3}, {5, 4}, {7, 9}, {16, 9}, {33, 47}}, {}, {}, 1);
 }
 
-TEST(PoissonCpu, MatchesOpenCVOnReferenceSizesRandom) {
-  check_sizes({{154, 100}, {300, 194}}, {}, {}, 2);
-}
+TEST(PoissonCpu, MatchesOpenCVOnReferenceSizesRandom) { check_sizes({{154, 100}, {300, 194}}, {}, {}, 2); }
 
 // 360 - 1 = 359 and 258 - 1 = 257 are prime: DFT lengths 720 = 2*359+2 and 516 = 2*257+2.
 TEST(PoissonCpu, MatchesOpenCVOnPrimeLengthsRandom) { check_sizes({{360, 258}, {241, 199}}, {}, {}, 3); }
@@ -131,8 +129,8 @@ TEST(PoissonCpu, MatchesOpenCVAt592x592) {
   PRISM_NEED_FILE(data_dir() + "/images/fruits.jpg");
   std::mt19937 rng(5);
   for (int mode : {cv::NORMAL_CLONE, cv::MIXED_CLONE, cv::MONOCHROME_TRANSFER}) {
-    CloneCase c = make_case("real", 592, 592, cv::Size(1920, 1080), mode, 0, real("fruits.jpg"),
-                            real("baboon.jpg"), rng);
+    CloneCase c =
+        make_case("real", 592, 592, cv::Size(1920, 1080), mode, 0, real("fruits.jpg"), real("baboon.jpg"), rng);
     const cv::Mat ours = ours_cpu(c), ref = opencv_clone(c);
     EXPECT_EQ(compare(ours, ref).differing, 0u) << c.name;
   }
@@ -196,8 +194,9 @@ TEST(PoissonCpu, ClippedOverlayEqualsOpenCVOnTheVisiblePart) {
 TEST(OpenCvDftReplay, EqualsCvDftBitForBit) {
   namespace ocv = prism::poisson::ocvdft;
   std::mt19937 rng(21);
-  std::vector<int> lengths = {4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 26, 30, 32, 36, 50, 64, 98, 100, 128, 150,
-                              210, 256, 294, 486, 512, 1000, 1024, 1182, 1438, 2048, 2154, 2310, 3102, 4096, 4798};
+  std::vector<int> lengths = {4,   6,    8,    10,   12,   14,   16,   18,   20,   22,   26,  30,
+                              32,  36,   50,   64,   98,   100,  128,  150,  210,  256,  294, 486,
+                              512, 1000, 1024, 1182, 1438, 2048, 2154, 2310, 3102, 4096, 4798};
   for (int i = 0; i < 20; ++i) lengths.push_back(2 * std::uniform_int_distribution<int>(2, 2500)(rng));
   std::uniform_real_distribution<float> val(-300.f, 300.f);
   for (int n0 : lengths) {

@@ -53,8 +53,8 @@ cv::Mat ours_gpu(const CloneCase& c, poisson::CudaCloner& cloner, cudaStream_t s
   job.overlay.stride = static_cast<int64_t>(src.pitch);
   job.mask.data = mask.data;
   job.mask.stride = static_cast<int64_t>(mask.pitch);
-  EXPECT_EQ(cloner.mask_box(job.mask), poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows,
-                                                           static_cast<int64_t>(c.mask.step), 1}));
+  EXPECT_EQ(cloner.mask_box(job.mask),
+            poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows, static_cast<int64_t>(c.mask.step), 1}));
   cloner.clone(job);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   return dst.download(CV_8UC3);
@@ -125,8 +125,8 @@ void run_cases(const std::vector<std::pair<int, int>>& sizes, const cv::Mat& src
       for (int kind : {0, 1, 2}) {
         if (!all_kinds && kind != (mode % 3)) continue;
         const cv::Size dst_size(std::max(64, w + 20), std::max(48, h + 12));
-        CloneCase c = make_case(src_image.empty() ? "random" : "real", w, h, dst_size, mode, kind, src_image,
-                                dst_image, rng);
+        CloneCase c =
+            make_case(src_image.empty() ? "random" : "real", w, h, dst_size, mode, kind, src_image, dst_image, rng);
         const cv::Mat ref = opencv_clone(c);
         EXPECT_EQ(compare(ours_cpu(c), ref).differing, 0u) << "CPU path " << c.name;
         const cv::Mat a = ours_gpu(c, gemm, gpu.stream), b = ours_gpu(c, fft, gpu.stream);
@@ -225,8 +225,8 @@ TEST(PoissonGpu, LargeBoxes) {
     return;
   }
   cv::Mat fruits = real("fruits.ppm");
-  c = make_case(fruits.empty() ? "random" : "real", 2400, 1552, cv::Size(3840, 2160), cv::NORMAL_CLONE, 2, fruits,
-                {}, rng);
+  c = make_case(fruits.empty() ? "random" : "real", 2400, 1552, cv::Size(3840, 2160), cv::NORMAL_CLONE, 2, fruits, {},
+                rng);
   ref = opencv_clone(c);  // 40-100 s
   a = ours_gpu(c, gemm, gpu.stream);
   b = ours_gpu(c, fft, gpu.stream);

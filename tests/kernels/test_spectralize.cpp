@@ -10,7 +10,6 @@
 #include "random_images.h"
 #include "spectral/spectralize.h"
 
-
 namespace prism {
 namespace {
 

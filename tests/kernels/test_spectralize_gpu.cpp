@@ -13,7 +13,6 @@
 
 #include <cuda_runtime_api.h>
 
-
 namespace prism {
 namespace {
 
@@ -23,8 +22,8 @@ using test::random_grey;
 
 TEST(SpectralizeGpu, MatchesTheCpuPath) {
   PRISM_NEED_GPU();
-  for (auto [w, h, bins, window] : std::vector<std::array<int, 4>>{
-           {1920, 1080, 11, 11}, {333, 211, 32, 31}, {7, 5, 4, 3}, {640, 360, 8, 1}}) {
+  for (auto [w, h, bins, window] :
+       std::vector<std::array<int, 4>>{{1920, 1080, 11, 11}, {333, 211, 32, 31}, {7, 5, 4, 3}, {640, 360, 8, 1}}) {
     const cv::Mat g = random_grey(w, h, 7u + static_cast<uint32_t>(bins));
     const SpectralizeParams p{bins, window};
     std::vector<float> cpu(static_cast<size_t>(w) * h * bins), gpu(cpu.size());
@@ -51,7 +50,8 @@ TEST(SpectralizeGpu, U16IntoPitchedRowsMatchesTheCpuPath) {
   const SpectralizeParams p{bins, 7};
   const int64_t row = int64_t(w) * bins * 2, pitch = row + 62;
   std::vector<uint8_t> cpu(size_t(pitch) * h, 0), gpu(cpu.size(), 0);
-  spectral::spectralize_cpu(g.data, w, h, static_cast<int64_t>(g.step), p, reinterpret_cast<uint16_t*>(cpu.data()), pitch);
+  spectral::spectralize_cpu(g.data, w, h, static_cast<int64_t>(g.step), p, reinterpret_cast<uint16_t*>(cpu.data()),
+                            pitch);
   uint8_t *d_grey = nullptr, *d_out = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_grey), size_t(w) * h), cudaSuccess);
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), gpu.size()), cudaSuccess);

@@ -43,7 +43,8 @@ TEST(TextureFeatures, StrongestFirstUnitRootSiftAndOriginalCoordinates) {
   for (int i = 1; i < f.count(); ++i) ASSERT_GE(f.keypoints[i - 1].response, f.keypoints[i].response);
   for (int i = 0; i < f.count(); ++i) {
     double n2 = 0;
-    for (int k = 0; k < match::kDim; ++k) n2 += std::pow(match::half_to_float(f.descriptors[size_t(i) * match::kDim + k]), 2);
+    for (int k = 0; k < match::kDim; ++k)
+      n2 += std::pow(match::half_to_float(f.descriptors[size_t(i) * match::kDim + k]), 2);
     ASSERT_NEAR(n2, 1.0, 5e-3) << i;
   }
   // Detection on a downscaled copy reports keypoints in the original frame.
@@ -139,12 +140,14 @@ TEST(TextureIndex, SearchFindsTheRightTextureAndRejectsStrangers) {
               texture::chance_significance(r.best.geometry.inliers, r.best.geometry.matches));
     const texture::SearchResult right = index.verify(texture::extract_features(q), r.best.id, {});
     EXPECT_EQ(right.best.significance, right.best.geometry.significance);
-    const texture::SearchResult wrong = index.verify(texture::extract_features(q), "t" + std::to_string((i + 1) % 12), {});
+    const texture::SearchResult wrong =
+        index.verify(texture::extract_features(q), "t" + std::to_string((i + 1) % 12), {});
     EXPECT_FALSE(wrong.identified) << wrong.best.geometry.inliers;
   }
   const texture::SearchResult stranger = index.search(texture::extract_features(random_texture(rng)), {});
   EXPECT_FALSE(stranger.identified) << stranger.best.id << " " << stranger.best.geometry.inliers;
-  const texture::SearchResult flat = index.search(texture::extract_features(cv::Mat(100, 100, CV_8U, cv::Scalar(3))), {});
+  const texture::SearchResult flat =
+      index.search(texture::extract_features(cv::Mat(100, 100, CV_8U, cv::Scalar(3))), {});
   EXPECT_FALSE(flat.identified);
   EXPECT_THROW(index.verify(texture::Features{}, "nobody", {}), GalleryError);
   texture::TextureIndex empty(texture::Device::kCpu);
@@ -244,7 +247,8 @@ TEST(TextureGallery, AKilledWritersTemporaryFileIsIgnoredThenCleared) {
   gallery.add(small_entry("kept", rng));
   const std::vector<uint8_t> half = Gallery::encode(small_entry("lost", rng));
   const fs::path tmp = g / "entries" / ".tmp-lost-99999";
-  std::ofstream(tmp, std::ios::binary).write(reinterpret_cast<const char*>(half.data()), std::streamsize(half.size() / 2));
+  std::ofstream(tmp, std::ios::binary)
+      .write(reinterpret_cast<const char*>(half.data()), std::streamsize(half.size() / 2));
   const Gallery reader = Gallery::open(g);
   ASSERT_EQ(reader.entries().size(), 1u);
   EXPECT_EQ(reader.entries()[0].id, "kept");

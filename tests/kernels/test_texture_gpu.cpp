@@ -131,7 +131,8 @@ TEST(TextureGpu, BatchesOfMoreThan65535Images) {
   std::vector<int> counts(images, 0);
   counts.back() = 200;  // the last image holds the query's 64 descriptors among random ones
   std::vector<uint16_t> last = test::random_rootsift(match::kSlot, rng);
-  for (int r = 0; r < 64; ++r) std::copy_n(&query[size_t(r) * match::kDim], match::kDim, &last[size_t(3 * r) * match::kDim]);
+  for (int r = 0; r < 64; ++r)
+    std::copy_n(&query[size_t(r) * match::kDim], match::kDim, &last[size_t(3 * r) * match::kDim]);
   PRISM_CUDA_CHECK(cudaMemcpy(dg.data() + size_t(images - 1) * slot, last.data(), slot * 2, cudaMemcpyHostToDevice));
   const gpu::DeviceArray<uint16_t> dq = gpu::device_copy(query.data(), query.size());
   const gpu::DeviceArray<int> dc = gpu::device_copy(counts.data(), counts.size());

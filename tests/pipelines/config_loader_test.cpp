@@ -22,16 +22,14 @@ using test::load_text;
 using test::TempDir;
 
 // Asserts that some error is at `line`:`column` of `file` and contains `fragment`.
-void expect_error(const std::vector<ConfigError>& errors, const std::string& file, int line,
-                  int column, const std::string& fragment) {
+void expect_error(const std::vector<ConfigError>& errors, const std::string& file, int line, int column,
+                  const std::string& fragment) {
   const std::string where = file + ":" + std::to_string(line) + ":" + std::to_string(column);
   for (const auto& e : errors) {
     const std::string text = e.to_string();
     if (text.rfind(where + ": error: ", 0) == 0 && text.find(fragment) != std::string::npos) return;
   }
-  ADD_FAILURE() << "expected an error at " << where << " containing \"" << fragment
-                << "\"; got:\n"
-                << joined(errors);
+  ADD_FAILURE() << "expected an error at " << where << " containing \"" << fragment << "\"; got:\n" << joined(errors);
 }
 
 const PropertySetting* find_property(const PipelineConfig& config, const std::string& element,
@@ -44,8 +42,7 @@ const PropertySetting* find_property(const PipelineConfig& config, const std::st
   return nullptr;
 }
 
-std::string property(const PipelineConfig& config, const std::string& element,
-                     const std::string& name) {
+std::string property(const PipelineConfig& config, const std::string& element, const std::string& name) {
   const PropertySetting* p = find_property(config, element, name);
   return p ? p->value : "<unset>";
 }
@@ -91,10 +88,9 @@ TEST(PipelineConfig, GoodConfigParses) {
 TEST(PipelineConfig, SetOverridesVariablesAndElementProperties) {
   TempDir dir;
   std::vector<ConfigError> errors;
-  const PipelineConfig config =
-      load_text(dir, "tee.yaml", kTeeConfig, errors,
-                {{"frames", "3"}, {"size.width", "64"}, {"src.pattern", "snow"},
-                 {"src.is-live", "true"}, {"fake.sync", "true"}});
+  const PipelineConfig config = load_text(
+      dir, "tee.yaml", kTeeConfig, errors,
+      {{"frames", "3"}, {"size.width", "64"}, {"src.pattern", "snow"}, {"src.is-live", "true"}, {"fake.sync", "true"}});
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(property(config, "src", "num-buffers"), "3");
   EXPECT_EQ(property(config, "src", "pattern"), "snow");
@@ -113,7 +109,8 @@ elements:
   a: {element: fakesrc, properties: {num-buffers: "${twice}"}}
   b: {element: fakesink, properties: {last-message-x: 1}}
 links: [[a, b]]
-)", errors);
+)",
+                                          errors);
   expect_error(errors, (dir.path() / "v.yaml").string(), 6, 39, "no property 'last-message-x'");
   EXPECT_EQ(property(config, "a", "num-buffers"), "44");
 
@@ -122,7 +119,8 @@ links: [[a, b]]
   a: {element: fakesrc}
   b: {element: filesink, properties: {location: "/tmp/$${literal}"}}
 links: [[a, b]]
-)", errors);
+)",
+                                           errors);
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(property(escaped, "b", "location"), "/tmp/${literal}");
 }
@@ -150,14 +148,13 @@ links:
 
   // --set values resolve against the current directory, for variables and properties alike;
   // absolute paths and URIs stay as they are.
-  const PipelineConfig set = load_pipeline_config(
-      path, {{"out", "o/%d.png"}, {"src.location", "clip.mp4"}}, errors, cwd.path().string());
+  const PipelineConfig set =
+      load_pipeline_config(path, {{"out", "o/%d.png"}, {"src.location", "clip.mp4"}}, errors, cwd.path().string());
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(property(set, "sink", "location"), (cwd.path() / "o/%d.png").string());
   EXPECT_EQ(property(set, "src", "location"), (cwd.path() / "clip.mp4").string());
   const PipelineConfig absolute = load_pipeline_config(
-      path, {{"out", "file:///x/%d.png"}, {"src.location", "/abs/clip.mp4"}}, errors,
-      cwd.path().string());
+      path, {{"out", "file:///x/%d.png"}, {"src.location", "/abs/clip.mp4"}}, errors, cwd.path().string());
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(property(absolute, "sink", "location"), "file:///x/%d.png");
   EXPECT_EQ(property(absolute, "src", "location"), "/abs/clip.mp4");
@@ -174,7 +171,8 @@ elements:
   f: {element: filesink, properties: {location: "${weights}"}}
   uri: {element: fakesink}
 links: [[src, sink], [src, f], [src, uri]]
-)", errors, {});
+)",
+                                          errors, {});
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(property(config, "sink", "location"), (dir.path() / "out.png").string());
   EXPECT_EQ(property(config, "f", "location"), (dir.path() / "nets/w.bin").string());
@@ -190,7 +188,8 @@ elements:
   src: {element: videotestsrc, propertes: {}}
   sink: {element: fakesink}
 lnks: [[src, sink]]
-)", errors);
+)",
+            errors);
   const std::string f = (dir.path() / "k.yaml").string();
   expect_error(errors, f, 1, 1, "unknown key 'descripton'; did you mean 'description'?");
   expect_error(errors, f, 3, 32, "unknown key 'propertes' in element 'src'; did you mean 'properties'?");
@@ -208,10 +207,12 @@ TEST(PipelineConfigErrors, UnknownFactoryAndProperties) {
   sink: {element: fakesink}
   x: {element: nosuchelementatall}
 links: [[src, s2, id, sink, x]]
-)", errors);
+)",
+            errors);
   const std::string f = (dir.path() / "p.yaml").string();
   expect_error(errors, f, 2, 18, "unknown element 'videotestsrcc'; did you mean 'videotestsrc'?");
-  expect_error(errors, f, 3, 44, "element 's2' (videotestsrc) has no property 'num-bufers'; did you mean 'num-buffers'?");
+  expect_error(errors, f, 3, 44,
+               "element 's2' (videotestsrc) has no property 'num-bufers'; did you mean 'num-buffers'?");
   expect_error(errors, f, 3, 59, "property 'name' cannot be set");
   expect_error(errors, f, 4, 40, "property 'last-message' of 'id' (identity) is read-only");
   expect_error(errors, f, 6, 16, "unknown element 'nosuchelementatall' (no such factory");
@@ -230,8 +231,9 @@ TEST(PipelineConfigErrors, MissingPrismElementSaysThePluginIsMissing) {
     if (const char* r = std::getenv("GST_REGISTRY_1_0"); r && fs::exists(r)) fs::copy_file(r, registry);
     const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
     const std::string command = "PRISM_TEST_WITHOUT_PLUGIN=1 PRISM_PLUGIN_DIR= GST_PLUGIN_PATH=" + shell_quote(empty) +
-                                " GST_PLUGIN_PATH_1_0=" + shell_quote(empty) + " GST_REGISTRY_1_0=" +
-                                shell_quote(registry) + " " + shell_quote(fs::read_symlink("/proc/self/exe").string()) +
+                                " GST_PLUGIN_PATH_1_0=" + shell_quote(empty) +
+                                " GST_REGISTRY_1_0=" + shell_quote(registry) + " " +
+                                shell_quote(fs::read_symlink("/proc/self/exe").string()) +
                                 " --gtest_filter=" + t->test_suite_name() + "." + t->name();
     std::string output;
     EXPECT_EQ(test::run_command(command, output), 0) << command << "\n" << output;
@@ -242,8 +244,9 @@ TEST(PipelineConfigErrors, MissingPrismElementSaysThePluginIsMissing) {
   gst_init(nullptr, nullptr);
   ASSERT_FALSE(prism_plugin_available()) << "GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
   std::vector<ConfigError> errors;
-  load_pipeline_config(dir.write("m.yaml", "elements:\n  c: {element: prismconvert}\n  s: {element: fakesink}\n"
-                                           "links: [[c, s]]\n"),
+  load_pipeline_config(dir.write("m.yaml",
+                                 "elements:\n  c: {element: prismconvert}\n  s: {element: fakesink}\n"
+                                 "links: [[c, s]]\n"),
                        {}, errors, dir.path().string());
   expect_error(errors, (dir.path() / "m.yaml").string(), 2, 16,
                "unknown element 'prismconvert': the Prism plugin (libgstprism.so) was not found "
@@ -266,17 +269,24 @@ TEST(PipelineConfigErrors, ValuesOfTheWrongType) {
   q: {element: queue, properties: {leaky: sideways, max-size-buffers: -1}}
   sink: {element: fakesink, properties: {sync: [1, 2]}}
 links: [[src, cf, q, sink]]
-)", errors);
+)",
+            errors);
   const std::string f = (dir.path() / "v.yaml").string();
-  expect_error(errors, f, 5, 20, "invalid value 'lots' for property 'num-buffers' of 'src' (videotestsrc): expected an integer in the range -1..2147483647");
+  expect_error(errors, f, 5, 20,
+               "invalid value 'lots' for property 'num-buffers' of 'src' (videotestsrc): expected an integer in the "
+               "range -1..2147483647");
   expect_error(errors, f, 6, 16, "expected one of: smpte, snow,");
   expect_error(errors, f, 6, 16, "did you mean 'ball'?");
-  expect_error(errors, f, 7, 16, "invalid value 'maybe' for property 'is-live' of 'src' (videotestsrc): expected a boolean (true or false)");
+  expect_error(
+      errors, f, 7, 16,
+      "invalid value 'maybe' for property 'is-live' of 'src' (videotestsrc): expected a boolean (true or false)");
   expect_error(errors, f, 8, 25, "expected an integer in the range -2147483648..2147483647");
   expect_error(errors, f, 9, 25, "invalid value '-5' for property 'timestamp-offset'");
-  expect_error(errors, f, 10, 48, "invalid value 'video/x-raw,,=' for property 'caps' of 'cf' (capsfilter): expected caps");
+  expect_error(errors, f, 10, 48,
+               "invalid value 'video/x-raw,,=' for property 'caps' of 'cf' (capsfilter): expected caps");
   expect_error(errors, f, 11, 43, "invalid value 'sideways' for property 'leaky'");
-  expect_error(errors, f, 11, 71, "invalid value '-1' for property 'max-size-buffers' of 'q' (queue): expected an unsigned integer");
+  expect_error(errors, f, 11, 71,
+               "invalid value '-1' for property 'max-size-buffers' of 'q' (queue): expected an unsigned integer");
   expect_error(errors, f, 12, 48, "property 'sync' of 'sink' needs a scalar value, not a list");
   EXPECT_EQ(errors.size(), 9u) << joined(errors);
 }
@@ -292,15 +302,17 @@ elements:
   src: {element: videotestsrc, properties: {num-buffers: "${frame}", pattern: "${loop}"}}
   sink: {element: fakesink, properties: {sync: "${unterminated"}}
 links: [[src, sink]]
-)", errors, {{"frame", "3"}, {"sink.sync", "maybe"}, {"snik.sync", "true"}, {"frames", "x"}});
+)",
+            errors, {{"frame", "3"}, {"sink.sync", "maybe"}, {"snik.sync", "true"}, {"frames", "x"}});
   const std::string f = (dir.path() / "o.yaml").string();
   expect_error(errors, f, 4, 3, "'cwd' is a built-in variable");
   expect_error(errors, f, 6, 58, "undefined variable 'frame'; did you mean 'frames'?");
   expect_error(errors, f, 3, 9, "variable 'loop' refers to itself");
   bool saw_frame = false, saw_snik = false, saw_sync = false;
   for (const auto& e : errors) {
-    if (e.to_string() == "--set frame=3: error: no variable named 'frame'; did you mean 'frames'? "
-                         "(use NAME=VALUE for a variable or ELEMENT.PROPERTY=VALUE)")
+    if (e.to_string() ==
+        "--set frame=3: error: no variable named 'frame'; did you mean 'frames'? "
+        "(use NAME=VALUE for a variable or ELEMENT.PROPERTY=VALUE)")
       saw_frame = true;
     if (e.to_string().find("--set snik.sync=true: error: no variable 'snik.sync' and no element "
                            "'snik'; did you mean 'sink.sync'?") == 0)
@@ -331,7 +343,8 @@ links:
   - [{caps: video/x-raw}, sink]
   - [src, {cap: x}, sink]
   - [sink]
-)", errors);
+)",
+            errors);
   const std::string f = (dir.path() / "l.yaml").string();
   expect_error(errors, f, 3, 3, "duplicate element name 'src' (first defined at " + f + ":2:3)");
   expect_error(errors, f, 6, 3, "invalid element name 'bad.name'");
@@ -369,18 +382,17 @@ TEST_P(MalformedConfig, ReportsTheLocationAndDoesNotCrash) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, MalformedConfig,
-    testing::Values(
-        MalformedCase{"empty.yaml", 1, 1, "the config is empty"},
-        MalformedCase{"comment-only.yaml", 1, 1, "the config is empty"},
-        MalformedCase{"tab-indent.yaml", 3, 2, "line 3 contains a tab"},
-        MalformedCase{"root-is-list.yaml", 1, 1, "the config must be a map"},
-        MalformedCase{"elements-as-list.yaml", 2, 3, "'elements' must be a map"},
-        MalformedCase{"scalar-for-map.yaml", 2, 8, "element 'src' must be a map"},
-        MalformedCase{"scalar-for-map.yaml", 3, 41, "'properties' of 'sink' must be a map"},
-        MalformedCase{"unclosed-flow-map.yaml", 2, 1, "invalid YAML: end of map flow not found"},
-        MalformedCase{"links-malformed.yaml", 6, 18, "'caps' needs a caps string"},
-        MalformedCase{"links-malformed.yaml", 8, 5, "each link must be a chain"},
-        MalformedCase{"odd-keys.yaml", 2, 5, "keys must be non-empty names, not a list"}),
+    testing::Values(MalformedCase{"empty.yaml", 1, 1, "the config is empty"},
+                    MalformedCase{"comment-only.yaml", 1, 1, "the config is empty"},
+                    MalformedCase{"tab-indent.yaml", 3, 2, "line 3 contains a tab"},
+                    MalformedCase{"root-is-list.yaml", 1, 1, "the config must be a map"},
+                    MalformedCase{"elements-as-list.yaml", 2, 3, "'elements' must be a map"},
+                    MalformedCase{"scalar-for-map.yaml", 2, 8, "element 'src' must be a map"},
+                    MalformedCase{"scalar-for-map.yaml", 3, 41, "'properties' of 'sink' must be a map"},
+                    MalformedCase{"unclosed-flow-map.yaml", 2, 1, "invalid YAML: end of map flow not found"},
+                    MalformedCase{"links-malformed.yaml", 6, 18, "'caps' needs a caps string"},
+                    MalformedCase{"links-malformed.yaml", 8, 5, "each link must be a chain"},
+                    MalformedCase{"odd-keys.yaml", 2, 5, "keys must be non-empty names, not a list"}),
     [](const testing::TestParamInfo<MalformedCase>& info) {
       std::string name = info.param.file;
       name = name.substr(0, name.find('.')) + "_" + std::to_string(info.index);
@@ -399,7 +411,8 @@ TEST(PipelineConfig, PadPropertiesOfRequestPads) {
   c: {element: compositor, properties: {"sink_0::xpos": 12, "sink_0::alpha": 0.5}}
   s: {element: fakesink}
 links: [[a, c.sink_0], [c, s]]
-)", errors, {{"c.sink_1::ypos", "7"}});
+)",
+                                          errors, {{"c.sink_1::ypos", "7"}});
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(property(config, "c", "sink_0::xpos"), "12");
   EXPECT_EQ(property(config, "c", "sink_0::alpha"), "0.5");
@@ -411,10 +424,12 @@ links: [[a, c.sink_0], [c, s]]
   c: {element: compositor, properties: {"sink_0::xpoz": 1, "video_0::xpos": 2, "sink_0::xpos": nine}}
   s: {element: fakesink}
 links: [[a, c, s]]
-)", errors);
+)",
+            errors);
   const std::string f = (dir.path() / "badpads.yaml").string();
   expect_error(errors, f, 2, 43, "element 'a' (videotestsrc) does not give access to its pads' properties");
-  expect_error(errors, f, 3, 41, "pad 'sink_0' of element 'c' (compositor) has no property 'xpoz'; did you mean 'sink_0::xpos'?");
+  expect_error(errors, f, 3, 41,
+               "pad 'sink_0' of element 'c' (compositor) has no property 'xpoz'; did you mean 'sink_0::xpos'?");
   expect_error(errors, f, 3, 60, "element 'c' (compositor) has no pad 'video_0'");
   expect_error(errors, f, 3, 96, "invalid value 'nine' for property 'xpos'");
   EXPECT_EQ(errors.size(), 4u) << joined(errors);

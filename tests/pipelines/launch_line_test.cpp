@@ -29,7 +29,8 @@ elements:
 links:
   - [src, {caps: "video/x-raw, format=I420, width=640, height=360"}, t, q1, a]
   - [t, q2, b]
-)", errors);
+)",
+                                                errors);
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(to_launch_line(config),
             "videotestsrc name=src num-buffers=120 pattern=ball ! "
@@ -49,7 +50,8 @@ TEST(LaunchLine, ElementsFirstSeenWithAPadAreDeclaredOnTheirOwn) {
 links:
   - [d.video_0, q, sink]
   - [src, d]
-)", errors);
+)",
+                                                errors);
   ASSERT_TRUE(errors.empty()) << joined(errors);
   EXPECT_EQ(to_launch_line(config),
             "qtdemux name=d d.video_0 ! queue name=q ! fakesink name=sink "
@@ -62,22 +64,20 @@ links:
 // Values survive gst_parse_launch unchanged, however odd.
 TEST(LaunchLine, QuotedValuesRoundTripThroughGstParse) {
   test::init_gst_once();
-  const std::vector<std::string> values = {
-      "/plain/path.mp4", "/with space/x.mp4", "quote\"inside", "back\\slash", "bang!x",
-      "comma,semi;colon:", "paren(s)", "brace{s}", "eq=ual", "uni\xc3\xa9", "'single'",
-      "trailing\\", "$HOME*?", "tab\there"};
+  const std::vector<std::string> values = {"/plain/path.mp4", "/with space/x.mp4", "quote\"inside", "back\\slash",
+                                           "bang!x",          "comma,semi;colon:", "paren(s)",      "brace{s}",
+                                           "eq=ual",          "uni\xc3\xa9",       "'single'",      "trailing\\",
+                                           "$HOME*?",         "tab\there"};
   for (const auto& value : values) {
     PipelineConfig config;
-    config.elements = {{"src", "filesrc", {{"location", value, {}}}, {}},
-                       {"sink", "fakesink", {}, {}}};
+    config.elements = {{"src", "filesrc", {{"location", value, {}}}, {}}, {"sink", "fakesink", {}, {}}};
     LinkItem src, sink;
     src.element = "src";
     sink.element = "sink";
     config.chains = {{src, sink}};
     const std::string line = to_launch_line(config);
     GError* error = nullptr;
-    GstElement* pipeline = gst_parse_launch_full(line.c_str(), nullptr,
-                                                 GST_PARSE_FLAG_FATAL_ERRORS, &error);
+    GstElement* pipeline = gst_parse_launch_full(line.c_str(), nullptr, GST_PARSE_FLAG_FATAL_ERRORS, &error);
     ASSERT_TRUE(pipeline && !error) << line << ": " << (error ? error->message : "");
     GstElement* filesrc = gst_bin_get_by_name(GST_BIN(pipeline), "src");
     ASSERT_TRUE(filesrc);
@@ -92,8 +92,8 @@ TEST(LaunchLine, QuotedValuesRoundTripThroughGstParse) {
 
 // shell_quote() output read back by /bin/sh gives the original words.
 TEST(LaunchLine, ShellQuotingRoundTrips) {
-  const std::vector<std::string> words = {"plain", "a b", "it's", "$x", "*", "!", "\"q\"",
-                                          "video/x-raw(memory:CUDAMemory)", "a\\b", ""};
+  const std::vector<std::string> words = {
+      "plain", "a b", "it's", "$x", "*", "!", "\"q\"", "video/x-raw(memory:CUDAMemory)", "a\\b", ""};
   std::string command = "printf '%s\\n'";
   for (const auto& w : words) command += " " + shell_quote(w);
   FILE* pipe = popen(command.c_str(), "r");

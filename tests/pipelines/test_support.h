@@ -15,8 +15,7 @@ void init_gst_once();
 
 // Loads YAML text written to `dir`/name; errors land in `errors`.
 PipelineConfig load_text(const TempDir& dir, const std::string& name, const std::string& yaml,
-                         std::vector<ConfigError>& errors,
-                         const std::vector<Override>& overrides = {});
+                         std::vector<ConfigError>& errors, const std::vector<Override>& overrides = {});
 
 // All error lines joined by '\n', for assertion messages.
 std::string joined(const std::vector<ConfigError>& errors);

@@ -31,16 +31,15 @@
 #include "prism_test.h"
 
 // Skips with a message on stderr too, so that a skipped test is seen in ctest's output.
-#define SKIP_LOUDLY(msg)                                  \
-  do {                                                    \
-    std::ostringstream why_;                              \
-    why_ << msg;                                          \
+#define SKIP_LOUDLY(msg)                                     \
+  do {                                                       \
+    std::ostringstream why_;                                 \
+    why_ << msg;                                             \
     std::cerr << "*** SKIPPING: " << why_.str() << " ***\n"; \
-    GTEST_SKIP() << why_.str();                           \
+    GTEST_SKIP() << why_.str();                              \
   } while (0)
 
 namespace prism::test::bowclassify {
-
 
 namespace bow = prism::bow;
 constexpr int kW = 96, kH = 64;
@@ -75,12 +74,12 @@ class BowClassify : public ::testing::Test {
 // The bus (error, "prism-bowclassify" messages) and what came out.
 struct Outcome : prism::test::BusLog {
   Outcome() : BusLog("prism-bowclassify") {}
-  std::vector<GstStructure*> params;    // per output buffer: its "bowclassify" param, or null
-  GstFlowReturn flow = GST_FLOW_OK;       // the first push that was not OK
-  std::vector<bool> top_left_changed;     // per frame: a pixel of the first plane's top-left quarter
-  bool bottom_right_changed = false;      // a pixel of the first plane's bottom-right quarter
-  bool any_changed = false;               // any byte of any plane
-  bool other_planes_changed = false;      // a byte of a chroma plane (NV12, I420)
+  std::vector<GstStructure*> params;               // per output buffer: its "bowclassify" param, or null
+  GstFlowReturn flow = GST_FLOW_OK;                // the first push that was not OK
+  std::vector<bool> top_left_changed;              // per frame: a pixel of the first plane's top-left quarter
+  bool bottom_right_changed = false;               // a pixel of the first plane's bottom-right quarter
+  bool any_changed = false;                        // any byte of any plane
+  bool other_planes_changed = false;               // a byte of a chroma plane (NV12, I420)
   std::vector<std::vector<uint8_t>> first_planes;  // per output frame: its first plane's pixels, row by row
   ~Outcome() {
     for (auto* s : params)
@@ -111,7 +110,8 @@ inline GstBuffer* frame_buffer(const cv::Mat& grey, const GstVideoInfo& info) {
   for (int y = 0; y < kH; ++y)
     for (int x = 0; x < kW; ++x) std::memset(p0 + y * s0 + x * ps, grey.at<uchar>(y, x), ps);
   for (guint p = 1; p < GST_VIDEO_FRAME_N_PLANES(&f); ++p)
-    std::memset(GST_VIDEO_FRAME_PLANE_DATA(&f, p), 128, size_t(GST_VIDEO_FRAME_PLANE_STRIDE(&f, p)) * plane_height(f, p));
+    std::memset(GST_VIDEO_FRAME_PLANE_DATA(&f, p), 128,
+                size_t(GST_VIDEO_FRAME_PLANE_STRIDE(&f, p)) * plane_height(f, p));
   gst_video_frame_unmap(&f);
   return b;
 }
@@ -133,16 +133,20 @@ inline void compare(const GstVideoInfo& info, GstBuffer* in, GstBuffer* out, Out
           continue;
         o.any_changed = true;
         const int x = i / ps;
-        if (p > 0) o.other_planes_changed = true;
-        else if (y < kH / 2 && x < kW / 2) top_left = true;
-        else if (y >= kH / 2 && x >= kW / 2) o.bottom_right_changed = true;
+        if (p > 0)
+          o.other_planes_changed = true;
+        else if (y < kH / 2 && x < kW / 2)
+          top_left = true;
+        else if (y >= kH / 2 && x >= kW / 2)
+          o.bottom_right_changed = true;
       }
   }
   o.top_left_changed.push_back(top_left);
   std::vector<uint8_t> first;
   const int row_bytes = kW * GST_VIDEO_FRAME_COMP_PSTRIDE(&b, 0);
   for (int y = 0; y < kH; ++y) {
-    const auto* row = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&b, 0)) + size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&b, 0);
+    const auto* row = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&b, 0)) +
+                      size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&b, 0);
     first.insert(first.end(), row, row + row_bytes);
   }
   o.first_planes.push_back(std::move(first));
@@ -153,7 +157,7 @@ inline void compare(const GstVideoInfo& info, GstBuffer* in, GstBuffer* out, Out
 // Pushes `frames` (PTS i/30 s) through "UPSTREAM bowclassify PROPS" in `format`; `before(i,
 // element)` runs before frame i is pushed.
 inline void run(Outcome& o, const std::string& props, const char* format, const std::vector<cv::Mat>& frames,
-         const std::function<void(size_t, GstElement*)>& before = {}, const std::string& upstream = "") {
+                const std::function<void(size_t, GstElement*)>& before = {}, const std::string& upstream = "") {
   GstHarness* h = gst_harness_new_parse((upstream + "bowclassify " + props).c_str());
   GstBus* bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);

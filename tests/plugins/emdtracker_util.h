@@ -39,7 +39,8 @@ inline std::vector<uint8_t> scene_nv12(int W, int H, int f) {
   std::vector<uint8_t> img(static_cast<size_t>(W) * H * 3 / 2, 128);
   std::mt19937 rng(7);  // the same noise every frame: a fixed camera
   for (int y = 0; y < H; ++y)
-    for (int x = 0; x < W; ++x) img[static_cast<size_t>(y) * W + x] = static_cast<uint8_t>(90 + (x + y) / 8 % 40 + rng() % 3);
+    for (int x = 0; x < W; ++x)
+      img[static_cast<size_t>(y) * W + x] = static_cast<uint8_t>(90 + (x + y) / 8 % 40 + rng() % 3);
   const Rect p = patch_at(f);
   for (int y = p.y; y < p.y + p.h && y < H; ++y)
     for (int x = p.x; x < p.x + p.w && x < W; ++x)
@@ -136,8 +137,8 @@ inline PipelineRun run_pipeline(const std::string& launch, int feed_w = 0, int f
 }
 
 // appsrc (NV12 W x H) ! [upload] emdtracker PROPS ! [download] video/x-raw,format=RGBA ! appsink
-inline void run_tracker(int W, int H, int frames, const std::string& props, TrackerRun& r, const std::string& upload = "",
-                        const std::string& download = "") {
+inline void run_tracker(int W, int H, int frames, const std::string& props, TrackerRun& r,
+                        const std::string& upload = "", const std::string& download = "") {
   r = run_pipeline("appsrc name=src format=time caps=video/x-raw,format=NV12,width=" + std::to_string(W) +
                        ",height=" + std::to_string(H) + ",framerate=10/1 ! " + upload + " emdtracker name=t " + props +
                        " ! " + download + " video/x-raw,format=RGBA ! appsink name=out sync=false",

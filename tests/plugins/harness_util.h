@@ -57,7 +57,8 @@ inline std::vector<uint8_t> run_element(const std::string& description, const st
         gst_video_format_info_component(of.info.finfo, p, comp);
         int rb = GST_VIDEO_FRAME_COMP_WIDTH(&of, comp[0]) * GST_VIDEO_FRAME_COMP_PSTRIDE(&of, comp[0]);
         for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&of, comp[0]); y++) {
-          const uint8_t* r = (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&of, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&of, p);
+          const uint8_t* r =
+              (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&of, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&of, p);
           out.insert(out.end(), r, r + rb);
         }
       }

@@ -29,10 +29,10 @@ namespace prism::test::blend {
 
 namespace fs = std::filesystem;
 using prism::test::Frame;
+using prism::test::run_launch;
 using prism::test::RunOptions;
 using prism::test::RunResult;
 using prism::test::TempDir;
-using prism::test::run_launch;
 
 // ---- images ----------------------------------------------------------------------------------
 
@@ -91,21 +91,24 @@ inline Diff compare(const cv::Mat& a, const cv::Mat& b) {
   return d;
 }
 
-#define EXPECT_CLOSE_TO_OPENCV(ours, ref, what)                                                  \
-  do {                                                                                           \
-    Diff d_ = compare((ours), (ref));                                                            \
-    EXPECT_LE(d_.max, 1) << what;                                                                \
-    EXPECT_LE(d_.frac, 0.001) << what << ": " << 100 * d_.frac << "% of the values differ";      \
+#define EXPECT_CLOSE_TO_OPENCV(ours, ref, what)                                             \
+  do {                                                                                      \
+    Diff d_ = compare((ours), (ref));                                                       \
+    EXPECT_LE(d_.max, 1) << what;                                                           \
+    EXPECT_LE(d_.frac, 0.001) << what << ": " << 100 * d_.frac << "% of the values differ"; \
   } while (0)
 
 // ---- files -------------------------------------------------------------------------------------
 
-inline const char* gst_format_of(const cv::Mat& m) { return m.channels() == 1 ? "GRAY8" : m.channels() == 3 ? "BGR" : "BGRA"; }
+inline const char* gst_format_of(const cv::Mat& m) {
+  return m.channels() == 1 ? "GRAY8" : m.channels() == 3 ? "BGR" : "BGRA";
+}
 
 // Writes a GRAY8, BGR or BGRA image as PNG with a small GStreamer pipeline (pngenc keeps the values).
 inline void write_png(const cv::Mat& image, const std::string& path) {
-  const std::string caps = std::string("video/x-raw,format=") + gst_format_of(image) + ",width=" +
-                           std::to_string(image.cols) + ",height=" + std::to_string(image.rows) + ",framerate=1/1";
+  const std::string caps = std::string("video/x-raw,format=") + gst_format_of(image) +
+                           ",width=" + std::to_string(image.cols) + ",height=" + std::to_string(image.rows) +
+                           ",framerate=1/1";
   GstVideoInfo info;
   GstCaps* c = gst_caps_from_string(caps.c_str());
   gst_video_info_from_caps(&info, c);
@@ -132,33 +135,33 @@ inline void write_png(const cv::Mat& image, const std::string& path) {
     gst_object_unref(src);
   };
   options.idle_timeout = 10 * GST_SECOND;
-  const RunResult r = run_launch("appsrc name=src format=time caps=" + caps + " ! videoconvert ! pngenc ! filesink name=sink",
-                                 options);
+  const RunResult r =
+      run_launch("appsrc name=src format=time caps=" + caps + " ! videoconvert ! pngenc ! filesink name=sink", options);
   EXPECT_TRUE(r.eos && r.error.empty()) << "writing " << path << ": " << r.error;
 }
 
 // ---- running the element -------------------------------------------------------------------------
 
 struct Overlay {
-  cv::Mat image;             // BGR (with mask) or BGRA (alpha = mask)
-  std::string format;        // caps format; empty: BGR or BGRA from the channels
+  cv::Mat image;       // BGR (with mask) or BGRA (alpha = mask)
+  std::string format;  // caps format; empty: BGR or BGRA from the channels
   int xpos = 0, ypos = 0;
-  std::string mode;          // empty = default (normal)
-  std::string mask_location; // empty = alpha channel
-  int zorder = -1;           // -1 = default
+  std::string mode;           // empty = default (normal)
+  std::string mask_location;  // empty = alpha channel
+  int zorder = -1;            // -1 = default
 };
 
 struct Result {
-  std::vector<cv::Mat> frames;        // BGR/BGRA/... as given by the output caps (packed formats)
+  std::vector<cv::Mat> frames;            // BGR/BGRA/... as given by the output caps (packed formats)
   std::vector<std::vector<uint8_t>> raw;  // every output frame, planes packed
-  std::string error;                  // first ERROR message, "<element>: <message>" ("" when none)
+  std::string error;                      // first ERROR message, "<element>: <message>" ("" when none)
   std::string error_debug;
   std::vector<std::string> warnings;  // WARNING messages
   bool eos = false;
 };
 
 inline GstBuffer* buffer_from_planes(const GstVideoInfo& info, const std::vector<const uint8_t*>& planes,
-                              const std::vector<size_t>& strides, int frame) {
+                                     const std::vector<size_t>& strides, int frame) {
   GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
   GstVideoFrame f;
   gst_video_frame_map(&f, &info, buf, GST_MAP_WRITE);
@@ -276,16 +279,15 @@ inline Result run_blend(const Background& bg, const std::vector<Overlay>& overla
   r.warnings = run.warnings;
   r.eos = run.eos;
   for (Frame& f : run.frames) {
-    if (f.planes == 1)
-      r.frames.push_back(cv::Mat(f.height, f.width, CV_8UC(f.pixel_stride), f.bytes.data()).clone());
+    if (f.planes == 1) r.frames.push_back(cv::Mat(f.height, f.width, CV_8UC(f.pixel_stride), f.bytes.data()).clone());
     r.raw.push_back(std::move(f.bytes));
   }
   return r;
 }
 
 // OpenCV's answer for BGR images.
-inline cv::Mat opencv_clone(const cv::Mat& overlay_bgr, const cv::Mat& background_bgr, const cv::Mat& mask, int x, int y,
-                     int flags) {
+inline cv::Mat opencv_clone(const cv::Mat& overlay_bgr, const cv::Mat& background_bgr, const cv::Mat& mask, int x,
+                            int y, int flags) {
   cv::Mat out;
   cv::seamlessClone(overlay_bgr, background_bgr, mask, cv::Point(x, y), out, flags);
   return out;

@@ -296,7 +296,8 @@ TEST_F(BowClassify, ParseLaunchedPipelineReachesEosWithMessages) {
   }
   const std::string launch = "appsrc name=src format=time caps=\"" + caps_string("GRAY8") +
                              "\" ! videoconvert ! video/x-raw,format=BGRx ! bowclassify device=cpu interval=3 "
-                             "model=\"" + model_ + "\" ! fakesink";
+                             "model=\"" +
+                             model_ + "\" ! fakesink";
   GError* err = nullptr;
   GstElement* p = gst_parse_launch(launch.c_str(), &err);
   ASSERT_NE(p, nullptr) << (err ? err->message : "");

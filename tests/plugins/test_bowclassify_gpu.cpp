@@ -26,7 +26,8 @@ TEST_F(BowClassify, DeviceCudaLabelsAsTheCpu) {
   run(gpu, "device=cuda interval=1 model=\"" + model_ + "\"", "GRAY8", frames);
   ASSERT_EQ(gpu.error, "");
   ASSERT_EQ(gpu.messages.size(), cpu.messages.size());
-  for (size_t i = 0; i < cpu.messages.size(); ++i) EXPECT_EQ(str(gpu.messages[i], "label"), str(cpu.messages[i], "label")) << i;
+  for (size_t i = 0; i < cpu.messages.size(); ++i)
+    EXPECT_EQ(str(gpu.messages[i], "label"), str(cpu.messages[i], "label")) << i;
 }
 
 // Frames in GPU memory (cudaupload ! video/x-raw(memory:CUDAMemory) ! bowclassify ! cudadownload):
@@ -48,7 +49,8 @@ TEST_F(BowClassify, CudaMemoryFramesAreLabelledAndDrawnInPlace) {
     Outcome cpu, gpu;
     run(cpu, "device=cpu interval=2 overlay=true model=\"" + model_ + "\"", format, frames);
     std::string sink_caps;
-    run(gpu, "device=cuda interval=2 overlay=true model=\"" + model_ + "\" ! cudadownload", format, frames,
+    run(
+        gpu, "device=cuda interval=2 overlay=true model=\"" + model_ + "\" ! cudadownload", format, frames,
         [&](size_t i, GstElement* e) {
           if (i != 1) return;
           GstPad* pad = gst_element_get_static_pad(e, "sink");
@@ -67,7 +69,8 @@ TEST_F(BowClassify, CudaMemoryFramesAreLabelledAndDrawnInPlace) {
     for (size_t i = 0; i < cpu.messages.size(); ++i)
       EXPECT_EQ(str(gpu.messages[i], "label"), str(cpu.messages[i], "label")) << format << " " << i;
     ASSERT_EQ(gpu.first_planes.size(), frames.size()) << format;
-    for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(gpu.first_planes[i], cpu.first_planes[i]) << format << " frame " << i;
+    for (size_t i = 0; i < frames.size(); ++i)
+      EXPECT_EQ(gpu.first_planes[i], cpu.first_planes[i]) << format << " frame " << i;
     EXPECT_TRUE(gpu.top_left_changed[0]) << format;
     EXPECT_FALSE(gpu.bottom_right_changed) << format;
     EXPECT_FALSE(gpu.other_planes_changed) << format;

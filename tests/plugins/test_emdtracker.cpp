@@ -34,8 +34,8 @@ TEST_F(EmdTracker, TracksAMovingPatchWithOneTrackId) {
   for (int f = 0; f < frames; ++f) {
     ASSERT_FALSE(r.meta[f].empty()) << "frame " << f << ": no detection";
     const Detection& d = r.meta[f][0];  // the largest first
-    EXPECT_GT(iou(d.box, patch_at(f)), 0.5) << "frame " << f << ": box " << d.box.x << "," << d.box.y << " " << d.box.w
-                                            << "x" << d.box.h;
+    EXPECT_GT(iou(d.box, patch_at(f)), 0.5)
+        << "frame " << f << ": box " << d.box.x << "," << d.box.y << " " << d.box.w << "x" << d.box.h;
     EXPECT_GE(d.distance, 0.0);
     EXPECT_LE(d.distance, 0.5);
     if (f == 0) track = d.track;
@@ -92,12 +92,12 @@ TEST_F(EmdTracker, BadSettingsNameTheProperty) {
   test::TempDir dir;
   const std::string bad_matrix = dir.write("cost.txt", "0 1\n1 x\n");
   const std::vector<Case> cases = {
-      {"device=cpu", "target"},                                        // no target at all
-      {"device=cpu target=\"1,2,3\"", "target"},                       // 3 bins, 11 expected
-      {"device=cpu target=\"0,0,0,0,0,0,0,0,0,0,0\"", "all zero"},     // empty target
-      {"device=cpu target=\"1,2,x,4,5,6,7,8,9,10,11\"", "'x'"},        // not a number
+      {"device=cpu", "target"},                                     // no target at all
+      {"device=cpu target=\"1,2,3\"", "target"},                    // 3 bins, 11 expected
+      {"device=cpu target=\"0,0,0,0,0,0,0,0,0,0,0\"", "all zero"},  // empty target
+      {"device=cpu target=\"1,2,x,4,5,6,7,8,9,10,11\"", "'x'"},     // not a number
       {"device=cpu target-location=/nonexistent/t.txt", "target-location"},
-      {"device=cpu target-rect=5000,5000,10,10", "target-rect"},        // outside the frame
+      {"device=cpu target-rect=5000,5000,10,10", "target-rect"},  // outside the frame
       {"device=cpu target-rect=1,2,3", "target-rect"},
       {"device=cpu bins=4 ground-distance=matrix target=\"1,1,1,1\"", "ground-distance-location"},
       {"device=cpu bins=2 ground-distance=matrix ground-distance-location=" + bad_matrix + " target=\"1,1\"",
@@ -119,9 +119,9 @@ TEST_F(EmdTracker, WavelengthsAndMatrixGroundDistancesRun) {
     m += "\n";
   }
   const std::string path = dir.write("m.txt", m);
-  for (const std::string& g :
-       std::vector<std::string>{"ground-distance=wavelengths wavelengths=\"450,520,610,700\"", "ground-distance=matrix ground-distance-location=" + path,
-        "ground-distance=squared-diff normalization=larger-mass"}) {
+  for (const std::string& g : std::vector<std::string>{"ground-distance=wavelengths wavelengths=\"450,520,610,700\"",
+                                                       "ground-distance=matrix ground-distance-location=" + path,
+                                                       "ground-distance=squared-diff normalization=larger-mass"}) {
     TrackerRun r;
     run_tracker(64, 48, 2, "device=cpu bins=4 window=5 target=\"10,5,5,5\" " + g, r);
     EXPECT_EQ(r.error, "") << g;

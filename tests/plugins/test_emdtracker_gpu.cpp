@@ -13,9 +13,9 @@ namespace prism {
 namespace {
 
 using namespace test::emdt;
+using test::run_launch;
 using test::RunOptions;
 using test::RunResult;
-using test::run_launch;
 
 class EmdTrackerGpu : public ::testing::Test {
  protected:
@@ -110,16 +110,21 @@ TEST_F(EmdTrackerGpu, NvdecFramesStayInCudaMemory) {
 // otherwise), against the CPU path on the same frames.
 TEST_F(EmdTrackerGpu, SpectralizedTensorsStayInCudaMemoryAndMatchTheCpu) {
   PRISM_NEED_GPU();
-    const std::string src = "appsrc name=src format=time caps=video/x-raw,format=NV12,width=320,height=240,framerate=10/1 ! ";
+  const std::string src =
+      "appsrc name=src format=time caps=video/x-raw,format=NV12,width=320,height=240,framerate=10/1 ! ";
   const std::string tracker = "emdtracker target-rect=52,72,24,24 threshold=0.5 min-area=200";
   for (const std::string dtype : {"f32", "u16"}) {
-    const test::emdt::PipelineRun cpu = test::emdt::run_pipeline(src + "spectralize device=cpu ! other/x-prism-tensor,dtype=" + dtype + " ! " + tracker +
-                                    " device=cpu ! other/x-prism-tensor ! appsink name=out sync=false",
-                                320, 240, 6);
-    const test::emdt::PipelineRun gpu = test::emdt::run_pipeline(src + "cudaupload ! video/x-raw(memory:CUDAMemory) ! spectralize device=cuda ! "
-                                      "other/x-prism-tensor(memory:CUDAMemory),dtype=" + dtype + " ! " + tracker +
-                                    " device=cuda ! other/x-prism-tensor(memory:CUDAMemory) ! appsink name=out sync=false",
-                                320, 240, 6);
+    const test::emdt::PipelineRun cpu =
+        test::emdt::run_pipeline(src + "spectralize device=cpu ! other/x-prism-tensor,dtype=" + dtype + " ! " +
+                                     tracker + " device=cpu ! other/x-prism-tensor ! appsink name=out sync=false",
+                                 320, 240, 6);
+    const test::emdt::PipelineRun gpu = test::emdt::run_pipeline(
+        src +
+            "cudaupload ! video/x-raw(memory:CUDAMemory) ! spectralize device=cuda ! "
+            "other/x-prism-tensor(memory:CUDAMemory),dtype=" +
+            dtype + " ! " + tracker +
+            " device=cuda ! other/x-prism-tensor(memory:CUDAMemory) ! appsink name=out sync=false",
+        320, 240, 6);
     ASSERT_EQ(cpu.error, "");
     ASSERT_EQ(gpu.error, "") << dtype;
     ASSERT_EQ(gpu.frames.size(), 6u);
@@ -137,7 +142,7 @@ TEST_F(EmdTrackerGpu, SpectralizedTensorsStayInCudaMemoryAndMatchTheCpu) {
 // as the CPU path over a short sequence of random cubes with a moving planted signature.
 TEST_F(EmdTrackerGpu, EnviCubesOnTheGpuMatchTheCpu) {
   PRISM_NEED_GPU();
-    test::TempDir dir;
+  test::TempDir dir;
   std::mt19937 rng(std::random_device{}());
   envi::Header h;
   h.samples = 200;
@@ -161,8 +166,10 @@ TEST_F(EmdTrackerGpu, EnviCubesOnTheGpuMatchTheCpu) {
   }
   const std::string head = "envisrc location=" + dir.file("cube_%02d.hdr") +
                            " ! emdtracker target=\"2 2 2 50 2 2 2 2 2 2 2 2\" threshold=2 min-area=100 ";
-  const test::emdt::PipelineRun cpu = test::emdt::run_pipeline(head + "device=cpu ! other/x-prism-tensor ! appsink name=out sync=false");
-  const test::emdt::PipelineRun gpu = test::emdt::run_pipeline(head + "device=cuda ! other/x-prism-tensor(memory:CUDAMemory) ! appsink name=out sync=false");
+  const test::emdt::PipelineRun cpu =
+      test::emdt::run_pipeline(head + "device=cpu ! other/x-prism-tensor ! appsink name=out sync=false");
+  const test::emdt::PipelineRun gpu = test::emdt::run_pipeline(
+      head + "device=cuda ! other/x-prism-tensor(memory:CUDAMemory) ! appsink name=out sync=false");
   ASSERT_EQ(cpu.error, "");
   ASSERT_EQ(gpu.error, "");
   ASSERT_EQ(cpu.frames.size(), 4u);

@@ -213,8 +213,12 @@ TEST_F(PoissonBlend, EveryPackedFormatGivesTheSameResult) {
     const char* name;
     int code;  // cv::cvtColor from BGR
   };
-  const Fmt formats[] = {{"BGR", -1}, {"RGB", cv::COLOR_BGR2RGB}, {"BGRA", cv::COLOR_BGR2BGRA},
-                         {"RGBA", cv::COLOR_BGR2RGBA}, {"BGRx", cv::COLOR_BGR2BGRA}, {"RGBx", cv::COLOR_BGR2RGBA}};
+  const Fmt formats[] = {{"BGR", -1},
+                         {"RGB", cv::COLOR_BGR2RGB},
+                         {"BGRA", cv::COLOR_BGR2BGRA},
+                         {"RGBA", cv::COLOR_BGR2RGBA},
+                         {"BGRx", cv::COLOR_BGR2BGRA},
+                         {"RGBx", cv::COLOR_BGR2RGBA}};
   for (const Fmt& bf : formats) {
     cv::Mat bgc = bg.clone();
     if (bf.code >= 0) cv::cvtColor(bg, bgc, bf.code);
@@ -231,9 +235,12 @@ TEST_F(PoissonBlend, EveryPackedFormatGivesTheSameResult) {
       ASSERT_EQ(r.error, "") << bf.name << " " << of << ": " << r.error_debug;
       ASSERT_EQ(r.frames.size(), 1u);
       cv::Mat back = r.frames[0];
-      if (bf.code == cv::COLOR_BGR2RGB) cv::cvtColor(back, back, cv::COLOR_RGB2BGR);
-      else if (bf.code == cv::COLOR_BGR2BGRA) cv::cvtColor(back, back, cv::COLOR_BGRA2BGR);
-      else if (bf.code == cv::COLOR_BGR2RGBA) cv::cvtColor(back, back, cv::COLOR_RGBA2BGR);
+      if (bf.code == cv::COLOR_BGR2RGB)
+        cv::cvtColor(back, back, cv::COLOR_RGB2BGR);
+      else if (bf.code == cv::COLOR_BGR2BGRA)
+        cv::cvtColor(back, back, cv::COLOR_BGRA2BGR);
+      else if (bf.code == cv::COLOR_BGR2RGBA)
+        cv::cvtColor(back, back, cv::COLOR_RGBA2BGR);
       EXPECT_CLOSE_TO_OPENCV(back, ref, bf.name << " background, " << of << " overlay");
     }
   }
@@ -243,8 +250,10 @@ TEST_F(PoissonBlend, EveryPackedFormatGivesTheSameResult) {
   for (const char* of : {"RGB", "RGBx", "BGRx"}) {
     Overlay o;
     cv::Mat ovc;
-    if (std::string(of) == "RGB") cv::cvtColor(ov, ovc, cv::COLOR_BGR2RGB);
-    else cv::cvtColor(ov, ovc, std::string(of) == "RGBx" ? cv::COLOR_BGR2RGBA : cv::COLOR_BGR2BGRA);
+    if (std::string(of) == "RGB")
+      cv::cvtColor(ov, ovc, cv::COLOR_BGR2RGB);
+    else
+      cv::cvtColor(ov, ovc, std::string(of) == "RGBx" ? cv::COLOR_BGR2RGBA : cv::COLOR_BGR2BGRA);
     o.image = ovc;
     o.format = of;
     o.xpos = 60;
@@ -292,8 +301,10 @@ TEST_F(PoissonBlend, OverlaysAreSolvedInZOrderLikeRepeatedSeamlessClone) {
                                             Overlay{bgra_with_alpha(e, md), "", 64, 52, "normal", "", 0}});
   ASSERT_EQ(t.error, "") << t.error_debug;
   ASSERT_EQ(t.frames.size(), 1u);
-  const cv::Mat d_then_e = opencv_clone(e, opencv_clone(d, bg, md, 60, 50, cv::NORMAL_CLONE), md, 64, 52, cv::NORMAL_CLONE);
-  const cv::Mat e_then_d = opencv_clone(d, opencv_clone(e, bg, md, 64, 52, cv::NORMAL_CLONE), md, 60, 50, cv::NORMAL_CLONE);
+  const cv::Mat d_then_e =
+      opencv_clone(e, opencv_clone(d, bg, md, 60, 50, cv::NORMAL_CLONE), md, 64, 52, cv::NORMAL_CLONE);
+  const cv::Mat e_then_d =
+      opencv_clone(d, opencv_clone(e, bg, md, 64, 52, cv::NORMAL_CLONE), md, 60, 50, cv::NORMAL_CLONE);
   EXPECT_LE(compare(t.frames[0], d_then_e).max, 2);
   EXPECT_GT(compare(t.frames[0], e_then_d).max, 10);
 }
@@ -373,7 +384,8 @@ TEST_F(PoissonBlend, ControllerMovesTheOverlay) {
   gst_timed_value_control_source_set(GST_TIMED_VALUE_CONTROL_SOURCE(cs), GST_SECOND / 30, 140);
   Result r = run_blend(Background::of(bg), {o}, 3, [&](GstElement* b) {
     GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
-    gst_object_add_control_binding(GST_OBJECT(pad), gst_direct_control_binding_new_absolute(GST_OBJECT(pad), "xpos", cs));
+    gst_object_add_control_binding(GST_OBJECT(pad),
+                                   gst_direct_control_binding_new_absolute(GST_OBJECT(pad), "xpos", cs));
     gst_object_unref(pad);
   });
   gst_object_unref(cs);
@@ -396,12 +408,15 @@ TEST_F(PoissonBlend, StillImageThroughImagefreeze) {
   const std::string png = dir.file("still.png");
   write_png(bgra_with_alpha(ov, mask), png);
   // imagefreeze never ends: the element must end when the background does.
-  Result r = run_blend(Background::of(bg), {}, 5, [](GstElement* b) {
-    GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
-    ASSERT_NE(pad, nullptr);
-    g_object_set(pad, "xpos", 70, "ypos", 55, "mode", 2 /* mixed */, nullptr);
-    gst_object_unref(pad);
-  }, "filesrc location=\"" + png + "\" ! pngdec ! imagefreeze ! b.overlay_0");
+  Result r = run_blend(
+      Background::of(bg), {}, 5,
+      [](GstElement* b) {
+        GstPad* pad = gst_element_get_static_pad(b, "overlay_0");
+        ASSERT_NE(pad, nullptr);
+        g_object_set(pad, "xpos", 70, "ypos", 55, "mode", 2 /* mixed */, nullptr);
+        gst_object_unref(pad);
+      },
+      "filesrc location=\"" + png + "\" ! pngdec ! imagefreeze ! b.overlay_0");
   ASSERT_EQ(r.error, "") << r.error_debug;
   EXPECT_TRUE(r.eos);
   ASSERT_EQ(r.frames.size(), 5u);
@@ -462,7 +477,8 @@ TEST_F(PoissonBlend, YuvBackgroundsRoundTripOnlyTheDestinationRectangle) {
     const pp::Box box = pp::mask_box(pp::MaskView{mask.data, mask.cols, mask.rows, (int64_t)mask.step[0], 1});
     const pp::Placement pl = pp::place(box, 80, 60, W, H);
     const int x0 = std::max(0, pl.dst.x - 1) & ~1, y0 = std::max(0, pl.dst.y - 1) & ~1;
-    const int x1 = std::min(W, (pl.dst.x + pl.dst.width + 2) & ~1), y1 = std::min(H, (pl.dst.y + pl.dst.height + 2) & ~1);
+    const int x1 = std::min(W, (pl.dst.x + pl.dst.width + 2) & ~1),
+              y1 = std::min(H, (pl.dst.y + pl.dst.height + 2) & ~1);
     size_t outside_diff = 0, inside_changed = 0;
     for (int yy = 0; yy < H; yy++)
       for (int xx = 0; xx < W; xx++) {
@@ -510,7 +526,8 @@ TEST_F(PoissonBlend, OutputIsTheBackgroundWithItsMetadata) {
   gst_caps_unref(c);
   GstBuffer* in = buffer_from_planes(info, {bg.data}, {bg.step[0]}, 0);
   GstVideoRegionOfInterestMeta* roi = gst_buffer_add_video_region_of_interest_meta(in, "face", 3, 4, 20, 10);
-  gst_video_region_of_interest_meta_add_param(roi, gst_structure_new("detection", "score", G_TYPE_DOUBLE, 0.75, nullptr));
+  gst_video_region_of_interest_meta_add_param(roi,
+                                              gst_structure_new("detection", "score", G_TYPE_DOUBLE, 0.75, nullptr));
   ASSERT_EQ(gst_harness_push(h, in), GST_FLOW_OK);
   gst_harness_push_event(h, gst_event_new_eos());
   GstBuffer* out = gst_harness_pull(h);
@@ -559,7 +576,8 @@ TEST_F(PoissonBlend, BackgroundCapsChangeRenegotiates) {
   options.after_play = [&](GstElement* p) {
     GstElement* bg = gst_bin_get_by_name(GST_BIN(p), "bg");
     GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
-    for (int i = 0; i < 4; i++) gst_app_src_push_buffer(GST_APP_SRC(ov), buffer_from_planes(oi, {o.data}, {o.step[0]}, i));
+    for (int i = 0; i < 4; i++)
+      gst_app_src_push_buffer(GST_APP_SRC(ov), buffer_from_planes(oi, {o.data}, {o.step[0]}, i));
     gst_app_src_end_of_stream(GST_APP_SRC(ov));
     for (int i = 0; i < 2; i++)
       gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(si, {small.data}, {small.step[0]}, i));
@@ -628,7 +646,8 @@ TEST_F(PoissonBlend, MaskOfTheWrongSizeIsAnErrorNamingPadAndSizes) {
 
 TEST_F(PoissonBlend, OverlayWithoutAlphaNeedsAMask) {
   const cv::Mat bg = random_image(64, 48, 3, 77), ov = random_image(20, 16, 3, 78);
-  Result r = run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", "", -1}, Overlay{ov, "RGBx", 30, 20, "", "", -1}});
+  Result r =
+      run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", "", -1}, Overlay{ov, "RGBx", 30, 20, "", "", -1}});
   ASSERT_NE(r.error, "");
   EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find("mask-location"), std::string::npos) << r.error;
@@ -661,8 +680,8 @@ TEST_F(PoissonBlend, AutoFallsBackToTheCpu) {
   const cv::Mat mask = ellipse_mask(30, 30, false);
   Chains chains;
   chains.element = "poissonblend";
-  Result r = run_blend(Background::of(bg), {Overlay{bgra_with_alpha(ov, mask), "", 45, 35, "", "", -1}}, 1, {}, "",
-                       chains);
+  Result r =
+      run_blend(Background::of(bg), {Overlay{bgra_with_alpha(ov, mask), "", 45, 35, "", "", -1}}, 1, {}, "", chains);
   ASSERT_EQ(r.error, "") << r.error_debug;
   ASSERT_EQ(r.frames.size(), 1u);
   EXPECT_CLOSE_TO_OPENCV(r.frames[0], opencv_clone(ov, bg, mask, 45, 35, cv::NORMAL_CLONE), "auto");
@@ -677,11 +696,16 @@ TEST_F(PoissonBlend, LaunchLinePadProperties) {
   const std::string mask_path = dir.file("m.png"), ov_path = dir.file("ov.png");
   write_png(mask, mask_path);
   write_png(ov, ov_path);
-  const std::string line = "poissonblend name=b device=cpu overlay_0::xpos=60 overlay_0::ypos=40 overlay_0::mode=mixed "
-                           "overlay_0::mask-location=\"" + mask_path + "\" ! fakesink "
-                           "videotestsrc num-buffers=3 ! video/x-raw,format=BGR,width=120,height=90 ! b.sink "
-                           "filesrc location=\"" + ov_path + "\" ! pngdec ! videoconvert ! video/x-raw,format=BGR ! "
-                           "imagefreeze ! b.overlay_0";
+  const std::string line =
+      "poissonblend name=b device=cpu overlay_0::xpos=60 overlay_0::ypos=40 overlay_0::mode=mixed "
+      "overlay_0::mask-location=\"" +
+      mask_path +
+      "\" ! fakesink "
+      "videotestsrc num-buffers=3 ! video/x-raw,format=BGR,width=120,height=90 ! b.sink "
+      "filesrc location=\"" +
+      ov_path +
+      "\" ! pngdec ! videoconvert ! video/x-raw,format=BGR ! "
+      "imagefreeze ! b.overlay_0";
   RunOptions options;
   options.before_play = [&](GstElement* p) {
     GstElement* b = gst_bin_get_by_name(GST_BIN(p), "b");

@@ -88,16 +88,20 @@ TEST_F(PoissonBlendGpu, CudaMemoryInAndOutMatchesTheCpu) {
   write_png(mask, mask_path);
   for (const char* format : {"RGBA", "BGR", "BGRx"}) {
     cv::Mat bg = random_image(320, 240, 3, 1);
-    if (std::string(format) != "BGR") cv::cvtColor(bg, bg, std::string(format) == "RGBA" ? cv::COLOR_BGR2RGBA : cv::COLOR_BGR2BGRA);
+    if (std::string(format) != "BGR")
+      cv::cvtColor(bg, bg, std::string(format) == "RGBA" ? cv::COLOR_BGR2RGBA : cv::COLOR_BGR2BGRA);
     for (const char* mode : {"normal", "mixed", "monochrome-transfer"}) {
       const std::vector<Overlay> overlays = {Overlay{bgra_with_alpha(ov, mask), "", 150, 110, mode, "", -1},
                                              Overlay{ov, "", 200, 140, mode, mask_path, -1}};
       CapsCheck check;
-      Result g = run_blend(Background::of(bg, format), overlays, 2, [&](GstElement* b) {
-        GstPad* src = gst_element_get_static_pad(b, "src");
-        gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, check_caps, &check, nullptr);
-        gst_object_unref(src);
-      }, "", gpu_cuda_memory());
+      Result g = run_blend(
+          Background::of(bg, format), overlays, 2,
+          [&](GstElement* b) {
+            GstPad* src = gst_element_get_static_pad(b, "src");
+            gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, check_caps, &check, nullptr);
+            gst_object_unref(src);
+          },
+          "", gpu_cuda_memory());
       Result c = run_blend(Background::of(bg, format), overlays, 2, {}, "", cpu());
       expect_same(g, c, std::string(format) + " " + mode);
       EXPECT_GT(check.buffers.load(), 0);
@@ -165,7 +169,8 @@ TEST_F(PoissonBlendGpu, StillImageAndControllerMatchTheCpu) {
     g_object_set(cs, "mode", GST_INTERPOLATION_MODE_LINEAR, nullptr);
     gst_timed_value_control_source_set(GST_TIMED_VALUE_CONTROL_SOURCE(cs), 0, 40);
     gst_timed_value_control_source_set(GST_TIMED_VALUE_CONTROL_SOURCE(cs), GST_SECOND / 3, 280);
-    gst_object_add_control_binding(GST_OBJECT(pad), gst_direct_control_binding_new_absolute(GST_OBJECT(pad), "xpos", cs));
+    gst_object_add_control_binding(GST_OBJECT(pad),
+                                   gst_direct_control_binding_new_absolute(GST_OBJECT(pad), "xpos", cs));
     gst_object_unref(cs);
     gst_object_unref(pad);
   };
@@ -212,11 +217,14 @@ TEST_F(GpuPipeline, NvdecPoissonblendStaysInGpuMemoryAndMatchesCpu) {
   for (const char* mode : {"normal", "mixed", "monochrome-transfer"}) {
     auto desc = [&](bool gpu) {
       return "filesrc location=\"" + video() + "\" ! qtdemux ! h264parse ! nvh264dec ! identity eos-after=40 ! " +
-             (gpu ? std::string("") : std::string("cudadownload ! ")) + "poissonblend name=b device=" +
-             (gpu ? "cuda" : "cpu") + " overlay_0::xpos=300 overlay_0::ypos=250 overlay_0::mode=" + mode + " ! " +
+             (gpu ? std::string("") : std::string("cudadownload ! ")) +
+             "poissonblend name=b device=" + (gpu ? "cuda" : "cpu") +
+             " overlay_0::xpos=300 overlay_0::ypos=250 overlay_0::mode=" + mode + " ! " +
              (gpu ? "cudadownload ! " : "") +
              "video/x-raw,format=NV12 ! appsink name=sink sync=false "
-             "filesrc location=\"" + logo + "\" ! pngdec ! videoconvert ! videoscale ! "
+             "filesrc location=\"" +
+             logo +
+             "\" ! pngdec ! videoconvert ! videoscale ! "
              "video/x-raw,format=RGBA,width=200,height=265 ! imagefreeze ! b.overlay_0";
     };
     GError* err = nullptr;
@@ -246,8 +254,8 @@ TEST_F(GpuPipeline, NvdecPoissonblendStaysInGpuMemoryAndMatchesCpu) {
       EXPECT_EQ(ch.caps_not_cuda, 0) << ch.where;
     }
     const ByteDiff d = diff_frames(g, c);
-    std::cout << "poissonblend " << mode << " nvdec GPU vs CPU path: " << g.data.size() << " frames, max "
-              << d.max_abs << ", " << d.differing << " of " << d.total << " bytes differ\n";
+    std::cout << "poissonblend " << mode << " nvdec GPU vs CPU path: " << g.data.size() << " frames, max " << d.max_abs
+              << ", " << d.differing << " of " << d.total << " bytes differ\n";
     EXPECT_LE(d.max_abs, 2) << mode;  // max 1 in RGB; the NV12 round trip may carry it to 2 in chroma
     EXPECT_LE(double(d.differing), 0.001 * d.total) << mode;
   }
@@ -261,10 +269,12 @@ TEST_F(GpuPipeline, PoissonblendPackedFormatsGpuMatchesCpu) {
     for (const char* mode : {"normal", "mixed", "monochrome-transfer"}) {
       auto desc = [&](bool gpu) {
         return std::string("videotestsrc num-buffers=5 pattern=smpte ! video/x-raw,format=") + fmt +
-               ",width=640,height=360 ! " + (gpu ? "cudaupload ! " : "") + "poissonblend name=b device=" +
-               (gpu ? "cuda" : "cpu") + " overlay_0::xpos=200 overlay_0::ypos=150 overlay_0::mode=" + mode +
+               ",width=640,height=360 ! " + (gpu ? "cudaupload ! " : "") +
+               "poissonblend name=b device=" + (gpu ? "cuda" : "cpu") +
+               " overlay_0::xpos=200 overlay_0::ypos=150 overlay_0::mode=" + mode +
                " overlay_1::xpos=630 overlay_1::ypos=20 ! " + (gpu ? "cudadownload ! " : "") +
-               "video/x-raw,format=" + fmt + " ! appsink name=sink sync=false "
+               "video/x-raw,format=" + fmt +
+               " ! appsink name=sink sync=false "
                "videotestsrc num-buffers=5 pattern=ball ! video/x-raw,format=RGBA,width=180,height=140 ! "
                "b.overlay_0 "
                "videotestsrc num-buffers=5 pattern=snow ! video/x-raw,format=RGBA,width=64,height=64 ! b.overlay_1";

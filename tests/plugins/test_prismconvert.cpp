@@ -15,8 +15,8 @@ using prism::test::run_element;
 namespace {
 
 std::string caps(const char* fmt, int w, int h, bool par = true) {
-  return std::string("video/x-raw,format=") + fmt + ",width=" + std::to_string(w) +
-         ",height=" + std::to_string(h) + ",framerate=30/1" + (par ? ",pixel-aspect-ratio=1/1" : "");
+  return std::string("video/x-raw,format=") + fmt + ",width=" + std::to_string(w) + ",height=" + std::to_string(h) +
+         ",framerate=30/1" + (par ? ",pixel-aspect-ratio=1/1" : "");
 }
 
 // A real photo (../shared/data/images/fruits.jpg, decoded and scaled by GStreamer) as packed RGB
@@ -29,10 +29,10 @@ std::vector<uint8_t> photo_rgb(int w, int h) {
   prism::test::RunOptions options;
   options.appsink = "sink";
   options.idle_timeout = 20 * GST_SECOND;
-  prism::test::RunResult r = prism::test::run_launch(
-      src + " ! video/x-raw,format=RGB,width=" + std::to_string(w) + ",height=" + std::to_string(h) +
-          ",pixel-aspect-ratio=1/1 ! appsink name=sink",
-      options);
+  prism::test::RunResult r =
+      prism::test::run_launch(src + " ! video/x-raw,format=RGB,width=" + std::to_string(w) +
+                                  ",height=" + std::to_string(h) + ",pixel-aspect-ratio=1/1 ! appsink name=sink",
+                              options);
   return r.frames.empty() ? std::vector<uint8_t>() : std::move(r.frames[0].bytes);
 }
 
@@ -64,7 +64,7 @@ TEST_F(Prismconvert, IsRegisteredWithDocumentedProperties) {
 struct ConvertCase {
   const char* in;
   const char* out;
-  int max;        // documented tolerance against videoconvert
+  int max;  // documented tolerance against videoconvert
   double mean;
 };
 
@@ -72,10 +72,9 @@ struct ConvertCase {
 // (README "prismconvert"); differences come from chroma siting and videoconvert's orc paths.
 TEST_F(Prismconvert, ConvertsLikeVideoconvert) {
   const ConvertCase cases[] = {
-      {"BGR", "I420", 2, 0.6},  {"RGBA", "NV12", 2, 0.6}, {"I420", "RGBA", 8, 2.2},
-      {"NV12", "BGRx", 64, 2.2}, {"I420", "BGR", 8, 2.2}, {"RGBA", "GRAY8", 0, 0},
-      {"GRAY8", "RGBA", 0, 0},  {"I420", "NV12", 0, 0},  {"BGR", "RGBA", 0, 0},
-      {"NV12", "GRAY8", 0, 0},
+      {"BGR", "I420", 2, 0.6}, {"RGBA", "NV12", 2, 0.6}, {"I420", "RGBA", 8, 2.2}, {"NV12", "BGRx", 64, 2.2},
+      {"I420", "BGR", 8, 2.2}, {"RGBA", "GRAY8", 0, 0},  {"GRAY8", "RGBA", 0, 0},  {"I420", "NV12", 0, 0},
+      {"BGR", "RGBA", 0, 0},   {"NV12", "GRAY8", 0, 0},
   };
   for (auto [w, h] : {std::pair{320, 240}, std::pair{161, 97}}) {
     for (const auto& c : cases) {
@@ -93,7 +92,9 @@ TEST_F(Prismconvert, ConvertsLikeVideoconvert) {
 }
 
 TEST_F(Prismconvert, ScalesLikeVideoscale) {
-  struct { int sw, sh, dw, dh; } sizes[] = {{320, 240, 640, 480}, {320, 240, 160, 120}, {320, 240, 211, 97}};
+  struct {
+    int sw, sh, dw, dh;
+  } sizes[] = {{320, 240, 640, 480}, {320, 240, 160, 120}, {320, 240, 211, 97}};
   for (auto s : sizes) {
     std::vector<uint8_t> in = photo_in("RGBA", s.sw, s.sh);
     auto ours = run_element("prismconvert device=cpu", caps("RGBA", s.sw, s.sh), caps("RGBA", s.dw, s.dh, false), in);

@@ -56,8 +56,8 @@ TEST_F(GpuPipeline, NvdecPrismconvertCudadownloadStaysInGpuMemoryAndMatchesCpu) 
 
   EXPECT_GE(g.data.size(), 300u);  // the whole file (the GPU suite ships about its first 320 frames)
   for (auto& c : checks) {
-    std::cout << c.where << ": " << c.buffers << " buffers, " << c.not_cuda << " not CUDA memory, "
-              << c.touched_on_host << " copied to host, " << c.caps_not_cuda << " without CUDA caps\n";
+    std::cout << c.where << ": " << c.buffers << " buffers, " << c.not_cuda << " not CUDA memory, " << c.touched_on_host
+              << " copied to host, " << c.caps_not_cuda << " without CUDA caps\n";
     EXPECT_EQ(c.buffers, static_cast<int>(g.data.size())) << c.where;
     EXPECT_EQ(c.not_cuda, 0) << c.where;
     EXPECT_EQ(c.touched_on_host, 0) << c.where;
@@ -67,9 +67,10 @@ TEST_F(GpuPipeline, NvdecPrismconvertCudadownloadStaysInGpuMemoryAndMatchesCpu) 
   // The CPU path on the same decoded frames (nvh264dec, downloaded before conversion; openh264dec
   // is a Baseline decoder and does not reproduce this High-profile stream exactly): both paths of
   // prismconvert compute the same integer function, so the frames must be identical.
-  Frames c = run(src + "nvh264dec ! cudadownload ! video/x-raw,format=NV12 ! prismconvert device=cpu ! "
-                       "video/x-raw,format=RGBA ! prismconvert device=cpu ! "
-                       "video/x-raw,format=BGRx,width=384,height=288 ! appsink name=sink sync=false");
+  Frames c = run(src +
+                 "nvh264dec ! cudadownload ! video/x-raw,format=NV12 ! prismconvert device=cpu ! "
+                 "video/x-raw,format=RGBA ! prismconvert device=cpu ! "
+                 "video/x-raw,format=BGRx,width=384,height=288 ! appsink name=sink sync=false");
   EXPECT_EQ(c.error, "");
   ASSERT_EQ(c.data.size(), g.data.size());
   size_t differing = 0, total = 0;
@@ -93,9 +94,10 @@ TEST_F(GpuPipeline, NvdecPrismconvertCudadownloadStaysInGpuMemoryAndMatchesCpu) 
 TEST_F(GpuPipeline, SystemMemoryThroughGpuPathMatchesCpu) {
   PRISM_NEED_GPU();
   auto run_on = [](const char* device) {
-    std::string d = std::string("videotestsrc num-buffers=20 pattern=smpte ! video/x-raw,format=I420,width=640,height=480 ! "
-                                "prismconvert device=") + device +
-                    " ! video/x-raw,format=RGBA,width=333,height=211 ! appsink name=sink sync=false";
+    std::string d = std::string(
+                        "videotestsrc num-buffers=20 pattern=smpte ! video/x-raw,format=I420,width=640,height=480 ! "
+                        "prismconvert device=") +
+                    device + " ! video/x-raw,format=RGBA,width=333,height=211 ! appsink name=sink sync=false";
     return run(d);
   };
   Frames g = run_on("cuda"), c = run_on("cpu");
@@ -115,7 +117,9 @@ TEST_F(GpuPipeline, EveryCudaFormatPairThroughCudaMemory) {
     for (const char* out : fmts) {
       std::string d = std::string("videotestsrc num-buffers=3 pattern=ball ! video/x-raw,format=") + in +
                       ",width=322,height=242 ! cudaupload ! prismconvert device=cuda ! "
-                      "video/x-raw(memory:CUDAMemory),format=" + out + ",width=161,height=122 ! cudadownload ! "
+                      "video/x-raw(memory:CUDAMemory),format=" +
+                      out +
+                      ",width=161,height=122 ! cudadownload ! "
                       "appsink name=sink sync=false";
       std::string r = std::string("videotestsrc num-buffers=3 pattern=ball ! video/x-raw,format=") + in +
                       ",width=322,height=242 ! prismconvert device=cpu ! video/x-raw,format=" + out +
@@ -130,9 +134,9 @@ TEST_F(GpuPipeline, EveryCudaFormatPairThroughCudaMemory) {
 
 TEST_F(GpuPipeline, OddHeightI420InCudaMemoryIsRefusedClearly) {
   PRISM_NEED_GPU();
-  Frames f = run(
-      "videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=64,height=48 ! cudaupload ! prismconvert ! "
-      "video/x-raw(memory:CUDAMemory),format=I420,width=64,height=47 ! cudadownload ! appsink name=sink");
+  Frames f =
+      run("videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=64,height=48 ! cudaupload ! prismconvert ! "
+          "video/x-raw(memory:CUDAMemory),format=I420,width=64,height=47 ! cudadownload ! appsink name=sink");
   std::cout << "odd-height I420 in CUDA memory: " << f.data.size() << " frames, error: " << f.error << "\n";
   EXPECT_TRUE(f.data.empty());  // no corrupt frame leaves the element
 }

@@ -29,14 +29,17 @@ const char* kDistanceOut = " ! other/x-prism-tensor ! appsink name=out sync=fals
 
 TEST_F(Tensor, SpectralizeFeedsTheTrackerTheSignaturesItWouldMake) {
   const std::string tracker = "emdtracker device=cpu target-rect=52,72,24,24 threshold=0.5 min-area=64";
-  const test::emdt::PipelineRun own = test::emdt::run_pipeline(std::string(kNv12) + tracker + kDistanceOut, 160, 120, 4);
+  const test::emdt::PipelineRun own =
+      test::emdt::run_pipeline(std::string(kNv12) + tracker + kDistanceOut, 160, 120, 4);
   ASSERT_EQ(own.error, "");
   ASSERT_EQ(own.frames.size(), 4u);
   EXPECT_NE(own.caps.find("other/x-prism-tensor"), std::string::npos);
   EXPECT_NE(own.caps.find("dtype=(string)f32"), std::string::npos);
   EXPECT_NE(own.caps.find("channels=(int)1"), std::string::npos);
-  for (const std::string between : {"spectralize device=cpu", "spectralize device=cpu ! other/x-prism-tensor,dtype=u16"}) {
-    const test::emdt::PipelineRun via = test::emdt::run_pipeline(std::string(kNv12) + between + " ! " + tracker + kDistanceOut, 160, 120, 4);
+  for (const std::string between :
+       {"spectralize device=cpu", "spectralize device=cpu ! other/x-prism-tensor,dtype=u16"}) {
+    const test::emdt::PipelineRun via =
+        test::emdt::run_pipeline(std::string(kNv12) + between + " ! " + tracker + kDistanceOut, 160, 120, 4);
     ASSERT_EQ(via.error, "") << between;
     ASSERT_EQ(via.frames.size(), own.frames.size());
     for (size_t f = 0; f < own.frames.size(); ++f) {
@@ -53,9 +56,10 @@ TEST_F(Tensor, SpectralizeFeedsTheTrackerTheSignaturesItWouldMake) {
 // spectralize's output against window histograms counted here by brute force.
 TEST_F(Tensor, SpectralizeCountsWindowHistograms) {
   for (const std::string dtype : {"f32", "u16"}) {
-    const test::emdt::PipelineRun r = test::emdt::run_pipeline(std::string(kNv12) + "spectralize device=cpu bins=7 window=5 ! other/x-prism-tensor,dtype=" +
-                                  dtype + " ! appsink name=out sync=false",
-                              160, 120, 1);
+    const test::emdt::PipelineRun r = test::emdt::run_pipeline(
+        std::string(kNv12) + "spectralize device=cpu bins=7 window=5 ! other/x-prism-tensor,dtype=" + dtype +
+            " ! appsink name=out sync=false",
+        160, 120, 1);
     ASSERT_EQ(r.error, "");
     ASSERT_EQ(r.frames.size(), 1u);
     EXPECT_NE(r.caps.find("channels=(int)7"), std::string::npos) << r.caps;
@@ -128,9 +132,11 @@ TEST_F(Tensor, DistanceMapFromEnviMatchesAnIndependentSolver) {
   const std::string mfile = dir.write("cost.txt", matrix);
   const std::vector<double> target = {3, 0, 7, 1, 0, 12};
   for (const std::string opts : {"", "cache-size=0 dedup=false"}) {
-    const test::emdt::PipelineRun r = test::emdt::run_pipeline("envisrc location=" + dir.file("c.hdr") +
-                              " ! emdtracker device=cpu target=\"3 0 7 1 0 12\" ground-distance=matrix "
-                              "ground-distance-location=" + mfile + " " + opts + kDistanceOut);
+    const test::emdt::PipelineRun r =
+        test::emdt::run_pipeline("envisrc location=" + dir.file("c.hdr") +
+                                 " ! emdtracker device=cpu target=\"3 0 7 1 0 12\" ground-distance=matrix "
+                                 "ground-distance-location=" +
+                                 mfile + " " + opts + kDistanceOut);
     ASSERT_EQ(r.error, "") << opts;
     ASSERT_EQ(r.frames.size(), 1u);
     const std::vector<float> d = r.floats(0);
@@ -160,7 +166,8 @@ TEST_F(Tensor, EveryInterleaveAndByteOrderGivesTheSameDistances) {
       cube.header.byte_order = order;
       const std::string hdr = dir.file("c" + std::to_string(maps.size()) + ".hdr");
       envi::write_cube(hdr, cube.header, cube.values.data());
-      const test::emdt::PipelineRun r = test::emdt::run_pipeline("envisrc location=" + hdr + " ! emdtracker device=cpu target=\"1 2 3 4 5 6\"" + kDistanceOut);
+      const test::emdt::PipelineRun r = test::emdt::run_pipeline(
+          "envisrc location=" + hdr + " ! emdtracker device=cpu target=\"1 2 3 4 5 6\"" + kDistanceOut);
       ASSERT_EQ(r.error, "");
       ASSERT_EQ(r.frames.size(), 1u);
       maps.push_back(r.frames[0]);
@@ -172,10 +179,11 @@ TEST_F(Tensor, EveryInterleaveAndByteOrderGivesTheSameDistances) {
 // soil; the target is learned from its first position.
 TEST_F(Tensor, EnviSequenceIsTrackedWithOneStableTrack) {
   const std::string loc = std::string(PRISM_SOURCE_DIR_STR) + "/configs/data/envi/scene_%03d.hdr";
-  const test::emdt::PipelineRun r = test::emdt::run_pipeline("envisrc location=" + loc +
-                            " ! emdtracker device=cpu target-rect=4,22,20,20 ground-distance=wavelengths "
-                            "wavelengths=\"450,500,550,600,650,700,750,800\" threshold=10 ! "
-                            "video/x-raw,format=RGBA ! appsink name=out sync=false");
+  const test::emdt::PipelineRun r =
+      test::emdt::run_pipeline("envisrc location=" + loc +
+                               " ! emdtracker device=cpu target-rect=4,22,20,20 ground-distance=wavelengths "
+                               "wavelengths=\"450,500,550,600,650,700,750,800\" threshold=10 ! "
+                               "video/x-raw,format=RGBA ! appsink name=out sync=false");
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.frames.size(), 10u);
   for (size_t f = 0; f < 10; ++f) {

@@ -21,9 +21,8 @@ using namespace prism::test::textureid;
 TEST_F(TextureId, IsRegisteredWithDocumentedProperties) {
   GstElement* e = gst_element_factory_make("textureid", nullptr);
   ASSERT_NE(e, nullptr) << "textureid not found; GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
-  for (const char* name :
-       {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers", "min-significance", "shortlist",
-        "device"}) {
+  for (const char* name : {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers",
+                           "min-significance", "shortlist", "device"}) {
     GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
     ASSERT_NE(ps, nullptr) << name;
     EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 30u) << name;
@@ -80,17 +79,15 @@ TEST_P(TextureIdFormats, SearchIdentifiesTheBoxInTheScene) {
   expect_identified(o, 0, 0, "box", "search", scene.width, scene.height);
 }
 
-INSTANTIATE_TEST_SUITE_P(, TextureIdFormats,
-                         ::testing::Values(FormatCase{"GRAY8", GST_VIDEO_FORMAT_GRAY8, false},
-                                           FormatCase{"RGBA", GST_VIDEO_FORMAT_RGBA, false},
-                                           FormatCase{"BGRA", GST_VIDEO_FORMAT_BGRA, false},
-                                           FormatCase{"RGB", GST_VIDEO_FORMAT_RGB, false},
-                                           FormatCase{"BGR", GST_VIDEO_FORMAT_BGR, false},
-                                           FormatCase{"BGRx", GST_VIDEO_FORMAT_BGRA, true},
-                                           FormatCase{"RGBx", GST_VIDEO_FORMAT_RGBA, true},
-                                           FormatCase{"NV12", GST_VIDEO_FORMAT_RGBA, true},
-                                           FormatCase{"I420", GST_VIDEO_FORMAT_RGBA, true}),
-                         [](const auto& info) { return std::string(info.param.format); });
+INSTANTIATE_TEST_SUITE_P(
+    , TextureIdFormats,
+    ::testing::Values(FormatCase{"GRAY8", GST_VIDEO_FORMAT_GRAY8, false},
+                      FormatCase{"RGBA", GST_VIDEO_FORMAT_RGBA, false},
+                      FormatCase{"BGRA", GST_VIDEO_FORMAT_BGRA, false}, FormatCase{"RGB", GST_VIDEO_FORMAT_RGB, false},
+                      FormatCase{"BGR", GST_VIDEO_FORMAT_BGR, false}, FormatCase{"BGRx", GST_VIDEO_FORMAT_BGRA, true},
+                      FormatCase{"RGBx", GST_VIDEO_FORMAT_RGBA, true}, FormatCase{"NV12", GST_VIDEO_FORMAT_RGBA, true},
+                      FormatCase{"I420", GST_VIDEO_FORMAT_RGBA, true}),
+    [](const auto& info) { return std::string(info.param.format); });
 
 TEST_F(TextureId, AnUnenrolledTextureIsNotIdentifiedAndGetsNoMeta) {
   NEED_IMAGES();
@@ -325,8 +322,8 @@ TEST_F(TextureId, TextureIdConfigRuns) {
   }
   // The results are in the element's debug log (prism run does not print element messages).
   const std::string base = "GST_DEBUG=textureid:5 GST_DEBUG_NO_COLOR=1 '" + exe + "' run '" + config +
-                           "' --set frames=3 --set interval=1 --set image='" + image_path(kScene) + "' --set gallery='" +
-                           gallery_dir() + "'";
+                           "' --set frames=3 --set interval=1 --set image='" + image_path(kScene) +
+                           "' --set gallery='" + gallery_dir() + "'";
   const auto run = prism::test::run_command;
   std::string output;
   EXPECT_EQ(run(base, output), 0) << base << "\n" << output;
@@ -357,9 +354,11 @@ TEST_F(TextureId, TextureVideoConfigIdentifiesTheEnrolledFrontInTheVideo) {
   prism::test::TempDir dir;
   const std::string crop = (dir.path() / "brick-front.png").string(), gallery = (dir.path() / "g").string();
   {  // the config comment's gst-launch line, in process
-    const prism::test::RunResult r = prism::test::run_launch(
-        "filesrc location=\"" + video + "\" ! qtdemux ! h264parse ! openh264dec ! videocrop left=300 right=128 top=0 "
-        "bottom=461 ! videoconvert ! pngenc snapshot=true ! filesink location=\"" + crop + "\"");
+    const prism::test::RunResult r =
+        prism::test::run_launch("filesrc location=\"" + video +
+                                "\" ! qtdemux ! h264parse ! openh264dec ! videocrop left=300 right=128 top=0 "
+                                "bottom=461 ! videoconvert ! pngenc snapshot=true ! filesink location=\"" +
+                                crop + "\"");
     ASSERT_FALSE(r.timed_out) << "no EOS within 60 s";
     EXPECT_TRUE(r.eos) << r.error;
   }

@@ -17,7 +17,8 @@ TEST_F(TextureId, DeviceCudaAgreesWithTheCpu) {
   const prism::ImageFile scene = load(kScene, GST_VIDEO_FORMAT_GRAY8);
   Outcome cpu, gpu;
   run_harness(cpu, element("interval=1"), caps_of("GRAY8", scene), {&scene});
-  run_harness(gpu, "textureid gallery=\"" + gallery_dir() + "\" device=cuda interval=1", caps_of("GRAY8", scene), {&scene});
+  run_harness(gpu, "textureid gallery=\"" + gallery_dir() + "\" device=cuda interval=1", caps_of("GRAY8", scene),
+              {&scene});
   ASSERT_EQ(gpu.error, "");
   ASSERT_EQ(gpu.messages.size(), 1u);
   ASSERT_EQ(cpu.messages.size(), 1u);
@@ -39,9 +40,11 @@ TEST_F(TextureId, SharesTheCudaContextOfItsNeighbours) {
     }
     gst_object_unref(factory);
   }
-  const std::string launch = "videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=64,height=64 ! "
-                             "cudaupload name=up ! cudadownload ! video/x-raw,format=NV12 ! textureid name=t "
-                             "device=cuda interval=1 gallery=\"" + gallery_dir() + "\" ! fakesink";
+  const std::string launch =
+      "videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=64,height=64 ! "
+      "cudaupload name=up ! cudadownload ! video/x-raw,format=NV12 ! textureid name=t "
+      "device=cuda interval=1 gallery=\"" +
+      gallery_dir() + "\" ! fakesink";
   GError* err = nullptr;
   GstElement* p = gst_parse_launch(launch.c_str(), &err);
   ASSERT_NE(p, nullptr) << (err ? err->message : "");

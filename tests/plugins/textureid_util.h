@@ -106,9 +106,9 @@ struct Roi {
 // The bus (the first error, "prism-textureid" messages in order) and what came out.
 struct Outcome : prism::test::BusLog {
   Outcome() : BusLog("prism-textureid") {}
-  std::vector<std::vector<Roi>> rois;    // per output buffer
-  bool pixels_unchanged = true;          // every output buffer's bytes equal its input's
-  bool memory_shared = true;             // ... and are the very same memory (no pixel copy)
+  std::vector<std::vector<Roi>> rois;  // per output buffer
+  bool pixels_unchanged = true;        // every output buffer's bytes equal its input's
+  bool memory_shared = true;           // ... and are the very same memory (no pixel copy)
   ~Outcome() {
     for (auto& v : rois)
       for (Roi& r : v)
@@ -122,7 +122,8 @@ inline std::vector<Roi> rois_of(GstBuffer* b) {
   while (GstMeta* m = gst_buffer_iterate_meta_filtered(b, &state, GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) {
     auto* roi = reinterpret_cast<GstVideoRegionOfInterestMeta*>(m);
     Roi r{g_quark_to_string(roi->roi_type), (int)roi->x, (int)roi->y, (int)roi->w, (int)roi->h, nullptr};
-    if (GstStructure* p = gst_video_region_of_interest_meta_get_param(roi, "textureid")) r.param = gst_structure_copy(p);
+    if (GstStructure* p = gst_video_region_of_interest_meta_get_param(roi, "textureid"))
+      r.param = gst_structure_copy(p);
     out.push_back(r);
   }
   return out;
@@ -131,7 +132,7 @@ inline std::vector<Roi> rois_of(GstBuffer* b) {
 // Pushes `frames` through `description` (a bin description ending in textureid) with input caps
 // `caps`; `out_caps` are the harness sink's (empty: the same as `caps`).
 inline void run_harness(Outcome& o, const std::string& description, const std::string& caps,
-                 const std::vector<const prism::ImageFile*>& frames, const std::string& out_caps = "") {
+                        const std::vector<const prism::ImageFile*>& frames, const std::string& out_caps = "") {
   GstHarness* h = gst_harness_new_parse(description.c_str());
   GstBus* bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);
@@ -227,7 +228,7 @@ inline guint64 frame_of(const GstStructure* s) {
 
 // The message and the meta of a frame identified as `id`.
 inline void expect_identified(const Outcome& o, size_t message, size_t buffer, const std::string& id, const char* mode,
-                       int width, int height) {
+                              int width, int height) {
   ASSERT_GT(o.messages.size(), message);
   const GstStructure* m = o.messages[message];
   EXPECT_TRUE(boolean(m, "identified")) << gst_structure_to_string(m);

@@ -99,7 +99,8 @@ inline cv::Mat opencv_clone(const CloneCase& c) {
 inline poisson::CloneJob make_job(const CloneCase& c, cv::Mat& dst_inout) {
   poisson::CloneJob job;
   job.background = {dst_inout.data, dst_inout.cols, dst_inout.rows, static_cast<int64_t>(dst_inout.step), 3, 2, 1, 0};
-  job.overlay = {const_cast<uint8_t*>(c.src.data), c.src.cols, c.src.rows, static_cast<int64_t>(c.src.step), 3, 2, 1, 0};
+  job.overlay = {
+      const_cast<uint8_t*>(c.src.data), c.src.cols, c.src.rows, static_cast<int64_t>(c.src.step), 3, 2, 1, 0};
   job.mask = {c.mask.data, c.mask.cols, c.mask.rows, static_cast<int64_t>(c.mask.step), 1};
   job.placement = poisson::place(poisson::mask_box(job.mask), c.p.x, c.p.y, dst_inout.cols, dst_inout.rows);
   job.mode = static_cast<poisson::CloneMode>(c.mode);

@@ -45,8 +45,8 @@ double emd_reference_cost(const std::vector<double>& a, const std::vector<double
   auto row = [](size_t i) { return 1 + i; };
   auto col = [n](size_t j) { return 1 + n + j; };
 
-  std::vector<double> supply(a);     // residual capacity of s -> row i
-  std::vector<double> demand(b);     // residual capacity of col j -> t
+  std::vector<double> supply(a);      // residual capacity of s -> row i
+  std::vector<double> demand(b);      // residual capacity of col j -> t
   std::vector<double> x(n * n, 0.0);  // flow on row i -> col j (= residual capacity of col j -> row i)
 
   // Potentials: all zero is valid at the start since every cost is >= 0.
@@ -115,16 +115,23 @@ double emd_reference_cost(const std::vector<double>& a, const std::vector<double
     double delta = inf;
     for (size_t v = t; v != s; v = pred[v]) {
       const size_t u = pred[v];
-      if (u == s) delta = std::min(delta, supply[v - 1]);
-      else if (v == t) delta = std::min(delta, demand[u - 1 - n]);
-      else if (u > n) delta = std::min(delta, x[(v - 1) * n + (u - 1 - n)]);  // reverse arc col -> row
+      if (u == s)
+        delta = std::min(delta, supply[v - 1]);
+      else if (v == t)
+        delta = std::min(delta, demand[u - 1 - n]);
+      else if (u > n)
+        delta = std::min(delta, x[(v - 1) * n + (u - 1 - n)]);  // reverse arc col -> row
     }
     for (size_t v = t; v != s; v = pred[v]) {
       const size_t u = pred[v];
-      if (u == s) supply[v - 1] -= delta;
-      else if (v == t) demand[u - 1 - n] -= delta;
-      else if (u > n) x[(v - 1) * n + (u - 1 - n)] -= delta;  // cancel flow on row v -> col u
-      else x[(u - 1) * n + (v - 1 - n)] += delta;             // row u -> col v
+      if (u == s)
+        supply[v - 1] -= delta;
+      else if (v == t)
+        demand[u - 1 - n] -= delta;
+      else if (u > n)
+        x[(v - 1) * n + (u - 1 - n)] -= delta;  // cancel flow on row v -> col u
+      else
+        x[(u - 1) * n + (v - 1 - n)] += delta;  // row u -> col v
     }
   }
 

@@ -21,11 +21,27 @@ inline void plane_geometry(colorconvert::PixelFormat f, int w, int h, int plane,
   *row_bytes = w;
   *rows = h;
   switch (f) {
-    case PixelFormat::NV12: *row_bytes = plane == 0 ? w : 2 * cw; *rows = plane == 0 ? h : ch; break;
-    case PixelFormat::I420: *row_bytes = plane == 0 ? w : cw; *rows = plane == 0 ? h : ch; break;
-    case PixelFormat::RGBA: case PixelFormat::BGRx: *row_bytes = 4 * w; *rows = h; break;
-    case PixelFormat::BGR: *row_bytes = 3 * w; *rows = h; break;
-    case PixelFormat::GRAY8: *row_bytes = w; *rows = h; break;
+    case PixelFormat::NV12:
+      *row_bytes = plane == 0 ? w : 2 * cw;
+      *rows = plane == 0 ? h : ch;
+      break;
+    case PixelFormat::I420:
+      *row_bytes = plane == 0 ? w : cw;
+      *rows = plane == 0 ? h : ch;
+      break;
+    case PixelFormat::RGBA:
+    case PixelFormat::BGRx:
+      *row_bytes = 4 * w;
+      *rows = h;
+      break;
+    case PixelFormat::BGR:
+      *row_bytes = 3 * w;
+      *rows = h;
+      break;
+    case PixelFormat::GRAY8:
+      *row_bytes = w;
+      *rows = h;
+      break;
   }
 }
 

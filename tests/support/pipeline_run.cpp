@@ -40,7 +40,8 @@ Frame frame_of(GstSample* sample) {
   f.caps = text;
   g_free(text);
   GstMemory* mem = gst_buffer_peek_memory(buffer, 0);
-  f.cuda_memory = mem->allocator && mem->allocator->mem_type && std::string(mem->allocator->mem_type) == "gst.cuda.memory";
+  f.cuda_memory =
+      mem->allocator && mem->allocator->mem_type && std::string(mem->allocator->mem_type) == "gst.cuda.memory";
   const GstStructure* s = gst_caps_get_structure(caps, 0);
   GstVideoInfo info;
   size_t tensor_row = 0;  // packed bytes of a tensor row
@@ -109,20 +110,15 @@ void BusLog::record(GstMessage* m) {
         error_source = source_of(m);
       }
       break;
-    case GST_MESSAGE_WARNING:
-      warnings.push_back(source_of(m) + ": " + message_text(m, nullptr));
-      break;
-    case GST_MESSAGE_EOS:
-      eos = true;
-      break;
+    case GST_MESSAGE_WARNING: warnings.push_back(source_of(m) + ": " + message_text(m, nullptr)); break;
+    case GST_MESSAGE_EOS: eos = true; break;
     case GST_MESSAGE_ELEMENT: {
       const GstStructure* s = gst_message_get_structure(m);
       if (s && (message_name.empty() || gst_structure_has_name(s, message_name.c_str())))
         messages.push_back(gst_structure_copy(s));
       break;
     }
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -136,7 +132,8 @@ void BusLog::drain(GstBus* bus) {
 RunResult run_to_end(GstElement* pipeline, const RunOptions& options) {
   RunResult r;
   r.message_name = options.message_name;
-  GstElement* sink = options.appsink.empty() ? nullptr : gst_bin_get_by_name(GST_BIN(pipeline), options.appsink.c_str());
+  GstElement* sink =
+      options.appsink.empty() ? nullptr : gst_bin_get_by_name(GST_BIN(pipeline), options.appsink.c_str());
   GstBus* bus = gst_element_get_bus(pipeline);
   if (options.before_play) options.before_play(pipeline);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);

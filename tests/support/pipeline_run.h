@@ -38,17 +38,18 @@ struct BusLog {
 // One sample that reached the appsink.
 struct Frame {
   std::string caps;
-  std::string format;            // the video format ("" for other/x-prism-tensor)
+  std::string format;  // the video format ("" for other/x-prism-tensor)
   int width = 0, height = 0;
   int planes = 0;
-  int pixel_stride = 0;          // bytes per pixel of the first plane
-  std::vector<uint8_t> bytes;    // the visible rows of every plane, packed (a tensor: width x channels x element size per row)
-  bool cuda_memory = false;      // the buffer's memory is GstCudaMemory
+  int pixel_stride = 0;  // bytes per pixel of the first plane
+  std::vector<uint8_t>
+      bytes;  // the visible rows of every plane, packed (a tensor: width x channels x element size per row)
+  bool cuda_memory = false;  // the buffer's memory is GstCudaMemory
 };
 
 struct RunOptions {
-  std::string appsink = "out";   // frames are read from the appsink of this name; without one, run to EOS
-  std::string message_name;      // element messages kept ("" = all)
+  std::string appsink = "out";  // frames are read from the appsink of this name; without one, run to EOS
+  std::string message_name;     // element messages kept ("" = all)
   // Gives up after this long without a frame or a bus message (a hang fails the test, not ctest).
   GstClockTime idle_timeout = 60 * GST_SECOND;
   std::function<void(GstElement*)> before_play;  // e.g. pad properties, probes, appsrc caps

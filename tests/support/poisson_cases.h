@@ -13,7 +13,8 @@ namespace prism::test {
 // would dilute the figure).
 inline ::testing::AssertionResult matches_opencv(const CloneCase& c, const cv::Mat& ours, const cv::Mat& ref) {
   const CloneDiff whole = compare(ours, ref);
-  const poisson::Box box = poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows, static_cast<int64_t>(c.mask.step), 1});
+  const poisson::Box box =
+      poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows, static_cast<int64_t>(c.mask.step), 1});
   const cv::Rect roi(c.p.x - box.width / 2, c.p.y - box.height / 2, box.width, box.height);
   CloneDiff inside = compare(ours(roi), ref(roi));
   if (whole.differing != inside.differing)

@@ -57,7 +57,8 @@ TEST(BowCli, TrainEvalClassifyAndBadInput) {
 
   r = run_prism({"bow", "eval", "--model", model, "--data", data, "--test", (dir.path() / "test.txt").string()});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("(" + std::to_string(right) + " of 12)"), std::string::npos) << "a reloaded model differs\n" << r.output;
+  EXPECT_NE(r.output.find("(" + std::to_string(right) + " of 12)"), std::string::npos) << "a reloaded model differs\n"
+                                                                                       << r.output;
 
   std::string first;
   std::getline(*std::make_unique<std::ifstream>(dir.path() / "test.txt"), first);
@@ -88,7 +89,8 @@ TEST(BowCli, TrainEvalClassifyAndBadInput) {
   r = run_prism({"bow", "classify", "--model", model, data + "/" + first});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("CRC-32 mismatch"), std::string::npos) << r.output;
-  r = run_prism({"bow", "train", "--data", data, "--train", (dir.path() / "train.txt").string(), "--out", model, "--k", "0"});
+  r = run_prism(
+      {"bow", "train", "--data", data, "--train", (dir.path() / "train.txt").string(), "--out", model, "--k", "0"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--k takes an integer in 2..100000, not '0'"), std::string::npos) << r.output;
   r = run_prism({"bow", "train", "--levels", "9"});

@@ -56,8 +56,7 @@ TEST(PrismCli, SetAndQuiet) {
   TempDir cwd;
   const std::string config = dir.write("png.yaml", kPngConfig);
   const auto result =
-      run_prism({"run", config, "--quiet", "--set", "frames=3", "--set=sink.location=o/%d.png"},
-                cwd.path().string());
+      run_prism({"run", config, "--quiet", "--set", "frames=3", "--set=sink.location=o/%d.png"}, cwd.path().string());
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(result.output, "");
   EXPECT_EQ(count_files(cwd.path() / "o", ".png"), 3u);  // --set paths: current directory
@@ -78,8 +77,7 @@ TEST(PrismCli, PrintShowsAWorkingGstLaunchCommand) {
 
   // Pasting it into a shell works (gst-launch does not create folders).
   fs::create_directories(dir.path() / "out");
-  const int status = std::system((result.output.substr(0, result.output.size() - 1) +
-                                  " >/dev/null 2>&1").c_str());
+  const int status = std::system((result.output.substr(0, result.output.size() - 1) + " >/dev/null 2>&1").c_str());
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(count_files(dir.path() / "out", ".png"), 2u);
 }
@@ -127,8 +125,7 @@ links: [[src, sink]]
 )");
   const auto result = run_prism({"run", config});
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(result.output.find("prism: error: element 'src' (" + config + ":2:3): "),
-            std::string::npos)
+  EXPECT_NE(result.output.find("prism: error: element 'src' (" + config + ":2:3): "), std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("debug: "), std::string::npos) << result.output;
 }
@@ -162,12 +159,10 @@ links: [[src, {caps: "video/x-raw,width=64,height=48,framerate=30/1"}, sink]]
 )");
   const auto start = std::chrono::steady_clock::now();
   const auto result = run_prism({"run", config, "--timeout", "1.5"});
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_LT(seconds, 10);
-  EXPECT_NE(result.output.find("prism: stopped by --timeout: "), std::string::npos)
-      << result.output;
+  EXPECT_NE(result.output.find("prism: stopped by --timeout: "), std::string::npos) << result.output;
   // stderr is not a TTY here: progress comes as plain lines, without '\r'.
   EXPECT_EQ(result.output.find('\r'), std::string::npos) << result.output;
   // A progress line about a second in (its stamp is the wall clock when the line is printed, so a
@@ -227,8 +222,7 @@ TEST(PrismCli, HelpVersionAndUsageErrors) {
   EXPECT_EQ(run_prism({"run", "x.yaml", "--timeout", "soon"}).exit_code, 2);
   const auto missing = run_prism({"run", "/nonexistent.yaml"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.output.find("/nonexistent.yaml: error: cannot read the config file"),
-            std::string::npos);
+  EXPECT_NE(missing.output.find("/nonexistent.yaml: error: cannot read the config file"), std::string::npos);
 }
 
 TEST(PrismCli, InspectListsThePluginOrSaysItIsMissing) {
@@ -239,8 +233,7 @@ TEST(PrismCli, InspectListsThePluginOrSaysItIsMissing) {
     EXPECT_NE(result.output.find("prismconvert"), std::string::npos) << result.output;
   } else {
     EXPECT_EQ(result.exit_code, 1) << result.output;
-    EXPECT_NE(result.output.find("the Prism plugin (libgstprism.so) was not found"),
-              std::string::npos)
+    EXPECT_NE(result.output.find("the Prism plugin (libgstprism.so) was not found"), std::string::npos)
         << result.output;
   }
 }
@@ -252,8 +245,7 @@ TEST(PrismDemoConfig, RunsWithFewFrames) {
   if (!factory) GTEST_SKIP() << "prismconvert is not available yet (Prism plugin not built)";
   gst_object_unref(factory);
   TempDir dir;
-  const auto result = run_prism({"run", PRISM_DEMO_CONFIG, "--set", "frames=5", "--set",
-                                 "conv.device=cpu", "--set",
+  const auto result = run_prism({"run", PRISM_DEMO_CONFIG, "--set", "frames=5", "--set", "conv.device=cpu", "--set",
                                  "out=" + (dir.path() / "demo/%04d.png").string()});
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(count_files(dir.path() / "demo", ".png"), 5u) << result.output;
@@ -268,8 +260,7 @@ TEST(PrismDemoConfig, ValidatesOrExplainsTheMissingPlugin) {
     EXPECT_NE(result.output.find("prismconvert name=conv"), std::string::npos) << result.output;
   } else {
     EXPECT_EQ(result.exit_code, 2) << result.output;
-    EXPECT_NE(result.output.find("unknown element 'prismconvert': the Prism plugin"),
-              std::string::npos)
+    EXPECT_NE(result.output.find("unknown element 'prismconvert': the Prism plugin"), std::string::npos)
         << result.output;
   }
 }

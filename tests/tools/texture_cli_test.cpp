@@ -32,10 +32,10 @@ std::string images_dir() {
   if (!fs::exists(d + "/box.png")) return {};
   return d;
 }
-#define REQUIRE_IMAGES(dir)                                                                  \
-  const std::string dir = images_dir();                                                      \
-  if (dir.empty()) {                                                                         \
-    if (std::getenv("PRISM_REQUIRE_DATA")) FAIL() << "no ../shared/data/images";             \
+#define REQUIRE_IMAGES(dir)                                                                 \
+  const std::string dir = images_dir();                                                     \
+  if (dir.empty()) {                                                                        \
+    if (std::getenv("PRISM_REQUIRE_DATA")) FAIL() << "no ../shared/data/images";            \
     GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/images not found (set PRISM_DATA_DIR)"; \
   }
 
@@ -161,7 +161,8 @@ std::set<std::string> kill_after(pid_t pid, int fd, const std::string& key, int 
       const std::string line = buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
       const std::string prefix = "{\"" + key + "\":\"";
-      if (line.rfind(prefix, 0) == 0) acked.insert(line.substr(prefix.size(), line.find('"', prefix.size()) - prefix.size()));
+      if (line.rfind(prefix, 0) == 0)
+        acked.insert(line.substr(prefix.size(), line.find('"', prefix.size()) - prefix.size()));
     }
   }
   std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
@@ -185,7 +186,8 @@ TEST(TextureCli, KilledWritersLoseNothingAcknowledgedAndCorruptNothing) {
   TempDir dir;
   const std::string g = (dir.path() / "gallery").string();
   // 60 products from 6 small photos (a thumbnail-sized enrolment keeps the test short).
-  const std::vector<std::string> photos{"box.png", "smarties.png", "apple.jpg", "orange.jpg", "box_in_scene.png", "messi5.jpg"};
+  const std::vector<std::string> photos{"box.png",    "smarties.png",     "apple.jpg",
+                                        "orange.jpg", "box_in_scene.png", "messi5.jpg"};
   std::ostringstream list;
   std::vector<std::string> ids;
   for (int i = 0; i < 60; ++i) {

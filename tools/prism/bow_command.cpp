@@ -68,34 +68,55 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw UsageError(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--data") o.data = value();
-    else if (a == "--train") o.train = value();
-    else if (a == "--test") o.test = value();
-    else if (a == "--model") o.model = value();
-    else if (a == "--out") o.out = value();
-    else if (a == "--eval") o.eval = value();
-    else if (a == "--confusion") o.confusion = value();
-    else if (a == "--json") o.json = true;
-    else if (a == "--device") o.device = parse_device(a, value());
-    else if (a == "--k") o.config.k = parse_int(a, value(), 2, 100000);
-    else if (a == "--levels") o.config.levels = parse_int(a, value(), 0, 3);
-    else if (a == "--knn") o.config.knn = parse_int(a, value(), 1, 1000);
-    else if (a == "--samples") o.config.samples_per_image = parse_int(a, value(), 1, 1000000);
-    else if (a == "--iterations") o.config.kmeans_iterations = parse_int(a, value(), 1, 100000);
-    else if (a == "--seed") o.config.seed = uint64_t(parse_int(a, value(), 0, 2147483647));
+    if (a == "--data")
+      o.data = value();
+    else if (a == "--train")
+      o.train = value();
+    else if (a == "--test")
+      o.test = value();
+    else if (a == "--model")
+      o.model = value();
+    else if (a == "--out")
+      o.out = value();
+    else if (a == "--eval")
+      o.eval = value();
+    else if (a == "--confusion")
+      o.confusion = value();
+    else if (a == "--json")
+      o.json = true;
+    else if (a == "--device")
+      o.device = parse_device(a, value());
+    else if (a == "--k")
+      o.config.k = parse_int(a, value(), 2, 100000);
+    else if (a == "--levels")
+      o.config.levels = parse_int(a, value(), 0, 3);
+    else if (a == "--knn")
+      o.config.knn = parse_int(a, value(), 1, 1000);
+    else if (a == "--samples")
+      o.config.samples_per_image = parse_int(a, value(), 1, 1000000);
+    else if (a == "--iterations")
+      o.config.kmeans_iterations = parse_int(a, value(), 1, 100000);
+    else if (a == "--seed")
+      o.config.seed = uint64_t(parse_int(a, value(), 0, 2147483647));
     else if (a == "--classifier") {
       const std::string v = value();
-      if (v == "svm") o.config.classifier = bow::ClassifierKind::kSvm;
-      else if (v == "knn") o.config.classifier = bow::ClassifierKind::kKnn;
-      else throw UsageError("--classifier takes svm or knn, not '" + v + "'");
-    } else if (a == "--svm-c") o.config.svm_c = parse_number(a, value(), 1e-6, 1e6);
+      if (v == "svm")
+        o.config.classifier = bow::ClassifierKind::kSvm;
+      else if (v == "knn")
+        o.config.classifier = bow::ClassifierKind::kKnn;
+      else
+        throw UsageError("--classifier takes svm or knn, not '" + v + "'");
+    } else if (a == "--svm-c")
+      o.config.svm_c = parse_number(a, value(), 1e-6, 1e6);
     else if (a == "--sizes") {
       o.config.bank.sizes.clear();
       std::stringstream ss(value());
       std::string part;
       while (std::getline(ss, part, ',')) o.config.bank.sizes.push_back(parse_int("--sizes", part, 3, 31));
-    } else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
-    else o.args.push_back(a);
+    } else if (a.size() > 1 && a[0] == '-')
+      throw UsageError("unknown option '" + a + "'");
+    else
+      o.args.push_back(a);
   }
   return o;
 }
@@ -115,7 +136,8 @@ std::vector<Item> read_list(const std::string& data, const std::string& list) {
     if (line.empty()) continue;
     const size_t slash = line.find('/');
     if (slash == std::string::npos || slash == 0)
-      throw std::runtime_error(list + ":" + std::to_string(n) + ": '" + line + "' has no class folder (want CLASS/FILE)");
+      throw std::runtime_error(list + ":" + std::to_string(n) + ": '" + line +
+                               "' has no class folder (want CLASS/FILE)");
     items.push_back({(fs::path(data) / line).string(), line.substr(0, slash)});
   }
   if (items.empty()) throw std::runtime_error(list + ": no images listed");
@@ -158,7 +180,8 @@ struct Confusion {
   double accuracy() const { return total ? double(right) / total : 0.0; }
 };
 
-Confusion evaluate(const bow::Model& model, const std::vector<std::vector<float>>& hists, const std::vector<int>& truth) {
+Confusion evaluate(const bow::Model& model, const std::vector<std::vector<float>>& hists,
+                   const std::vector<int>& truth) {
   Confusion c;
   c.names = model.class_names();
   c.m.assign(c.names.size(), std::vector<int>(c.names.size(), 0));
@@ -206,7 +229,8 @@ std::string confusion_table(const Confusion& c) {
 
 // The confusion matrix as a picture: rows truth, columns predicted, cell shade = row share.
 cv::Mat confusion_picture(const Confusion& c, const std::string& title) {
-  const int n = int(c.names.size()), cell = 56, left = 150, top = 150, W = left + n * cell + 20, H = top + n * cell + 50;
+  const int n = int(c.names.size()), cell = 56, left = 150, top = 150, W = left + n * cell + 20,
+            H = top + n * cell + 50;
   cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
   for (int t = 0; t < n; ++t) {
     int row = 0;
@@ -218,7 +242,8 @@ cv::Mat confusion_picture(const Confusion& c, const std::string& title) {
       cv::putText(img, std::to_string(c.m[t][p]), cv::Point(r.x + 14, r.y + 34), cv::FONT_HERSHEY_SIMPLEX, 0.55,
                   share > 0.5 ? cv::Scalar(255, 255, 255) : cv::Scalar(0, 0, 0), 1);
     }
-    cv::putText(img, c.names[t], cv::Point(8, top + t * cell + 34), cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0), 1);
+    cv::putText(img, c.names[t], cv::Point(8, top + t * cell + 34), cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0),
+                1);
   }
   for (int p = 0; p < n; ++p) {  // column names, rotated
     cv::Mat label(24, top - 10, CV_8UC3, cv::Scalar(255, 255, 255));
@@ -232,7 +257,8 @@ cv::Mat confusion_picture(const Confusion& c, const std::string& title) {
   return img;
 }
 
-std::vector<int> class_indices(const std::vector<Item>& items, const std::vector<std::string>& names, const std::string& list) {
+std::vector<int> class_indices(const std::vector<Item>& items, const std::vector<std::string>& names,
+                               const std::string& list) {
   std::vector<int> out;
   for (const Item& it : items) {
     const auto p = std::find(names.begin(), names.end(), it.cls);
@@ -244,7 +270,7 @@ std::vector<int> class_indices(const std::vector<Item>& items, const std::vector
 
 std::string variant_name(const bow::TrainConfig& c) {
   return std::string(c.classifier == bow::ClassifierKind::kKnn ? "k-NN chi-squared, K = " + std::to_string(c.knn)
-                                                                : "linear SVM on sqrt(histogram)") +
+                                                               : "linear SVM on sqrt(histogram)") +
          (c.levels ? ", spatial pyramid L = " + std::to_string(c.levels) : ", one histogram");
 }
 
@@ -272,7 +298,8 @@ int run_eval(const bow::Model& model, const Options& o, const std::string& list,
       for (bow::ClassifierKind kind : {bow::ClassifierKind::kKnn, bow::ClassifierKind::kSvm}) {
         const bow::Model v = model.with_classifier(kind, levels);
         std::vector<std::vector<float>> h(hists.size());
-        for (size_t i = 0; i < hists.size(); ++i) h[i] = bow::coarser_pyramid(hists[i].data(), model.config().k, L, levels);
+        for (size_t i = 0; i < hists.size(); ++i)
+          h[i] = bow::coarser_pyramid(hists[i].data(), model.config().k, L, levels);
         std::printf("| %s | %.1f%% |\n", variant_name(v.config()).c_str(), 100 * evaluate(v, h, truth).accuracy());
       }
       if (L == 0) break;
@@ -297,11 +324,12 @@ int train(const Options& o) {
   const double train_s = std::chrono::duration<double>(Clock::now() - t0).count();
   model.save(o.out);
   const bow::KMeansResult& km = model.kmeans_stats();
-  std::printf("trained %s on %zu images of %zu classes in %.1f s (%d threads, k-means and histograms on %s): k-means "
-              "%d iterations%s, %d empty clusters re-seeded; model %s\n",
-              variant_name(model.config()).c_str(), images.size(), names.size(), train_s, cv::getNumThreads(),
-              model.device_description().c_str(), km.iterations, km.converged ? " (converged)" : "", km.reseeded,
-              o.out.c_str());
+  std::printf(
+      "trained %s on %zu images of %zu classes in %.1f s (%d threads, k-means and histograms on %s): k-means "
+      "%d iterations%s, %d empty clusters re-seeded; model %s\n",
+      variant_name(model.config()).c_str(), images.size(), names.size(), train_s, cv::getNumThreads(),
+      model.device_description().c_str(), km.iterations, km.converged ? " (converged)" : "", km.reseeded,
+      o.out.c_str());
   if (!o.eval.empty()) return run_eval(model, o, o.eval, true);
   return 0;
 }
@@ -316,8 +344,8 @@ int classify(const Options& o) {
       const bow::Prediction p = model.classify(load_grey(path));
       const std::string& name = model.class_names()[p.label];
       if (o.json)
-        std::printf("{\"image\":%s,\"label\":%s,\"confidence\":%.4f}\n", json_string(path).c_str(), json_string(name).c_str(),
-                    p.confidence);
+        std::printf("{\"image\":%s,\"label\":%s,\"confidence\":%.4f}\n", json_string(path).c_str(),
+                    json_string(name).c_str(), p.confidence);
       else
         std::printf("%s: %s (confidence %.2f)\n", path.c_str(), name.c_str(), p.confidence);
     } catch (const std::exception& e) {
@@ -336,7 +364,8 @@ int bow_command(int argc, char** argv) {
     init_gstreamer();  // images are decoded by GStreamer
     if (o.sub == "train") return train(o);
     if (o.sub == "eval") {
-      if (o.model.empty() || o.data.empty() || o.test.empty()) throw UsageError("eval needs --model, --data and --test");
+      if (o.model.empty() || o.data.empty() || o.test.empty())
+        throw UsageError("eval needs --model, --data and --test");
       bow::Model model = bow::Model::load(o.model);
       model.set_device(o.device);
       return run_eval(model, o, o.test, false);

@@ -13,8 +13,9 @@ int inspect_command(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
-      std::puts("usage: prism inspect\n\nLists the elements of the Prism GStreamer plugin "
-                "(use gst-inspect-1.0 ELEMENT for details).");
+      std::puts(
+          "usage: prism inspect\n\nLists the elements of the Prism GStreamer plugin "
+          "(use gst-inspect-1.0 ELEMENT for details).");
       return 0;
     }
     std::fprintf(stderr, "prism inspect: error: unexpected argument '%s'\n", arg.c_str());
@@ -30,14 +31,12 @@ int inspect_command(int argc, char** argv) {
                  dirs.empty() ? "no folder" : join_list(dirs).c_str());
     return 1;
   }
-  std::printf("plugin prism %s: %s\n  file: %s\n\n", gst_plugin_get_version(plugin),
-              gst_plugin_get_description(plugin),
+  std::printf("plugin prism %s: %s\n  file: %s\n\n", gst_plugin_get_version(plugin), gst_plugin_get_description(plugin),
               gst_plugin_get_filename(plugin) ? gst_plugin_get_filename(plugin) : "?");
   gst_object_unref(plugin);
   for (const auto& name : plugin_element_names("prism")) {
     GstElementFactory* factory = gst_element_factory_find(name.c_str());
-    const char* longname =
-        factory ? gst_element_factory_get_metadata(factory, GST_ELEMENT_METADATA_LONGNAME) : "";
+    const char* longname = factory ? gst_element_factory_get_metadata(factory, GST_ELEMENT_METADATA_LONGNAME) : "";
     std::printf("  %-24s %s\n", name.c_str(), longname ? longname : "");
     if (factory) gst_object_unref(factory);
   }

@@ -104,8 +104,8 @@ int run_command(int argc, char** argv) {
   const PipelineConfig config = load_pipeline_config(args.config, args.overrides, errors);
   if (!errors.empty()) {
     for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
-    std::fprintf(stderr, "prism: %zu error%s in %s; nothing was run\n", errors.size(),
-                 errors.size() == 1 ? "" : "s", args.config.c_str());
+    std::fprintf(stderr, "prism: %zu error%s in %s; nothing was run\n", errors.size(), errors.size() == 1 ? "" : "s",
+                 args.config.c_str());
     return kExitConfigError;
   }
   if (args.print) {

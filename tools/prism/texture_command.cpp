@@ -76,19 +76,32 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw UsageError(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--gallery") o.gallery = value();
-    else if (a == "--id") o.id = value();
-    else if (a == "--list") o.list = value();
-    else if (a == "--json") o.json = true;
-    else if (a == "--update") o.update = true;
-    else if (a == "--device") o.device = parse_device(a, value());
-    else if (a == "--min-inliers") o.search.min_inliers = parse_int(a, value(), 4, 100000);
-    else if (a == "--min-significance") o.search.min_significance = parse_number(a, value(), 0, 1000);
-    else if (a == "--shortlist") o.search.shortlist = parse_int(a, value(), 1, 1000);
-    else if (a == "--top") o.top = parse_int(a, value(), 1, 1000);
-    else if (a == "--ratio") o.search.ratio = float(parse_number(a, value(), 0.01, 1));
-    else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
-    else o.args.push_back(a);
+    if (a == "--gallery")
+      o.gallery = value();
+    else if (a == "--id")
+      o.id = value();
+    else if (a == "--list")
+      o.list = value();
+    else if (a == "--json")
+      o.json = true;
+    else if (a == "--update")
+      o.update = true;
+    else if (a == "--device")
+      o.device = parse_device(a, value());
+    else if (a == "--min-inliers")
+      o.search.min_inliers = parse_int(a, value(), 4, 100000);
+    else if (a == "--min-significance")
+      o.search.min_significance = parse_number(a, value(), 0, 1000);
+    else if (a == "--shortlist")
+      o.search.shortlist = parse_int(a, value(), 1, 1000);
+    else if (a == "--top")
+      o.top = parse_int(a, value(), 1, 1000);
+    else if (a == "--ratio")
+      o.search.ratio = float(parse_number(a, value(), 0.01, 1));
+    else if (a.size() > 1 && a[0] == '-')
+      throw UsageError("unknown option '" + a + "'");
+    else
+      o.args.push_back(a);
   }
   if (o.gallery.empty()) throw UsageError("--gallery DIR is required");
   return o;
@@ -106,7 +119,8 @@ std::vector<std::pair<std::string, std::string>> enrol_jobs(const Options& o) {
       std::string id, path;
       if (!(fields >> id) || id[0] == '#') continue;
       if (!(fields >> path)) throw UsageError(o.list + ":" + std::to_string(n) + ": expected 'ID PATH'");
-      if (!texture::valid_product_id(id)) throw UsageError(o.list + ":" + std::to_string(n) + ": invalid product id '" + id + "'");
+      if (!texture::valid_product_id(id))
+        throw UsageError(o.list + ":" + std::to_string(n) + ": invalid product id '" + id + "'");
       jobs.emplace_back(id, path);
     }
   }
@@ -150,8 +164,10 @@ int enroll(const Options& o) {
         try {
           const int n = e.features.count();
           const std::string id = e.id;
-          if (o.update && gallery.find(id)) gallery.update(std::move(e));
-          else gallery.add(std::move(e));
+          if (o.update && gallery.find(id))
+            gallery.update(std::move(e));
+          else
+            gallery.add(std::move(e));
           ++done;
           if (o.json) std::printf("{\"enrolled\":%s,\"features\":%d}\n", json_string(id).c_str(), n);
           std::fflush(stdout);
@@ -162,8 +178,11 @@ int enroll(const Options& o) {
       if (!error.empty()) {
         ++failed;
         progress.clear_line();
-        if (o.json) std::printf("{\"error\":%s,\"id\":%s}\n", json_string(error).c_str(), json_string(jobs[b0 + i].first).c_str());
-        else std::fprintf(stderr, "prism texture enroll: error: %s\n", error.c_str());
+        if (o.json)
+          std::printf("{\"error\":%s,\"id\":%s}\n", json_string(error).c_str(),
+                      json_string(jobs[b0 + i].first).c_str());
+        else
+          std::fprintf(stderr, "prism texture enroll: error: %s\n", error.c_str());
         std::fflush(stdout);
       }
       progress.step();
@@ -179,14 +198,16 @@ int enroll(const Options& o) {
 void print_result(const Options& o, const std::string& image, const texture::SearchResult& r, const std::string& mode) {
   if (o.json) {
     std::ostringstream s;
-    s << "{\"image\":" << json_string(image) << ",\"mode\":\"" << mode << "\",\"identified\":"
-      << (r.identified ? "true" : "false") << ",\"id\":" << (r.best.index >= 0 ? json_string(r.best.id) : "null")
+    s << "{\"image\":" << json_string(image) << ",\"mode\":\"" << mode
+      << "\",\"identified\":" << (r.identified ? "true" : "false")
+      << ",\"id\":" << (r.best.index >= 0 ? json_string(r.best.id) : "null")
       << ",\"inliers\":" << r.best.geometry.inliers << ",\"matches\":" << r.best.score
-      << ",\"significance\":" << r.best.significance << ",\"match_ms\":" << r.match_ms << ",\"verify_ms\":" << r.verify_ms << ",\"candidates\":[";
+      << ",\"significance\":" << r.best.significance << ",\"match_ms\":" << r.match_ms
+      << ",\"verify_ms\":" << r.verify_ms << ",\"candidates\":[";
     for (size_t i = 0; i < r.candidates.size() && int(i) < o.top; ++i)
-      s << (i ? "," : "") << "{\"id\":" << json_string(r.candidates[i].id) << ",\"inliers\":"
-        << r.candidates[i].geometry.inliers << ",\"matches\":" << r.candidates[i].score << ",\"significance\":"
-        << r.candidates[i].significance << "}";
+      s << (i ? "," : "") << "{\"id\":" << json_string(r.candidates[i].id)
+        << ",\"inliers\":" << r.candidates[i].geometry.inliers << ",\"matches\":" << r.candidates[i].score
+        << ",\"significance\":" << r.candidates[i].significance << "}";
     s << "]}";
     std::printf("%s\n", s.str().c_str());
     return;
@@ -213,7 +234,9 @@ int search_or_verify(const Options& o, bool verify) {
   const Gallery gallery = Gallery::open(o.gallery);
   texture::TextureIndex index(o.device);
   index.build(gallery.entries());
-  if (!o.json) std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(), index.device_description().c_str());
+  if (!o.json)
+    std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(),
+                 index.device_description().c_str());
   bool all = true;
   for (const auto& image : o.args) {
     const texture::Features q = texture::extract_features(load_grey(image));
@@ -231,8 +254,10 @@ int remove_products(const Options& o) {
   for (const auto& id : o.args) {
     try {
       gallery.remove(id);
-      if (o.json) std::printf("{\"deleted\":%s}\n", json_string(id).c_str());
-      else std::printf("deleted %s\n", id.c_str());
+      if (o.json)
+        std::printf("{\"deleted\":%s}\n", json_string(id).c_str());
+      else
+        std::printf("deleted %s\n", id.c_str());
     } catch (const GalleryError& e) {
       ++failed;
       std::fprintf(stderr, "prism texture delete: error: %s\n", e.what());
@@ -270,13 +295,16 @@ int stats(const Options& o) {
   const size_t n = gallery.entries().size();
   const double search_mb = double(n) * match::kSlot * match::kDim * 2 / 1e6;
   if (o.json) {
-    std::printf("{\"products\":%zu,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_bytes\":%zu,"
-                "\"search_memory_mb\":%.1f}\n", n, features, fewest, most, file_bytes, search_mb);
+    std::printf(
+        "{\"products\":%zu,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_bytes\":%zu,"
+        "\"search_memory_mb\":%.1f}\n",
+        n, features, fewest, most, file_bytes, search_mb);
   } else {
-    std::printf("gallery %s\n  products        %zu\n  features        %zu (%.1f per product, %d..%d)\n"
-                "  on disk         %.1f MB\n  search memory   %.1f MB (FP16, %d slots per product)\n",
-                o.gallery.c_str(), n, features, n ? double(features) / n : 0.0, fewest, most, file_bytes / 1e6,
-                search_mb, match::kSlot);
+    std::printf(
+        "gallery %s\n  products        %zu\n  features        %zu (%.1f per product, %d..%d)\n"
+        "  on disk         %.1f MB\n  search memory   %.1f MB (FP16, %d slots per product)\n",
+        o.gallery.c_str(), n, features, n ? double(features) / n : 0.0, fewest, most, file_bytes / 1e6, search_mb,
+        match::kSlot);
   }
   return 0;
 }
@@ -301,8 +329,10 @@ int texture_command(int argc, char** argv) {
       GalleryEntry e{o.id, o.args[0], 0, texture::extract_features(load_grey(o.args[0]))};
       const int n = e.features.count();
       gallery.update(std::move(e));
-      if (o.json) std::printf("{\"updated\":%s,\"features\":%d}\n", json_string(o.id).c_str(), n);
-      else std::printf("updated %s (%d features)\n", o.id.c_str(), n);
+      if (o.json)
+        std::printf("{\"updated\":%s,\"features\":%d}\n", json_string(o.id).c_str(), n);
+      else
+        std::printf("updated %s (%d features)\n", o.id.c_str(), n);
       return 0;
     }
     if (o.sub == "delete") return remove_products(o);

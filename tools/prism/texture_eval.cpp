@@ -53,8 +53,8 @@ struct Item {
   cv::Mat grey;
 };
 
-const char* const kPerturbations[] = {"viewpoint", "illumination", "gamma", "occlusion30", "blur",
-                                      "noise", "jpeg", "combined"};
+const char* const kPerturbations[] = {"viewpoint", "illumination", "gamma", "occlusion30",
+                                      "blur",      "noise",        "jpeg",  "combined"};
 
 cv::Mat warp_viewpoint(const cv::Mat& g, std::mt19937& rng, double strength) {
   std::uniform_real_distribution<double> u(-1, 1);
@@ -63,7 +63,8 @@ cv::Mat warp_viewpoint(const cv::Mat& g, std::mt19937& rng, double strength) {
   std::vector<cv::Point2f> src{{0, 0}, {float(w), 0}, {float(w), float(h)}, {0, float(h)}}, dst;
   for (const auto& p : src) {
     const double x = p.x - w / 2, y = p.y - h / 2;
-    double xr = scale * (std::cos(angle) * x - std::sin(angle) * y), yr = scale * (std::sin(angle) * x + std::cos(angle) * y);
+    double xr = scale * (std::cos(angle) * x - std::sin(angle) * y),
+           yr = scale * (std::sin(angle) * x + std::cos(angle) * y);
     xr += u(rng) * 0.12 * strength * w;  // perspective: each corner moves independently
     yr += u(rng) * 0.12 * strength * h;
     dst.emplace_back(float(xr + w / 2), float(yr + h / 2));
@@ -97,7 +98,8 @@ cv::Mat perturb(const cv::Mat& g, const std::string& kind, std::mt19937& rng) {
   if (kind == "occlusion30") {  // a rectangle of 30% of the area, filled with noise
     out = g.clone();
     const double aspect = 0.5 + u(rng);
-    const int w = std::min(g.cols, int(std::sqrt(0.3 * g.total() * aspect))), h = std::min(g.rows, int(0.3 * g.total() / w));
+    const int w = std::min(g.cols, int(std::sqrt(0.3 * g.total() * aspect))),
+              h = std::min(g.rows, int(0.3 * g.total() / w));
     const int x = int(u(rng) * (g.cols - w)), y = int(u(rng) * (g.rows - h));
     cv::Mat block = out(cv::Rect(x, y, w, h));
     cv::randu(block, 0, 256);
@@ -218,8 +220,10 @@ cv::Mat score_plot(const std::vector<Score>& genuine, const std::vector<Score>& 
     cv::putText(img, v == 30 ? "30+" : std::to_string(v), cv::Point(x, H - B + 20), cv::FONT_HERSHEY_SIMPLEX, 0.45,
                 cv::Scalar(0, 0, 0), 1);
   }
-  cv::putText(img, "significance -log10 P(chance); bars: log10(1 + pairs); blue outline: genuine 1:1, red: impostor; "
-                       "line: threshold " + cv::format("%.1f", threshold),
+  cv::putText(img,
+              "significance -log10 P(chance); bars: log10(1 + pairs); blue outline: genuine 1:1, red: impostor; "
+              "line: threshold " +
+                  cv::format("%.1f", threshold),
               cv::Point(L, H - 12), cv::FONT_HERSHEY_SIMPLEX, 0.4, cv::Scalar(0, 0, 0), 1);
   cv::putText(img, "texture identification: significance of the RANSAC inliers", cv::Point(L, 22),
               cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar(0, 0, 0), 1);
@@ -243,15 +247,21 @@ int texture_eval_command(int argc, char** argv) {
       if (a == "-h" || a == "--help") {
         std::fputs(kEvalUsage, stdout);
         return 0;
-      } else if (a == "--data") data = value();
-      else if (a == "--out") out = value();
-      else if (a == "--textures") textures = std::stoi(value());
-      else if (a == "--impostors") impostors = std::stoi(value());
-      else if (a == "--seed") seed = unsigned(std::stoul(value()));
+      } else if (a == "--data")
+        data = value();
+      else if (a == "--out")
+        out = value();
+      else if (a == "--textures")
+        textures = std::stoi(value());
+      else if (a == "--impostors")
+        impostors = std::stoi(value());
+      else if (a == "--seed")
+        seed = unsigned(std::stoul(value()));
       else if (a == "--device") {
         const std::string d = value();
         device = d == "cpu" ? texture::Device::kCpu : d == "cuda" ? texture::Device::kCuda : texture::Device::kAuto;
-      } else throw std::runtime_error("unknown option '" + a + "'");
+      } else
+        throw std::runtime_error("unknown option '" + a + "'");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "prism texture eval: error: %s\n\n%s", e.what(), kEvalUsage);
       return 2;
@@ -262,13 +272,16 @@ int texture_eval_command(int argc, char** argv) {
     fs::create_directories(out);
     const auto t_start = Clock::now();
     std::vector<Item> sun = sun8_items(data);
-    if (int(sun.size()) < textures + 1) throw std::runtime_error("sun8 has only " + std::to_string(sun.size()) + " photos");
+    if (int(sun.size()) < textures + 1)
+      throw std::runtime_error("sun8 has only " + std::to_string(sun.size()) + " photos");
     std::vector<Item> gallery(sun.begin(), sun.begin() + textures);
     std::vector<Item> outsiders(sun.begin() + textures, sun.begin() + std::min<int>(sun.size(), textures + impostors));
     for (const char* t : {"brick", "grass", "gravel"})
-      gallery.push_back({std::string("skimage-") + t, (data / "textures/skimage" / (std::string(t) + ".png")).string(), {}});
+      gallery.push_back(
+          {std::string("skimage-") + t, (data / "textures/skimage" / (std::string(t) + ".png")).string(), {}});
     const std::vector<std::string> sequences = {"bark", "bikes", "boat", "graf", "leuven", "trees", "ubc", "wall"};
-    for (const auto& s : sequences) gallery.push_back({"oxford-" + s, (data / "oxford-affine" / s / "img1.png").string(), {}});
+    for (const auto& s : sequences)
+      gallery.push_back({"oxford-" + s, (data / "oxford-affine" / s / "img1.png").string(), {}});
     std::fprintf(stderr, "eval: loading %zu gallery and %zu impostor images\n", gallery.size(), outsiders.size());
     load_all(gallery);
     load_all(outsiders);
@@ -287,9 +300,11 @@ int texture_eval_command(int argc, char** argv) {
     }
     texture::TextureIndex index(device);
     index.build(entries);
-    std::fprintf(stderr, "eval: %zu products enrolled (%.0f features each on average, %.1f images/s on %d threads), matching on %s\n",
-                 entries.size(), mean_features, gallery.size() / enrol_s, cv::getNumThreads(),
-                 index.device_description().c_str());
+    std::fprintf(
+        stderr,
+        "eval: %zu products enrolled (%.0f features each on average, %.1f images/s on %d threads), matching on %s\n",
+        entries.size(), mean_features, gallery.size() / enrol_s, cv::getNumThreads(),
+        index.device_description().c_str());
 
     texture::SearchParams params;
     params.min_inliers = 4;  // collect the raw evidence; the threshold is chosen below
@@ -321,8 +336,7 @@ int texture_eval_command(int argc, char** argv) {
           const texture::SearchResult im = index.verify(qf[q], index.ids()[other], params);
           t.impostor.push_back({int(q), im.best.geometry.inliers, im.best.significance});
           csv << set << "," << q << "," << index.ids()[true_index] << ",impostor," << index.ids()[other] << ","
-              << im.best.geometry.inliers << "," << im.best.geometry.matches << "," << im.best.significance
-              << "\n";
+              << im.best.geometry.inliers << "," << im.best.geometry.matches << "," << im.best.significance << "\n";
         }
         progress.step();
       }
@@ -401,7 +415,8 @@ int texture_eval_command(int argc, char** argv) {
     const double threshold = calibrate(all_impostor);
 
     std::ostringstream md;
-    md << "| queries | n | top-1 (rank 1) | identified at threshold | TAR (1:1 genuine accepted) | FAR (1:1 impostors accepted) |\n"
+    md << "| queries | n | top-1 (rank 1) | identified at threshold | TAR (1:1 genuine accepted) | FAR (1:1 impostors "
+          "accepted) |\n"
        << "|---|---|---|---|---|---|\n";
     Tally total;
     for (const auto& name : order) {
@@ -410,8 +425,8 @@ int texture_eval_command(int argc, char** argv) {
       const int tar = accepted(t.genuine, threshold);
       const int far = accepted(t.impostor, threshold);
       char line[512];
-      std::snprintf(line, sizeof line, "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.3f%% (%d/%zu) |\n", name.c_str(), t.queries,
-                    100.0 * t.top1 / t.queries, 100.0 * ident / t.queries, 100.0 * tar / t.queries,
+      std::snprintf(line, sizeof line, "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.3f%% (%d/%zu) |\n", name.c_str(),
+                    t.queries, 100.0 * t.top1 / t.queries, 100.0 * ident / t.queries, 100.0 * tar / t.queries,
                     100.0 * far / std::max<size_t>(1, t.impostor.size()), far, t.impostor.size());
       md << line;
       total.queries += t.queries;
@@ -444,18 +459,22 @@ int texture_eval_command(int argc, char** argv) {
         return int(std::count_if(v.begin(), v.end(), [&](const Score& s) { return s.inliers >= min_inliers; }));
       };
       while (passing(all_impostor) > 0.001 * all_impostor.size()) ++min_inliers;
-      md << cv::format("\nDeciding on the inlier count alone instead: threshold %d inliers, TAR %.2f%% at FAR %.3f%%.\n",
-                       min_inliers, 100.0 * passing(all_genuine) / std::max<size_t>(1, all_genuine.size()),
-                       100.0 * passing(all_impostor) / std::max<size_t>(1, all_impostor.size()));
+      md << cv::format(
+          "\nDeciding on the inlier count alone instead: threshold %d inliers, TAR %.2f%% at FAR %.3f%%.\n",
+          min_inliers, 100.0 * passing(all_genuine) / std::max<size_t>(1, all_genuine.size()),
+          100.0 * passing(all_impostor) / std::max<size_t>(1, all_impostor.size()));
     }
     std::ostringstream head;
-    head << "Gallery: " << entries.size() << " products (" << textures << " sun8 photos, 3 skimage textures, 8 Oxford img1); "
+    head << "Gallery: " << entries.size() << " products (" << textures
+         << " sun8 photos, 3 skimage textures, 8 Oxford img1); "
          << "mean " << int(mean_features + 0.5) << " RootSIFT features each. Matching on " << index.device_description()
-         << ". Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%): **" << cv::format("%.1f", threshold)
-         << "**.\n\n";
+         << ". Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%): **"
+         << cv::format("%.1f", threshold) << "**.\n\n";
     md << "\nOpen-set (1:M) impostors: " << open_set.size() << " sun8 photos never enrolled; " << open_accept
-       << " identified as some product at the threshold (" << (open_set.empty() ? 0.0 : 100.0 * open_accept / open_set.size())
-       << "%).\n\nOxford-affine (img1 enrolled; rank-1 result, max corner error of the recovered homography vs the ground truth):\n\n"
+       << " identified as some product at the threshold ("
+       << (open_set.empty() ? 0.0 : 100.0 * open_accept / open_set.size())
+       << "%).\n\nOxford-affine (img1 enrolled; rank-1 result, max corner error of the recovered homography vs the "
+          "ground truth):\n\n"
        << "| query | top-1 id | inliers | significance | corner error px |\n|---|---|---|---|---|\n";
     {
       const Tally& t = tally["oxford-affine"];
@@ -468,8 +487,8 @@ int texture_eval_command(int argc, char** argv) {
       }
     }
     const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-    md << "\nEvaluation time " << int(total_s) << " s on " << cv::getNumThreads() << " threads; enrolment (decode excluded) "
-       << cv::format("%.1f", gallery.size() / enrol_s) << " images/s.\n";
+    md << "\nEvaluation time " << int(total_s) << " s on " << cv::getNumThreads()
+       << " threads; enrolment (decode excluded) " << cv::format("%.1f", gallery.size() / enrol_s) << " images/s.\n";
     const std::string report = head.str() + md.str();
     std::ofstream(out / "texture-eval.md") << report;
     write_png(score_plot(all_genuine, all_impostor, threshold), (out / "significance.png").string());

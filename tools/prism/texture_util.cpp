@@ -19,7 +19,8 @@ int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
   char* end = nullptr;
   const long x = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end || x < lo || x > hi)
-    throw UsageError(opt + " takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v + "'");
+    throw UsageError(opt + " takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v +
+                     "'");
   return int(x);
 }
 
@@ -34,7 +35,8 @@ double parse_number(const std::string& opt, const std::string& v, double lo, dou
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
   if (v.empty() || *end || !(x >= lo && x <= hi))
-    throw UsageError(opt + " takes a number in [" + cv::format("%g", lo) + ", " + cv::format("%g", hi) + "], not '" + v + "'");
+    throw UsageError(opt + " takes a number in [" + cv::format("%g", lo) + ", " + cv::format("%g", hi) + "], not '" +
+                     v + "'");
   return x;
 }
 
@@ -139,8 +141,12 @@ std::string json_string(const std::string& s) {
 }
 
 Progress::Progress(std::string what, int total, bool enabled)
-    : what_(std::move(what)), total_(total), enabled_(enabled && total > 1), tty_(isatty(STDERR_FILENO)),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : what_(std::move(what)),
+      total_(total),
+      enabled_(enabled && total > 1),
+      tty_(isatty(STDERR_FILENO)),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 void Progress::step() {
   ++done_;
@@ -161,8 +167,8 @@ void Progress::draw() {
   std::string bar(size_t(filled), '#');
   bar.resize(width, '.');
   const double eta = rate > 0 ? (total_ - done_) / rate : 0;
-  std::fprintf(stderr, "%s%s [%s] %d/%d  %.1f/s  ETA %.0f s%s", tty_ ? "\r" : "", what_.c_str(), bar.c_str(), done_, total_,
-               rate, eta, tty_ ? "\033[K" : "\n");
+  std::fprintf(stderr, "%s%s [%s] %d/%d  %.1f/s  ETA %.0f s%s", tty_ ? "\r" : "", what_.c_str(), bar.c_str(), done_,
+               total_, rate, eta, tty_ ? "\033[K" : "\n");
   std::fflush(stderr);
 }
 

@@ -16,8 +16,7 @@
 GType gst_prism_device_get_type(void) {
   static GType type = 0;
   static const GEnumValue values[] = {
-      {GST_PRISM_DEVICE_AUTO, "The GPU when a CUDA driver and device are present, else the CPU",
-       "auto"},
+      {GST_PRISM_DEVICE_AUTO, "The GPU when a CUDA driver and device are present, else the CPU", "auto"},
       {GST_PRISM_DEVICE_CUDA, "The GPU; fail to start without one", "cuda"},
       {GST_PRISM_DEVICE_CPU, "The CPU", "cpu"},
       {0, nullptr, nullptr}};
@@ -46,20 +45,16 @@ void gst_prism_cuda_install_properties(GObjectClass *klass, guint prop_device, g
                         "Where the element computes: auto (the GPU when a CUDA driver and device "
                         "are present, else the CPU), cuda (fail without a GPU) or cpu",
                         GST_TYPE_PRISM_DEVICE, GST_PRISM_DEVICE_AUTO,
-                        (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                      GST_PARAM_MUTABLE_READY)));
+                        (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
   g_object_class_install_property(
       klass, prop_device_id,
       g_param_spec_int("cuda-device-id", "CUDA device id",
-                       "CUDA device to use; -1 shares a neighbour's CUDA context or takes device 0",
-                       -1, G_MAXINT, -1,
-                       (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                     GST_PARAM_MUTABLE_READY)));
+                       "CUDA device to use; -1 shares a neighbour's CUDA context or takes device 0", -1, G_MAXINT, -1,
+                       (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
   gst_type_mark_as_plugin_api(GST_TYPE_PRISM_DEVICE, (GstPluginAPIFlags)0);
 }
 
-gboolean gst_prism_cuda_set_property(GstPrismCuda *cuda, GObject *object, const GValue *value,
-                                     GParamSpec *pspec) {
+gboolean gst_prism_cuda_set_property(GstPrismCuda *cuda, GObject *object, const GValue *value, GParamSpec *pspec) {
   gboolean handled = TRUE;
   GST_OBJECT_LOCK(object);
   if (g_str_equal(pspec->name, "device"))
@@ -72,8 +67,7 @@ gboolean gst_prism_cuda_set_property(GstPrismCuda *cuda, GObject *object, const 
   return handled;
 }
 
-gboolean gst_prism_cuda_get_property(GstPrismCuda *cuda, GObject *object, GValue *value,
-                                     GParamSpec *pspec) {
+gboolean gst_prism_cuda_get_property(GstPrismCuda *cuda, GObject *object, GValue *value, GParamSpec *pspec) {
   gboolean handled = TRUE;
   GST_OBJECT_LOCK(object);
   if (g_str_equal(pspec->name, "device"))
@@ -147,18 +141,23 @@ gboolean gst_prism_cuda_start(GstPrismCuda *cuda, GstElement *element) {
                       ("%s", why.c_str()));
     return FALSE;
   }
-  GST_ELEMENT_INFO(element, RESOURCE, NOT_FOUND, ("no usable CUDA GPU; running on the CPU"),
-                   ("%s", why.c_str()));
+  GST_ELEMENT_INFO(element, RESOURCE, NOT_FOUND, ("no usable CUDA GPU; running on the CPU"), ("%s", why.c_str()));
   return TRUE;
 }
 
 void gst_prism_cuda_stop(GstPrismCuda *cuda) {
 #if defined(PRISM_HAVE_CUDA)
   if (cuda->context && cuda->stream) {
-    gst_cuda_context_push(cuda->context);
-    cudaStreamSynchronize(cuda->stream);
-    cudaStreamDestroy(cuda->stream);
-    gst_cuda_context_pop(nullptr);
+    /* Teardown cannot fail the element any more: an error from work still queued is logged. */
+    const gboolean pushed = gst_cuda_context_push(cuda->context);
+    cudaError_t err = cudaStreamSynchronize(cuda->stream);
+    const cudaError_t destroyed = cudaStreamDestroy(cuda->stream);
+    if (err == cudaSuccess) err = destroyed;
+    if (err != cudaSuccess) {
+      GST_WARNING("stopping: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
+      cudaGetLastError(); /* a non-sticky error must not be reported again by the next check */
+    }
+    if (pushed) gst_cuda_context_pop(nullptr);
   }
   cuda->stream = nullptr;
   gst_clear_object(&cuda->context);
@@ -200,25 +199,31 @@ GstCaps *gst_prism_cuda_template_caps(const gchar *formats, const gchar *cuda_fo
   GstCaps *caps = gst_caps_new_empty();
 #if defined(PRISM_HAVE_CUDA)
   if (cuda_formats) {
-    gchar *s = g_strdup_printf("video/x-raw(" GST_PRISM_CUDA_FEATURE "), format=(string)%s, width=(int)[1, 32768], height=(int)[1, 32768], framerate=(fraction)[0/1, 2147483647/1]", cuda_formats);
+    gchar *s = g_strdup_printf(
+        "video/x-raw(" GST_PRISM_CUDA_FEATURE
+        "), format=(string)%s, width=(int)[1, 32768], height=(int)[1, 32768], framerate=(fraction)[0/1, 2147483647/1]",
+        cuda_formats);
     caps = gst_caps_merge(caps, gst_caps_from_string(s));
     g_free(s);
   }
 #else
   (void)cuda_formats;
 #endif
-  gchar *s = g_strdup_printf("video/x-raw, format=(string)%s, width=(int)[1, 32768], height=(int)[1, 32768], framerate=(fraction)[0/1, 2147483647/1]", formats);
+  gchar *s = g_strdup_printf(
+      "video/x-raw, format=(string)%s, width=(int)[1, 32768], height=(int)[1, 32768], framerate=(fraction)[0/1, "
+      "2147483647/1]",
+      formats);
   caps = gst_caps_merge(caps, gst_caps_from_string(s));
   g_free(s);
   return caps;
 }
 
-gboolean gst_prism_cuda_check_i420_height(GstElement *element, const GstVideoInfo *info,
-                                          gboolean cuda_caps, const gchar *pad_name) {
+gboolean gst_prism_cuda_check_i420_height(GstElement *element, const GstVideoInfo *info, gboolean cuda_caps,
+                                          const gchar *pad_name) {
   if (cuda_caps && GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_I420 && GST_VIDEO_INFO_HEIGHT(info) % 2) {
     GST_ELEMENT_ERROR(element, CORE, NEGOTIATION,
-                      ("I420 in memory:CUDAMemory needs an even height on the %s pad (got %d); use NV12",
-                       pad_name, GST_VIDEO_INFO_HEIGHT(info)),
+                      ("I420 in memory:CUDAMemory needs an even height on the %s pad (got %d); use NV12", pad_name,
+                       GST_VIDEO_INFO_HEIGHT(info)),
                       ("GstCudaMemory 1.22 overlaps the U and V planes for odd heights"));
     return FALSE;
   }
@@ -329,14 +334,12 @@ void gst_prism_frame_from_host(const GstVideoFrame *frame, GstPrismFrame *out) {
 }
 
 #if defined(PRISM_HAVE_CUDA)
-gboolean gst_prism_cuda_push(GstPrismCuda *cuda) {
-  return cuda->context && gst_cuda_context_push(cuda->context);
-}
+gboolean gst_prism_cuda_push(GstPrismCuda *cuda) { return cuda->context && gst_cuda_context_push(cuda->context); }
 
 void gst_prism_cuda_pop(void) { gst_cuda_context_pop(nullptr); }
 
-gboolean gst_prism_cuda_map_frame(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buf,
-                                  GstMapFlags flags, GstPrismFrame *out) {
+gboolean gst_prism_cuda_map_frame(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buf, GstMapFlags flags,
+                                  GstPrismFrame *out) {
   GstMemory *mem = gst_buffer_peek_memory(buf, 0);
   if (!gst_is_cuda_memory(mem)) return FALSE;
   if (!gst_video_frame_map(frame, info, buf, (GstMapFlags)(flags | GST_MAP_CUDA))) return FALSE;
@@ -374,10 +377,10 @@ cudaError_t gst_prism_cuda_copy_planes(const GstVideoFrame *host, const GstPrism
     plane_extent(&host->info, i, &width_bytes, &rows);
     guint8 *h = (guint8 *)GST_VIDEO_FRAME_PLANE_DATA(host, i);
     gint hs = GST_VIDEO_FRAME_PLANE_STRIDE(host, i);
-    cudaError_t err = upload ? cudaMemcpy2DAsync(dev->data[i], dev->stride[i], h, hs, width_bytes, rows,
-                                                 cudaMemcpyHostToDevice, stream)
-                             : cudaMemcpy2DAsync(h, hs, dev->data[i], dev->stride[i], width_bytes, rows,
-                                                 cudaMemcpyDeviceToHost, stream);
+    cudaError_t err =
+        upload
+            ? cudaMemcpy2DAsync(dev->data[i], dev->stride[i], h, hs, width_bytes, rows, cudaMemcpyHostToDevice, stream)
+            : cudaMemcpy2DAsync(h, hs, dev->data[i], dev->stride[i], width_bytes, rows, cudaMemcpyDeviceToHost, stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -388,8 +391,8 @@ cudaError_t gst_prism_cuda_copy_device_planes(const GstPrismFrame *src, const Gs
   for (guint i = 0; i < GST_VIDEO_INFO_N_PLANES(info); i++) {
     gsize width_bytes, rows;
     plane_extent(info, i, &width_bytes, &rows);
-    cudaError_t err = cudaMemcpy2DAsync(dst->data[i], dst->stride[i], src->data[i], src->stride[i], width_bytes,
-                                        rows, cudaMemcpyDeviceToDevice, stream);
+    cudaError_t err = cudaMemcpy2DAsync(dst->data[i], dst->stride[i], src->data[i], src->stride[i], width_bytes, rows,
+                                        cudaMemcpyDeviceToDevice, stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

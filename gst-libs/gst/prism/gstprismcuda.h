@@ -60,10 +60,8 @@ void gst_prism_cuda_init(GstPrismCuda *cuda);
 /* Installs `device` and `cuda-device-id` with the given property ids. */
 void gst_prism_cuda_install_properties(GObjectClass *klass, guint prop_device, guint prop_device_id);
 /* Handle the two properties (matched by name); FALSE when `pspec` is not one of them. */
-gboolean gst_prism_cuda_set_property(GstPrismCuda *cuda, GObject *object, const GValue *value,
-                                     GParamSpec *pspec);
-gboolean gst_prism_cuda_get_property(GstPrismCuda *cuda, GObject *object, GValue *value,
-                                     GParamSpec *pspec);
+gboolean gst_prism_cuda_set_property(GstPrismCuda *cuda, GObject *object, const GValue *value, GParamSpec *pspec);
+gboolean gst_prism_cuda_get_property(GstPrismCuda *cuda, GObject *object, GValue *value, GParamSpec *pspec);
 
 /* GstElement::set_context (the caller chains up afterwards). */
 void gst_prism_cuda_set_context(GstPrismCuda *cuda, GstElement *element, GstContext *context);
@@ -88,8 +86,8 @@ GstCaps *gst_prism_cuda_template_caps(const gchar *formats, const gchar *cuda_fo
 
 /* GStreamer 1.22's GstCudaMemory places the V plane of I420 at height/2 chroma rows after U, so
  * with an odd height the two planes overlap: posts an error naming `pad_name` and returns FALSE. */
-gboolean gst_prism_cuda_check_i420_height(GstElement *element, const GstVideoInfo *info,
-                                          gboolean cuda_caps, const gchar *pad_name);
+gboolean gst_prism_cuda_check_i420_height(GstElement *element, const GstVideoInfo *info, gboolean cuda_caps,
+                                          const gchar *pad_name);
 
 /* Allocation queries. propose: adds GstVideoMeta and, for CUDA caps, a GstCudaBufferPool of our
  * context. decide: configures the query's first pool for its caps (our own CUDA pool for CUDA
@@ -120,13 +118,13 @@ void gst_prism_cuda_pop(void);
 
 /* Maps a GstCudaMemory buffer for device access (FALSE, unmapped, when it is not CUDA memory).
  * GstCudaMemory's own GstVideoInfo holds the pitched layout when the buffer has no GstVideoMeta. */
-gboolean gst_prism_cuda_map_frame(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buf,
-                                  GstMapFlags flags, GstPrismFrame *out);
+gboolean gst_prism_cuda_map_frame(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buf, GstMapFlags flags,
+                                  GstPrismFrame *out);
 /* Device layout of a staging buffer packed like `info`. */
 void gst_prism_frame_from_staging(guint8 *base, const GstVideoInfo *info, GstPrismFrame *out);
 /* Copies every plane between a host frame and a device layout, on the stream. */
-cudaError_t gst_prism_cuda_copy_planes(const GstVideoFrame *host, const GstPrismFrame *dev,
-                                       gboolean upload, cudaStream_t stream);
+cudaError_t gst_prism_cuda_copy_planes(const GstVideoFrame *host, const GstPrismFrame *dev, gboolean upload,
+                                       cudaStream_t stream);
 /* Copies every plane of a frame described by `info` between two device layouts. */
 cudaError_t gst_prism_cuda_copy_device_planes(const GstPrismFrame *src, const GstPrismFrame *dst,
                                               const GstVideoInfo *info, cudaStream_t stream);

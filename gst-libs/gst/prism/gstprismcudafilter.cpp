@@ -16,7 +16,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_prism_cuda_filter_debug);
 enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID };
 
 typedef struct {
-  GstPrismCuda cuda; /* device, cuda-device-id, path, context, stream */
+  GstPrismCuda cuda;              /* device, cuda-device-id, path, context, stream */
   GstVideoInfo in_info, out_info; /* for tensor caps: the storage plane (gstprismtensor.h) */
   gboolean in_cuda_caps, out_cuda_caps;
   gboolean in_is_tensor, out_is_tensor;
@@ -31,11 +31,9 @@ typedef struct {
 #endif
 } GstPrismCudaFilterPrivate;
 
-G_DEFINE_ABSTRACT_TYPE_WITH_CODE(GstPrismCudaFilter, gst_prism_cuda_filter,
-                                 GST_TYPE_BASE_TRANSFORM,
+G_DEFINE_ABSTRACT_TYPE_WITH_CODE(GstPrismCudaFilter, gst_prism_cuda_filter, GST_TYPE_BASE_TRANSFORM,
                                  G_ADD_PRIVATE(GstPrismCudaFilter)
-                                     GST_DEBUG_CATEGORY_INIT(gst_prism_cuda_filter_debug,
-                                                             "prismcudafilter", 0,
+                                     GST_DEBUG_CATEGORY_INIT(gst_prism_cuda_filter_debug, "prismcudafilter", 0,
                                                              "Prism CUDA filter base"));
 
 #define PRIV(self) \
@@ -67,9 +65,7 @@ static gboolean query(GstBaseTransform *trans, GstPadDirection direction, GstQue
 
 /* ---- start / stop: choose the path ---- */
 
-static gboolean start(GstBaseTransform *trans) {
-  return gst_prism_cuda_start(&PRIV(trans)->cuda, GST_ELEMENT(trans));
-}
+static gboolean start(GstBaseTransform *trans) { return gst_prism_cuda_start(&PRIV(trans)->cuda, GST_ELEMENT(trans)); }
 
 static gboolean stop(GstBaseTransform *trans) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
@@ -84,14 +80,13 @@ static gboolean stop(GstBaseTransform *trans) {
 /* ---- caps: the subclass maps structures; here we add memory features ---- */
 
 static GstCaps *default_transform_structure(GstPrismCudaFilter *self, GstPadDirection direction,
-                                           const GstStructure *s) {
+                                            const GstStructure *s) {
   (void)self;
   (void)direction;
   return gst_caps_new_full(gst_structure_copy(s), nullptr);
 }
 
-static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection direction, GstCaps *caps,
-                               GstCaps *filter) {
+static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection direction, GstCaps *caps, GstCaps *filter) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(trans);
   if (klass->process_ip) { /* in place: the same caps, minus CUDA memory on the CPU path */
@@ -111,8 +106,8 @@ static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection directio
     GstCapsFeatures *f = gst_caps_get_features(caps, i);
     gboolean in_cuda = f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, GST_PRISM_CUDA_FEATURE);
     if (in_cuda && !cuda_ok) continue;
-    GstCaps *mapped = klass->transform_structure(GST_PRISM_CUDA_FILTER(trans), direction,
-                                                 gst_caps_get_structure(caps, i));
+    GstCaps *mapped =
+        klass->transform_structure(GST_PRISM_CUDA_FILTER(trans), direction, gst_caps_get_structure(caps, i));
     GstCaps *both = gst_caps_new_empty();
     for (guint j = 0; j < gst_caps_get_size(mapped); j++) {
       const GstStructure *ms = gst_caps_get_structure(mapped, j);
@@ -121,12 +116,14 @@ static GstCaps *transform_caps(GstBaseTransform *trans, GstPadDirection directio
        * Input prefers CUDA memory on the GPU path, so an uploader upstream (cudaupload answers
        * system memory first) uploads instead of passing host frames through. */
       const gboolean cuda_first = in_cuda || (cuda_ok && direction == GST_PAD_SRC);
-      GstCapsFeatures *first = cuda_first ? gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr) : gst_caps_features_new_empty();
+      GstCapsFeatures *first =
+          cuda_first ? gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr) : gst_caps_features_new_empty();
       gst_caps_append_structure_full(both, gst_structure_copy(ms), first);
       if (cuda_first)
         gst_caps_append_structure_full(both, gst_structure_copy(ms), gst_caps_features_new_empty());
       else if (cuda_ok)
-        gst_caps_append_structure_full(both, gst_structure_copy(ms), gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr));
+        gst_caps_append_structure_full(both, gst_structure_copy(ms),
+                                       gst_caps_features_new(GST_PRISM_CUDA_FEATURE, nullptr));
     }
     gst_caps_unref(mapped);
     ret = gst_caps_merge(ret, both);
@@ -186,16 +183,14 @@ static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outc
     }
   }
 #endif
-  if (klass->set_info && !klass->set_info(GST_PRISM_CUDA_FILTER(trans), &priv->in_info, &priv->out_info))
-    return FALSE;
+  if (klass->set_info && !klass->set_info(GST_PRISM_CUDA_FILTER(trans), &priv->in_info, &priv->out_info)) return FALSE;
   return TRUE;
 }
 
 /* ---- allocation ---- */
 
 static gboolean propose_allocation(GstBaseTransform *trans, GstQuery *decide_query, GstQuery *q) {
-  if (!GST_BASE_TRANSFORM_CLASS(gst_prism_cuda_filter_parent_class)
-           ->propose_allocation(trans, decide_query, q))
+  if (!GST_BASE_TRANSFORM_CLASS(gst_prism_cuda_filter_parent_class)->propose_allocation(trans, decide_query, q))
     return FALSE;
   if (!decide_query) return TRUE; /* passthrough */
   return gst_prism_cuda_propose_allocation(&PRIV(trans)->cuda, q);
@@ -208,8 +203,7 @@ static gboolean decide_allocation(GstBaseTransform *trans, GstQuery *q) {
 
 /* ---- meta: keep what describes content, rescale what describes positions ---- */
 
-static gboolean transform_meta(GstBaseTransform *trans, GstBuffer *outbuf, GstMeta *meta,
-                               GstBuffer *inbuf) {
+static gboolean transform_meta(GstBaseTransform *trans, GstBuffer *outbuf, GstMeta *meta, GstBuffer *inbuf) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
   const GstMetaInfo *info = meta->info;
   if (gst_meta_api_type_has_tag(info->api, g_quark_from_string(GST_META_TAG_MEMORY_STR)) ||
@@ -291,8 +285,8 @@ static void post_cuda_error(GstPrismCudaFilter *self, cudaError_t err) {
  * host and given `staging` as its device copy (reserved here when set_caps did not: another
  * context's memory under CUDA caps), uploaded on the stream when `upload`. *staged tells which.
  * Posts the error. */
-static gboolean map_device_frame(GstPrismCudaFilter *self, GstBuffer *buf, const GstVideoInfo *info,
-                                 GstMapFlags flags, prism::GstPrismDeviceArray<guint8> &staging, gboolean upload,
+static gboolean map_device_frame(GstPrismCudaFilter *self, GstBuffer *buf, const GstVideoInfo *info, GstMapFlags flags,
+                                 prism::GstPrismDeviceArray<guint8> &staging, gboolean upload,
                                  prism::GstPrismFrameMap &map, GstPrismFrame *dev, gboolean *staged) {
   GstPrismCudaFilterPrivate *priv = PRIV(self);
   *staged = !gst_prism_cuda_buffer_is_ours(&priv->cuda, buf);
@@ -517,8 +511,7 @@ void gst_prism_cuda_filter_class_add_pad_templates(GstElementClass *klass, const
   gst_caps_unref(caps);
 }
 
-void gst_prism_cuda_filter_class_add_pad_templates_full(GstElementClass *klass, GstCaps *sink_caps,
-                                                        GstCaps *src_caps) {
+void gst_prism_cuda_filter_class_add_pad_templates_full(GstElementClass *klass, GstCaps *sink_caps, GstCaps *src_caps) {
   gst_element_class_add_pad_template(klass, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
   gst_element_class_add_pad_template(klass, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src_caps));
 }
@@ -529,4 +522,3 @@ const GstPrismTensorInfo *gst_prism_cuda_filter_in_tensor(GstPrismCudaFilter *se
 const GstPrismTensorInfo *gst_prism_cuda_filter_out_tensor(GstPrismCudaFilter *self) {
   return PRIV(self)->out_is_tensor ? &PRIV(self)->out_tensor : nullptr;
 }
-

@@ -51,25 +51,21 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_PRISM_CUDA_FILTER (gst_prism_cuda_filter_get_type())
-G_DECLARE_DERIVABLE_TYPE(GstPrismCudaFilter, gst_prism_cuda_filter, GST, PRISM_CUDA_FILTER,
-                         GstBaseTransform)
+G_DECLARE_DERIVABLE_TYPE(GstPrismCudaFilter, gst_prism_cuda_filter, GST, PRISM_CUDA_FILTER, GstBaseTransform)
 
 struct _GstPrismCudaFilterClass {
   GstBaseTransformClass parent_class;
 
   /* Maps one caps structure (no memory features) to what the other pad can carry; the base
    * class adds memory:CUDAMemory and system-memory variants. Default: unchanged. */
-  GstCaps *(*transform_structure)(GstPrismCudaFilter *self, GstPadDirection direction,
-                                  const GstStructure *s);
+  GstCaps *(*transform_structure)(GstPrismCudaFilter *self, GstPadDirection direction, const GstStructure *s);
   /* Called when caps are set; build per-caps plans here. Return FALSE to refuse the caps. */
-  gboolean (*set_info)(GstPrismCudaFilter *self, const GstVideoInfo *in_info,
-                       const GstVideoInfo *out_info);
+  gboolean (*set_info)(GstPrismCudaFilter *self, const GstVideoInfo *in_info, const GstVideoInfo *out_info);
   /* Copy mode: process one frame. With in->device TRUE the work is enqueued on the element's stream
    * (gst_prism_cuda_filter_get_stream) with the CUDA context already pushed; the base class
    * synchronises the stream before the buffer is pushed. in->device and out->device are always
    * equal (TRUE on the GPU path). */
-  GstFlowReturn (*process)(GstPrismCudaFilter *self, const GstPrismFrame *in,
-                           const GstPrismFrame *out);
+  GstFlowReturn (*process)(GstPrismCudaFilter *self, const GstPrismFrame *in, const GstPrismFrame *out);
 
   /* In-place mode (set it instead of `process`): process the frame of `buf` in place. `buf` is
    * writable (meta may be added); `frame` is mapped as map_flags_ip said. frame->device TRUE: device
@@ -132,7 +128,6 @@ const GstPrismTensorInfo *gst_prism_cuda_filter_out_tensor(GstPrismCudaFilter *s
 void gst_prism_cuda_filter_class_add_pad_templates(GstElementClass *klass, const gchar *formats,
                                                    const gchar *cuda_formats);
 /* The same with any caps per pad (video and/or tensor). */
-void gst_prism_cuda_filter_class_add_pad_templates_full(GstElementClass *klass, GstCaps *sink_caps,
-                                                        GstCaps *src_caps);
+void gst_prism_cuda_filter_class_add_pad_templates_full(GstElementClass *klass, GstCaps *sink_caps, GstCaps *src_caps);
 
 G_END_DECLS

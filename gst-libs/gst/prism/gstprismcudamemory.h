@@ -28,8 +28,7 @@ class GstPrismContextScope {
  public:
 #if defined(PRISM_HAVE_CUDA)
   explicit GstPrismContextScope(GstPrismCuda *cuda) : pushed_(cuda->use_cuda && gst_prism_cuda_push(cuda)) {}
-  explicit GstPrismContextScope(GstCudaContext *context)
-      : pushed_(context && gst_cuda_context_push(context)) {}
+  explicit GstPrismContextScope(GstCudaContext *context) : pushed_(context && gst_cuda_context_push(context)) {}
   ~GstPrismContextScope() {
     if (pushed_) gst_cuda_context_pop(nullptr);
   }
@@ -58,7 +57,8 @@ class GstPrismDeviceArray {
   GstPrismDeviceArray(const GstPrismDeviceArray &) = delete;
   GstPrismDeviceArray &operator=(const GstPrismDeviceArray &) = delete;
   GstPrismDeviceArray(GstPrismDeviceArray &&o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)),
+      : ptr_(std::exchange(o.ptr_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
         context_(std::exchange(o.context_, nullptr)) {}
   GstPrismDeviceArray &operator=(GstPrismDeviceArray &&o) noexcept {
     if (this != &o) {

@@ -12,12 +12,12 @@ namespace {
 
 constexpr GstClockTime kTimeout = 10 * GST_SECOND;
 
-void on_pad_added(GstElement*, GstPad* pad, gpointer convert) {
-  GstPad* sink = gst_element_get_static_pad(GST_ELEMENT(convert), "sink");
+void on_pad_added(GstElement *, GstPad *pad, gpointer convert) {
+  GstPad *sink = gst_element_get_static_pad(GST_ELEMENT(convert), "sink");
   if (!gst_pad_is_linked(sink)) {
-    GstCaps* caps = gst_pad_get_current_caps(pad);
+    GstCaps *caps = gst_pad_get_current_caps(pad);
     if (!caps) caps = gst_pad_query_caps(pad, nullptr);
-    const GstStructure* s = caps && gst_caps_get_size(caps) ? gst_caps_get_structure(caps, 0) : nullptr;
+    const GstStructure *s = caps && gst_caps_get_size(caps) ? gst_caps_get_structure(caps, 0) : nullptr;
     if (s && g_str_has_prefix(gst_structure_get_name(s), "video/")) gst_pad_link(pad, sink);
     if (caps) gst_caps_unref(caps);
   }
@@ -37,7 +37,7 @@ int channels_of(GstVideoFormat format) {
 
 }  // namespace
 
-gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* out, GError** error, int width,
+gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width,
                          int height) {
   const int channels = channels_of(format);
   if (!path || !*path) {
@@ -55,20 +55,19 @@ gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* ou
     return FALSE;
   }
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file '%s' is not a regular file",
-                path);
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file '%s' is not a regular file", path);
     return FALSE;
   }
 
-  GstElement* pipeline = gst_pipeline_new("prism-image-file");
-  GstElement* src = gst_element_factory_make("filesrc", nullptr);
-  GstElement* decode = gst_element_factory_make("decodebin", nullptr);
-  GstElement* convert = gst_element_factory_make("videoconvert", nullptr);
-  GstElement* scale = gst_element_factory_make("videoscale", nullptr);
-  GstElement* filter = gst_element_factory_make("capsfilter", nullptr);
-  GstElement* sink = gst_element_factory_make("appsink", nullptr);
+  GstElement *pipeline = gst_pipeline_new("prism-image-file");
+  GstElement *src = gst_element_factory_make("filesrc", nullptr);
+  GstElement *decode = gst_element_factory_make("decodebin", nullptr);
+  GstElement *convert = gst_element_factory_make("videoconvert", nullptr);
+  GstElement *scale = gst_element_factory_make("videoscale", nullptr);
+  GstElement *filter = gst_element_factory_make("capsfilter", nullptr);
+  GstElement *sink = gst_element_factory_make("appsink", nullptr);
   if (!src || !decode || !convert || !scale || !filter || !sink) {
-    for (GstElement* e : {src, decode, convert, scale, filter, sink})
+    for (GstElement *e : {src, decode, convert, scale, filter, sink})
       if (e) gst_object_unref(e);
     gst_object_unref(pipeline);
     g_set_error(error, GST_CORE_ERROR, GST_CORE_ERROR_MISSING_PLUGIN,
@@ -77,8 +76,8 @@ gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* ou
                 path);
     return FALSE;
   }
-  GstCaps* caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, gst_video_format_to_string(format),
-                                      nullptr);
+  GstCaps *caps =
+      gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, gst_video_format_to_string(format), nullptr);
   if (width > 0 && height > 0)
     gst_caps_set_simple(caps, "width", G_TYPE_INT, width, "height", G_TYPE_INT, height, "pixel-aspect-ratio",
                         GST_TYPE_FRACTION, 1, 1, nullptr);
@@ -92,16 +91,16 @@ gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* ou
   g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), convert);
 
   gboolean ok = FALSE;
-  GstBus* bus = gst_element_get_bus(pipeline);
+  GstBus *bus = gst_element_get_bus(pipeline);
   gst_element_set_state(pipeline, GST_STATE_PAUSED);
-  GstMessage* msg = gst_bus_timed_pop_filtered(bus, kTimeout,
-                                               (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE));
+  GstMessage *msg =
+      gst_bus_timed_pop_filtered(bus, kTimeout, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE));
   if (!msg) {
     g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
                 "image file '%s' could not be decoded within 10 s (not an image?)", path);
   } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
-    GError* err = nullptr;
-    gchar* debug = nullptr;
+    GError *err = nullptr;
+    gchar *debug = nullptr;
     gst_message_parse_error(msg, &err, &debug);
     if (err->domain == GST_RESOURCE_ERROR)
       g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file '%s' cannot be read: %s", path,
@@ -113,7 +112,7 @@ gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* ou
     g_clear_error(&err);
     g_free(debug);
   } else {
-    GstSample* sample = gst_app_sink_try_pull_preroll(GST_APP_SINK(sink), 0);
+    GstSample *sample = gst_app_sink_try_pull_preroll(GST_APP_SINK(sink), 0);
     GstVideoInfo info;
     GstVideoFrame frame;
     if (!sample || !gst_video_info_from_caps(&info, gst_sample_get_caps(sample)) ||
@@ -127,7 +126,8 @@ gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* ou
       out->pixels.resize(row * out->height);
       for (int y = 0; y < out->height; y++)
         std::memcpy(out->pixels.data() + row * y,
-                    (const uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&frame, 0) + (size_t)y * GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0),
+                    (const uint8_t *)GST_VIDEO_FRAME_PLANE_DATA(&frame, 0) +
+                        (size_t)y * GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0),
                     row);
       gst_video_frame_unmap(&frame);
       ok = TRUE;
@@ -141,7 +141,7 @@ gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* ou
   return ok;
 }
 
-gboolean image_file_load_grey(const gchar* path, ImageFile* out, GError** error) {
+gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error) {
   ImageFile bgra;
   if (!image_file_load(path, GST_VIDEO_FORMAT_BGRA, &bgra, error)) return FALSE;
   out->width = bgra.width;
@@ -149,7 +149,7 @@ gboolean image_file_load_grey(const gchar* path, ImageFile* out, GError** error)
   out->channels = 1;
   out->pixels.resize((size_t)bgra.width * bgra.height);
   for (size_t i = 0; i < out->pixels.size(); i++) {
-    const uint8_t* p = &bgra.pixels[4 * i];
+    const uint8_t *p = &bgra.pixels[4 * i];
     out->pixels[i] = prism::grey_bgr(p[0], p[1], p[2]);
   }
   return TRUE;

@@ -20,19 +20,19 @@ namespace prism {
 struct ImageFile {
   int width = 0;
   int height = 0;
-  int channels = 0;              // bytes per pixel: 4 for BGRA/RGBA, 3 for BGR/RGB, 1 for GRAY8
-  std::vector<uint8_t> pixels;   // rows packed without padding: width * channels bytes each
+  int channels = 0;             // bytes per pixel: 4 for BGRA/RGBA, 3 for BGR/RGB, 1 for GRAY8
+  std::vector<uint8_t> pixels;  // rows packed without padding: width * channels bytes each
 };
 
 // Decodes the first image of `path` into `format` (GST_VIDEO_FORMAT_BGRA, RGBA, BGR, RGB or
 // GRAY8), scaled to width x height when both are > 0 (videoscale's bilinear), else at its own
 // size. Returns FALSE with `error` set (naming the file) on failure; never hangs (10 s limit).
-gboolean image_file_load(const gchar* path, GstVideoFormat format, ImageFile* out, GError** error,
-                         int width = 0, int height = 0);
+gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width = 0,
+                         int height = 0);
 
 // A mask file as 8-bit grey: decoded to BGRA, then grey = OpenCV's cvtColor BGR2GRAY of B, G, R
 // (prism::grey_bgr from kernels/common/grey.h, bit-exact; alpha ignored). A grey or black-and-white file keeps its
 // values exactly.
-gboolean image_file_load_grey(const gchar* path, ImageFile* out, GError** error);
+gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error);
 
 }  // namespace prism

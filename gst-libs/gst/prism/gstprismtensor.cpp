@@ -14,8 +14,8 @@ gboolean gst_prism_caps_are_tensor(const GstCaps *caps) {
   return caps && gst_caps_get_size(caps) > 0 && gst_prism_structure_is_tensor(gst_caps_get_structure(caps, 0));
 }
 
-void gst_prism_tensor_info_init(GstPrismTensorInfo *info, tensor::DType dtype, gint channels, gint width,
-                                gint height, gint fps_n, gint fps_d) {
+void gst_prism_tensor_info_init(GstPrismTensorInfo *info, tensor::DType dtype, gint channels, gint width, gint height,
+                                gint fps_n, gint fps_d) {
   info->dtype = dtype;
   info->channels = channels;
   info->width = width;
@@ -52,10 +52,12 @@ GstCaps *gst_prism_tensor_info_to_caps(const GstPrismTensorInfo *info) {
 
 GstStructure *gst_prism_tensor_structure_new(const gchar *dtypes, gint min_channels, gint max_channels) {
   std::string text = std::string(GST_PRISM_TENSOR_MEDIA_TYPE) + ", dtype=(string)" + dtypes + ", channels=(int)";
-  text += min_channels == max_channels ? std::to_string(min_channels)
-                                       : "[ " + std::to_string(min_channels) + ", " + std::to_string(max_channels) + " ]";
-  text += ", width=(int)[ 1, 32768 ], height=(int)[ 1, 32768 ], framerate=(fraction)[ 0/1, 2147483647/1 ], "
-          "layout=(string)interleaved";
+  text += min_channels == max_channels
+              ? std::to_string(min_channels)
+              : "[ " + std::to_string(min_channels) + ", " + std::to_string(max_channels) + " ]";
+  text +=
+      ", width=(int)[ 1, 32768 ], height=(int)[ 1, 32768 ], framerate=(fraction)[ 0/1, 2147483647/1 ], "
+      "layout=(string)interleaved";
   return gst_structure_from_string(text.c_str(), nullptr);
 }
 
