@@ -703,12 +703,13 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
     gst_prism_frame_from_staging(s->staging.data(), out_info, &fout);
   }
   {
-    /* The background buffer itself stays alive until aggregate_frames returns. */
+    /* Unmapped at the end of this block, possibly before the copy has run: an unmap frees nothing,
+     * and the pad holds the buffer until aggregate_frames returns, after the final sync. */
     prism::GstPrismFrameMap in;
     if (gst_prism_cuda_buffer_is_ours(&self->cuda, bgbuf) && in.map_device(&bg->info, bgbuf, GST_MAP_READ, &fin)) {
       PRISM_CUDA_CHECK(gst_prism_cuda_copy_device_planes(&fin, &fout, out_info, stream));
     } else if (in.map_host(&bg->info, bgbuf, GST_MAP_READ)) {
-      PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(in.frame(), &fout, TRUE, stream)); /* pageable upload: staged */
+      PRISM_CUDA_CHECK(gst_prism_cuda_copy_planes(in.frame(), &fout, TRUE, stream)); /* host memory upload */
     } else {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the background buffer (pad sink)"), (nullptr));
       return GST_FLOW_ERROR;

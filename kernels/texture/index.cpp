@@ -222,6 +222,10 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
                                           const SearchParams& params, SearchResult& result) {
   Impl& m = *impl_;
   const auto t0 = Clock::now();
+  if (cands.empty()) {  // nothing to verify (and no zero-length device buffers to pass around)
+    result.verify_ms = ms_since(t0);
+    return Candidate{};
+  }
   uint16_t* q = m.query.get(kSlotHalves, m.gpu);
   const int rows = pad_query(query, q);
   const int k = int(cands.size());

@@ -121,8 +121,10 @@ gboolean gst_prism_cuda_start(GstPrismCuda *cuda, GstElement *element) {
     /* why is set */
   } else if (!gst_cuda_ensure_element_context(element, cuda->device_id, &cuda->context)) {
     why = "no CUDA context could be created for cuda-device-id " + std::to_string(cuda->device_id);
+  } else if (!gst_cuda_context_push(cuda->context)) {
+    why = "the CUDA context of cuda-device-id " + std::to_string(cuda->device_id) + " cannot be made current";
+    gst_clear_object(&cuda->context);
   } else {
-    gst_cuda_context_push(cuda->context);
     cudaError_t err = cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking);
     gst_cuda_context_pop(nullptr);
     if (err == cudaSuccess) {
@@ -130,6 +132,8 @@ gboolean gst_prism_cuda_start(GstPrismCuda *cuda, GstElement *element) {
       GST_INFO_OBJECT(element, "running on the GPU");
       return TRUE;
     }
+    cudaGetLastError(); /* not reported again by a later check */
+    cuda->stream = nullptr;
     why = std::string("cudaStreamCreate failed: ") + cudaGetErrorString(err);
     gst_clear_object(&cuda->context);
   }
@@ -149,15 +153,19 @@ void gst_prism_cuda_stop(GstPrismCuda *cuda) {
 #if defined(PRISM_HAVE_CUDA)
   if (cuda->context && cuda->stream) {
     /* Teardown cannot fail the element any more: an error from work still queued is logged. */
-    const gboolean pushed = gst_cuda_context_push(cuda->context);
-    cudaError_t err = cudaStreamSynchronize(cuda->stream);
-    const cudaError_t destroyed = cudaStreamDestroy(cuda->stream);
-    if (err == cudaSuccess) err = destroyed;
-    if (err != cudaSuccess) {
-      GST_WARNING("stopping: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
-      cudaGetLastError(); /* a non-sticky error must not be reported again by the next check */
+    if (gst_cuda_context_push(cuda->context)) {
+      cudaError_t err = cudaStreamSynchronize(cuda->stream);
+      const cudaError_t destroyed = cudaStreamDestroy(cuda->stream);
+      if (err == cudaSuccess) err = destroyed;
+      if (err != cudaSuccess) {
+        GST_WARNING("stopping: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
+        cudaGetLastError(); /* a non-sticky error must not be reported again by the next check */
+      }
+      gst_cuda_context_pop(nullptr);
+    } else {
+      /* Destroying it in whatever context is current would be worse than leaking it. */
+      GST_WARNING("stopping: the CUDA context cannot be made current; its stream is leaked");
     }
-    if (pushed) gst_cuda_context_pop(nullptr);
   }
   cuda->stream = nullptr;
   gst_clear_object(&cuda->context);

@@ -318,14 +318,19 @@ static gboolean map_device_frame(GstPrismCudaFilter *self, GstBuffer *buf, const
  * before the buffer leaves the element), then `finish` sees the frame as the buffer holds it and
  * the stream is synchronised again for what finish enqueued. `processed` is the frame process
  * wrote (device pointers, or host pointers with ip_host_frames). */
+/* After process/process_ip: the staged output downloaded, the stream synchronised (1.22 memory
+ * carries no stream), then finish. `host_frame`: the frame went to process_ip on the host, so
+ * nothing of the frame's is queued on the stream and no sync is needed (a subclass's own GPU work
+ * on host frames ends before process_ip returns, its results being on the host). */
 static GstFlowReturn complete_cuda(GstPrismCudaFilter *self, GstBuffer *outbuf, prism::GstPrismFrameMap &map,
-                                   const GstPrismFrame *processed, gboolean staged, gboolean download) {
+                                   const GstPrismFrame *processed, gboolean staged, gboolean download,
+                                   gboolean host_frame) {
   GstPrismCudaFilterPrivate *priv = PRIV(self);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(self);
   cudaStream_t stream = priv->cuda.stream;
   cudaError_t err = cudaSuccess;
   if (staged && download) err = gst_prism_cuda_copy_planes(map.frame(), processed, FALSE, stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err == cudaSuccess && !host_frame) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
     post_cuda_error(self, err);
     return GST_FLOW_ERROR;
@@ -333,13 +338,8 @@ static GstFlowReturn complete_cuda(GstPrismCudaFilter *self, GstBuffer *outbuf, 
   if (!klass->finish) return GST_FLOW_OK;
   GstPrismFrame host{};
   if (staged) gst_prism_frame_from_host(map.frame(), &host);
-  GstFlowReturn ret = klass->finish(self, outbuf, staged ? &host : processed);
-  if (ret != GST_FLOW_OK) return ret;
-  if ((err = cudaStreamSynchronize(stream)) != cudaSuccess) {
-    post_cuda_error(self, err);
-    return GST_FLOW_ERROR;
-  }
-  return GST_FLOW_OK;
+  /* finish synchronises what it queues itself (header): no second sync per frame here. */
+  return klass->finish(self, outbuf, staged ? &host : processed);
 }
 
 static GstFlowReturn transform_cuda(GstPrismCudaFilter *self, GstBuffer *inbuf, GstBuffer *outbuf) {
@@ -360,7 +360,7 @@ static GstFlowReturn transform_cuda(GstPrismCudaFilter *self, GstBuffer *inbuf, 
     return GST_FLOW_ERROR;
   GstFlowReturn ret = klass->process(self, &fin, &fout);
   if (ret != GST_FLOW_OK) return ret;
-  return complete_cuda(self, outbuf, out, &fout, out_staged, TRUE);
+  return complete_cuda(self, outbuf, out, &fout, out_staged, TRUE, FALSE);
 }
 
 static GstFlowReturn transform_ip_cuda(GstPrismCudaFilter *self, GstBuffer *buf) {
@@ -374,8 +374,9 @@ static GstFlowReturn transform_ip_cuda(GstPrismCudaFilter *self, GstBuffer *buf)
   const GstMapFlags flags = ip_map_flags(self, buf);
   prism::GstPrismFrameMap map;
   GstPrismFrame frame{};
-  gboolean staged = FALSE;
+  gboolean staged = FALSE, host_frame = FALSE;
   if (klass->ip_host_frames && !(priv->in_cuda_caps && gst_prism_cuda_buffer_is_ours(&priv->cuda, buf))) {
+    host_frame = TRUE;
     if (!map.map_host(&priv->in_info, buf, flags, &frame)) {
       GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the buffer"), (nullptr));
       return GST_FLOW_ERROR;
@@ -385,7 +386,7 @@ static GstFlowReturn transform_ip_cuda(GstPrismCudaFilter *self, GstBuffer *buf)
   }
   GstFlowReturn ret = klass->process_ip(self, buf, &frame);
   if (ret != GST_FLOW_OK) return ret;
-  return complete_cuda(self, buf, map, &frame, staged, (flags & GST_MAP_WRITE) != 0);
+  return complete_cuda(self, buf, map, &frame, staged, (flags & GST_MAP_WRITE) != 0, host_frame);
 }
 #endif
 

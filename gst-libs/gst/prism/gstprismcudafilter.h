@@ -82,7 +82,9 @@ struct _GstPrismCudaFilterClass {
   /* In-place mode on the GPU path: TRUE hands process_ip system-memory frames (and another
    * context's GstCudaMemory, copied by GstCudaMemory) on the host instead of staged on the device,
    * for subclasses whose GPU work starts from host data. Device frames then reach process_ip only
-   * with memory:CUDAMemory caps (in the element's own context). Default FALSE. */
+   * with memory:CUDAMemory caps (in the element's own context). The base does not synchronise the
+   * stream after a host frame: GPU work process_ip starts for one must end before it returns
+   * (its results are on the host then anyway). Default FALSE. */
   gboolean ip_host_frames;
 
   /* Optional, both modes: runs once per buffer after process/process_ip succeeded and the element's
@@ -91,8 +93,11 @@ struct _GstPrismCudaFilterClass {
    * place); `out` is its frame as the buffer holds it now, still mapped: device pointers when it is
    * GstCudaMemory of the element's context (out->device TRUE), else host pointers holding the
    * finished pixels (a staged output has been downloaded already). Draw on out->device frames with
-   * work enqueued on the element's stream (the context is pushed): the base class synchronises the
-   * stream again after finish. Errors: post them and return GST_FLOW_ERROR. */
+   * work enqueued on the element's stream (the context is pushed) and synchronise it before
+   * returning: the base class does not synchronise again (most frames draw nothing, and a second
+   * sync per frame would cost every element). Draw only on frames mapped for writing (copy mode,
+   * or map_flags_ip returned GST_MAP_READWRITE): a read map may share another buffer's memory.
+   * Errors: post them and return GST_FLOW_ERROR. */
   GstFlowReturn (*finish)(GstPrismCudaFilter *self, GstBuffer *outbuf, const GstPrismFrame *out);
 
   gpointer _reserved[4];

@@ -90,7 +90,10 @@ class GstPrismDeviceArray {
   void reset() noexcept {
     if (ptr_) {
       GstPrismContextScope scope(context_);
-      cudaFree(ptr_);
+      if (scope.pushed())
+        (void)cudaFree(ptr_);
+      else /* freeing in whatever context is current would be worse than leaking */
+        GST_WARNING("GstPrismDeviceArray: the CUDA context cannot be made current; %zu bytes leaked", bytes());
     }
     ptr_ = nullptr;
     size_ = 0;
