@@ -1,5 +1,5 @@
 // prism texture: the texture gallery from the command line (enrol, search, verify, update, delete,
-// list, stats). The work is in kernels/texture; images are decoded with GStreamer (prism_imagefile).
+// list, stats). The work is in kernels/texture; images are decoded with GStreamer (gst/prism/gstprismimagefile.h).
 //
 // Exit codes: 0 success (search: identified; verify: accepted), 1 not identified / rejected,
 // 2 usage or input errors.
