@@ -19,6 +19,7 @@
 #include "bow/gpu_histogram.h"
 #include "bow/histogram.h"
 #include "bow/kmeans.h"
+#include "common/device_array.h"
 #include "common/gpu.h"
 
 using namespace prism;
@@ -47,15 +48,13 @@ int main(int argc, char** argv) {
   };
   if (gpu::available()) {
     bow::GpuHistogrammer g(bank, dictionary, 2);
-    uint8_t* device_frame = nullptr;
-    PRISM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_frame), frame.total()));
-    PRISM_CUDA_CHECK(cudaMemcpy(device_frame, frame.data, frame.total(), cudaMemcpyHostToDevice));
+    const gpu::DeviceArray<uint8_t> device_frame = gpu::device_copy(frame.data, frame.total());
     std::vector<float> filter_ms, words_ms;
     row("GPU (ours): filter bank + words + histogram, frame in GPU memory",
         bench::time_host_ms(
             runs,
             [&] {
-              g.histogram_device(device_frame, size_t(frame.cols), frame.cols, frame.rows);
+              g.histogram_device(device_frame.data(), size_t(frame.cols), frame.cols, frame.rows);
               float f = 0, w = 0;
               g.last_stage_ms(&f, &w);
               filter_ms.push_back(f);
@@ -71,7 +70,6 @@ int main(int argc, char** argv) {
         bench::time_host_ms(
             runs, [&] { g.histogram(frame); }, true),
         "frames");
-    PRISM_CUDA_CHECK(cudaFree(device_frame));
   }
   const int cpu_runs = std::max(3, runs / 5);
   row("CPU (ours): filter bank + words + histogram",

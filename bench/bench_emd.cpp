@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "common/device_array.h"
 #include "common/gpu.h"
 #include "emd/emd_map.h"
 #include "ppm.h"
@@ -52,18 +53,18 @@ int main(int argc, char** argv) {
       "| frame | cost | N | distinct (cold) | GPU cold ms (fps) | GPU no-dedup ms (Mproblems/s) | GPU warm static ms "
       "(fps) | GPU warm noisy ms (fps, hit rate) | spectralize ms | our CPU cold ms | cv::EMD frame ms "
       "(us/problem) | cold: cv::EMD / GPU | pivots/problem |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  cudaStream_t stream;
-  check(cudaStreamCreate(&stream));
+  // Blocking: the synchronous uploads below (legacy default stream) come before the work queued here.
+  const gpu::Stream stream = gpu::Stream::create(cudaStreamDefault);
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  check(cudaEventCreate(&e0));
+  check(cudaEventCreate(&e1));
   auto gpu_ms = [&](auto&& f) {
-    cudaEventRecord(e0, stream);
+    check(cudaEventRecord(e0, stream));
     f();
-    cudaEventRecord(e1, stream);
+    check(cudaEventRecord(e1, stream));
     check(cudaEventSynchronize(e1));
     float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
+    check(cudaEventElapsedTime(&ms, e0, e1));
     return static_cast<double>(ms);
   };
   for (const cv::Size size : {cv::Size(1280, 720), cv::Size(1920, 1080)}) {
@@ -81,15 +82,12 @@ int main(int argc, char** argv) {
       f += noise;
       f.convertTo(m, CV_8U);  // rounds and saturates
     }
-    uint8_t* d_grey = nullptr;
-    check(cudaMalloc(reinterpret_cast<void**>(&d_grey), pixels));
+    const gpu::DeviceArray<uint8_t> d_grey(pixels);
     for (const bool random_cost : {false, true})
       for (int n : {4, 8, 11, 16, 32}) {
         if (random_cost && size.width != 1920) continue;
         const spectral::SpectralizeParams sp{n, 11};
-        float *d_sig = nullptr, *d_out = nullptr;
-        check(cudaMalloc(reinterpret_cast<void**>(&d_sig), pixels * n * sizeof(float)));
-        check(cudaMalloc(reinterpret_cast<void**>(&d_out), pixels * sizeof(float)));
+        const gpu::DeviceArray<float> d_sig(pixels * n), d_out(pixels);
         std::vector<float> sig(static_cast<size_t>(pixels) * n);
         spectral::spectralize_cpu(grey.data, size.width, size.height, static_cast<int64_t>(grey.step), sp, sig.data());
         // the target: the signature of a pixel in the middle of the frame
@@ -102,12 +100,13 @@ int main(int argc, char** argv) {
         for (int i = 0; i < n; ++i)
           for (int j = i + 1; j < n; ++j) rc[i * n + j] = rc[j * n + i] = static_cast<float>(crng.uniform(1.0, 10.0));
         const emd::GroundDistance ground = random_cost ? emd::GroundDistance(rc, n) : emd::GroundDistance::abs_diff(n);
-        check(cudaMemcpy(d_grey, grey.data, pixels, cudaMemcpyHostToDevice));
+        check(cudaMemcpy(d_grey.data(), grey.data, pixels, cudaMemcpyHostToDevice));
         const double t_spec = median([&] {
           std::vector<double> t;
           for (int i = 0; i < frames; ++i)
-            t.push_back(gpu_ms(
-                [&] { spectral::spectralize_cuda(d_grey, size.width, size.height, size.width, sp, d_sig, stream); }));
+            t.push_back(gpu_ms([&] {
+              spectral::spectralize_cuda(d_grey.data(), size.width, size.height, size.width, sp, d_sig.data(), stream);
+            }));
           return t;
         }());
         // cold: a fresh map (empty cache) per frame
@@ -115,10 +114,10 @@ int main(int argc, char** argv) {
         int64_t distinct = 0, pivots = 0;
         for (int i = 0; i < std::max(3, frames / 4); ++i) {
           emd::CudaEmdMap map(stream, ground, target);
-          map.compute(d_sig, pixels, d_out);  // allocates the table; not timed
+          map.compute(d_sig.data(), pixels, d_out.data());  // allocates the table; not timed
           check(cudaStreamSynchronize(stream));
           map.clear_cache();
-          cold.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+          cold.push_back(gpu_ms([&] { map.compute(d_sig.data(), pixels, d_out.data()); }));
           distinct = map.last_stats().solved;
           pivots = map.last_stats().pivots;
         }
@@ -126,18 +125,20 @@ int main(int argc, char** argv) {
           emd::EmdMapConfig c;
           c.dedup = false;
           emd::CudaEmdMap map(stream, ground, target, c);
-          for (int i = 0; i < 3; ++i) direct.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+          for (int i = 0; i < 3; ++i)
+            direct.push_back(gpu_ms([&] { map.compute(d_sig.data(), pixels, d_out.data()); }));
         }
         double hit_rate = 0;
         {
           emd::CudaEmdMap map(stream, ground, target);
-          map.compute(d_sig, pixels, d_out);
-          for (int i = 0; i < frames; ++i) warm.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+          map.compute(d_sig.data(), pixels, d_out.data());
+          for (int i = 0; i < frames; ++i)
+            warm.push_back(gpu_ms([&] { map.compute(d_sig.data(), pixels, d_out.data()); }));
           // noisy: spectralize each noisy frame (not timed), then the map
           for (int i = 0; i < frames; ++i) {
-            check(cudaMemcpy(d_grey, noisy[i].data, pixels, cudaMemcpyHostToDevice));
-            spectral::spectralize_cuda(d_grey, size.width, size.height, size.width, sp, d_sig, stream);
-            noisy_t.push_back(gpu_ms([&] { map.compute(d_sig, pixels, d_out); }));
+            check(cudaMemcpy(d_grey.data(), noisy[i].data, pixels, cudaMemcpyHostToDevice));
+            spectral::spectralize_cuda(d_grey.data(), size.width, size.height, size.width, sp, d_sig.data(), stream);
+            noisy_t.push_back(gpu_ms([&] { map.compute(d_sig.data(), pixels, d_out.data()); }));
             check(cudaStreamSynchronize(stream));
             if (i >= 2) hit_rate += map.last_stats().hit_rate() / (frames - 2);
           }
@@ -179,10 +180,7 @@ int main(int argc, char** argv) {
             1000.0 / nz_ms, 100.0 * hit_rate, t_spec, t_cpu, cv_frame_ms, us_per_problem, cv_frame_ms / c_ms,
             distinct ? static_cast<double>(pivots) / distinct : 0.0);
         std::fflush(stdout);
-        cudaFree(d_sig);
-        cudaFree(d_out);
       }
-    cudaFree(d_grey);
   }
   return 0;
 }

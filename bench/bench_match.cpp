@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "common/device_array.h"
 #include "match/match.h"
 #include "match_cases.h"
 
@@ -29,41 +30,36 @@ int main(int argc, char** argv) {
   std::vector<int> counts(images, Q);
 
   cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
+  bench::check(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s; gallery %d images x %d RootSIFT descriptors (FP16, %.0f MB); query %d descriptors\n\n",
               prop.name, images, Q, gallery.size() * 2 / 1e6, Q);
-  uint16_t *dg = nullptr, *dq = nullptr;
-  int *dc = nullptr, *ds = nullptr;
-  bench::check(cudaMalloc(reinterpret_cast<void**>(&dg), gallery.size() * 2));
-  bench::check(cudaMalloc(reinterpret_cast<void**>(&dq), queries.size() * 2));
-  bench::check(cudaMalloc(reinterpret_cast<void**>(&dc), counts.size() * sizeof(int)));
-  bench::check(cudaMalloc(reinterpret_cast<void**>(&ds), size_t(max_batch) * images * sizeof(int)));
-  cudaMemcpy(dg, gallery.data(), gallery.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dq, queries.data(), queries.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dc, counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice);
+  const gpu::DeviceArray<uint16_t> dg = gpu::device_copy(gallery.data(), gallery.size());
+  const gpu::DeviceArray<uint16_t> dq = gpu::device_copy(queries.data(), queries.size());
+  const gpu::DeviceArray<int> dc = gpu::device_copy(counts.data(), counts.size());
+  const gpu::DeviceArray<int> ds(size_t(max_batch) * images);
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  bench::check(cudaEventCreate(&e0));
+  bench::check(cudaEventCreate(&e1));
 
   std::printf(
       "| method | queries per launch | median ms | gallery images/s (per query) | TFLOP/s |\n|---|---|---|---|---|\n");
   for (int batch : {1, 2, 8}) {
     match::MatchProblem p;
-    p.query = dq;
+    p.query = dq.data();
     p.rows = batch * Q;
     p.query_rows = Q;
-    p.gallery = dg;
-    p.counts = dc;
+    p.gallery = dg.data();
+    p.counts = dc.data();
     p.images = images;
     std::vector<double> t;
     for (int i = 0; i < 12; ++i) {
-      cudaMemsetAsync(ds, 0, size_t(batch) * images * sizeof(int));
-      cudaEventRecord(e0);
-      match::match_cuda(p, {0.8f}, {ds}, nullptr);
-      cudaEventRecord(e1);
+      bench::check(cudaMemsetAsync(ds.data(), 0, size_t(batch) * images * sizeof(int)));
+      bench::check(cudaEventRecord(e0));
+      match::match_cuda(p, {0.8f}, {ds.data()}, nullptr);
+      bench::check(cudaEventRecord(e1));
       bench::check(cudaEventSynchronize(e1));
       float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
+      bench::check(cudaEventElapsedTime(&ms, e0, e1));
       if (i >= 2) t.push_back(ms);
     }
     const double ms = bench::median(t);

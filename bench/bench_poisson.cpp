@@ -17,6 +17,7 @@
 
 #include "bench_util.h"
 #include "clone_cases.h"
+#include "common/device_array.h"
 #include "common/gpu.h"
 #include "poisson/seamless_clone.h"
 
@@ -48,8 +49,8 @@ int main(int argc, char** argv) {
   std::printf(
       "| box | into | GPU gemm ms | GPU fft ms | GPU replay ms | auto | CPU ms (ours) | OpenCV ms | "
       "OpenCV / GPU best | GPU vs OpenCV (box) |\n|---|---|---|---|---|---|---|---|---|---|\n");
-  cudaStream_t stream;
-  check(cudaStreamCreate(&stream));
+  // Blocking: the synchronous uploads below (legacy default stream) come before the clones queued here.
+  const gpu::Stream stream = gpu::Stream::create(cudaStreamDefault);
   poisson::CudaCloner gemm(stream, poisson::DstMethod::Gemm), fft(stream, poisson::DstMethod::Fft),
       replay(stream, poisson::DstMethod::Replay);
   const poisson::CudaCloner auto_cloner(stream);
@@ -57,8 +58,8 @@ int main(int argc, char** argv) {
     return m == poisson::DstMethod::Gemm ? "gemm" : m == poisson::DstMethod::Fft ? "fft" : "replay";
   };
   cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
+  check(cudaEventCreate(&e0));
+  check(cudaEventCreate(&e1));
   std::mt19937 rng(1);
   const bool gpu_only = std::getenv("PRISM_BENCH_GPU_ONLY") != nullptr;
   for (const Size& s : sizes) {
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
         test::make_case("bench", s.w, s.h, cv::Size(s.dw, s.dh), cv::NORMAL_CLONE, 0, photo, photo, rng);
     cv::Mat host = c.dst.clone();
     poisson::CloneJob job = test::make_job(c, host);
-    // device copies
+    // device copies, pitched as the element's frames are (DeviceArray has no pitch: freed by hand below)
     uint8_t *d_dst, *d_src, *d_mask;
     size_t p_dst, p_src, p_mask;
     check(cudaMallocPitch((void**)&d_dst, &p_dst, c.dst.cols * 3, c.dst.rows));
@@ -88,12 +89,12 @@ int main(int argc, char** argv) {
       check(cudaStreamSynchronize(stream));
       std::vector<double> t;
       for (int i = 0; i < iters; i++) {
-        cudaEventRecord(e0, stream);
+        check(cudaEventRecord(e0, stream));
         cl.clone(dj);
-        cudaEventRecord(e1, stream);
+        check(cudaEventRecord(e1, stream));
         check(cudaEventSynchronize(e1));
         float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
+        check(cudaEventElapsedTime(&ms, e0, e1));
         t.push_back(ms);
       }
       return median(t);
@@ -109,9 +110,9 @@ int main(int argc, char** argv) {
     if (gpu_only) {  // quick look while tuning: no CPU references
       std::printf("| %dx%d | %dx%d | %.3f | %.3f | %s | %s | - | - | - | - |\n", s.w, s.h, s.dw, s.dh, g_gemm, g_fft,
                   replay_ms, auto_name);
-      cudaFree(d_dst);
-      cudaFree(d_src);
-      cudaFree(d_mask);
+      check(cudaFree(d_dst));
+      check(cudaFree(d_src));
+      check(cudaFree(d_mask));
       continue;
     }
     // correctness of what was timed: one fresh solve each way vs OpenCV
@@ -141,9 +142,9 @@ int main(int argc, char** argv) {
                 g_gemm, g_fft, replay_ms, auto_name, t_cpu, cpu_exact ? " (bit-exact)" : " (NOT exact)", t_cv,
                 t_cv / g_best, d.str().c_str());
     std::fflush(stdout);
-    cudaFree(d_dst);
-    cudaFree(d_src);
-    cudaFree(d_mask);
+    check(cudaFree(d_dst));
+    check(cudaFree(d_src));
+    check(cudaFree(d_mask));
   }
   return 0;
 }

@@ -104,14 +104,16 @@ DeviceArray<T> device_copy(const T* host, size_t count) {
   return d;
 }
 
-// A cudaStream_t owned like the arrays above (created non-blocking: the legacy default stream
-// must not serialise an element's work with its neighbours').
+// A cudaStream_t owned like the arrays above. Non-blocking by default: the legacy default stream
+// must not serialise an element's work with its neighbours'. cudaStreamDefault gives a blocking
+// stream, for tests and benchmarks whose synchronous cudaMemcpy on the legacy default stream must
+// be ordered before the work they queue on it.
 class Stream {
  public:
   Stream() = default;
-  static Stream create() {
+  static Stream create(unsigned flags = cudaStreamNonBlocking) {
     Stream s;
-    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream_, cudaStreamNonBlocking));
+    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream_, flags));
     return s;
   }
   ~Stream() { reset(); }

@@ -107,7 +107,7 @@ TEST(BowGpu, FilterBankWordsAndHistogramsMatchTheCpuPath) {
   const cv::Rect roi(37, 21, 611, 433);
   const std::vector<float> contiguous = gpu.histogram(big(roi).clone());
   EXPECT_EQ(gpu.histogram(big(roi)), contiguous);
-  uint8_t* device = nullptr;
+  uint8_t* device = nullptr;  // cudaMallocPitch: the pitched layout is what is tested (DeviceArray has no pitch)
   size_t pitch = 0;
   ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&device), &pitch, size_t(roi.width), size_t(roi.height)),
             cudaSuccess);

@@ -27,20 +27,12 @@ void check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); 
 
 // Device copies of a host frame and its result.
 struct DeviceFrame {
-  float* sig = nullptr;
-  float* out = nullptr;
-  DeviceFrame(const std::vector<float>& frame, int64_t pixels) {
-    cudaMalloc(reinterpret_cast<void**>(&sig), frame.size() * sizeof(float));
-    cudaMalloc(reinterpret_cast<void**>(&out), pixels * sizeof(float));
-    cudaMemcpy(sig, frame.data(), frame.size() * sizeof(float), cudaMemcpyHostToDevice);
-  }
-  ~DeviceFrame() {
-    cudaFree(sig);
-    cudaFree(out);
-  }
+  gpu::DeviceArray<float> sig, out;
+  DeviceFrame(const std::vector<float>& frame, int64_t pixels)
+      : sig(gpu::device_copy(frame.data(), frame.size())), out(static_cast<size_t>(pixels)) {}
   std::vector<float> result(int64_t pixels) const {
     std::vector<float> r(pixels);
-    cudaMemcpy(r.data(), out, pixels * sizeof(float), cudaMemcpyDeviceToHost);
+    check(cudaMemcpy(r.data(), out.data(), pixels * sizeof(float), cudaMemcpyDeviceToHost));
     return r;
   }
 };
@@ -49,12 +41,10 @@ class EmdGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     PRISM_NEED_GPU();
-    check(cudaStreamCreate(&stream));
+    // Blocking: DeviceFrame's synchronous copies (legacy default stream) come before the work queued here.
+    stream = gpu::Stream::create(cudaStreamDefault);
   }
-  void TearDown() override {
-    if (stream) cudaStreamDestroy(stream);
-  }
-  cudaStream_t stream = nullptr;
+  gpu::Stream stream;
 };
 
 // Per size: batches of problems sharing a target and a ground distance (one EMD map each), solved
@@ -84,7 +74,7 @@ TEST_F(EmdGpu, MatchesTheMinCostFlowReferenceOnEverySize) {
         }
         emd::CudaEmdMap map(stream, g, target);
         DeviceFrame d(frame, pixels);
-        map.compute(d.sig, pixels, d.out);
+        map.compute(d.sig.data(), pixels, d.out.data());
         check(cudaStreamSynchronize(stream));
         const std::vector<float> got = d.result(pixels);
         std::mutex mu;
@@ -156,8 +146,8 @@ TEST_F(EmdGpu, CacheNeverChangesAResultAndCountsLikeTheCpu) {
     for (int f = 0; f < 6; ++f) {
       const std::vector<float> frame = noisy_scene(rng, n, pixels, 5000, f == 0 ? 0 : 4);
       DeviceFrame a(frame, pixels), b(frame, pixels);
-      gpu_direct.compute(a.sig, pixels, a.out);
-      gpu.compute(b.sig, pixels, b.out);
+      gpu_direct.compute(a.sig.data(), pixels, a.out.data());
+      gpu.compute(b.sig.data(), pixels, b.out.data());
       check(cudaStreamSynchronize(stream));
       const std::vector<float> want = a.result(pixels), got = b.result(pixels);
       std::vector<float> on_cpu(pixels);
@@ -189,13 +179,13 @@ TEST_F(EmdGpu, NoDeviceAllocationPerFrame) {
   emd::CudaEmdMap gpu(stream, GroundDistance::abs_diff(n), target);
   const std::vector<float> frame = noisy_scene(rng, n, pixels, 3000, 2);
   DeviceFrame d(frame, pixels);
-  gpu.compute(d.sig, pixels, d.out);
+  gpu.compute(d.sig.data(), pixels, d.out.data());
   check(cudaStreamSynchronize(stream));
   size_t free0 = 0, total = 0, free1 = 0;
-  cudaMemGetInfo(&free0, &total);
-  for (int i = 0; i < 20; ++i) gpu.compute(d.sig, pixels, d.out);
+  check(cudaMemGetInfo(&free0, &total));
+  for (int i = 0; i < 20; ++i) gpu.compute(d.sig.data(), pixels, d.out.data());
   check(cudaStreamSynchronize(stream));
-  cudaMemGetInfo(&free1, &total);
+  check(cudaMemGetInfo(&free1, &total));
   EXPECT_EQ(free0, free1);
 }
 

@@ -18,6 +18,7 @@ namespace poisson = prism::poisson;
 
 namespace {
 
+// A pitched device copy of a cv::Mat, as the element's frames are (DeviceArray has no pitch).
 struct DeviceMat {
   uint8_t* data = nullptr;
   size_t pitch = 0;
@@ -27,7 +28,7 @@ struct DeviceMat {
     EXPECT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&data), &pitch, m.cols * elem, m.rows), cudaSuccess);
     EXPECT_EQ(cudaMemcpy2D(data, pitch, m.data, m.step, m.cols * elem, m.rows, cudaMemcpyHostToDevice), cudaSuccess);
   }
-  ~DeviceMat() { cudaFree(data); }
+  ~DeviceMat() { EXPECT_EQ(cudaFree(data), cudaSuccess); }
   cv::Mat download(int type) const {
     cv::Mat m(size, type);
     EXPECT_EQ(cudaMemcpy2D(m.data, m.step, data, pitch, size.width * elem, size.height, cudaMemcpyDeviceToHost),
@@ -37,9 +38,8 @@ struct DeviceMat {
 };
 
 struct Gpu {
-  cudaStream_t stream = nullptr;
-  Gpu() { cudaStreamCreate(&stream); }
-  ~Gpu() { cudaStreamDestroy(stream); }
+  // Blocking: DeviceMat's synchronous copies (legacy default stream) come before the clones queued here.
+  const prism::gpu::Stream stream = prism::gpu::Stream::create(cudaStreamDefault);
 };
 
 // Our GPU result for a case with the given method.
@@ -297,12 +297,12 @@ TEST(PoissonGpu, NoDeviceAllocationPerFrame) {
   job.mask.data = mask.data;
   job.mask.stride = (int64_t)mask.pitch;
   cloner.clone(job);
-  cudaStreamSynchronize(gpu.stream);
+  ASSERT_EQ(cudaStreamSynchronize(gpu.stream), cudaSuccess);
   size_t free0 = 0, free1 = 0, total = 0;
-  cudaMemGetInfo(&free0, &total);
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
   for (int i = 0; i < 50; ++i) cloner.clone(job);
-  cudaStreamSynchronize(gpu.stream);
-  cudaMemGetInfo(&free1, &total);
+  ASSERT_EQ(cudaStreamSynchronize(gpu.stream), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
   EXPECT_EQ(free0, free1);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/device_array.h"
 #include "prism_test.h"
 #include "random_images.h"
 #include "spectral/spectralize.h"
@@ -28,16 +29,15 @@ TEST(SpectralizeGpu, MatchesTheCpuPath) {
     const SpectralizeParams p{bins, window};
     std::vector<float> cpu(static_cast<size_t>(w) * h * bins), gpu(cpu.size());
     spectral::spectralize_cpu(g.data, w, h, static_cast<int64_t>(g.step), p, cpu.data());
+    // A pitched device image, as a GstCudaMemory frame is (DeviceArray has no pitch): freed by hand.
     uint8_t* d_grey = nullptr;
-    float* d_out = nullptr;
     size_t pitch = 0;
     ASSERT_EQ(cudaMallocPitch(reinterpret_cast<void**>(&d_grey), &pitch, w, h), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), gpu.size() * sizeof(float)), cudaSuccess);
-    cudaMemcpy2D(d_grey, pitch, g.data, g.step, w, h, cudaMemcpyHostToDevice);
-    spectral::spectralize_cuda(d_grey, w, h, static_cast<int64_t>(pitch), p, d_out, nullptr);
-    ASSERT_EQ(cudaMemcpy(gpu.data(), d_out, gpu.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-    cudaFree(d_grey);
-    cudaFree(d_out);
+    const gpu::DeviceArray<float> d_out(gpu.size());
+    ASSERT_EQ(cudaMemcpy2D(d_grey, pitch, g.data, g.step, w, h, cudaMemcpyHostToDevice), cudaSuccess);
+    spectral::spectralize_cuda(d_grey, w, h, static_cast<int64_t>(pitch), p, d_out.data(), nullptr);
+    ASSERT_EQ(cudaMemcpy(gpu.data(), d_out.data(), d_out.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaFree(d_grey), cudaSuccess);
     EXPECT_EQ(gpu, cpu) << w << "x" << h << " bins " << bins << " window " << window;
   }
 }
@@ -52,15 +52,11 @@ TEST(SpectralizeGpu, U16IntoPitchedRowsMatchesTheCpuPath) {
   std::vector<uint8_t> cpu(size_t(pitch) * h, 0), gpu(cpu.size(), 0);
   spectral::spectralize_cpu(g.data, w, h, static_cast<int64_t>(g.step), p, reinterpret_cast<uint16_t*>(cpu.data()),
                             pitch);
-  uint8_t *d_grey = nullptr, *d_out = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_grey), size_t(w) * h), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), gpu.size()), cudaSuccess);
-  cudaMemset(d_out, 0, gpu.size());
-  cudaMemcpy2D(d_grey, w, g.data, g.step, w, h, cudaMemcpyHostToDevice);
-  spectral::spectralize_cuda(d_grey, w, h, w, p, reinterpret_cast<uint16_t*>(d_out), nullptr, pitch);
-  ASSERT_EQ(cudaMemcpy(gpu.data(), d_out, gpu.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  cudaFree(d_grey);
-  cudaFree(d_out);
+  const gpu::DeviceArray<uint8_t> d_grey(size_t(w) * h), d_out(gpu.size());
+  ASSERT_EQ(cudaMemset(d_out.data(), 0, d_out.bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2D(d_grey.data(), w, g.data, g.step, w, h, cudaMemcpyHostToDevice), cudaSuccess);
+  spectral::spectralize_cuda(d_grey.data(), w, h, w, p, reinterpret_cast<uint16_t*>(d_out.data()), nullptr, pitch);
+  ASSERT_EQ(cudaMemcpy(gpu.data(), d_out.data(), d_out.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(gpu, cpu);
 }
 
@@ -83,15 +79,10 @@ TEST(TensorGpu, ToSignaturesMatchesTheCpuPath) {
       }
     std::vector<float> cpu(size_t(l.width) * l.height * l.channels), gpu(cpu.size());
     tensor::to_signatures_cpu(frame.data(), l, cpu.data());
-    uint8_t* d_frame = nullptr;
-    float* d_out = nullptr;
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_frame), frame.size()), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), gpu.size() * sizeof(float)), cudaSuccess);
-    cudaMemcpy(d_frame, frame.data(), frame.size(), cudaMemcpyHostToDevice);
-    tensor::to_signatures_cuda(d_frame, l, d_out, nullptr);
-    ASSERT_EQ(cudaMemcpy(gpu.data(), d_out, gpu.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-    cudaFree(d_frame);
-    cudaFree(d_out);
+    const gpu::DeviceArray<uint8_t> d_frame = gpu::device_copy(frame.data(), frame.size());
+    const gpu::DeviceArray<float> d_out(gpu.size());
+    tensor::to_signatures_cuda(d_frame.data(), l, d_out.data(), nullptr);
+    ASSERT_EQ(cudaMemcpy(gpu.data(), d_out.data(), d_out.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(gpu, cpu) << tensor::dtype_name(t);
   }
 }
