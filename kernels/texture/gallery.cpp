@@ -153,7 +153,7 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   return e;
 }
 
-Gallery Gallery::open(const fs::path& dir, bool create) {
+Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
   Gallery g;
   g.dir_ = dir;
   std::error_code ec;
@@ -180,23 +180,46 @@ Gallery Gallery::open(const fs::path& dir, bool create) {
   if (first + "\n" != kMarkerText) throw GalleryError(marker.string() + ":1: unknown gallery format '" + first + "'");
   const fs::path entries = dir / "entries";
   if (!fs::is_directory(entries, ec)) throw GalleryError(entries.string() + ": missing");
-  for (const auto& de : fs::directory_iterator(entries)) {
+  if (load == Load::kEntries) g.entries_ = read_entries(list_entry_files(dir));
+  return g;
+}
+
+std::vector<fs::path> Gallery::list_entry_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& de : fs::directory_iterator(dir / "entries")) {
     const std::string name = de.path().filename().string();
     if (name.rfind(".tmp-", 0) == 0) continue;  // a killed writer's unfinished file
-    const std::string file = de.path().string();
     if (de.path().extension() != ".tex" || !valid_product_id(de.path().stem().string()))
-      throw GalleryError(file + ": unexpected file in the gallery");
-    std::ifstream in(de.path(), std::ios::binary);
-    if (!in) throw GalleryError(file + ": cannot read");
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    GalleryEntry e = decode(bytes, file);
-    if (e.id != de.path().stem().string())
-      throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
-    g.entries_.push_back(std::move(e));
+      throw GalleryError(de.path().string() + ": unexpected file in the gallery");
+    files.push_back(de.path());
   }
-  std::sort(g.entries_.begin(), g.entries_.end(),
-            [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
-  return g;
+  return files;
+}
+
+std::vector<GalleryEntry> Gallery::read_entries(const std::vector<fs::path>& files) {
+  std::vector<GalleryEntry> out;
+  for (const fs::path& path : files) {
+    const std::string file = path.string();
+    errno = 0;
+    std::ifstream in(path, std::ios::binary);
+    // Readers take no lock: a writer may have deleted the entry since the folder was listed.
+    if (!in && errno == ENOENT) continue;
+    if (!in) throw GalleryError(file + ": cannot read: " + errno_text());
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string id = path.stem().string();
+    try {
+      GalleryEntry e = decode(bytes, file);
+      if (e.id != id) throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
+      out.push_back(std::move(e));
+    } catch (const GalleryError& e) {
+      // delete and update do not read the entries, so they repair a gallery that readers refuse.
+      const std::string dir = path.parent_path().parent_path().string();
+      throw GalleryError(std::string(e.what()) + "; remove it with `prism texture delete --gallery " + dir + " " + id +
+                         "` or re-enrol it with `prism texture update --gallery " + dir + " --id " + id + " IMAGE`");
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
+  return out;
 }
 
 const GalleryEntry* Gallery::find(const std::string& id) const {
@@ -210,6 +233,10 @@ fs::path Gallery::entry_path(const std::string& id) const { return dir_ / "entri
 void Gallery::write_entry(GalleryEntry entry, Write mode) {
   if (!valid_product_id(entry.id))
     throw GalleryError("invalid product id '" + entry.id + "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+  if (entry.features.count() < kMinFeatures)
+    throw GalleryError((entry.source.empty() ? "product '" + entry.id + "'" : entry.source) + ": " +
+                       std::to_string(entry.features.count()) + " features (product '" + entry.id + "'); at least " +
+                       std::to_string(kMinFeatures) + " are needed to identify it (a flat, blank or tiny image?)");
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
   const std::vector<uint8_t> bytes = encode(entry);
   WriterLock lock(dir_);

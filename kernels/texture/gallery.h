@@ -2,14 +2,16 @@
 // atomic rename and a crash at any moment leaves each entry either fully old or fully new.
 //
 //   DIR/gallery.prism        marker and format version
-//   DIR/.lock                flock()ed by writers (one writer at a time; readers need no lock)
+//   DIR/.lock                flock()ed by writers (one writer at a time; readers take no lock and
+//                            skip an entry deleted between listing the folder and opening it)
 //   DIR/entries/ID.tex       an entry: header, id, source, keypoints, FP16 RootSIFT, CRC-32
 //
 // ADD/UPDATE write `entries/.tmp-ID-PID`, fsync it, rename it over `ID.tex` and fsync the
 // directory before returning: what returned is on disk. DELETE unlinks and fsyncs the directory.
 // Leftover temporary files of a killed writer are ignored by readers and removed by the next writer.
 // Opening validates every entry (magic, version, sizes, CRC-32, id = file name) and refuses a
-// corrupt one with a GalleryError naming the file.
+// corrupt one with a GalleryError naming the file and the repair (delete and update need not read
+// the entries: Load::kNoEntries). Add and update refuse an entry of fewer than kMinFeatures.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -32,14 +34,23 @@ struct GalleryEntry {
   Features features;
 };
 
+// The fewest features an entry may have: an image with fewer can never be identified (RANSAC fits
+// a homography to 4 matches, and verify.h scores fewer than 5 inliers as no evidence; the search's
+// default min_inliers is 5). A flat, blank or tiny image has none.
+constexpr int kMinFeatures = 5;
+
 // Product ids: 1..128 characters of [A-Za-z0-9._-], not starting with '.' or '-'.
 bool valid_product_id(const std::string& id);
 
 class Gallery {
  public:
-  // Opens the gallery in `dir` and reads every entry; with `create` an absent or empty directory
-  // becomes a new gallery. Throws GalleryError.
-  static Gallery open(const std::filesystem::path& dir, bool create = false);
+  // What open reads: every entry (validated), or none of them (entries() stays empty): enough to
+  // add, update and remove, and so the way to repair a gallery whose entry is damaged.
+  enum class Load { kEntries, kNoEntries };
+
+  // Opens the gallery in `dir` and reads every entry (unless told not to); with `create` an absent
+  // or empty directory becomes a new gallery. Throws GalleryError.
+  static Gallery open(const std::filesystem::path& dir, bool create = false, Load load = Load::kEntries);
 
   const std::filesystem::path& dir() const { return dir_; }
   const std::vector<GalleryEntry>& entries() const { return entries_; }  // sorted by id
@@ -50,6 +61,12 @@ class Gallery {
   void add(GalleryEntry entry);
   void update(GalleryEntry entry);
   void remove(const std::string& id);
+
+  // The two steps of reading the entries, exposed for tests: the entry files of the gallery in
+  // `dir` (temporary files skipped, stray files refused), then those files read, validated and
+  // sorted by id.
+  static std::vector<std::filesystem::path> list_entry_files(const std::filesystem::path& dir);
+  static std::vector<GalleryEntry> read_entries(const std::vector<std::filesystem::path>& files);
 
   // Encoding of one entry file (exposed for tests).
   static std::vector<uint8_t> encode(const GalleryEntry& entry);

@@ -2,6 +2,7 @@
 // the gallery's file format, atomic writes and refusal of corrupt files, and search/verify over
 // fresh random textures (smoothed noise at two scales: blob-rich like wood or stone).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <opencv2/imgproc.hpp>
 
@@ -155,13 +156,14 @@ TEST(TextureIndex, SearchFindsTheRightTextureAndRejectsStrangers) {
   EXPECT_FALSE(empty.search(entries[0].features, {}).identified);
 }
 
-GalleryEntry small_entry(const std::string& id, std::mt19937& rng) {
+// An entry of `n` random features (by default a random count that is enough to enrol).
+GalleryEntry small_entry(const std::string& id, std::mt19937& rng, int n = -1) {
   GalleryEntry e;
   e.id = id;
   e.source = "/images/" + id + ".png";
   e.features.width = 64;
   e.features.height = 48;
-  const int n = int(rng() % 40) + 2;
+  if (n < 0) n = int(rng() % 40) + texture::kMinFeatures;
   for (int i = 0; i < n; ++i) e.features.keypoints.push_back({float(i), float(2 * i), 3.f, 45.f, 0.01f * i, i});
   e.features.descriptors.resize(size_t(n) * match::kDim);
   for (auto& d : e.features.descriptors) d = uint16_t(rng() & 0x3BFF);
@@ -255,6 +257,96 @@ TEST(TextureGallery, AKilledWritersTemporaryFileIsIgnoredThenCleared) {
   gallery.add(small_entry("next", rng));  // the next writer clears the leftover
   EXPECT_FALSE(fs::exists(tmp));
   EXPECT_EQ(Gallery::open(g).entries().size(), 2u);
+}
+
+// Item 11 of issue 19: a reader listed entries/, then a writer deleted one before the reader opened
+// it. The reader skips it instead of failing with "cannot read".
+TEST(TextureGallery, AnEntryDeletedAfterTheListingIsSkipped) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery writer = Gallery::open(g, true);
+  for (const char* id : {"a", "b", "c"}) writer.add(small_entry(id, rng));
+  const std::vector<fs::path> listing = Gallery::list_entry_files(g);
+  ASSERT_EQ(listing.size(), 3u);
+  writer.remove("b");
+  std::vector<GalleryEntry> read;
+  ASSERT_NO_THROW(read = Gallery::read_entries(listing));
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[0].id, "a");
+  EXPECT_EQ(read[1].id, "c");
+  // Any other failure to open an entry is still an error naming it.
+  fs::permissions(g / "entries" / "c.tex", fs::perms::none);
+  if (::access((g / "entries" / "c.tex").c_str(), R_OK) != 0) {  // not when running as root
+    try {
+      Gallery::read_entries(listing);
+      ADD_FAILURE() << "read an unreadable entry";
+    } catch (const GalleryError& e) {
+      EXPECT_NE(std::string(e.what()).find("c.tex: cannot read"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Item 12: a damaged entry makes every reader refuse the gallery, saying how to repair it, and the
+// writers can still replace or remove it because they do not read the entries.
+TEST(TextureGallery, ADamagedEntryIsRefusedWithTheRepairAndCanBeReplacedOrRemoved) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery::open(g, true).add(small_entry("p1", rng));
+  Gallery::open(g).add(small_entry("p2", rng));
+  const fs::path file = g / "entries" / "p1.tex";
+  auto damage = [&] { fs::resize_file(file, fs::file_size(file) / 2); };
+  auto refusal = [&]() -> std::string {
+    try {
+      Gallery::open(g);
+    } catch (const GalleryError& e) {
+      return e.what();
+    }
+    return "opened";
+  };
+  damage();
+  const std::string why = refusal();
+  EXPECT_NE(why.find(file.string() + ": corrupt gallery entry"), std::string::npos) << why;
+  EXPECT_NE(why.find("prism texture delete --gallery " + g.string() + " p1"), std::string::npos) << why;
+  EXPECT_NE(why.find("prism texture update --gallery " + g.string() + " --id p1 IMAGE"), std::string::npos) << why;
+
+  Gallery repair = Gallery::open(g, false, Gallery::Load::kNoEntries);
+  EXPECT_TRUE(repair.entries().empty());
+  repair.update(small_entry("p1", rng));
+  ASSERT_EQ(Gallery::open(g).entries().size(), 2u);
+  damage();
+  Gallery::open(g, false, Gallery::Load::kNoEntries).remove("p1");
+  const Gallery after = Gallery::open(g);
+  ASSERT_EQ(after.entries().size(), 1u);
+  EXPECT_EQ(after.entries()[0].id, "p2");
+  // Not a gallery is still refused without reading the entries.
+  EXPECT_THROW(Gallery::open(dir.path() / "nothing", false, Gallery::Load::kNoEntries), GalleryError);
+}
+
+// Item 14: an entry with too few features can never be identified (RANSAC's sample is 4 points and
+// the significance is 0 below 5 inliers), so add and update refuse it, naming the image and count.
+TEST(TextureGallery, EntriesWithTooFewFeaturesAreRefused) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery gallery = Gallery::open(g, true);
+  EXPECT_GE(texture::kMinFeatures, texture::SearchParams{}.min_inliers);
+  for (int n : {0, 1, texture::kMinFeatures - 1}) {
+    try {
+      gallery.add(small_entry("few", rng, n));
+      ADD_FAILURE() << "enrolled " << n << " features";
+    } catch (const GalleryError& e) {
+      const std::string why = e.what();
+      EXPECT_NE(why.find("/images/few.png: " + std::to_string(n) + " features"), std::string::npos) << why;
+      EXPECT_NE(why.find("at least " + std::to_string(texture::kMinFeatures)), std::string::npos) << why;
+    }
+  }
+  EXPECT_EQ(Gallery::open(g).entries().size(), 0u);
+  gallery.add(small_entry("few", rng, texture::kMinFeatures));
+  EXPECT_THROW(gallery.update(small_entry("few", rng, 0)), GalleryError);
+  ASSERT_EQ(Gallery::open(g).entries().size(), 1u);
+  EXPECT_EQ(Gallery::open(g).entries()[0].features.count(), texture::kMinFeatures);
 }
 
 }  // namespace

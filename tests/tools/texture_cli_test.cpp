@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli_support.h"
+#include "common/durable_file.h"
 #include "texture/gallery.h"
 
 namespace fs = std::filesystem;
@@ -122,6 +123,92 @@ TEST(TextureCli, BadInputGetsClearErrors) {
   r = run_prism({"texture", "list", "--gallery", g});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find(entry.string() + ": corrupt gallery entry"), std::string::npos) << r.output;
+}
+
+// A w x h PNG of one grey value, written by hand (one stored deflate block: small images only).
+std::string grey_png(int w, int h, uint8_t value) {
+  auto be32 = [](std::string& s, uint32_t v) {
+    for (int i = 3; i >= 0; --i) s += char(v >> (8 * i));
+  };
+  std::string png = "\x89PNG\r\n\x1a\n";
+  auto chunk = [&](const char* type, const std::string& data) {
+    be32(png, uint32_t(data.size()));
+    const std::string body = type + data;
+    png += body;
+    be32(png, crc32(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+  };
+  std::string ihdr;
+  be32(ihdr, uint32_t(w));
+  be32(ihdr, uint32_t(h));
+  ihdr += std::string("\x08\x00\x00\x00\x00", 5);  // 8-bit grey, no interlace
+  std::string raw;
+  for (int y = 0; y < h; ++y) raw += '\0' + std::string(size_t(w), char(value));  // filter 0 per row
+  const uint16_t len = uint16_t(raw.size());
+  std::string z = "\x78\x01\x01";
+  z += {char(len & 0xff), char(len >> 8), char(~len & 0xff), char((~len >> 8) & 0xff)};
+  z += raw;
+  uint32_t a = 1, b = 0;
+  for (unsigned char c : raw) a = (a + c) % 65521, b = (b + a) % 65521;
+  be32(z, (b << 16) | a);
+  chunk("IHDR", ihdr);
+  chunk("IDAT", z);
+  chunk("IEND", "");
+  return png;
+}
+
+// Item 14 of issue 19: a flat or 1x1 image has no features and could never be identified: enrol and
+// update refuse it, naming the file and the count, and the gallery is unchanged.
+TEST(TextureCli, FlatAndTinyImagesAreRefused) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  const std::string flat = dir.write("flat.png", grey_png(64, 64, 128));
+  const std::string tiny = dir.write("tiny.png", grey_png(1, 1, 200));
+  for (const std::string& image : {flat, tiny}) {
+    auto r = run_prism({"texture", "enroll", "--gallery", g, image});
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(image + ": 0 features"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("enrolled 0 of 1"), std::string::npos) << r.output;
+  }
+  auto r = run_prism({"texture", "enroll", "--gallery", g, "--id", "box", img + "/box.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_prism({"texture", "update", "--gallery", g, "--id", "box", flat});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(flat + ": 0 features"), std::string::npos) << r.output;
+  r = run_prism({"texture", "list", "--gallery", g, "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("/box.png\"}"), std::string::npos) << r.output;  // the old texture is kept
+  EXPECT_EQ(r.output.find("flat"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("tiny"), std::string::npos) << r.output;
+}
+
+// Item 12: a damaged entry makes list refuse the gallery with the repair, and delete and update
+// (which do not read the entries) repair it.
+TEST(TextureCli, ADamagedEntryCanBeDeletedOrUpdated) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  auto r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png", img + "/graf1.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path entry = fs::path(g) / "entries" / "box.tex";
+  auto damage = [&] { fs::resize_file(entry, 20); };
+  damage();
+  r = run_prism({"texture", "list", "--gallery", g});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(entry.string() + ": corrupt gallery entry"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prism texture delete --gallery " + g + " box"), std::string::npos) << r.output;
+  r = run_prism({"texture", "update", "--gallery", g, "--id", "box", img + "/box.png"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_prism({"texture", "list", "--gallery", g});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("box "), std::string::npos) << r.output;
+  damage();
+  r = run_prism({"texture", "delete", "--gallery", g, "box"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_prism({"texture", "list", "--gallery", g});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("box"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("graf1"), std::string::npos) << r.output;
 }
 
 // Starts prism with `args`, returns its pid and a pipe reading its stdout.

@@ -249,7 +249,7 @@ int search_or_verify(const Options& o, bool verify) {
 
 int remove_products(const Options& o) {
   if (o.args.empty()) throw UsageError("give the product ID(s) to delete");
-  Gallery gallery = Gallery::open(o.gallery);
+  Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // deletes a damaged entry too
   int failed = 0;
   for (const auto& id : o.args) {
     try {
@@ -325,7 +325,7 @@ int texture_command(int argc, char** argv) {
     if (o.sub == "enroll" || o.sub == "enrol") return enroll(o);
     if (o.sub == "update") {
       if (o.id.empty() || o.args.size() != 1) throw UsageError("update takes --id ID and one IMAGE");
-      Gallery gallery = Gallery::open(o.gallery);
+      Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // repairs a damaged entry
       GalleryEntry e{o.id, o.args[0], 0, texture::extract_features(load_grey(o.args[0]))};
       const int n = e.features.count();
       gallery.update(std::move(e));
