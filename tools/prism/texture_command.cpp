@@ -290,7 +290,8 @@ int stats(const Options& o) {
     fewest = std::min(fewest, e.features.count());
     most = std::max(most, e.features.count());
     std::error_code ec;
-    file_bytes += fs::file_size(gallery.dir() / "entries" / (e.id + ".tex"), ec);
+    const auto bytes = fs::file_size(gallery.dir() / "entries" / (e.id + ".tex"), ec);
+    if (!ec) file_bytes += size_t(bytes);  // (uintmax_t)-1 for an entry deleted since it was read
   }
   const size_t n = gallery.entries().size();
   const double search_mb = double(n) * match::kSlot * match::kDim * 2 / 1e6;
