@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bad_input.h"
 #include "colorconvert/colorconvert.h"
 #include "gst/prism/gstprismimagefile.h"
 #include "poisson/seamless_clone.h"
@@ -631,6 +632,21 @@ TEST_F(PoissonBlend, CorruptMaskFileIsAnErrorNamingPadAndFile) {
   ASSERT_NE(r.error, "");
   EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find(corrupt), std::string::npos) << r.error;
+}
+
+// A few hundred bytes declaring 100000x100000 (the loader is shared with prism texture and prism
+// bow): refused from its header, before decoding, without a GStreamer-CRITICAL.
+TEST_F(PoissonBlend, MaskDeclaringAHugeSizeIsAnErrorNamingPadAndFile) {
+  const cv::Mat bg = random_image(64, 48, 3, 77), ov = random_image(20, 20, 3, 78);
+  const std::string huge = dir.file("huge.png");
+  prism::test::write_png_declaring(huge, 100000, 100000, 6);
+  prism::test::GlibLogRecorder log;
+  Result r = run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", huge, -1}});
+  ASSERT_NE(r.error, "");
+  EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(huge), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("100000x100000"), std::string::npos) << r.error;
+  EXPECT_TRUE(log.messages().empty()) << log.joined();
 }
 
 TEST_F(PoissonBlend, MaskOfTheWrongSizeIsAnErrorNamingPadAndSizes) {
