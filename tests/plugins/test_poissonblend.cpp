@@ -610,6 +610,78 @@ TEST_F(PoissonBlend, BackgroundCapsChangeRenegotiates) {
   EXPECT_EQ(formats[3], "NV12");
 }
 
+// A background at framerate 0/1 (a still from pngdec without imagefreeze, videotestsrc at 0/1,
+// with or without overlays): one output frame per background frame, as compositor gives, and no
+// GStreamer-CRITICAL (GstVideoAggregator computed its latency as GST_SECOND / 0).
+TEST_F(PoissonBlend, BackgroundAtFramerateZeroGivesOneFramePerBuffer) {
+  const std::string bg_png = dir.file("bg.png"), ov_png = dir.file("ov.png");
+  write_png(random_image(64, 48, 3, 121), bg_png);
+  write_png(bgra_with_alpha(random_image(20, 16, 3, 122), ellipse_mask(20, 16, false)), ov_png);
+  {
+    // videotestsrc makes one frame at 0/1
+    prism::test::GlibLogRecorder log;
+    const RunResult r = run_launch(
+        "videotestsrc num-buffers=3 ! video/x-raw,format=RGBA,width=64,height=48,framerate=0/1 ! "
+        "poissonblend device=cpu ! appsink name=out sync=false");
+    EXPECT_EQ(r.error, "") << r.error_debug;
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+    EXPECT_EQ(r.frames.size(), 1u);
+  }
+  {
+    // three stills without duration, and a QoS event from downstream while they flow
+    const std::string caps = "video/x-raw,format=RGBA,width=64,height=48,framerate=0/1";
+    const cv::Mat bg = random_image(64, 48, 4, 123);
+    GstVideoInfo info;
+    GstCaps* c = gst_caps_from_string(caps.c_str());
+    gst_video_info_from_caps(&info, c);
+    gst_caps_unref(c);
+    GstElement* blend = nullptr;
+    RunOptions options;
+    options.before_play = [&](GstElement* p) { blend = gst_bin_get_by_name(GST_BIN(p), "b"); };
+    options.after_play = [&](GstElement* p) {
+      GstElement* src = gst_bin_get_by_name(GST_BIN(p), "bg");
+      for (int i = 0; i < 3; i++) {
+        GstBuffer* buf = buffer_from_planes(info, {bg.data}, {bg.step[0]}, i);
+        GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;
+        gst_app_src_push_buffer(GST_APP_SRC(src), buf);
+      }
+      gst_app_src_end_of_stream(GST_APP_SRC(src));
+      gst_object_unref(src);
+    };
+    options.on_sample = [&](GstSample*) {
+      GstPad* pad = gst_element_get_static_pad(blend, "src");
+      gst_pad_send_event(pad, gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 0.5, GST_SECOND, 0));
+      gst_object_unref(pad);
+    };
+    prism::test::GlibLogRecorder log;
+    const RunResult r = run_launch("appsrc name=bg format=time caps=\"" + caps +
+                                       "\" ! poissonblend name=b device=cpu ! appsink name=out sync=false",
+                                   options);
+    if (blend) gst_object_unref(blend);
+    EXPECT_EQ(r.error, "") << r.error_debug;
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+    EXPECT_EQ(r.frames.size(), 3u);
+  }
+  {
+    prism::test::GlibLogRecorder log;
+    const RunResult r = run_launch(
+        "poissonblend name=b device=cpu overlay_0::xpos=32 overlay_0::ypos=24 ! "
+        "appsink name=out sync=false "
+        "filesrc location=" +
+        bg_png +
+        " ! pngdec ! videoconvert ! video/x-raw,format=BGR ! "
+        "b.sink filesrc location=" +
+        ov_png +
+        " ! pngdec ! videoconvert ! "
+        "video/x-raw,format=BGRA ! imagefreeze num-buffers=5 ! b.overlay_0");
+    EXPECT_EQ(r.error, "") << r.error_debug;
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+    ASSERT_EQ(r.frames.size(), 1u);
+    EXPECT_EQ(r.frames[0].width, 64);
+    EXPECT_EQ(r.frames[0].format, "BGR");
+  }
+}
+
 // ---- bad input: clear errors, no crash, no hang -------------------------------------------------------------
 
 TEST_F(PoissonBlend, MissingMaskFileIsAnErrorNamingPadAndFile) {
