@@ -250,11 +250,28 @@ static gboolean src_query(GstAggregator *agg, GstQuery *query) {
   return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->src_query(agg, query);
 }
 
+/* The caps of the background frame being aggregated (bg->info, set when its buffer was taken), in
+ * the memory kind of the pad's caps. The pad's current caps can be newer: when the size changes
+ * frame by frame, the caps of frames still queued behind this one. */
+static GstCaps *background_frame_caps(GstPoissonBlend *self) {
+  GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
+  GstCaps *caps = gst_pad_get_current_caps(GST_PAD(bg));
+  GstVideoInfo latest;
+  if (!caps || GST_VIDEO_INFO_FORMAT(&bg->info) == GST_VIDEO_FORMAT_UNKNOWN ||
+      (gst_video_info_from_caps(&latest, caps) && gst_video_info_is_equal(&latest, &bg->info)))
+    return caps;
+  GstCaps *frame = gst_video_info_to_caps(&bg->info);
+  gst_caps_set_features(frame, 0, gst_caps_features_copy(gst_caps_get_features(caps, 0)));
+  GST_DEBUG_OBJECT(self, "background frame %" GST_PTR_FORMAT " (pad has %" GST_PTR_FORMAT ")", frame, caps);
+  gst_caps_unref(caps);
+  return frame;
+}
+
 /* The output caps are the background's (format, size, framerate, memory), nothing else. */
 static GstFlowReturn update_src_caps(GstAggregator *agg, GstCaps *downstream, GstCaps **ret) {
   GstPoissonBlend *self = GST_POISSON_BLEND(agg);
   GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
-  GstCaps *bg_caps = gst_pad_get_current_caps(GST_PAD(bg));
+  GstCaps *bg_caps = background_frame_caps(self);
   if (!bg_caps || GST_VIDEO_INFO_FORMAT(&bg->info) == GST_VIDEO_FORMAT_UNKNOWN) {
     if (bg_caps) gst_caps_unref(bg_caps);
     GST_DEBUG_OBJECT(self, "no background caps yet");

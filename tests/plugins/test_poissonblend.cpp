@@ -610,6 +610,60 @@ TEST_F(PoissonBlend, BackgroundCapsChangeRenegotiates) {
   EXPECT_EQ(formats[3], "NV12");
 }
 
+// The background changes size on every frame (320x240 -> 321x241 -> 320x240 ...), as compositor
+// takes it: each output frame has its background's size, and the overlay is cloned into each.
+TEST_F(PoissonBlend, BackgroundSizeChangingEveryFrameRenegotiatesEachTime) {
+  const int sizes[][2] = {{320, 240}, {321, 241}, {320, 240}, {321, 241}, {320, 240}};
+  const int n = 5;
+  const cv::Mat o = bgra_with_alpha(random_image(30, 24, 3, 111), ellipse_mask(30, 24, false));
+  std::vector<cv::Mat> bgs;
+  for (int i = 0; i < n; i++) bgs.push_back(random_image(sizes[i][0], sizes[i][1], 4, 112 + i));
+  GstVideoInfo oi;
+  GstCaps* oc = gst_caps_from_string(caps_of("BGRA", 30, 24).c_str());
+  gst_video_info_from_caps(&oi, oc);
+  RunOptions options;
+  options.before_play = [&](GstElement* p) {
+    GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
+    g_object_set(ov, "caps", oc, nullptr);
+    gst_object_unref(ov);
+  };
+  options.after_play = [&](GstElement* p) {
+    GstElement* bg = gst_bin_get_by_name(GST_BIN(p), "bg");
+    GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
+    for (int i = 0; i < n; i++)
+      gst_app_src_push_buffer(GST_APP_SRC(ov), buffer_from_planes(oi, {o.data}, {o.step[0]}, i));
+    gst_app_src_end_of_stream(GST_APP_SRC(ov));
+    for (int i = 0; i < n; i++) {
+      GstCaps* c = gst_caps_from_string(caps_of("BGRA", sizes[i][0], sizes[i][1]).c_str());
+      GstVideoInfo info;
+      gst_video_info_from_caps(&info, c);
+      gst_app_src_set_caps(GST_APP_SRC(bg), c);
+      gst_caps_unref(c);
+      gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(info, {bgs[i].data}, {bgs[i].step[0]}, i));
+    }
+    gst_app_src_end_of_stream(GST_APP_SRC(bg));
+    gst_object_unref(bg);
+    gst_object_unref(ov);
+  };
+  prism::test::GlibLogRecorder log;
+  const RunResult r = run_launch(
+      "poissonblend name=b device=cpu overlay_0::xpos=100 overlay_0::ypos=80 ! appsink name=out sync=false "
+      "appsrc name=bg format=time ! b.sink appsrc name=ov format=time ! b.overlay_0",
+      options);
+  gst_caps_unref(oc);
+  EXPECT_EQ(r.error, "") << r.error_debug;
+  EXPECT_TRUE(log.messages().empty()) << log.joined();
+  ASSERT_EQ(r.frames.size(), (size_t)n);
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(r.frames[i].width, sizes[i][0]) << "frame " << i;
+    EXPECT_EQ(r.frames[i].height, sizes[i][1]) << "frame " << i;
+    // Outside the overlay's box the output is the background of the same frame.
+    ASSERT_EQ(r.frames[i].bytes.size(), bgs[i].total() * 4) << "frame " << i;
+    EXPECT_EQ(0, memcmp(r.frames[i].bytes.data(), bgs[i].data, bgs[i].cols * 4 * 10)) << "frame " << i;
+    EXPECT_NE(0, memcmp(r.frames[i].bytes.data(), bgs[i].data, bgs[i].total() * 4)) << "frame " << i << ": no clone";
+  }
+}
+
 // A background at framerate 0/1 (a still from pngdec without imagefreeze, videotestsrc at 0/1,
 // with or without overlays): one output frame per background frame, as compositor gives, and no
 // GStreamer-CRITICAL (GstVideoAggregator computed its latency as GST_SECOND / 0).
