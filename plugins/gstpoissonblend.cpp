@@ -250,11 +250,28 @@ static gboolean src_query(GstAggregator *agg, GstQuery *query) {
   return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->src_query(agg, query);
 }
 
+/* The caps of the background frame being aggregated (bg->info, set when its buffer was taken), in
+ * the memory kind of the pad's caps. The pad's current caps can be newer: when the size changes
+ * frame by frame, the caps of frames still queued behind this one. */
+static GstCaps *background_frame_caps(GstPoissonBlend *self) {
+  GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
+  GstCaps *caps = gst_pad_get_current_caps(GST_PAD(bg));
+  GstVideoInfo latest;
+  if (!caps || GST_VIDEO_INFO_FORMAT(&bg->info) == GST_VIDEO_FORMAT_UNKNOWN ||
+      (gst_video_info_from_caps(&latest, caps) && gst_video_info_is_equal(&latest, &bg->info)))
+    return caps;
+  GstCaps *frame = gst_video_info_to_caps(&bg->info);
+  gst_caps_set_features(frame, 0, gst_caps_features_copy(gst_caps_get_features(caps, 0)));
+  GST_DEBUG_OBJECT(self, "background frame %" GST_PTR_FORMAT " (pad has %" GST_PTR_FORMAT ")", frame, caps);
+  gst_caps_unref(caps);
+  return frame;
+}
+
 /* The output caps are the background's (format, size, framerate, memory), nothing else. */
 static GstFlowReturn update_src_caps(GstAggregator *agg, GstCaps *downstream, GstCaps **ret) {
   GstPoissonBlend *self = GST_POISSON_BLEND(agg);
   GstVideoAggregatorPad *bg = GST_VIDEO_AGGREGATOR_PAD(self->background);
-  GstCaps *bg_caps = gst_pad_get_current_caps(GST_PAD(bg));
+  GstCaps *bg_caps = background_frame_caps(self);
   if (!bg_caps || GST_VIDEO_INFO_FORMAT(&bg->info) == GST_VIDEO_FORMAT_UNKNOWN) {
     if (bg_caps) gst_caps_unref(bg_caps);
     GST_DEBUG_OBJECT(self, "no background caps yet");
@@ -311,7 +328,40 @@ static gboolean negotiated_src_caps(GstAggregator *agg, GstCaps *caps) {
     }
   }
 #endif
-  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->negotiated_src_caps(agg, caps);
+  /* At framerate 0/1 (a still, or a variable rate) GstVideoAggregator 1.22 takes GST_SECOND / 0 as
+   * its latency (GStreamer-CRITICALs), although it aggregates such caps well otherwise: one output
+   * frame per background frame. What its negotiated_src_caps does that matters is done here: the
+   * output info, the caps, and no latency. */
+  if (GST_VIDEO_INFO_FPS_N(&info) == 0) {
+    GST_OBJECT_LOCK(self);
+    GST_VIDEO_AGGREGATOR(agg)->info = info;
+    GST_OBJECT_UNLOCK(self);
+    gst_aggregator_set_src_caps(agg, caps);
+    gst_aggregator_set_latency(agg, 0, 0);
+    return TRUE;
+  }
+  if (!GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->negotiated_src_caps(agg, caps)) return FALSE;
+  /* The base class skips caps equal to those it set last, which may be older than 0/1 caps set
+   * above. */
+  GstCaps *current = gst_pad_get_current_caps(agg->srcpad);
+  if (!current || !gst_caps_is_equal(current, caps)) {
+    const GstClockTime frame =
+        gst_util_uint64_scale(GST_SECOND, GST_VIDEO_INFO_FPS_D(&info), GST_VIDEO_INFO_FPS_N(&info));
+    gst_aggregator_set_src_caps(agg, caps);
+    gst_aggregator_set_latency(agg, frame, frame);
+  }
+  if (current) gst_caps_unref(current);
+  return TRUE;
+}
+
+/* QoS at framerate 0/1 would make GstVideoAggregator 1.22 divide by the framerate: it is forwarded
+ * upstream as GstAggregator does, without the frame-dropping bookkeeping. */
+static gboolean src_event(GstAggregator *agg, GstEvent *event) {
+  if (GST_EVENT_TYPE(event) == GST_EVENT_QOS && GST_VIDEO_INFO_FPS_N(&GST_VIDEO_AGGREGATOR(agg)->info) == 0) {
+    GstAggregatorClass *base = GST_AGGREGATOR_CLASS(g_type_class_peek(GST_TYPE_AGGREGATOR));
+    return base->src_event(agg, event);
+  }
+  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->src_event(agg, event);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -916,6 +966,7 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
   agg_class->stop = GST_DEBUG_FUNCPTR(stop);
   agg_class->sink_query = GST_DEBUG_FUNCPTR(sink_query);
   agg_class->src_query = GST_DEBUG_FUNCPTR(src_query);
+  agg_class->src_event = GST_DEBUG_FUNCPTR(src_event);
   agg_class->update_src_caps = GST_DEBUG_FUNCPTR(update_src_caps);
   agg_class->fixate_src_caps = GST_DEBUG_FUNCPTR(fixate_src_caps);
   agg_class->negotiated_src_caps = GST_DEBUG_FUNCPTR(negotiated_src_caps);

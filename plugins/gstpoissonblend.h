@@ -15,6 +15,10 @@
  *   background frame with the overlays cloned in, one after another in increasing `zorder` (ties:
  *   pad creation order), i.e. the result of repeated cv::seamlessClone calls. No output without a
  *   background frame; EOS when the background ends, even if an overlay (imagefreeze) would go on.
+ *   A background at framerate 0/1 (a still without imagefreeze) gives one output frame per
+ *   background frame, at framerate 0/1 and with no latency. When the background's caps change
+ *   (size, format, even on every frame), the output is renegotiated at the first frame that has
+ *   them.
  *
  * Properties:
  *   Element: only `device` and `cuda-device-id`. Per overlay pad (gstpoissonblendpad.h): xpos, ypos,

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bad_input.h"
 #include "colorconvert/colorconvert.h"
 #include "gst/prism/gstprismimagefile.h"
 #include "poisson/seamless_clone.h"
@@ -609,6 +610,132 @@ TEST_F(PoissonBlend, BackgroundCapsChangeRenegotiates) {
   EXPECT_EQ(formats[3], "NV12");
 }
 
+// The background changes size on every frame (320x240 -> 321x241 -> 320x240 ...), as compositor
+// takes it: each output frame has its background's size, and the overlay is cloned into each.
+TEST_F(PoissonBlend, BackgroundSizeChangingEveryFrameRenegotiatesEachTime) {
+  const int sizes[][2] = {{320, 240}, {321, 241}, {320, 240}, {321, 241}, {320, 240}};
+  const int n = 5;
+  const cv::Mat o = bgra_with_alpha(random_image(30, 24, 3, 111), ellipse_mask(30, 24, false));
+  std::vector<cv::Mat> bgs;
+  for (int i = 0; i < n; i++) bgs.push_back(random_image(sizes[i][0], sizes[i][1], 4, 112 + i));
+  GstVideoInfo oi;
+  GstCaps* oc = gst_caps_from_string(caps_of("BGRA", 30, 24).c_str());
+  gst_video_info_from_caps(&oi, oc);
+  RunOptions options;
+  options.before_play = [&](GstElement* p) {
+    GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
+    g_object_set(ov, "caps", oc, nullptr);
+    gst_object_unref(ov);
+  };
+  options.after_play = [&](GstElement* p) {
+    GstElement* bg = gst_bin_get_by_name(GST_BIN(p), "bg");
+    GstElement* ov = gst_bin_get_by_name(GST_BIN(p), "ov");
+    for (int i = 0; i < n; i++)
+      gst_app_src_push_buffer(GST_APP_SRC(ov), buffer_from_planes(oi, {o.data}, {o.step[0]}, i));
+    gst_app_src_end_of_stream(GST_APP_SRC(ov));
+    for (int i = 0; i < n; i++) {
+      GstCaps* c = gst_caps_from_string(caps_of("BGRA", sizes[i][0], sizes[i][1]).c_str());
+      GstVideoInfo info;
+      gst_video_info_from_caps(&info, c);
+      gst_app_src_set_caps(GST_APP_SRC(bg), c);
+      gst_caps_unref(c);
+      gst_app_src_push_buffer(GST_APP_SRC(bg), buffer_from_planes(info, {bgs[i].data}, {bgs[i].step[0]}, i));
+    }
+    gst_app_src_end_of_stream(GST_APP_SRC(bg));
+    gst_object_unref(bg);
+    gst_object_unref(ov);
+  };
+  prism::test::GlibLogRecorder log;
+  const RunResult r = run_launch(
+      "poissonblend name=b device=cpu overlay_0::xpos=100 overlay_0::ypos=80 ! appsink name=out sync=false "
+      "appsrc name=bg format=time ! b.sink appsrc name=ov format=time ! b.overlay_0",
+      options);
+  gst_caps_unref(oc);
+  EXPECT_EQ(r.error, "") << r.error_debug;
+  EXPECT_TRUE(log.messages().empty()) << log.joined();
+  ASSERT_EQ(r.frames.size(), (size_t)n);
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(r.frames[i].width, sizes[i][0]) << "frame " << i;
+    EXPECT_EQ(r.frames[i].height, sizes[i][1]) << "frame " << i;
+    // Outside the overlay's box the output is the background of the same frame.
+    ASSERT_EQ(r.frames[i].bytes.size(), bgs[i].total() * 4) << "frame " << i;
+    EXPECT_EQ(0, memcmp(r.frames[i].bytes.data(), bgs[i].data, bgs[i].cols * 4 * 10)) << "frame " << i;
+    EXPECT_NE(0, memcmp(r.frames[i].bytes.data(), bgs[i].data, bgs[i].total() * 4)) << "frame " << i << ": no clone";
+  }
+}
+
+// A background at framerate 0/1 (a still from pngdec without imagefreeze, videotestsrc at 0/1,
+// with or without overlays): one output frame per background frame, as compositor gives, and no
+// GStreamer-CRITICAL (GstVideoAggregator computed its latency as GST_SECOND / 0).
+TEST_F(PoissonBlend, BackgroundAtFramerateZeroGivesOneFramePerBuffer) {
+  const std::string bg_png = dir.file("bg.png"), ov_png = dir.file("ov.png");
+  write_png(random_image(64, 48, 3, 121), bg_png);
+  write_png(bgra_with_alpha(random_image(20, 16, 3, 122), ellipse_mask(20, 16, false)), ov_png);
+  {
+    // videotestsrc makes one frame at 0/1
+    prism::test::GlibLogRecorder log;
+    const RunResult r = run_launch(
+        "videotestsrc num-buffers=3 ! video/x-raw,format=RGBA,width=64,height=48,framerate=0/1 ! "
+        "poissonblend device=cpu ! appsink name=out sync=false");
+    EXPECT_EQ(r.error, "") << r.error_debug;
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+    EXPECT_EQ(r.frames.size(), 1u);
+  }
+  {
+    // three stills without duration, and a QoS event from downstream while they flow
+    const std::string caps = "video/x-raw,format=RGBA,width=64,height=48,framerate=0/1";
+    const cv::Mat bg = random_image(64, 48, 4, 123);
+    GstVideoInfo info;
+    GstCaps* c = gst_caps_from_string(caps.c_str());
+    gst_video_info_from_caps(&info, c);
+    gst_caps_unref(c);
+    GstElement* blend = nullptr;
+    RunOptions options;
+    options.before_play = [&](GstElement* p) { blend = gst_bin_get_by_name(GST_BIN(p), "b"); };
+    options.after_play = [&](GstElement* p) {
+      GstElement* src = gst_bin_get_by_name(GST_BIN(p), "bg");
+      for (int i = 0; i < 3; i++) {
+        GstBuffer* buf = buffer_from_planes(info, {bg.data}, {bg.step[0]}, i);
+        GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;
+        gst_app_src_push_buffer(GST_APP_SRC(src), buf);
+      }
+      gst_app_src_end_of_stream(GST_APP_SRC(src));
+      gst_object_unref(src);
+    };
+    options.on_sample = [&](GstSample*) {
+      GstPad* pad = gst_element_get_static_pad(blend, "src");
+      gst_pad_send_event(pad, gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 0.5, GST_SECOND, 0));
+      gst_object_unref(pad);
+    };
+    prism::test::GlibLogRecorder log;
+    const RunResult r = run_launch("appsrc name=bg format=time caps=\"" + caps +
+                                       "\" ! poissonblend name=b device=cpu ! appsink name=out sync=false",
+                                   options);
+    if (blend) gst_object_unref(blend);
+    EXPECT_EQ(r.error, "") << r.error_debug;
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+    EXPECT_EQ(r.frames.size(), 3u);
+  }
+  {
+    prism::test::GlibLogRecorder log;
+    const RunResult r = run_launch(
+        "poissonblend name=b device=cpu overlay_0::xpos=32 overlay_0::ypos=24 ! "
+        "appsink name=out sync=false "
+        "filesrc location=" +
+        bg_png +
+        " ! pngdec ! videoconvert ! video/x-raw,format=BGR ! "
+        "b.sink filesrc location=" +
+        ov_png +
+        " ! pngdec ! videoconvert ! "
+        "video/x-raw,format=BGRA ! imagefreeze num-buffers=5 ! b.overlay_0");
+    EXPECT_EQ(r.error, "") << r.error_debug;
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+    ASSERT_EQ(r.frames.size(), 1u);
+    EXPECT_EQ(r.frames[0].width, 64);
+    EXPECT_EQ(r.frames[0].format, "BGR");
+  }
+}
+
 // ---- bad input: clear errors, no crash, no hang -------------------------------------------------------------
 
 TEST_F(PoissonBlend, MissingMaskFileIsAnErrorNamingPadAndFile) {
@@ -631,6 +758,21 @@ TEST_F(PoissonBlend, CorruptMaskFileIsAnErrorNamingPadAndFile) {
   ASSERT_NE(r.error, "");
   EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find(corrupt), std::string::npos) << r.error;
+}
+
+// A few hundred bytes declaring 100000x100000 (the loader is shared with prism texture and prism
+// bow): refused from its header, before decoding, without a GStreamer-CRITICAL.
+TEST_F(PoissonBlend, MaskDeclaringAHugeSizeIsAnErrorNamingPadAndFile) {
+  const cv::Mat bg = random_image(64, 48, 3, 77), ov = random_image(20, 20, 3, 78);
+  const std::string huge = dir.file("huge.png");
+  prism::test::write_png_declaring(huge, 100000, 100000, 6);
+  prism::test::GlibLogRecorder log;
+  Result r = run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", huge, -1}});
+  ASSERT_NE(r.error, "");
+  EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find(huge), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("100000x100000"), std::string::npos) << r.error;
+  EXPECT_TRUE(log.messages().empty()) << log.joined();
 }
 
 TEST_F(PoissonBlend, MaskOfTheWrongSizeIsAnErrorNamingPadAndSizes) {

@@ -2,6 +2,7 @@
 
 #include <gst/app/gstappsink.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -24,6 +25,60 @@ void on_pad_added(GstElement *, GstPad *pad, gpointer convert) {
   gst_object_unref(sink);
 }
 
+/* The largest image a load takes, checked on the caps of every source pad inside decodebin (the
+ * parser's image/png with the header's size, a decoder's video/x-raw), before the element after
+ * the pad allocates or decodes anything for them (pngdec would fill gigabytes, or log
+ * GStreamer-CRITICALs where the size overflows GstVideoInfo). A refused caps event is dropped
+ * (a sticky event cannot fail from a probe) and every buffer after it fails as not-negotiated, so
+ * the stream stops with an error. Streaming threads write; the caller reads after that error. */
+struct SizeGuard {
+  guint64 max_pixels = 0;
+  std::atomic<int> width{0}, height{0};
+  std::atomic<bool> refused{false};
+};
+
+GstPadProbeReturn check_caps_size(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+  SizeGuard *guard = (SizeGuard *)data;
+  if (!(info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM)) {
+    if (!guard->refused) return GST_PAD_PROBE_OK;
+    gst_mini_object_unref(GST_MINI_OBJECT(GST_PAD_PROBE_INFO_DATA(info)));
+    GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_NOT_NEGOTIATED;
+    return GST_PAD_PROBE_HANDLED;
+  }
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  if (GST_EVENT_TYPE(event) != GST_EVENT_CAPS) return GST_PAD_PROBE_OK;
+  GstCaps *caps;
+  gst_event_parse_caps(event, &caps);
+  const GstStructure *s = gst_caps_get_size(caps) ? gst_caps_get_structure(caps, 0) : nullptr;
+  int w = 0, h = 0;
+  if (!s || !gst_structure_get_int(s, "width", &w) || !gst_structure_get_int(s, "height", &h)) return GST_PAD_PROBE_OK;
+  if (w > 0 && h > 0 && (guint64)w * (guint64)h <= guard->max_pixels) return GST_PAD_PROBE_OK;
+  GST_DEBUG_OBJECT(pad, "refusing %dx%d (at most %" G_GUINT64_FORMAT " pixels)", w, h, guard->max_pixels);
+  if (!guard->refused) {
+    guard->width = w;
+    guard->height = h;
+    guard->refused = true;
+  }
+  return GST_PAD_PROBE_DROP;
+}
+
+void guard_pad(GstElement *, GstPad *pad, gpointer guard) {
+  if (GST_PAD_IS_SRC(pad))
+    gst_pad_add_probe(pad,
+                      (GstPadProbeType)(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_BUFFER |
+                                        GST_PAD_PROBE_TYPE_BUFFER_LIST),
+                      check_caps_size, guard, nullptr);
+}
+
+/* decodebin's parsers and decoders, as it adds them (before they run). */
+void guard_element(GstBin *, GstBin *, GstElement *element, gpointer guard) {
+  GstIterator *it = gst_element_iterate_src_pads(element);
+  gst_iterator_foreach(
+      it, [](const GValue *v, gpointer g) { guard_pad(nullptr, GST_PAD(g_value_get_object(v)), g); }, guard);
+  gst_iterator_free(it);
+  g_signal_connect(element, "pad-added", G_CALLBACK(guard_pad), guard);
+}
+
 int channels_of(GstVideoFormat format) {
   switch (format) {
     case GST_VIDEO_FORMAT_BGRA:
@@ -38,7 +93,7 @@ int channels_of(GstVideoFormat format) {
 }  // namespace
 
 gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width,
-                         int height) {
+                         int height, guint64 max_pixels) {
   const int channels = channels_of(format);
   if (!path || !*path) {
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND, "no image file name given");
@@ -89,13 +144,22 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   gst_element_link(src, decode);
   gst_element_link_many(convert, scale, filter, sink, nullptr);
   g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), convert);
+  SizeGuard guard;
+  guard.max_pixels = max_pixels;
+  g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(guard_element), &guard);
 
   gboolean ok = FALSE;
   GstBus *bus = gst_element_get_bus(pipeline);
   gst_element_set_state(pipeline, GST_STATE_PAUSED);
   GstMessage *msg =
       gst_bus_timed_pop_filtered(bus, kTimeout, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE));
-  if (!msg) {
+  if (guard.refused) {
+    /* whatever the bus said after it (an error, or a preroll on EOS) */
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT,
+                "image file '%s' declares %dx%d pixels, more than the %" G_GUINT64_FORMAT
+                " an image may have here; refused before decoding",
+                path, guard.width.load(), guard.height.load(), max_pixels);
+  } else if (!msg) {
     g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
                 "image file '%s' could not be decoded within 10 s (not an image?)", path);
   } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
@@ -141,9 +205,9 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   return ok;
 }
 
-gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error) {
+gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error, guint64 max_pixels) {
   ImageFile bgra;
-  if (!image_file_load(path, GST_VIDEO_FORMAT_BGRA, &bgra, error)) return FALSE;
+  if (!image_file_load(path, GST_VIDEO_FORMAT_BGRA, &bgra, error, 0, 0, max_pixels)) return FALSE;
   out->width = bgra.width;
   out->height = bgra.height;
   out->channels = 1;

@@ -24,15 +24,22 @@ struct ImageFile {
   std::vector<uint8_t> pixels;  // rows packed without padding: width * channels bytes each
 };
 
+// The default of `max_pixels` below: 8192 x 8192 (256 MiB as BGRA).
+constexpr guint64 kImageFileMaxPixels = 64ull << 20;
+
 // Decodes the first image of `path` into `format` (GST_VIDEO_FORMAT_BGRA, RGBA, BGR, RGB or
 // GRAY8), scaled to width x height when both are > 0 (videoscale's bilinear), else at its own
 // size. Returns FALSE with `error` set (naming the file) on failure; never hangs (10 s limit).
+// A file whose header declares more than `max_pixels` pixels (width x height, as its parser or
+// decoder announces them, before any pixel is decoded) is refused with
+// GST_RESOURCE_ERROR_NO_SPACE_LEFT naming the file and the declared size.
 gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width = 0,
-                         int height = 0);
+                         int height = 0, guint64 max_pixels = kImageFileMaxPixels);
 
 // A mask file as 8-bit grey: decoded to BGRA, then grey = OpenCV's cvtColor BGR2GRAY of B, G, R
 // (prism::grey_bgr from kernels/common/grey.h, bit-exact; alpha ignored). A grey or black-and-white file keeps its
 // values exactly.
-gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error);
+gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error,
+                              guint64 max_pixels = kImageFileMaxPixels);
 
 }  // namespace prism
