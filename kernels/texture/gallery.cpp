@@ -11,8 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <iterator>
+#include <sstream>
 
 namespace prism::texture {
 
@@ -39,6 +38,14 @@ std::string errno_text() { return std::strerror(errno); }
 void write_atomically(const fs::path& tmp, const fs::path& final, const std::vector<uint8_t>& bytes) {
   try {
     prism::write_atomically(tmp, final, bytes, /*sync_directory=*/false);  // callers fsync once
+  } catch (const FileError& e) {
+    throw GalleryError(e.what());
+  }
+}
+// A file the gallery reads: a FIFO, /dev/zero, ... is refused (it would be read forever).
+std::vector<uint8_t> read_regular(const fs::path& path) {
+  try {
+    return read_file(path);
   } catch (const FileError& e) {
     throw GalleryError(e.what());
   }
@@ -174,7 +181,8 @@ Gallery Gallery::open(const fs::path& dir, bool create) {
     fsync_dir(dir);
     return g;
   }
-  std::ifstream m(marker);
+  const std::vector<uint8_t> marker_bytes = read_regular(marker);
+  std::istringstream m(std::string(marker_bytes.begin(), marker_bytes.end()));
   std::string first;
   std::getline(m, first);
   if (first + "\n" != kMarkerText) throw GalleryError(marker.string() + ":1: unknown gallery format '" + first + "'");
@@ -186,10 +194,7 @@ Gallery Gallery::open(const fs::path& dir, bool create) {
     const std::string file = de.path().string();
     if (de.path().extension() != ".tex" || !valid_product_id(de.path().stem().string()))
       throw GalleryError(file + ": unexpected file in the gallery");
-    std::ifstream in(de.path(), std::ios::binary);
-    if (!in) throw GalleryError(file + ": cannot read");
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    GalleryEntry e = decode(bytes, file);
+    GalleryEntry e = decode(read_regular(de.path()), file);
     if (e.id != de.path().stem().string())
       throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
     g.entries_.push_back(std::move(e));
