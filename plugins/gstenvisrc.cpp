@@ -137,7 +137,7 @@ static gboolean start(GstBaseSrc *src) {
     const envi::Header h = envi::read_header(path);
     gst_prism_tensor_info_init(&self->info, envi::dtype_of(h.data_type), h.bands, h.samples, h.lines, fps_n, fps_d);
   } catch (const std::exception &e) {
-    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("envisrc: %s", e.what()), (nullptr));
+    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("envisrc: %s (property 'location')", e.what()), (nullptr));
     return FALSE;
   }
   self->have_info = TRUE;
@@ -178,7 +178,7 @@ static GstFlowReturn create(GstPushSrc *push, GstBuffer **out) {
     }
     cube = envi::read_cube(path);
   } catch (const std::exception &e) {
-    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("envisrc: %s", e.what()), (nullptr));
+    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("envisrc: %s (property 'location')", e.what()), (nullptr));
     return GST_FLOW_ERROR;
   }
   const envi::Header &h = cube.header;

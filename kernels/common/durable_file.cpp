@@ -1,13 +1,13 @@
 #include "common/durable_file.h"
 
+#include "common/regular_file.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 namespace prism {
 
@@ -67,12 +67,6 @@ void fsync_directory(const std::filesystem::path& dir) {
   if (rc != 0) throw FileError(dir.string() + ": fsync failed: " + errno_text());
 }
 
-std::vector<uint8_t> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FileError(path.string() + ": cannot open: " + errno_text());
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw FileError(path.string() + ": read failed");
-  return bytes;
-}
+std::vector<uint8_t> read_file(const std::filesystem::path& path) { return RegularFile(path).read_all(); }
 
 }  // namespace prism

@@ -24,7 +24,7 @@ void write_atomically(const std::filesystem::path& tmp, const std::filesystem::p
                       const std::vector<uint8_t>& bytes, bool sync_directory = true);
 void fsync_directory(const std::filesystem::path& dir);  // FileError
 
-// The whole file (FileError naming it when it cannot be read).
+// The whole file (FileError naming it when it cannot be read or is not a regular file: RegularFile).
 std::vector<uint8_t> read_file(const std::filesystem::path& path);
 
 }  // namespace prism

@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include "common/regular_file.h"
 #include "emd/signature_table.h"
 
 namespace prism::emd {
@@ -77,8 +77,12 @@ std::vector<float> parse_numbers(const std::string& text, const std::string& whe
 }
 
 GroundDistance GroundDistance::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot open the ground-distance file");
+  std::istringstream in;
+  try {
+    in.str(RegularFile(path).read_text());  // refuses a FIFO, /dev/zero, ...
+  } catch (const FileError& e) {
+    throw std::invalid_argument(e.what());
+  }
   std::vector<float> values;
   int n = -1, line_no = 0, rows = 0;
   std::string line;

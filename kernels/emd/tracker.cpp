@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
+#include "common/regular_file.h"
 #include "spectral/spectralize.h"
 
 #if defined(PRISM_HAVE_CUDA)
@@ -57,11 +57,7 @@ TrackerSetup check_config(const TrackerConfig& c, int channels) {
       target = parse_numbers(c.target, "target");
     } else if (!c.target_location.empty()) {
       property = "target-location";
-      std::ifstream f(c.target_location);
-      if (!f) throw std::invalid_argument(c.target_location + ": cannot open the target file");
-      std::stringstream text;
-      text << f.rdbuf();
-      target = parse_numbers(text.str(), c.target_location);
+      target = parse_numbers(RegularFile(c.target_location).read_text(), c.target_location);
     }
     if (!target.empty()) validate_target(target, channels >= 0 ? bins : static_cast<int>(target.size()));
     return {std::move(*ground), std::move(target)};

@@ -4,9 +4,12 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "common/regular_file.h"
 
 namespace prism::envi {
 namespace {
@@ -32,6 +35,8 @@ int64_t parse_int(const std::string& path, int line, const std::string& key, con
   long long x = 0;
   try {
     x = std::stoll(v, &used);
+  } catch (const std::out_of_range&) {
+    fail(path, line, "'" + key + "' is '" + v + "', beyond a 64-bit integer");
   } catch (const std::exception&) {
     used = 0;
   }
@@ -39,9 +44,30 @@ int64_t parse_int(const std::string& path, int line, const std::string& key, con
   return x;
 }
 
+// A dimension, range-checked as parsed: what a tensor frame carries (and no product of them
+// overflows).
+int parse_dimension(const std::string& path, int line, const std::string& key, const std::string& v, int max) {
+  const int64_t x = parse_int(path, line, key, v);
+  if (x < 1 || x > max)
+    fail(path, line, "'" + key + "' is " + std::to_string(x) + "; 1 to " + std::to_string(max) + " are supported");
+  return int(x);
+}
+
+// a * b, or -1 when that overflows (sizes are never negative).
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? -1 : r;
+}
+
+// Bytes of a header's data (after its offset), or -1 when that overflows 64 bits.
+int64_t data_bytes(const Header& h) {
+  return checked_mul(checked_mul(checked_mul(h.samples, h.lines), h.bands), data_type_size(h.data_type));
+}
+
+// A name the reader can open: existing, by stat (opening a FIFO to test it would block).
 bool file_exists(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  return static_cast<bool>(f);
+  std::error_code ec;
+  return std::filesystem::exists(p, ec);
 }
 
 bool host_is_big_endian() {
@@ -118,8 +144,12 @@ tensor::DType dtype_of(int t) {
 }
 
 Header read_header(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::invalid_argument(path + ": cannot open the ENVI header");
+  std::istringstream f;
+  try {
+    f.str(RegularFile(path).read_text());
+  } catch (const FileError& e) {
+    throw std::invalid_argument(e.what());
+  }
   std::string text;
   int line_no = 0;
   if (!std::getline(f, text)) fail(path, 1, "empty file; an ENVI header starts with the line 'ENVI'");
@@ -127,7 +157,7 @@ Header read_header(const std::string& path) {
   if (trim(text) != "ENVI") fail(path, 1, "an ENVI header starts with the line 'ENVI', not '" + trim(text) + "'");
   Header h;
   bool have_samples = false, have_lines = false, have_bands = false, have_type = false, have_interleave = false;
-  int wavelength_line = 0;
+  int wavelength_line = 0, offset_line = 0;
   std::string line;
   while (std::getline(f, line)) {
     ++line_no;
@@ -147,22 +177,28 @@ Header read_header(const std::string& path) {
       value = trim(value.substr(1, value.find('}') - 1));
     }
     if (key == "samples")
-      h.samples = int(parse_int(path, key_line, key, value)), have_samples = true;
+      h.samples = parse_dimension(path, key_line, key, value, kMaxSide), have_samples = true;
     else if (key == "lines")
-      h.lines = int(parse_int(path, key_line, key, value)), have_lines = true;
+      h.lines = parse_dimension(path, key_line, key, value, kMaxSide), have_lines = true;
     else if (key == "bands")
-      h.bands = int(parse_int(path, key_line, key, value)), have_bands = true;
-    else if (key == "header offset")
+      h.bands = parse_dimension(path, key_line, key, value, kMaxBands), have_bands = true;
+    else if (key == "header offset") {
       h.header_offset = parse_int(path, key_line, key, value);
-    else if (key == "byte order") {
-      h.byte_order = int(parse_int(path, key_line, key, value));
-      if (h.byte_order != 0 && h.byte_order != 1) fail(path, key_line, "'byte order' must be 0 or 1");
+      offset_line = key_line;
+      if (h.header_offset < 0)
+        fail(path, key_line, "'header offset' is " + std::to_string(h.header_offset) + "; it cannot be negative");
+    } else if (key == "byte order") {
+      const int64_t order = parse_int(path, key_line, key, value);
+      if (order != 0 && order != 1)
+        fail(path, key_line, "'byte order' is " + std::to_string(order) + "; 0 or 1 expected");
+      h.byte_order = int(order);
     } else if (key == "data type") {
-      h.data_type = int(parse_int(path, key_line, key, value));
+      const int64_t type = parse_int(path, key_line, key, value);
       have_type = true;
-      if (data_type_size(h.data_type) == 0)
+      if (type < 1 || type > 13 || data_type_size(int(type)) == 0)
         fail(path, key_line,
              "data type " + value + " is not supported (1 u8, 2 i16, 3 i32, 4 f32, 5 f64, 12 u16, 13 u32 are)");
+      h.data_type = int(type);
     } else if (key == "interleave") {
       const std::string v = lower(value);
       if (v == "bsq")
@@ -201,11 +237,13 @@ Header read_header(const std::string& path) {
                         : !have_interleave ? "interleave"
                                            : nullptr;
   if (missing) fail(path, 0, std::string("the header has no '") + missing + "'");
-  if (h.samples <= 0 || h.lines <= 0 || h.bands <= 0)
-    fail(path, 0,
-         "samples, lines and bands must be positive (" + std::to_string(h.samples) + ", " + std::to_string(h.lines) +
-             ", " + std::to_string(h.bands) + ")");
-  if (h.header_offset < 0) fail(path, 0, "'header offset' is negative");
+  const int64_t bytes = data_bytes(h);  // the dimensions are capped: this never overflows
+  int64_t end;
+  if (bytes < 0) fail(path, 0, "the data's size overflows 64 bits");
+  if (__builtin_add_overflow(h.header_offset, bytes, &end))
+    fail(path, offset_line,
+         "'header offset' is " + std::to_string(h.header_offset) + "; with the " + std::to_string(bytes) +
+             " bytes of data that is beyond any file size");
   if (!h.wavelengths.empty() && int(h.wavelengths.size()) != h.bands)
     fail(path, wavelength_line,
          std::to_string(h.wavelengths.size()) + " wavelengths for " + std::to_string(h.bands) + " bands");
@@ -229,19 +267,21 @@ Cube read_cube(const std::string& hdr_path) {
   const std::string raw_path = data_path(hdr_path);
   if (raw_path.empty()) throw std::invalid_argument(hdr_path + ": no data file beside the header");
   const int size = data_type_size(h.data_type);
-  const int64_t values = int64_t(h.samples) * h.lines * h.bands;
-  std::ifstream f(raw_path, std::ios::binary | std::ios::ate);
-  if (!f) throw std::invalid_argument(raw_path + ": cannot open the ENVI data file");
-  const int64_t file_size = f.tellg();
-  if (file_size < h.header_offset + values * size)
-    throw std::invalid_argument(
-        raw_path + ": " + std::to_string(file_size) + " bytes; the header (" + std::to_string(h.samples) + "x" +
-        std::to_string(h.lines) + "x" + std::to_string(h.bands) + ", data type " + std::to_string(h.data_type) +
-        ", offset " + std::to_string(h.header_offset) + ") needs " + std::to_string(h.header_offset + values * size));
-  std::vector<uint8_t> raw(size_t(values) * size);
-  f.seekg(h.header_offset);
-  f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
-  if (!f) throw std::invalid_argument(raw_path + ": read failed");
+  const int64_t values = int64_t(h.samples) * h.lines * h.bands;  // read_header capped each: no overflow
+  std::vector<uint8_t> raw;
+  try {
+    const RegularFile f(raw_path);
+    const int64_t needed = h.header_offset + values * size;
+    if (f.size() < needed)
+      throw std::invalid_argument(raw_path + ": " + std::to_string(f.size()) + " bytes; the header (" +
+                                  std::to_string(h.samples) + "x" + std::to_string(h.lines) + "x" +
+                                  std::to_string(h.bands) + ", data type " + std::to_string(h.data_type) + ", offset " +
+                                  std::to_string(h.header_offset) + ") needs " + std::to_string(needed));
+    raw.resize(size_t(values) * size);
+    f.read_at(h.header_offset, raw.data(), raw.size());
+  } catch (const FileError& e) {
+    throw std::invalid_argument(e.what());
+  }
   if ((h.byte_order == 1) != host_is_big_endian()) swap_bytes(raw.data(), size_t(values), size);
 
   c.dtype = dtype_of(h.data_type);

@@ -17,6 +17,10 @@ namespace prism::envi {
 
 enum class Interleave { BSQ, BIL, BIP };
 
+// The largest cube read: what an other/x-prism-tensor frame carries (its caps' ranges).
+constexpr int kMaxSide = 32768;  // samples and lines
+constexpr int kMaxBands = 1024;
+
 struct Header {
   int samples = 0, lines = 0, bands = 0;  // width, height, channels
   int64_t header_offset = 0;              // bytes to skip at the start of the data file
@@ -27,7 +31,8 @@ struct Header {
 };
 
 // Parses a header. Throws std::invalid_argument "<path>:<line>: <what>" (line 0 for the whole
-// file, e.g. a missing key).
+// file, e.g. a missing key): also for dimensions beyond kMaxSide/kMaxBands, an offset that with the
+// data's size overflows, and a path that is not a regular file (a FIFO, a device: RegularFile).
 Header read_header(const std::string& hdr_path);
 
 // The data file of a header: NAME.hdr -> NAME, else NAME.img/.dat/.raw/.bsq/.bil/.bip (ENVI's
@@ -45,7 +50,8 @@ struct Cube {
   std::vector<uint8_t> bip;  // lines x samples x bands values of dtype, packed, host byte order
 };
 
-// Reads a cube. Errors name the file: an unreadable or short data file, an unsupported type.
+// Reads a cube. Errors name the file: an unreadable, short or not regular data file, an unsupported
+// type.
 Cube read_cube(const std::string& hdr_path);
 
 // Writes NAME.hdr and NAME (the data) for `header`, from packed BIP values of the header's data

@@ -11,8 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <iterator>
+#include <sstream>
 
 namespace prism::texture {
 
@@ -39,6 +38,14 @@ std::string errno_text() { return std::strerror(errno); }
 void write_atomically(const fs::path& tmp, const fs::path& final, const std::vector<uint8_t>& bytes) {
   try {
     prism::write_atomically(tmp, final, bytes, /*sync_directory=*/false);  // callers fsync once
+  } catch (const FileError& e) {
+    throw GalleryError(e.what());
+  }
+}
+// A file the gallery reads: a FIFO, /dev/zero, ... is refused (it would be read forever).
+std::vector<uint8_t> read_regular(const fs::path& path) {
+  try {
+    return read_file(path);
   } catch (const FileError& e) {
     throw GalleryError(e.what());
   }
@@ -174,7 +181,8 @@ Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
     fsync_dir(dir);
     return g;
   }
-  std::ifstream m(marker);
+  const std::vector<uint8_t> marker_bytes = read_regular(marker);
+  std::istringstream m(std::string(marker_bytes.begin(), marker_bytes.end()));
   std::string first;
   std::getline(m, first);
   if (first + "\n" != kMarkerText) throw GalleryError(marker.string() + ":1: unknown gallery format '" + first + "'");
@@ -200,12 +208,15 @@ std::vector<GalleryEntry> Gallery::read_entries(const std::vector<fs::path>& fil
   std::vector<GalleryEntry> out;
   for (const fs::path& path : files) {
     const std::string file = path.string();
-    errno = 0;
-    std::ifstream in(path, std::ios::binary);
-    // Readers take no lock: a writer may have deleted the entry since the folder was listed.
-    if (!in && errno == ENOENT) continue;
-    if (!in) throw GalleryError(file + ": cannot read: " + errno_text());
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes;
+    try {
+      bytes = read_regular(path);  // refuses a FIFO or device, which would be read forever
+    } catch (const GalleryError&) {
+      // Readers take no lock: a writer may have deleted the entry since the folder was listed.
+      std::error_code ec;
+      if (!fs::exists(fs::symlink_status(path, ec))) continue;
+      throw;
+    }
     const std::string id = path.stem().string();
     try {
       GalleryEntry e = decode(bytes, file);

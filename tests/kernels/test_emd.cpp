@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 
@@ -282,7 +283,8 @@ TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
   EXPECT_EQ(check(-1), "target|property 'target': set exactly one of target, target-location and target-rect (2 set)");
   c.target = c.target_rect = "";
   c.target_location = "/nonexistent/t.txt";
-  EXPECT_EQ(check(0), "target-location|property 'target-location': /nonexistent/t.txt: cannot open the target file");
+  EXPECT_EQ(check(0),
+            "target-location|property 'target-location': /nonexistent/t.txt: cannot open: No such file or directory");
   c.target_location = dir.write("t.txt", "# the target\n1 -1 0 0 0\n0 0 0 0 0 0\n");
   EXPECT_EQ(check(0),
             "target-location|property 'target-location': target signature bin 1 is -1.000000; bins must be "
@@ -296,6 +298,44 @@ TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
   const emd::TrackerSetup ok = emd::check_config(c, 5);
   EXPECT_EQ(ok.ground.bins(), 5);
   EXPECT_TRUE(ok.target.empty());  // learned from the rectangle
+}
+
+// A ground-distance or target file that is a FIFO, /dev/zero or a symlink to one was read (or waited
+// on) forever: refused at once, naming the property and the file; a symlink to a file is read.
+TEST(EmdTrackerSettings, NonRegularFilesAreRefused) {
+  test::TempDir dir;
+  const std::string fifo = dir.fifo("fifo.txt"), zero = dir.file("zero.txt");
+  std::filesystem::create_symlink("/dev/zero", zero);
+  std::filesystem::create_symlink(dir.write("m.txt", "0 1\n1 0\n"), dir.file("link.txt"));
+  auto check = [](const emd::TrackerConfig& c) {
+    std::string what;
+    test::within_seconds(10, "check_config", [&] { what = setting_error([&] { emd::check_config(c, 0); }); });
+    return what;
+  };
+  emd::TrackerConfig c;
+  c.bins = 2;
+  c.ground = emd::GroundKind::Matrix;
+  c.target = "1,1";
+  c.ground_location = fifo;
+  EXPECT_EQ(check(c),
+            "ground-distance-location|property 'ground-distance-location': " + fifo + ": not a regular file (a FIFO)");
+  c.ground_location = zero;
+  EXPECT_EQ(check(c), "ground-distance-location|property 'ground-distance-location': " + zero +
+                          ": not a regular file (a character device)");
+  c.ground_location = dir.file("link.txt");
+  EXPECT_EQ(check(c), "no error");
+
+  c.target = "";
+  c.target_location = fifo;
+  EXPECT_EQ(check(c), "target-location|property 'target-location': " + fifo + ": not a regular file (a FIFO)");
+  c.target_location = zero;
+  EXPECT_EQ(check(c),
+            "target-location|property 'target-location': " + zero + ": not a regular file (a character device)");
+  c.target_location = dir.path().string();
+  EXPECT_EQ(check(c), "target-location|property 'target-location': " + dir.path().string() +
+                          ": not a regular file (a directory)");
+  c.target_location = dir.write("t.txt", "1 1\n");
+  EXPECT_EQ(check(c), "no error");
 }
 
 TEST(EmdTrackerSettings, TargetRect) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -173,7 +174,110 @@ TEST(Envi, MalformedHeadersNameTheFileAndLine) {
   EXPECT_EQ(header_error("ENVI\n" + ok + "this line has no equals sign\n"),
             "bad7.hdr:7: expected 'key = value', got 'this line has no equals sign'");
   EXPECT_EQ(header_error("ENVI\nsamples = 0\nlines = 3\nbands = 2\ndata type = 4\ninterleave = bip\n"),
-            "bad8.hdr:0: samples, lines and bands must be positive (0, 3, 2)");
+            "bad8.hdr:2: 'samples' is 0; 1 to 32768 are supported");
+}
+
+// Dimensions beyond what a tensor frame carries (1..32768 wide and high, 1..1024 bands) are refused
+// at their line: 1073741824 x 1073741824 x 16 once wrapped to 0 bytes, passed the size check of an
+// empty data file and crashed; 4294967304 samples were read as 8.
+TEST(Envi, DimensionsOutOfRangeAreRefusedAtTheirLine) {
+  auto error = [](const std::string& text) {
+    const std::string e = header_error(text);
+    return e.find(':') == std::string::npos ? e : e.substr(e.find(':'));  // from the line on
+  };
+  const std::string tail = "data type = 1\ninterleave = bsq\n";
+  EXPECT_EQ(error("ENVI\nsamples = 1073741824\nlines = 1073741824\nbands = 16\n" + tail),
+            ":2: 'samples' is 1073741824; 1 to 32768 are supported");
+  EXPECT_EQ(error("ENVI\nsamples = 4294967304\nlines = 4\nbands = 2\n" + tail),
+            ":2: 'samples' is 4294967304; 1 to 32768 are supported");
+  EXPECT_EQ(error("ENVI\nsamples = 4\nlines = 32769\nbands = 2\n" + tail),
+            ":3: 'lines' is 32769; 1 to 32768 are supported");
+  EXPECT_EQ(error("ENVI\nsamples = 4\nlines = 4\nbands = 1025\n" + tail),
+            ":4: 'bands' is 1025; 1 to 1024 are supported");
+  EXPECT_EQ(error("ENVI\nsamples = 4\nlines = 4\nbands = -2147483648\n" + tail),
+            ":4: 'bands' is -2147483648; 1 to 1024 are supported");
+  EXPECT_EQ(error("ENVI\nsamples = 99999999999999999999\nlines = 4\nbands = 2\n" + tail),
+            ":2: 'samples' is '99999999999999999999', beyond a 64-bit integer");
+  // Other integers are range-checked as parsed too (4294967297 was read as data type 1).
+  EXPECT_EQ(error("ENVI\nsamples = 4\nlines = 4\nbands = 2\ninterleave = bsq\ndata type = 4294967297\n"),
+            ":6: data type 4294967297 is not supported (1 u8, 2 i16, 3 i32, 4 f32, 5 f64, 12 u16, 13 u32 are)");
+  EXPECT_EQ(error("ENVI\nsamples = 4\nlines = 4\nbands = 2\n" + tail + "byte order = 4294967296\n"),
+            ":7: 'byte order' is 4294967296; 0 or 1 expected");
+  EXPECT_EQ(error("ENVI\nsamples = 4\nlines = 4\nbands = 2\n" + tail + "header offset = -1\n"),
+            ":7: 'header offset' is -1; it cannot be negative");
+  // The offset plus the data's size must be a file size (this one overflows 64 bits).
+  EXPECT_EQ(error("ENVI\nsamples = 32768\nlines = 32768\nbands = 1024\ndata type = 5\ninterleave = bip\n"
+                  "header offset = 9223372036854775000\n"),
+            ":7: 'header offset' is 9223372036854775000; with the 8796093022208 bytes of data that is beyond any "
+            "file size");
+}
+
+// The largest cube the caps allow, with an empty data file: refused by the size check, before any
+// allocation.
+TEST(Envi, LargestCubeWithAnEmptyDataFileIsRefused) {
+  test::TempDir dir;
+  const std::string hdr =
+      dir.write("big.hdr", "ENVI\nsamples = 32768\nlines = 32768\nbands = 1024\ndata type = 5\ninterleave = bsq\n");
+  dir.write("big", "");
+  try {
+    envi::read_cube(hdr);
+    FAIL() << "no error for an empty data file";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              dir.file("big") + ": 0 bytes; the header (32768x32768x1024, data type 5, offset 0) needs 8796093022208");
+  }
+  const std::string huge = dir.write(
+      "huge.hdr", "ENVI\nsamples = 1073741824\nlines = 1073741824\nbands = 16\ndata type = 1\ninterleave = bsq\n");
+  dir.write("huge", "");
+  try {
+    envi::read_cube(huge);
+    FAIL() << "no error for 1073741824 samples";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), huge + ":2: 'samples' is 1073741824; 1 to 32768 are supported");
+  }
+}
+
+// What read_cube threw for `hdr`, within 10 s (a FIFO or /dev/zero was once read forever).
+std::string cube_error(const std::string& hdr) {
+  std::string what = "no error";
+  test::within_seconds(10, "envi::read_cube(" + hdr + ")", [&] {
+    try {
+      envi::read_cube(hdr);
+    } catch (const std::invalid_argument& e) {
+      what = e.what();
+    }
+  });
+  return what;
+}
+
+// A header or data file that is a FIFO, a device or a symlink to one is refused, naming it; a
+// symlink to a regular file is read.
+TEST(Envi, NonRegularFilesAreRefused) {
+  test::TempDir dir;
+  const std::string ok = "ENVI\nsamples = 2\nlines = 1\nbands = 1\ndata type = 1\ninterleave = bsq\n";
+  const std::string fifo_hdr = dir.fifo("f.hdr");
+  EXPECT_EQ(cube_error(fifo_hdr), fifo_hdr + ": not a regular file (a FIFO)");
+  const std::string zero_hdr = dir.file("z.hdr");
+  std::filesystem::create_symlink("/dev/zero", zero_hdr);
+  EXPECT_EQ(cube_error(zero_hdr), zero_hdr + ": not a regular file (a character device)");
+  EXPECT_EQ(cube_error(dir.path().string()), dir.path().string() + ": not a regular file (a directory)");
+
+  const std::string a = dir.write("a.hdr", ok);
+  const std::string a_data = dir.fifo("a");
+  EXPECT_EQ(cube_error(a), a_data + ": not a regular file (a FIFO)");
+  const std::string b = dir.write("b.hdr", ok);
+  std::filesystem::create_symlink("/dev/zero", dir.file("b"));
+  EXPECT_EQ(cube_error(b), dir.file("b") + ": not a regular file (a character device)");
+  const std::string c = dir.write("c.hdr", ok);
+  std::filesystem::create_symlink(dir.fifo("c_fifo"), dir.file("c.img"));
+  EXPECT_EQ(cube_error(c), dir.file("c.img") + ": not a regular file (a FIFO)");
+
+  // Symlinks to regular files are fine.
+  dir.write("d_data", "AB");
+  std::filesystem::create_symlink(dir.file("d_data"), dir.file("d"));
+  std::filesystem::create_symlink(dir.write("d_header", ok), dir.file("d.hdr"));
+  EXPECT_EQ(cube_error(dir.file("d.hdr")), "no error");
+  EXPECT_EQ(envi::read_cube(dir.file("d.hdr")).bip, (std::vector<uint8_t>{'A', 'B'}));
 }
 
 TEST(Envi, ShortOrMissingDataIsRefused) {

@@ -241,6 +241,45 @@ TEST(TextureGallery, CorruptOrStrayFilesAreRefusedByName) {
   EXPECT_THROW(Gallery::open(g), GalleryError);
 }
 
+// What Gallery::open(g) threw, within 10 s: an entry or marker that is a FIFO or /dev/zero was once
+// read (or waited on) forever.
+std::string open_error(const fs::path& g) {
+  std::string what = "no error";
+  test::within_seconds(10, "Gallery::open(" + g.string() + ")", [&] {
+    try {
+      Gallery::open(g);
+    } catch (const GalleryError& e) {
+      what = e.what();
+    }
+  });
+  return what;
+}
+
+TEST(TextureGallery, NonRegularEntriesAreRefusedByName) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery::open(g, true).add(small_entry("p1", rng));
+  const fs::path fifo = dir.fifo("gallery/entries/f.tex");
+  EXPECT_EQ(open_error(g), fifo.string() + ": not a regular file (a FIFO)");
+  fs::remove(fifo);
+  const fs::path zero = g / "entries" / "z.tex";
+  fs::create_symlink("/dev/zero", zero);
+  EXPECT_EQ(open_error(g), zero.string() + ": not a regular file (a character device)");
+  fs::remove(zero);
+  // A symlink to a regular entry file is read.
+  const std::vector<uint8_t> bytes = Gallery::encode(small_entry("l", rng));
+  std::ofstream(dir.path() / "l.tex", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  fs::create_symlink(dir.path() / "l.tex", g / "entries" / "l.tex");
+  EXPECT_EQ(open_error(g), "no error");
+  EXPECT_EQ(Gallery::open(g).entries().size(), 2u);
+  // The marker too.
+  fs::remove(g / "gallery.prism");
+  dir.fifo("gallery/gallery.prism");
+  EXPECT_EQ(open_error(g), (g / "gallery.prism").string() + ": not a regular file (a FIFO)");
+}
+
 TEST(TextureGallery, AKilledWritersTemporaryFileIsIgnoredThenCleared) {
   std::mt19937 rng(std::random_device{}());
   test::TempDir dir;

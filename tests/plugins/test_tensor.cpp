@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "emd_reference.h"
@@ -207,7 +208,8 @@ TEST_F(Tensor, BadInputIsNamed) {
   EXPECT_EQ(error_of("envisrc location=" + dir.file("x_%s.hdr")),
             "envisrc: property 'location': '" + dir.file("x_%s.hdr") + "': only one %d or %0Nd directive is allowed");
   const std::string bad = dir.write("bad.hdr", "ENVI\nsamples = 4\nlines = 4\nbands = x\n");
-  EXPECT_EQ(error_of("envisrc location=" + bad), "envisrc: " + bad + ":4: 'bands' is 'x', not an integer");
+  EXPECT_EQ(error_of("envisrc location=" + bad),
+            "envisrc: " + bad + ":4: 'bands' is 'x', not an integer (property 'location')");
 
   std::mt19937 rng(1);
   TestCube a = random_cube(8, 6, rng), b = random_cube(9, 6, rng);
@@ -228,6 +230,46 @@ TEST_F(Tensor, BadInputIsNamed) {
   EXPECT_NE(error_of("videotestsrc num-buffers=1 ! video/x-raw,format=GRAY8,width=32,height=16 ! emdtracker "
                      "device=cpu target=\"1 1\" bins=2 ! other/x-prism-tensor ! emdtracker device=cpu target=\"1\""),
             "");
+}
+
+// The error of a launch line, which must end within 30 s (a FIFO was once waited on forever).
+std::string bounded_error_of(const std::string& launch) {
+  std::string error;
+  test::within_seconds(30, launch, [&] { error = error_of(launch); });
+  return error;
+}
+
+// A header beyond the caps (1073741824 x 1073741824 x 16 once wrapped to 0 bytes and crashed on an
+// empty data file; 4294967304 samples were read as 8) fails the start, naming the file and line.
+TEST_F(Tensor, EnviDimensionsBeyondTheCapsAreNamed) {
+  test::TempDir dir;
+  const std::string huge = dir.write(
+      "huge.hdr", "ENVI\nsamples = 1073741824\nlines = 1073741824\nbands = 16\ndata type = 1\ninterleave = bsq\n");
+  dir.write("huge", "");
+  EXPECT_EQ(bounded_error_of("envisrc location=" + huge),
+            "envisrc: " + huge + ":2: 'samples' is 1073741824; 1 to 32768 are supported (property 'location')");
+  const std::string wraps =
+      dir.write("wraps.hdr", "ENVI\nsamples = 4294967304\nlines = 1\nbands = 1\ndata type = 1\ninterleave = bsq\n");
+  dir.write("wraps", std::string(8, '\0'));
+  EXPECT_EQ(bounded_error_of("envisrc location=" + wraps),
+            "envisrc: " + wraps + ":2: 'samples' is 4294967304; 1 to 32768 are supported (property 'location')");
+}
+
+// A location (header or data) that is a FIFO or /dev/zero is refused, naming it and the property.
+TEST_F(Tensor, EnviNonRegularFilesAreRefused) {
+  test::TempDir dir;
+  const std::string fifo = dir.fifo("f.hdr");
+  EXPECT_EQ(bounded_error_of("envisrc location=" + fifo),
+            "envisrc: " + fifo + ": not a regular file (a FIFO) (property 'location')");
+  const std::string zero = dir.file("z.hdr");
+  std::filesystem::create_symlink("/dev/zero", zero);
+  EXPECT_EQ(bounded_error_of("envisrc location=" + zero),
+            "envisrc: " + zero + ": not a regular file (a character device) (property 'location')");
+  const std::string hdr =
+      dir.write("d.hdr", "ENVI\nsamples = 2\nlines = 1\nbands = 1\ndata type = 1\ninterleave = bsq\n");
+  const std::string data = dir.fifo("d");
+  EXPECT_EQ(bounded_error_of("envisrc location=" + hdr),
+            "envisrc: " + data + ": not a regular file (a FIFO) (property 'location')");
 }
 
 }  // namespace

@@ -1,9 +1,17 @@
 #include "test_env.h"
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <stdexcept>
+#include <thread>
 
 namespace prism::test {
 
@@ -35,6 +43,42 @@ std::string TempDir::write(const std::string& name, const std::string& text) con
   std::filesystem::create_directories(f.parent_path());
   std::ofstream(f, std::ios::binary) << text;
   return f.string();
+}
+
+std::string TempDir::fifo(const std::string& name) const {
+  const std::filesystem::path f = path_ / name;
+  std::filesystem::create_directories(f.parent_path());
+  if (::mkfifo(f.c_str(), 0644) != 0) throw std::runtime_error(f.string() + ": mkfifo failed");
+  return f.string();
+}
+
+void within_seconds(int seconds, const std::string& what, const std::function<void()>& f) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(m);
+    if (!cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return done; })) {
+      std::fprintf(stderr, "FAILED: %s did not return within %d s\n", what.c_str(), seconds);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  });
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+  };
+  try {
+    f();
+  } catch (...) {
+    finish();
+    throw;
+  }
+  finish();
 }
 
 }  // namespace prism::test

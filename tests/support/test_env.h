@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace prism::test {
@@ -25,9 +26,15 @@ class TempDir {
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   // Writes `text` to path()/name and returns the full path.
   std::string write(const std::string& name, const std::string& text) const;
+  // Makes a FIFO (named pipe) path()/name with no writer and returns its full path.
+  std::string fifo(const std::string& name) const;
 
  private:
   std::filesystem::path path_;
 };
+
+// Runs `f` on this thread; if it has not returned after `seconds`, prints `what` and ends the process:
+// a test of a read that could block (a FIFO, /dev/zero) fails instead of hanging.
+void within_seconds(int seconds, const std::string& what, const std::function<void()>& f);
 
 }  // namespace prism::test

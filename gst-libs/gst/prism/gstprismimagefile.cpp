@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/grey.h"
+#include "common/regular_file.h"
 
 namespace prism {
 namespace {
@@ -109,8 +110,10 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND, "image file '%s' does not exist", path);
     return FALSE;
   }
-  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file '%s' is not a regular file", path);
+  try {
+    check_regular_file(path);  // filesrc would read a FIFO or /dev/zero forever
+  } catch (const FileError &e) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file %s", e.what());
     return FALSE;
   }
 
