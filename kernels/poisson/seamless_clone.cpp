@@ -32,17 +32,19 @@ Box mask_box(const MaskView& m) {
 Placement place(const Box& box, int px, int py, int bw, int bh) {
   Placement pl;
   if (box.empty()) return pl;
-  // OpenCV: roi_d = (p.x - w/2, p.y - h/2, w, h), C++ integer division.
-  const int dx = px - box.width / 2, dy = py - box.height / 2;
-  const int x0 = std::max(dx, 0), y0 = std::max(dy, 0);
-  const int x1 = std::min(dx + box.width, bw), y1 = std::min(dy + box.height, bh);
+  // OpenCV: roi_d = (p.x - w/2, p.y - h/2, w, h), C++ integer division. In 64 bits: xpos/ypos
+  // may be anywhere in int's range, and p - w/2 or p - w/2 + w would overflow int there.
+  const int64_t dx = int64_t(px) - box.width / 2, dy = int64_t(py) - box.height / 2;
+  const int64_t x0 = std::max<int64_t>(dx, 0), y0 = std::max<int64_t>(dy, 0);
+  const int64_t x1 = std::min<int64_t>(dx + box.width, bw), y1 = std::min<int64_t>(dy + box.height, bh);
   pl.clipped = x0 != dx || y0 != dy || x1 != dx + box.width || y1 != dy + box.height;
   if (x1 <= x0 || y1 <= y0) {
     pl.clipped = true;
     return pl;
   }
-  pl.dst = {x0, y0, x1 - x0, y1 - y0};
-  pl.src = {box.x + (x0 - dx), box.y + (y0 - dy), x1 - x0, y1 - y0};
+  // Inside the background now: every value below fits in int.
+  pl.dst = {int(x0), int(y0), int(x1 - x0), int(y1 - y0)};
+  pl.src = {int(box.x + (x0 - dx)), int(box.y + (y0 - dy)), int(x1 - x0), int(y1 - y0)};
   return pl;
 }
 

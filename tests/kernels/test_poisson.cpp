@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <opencv2/imgcodecs.hpp>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -108,6 +109,14 @@ TEST(PoissonPlace, CentreOfTheBoxLandsOnPAndClipsAtTheEdges) {
   EXPECT_TRUE(p.clipped);
   EXPECT_FALSE(p.solvable());
   EXPECT_FALSE(poisson::place(poisson::Box{}, 5, 5, 100, 80).solvable());
+  // xpos/ypos at the ends of int's range: wholly outside, no signed overflow (UBSan in tools/sanitize)
+  for (const int v : {INT_MIN, INT_MIN + 1, INT_MAX - 1, INT_MAX}) {
+    p = poisson::place(box, v, v, 100, 80);
+    EXPECT_TRUE(p.clipped) << v;
+    EXPECT_FALSE(p.solvable()) << v;
+  }
+  p = poisson::place(box, 50, INT_MIN, 100, 80);
+  EXPECT_FALSE(p.solvable());
 }
 
 TEST(PoissonCpu, MatchesOpenCVOnSmallBoxesRandom) {

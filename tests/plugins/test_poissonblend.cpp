@@ -787,9 +787,10 @@ TEST_F(PoissonBlend, MaskOfTheWrongSizeIsAnErrorNamingPadAndSizes) {
 }
 
 TEST_F(PoissonBlend, OverlayWithoutAlphaNeedsAMask) {
-  const cv::Mat bg = random_image(64, 48, 3, 77), ov = random_image(20, 16, 3, 78);
+  // RGBx has 4 bytes per pixel: its overlay is 4-channel (a 3-channel one was read past its end).
+  const cv::Mat bg = random_image(64, 48, 3, 77), ov = random_image(20, 16, 3, 78), ov4 = random_image(20, 16, 4, 78);
   Result r =
-      run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", "", -1}, Overlay{ov, "RGBx", 30, 20, "", "", -1}});
+      run_blend(Background::of(bg), {Overlay{ov, "", 30, 20, "", "", -1}, Overlay{ov4, "RGBx", 30, 20, "", "", -1}});
   ASSERT_NE(r.error, "");
   EXPECT_NE(r.error.find("overlay_0"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find("mask-location"), std::string::npos) << r.error;
