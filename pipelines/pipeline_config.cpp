@@ -364,8 +364,10 @@ class Loader {
 
   // ---- substitution -----------------------------------------------------------------------
 
-  // Expands ${name} references; "$${" stands for a literal "${". Reports at `where`.
-  std::optional<Expanded> expand(const std::string& text, const SourceLocation& where, bool from_command_line) {
+  // Expands ${name} references; "$${" stands for a literal "${". Reports at `where`; `owner` names
+  // the value in messages ("variable 'x'", "property 'location' of 'src'").
+  std::optional<Expanded> expand(const std::string& text, const SourceLocation& where, bool from_command_line,
+                                 const std::string& owner) {
     Expanded out;
     out.from_command_line = from_command_line;
     bool ok = true;
@@ -376,7 +378,7 @@ class Loader {
         i += 3;
         continue;
       }
-      if (too_long(out.text, where)) return std::nullopt;
+      if (too_long(out.text, where, owner)) return std::nullopt;
       if (text.compare(i, 2, "${") != 0) {
         out.text += text[i++];
         continue;
@@ -397,16 +399,15 @@ class Loader {
       i = close + 1;
     }
     if (!ok) return std::nullopt;
-    if (too_long(out.text, where)) return std::nullopt;
+    if (too_long(out.text, where, owner)) return std::nullopt;
     return out;
   }
 
-  // Reports a value grown past kMaxExpandedSize, naming the variable being expanded.
-  bool too_long(const std::string& text, const SourceLocation& where) {
+  // Reports a value grown past kMaxExpandedSize.
+  bool too_long(const std::string& text, const SourceLocation& where, const std::string& owner) {
     if (text.size() <= kMaxExpandedSize) return false;
-    error(where, (resolving_.empty() ? std::string("the value") : "variable '" + resolving_.back() + "'") +
-                     " is longer than 1 MiB after substitution (" + std::to_string(kMaxExpandedSize) +
-                     " bytes at most)");
+    error(where,
+          owner + " is longer than 1 MiB after substitution (" + std::to_string(kMaxExpandedSize) + " bytes at most)");
     return true;
   }
 
@@ -433,7 +434,7 @@ class Loader {
     }
     v.state = Variable::State::Resolving;
     resolving_.push_back(name);
-    std::optional<Expanded> value = expand(v.raw, v.where, v.from_command_line);
+    std::optional<Expanded> value = expand(v.raw, v.where, v.from_command_line, "variable '" + name + "'");
     resolving_.pop_back();
     if (value && v.is_path) value->text = resolve_path(*value);
     v.state = value ? Variable::State::Done : Variable::State::Failed;
@@ -520,7 +521,8 @@ class Loader {
       error(factory_where, "'element' of '" + name + "' must be a factory name, not a " + kind_name(*factory_node));
       return std::nullopt;
     }
-    const std::optional<Expanded> factory = expand(factory_node->Scalar(), factory_where, false);
+    const std::optional<Expanded> factory =
+        expand(factory_node->Scalar(), factory_where, false, "'element' of '" + name + "'");
     if (!factory) return std::nullopt;
 
     std::vector<RawProperty> raw;
@@ -670,7 +672,8 @@ class Loader {
       error(p.key_where, "property '" + std::string(pspec->name) + "' of " + owner + " is read-only");
       return false;
     }
-    const std::optional<Expanded> value = expand(p.value, p.value_where, p.from_command_line);
+    const std::optional<Expanded> value =
+        expand(p.value, p.value_where, p.from_command_line, "property '" + p.key + "' of '" + spec.name + "'");
     if (!value) return false;
     std::string text = value->text;
     const bool is_path =
@@ -788,7 +791,7 @@ class Loader {
         error(caps_where, "'caps' needs a caps string such as \"video/x-raw,format=RGB\"");
         return std::nullopt;
       }
-      const std::optional<Expanded> text = expand(caps.Scalar(), caps_where, false);
+      const std::optional<Expanded> text = expand(caps.Scalar(), caps_where, false, "the caps");
       if (!text) return std::nullopt;
       item.kind = LinkItem::Kind::Caps;
       item.caps = normalise_caps(text->text);
