@@ -58,6 +58,10 @@ const std::vector<std::string> kTopLevelKeys = {"description", "variables", "ele
 const std::vector<std::string> kElementKeys = {"element", "properties"};
 const std::vector<std::string> kBuiltinVariables = {"cwd", "config_dir"};
 const char* const kPathTag = "!path";
+// Bounds on substitution, so that a hostile config fails with an error instead of exhausting the
+// stack (a long chain v0: ${v1}, v1: ${v2}, ...) or the memory (dN: ${dN-1}${dN-1}).
+constexpr size_t kMaxVariableDepth = 64;
+constexpr size_t kMaxExpandedSize = 1 << 20;
 
 bool is_identifier(const std::string& s, bool allow_dots) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
@@ -229,7 +233,10 @@ class Loader {
       if (elements) error(top, "missing 'links:' (a list of chains such as [src, conv, sink])");
     } else {
       load_links(*links, config);
-      if (links->IsSequence() && links->size() > 0) report_unlinked(config);
+      if (links->IsSequence() && links->size() > 0) {
+        report_unlinked(config);
+        if (!chains_broken_) report_unlinked_sink_pads(config);
+      }
     }
   }
 
@@ -258,10 +265,14 @@ class Loader {
       error(at(node, variables_where_), "'variables' must be a map of NAME: VALUE, not a " + kind_name(node));
       return;
     }
-    flatten_variables(node, "");
+    std::set<size_t> maps_seen;
+    flatten_variables(node, "", maps_seen);
   }
 
-  void flatten_variables(const YAML::Node& map, const std::string& prefix) {
+  // `maps_seen` holds the positions of the maps visited: yaml-cpp gives an alias (*name) the node,
+  // and so the position, of its anchor. Walking aliased maps again would make `lN: &lN {a: *lN-1,
+  // b: *lN-1}` exponential, so they are refused.
+  void flatten_variables(const YAML::Node& map, const std::string& prefix, std::set<size_t>& maps_seen) {
     for (const auto& entry : map) {
       const std::string key = key_text(entry.first);
       if (key.empty()) continue;
@@ -278,7 +289,13 @@ class Loader {
       }
       const YAML::Node& value = entry.second;
       if (value.IsMap()) {
-        flatten_variables(value, name + ".");
+        if (!maps_seen.insert(value.Mark().pos).second) {
+          error(key_where, "variable '" + name +
+                               "' is an alias of a map; aliases of maps are not allowed in 'variables:' "
+                               "(write the variables out, or alias single values)");
+          continue;
+        }
+        flatten_variables(value, name + ".", maps_seen);
       } else if (value.IsScalar()) {
         if (variables_.count(name)) {
           error(key_where, "duplicate variable '" + name + "'");
@@ -347,8 +364,10 @@ class Loader {
 
   // ---- substitution -----------------------------------------------------------------------
 
-  // Expands ${name} references; "$${" stands for a literal "${". Reports at `where`.
-  std::optional<Expanded> expand(const std::string& text, const SourceLocation& where, bool from_command_line) {
+  // Expands ${name} references; "$${" stands for a literal "${". Reports at `where`; `owner` names
+  // the value in messages ("variable 'x'", "property 'location' of 'src'").
+  std::optional<Expanded> expand(const std::string& text, const SourceLocation& where, bool from_command_line,
+                                 const std::string& owner) {
     Expanded out;
     out.from_command_line = from_command_line;
     bool ok = true;
@@ -359,6 +378,7 @@ class Loader {
         i += 3;
         continue;
       }
+      if (too_long(out.text, where, owner)) return std::nullopt;
       if (text.compare(i, 2, "${") != 0) {
         out.text += text[i++];
         continue;
@@ -379,7 +399,16 @@ class Loader {
       i = close + 1;
     }
     if (!ok) return std::nullopt;
+    if (too_long(out.text, where, owner)) return std::nullopt;
     return out;
+  }
+
+  // Reports a value grown past kMaxExpandedSize.
+  bool too_long(const std::string& text, const SourceLocation& where, const std::string& owner) {
+    if (text.size() <= kMaxExpandedSize) return false;
+    error(where,
+          owner + " is longer than 1 MiB after substitution (" + std::to_string(kMaxExpandedSize) + " bytes at most)");
+    return true;
   }
 
   std::optional<Expanded> variable_value(const std::string& name, const SourceLocation& where) {
@@ -397,8 +426,16 @@ class Loader {
       case Variable::State::Resolving: error(where, "variable '" + name + "' refers to itself"); return std::nullopt;
       case Variable::State::Pending: break;
     }
+    if (resolving_.size() >= kMaxVariableDepth) {
+      error(where, "variable '" + name + "' is nested more than " + std::to_string(kMaxVariableDepth) +
+                       " levels deep (" + resolving_.front() + " -> " + resolving_[1] + " -> ... -> " +
+                       resolving_.back() + " -> " + name + ")");
+      return std::nullopt;
+    }
     v.state = Variable::State::Resolving;
-    std::optional<Expanded> value = expand(v.raw, v.where, v.from_command_line);
+    resolving_.push_back(name);
+    std::optional<Expanded> value = expand(v.raw, v.where, v.from_command_line, "variable '" + name + "'");
+    resolving_.pop_back();
     if (value && v.is_path) value->text = resolve_path(*value);
     v.state = value ? Variable::State::Done : Variable::State::Failed;
     if (value) v.value = *value;
@@ -484,7 +521,8 @@ class Loader {
       error(factory_where, "'element' of '" + name + "' must be a factory name, not a " + kind_name(*factory_node));
       return std::nullopt;
     }
-    const std::optional<Expanded> factory = expand(factory_node->Scalar(), factory_where, false);
+    const std::optional<Expanded> factory =
+        expand(factory_node->Scalar(), factory_where, false, "'element' of '" + name + "'");
     if (!factory) return std::nullopt;
 
     std::vector<RawProperty> raw;
@@ -634,7 +672,8 @@ class Loader {
       error(p.key_where, "property '" + std::string(pspec->name) + "' of " + owner + " is read-only");
       return false;
     }
-    const std::optional<Expanded> value = expand(p.value, p.value_where, p.from_command_line);
+    const std::optional<Expanded> value =
+        expand(p.value, p.value_where, p.from_command_line, "property '" + p.key + "' of '" + spec.name + "'");
     if (!value) return false;
     std::string text = value->text;
     const bool is_path =
@@ -715,7 +754,10 @@ class Loader {
         else
           ok = false;
       }
-      if (ok && check_chain(chain, chain_where, config)) config.chains.push_back(std::move(chain));
+      if (ok && check_chain(chain, chain_where, config))
+        config.chains.push_back(std::move(chain));
+      else
+        chains_broken_ = true;
     }
   }
 
@@ -749,7 +791,7 @@ class Loader {
         error(caps_where, "'caps' needs a caps string such as \"video/x-raw,format=RGB\"");
         return std::nullopt;
       }
-      const std::optional<Expanded> text = expand(caps.Scalar(), caps_where, false);
+      const std::optional<Expanded> text = expand(caps.Scalar(), caps_where, false, "the caps");
       if (!text) return std::nullopt;
       item.kind = LinkItem::Kind::Caps;
       item.caps = normalise_caps(text->text);
@@ -865,16 +907,71 @@ class Loader {
     }
   }
 
+  // An always sink pad left unlinked starves the element: a filter never gets its input, and an
+  // aggregator such as poissonblend waits forever for its background. Reported when none of the
+  // element's sink pads is linked, or when a request sink pad is linked but an always one is not.
+  // (An element may have optional always pads, e.g. subtitleoverlay's subtitle_sink, so an always
+  // pad beside other linked always pads is allowed.) A link without a pad name takes an unlinked
+  // always pad first, as gst_element_link does.
+  void report_unlinked_sink_pads(const PipelineConfig& config) {
+    for (const auto& element : config.elements) {
+      if (!linked_.count(element.name)) continue;  // reported as a whole
+      std::set<std::string> named;
+      size_t unnamed = 0;
+      for (const auto& chain : config.chains) {
+        for (size_t i = 1; i < chain.size(); ++i) {
+          if (chain[i].kind != LinkItem::Kind::Element || chain[i].element != element.name) continue;
+          if (chain[i].pad.empty())
+            ++unnamed;
+          else
+            named.insert(chain[i].pad);
+        }
+      }
+      GstElementFactory* factory = gst_element_factory_find(element.factory.c_str());
+      if (!factory) continue;
+      std::vector<std::string> unlinked_always;
+      std::string linked_request;
+      for (const GList* l = gst_element_factory_get_static_pad_templates(factory); l; l = l->next) {
+        const auto* templ = static_cast<const GstStaticPadTemplate*>(l->data);
+        if (templ->direction != GST_PAD_SINK) continue;
+        if (templ->presence == GST_PAD_ALWAYS && !named.count(templ->name_template)) {
+          unlinked_always.push_back(templ->name_template);
+        } else if (templ->presence == GST_PAD_REQUEST && linked_request.empty()) {
+          for (const auto& pad : named) {
+            if (pad_matches_template(pad, templ->name_template)) linked_request = pad;
+          }
+        }
+      }
+      gst_object_unref(factory);
+      const size_t filled = std::min(unnamed, unlinked_always.size());
+      if (linked_request.empty() && unnamed > filled) linked_request = "(a request pad)";
+      unlinked_always.erase(unlinked_always.begin(), unlinked_always.begin() + filled);
+      if (unlinked_always.empty()) continue;
+      const std::string owner = "'" + element.name + "' (" + element.factory + ")";
+      if (named.empty() && unnamed == 0) {
+        error(element.where, "element " + owner + " has no input: its sink pad '" + unlinked_always.front() +
+                                 "' is not linked (link a chain to '" + element.name + "')");
+      } else if (!linked_request.empty()) {
+        error(element.where, "sink pad '" + unlinked_always.front() + "' of element " + owner +
+                                 " is not linked while its pad '" + linked_request + "' is; it would wait for '" +
+                                 unlinked_always.front() + "' forever (link a chain to '" + element.name + "." +
+                                 unlinked_always.front() + "')");
+      }
+    }
+  }
+
   std::string path_;
   const std::vector<Override>& overrides_;
   std::vector<ConfigError>& errors_;
   fs::path cwd_, config_dir_;
   SourceLocation variables_where_, elements_where_, links_where_;
   std::map<std::string, Variable> variables_;
+  std::vector<std::string> resolving_;  // the variables being expanded, outermost first
   std::vector<ElementOverride> element_overrides_;
   std::map<std::string, SourceLocation> element_where_;
   std::set<std::string> linked_;
   bool elements_broken_ = false;
+  bool chains_broken_ = false;
 };
 
 }  // namespace

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launch_line.h"
@@ -20,6 +22,9 @@ namespace prism {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long a pipeline that ended by itself (EOS or error) may take to go to NULL.
+constexpr double kTeardownLimitS = 10;
 
 volatile std::sig_atomic_t g_interrupts = 0;
 
@@ -69,6 +74,22 @@ GstPadProbeReturn count_buffers(GstPad*, GstPadProbeInfo* info, gpointer data) {
     counter->buffers += 1;
   }
   return GST_PAD_PROBE_OK;
+}
+
+// Runs `work` on a thread of its own, holding a reference to `pipeline`; the future is ready when
+// it returns. gst_element_send_event(EOS) and set_state(NULL) wait for the streaming threads (and
+// the former holds the pipeline's state lock meanwhile), so with a stalled element they would block
+// the main loop forever: the loop only ever waits on the future, with a limit.
+std::shared_future<void> run_detached(GstElement* pipeline, void (*work)(GstElement*)) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::shared_future<void> future = done->get_future().share();
+  gst_object_ref(pipeline);
+  std::thread([pipeline, work, done] {
+    work(pipeline);
+    gst_object_unref(pipeline);
+    done->set_value();
+  }).detach();
+  return future;
 }
 
 class Run {
@@ -182,6 +203,7 @@ class Run {
     Stop stop = Stop::None;
     Clock::time_point stop_deadline;
     int result = -1;
+    bool stalled = false;
     while (result < 0) {
       GstMessage* msg = gst_bus_timed_pop_filtered(bus, 100 * GST_MSECOND, types);
       if (msg) {
@@ -208,12 +230,14 @@ class Run {
         if (!options_.quiet) print_line("prism: --timeout reached, stopping");
       }
       if (stop != Stop::None && stop_deadline == Clock::time_point()) {
-        gst_element_send_event(pipeline_, gst_event_new_eos());
-        stop_deadline = now + std::chrono::milliseconds(static_cast<int>(options_.eos_grace_s * 1000));
+        run_detached(pipeline_, [](GstElement* p) { gst_element_send_event(p, gst_event_new_eos()); });
+        stop_deadline =
+            now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.eos_grace_s));
       } else if (stop != Stop::None && now > stop_deadline) {
         print_line("prism: error: the pipeline did not finish within " + format_seconds(options_.eos_grace_s) +
-                   " s; stopping it");
+                   " s of EOS; stopping it");
         result = stop == Stop::Interrupt ? kExitInterrupted : kExitRuntimeError;
+        stalled = true;
       }
       if (!options_.quiet && seconds(now - last_progress_) >= 1.0) {
         last_progress_ = now;
@@ -221,7 +245,9 @@ class Run {
       }
     }
     gst_object_unref(bus);
-    gst_element_set_state(pipeline_, GST_STATE_NULL);
+    if (!stop_pipeline(stalled ? options_.eos_grace_s : kTeardownLimitS) && result == kExitOk) {
+      result = kExitRuntimeError;
+    }
     if (!options_.quiet) {
       const char* outcome = result == kExitOk            ? (stop == Stop::Timeout ? "stopped by --timeout" : "done")
                             : result == kExitInterrupted ? "interrupted"
@@ -229,6 +255,19 @@ class Run {
       print_line(std::string("prism: ") + outcome + ": " + progress_text() + sink_breakdown());
     }
     return result;
+  }
+
+  // Sets the pipeline to NULL, waiting at most `limit_s`. When a streaming thread does not let go,
+  // says so and leaves the pipeline to its threads (leaked: they still use it), so that the
+  // process can exit.
+  bool stop_pipeline(double limit_s) {
+    const std::shared_future<void> stopped =
+        run_detached(pipeline_, [](GstElement* p) { gst_element_set_state(p, GST_STATE_NULL); });
+    if (stopped.wait_for(std::chrono::duration<double>(limit_s)) == std::future_status::ready) return true;
+    print_line("prism: error: the pipeline did not stop within " + format_seconds(limit_s) +
+               " s (an element is stuck); exiting anyway");
+    pipeline_ = nullptr;
+    return false;
   }
 
   static double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }

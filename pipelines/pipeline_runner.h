@@ -18,12 +18,15 @@ enum ExitCode : int {
 struct RunOptions {
   bool quiet = false;          // no progress and no summary (errors and warnings still print)
   double timeout_s = 0;        // > 0: send EOS after this many seconds and stop cleanly
-  double eos_grace_s = 5;      // how long to wait for EOS after Ctrl-C or --timeout
+  double eos_grace_s = 3;      // after Ctrl-C/SIGTERM or --timeout: how long to wait for EOS to
+                               // reach the sinks, then (at most as long again) for NULL
   bool handle_signals = true;  // install SIGINT/SIGTERM handlers for the run
   FILE* out = stderr;          // where progress, warnings and errors go
 };
 
-// Builds the pipeline from to_launch_line(config), plays it and returns an ExitCode.
+// Builds the pipeline from to_launch_line(config), plays it and returns an ExitCode. A pipeline
+// that does not end within eos_grace_s of the EOS sent on a signal or the timeout is stopped
+// anyway (kExitRuntimeError, or kExitInterrupted after a signal).
 // Progress counts the buffers reaching the sink pads of the config's sink elements.
 int run_pipeline(const PipelineConfig& config, const RunOptions& options = {});
 

@@ -435,6 +435,141 @@ links: [[a, c, s]]
   EXPECT_EQ(errors.size(), 4u) << joined(errors);
 }
 
+// A long chain of variables (v0: ${v1}, v1: ${v2}, ...) once overflowed the stack: nesting stops at
+// 64 levels with an error naming the variable.
+TEST(PipelineConfigErrors, DeeplyNestedVariablesAreRefused) {
+  std::string yaml = "variables:\n";
+  for (int i = 0; i < 20000; ++i) yaml += "  v" + std::to_string(i) + ": \"${v" + std::to_string(i + 1) + "}\"\n";
+  yaml += "  v20000: 1\n";
+  yaml += "elements:\n  src: {element: videotestsrc, properties: {num-buffers: \"${v0}\"}}\n";
+  yaml += "  sink: {element: fakesink}\nlinks: [[src, sink]]\n";
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "deep.yaml", yaml, errors);
+  const std::string f = (dir.path() / "deep.yaml").string();
+  // v63 is expanded at the 64th level; the ${v64} in its value (line 65) is one too many.
+  expect_error(errors, f, 65, 8, "variable 'v64' is nested more than 64 levels deep (v0 -> v1 -> ");
+  EXPECT_EQ(errors.size(), 1u) << joined(errors);
+
+  // 64 levels are fine.
+  errors.clear();
+  std::string ok = "variables:\n";
+  for (int i = 0; i < 63; ++i) ok += "  v" + std::to_string(i) + ": \"${v" + std::to_string(i + 1) + "}\"\n";
+  ok += "  v63: 7\nelements:\n  src: {element: videotestsrc, properties: {num-buffers: \"${v0}\"}}\n";
+  ok += "  sink: {element: fakesink}\nlinks: [[src, sink]]\n";
+  const PipelineConfig config = load_text(dir, "ok.yaml", ok, errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(config, "src", "num-buffers"), "7");
+}
+
+// 35 lines of dN: ${dN-1}${dN-1} once allocated gigabytes: a value stops at 1 MiB after substitution.
+TEST(PipelineConfigErrors, HugeExpansionsAreRefused) {
+  std::string yaml = "variables:\n  d0: ab\n";
+  for (int i = 1; i <= 35; ++i) {
+    yaml += "  d" + std::to_string(i) + ": \"${d" + std::to_string(i - 1) + "}${d" + std::to_string(i - 1) + "}\"\n";
+  }
+  yaml += "elements:\n  src: {element: videotestsrc}\n";
+  yaml += "  sink: {element: filesink, properties: {location: \"${d35}\"}}\nlinks: [[src, sink]]\n";
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "big.yaml", yaml, errors);
+  const std::string f = (dir.path() / "big.yaml").string();
+  // d20 = 2^20 copies of "ab" = 2 MiB: the first over the limit.
+  expect_error(errors, f, 22, 8, "variable 'd20' is longer than 1 MiB after substitution");
+  EXPECT_EQ(errors.size(), 1u) << joined(errors);
+}
+
+// Aliases of maps under 'variables:' (lN: &lN {a: *lN-1, b: *lN-1}) once made loading exponential.
+TEST(PipelineConfigErrors, AliasedVariableMapsAreRefused) {
+  std::string yaml = "variables:\n  l0: &l0 {a: x, b: y}\n";
+  for (int i = 1; i <= 30; ++i) {
+    yaml += "  l" + std::to_string(i) + ": &l" + std::to_string(i) + " {a: *l" + std::to_string(i - 1) + ", b: *l" +
+            std::to_string(i - 1) + "}\n";
+  }
+  yaml += "  s: &s text\n  t: *s\n";  // aliases of scalars stay allowed
+  yaml += "elements:\n  src: {element: videotestsrc, properties: {pattern: \"${t}\"}}\n";
+  yaml += "  sink: {element: fakesink}\nlinks: [[src, sink]]\n";
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "alias.yaml", yaml, errors);
+  const std::string f = (dir.path() / "alias.yaml").string();
+  expect_error(errors, f, 3, 12, "variable 'l1.a' is an alias of a map; aliases of maps are not allowed");
+  expect_error(errors, f, 3, 20, "variable 'l1.b' is an alias of a map");
+  expect_error(errors, f, 32, 14, "variable 'l30.a' is an alias of a map");
+  EXPECT_EQ(errors.size(), 61u) << joined(errors);  // 2 per level, and 'text' is no pattern
+  expect_error(errors, f, 36, 54, "invalid value 'text' for property 'pattern'");
+}
+
+// poissonblend with its overlay linked but not its background ('sink', an always pad) validated and
+// then waited forever for the background: an unlinked always sink pad is an error.
+TEST(PipelineConfigErrors, UnlinkedAlwaysSinkPads) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "pads.yaml", R"(elements:
+  ov: {element: videotestsrc}
+  mix: {element: compositor}
+  sel: {element: input-selector}
+  conv: {element: videoconvert}
+  sink: {element: fakesink}
+  sink2: {element: fakesink}
+links:
+  - [ov, mix.sink_0]
+  - [mix, sink]
+  - [conv, sink2]
+)",
+            errors);
+  // compositor has request pads only: fine. videoconvert's 'sink' has no input at all.
+  const std::string f = (dir.path() / "pads.yaml").string();
+  expect_error(errors, f, 5, 3, "element 'conv' (videoconvert) has no input: its sink pad 'sink' is not linked");
+  expect_error(errors, f, 4, 3, "element 'sel' is not linked");
+  EXPECT_EQ(errors.size(), 2u) << joined(errors);
+
+  // subtitleoverlay's optional subtitle_sink (an always pad too) may stay unlinked beside its video_sink.
+  errors.clear();
+  load_text(dir, "text.yaml", R"(elements:
+  src: {element: videotestsrc}
+  text: {element: subtitleoverlay}
+  sink: {element: fakesink}
+links: [[src, text, sink]]
+)",
+            errors);
+  EXPECT_TRUE(errors.empty()) << joined(errors);
+}
+
+TEST(PipelineConfigErrors, UnlinkedPoissonblendBackground) {
+  test::init_gst_once();
+  GstElementFactory* factory = gst_element_factory_find("poissonblend");
+  if (!factory) GTEST_SKIP() << "poissonblend is not available (Prism plugin not built)";
+  gst_object_unref(factory);
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "blend.yaml", R"(elements:
+  ov: {element: videotestsrc}
+  blend: {element: poissonblend}
+  sink: {element: fakesink}
+links:
+  - [ov, blend.overlay_0]
+  - [blend, sink]
+)",
+            errors);
+  const std::string f = (dir.path() / "blend.yaml").string();
+  expect_error(errors, f, 3, 3,
+               "sink pad 'sink' of element 'blend' (poissonblend) is not linked while its pad 'overlay_0' is");
+  EXPECT_EQ(errors.size(), 1u) << joined(errors);
+
+  // Linked by name or without a pad name (the first link fills the always pad), both are fine.
+  for (const char* links :
+       {"[[bg, blend.sink], [ov, blend.overlay_0], [blend, sink]]", "[[bg, blend], [ov, blend], [blend, sink]]"}) {
+    errors.clear();
+    load_text(dir, "ok.yaml",
+              std::string("elements:\n  bg: {element: videotestsrc}\n  ov: {element: videotestsrc}\n"
+                          "  blend: {element: poissonblend}\n  sink: {element: fakesink}\nlinks: ") +
+                  links + "\n",
+              errors);
+    EXPECT_TRUE(errors.empty()) << links << "\n" << joined(errors);
+  }
+}
+
 TEST(PipelineConfigErrors, MissingFile) {
   std::vector<ConfigError> errors;
   load_pipeline_config("/nonexistent/prism.yaml", {}, errors);

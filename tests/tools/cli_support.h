@@ -1,6 +1,8 @@
 // Running the prism binary of this build (PRISM_EXE) from the CLI tests.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -9,11 +11,32 @@
 namespace prism::test {
 
 struct CommandResult {
-  int exit_code = -1;
+  int exit_code = -1;  // 137 when killed for running past RunLimits::seconds
   std::string output;  // stdout and stderr together
 };
 
+// Bounds on one prism run, so that a test of a hang or of a memory cap cannot run away.
+struct RunLimits {
+  double seconds = 0;   // > 0: killed (SIGKILL) after this long
+  long memory_kib = 0;  // > 0: virtual memory limit (ulimit -v); see memory_limits_work()
+};
+
+// Whether `ulimit -v` can bound a prism run here (not under AddressSanitizer, which reserves
+// terabytes of address space at start).
+bool memory_limits_work();
+
 // Runs the prism binary with `args` (each shell-quoted) in folder `cwd`.
-CommandResult run_prism(const std::vector<std::string>& args, const std::string& cwd = ".");
+CommandResult run_prism(const std::vector<std::string>& args, const std::string& cwd = ".",
+                        const RunLimits& limits = {});
+
+// A prism run in the background, its stdout and stderr going to `log`, for tests that signal it.
+struct BackgroundPrism {
+  pid_t pid = -1;
+  std::string log;
+};
+BackgroundPrism start_prism(const std::vector<std::string>& args, const std::string& log);
+
+// Waits for it at most `seconds` (then kills it: exit_code 137); `output` is the log.
+CommandResult wait_prism(const BackgroundPrism& run, double seconds);
 
 }  // namespace prism::test

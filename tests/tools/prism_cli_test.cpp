@@ -179,24 +179,13 @@ TEST(PrismCli, SigintSendsEosAndExits130) {
   file: {element: filesink, properties: {location: live.mov}}
 links: [[src, {caps: "video/x-raw,width=64,height=48,framerate=30/1"}, enc, mux, file]]
 )");
-  const std::string log = (dir.path() / "log.txt").string();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    freopen(log.c_str(), "w", stderr);
-    execl(PRISM_EXE, PRISM_EXE, "run", config.c_str(), "--quiet", static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const auto run = test::start_prism({"run", config, "--quiet"}, (dir.path() / "log.txt").string());
+  ASSERT_GT(run.pid, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  kill(pid, SIGINT);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::ifstream in(log);
-  std::stringstream output;
-  output << in.rdbuf();
-  ASSERT_TRUE(WIFEXITED(status)) << output.str();
-  EXPECT_EQ(WEXITSTATUS(status), 130) << output.str();
-  EXPECT_NE(output.str().find("prism: interrupted"), std::string::npos) << output.str();
+  kill(run.pid, SIGINT);
+  const auto result = test::wait_prism(run, 20);
+  EXPECT_EQ(result.exit_code, 130) << result.output;
+  EXPECT_NE(result.output.find("prism: interrupted"), std::string::npos) << result.output;
   // EOS reached qtmux, so the file is finalised (has its moov atom) and can be read back.
   const std::string check = dir.write("check.yaml", R"(elements:
   src: {element: filesrc, properties: {location: live.mov}}
@@ -206,6 +195,95 @@ links: [[src, d], [d.video_0, sink]]
 )");
   const auto readback = run_prism({"run", check});
   EXPECT_EQ(readback.exit_code, 0) << readback.output;
+}
+
+// A pipeline that never passes EOS on: a live source into an identity that sleeps 30 s on the first
+// frame. gst_element_send_event(EOS) then blocked the main loop forever (issue 19, item 5); now the
+// EOS goes out on another thread and after --grace the run ends, saying so.
+constexpr char kStalledConfig[] = R"(elements:
+  src: {element: videotestsrc, properties: {is-live: true}}
+  stall: {element: identity, properties: {sleep-time: 30000000}}
+  sink: {element: fakesink}
+links: [[src, {caps: "video/x-raw,width=64,height=48,framerate=30/1"}, stall, sink]]
+)";
+
+TEST(PrismCli, TimeoutEndsAStalledPipeline) {
+  TempDir dir;
+  const std::string config = dir.write("stalled.yaml", kStalledConfig);
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = run_prism({"run", config, "--timeout", "0.5", "--grace", "0.5"}, ".", {10});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_LT(seconds, 5) << result.output;
+  EXPECT_NE(result.output.find("prism: error: the pipeline did not finish within 0.5 s of EOS"), std::string::npos)
+      << result.output;
+}
+
+TEST(PrismCli, SigtermEndsAStalledPipeline) {
+  TempDir dir;
+  const std::string config = dir.write("stalled.yaml", kStalledConfig);
+  const auto run = test::start_prism({"run", config, "--grace", "0.5"}, (dir.path() / "log.txt").string());
+  ASSERT_GT(run.pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const auto start = std::chrono::steady_clock::now();
+  kill(run.pid, SIGTERM);  // once
+  const auto result = test::wait_prism(run, 10);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(result.exit_code, 130) << result.output;
+  EXPECT_LT(seconds, 5) << result.output;
+  EXPECT_NE(result.output.find("prism: interrupted, finishing the files"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("prism: error: the pipeline did not finish within 0.5 s of EOS"), std::string::npos)
+      << result.output;
+}
+
+// Configs built to exhaust the stack or the memory fail validation early (issue 19, items 2 and 3).
+TEST(PrismCli, HostileVariablesFailValidation) {
+  TempDir dir;
+  std::string deep = "variables:\n";
+  for (int i = 0; i < 20000; ++i) deep += "  v" + std::to_string(i) + ": \"${v" + std::to_string(i + 1) + "}\"\n";
+  deep += "  v20000: 1\nelements:\n  src: {element: videotestsrc, properties: {num-buffers: \"${v0}\"}}\n";
+  deep += "  sink: {element: fakesink}\nlinks: [[src, sink]]\n";
+  const std::string deep_config = dir.write("deep.yaml", deep);
+  auto result = run_prism({"run", deep_config, "--print"}, ".", {10, 1 << 20});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find(deep_config + ":65:8: error: variable 'v64' is nested more than 64 levels deep"),
+            std::string::npos)
+      << result.output;
+
+  std::string doubling = "variables:\n  d0: ab\n";
+  for (int i = 1; i <= 35; ++i) {
+    doubling +=
+        "  d" + std::to_string(i) + ": \"${d" + std::to_string(i - 1) + "}${d" + std::to_string(i - 1) + "}\"\n";
+  }
+  doubling += "elements:\n  src: {element: videotestsrc}\n";
+  doubling += "  sink: {element: filesink, properties: {location: \"${d35}\"}}\nlinks: [[src, sink]]\n";
+  const std::string doubling_config = dir.write("doubling.yaml", doubling);
+  result = run_prism({"run", doubling_config}, ".", {10, 1 << 20});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find(doubling_config + ":22:8: error: variable 'd20' is longer than 1 MiB"),
+            std::string::npos)
+      << result.output;
+}
+
+// What still runs out of memory (here 400 properties of 1 MiB each, under a 250 MB limit) is a
+// message and exit status 1, not std::terminate's abort.
+TEST(PrismCli, OutOfMemoryIsAnError) {
+  if (!test::memory_limits_work()) GTEST_SKIP() << "ulimit -v does not work under AddressSanitizer";
+  TempDir dir;
+  std::string yaml = "variables:\n  d0: ab\n";
+  for (int i = 1; i <= 19; ++i) {
+    yaml += "  d" + std::to_string(i) + ": \"${d" + std::to_string(i - 1) + "}${d" + std::to_string(i - 1) + "}\"\n";
+  }
+  yaml += "elements:\n  src: {element: videotestsrc}\n  t: {element: tee}\n";
+  std::string links = "links:\n  - [src, t]\n";
+  for (int i = 0; i < 400; ++i) {
+    yaml += "  f" + std::to_string(i) + ": {element: filesink, properties: {location: \"${d19}\"}}\n";
+    links += "  - [t, f" + std::to_string(i) + "]\n";
+  }
+  const std::string config = dir.write("big.yaml", yaml + links);
+  const auto result = run_prism({"run", config, "--print"}, ".", {10, 250 * 1024});
+  EXPECT_EQ(result.exit_code, 1) << result.output.substr(0, 2000);
+  EXPECT_NE(result.output.find("prism run: error: out of memory"), std::string::npos) << result.output.substr(0, 2000);
 }
 
 TEST(PrismCli, HelpVersionAndUsageErrors) {

@@ -3,6 +3,8 @@
 // declaration and one table row.
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 
 #include <gst/gst.h>
@@ -60,7 +62,16 @@ int main(int argc, char** argv) {
     if (first == c.name) {
       std::string name = std::string("prism ") + c.name;
       argv[1] = name.data();
-      return c.main(argc - 1, argv + 1);
+      // The boundary: whatever a command did not handle becomes a message and exit status 1,
+      // never std::terminate's abort.
+      try {
+        return c.main(argc - 1, argv + 1);
+      } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "%s: error: out of memory\n", name.c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
+      }
+      return 1;
     }
   }
   std::fprintf(stderr, "prism: error: unknown command '%s'\n\n", first.c_str());

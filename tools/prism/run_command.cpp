@@ -1,4 +1,4 @@
-// prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS]
+// prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS] [--grace SECONDS]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,6 +14,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS]\n"
+    "                [--grace SECONDS]\n"
     "\n"
     "Validates the YAML pipeline CONFIG, then runs it until end of stream.\n"
     "\n"
@@ -22,10 +23,13 @@ constexpr char kUsage[] =
     "  --print            print the equivalent gst-launch-1.0 command and exit\n"
     "  -q, --quiet        no progress or summary (errors and warnings still print)\n"
     "  --timeout SECONDS  stop cleanly (EOS) after SECONDS and exit 0\n"
+    "  --grace SECONDS    after EOS (--timeout, Ctrl-C, SIGTERM), wait at most SECONDS for it to\n"
+    "                     reach the sinks, then stop the pipeline anyway and exit 1 (130 when\n"
+    "                     interrupted); default 3\n"
     "  -h, --help         show this help\n"
     "\n"
     "Exit status: 0 end of stream, 1 pipeline error, 2 invalid config or arguments,\n"
-    "130 interrupted (Ctrl-C sends EOS so files are finalised; a second Ctrl-C aborts).\n";
+    "130 interrupted (Ctrl-C or SIGTERM sends EOS so files are finalised; a second one aborts).\n";
 
 struct RunArgs {
   std::string config;
@@ -72,15 +76,15 @@ int parse_args(int argc, char** argv, RunArgs& args) {
       if (!take_value(text)) return usage_error("--set needs NAME=VALUE");
       if (!parse_override(text, o)) return usage_error("--set needs NAME=VALUE, got '" + text + "'");
       args.overrides.push_back(o);
-    } else if (arg == "--timeout") {
+    } else if (arg == "--timeout" || arg == "--grace") {
       std::string text;
-      if (!take_value(text)) return usage_error("--timeout needs a number of seconds");
+      if (!take_value(text)) return usage_error(arg + " needs a number of seconds");
       char* end = nullptr;
       const double seconds = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || !(seconds > 0)) {
-        return usage_error("--timeout needs a positive number of seconds, got '" + text + "'");
+      if (text.empty() || *end != '\0' || !(seconds > 0) || seconds > 1e6) {
+        return usage_error(arg + " needs a positive number of seconds, got '" + text + "'");
       }
-      args.options.timeout_s = seconds;
+      (arg == "--timeout" ? args.options.timeout_s : args.options.eos_grace_s) = seconds;
     } else if (arg.size() > 1 && arg[0] == '-') {
       return usage_error("unknown option '" + std::string(argv[i]) + "'");
     } else if (args.config.empty()) {
