@@ -1,6 +1,7 @@
 #include "pipeline_config.h"
 
 #include <gst/gst.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -91,6 +92,21 @@ std::string normalise_caps(const std::string& caps) {
   return out;
 }
 
+// Why `caps` cannot be a caps filter in a chain, or "" when it can. gst_caps_from_string accepts
+// any word as a structure name, but the launch line takes a word without '/' for an element
+// ({caps: identity} would insert an identity element), and ANY or EMPTY filter nothing.
+std::string filter_caps_problem(const GstCaps* caps) {
+  if (gst_caps_is_any(caps)) return "ANY caps are meaningless as a filter; name a media type such as video/x-raw";
+  if (gst_caps_is_empty(caps)) return "EMPTY caps match nothing; name a media type such as video/x-raw";
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    const std::string name = gst_structure_get_name(gst_caps_get_structure(caps, i));
+    const size_t slash = name.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == name.size())
+      return "'" + name + "' is not a media type such as video/x-raw (an element goes in a chain by its name)";
+  }
+  return {};
+}
+
 // A scalar after substitution. `from_command_line` tells whether its leading part came from a
 // --set override, which decides the base folder of a relative path.
 struct Expanded {
@@ -147,6 +163,7 @@ class Loader {
       error(at(e.mark), "invalid YAML: " + e.msg);
       return config;
     }
+    if (!single_document(text)) return config;
     try {
       load_root(root, config);
     } catch (const YAML::Exception& e) {  // defensive: malformed input must never crash
@@ -168,6 +185,38 @@ class Loader {
   static SourceLocation at_override(const Override& o) { return {"--set " + o.name + "=" + o.value}; }
 
   void error(const SourceLocation& where, const std::string& message) { errors_.push_back({where, message}); }
+
+  // YAML::Load reads the first document and drops the rest without a word; a config that goes on
+  // after a '---' is refused rather than half used. Reports and returns false when it does.
+  bool single_document(const std::string& text) {
+    struct DocumentStarts : YAML::EventHandler {
+      std::vector<YAML::Mark> marks;
+      void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+      void OnDocumentEnd() override {}
+      void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+      void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+      void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+      void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+      void OnSequenceEnd() override {}
+      void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+      void OnMapEnd() override {}
+    } starts;
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    try {
+      while (starts.marks.size() < 2 && parser.HandleNextDocument(starts)) {
+      }
+    } catch (const YAML::Exception& e) {
+      if (starts.marks.size() < 2) {
+        error(at(e.mark), "invalid YAML after the first document: " + e.msg);
+        return false;
+      }
+    }
+    if (starts.marks.size() < 2) return true;
+    error(at(starts.marks[1]),
+          "a second YAML document ('---' and more) follows the config; a config file holds one YAML document");
+    return false;
+  }
 
   // yaml-cpp's messages for tabs are cryptic; say what is wrong.
   static std::string tab_hint(const std::string& text, const YAML::Mark& mark) {
@@ -797,11 +846,12 @@ class Loader {
       item.caps = normalise_caps(text->text);
       item.where = caps_where;
       GstCaps* parsed = item.caps.empty() ? nullptr : gst_caps_from_string(item.caps.c_str());
-      if (!parsed) {
-        error(caps_where, "invalid caps '" + text->text + "'");
+      const std::string problem = parsed ? filter_caps_problem(parsed) : std::string();
+      if (parsed) gst_caps_unref(parsed);
+      if (!parsed || !problem.empty()) {
+        error(caps_where, "invalid caps '" + text->text + "'" + (problem.empty() ? "" : ": " + problem));
         return std::nullopt;
       }
-      gst_caps_unref(parsed);
       return item;
     }
     if (node.IsMap()) {

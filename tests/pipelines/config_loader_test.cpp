@@ -361,6 +361,53 @@ links:
   EXPECT_EQ(errors.size(), 12u) << joined(errors);
 }
 
+// A caps item must be a media type: a bare word would become an element on the launch line, and
+// ANY or EMPTY filter nothing or everything.
+TEST(PipelineConfigErrors, CapsMustBeMediaTypes) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "c.yaml", R"(elements:
+  src: {element: videotestsrc}
+  sink: {element: fakesink}
+links:
+  - [src, {caps: identity}, sink]
+  - [src, {caps: ANY}, sink]
+  - [src, {caps: EMPTY}, sink]
+  - [src, {caps: "video/x-raw; identity"}, sink]
+  - [src, {caps: "video/x-raw(memory:SystemMemory), format=RGB; image/jpeg"}, sink]
+)",
+            errors);
+  const std::string f = (dir.path() / "c.yaml").string();
+  expect_error(errors, f, 5, 18, "invalid caps 'identity': 'identity' is not a media type");
+  expect_error(errors, f, 6, 18, "invalid caps 'ANY': ANY caps are meaningless as a filter");
+  expect_error(errors, f, 7, 18, "invalid caps 'EMPTY': EMPTY caps");
+  expect_error(errors, f, 8, 18, "invalid caps 'video/x-raw; identity': 'identity' is not a media type");
+  EXPECT_EQ(errors.size(), 4u) << joined(errors);
+}
+
+// yaml-cpp reads the first document only; a second one must not be dropped without a word.
+TEST(PipelineConfigErrors, OneYamlDocumentPerFile) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const std::string good = R"(elements:
+  src: {element: videotestsrc}
+  sink: {element: fakesink}
+links: [[src, sink]]
+)";
+  load_text(dir, "marked.yaml", "---\n" + good + "...\n", errors);
+  EXPECT_TRUE(errors.empty()) << joined(errors);
+
+  load_text(dir, "two.yaml", good + "---\nelements: {}\n", errors);
+  const std::string two = (dir.path() / "two.yaml").string();
+  expect_error(errors, two, 5, 1, "a config file holds one YAML document");
+  EXPECT_EQ(errors.size(), 1u) << joined(errors);
+
+  errors.clear();
+  load_text(dir, "broken.yaml", good + "--- [\n", errors);
+  expect_error(errors, (dir.path() / "broken.yaml").string(), 5, 1, "a config file holds one YAML document");
+  EXPECT_EQ(errors.size(), 1u) << joined(errors);
+}
+
 struct MalformedCase {
   const char* file;
   int line;
