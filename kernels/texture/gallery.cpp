@@ -58,6 +58,9 @@ void fsync_dir(const fs::path& dir) {
   }
 }
 
+// A killed writer's unfinished file (entries/.tmp-ID-PID, .tmp-marker-PID).
+bool is_temporary(const fs::path& p) { return p.filename().string().rfind(".tmp-", 0) == 0; }
+
 // An exclusive flock() on DIR/.lock for one write; also clears temporary files of killed writers.
 class WriterLock {
  public:
@@ -73,7 +76,7 @@ class WriterLock {
     }
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir / "entries", ec))
-      if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove(e.path(), ec);
+      if (is_temporary(e.path())) fs::remove(e.path(), ec);
   }
   ~WriterLock() { ::close(fd_); }  // closing releases the lock
   WriterLock(const WriterLock&) = delete;
@@ -82,6 +85,25 @@ class WriterLock {
  private:
   int fd_ = -1;
 };
+
+// Whether a gallery may be created in `dir`: it is absent or empty, or holds only what a creator
+// killed before writing the marker leaves (entries/ with temporary files, .lock, its temporary marker).
+bool fresh_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return true;
+  try {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name == ".lock" || name.rfind(".tmp-marker-", 0) == 0) continue;
+      if (name != "entries" || !e.is_directory()) return false;
+      for (const auto& f : fs::directory_iterator(e.path()))
+        if (!is_temporary(f.path())) return false;
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw GalleryError(dir.string() + ": cannot read: " + e.code().message());
+  }
+  return true;
+}
 
 template <class T>
 void append(std::vector<uint8_t>& out, const T* p, size_t count) {
@@ -169,11 +191,11 @@ Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
     if (!create && !fs::exists(dir, ec)) throw GalleryError(dir.string() + ": no such gallery directory");
     if (!create) throw GalleryError(dir.string() + ": not a Prism texture gallery (no " + kMarker + ")");
     if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw GalleryError(dir.string() + ": not a directory");
+    // Checked before anything is written: a folder of other files is left exactly as it was.
+    if (!fresh_folder(dir))
+      throw GalleryError(dir.string() + ": not a Prism texture gallery and not empty; choose a new or empty folder");
     fs::create_directories(dir / "entries", ec);
     if (ec) throw GalleryError(dir.string() + ": cannot create: " + ec.message());
-    for (const auto& e : fs::directory_iterator(dir / "entries"))
-      if (e.path().filename().string().rfind(".tmp-", 0) != 0)
-        throw GalleryError(dir.string() + ": not empty and not a Prism texture gallery");
     WriterLock lock(dir);
     const std::string text = kMarkerText;
     write_atomically(dir / (std::string(".tmp-marker-") + std::to_string(::getpid())), marker,
@@ -195,8 +217,7 @@ Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
 std::vector<fs::path> Gallery::list_entry_files(const fs::path& dir) {
   std::vector<fs::path> files;
   for (const auto& de : fs::directory_iterator(dir / "entries")) {
-    const std::string name = de.path().filename().string();
-    if (name.rfind(".tmp-", 0) == 0) continue;  // a killed writer's unfinished file
+    if (is_temporary(de.path())) continue;
     if (de.path().extension() != ".tex" || !valid_product_id(de.path().stem().string()))
       throw GalleryError(de.path().string() + ": unexpected file in the gallery");
     files.push_back(de.path());

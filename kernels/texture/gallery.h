@@ -49,7 +49,8 @@ class Gallery {
   enum class Load { kEntries, kNoEntries };
 
   // Opens the gallery in `dir` and reads every entry (unless told not to); with `create` an absent
-  // or empty directory becomes a new gallery. Throws GalleryError.
+  // or empty directory becomes a new gallery, and a non-empty one that is not a gallery is refused
+  // untouched. Throws GalleryError.
   static Gallery open(const std::filesystem::path& dir, bool create = false, Load load = Load::kEntries);
 
   const std::filesystem::path& dir() const { return dir_; }

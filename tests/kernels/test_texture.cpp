@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "prism_test.h"
@@ -197,6 +198,40 @@ TEST(TextureGallery, EntriesRoundTripThroughTheDirectory) {
   EXPECT_GT(b.enrolled_unix, 0);
   EXPECT_EQ(b.features.descriptors.size(), size_t(b.features.count()) * match::kDim);
   EXPECT_EQ(Gallery::encode(Gallery::decode(Gallery::encode(b), "x")), Gallery::encode(b));
+}
+
+// Creating a gallery takes a new or empty folder (or one a killed creator left behind); a folder of
+// other files is refused untouched, never silently turned into a gallery.
+TEST(TextureGallery, CreatingRefusesAFolderThatIsNotEmptyAndNotAGallery) {
+  test::TempDir dir;
+  const fs::path g = dir.path() / "photos";
+  fs::create_directory(g);
+  { std::ofstream(g / "notes.txt") << "keep me"; }
+  try {
+    Gallery::open(g, true);
+    ADD_FAILURE() << "a folder of other files became a gallery";
+  } catch (const GalleryError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              g.string() + ": not a Prism texture gallery and not empty; choose a new or empty folder");
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(g)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"notes.txt"});  // no marker, lock or entries/ written
+  std::ifstream in(g / "notes.txt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep me");
+
+  // An empty folder, and one a creator was killed in (entries/, .lock, its temporary marker).
+  const fs::path empty = dir.path() / "empty";
+  fs::create_directory(empty);
+  EXPECT_NO_THROW(Gallery::open(empty, true));
+  EXPECT_NO_THROW(Gallery::open(empty));
+  const fs::path killed = dir.path() / "killed";
+  fs::create_directories(killed / "entries");
+  { std::ofstream(killed / ".lock"); }
+  { std::ofstream(killed / ".tmp-marker-12345") << "prism"; }
+  { std::ofstream(killed / "entries" / ".tmp-p1-12345") << "half"; }
+  EXPECT_NO_THROW(Gallery::open(killed, true));
+  EXPECT_NO_THROW(Gallery::open(killed));
 }
 
 TEST(TextureGallery, CorruptOrStrayFilesAreRefusedByName) {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <sstream>
@@ -123,6 +124,25 @@ TEST(TextureCli, BadInputGetsClearErrors) {
   r = run_prism({"texture", "list", "--gallery", g});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find(entry.string() + ": corrupt gallery entry"), std::string::npos) << r.output;
+}
+
+// enroll --gallery pointed at a folder of other files refuses it and leaves it as it was.
+TEST(TextureCli, EnrolRefusesAFolderThatIsNotEmptyAndNotAGallery) {
+  TempDir dir;
+  const fs::path g = dir.path() / "photos";
+  fs::create_directory(g);
+  { std::ofstream(g / "holiday.jpg") << "not mine to touch"; }
+  const std::string image = dir.write("box.png", "the folder is refused before any image is read");
+  const auto r = run_prism({"texture", "enroll", "--gallery", g.string(), image});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(g.string() + ": not a Prism texture gallery and not empty; choose a new or empty folder"),
+            std::string::npos)
+      << r.output;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(g)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"holiday.jpg"});
+  std::ifstream in(g / "holiday.jpg");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "not mine to touch");
 }
 
 // A w x h PNG of one grey value, written by hand (one stored deflate block: small images only).

@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "  eval    --out DIR ...          accuracy evaluation (see 'prism texture eval --help')\n"
     "\n"
     "options:\n"
-    "  --gallery DIR        the gallery directory (enroll creates it)\n"
+    "  --gallery DIR        the gallery directory (enroll creates it in a new or empty folder)\n"
     "  --json               machine-readable output (one JSON object per line)\n"
     "  --device D           auto (default), cpu or cuda: where descriptors are matched\n"
     "  --min-significance S decision threshold on the inliers' significance, -log10 of the chance\n"
