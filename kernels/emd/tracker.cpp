@@ -1,7 +1,11 @@
 #include "emd/tracker.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "common/regular_file.h"
@@ -14,6 +18,43 @@
 namespace prism::emd {
 
 // ---- settings ----
+
+namespace {
+
+// target-rect's x, y, width, height as written; each must be an int (4 x 3e9 was converted to int
+// with undefined behaviour). The frame is not needed: checked with the other settings at start.
+std::vector<int64_t> target_rect_values(const std::string& text) {
+  const std::vector<float> v = parse_numbers(text, "target-rect");
+  if (v.size() != 4) throw std::invalid_argument("'" + text + "': expected x,y,width,height");
+  std::vector<int64_t> out;
+  for (const float f : v) {
+    const double d = f;
+    if (!(d >= std::numeric_limits<int>::min() && d <= std::numeric_limits<int>::max())) {
+      char number[32];
+      std::snprintf(number, sizeof number, "%.15g", d);
+      throw std::invalid_argument("'" + text + "': " + number + " is outside " +
+                                  std::to_string(std::numeric_limits<int>::min()) + ".." +
+                                  std::to_string(std::numeric_limits<int>::max()));
+    }
+    out.push_back(static_cast<int64_t>(d));
+  }
+  return out;
+}
+
+// A cache whose signatures alone (the table holds more) exceed this machine's memory could never
+// be allocated: it failed as a bare std::bad_alloc at the first frame.
+void check_cache_size(int64_t capacity, int bins) {
+  const double need = static_cast<double>(capacity) * bins * sizeof(float);
+  const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (capacity < 0 || (have > 0 && need > have)) {
+    char why[160];
+    std::snprintf(why, sizeof why, "%lld signatures of %d bins need %.3g GB, more than this machine's %.3g GB",
+                  static_cast<long long>(capacity), bins, need / 1e9, have / 1e9);
+    throw std::invalid_argument(why);
+  }
+}
+
+}  // namespace
 
 TrackerSetup check_config(const TrackerConfig& c, int channels) {
   const int bins = channels > 0 ? channels : c.bins;
@@ -60,6 +101,12 @@ TrackerSetup check_config(const TrackerConfig& c, int channels) {
       target = parse_numbers(RegularFile(c.target_location).read_text(), c.target_location);
     }
     if (!target.empty()) validate_target(target, channels >= 0 ? bins : static_cast<int>(target.size()));
+    if (!c.target_rect.empty()) {
+      property = "target-rect";
+      target_rect_values(c.target_rect);  // its bounds against the frame: per caps
+    }
+    property = "cache-size";
+    check_cache_size(c.map.cache_capacity, channels < 0 ? 2 : bins);  // before caps: the fewest bins a tensor has
     return {std::move(*ground), std::move(target)};
   } catch (const std::exception& e) {
     throw SettingError(property, e.what());
@@ -68,14 +115,13 @@ TrackerSetup check_config(const TrackerConfig& c, int channels) {
 
 Box parse_target_rect(const std::string& text, int width, int height) {
   try {
-    const std::vector<float> v = parse_numbers(text, "target-rect");
-    if (v.size() != 4) throw std::invalid_argument("'" + text + "': expected x,y,width,height");
-    const int x0 = std::max(0, static_cast<int>(v[0])), y0 = std::max(0, static_cast<int>(v[1]));
-    const int x1 = std::min(width, static_cast<int>(v[0] + v[2])), y1 = std::min(height, static_cast<int>(v[1] + v[3]));
+    const std::vector<int64_t> v = target_rect_values(text);
+    const int64_t x0 = std::max<int64_t>(0, v[0]), y0 = std::max<int64_t>(0, v[1]);
+    const int64_t x1 = std::min<int64_t>(width, v[0] + v[2]), y1 = std::min<int64_t>(height, v[1] + v[3]);
     if (x1 <= x0 || y1 <= y0)
       throw std::invalid_argument("'" + text + "' has no pixel inside the " + std::to_string(width) + "x" +
                                   std::to_string(height) + " frame");
-    return {x0, y0, x1 - x0, y1 - y0};
+    return {static_cast<int>(x0), static_cast<int>(y0), static_cast<int>(x1 - x0), static_cast<int>(y1 - y0)};
   } catch (const std::exception& e) {
     throw SettingError("target-rect", e.what());
   }

@@ -73,11 +73,13 @@ struct TrackerSetup {
 
 // Checks the settings and builds the ground distance and the given target. `channels`: the input
 // tensor's, 0 for video input (`bins` counts), -1 before caps are known (the bins are not
-// compared). Throws SettingError naming the property (the file and line for file errors).
+// compared). Also target-rect's syntax (its bounds need the frame: parse_target_rect) and a
+// cache-size too large for this machine's memory. Throws SettingError naming the property (the
+// file and line for file errors).
 TrackerSetup check_config(const TrackerConfig& config, int channels);
 
 // target-rect clipped to a width x height frame. Throws SettingError("target-rect") for text
-// that is not 4 numbers or a rectangle with no pixel inside.
+// that is not 4 numbers, a number outside the int range or a rectangle with no pixel inside.
 Box parse_target_rect(const std::string& text, int width, int height);
 
 constexpr int kMaxDrawnBoxes = 64;  // outlines drawn per frame (all detections are reported)

@@ -344,11 +344,38 @@ TEST(EmdTrackerSettings, TargetRect) {
   EXPECT_EQ(rect("1,2,x,4"), "target-rect|property 'target-rect': target-rect: 'x' is not a number");
   EXPECT_EQ(rect("5000,5000,10,10"),
             "target-rect|property 'target-rect': '5000,5000,10,10' has no pixel inside the 64x48 frame");
+  // Beyond int: refused, not converted with undefined behaviour.
+  EXPECT_EQ(rect("0,0,3e9,3e9"),
+            "target-rect|property 'target-rect': '0,0,3e9,3e9': 3000000000 is outside -2147483648..2147483647");
+  EXPECT_EQ(rect("2000000000,0,2000000000,10"),
+            "target-rect|property 'target-rect': '2000000000,0,2000000000,10' has no pixel inside the 64x48 frame");
+  // Its syntax is checked with the other settings (at start, before the frame size is known).
+  emd::TrackerConfig c;
+  c.target_rect = "1,2,3";
+  EXPECT_EQ(setting_error([&] { emd::check_config(c, -1); }),
+            "target-rect|property 'target-rect': '1,2,3': expected x,y,width,height");
+  c.target_rect = "0,0,3e9,3e9";
+  EXPECT_EQ(setting_error([&] { emd::check_config(c, -1); }),
+            "target-rect|property 'target-rect': '0,0,3e9,3e9': 3000000000 is outside -2147483648..2147483647");
+  c.target_rect = "5000,5000,10,10";  // the frame is not known yet: checked per caps
+  EXPECT_EQ(setting_error([&] { emd::check_config(c, -1); }), "no error");
   const emd::Box b = emd::parse_target_rect("-4, 40, 20, 20", 64, 48);  // clipped to the frame
   EXPECT_EQ(b.x, 0);
   EXPECT_EQ(b.y, 40);
   EXPECT_EQ(b.w, 16);
   EXPECT_EQ(b.h, 8);
+}
+
+// A cache-size whose table could never be allocated was a bare std::bad_alloc at the first frame:
+// refused with the other settings, naming the property.
+TEST(EmdTrackerSettings, HugeCacheSizeIsRefused) {
+  emd::TrackerConfig c;
+  c.target = "1,1,1,1,1,1,1,1,1,1,1";
+  c.map.cache_capacity = INT64_MAX / 1024;  // the property's maximum
+  const std::string what = setting_error([&] { emd::check_config(c, -1); });
+  EXPECT_EQ(what.rfind("cache-size|property 'cache-size': ", 0), 0u) << what;
+  c.map.cache_capacity = emd::EmdMapConfig{}.cache_capacity;
+  EXPECT_EQ(setting_error([&] { emd::check_config(c, 0); }), "no error");
 }
 
 // emd::Tracker on the CPU against the kernels composed as emdtracker did before they moved into

@@ -111,6 +111,38 @@ TEST_F(EmdTracker, BadSettingsNameTheProperty) {
   }
 }
 
+// Sets "emdtracker PROPS" to PAUSED with no data: whether it started, and the error's text when not.
+bool starts(const std::string& props, std::string& error) {
+  GstElement* e = gst_parse_bin_from_description(("emdtracker " + props).c_str(), FALSE, nullptr);
+  if (!e) return false;
+  GstBus* bus = gst_bus_new();
+  gst_element_set_bus(e, bus);
+  const bool ok = gst_element_set_state(e, GST_STATE_PAUSED) != GST_STATE_CHANGE_FAILURE;
+  test::BusLog log;
+  log.drain(bus);
+  error = log.error;
+  gst_element_set_state(e, GST_STATE_NULL);
+  gst_element_set_bus(e, nullptr);
+  gst_object_unref(bus);
+  gst_object_unref(e);
+  return ok;
+}
+
+// A malformed target-rect or a huge cache-size failed only when the frame came (or as a bare
+// bad_alloc): refused at the state change, naming the property.
+TEST_F(EmdTracker, BadTargetRectAndCacheSizeFailAtStart) {
+  for (const std::string& props :
+       {std::string("target-rect=1,2,3"), std::string("target-rect=0,0,3e9,3e9"), std::string("target-rect=1,2,3,x")}) {
+    std::string error;
+    EXPECT_FALSE(starts("device=cpu " + props, error)) << props;
+    EXPECT_NE(error.find("property 'target-rect'"), std::string::npos) << props << " -> '" << error << "'";
+  }
+  std::string error;
+  EXPECT_FALSE(starts("device=cpu target-rect=1,2,3,4 cache-size=9007199254740991", error));
+  EXPECT_NE(error.find("property 'cache-size'"), std::string::npos) << error;
+  EXPECT_TRUE(starts("device=cpu target-rect=5000,5000,10,10", error)) << error;  // the frame: per caps
+}
+
 TEST_F(EmdTracker, WavelengthsAndMatrixGroundDistancesRun) {
   test::TempDir dir;
   std::string m;
