@@ -96,6 +96,12 @@ struct Reader {
     need(n);
     if (n) std::memcpy(m.data, bytes.data() + pos, n);
     pos += n;
+    // A NaN or infinity here would make every distance or confidence NaN (and "confidence":nan).
+    for (int y = 0; y < rows && (type == CV_32F || type == CV_64F); ++y)
+      for (int x = 0; x < cols; ++x)
+        if (!std::isfinite(type == CV_32F ? double(m.at<float>(y, x)) : m.at<double>(y, x)))
+          fail(std::string("a non-finite value in the ") + what + " (row " + std::to_string(y) + ", column " +
+               std::to_string(x) + ")");
     return m;
   }
 };
@@ -342,6 +348,7 @@ Model Model::load(const std::string& path) {
   c.knn = r.get<int32_t>();
   c.svm_c = r.get<double>();
   c.seed = r.get<uint64_t>();
+  if (!std::isfinite(c.svm_c)) r.fail("SVM C is not finite");
   if (c.k < 1 || c.levels < 0 || c.levels > 3 || c.knn < 1) r.fail("bad configuration");
   try {
     m.bank_ = FilterBank(c.bank);

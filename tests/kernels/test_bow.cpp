@@ -335,6 +335,14 @@ TEST(BowModel, DamagedOrForeignFilesAreRefusedByName) {
   future[8] = 9;
   expect_refused(future, "model format 9");
   EXPECT_THROW(bow::Model::load((dir.path() / "missing.bow").string()), bow::ModelError);
+  // A directory is named as one, with its path.
+  try {
+    bow::Model::load(dir.path().string());
+    ADD_FAILURE() << "a directory accepted as a model";
+  } catch (const bow::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.path().string() + ": not a regular file (a directory)"), std::string::npos)
+        << e.what();
+  }
   // A writer killed before its rename leaves only its temporary file: the model is untouched.
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -343,6 +351,35 @@ TEST(BowModel, DamagedOrForeignFilesAreRefusedByName) {
   { std::ofstream(path + ".tmp") << "half a model"; }
   EXPECT_NO_THROW(bow::Model::load(path));
   m.save(path);  // the next save replaces the stale temporary file
+  EXPECT_NO_THROW(bow::Model::load(path));
+}
+
+// A NaN or infinite SVM weight (with a valid CRC) would make every confidence NaN: refused at load,
+// naming the file and the field.
+TEST(BowModel, NonFiniteSvmWeightsAreRefusedByName) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> imgs;
+  std::vector<int> labels;
+  for (int i = 0; i < 6; ++i) imgs.push_back(scene(rng, i % 2)), labels.push_back(i % 2);
+  bow::TrainConfig c;
+  c.k = 8;
+  c.samples_per_image = 20;
+  c.levels = 0;
+  test::TempDir dir;
+  const std::string path = (dir.path() / "m.bow").string();
+  bow::Model::train(imgs, labels, {"a", "b"}, c).save(path);
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    test::set_bow_svm_weights(path, bad);
+    try {
+      bow::Model::load(path);
+      ADD_FAILURE() << "accepted an SVM weight of " << bad;
+    } catch (const bow::ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": a non-finite value in the SVM weights (row 0, column 0)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  test::set_bow_svm_weights(path, 0.5);  // finite weights load
   EXPECT_NO_THROW(bow::Model::load(path));
 }
 

@@ -193,6 +193,7 @@ TEST_F(BowClassify, MissingOrDamagedModelsAreRefusedNamingTheProperty) {
       dir.write("garbage.bow", garbage),
       dir.write("magic-only.bow", "PRISMBOW and then nothing sensible"),
       dir.write("truncated.bow", whole.substr(0, whole.size() / 2)),
+      dir.path().string(),  // a directory: named as one, with its path
   };
   std::string error;
   for (const std::string& path : paths) {

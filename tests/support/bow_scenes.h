@@ -5,7 +5,14 @@
 #include <opencv2/imgproc.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
 
 namespace prism::test {
 
@@ -30,6 +37,26 @@ inline cv::Mat bow_scene(std::mt19937& rng, int kind, int width, int height, dou
     cv::add(img, noise, img, cv::noArray(), CV_8U);
   }
   return img;
+}
+
+// Rewrites every SVM weight of the model file at `path` (an SVM model: the weights are its last
+// block, rows, cols, CV_64F, then the data) to `value`, with a fresh CRC-32: a crafted model that
+// only the value checks can refuse.
+inline void set_bow_svm_weights(const std::string& path, double value) {
+  std::vector<uint8_t> bytes = read_file(path);
+  const size_t end = bytes.size() - 4;
+  for (size_t h = end - 12;; --h) {  // find the block header that makes the data end at the CRC
+    int32_t head[3];
+    std::memcpy(head, bytes.data() + h, sizeof head);
+    if (head[2] == CV_64F && head[0] > 0 && head[1] > 0 && h + 12 + size_t(head[0]) * head[1] * 8 == end) {
+      for (size_t at = h + 12; at < end; at += 8) std::memcpy(bytes.data() + at, &value, 8);
+      const uint32_t crc = crc32(bytes.data(), end);
+      std::memcpy(bytes.data() + end, &crc, 4);
+      write_atomically(path + ".tmp", path, bytes);
+      return;
+    }
+    if (h == 0) throw std::runtime_error(path + ": no SVM weights found");
+  }
 }
 
 }  // namespace prism::test

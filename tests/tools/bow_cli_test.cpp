@@ -4,9 +4,12 @@
 // missing image, a missing or damaged model, bad options.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
+#include "bow_scenes.h"
 #include "cli_support.h"
 
 namespace fs = std::filesystem;
@@ -65,6 +68,20 @@ TEST(BowCli, TrainEvalClassifyAndBadInput) {
   r = run_prism({"bow", "classify", "--model", model, "--json", data + "/" + first});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"label\":\""), std::string::npos) << r.output;
+
+  // Weights so large that every decision overflows: the confidence is NaN, which JSON cannot
+  // carry (null, never a bare nan); NaN weights themselves are refused naming the file and field.
+  const std::string huge = (dir.path() / "huge.bow").string();
+  fs::copy_file(model, huge);
+  test::set_bow_svm_weights(huge, std::numeric_limits<double>::max());
+  r = run_prism({"bow", "classify", "--model", huge, "--json", data + "/" + first});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"confidence\":null}"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("nan"), std::string::npos) << r.output;
+  test::set_bow_svm_weights(huge, std::nan(""));
+  r = run_prism({"bow", "classify", "--model", huge, "--json", data + "/" + first});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find(huge + ": a non-finite value in the SVM weights"), std::string::npos) << r.output;
 
   // Bad input, named.
   { std::ofstream(dir.path() / "bad.txt") << first << "\nno_class_folder.jpg\n"; }

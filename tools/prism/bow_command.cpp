@@ -344,8 +344,8 @@ int classify(const Options& o) {
       const bow::Prediction p = model.classify(load_grey(path));
       const std::string& name = model.class_names()[p.label];
       if (o.json)
-        std::printf("{\"image\":%s,\"label\":%s,\"confidence\":%.4f}\n", json_string(path).c_str(),
-                    json_string(name).c_str(), p.confidence);
+        std::printf("{\"image\":%s,\"label\":%s,\"confidence\":%s}\n", json_string(path).c_str(),
+                    json_string(name).c_str(), json_number(p.confidence, 4).c_str());
       else
         std::printf("%s: %s (confidence %.2f)\n", path.c_str(), name.c_str(), p.confidence);
     } catch (const std::exception& e) {

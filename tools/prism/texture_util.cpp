@@ -4,6 +4,7 @@
 #include <gst/app/gstappsrc.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +118,13 @@ void write_png(const cv::Mat& img, const std::string& path) {
     if (!f) throw std::runtime_error(path + ": cannot write");
   }
   std::filesystem::rename(tmp, path);
+}
+
+std::string json_number(double v, int decimals) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
 }
 
 std::string json_string(const std::string& s) {

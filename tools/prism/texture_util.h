@@ -40,6 +40,8 @@ void write_png(const cv::Mat& img, const std::string& path);
 
 // `s` as a JSON string literal.
 std::string json_string(const std::string& s);
+// `v` as a JSON number with `decimals` decimals, or null when it is NaN or infinite (JSON has neither).
+std::string json_number(double v, int decimals);
 
 // A progress bar on stderr: redrawn in place on a terminal, a line every 10% otherwise.
 class Progress {
