@@ -15,6 +15,8 @@
 #pragma once
 #include <cstdint>
 
+#include "common/hostdevice.h"
+
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -65,6 +67,59 @@ void match_cpu(const MatchProblem& p, const MatchParams& params, const MatchOutp
 // ratio test in the epilogue, so the distance matrix never goes to memory. out.scores must be
 // zeroed by the caller (the kernel adds to it).
 void match_cuda(const MatchProblem& p, const MatchParams& params, const MatchOutputs& out, cudaStream_t stream);
+#endif
+
+// ---- 8-bit descriptors (the gallery's storage and the index's matcher) ----
+//
+// RootSIFT in 8 bits as COLMAP stores it: u = min(255, round(512 x)) (components above 0.498
+// saturate; OpenCV's SIFT itself is natively 8-bit, ../shared/FACTS.md). Dot products of two u8
+// vectors are exact integers (128 x 255^2 < 2^31), so squared distances are exact and the CPU and
+// GPU paths agree bit for bit. Half as many bytes as FP16: 98,304 per gallery slot.
+//
+// The two nearest are the two smallest squared distances d = |q|^2 + |g|^2 - 2 q.g (vectors are no
+// longer exactly unit after rounding, so the norms are part of it); ties keep the lower descriptor
+// index. A query row that is all zero (the padding of a query to a multiple of 16 rows) never
+// passes the ratio test and has no nearest (best_index -1).
+constexpr int kSlotBytes = kSlot * kDim;
+
+uint8_t quantize_u8(float x);  // min(255, round(512 x)), halves away from zero; x <= 0 and NaN give 0
+// 8-bit RootSIFT of `count` SIFT vectors (kDim floats each): rootsift() then quantize_u8.
+void rootsift_u8(const float* sift, int count, uint8_t* out);
+// An FP16 RootSIFT component in 8 bits (migrating a gallery written in FP16).
+inline uint8_t half_to_u8(uint16_t h) { return quantize_u8(half_to_float(h)); }
+
+// Lowe's ratio test on exact squared distances: d1 < r d2 <=> d1 < r^2 d2 (d = squared), in
+// double from the float ratio, so that host and device decide identically.
+PRISM_HD bool ratio_pass(int32_t d1, int32_t d2, float ratio) {
+  const double r = ratio;
+  return double(d1) < r * r * double(d2);
+}
+
+struct MatchU8Problem {
+  const uint8_t* query = nullptr;    // [rows][kDim]
+  int rows = 0;                      // all queries' rows
+  int query_rows = 0;                // rows per query; a multiple of 16 for the GPU
+  const uint8_t* gallery = nullptr;  // [slots][kSlot][kDim]; rows past a slot's count hold any values
+  const int* counts = nullptr;       // [slots]
+  int images = 0;                    // gallery images in this batch
+  // Optional: batch image b reads gallery slot slots[b] (a search within a scope); null: slot b.
+  const int* slots = nullptr;
+  int queries() const { return query_rows > 0 ? rows / query_rows : 0; }
+};
+
+// Per (query row, batch image), when requested: the squared distances to the nearest and second
+// nearest (INT32_MAX when there is none) and the nearest's index (-1). Index [(b * rows) + row].
+struct MatchU8Outputs {
+  int* scores = nullptr;  // [queries][images], required: ratio-test passes
+  int32_t* best = nullptr;
+  int32_t* second = nullptr;
+  int* best_index = nullptr;
+};
+
+void match_u8_cpu(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out);
+#if defined(PRISM_HAVE_CUDA)
+// Device memory, asynchronous on `stream`; out.scores is written (not added to).
+void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out, cudaStream_t stream);
 #endif
 
 }  // namespace prism::match
