@@ -59,8 +59,9 @@ std::string check_launch_case(const LaunchCase& c, int seconds) {
       const size_t dot = p.object.find('.');
       GstElement* e = gst_bin_get_by_name(GST_BIN(pipeline), p.object.substr(0, dot).c_str());
       if (!e) throw std::runtime_error(c.name + ": no element " + p.object);
-      GstObject* target = dot == std::string::npos ? GST_OBJECT(gst_object_ref(e))
-                                                   : GST_OBJECT(gst_element_get_static_pad(e, p.object.c_str() + dot + 1));
+      GstObject* target = dot == std::string::npos
+                              ? GST_OBJECT(gst_object_ref(e))
+                              : GST_OBJECT(gst_element_get_static_pad(e, p.object.c_str() + dot + 1));
       if (!target) throw std::runtime_error(c.name + ": no pad " + p.object);
       g_object_set(target, p.property.c_str(), in_case_dir(p.value, dir).c_str(), nullptr);
       gst_object_unref(target);

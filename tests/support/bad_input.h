@@ -1,7 +1,7 @@
 // Helpers of the bad-input tests: a GLib log recorder (GStreamer-CRITICALs and WARNINGs are
 // g_log messages, e.g. from g_return_if_fail), crafted image files that declare what they do not
 // hold, and the one runner of the bad-input tables (tests/plugins/test_bad_input.cpp per element,
-// tests/tools/bad_input_test.cpp per CLI command): a case names its files, a launch line and what
+// tests/tools/cli_bad_input_test.cpp per CLI command): a case names its files, a launch line and what
 // must happen; the runner writes the files, runs the line within a time bound under the log
 // recorder and says what went wrong. No gtest here: tests assert on what these return.
 #pragma once
