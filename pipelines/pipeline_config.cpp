@@ -1034,6 +1034,15 @@ PipelineConfig parse_pipeline_config(const std::string& yaml_text, const std::st
 
 PipelineConfig load_pipeline_config(const std::string& path, const std::vector<Override>& overrides,
                                     std::vector<ConfigError>& errors, const std::string& cwd) {
+  // A FIFO or a device (/dev/zero) would be read forever, or opening it would block.
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    errors.push_back({{path}, "the config is not a regular file"});
+    PipelineConfig config;
+    config.path = path;
+    return config;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     errors.push_back({{path}, "cannot read the config file"});

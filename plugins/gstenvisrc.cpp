@@ -112,6 +112,7 @@ static gboolean start(GstBaseSrc *src) {
   GST_OBJECT_LOCK(self);
   const std::string location = self->location ? self->location : "";
   self->index = self->start_index;
+  const gint stop_index = self->stop_index;
   const gint fps_n = self->fps_n, fps_d = self->fps_d;
   GST_OBJECT_UNLOCK(self);
   self->frame = 0;
@@ -121,11 +122,19 @@ static gboolean start(GstBaseSrc *src) {
     return FALSE;
   }
   std::string path;
+  bool seq = false;
   try {
-    bool seq;
     path = format_location(location, self->index, &seq);
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("envisrc: %s", e.what()), (nullptr));
+    return FALSE;
+  }
+  /* A sequence that ends before it starts would be an empty stream with caps read from a cube it
+   * never sends. */
+  if (seq && stop_index >= 0 && stop_index < self->index) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("envisrc: property 'stop-index' (%d) is before 'start-index' (%d)", stop_index, self->index),
+                      (nullptr));
     return FALSE;
   }
   if (!g_file_test(path.c_str(), G_FILE_TEST_EXISTS)) {

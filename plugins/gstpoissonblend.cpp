@@ -406,12 +406,17 @@ static void release_overlays(std::vector<OverlayRef> &pads) {
 
 /* A mask-location that could not be decoded: an error naming the pad and the file. */
 static void post_mask_error(GstPoissonBlend *self, GstPad *pad, const OverlayState::Props &props) {
+  /* A file name need not be UTF-8; GStreamer warns about (and bus readers choke on) text that is not. */
+  gchar *error = g_utf8_make_valid(props.mask_error.c_str(), -1);
+  gchar *location = g_utf8_make_valid(props.location.c_str(), -1);
   if (props.mask_missing)
-    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("%s: mask-location: %s", GST_PAD_NAME(pad), props.mask_error.c_str()),
-                      ("pad %s, mask-location '%s'", GST_PAD_NAME(pad), props.location.c_str()));
+    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("%s: mask-location: %s", GST_PAD_NAME(pad), error),
+                      ("pad %s, mask-location '%s'", GST_PAD_NAME(pad), location));
   else
-    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("%s: mask-location: %s", GST_PAD_NAME(pad), props.mask_error.c_str()),
-                      ("pad %s, mask-location '%s'", GST_PAD_NAME(pad), props.location.c_str()));
+    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("%s: mask-location: %s", GST_PAD_NAME(pad), error),
+                      ("pad %s, mask-location '%s'", GST_PAD_NAME(pad), location));
+  g_free(error);
+  g_free(location);
 }
 
 static gboolean start(GstAggregator *agg) {

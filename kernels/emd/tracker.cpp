@@ -96,9 +96,12 @@ TrackerSetup check_config(const TrackerConfig& c, int channels) {
     std::vector<float> target;
     if (!c.target.empty()) {
       target = parse_numbers(c.target, "target");
+      if (target.empty()) throw std::invalid_argument("'" + c.target + "' holds no numbers");
     } else if (!c.target_location.empty()) {
       property = "target-location";
       target = parse_numbers(RegularFile(c.target_location).read_text(), c.target_location);
+      // An empty file was taken for no target and reported later as an empty target-rect.
+      if (target.empty()) throw std::invalid_argument(c.target_location + ": holds no numbers");
     }
     if (!target.empty()) validate_target(target, channels >= 0 ? bins : static_cast<int>(target.size()));
     if (!c.target_rect.empty()) {

@@ -1,12 +1,16 @@
 // Helpers of the bad-input tests: a GLib log recorder (GStreamer-CRITICALs and WARNINGs are
-// g_log messages, e.g. from g_return_if_fail) and crafted image files that declare what they do not
-// hold. No gtest here: tests assert on what these return.
+// g_log messages, e.g. from g_return_if_fail), crafted image files that declare what they do not
+// hold, and the one runner of the bad-input tables (tests/plugins/test_bad_input.cpp per element,
+// tests/tools/cli_bad_input_test.cpp per CLI command): a case names its files, a launch line and what
+// must happen; the runner writes the files, runs the line within a time bound under the log
+// recorder and says what went wrong. No gtest here: tests assert on what these return.
 #pragma once
 
 #include <glib.h>
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -89,5 +93,49 @@ inline void write_png_declaring(const std::string& path, uint32_t width, uint32_
   chunk("IEND", {});
   std::ofstream(path, std::ios::binary).write((const char*)png.data(), (std::streamsize)png.size());
 }
+
+class TempDir;
+
+// A file a case makes in its temporary folder before it runs, by one of the makers below.
+struct CaseFile {
+  std::string name;                                   // relative to the case's folder
+  std::function<void(const std::string& path)> make;  // makes `path`
+};
+CaseFile text_file(const std::string& name, const std::string& bytes);
+CaseFile folder(const std::string& name);                                 // an empty directory
+CaseFile fifo(const std::string& name);                                   // a named pipe with no writer
+CaseFile symlink_to(const std::string& name, const std::string& target);  // e.g. /dev/zero
+CaseFile png_declaring(const std::string& name, uint32_t width, uint32_t height, uint8_t colour_type = 0);
+
+// Makes every file of `files` under `dir`.
+void make_case_files(const TempDir& dir, const std::vector<CaseFile>& files);
+
+// `text` with every "@DIR@" replaced by `dir`'s path (launch lines and argv name the case's files).
+std::string in_case_dir(std::string text, const TempDir& dir);
+
+// A string property set with g_object_set before the run, for values gst-launch syntax cannot
+// carry (a file name that is not UTF-8).
+struct StringProperty {
+  std::string object;  // "element" or "element.pad"
+  std::string property;
+  std::string value;  // "@DIR@" = the case's folder
+};
+
+// One row of an element's table: run `launch` (gst-launch syntax, "@DIR@" = the case's folder,
+// where `files` are made) to its end.
+struct LaunchCase {
+  std::string name;
+  std::string launch;
+  std::vector<CaseFile> files;
+  // A substring of the first error's message ("element: message") or of its debug text (where
+  // GStreamer says "not-negotiated"); "" = reaches EOS without an error.
+  std::string error;
+  std::vector<StringProperty> strings = {};
+};
+
+// Runs `c` and returns "" when it did what it expects, else what went wrong: no error or another
+// one, no EOS, any GLib CRITICAL or WARNING logged meanwhile, or no end within `seconds` (after
+// twice that the process ends: a set_state blocked on a read cannot hang the suite).
+std::string check_launch_case(const LaunchCase& c, int seconds = 20);
 
 }  // namespace prism::test

@@ -81,4 +81,23 @@ CommandResult wait_prism(const BackgroundPrism& run, double seconds) {
   return result;
 }
 
+std::string check_cli_case(const CliCase& c, double seconds) {
+  TempDir dir;
+  make_case_files(dir, c.files);
+  std::vector<std::string> args;
+  std::string line = "prism";
+  for (const std::string& a : c.args) {
+    args.push_back(in_case_dir(a, dir));
+    line += " " + shell_quote(args.back());
+  }
+  const CommandResult r = run_prism(args, dir.path().string(), {seconds});
+  std::string wrong;
+  if (r.exit_code != c.exit_code)
+    wrong += "exit status " + std::to_string(r.exit_code) + ", expected " + std::to_string(c.exit_code) + "; ";
+  if (r.output.find(c.output) == std::string::npos) wrong += "no '" + c.output + "' in the output; ";
+  for (const char* glib : {"-CRITICAL **", "-WARNING **"})
+    if (r.output.find(glib) != std::string::npos) wrong += std::string("GLib printed ") + glib + "; ";
+  return wrong.empty() ? "" : c.name + ": " + line + "\n  " + wrong + "\n" + r.output.substr(0, 2000);
+}
+
 }  // namespace prism::test

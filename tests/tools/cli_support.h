@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bad_input.h"
 #include "prism_test.h"
 
 namespace prism::test {
@@ -38,5 +39,20 @@ BackgroundPrism start_prism(const std::vector<std::string>& args, const std::str
 
 // Waits for it at most `seconds` (then kills it: exit_code 137); `output` is the log.
 CommandResult wait_prism(const BackgroundPrism& run, double seconds);
+
+// One row of a CLI bad-input table (tests/tools/cli_bad_input_test.cpp): `args` ("@DIR@" = the case's
+// folder, where `files` are made and prism runs) must exit with `exit_code` and print `output`.
+struct CliCase {
+  std::string name;
+  std::vector<std::string> args;
+  std::vector<CaseFile> files;
+  int exit_code = 2;
+  std::string output;  // a substring of stdout and stderr together
+};
+
+// Runs `c` and returns "" when it did what it expects, else what went wrong: another exit status
+// (a signal, or 137 when killed after `seconds`), no such output, or a GLib CRITICAL or WARNING
+// printed.
+std::string check_cli_case(const CliCase& c, double seconds = 30);
 
 }  // namespace prism::test
