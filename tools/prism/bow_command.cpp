@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bow/histogram.h"
+#include "common/regular_file.h"
 #include "bow/model.h"
 #include "gst_setup.h"
 #include "texture_util.h"
@@ -127,8 +128,7 @@ struct Item {
 
 // LIST lines "class/file"; blank lines skipped. Errors name the list's file and line.
 std::vector<Item> read_list(const std::string& data, const std::string& list) {
-  std::ifstream in(list);
-  if (!in) throw std::runtime_error(list + ": cannot open");
+  std::istringstream in(RegularFile(list).read_text());  // a FIFO or /dev/zero is refused, not read forever
   std::vector<Item> items;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/regular_file.h"
 #include "gst/prism/gstprismimagefile.h"
 #include "gst_setup.h"
 #include "texture/index.h"
@@ -111,8 +112,7 @@ Options parse(int argc, char** argv) {
 std::vector<std::pair<std::string, std::string>> enrol_jobs(const Options& o) {
   std::vector<std::pair<std::string, std::string>> jobs;
   if (!o.list.empty()) {
-    std::ifstream in(o.list);
-    if (!in) throw UsageError(o.list + ": cannot read");
+    std::istringstream in(RegularFile(o.list).read_text());  // a FIFO or /dev/zero is refused, not read forever
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
       std::istringstream fields(line);
