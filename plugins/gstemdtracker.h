@@ -44,9 +44,10 @@
  *   GstCudaContext pushed): the tracker's signature, distance, grid and box buffers (device, and
  *   pinned host for the grid and boxes) and, when the target is given, the EMD map (target, cost
  *   matrix, counters). A target learned from target-rect makes the EMD map on the frame that learns
- *   it, once. The map's cache table (cache-size entries plus one frame's pixels) is sized on the
- *   first frame it computes. Plus the base class's per-caps staging for system-memory input or
- *   output. Everything is freed in stop() in the same context.
+ *   it, once. The map's cache table starts on the first frame it computes at two frames' signatures
+ *   and doubles when the cache and a frame would not fit (at most cache-size entries plus one
+ *   frame's pixels); a static scene stops growing it after its first frames. Plus the base class's per-caps staging for
+ * system-memory input or output. Everything is freed in stop() in the same context.
  *
  * Notes:
  *   The EMD is exact: the transportation simplex (Dantzig; Rubner et al. 2000 for its use as the
@@ -57,7 +58,7 @@
  *   the track id of the previous frame's box it overlaps most (IoU >= 0.2), else a new one. The
  *   first 64 boxes are drawn, all are reported. Host syncs on the GPU path: the base class's, before
  *   finish (the grid comes back in pinned memory); besides, once on the frame that learns the target
- *   (its rectangle comes to the host), once when the cache table is sized, and after drawing boxes
+ *   (its rectangle comes to the host), once each time the cache table grows, and after drawing boxes
  *   on a device frame. New caps start over: the frame count (and so target-frame and the message's
  *   `frame`), a learned target and the tracks.
  */

@@ -110,7 +110,12 @@ std::vector<double> LinearSvm::decision(const float* x) const {
 Prediction LinearSvm::predict(const float* x) const {
   const std::vector<double> d = decision(x);
   Prediction p;
-  p.label = int(std::max_element(d.begin(), d.end()) - d.begin());
+  p.label = 0;  // the largest value, NaN below everything, a tie to the lower class
+  for (int c = 1; c < int(d.size()); ++c)
+    if (d[c] > d[p.label] || (std::isnan(d[p.label]) && !std::isnan(d[c]))) p.label = c;
+  // Finite but huge weights overflow the dot products to +-inf, or NaN from inf - inf: then the
+  // softmax is undefined (NaN) and the values rank nothing reliably, so the confidence is 0.
+  if (!std::all_of(d.begin(), d.end(), [](double v) { return std::isfinite(v); })) return p;
   double z = 0;
   for (double v : d) z += std::exp(v - d[p.label]);
   p.confidence = 1.0 / z;

@@ -16,7 +16,9 @@ double chi2_distance(const float* a, const float* b, int n);
 
 struct Prediction {
   int label = -1;
-  double confidence = 0;  // k-NN: share of the votes; SVM: softmax of the decision values
+  // k-NN: share of the votes; SVM: softmax of the decision values, or 0 when one of them is not
+  // finite (weights so large that the dot product overflowed). Never NaN.
+  double confidence = 0;
 };
 
 // `train`: N x D CV_32F histograms with `labels` in [0, classes). Votes of the K nearest; a tie
@@ -36,6 +38,7 @@ class LinearSvm {
   // One binary SVM per class (that class against the rest).
   void train(const cv::Mat& x, const std::vector<int>& labels, int classes, const SvmParams& params = {});
   std::vector<double> decision(const float* x) const;  // one value per class
+  // The class of the largest decision value (NaN ranks lowest; a tie goes to the lower class).
   Prediction predict(const float* x) const;
   // The model: classes x (D + 1) weights, the bias last.
   const cv::Mat& weights() const { return w_; }

@@ -139,22 +139,51 @@ struct CpuEmdMap::Impl {
   std::vector<int64_t> frame_of;
   std::vector<float> value;
   int64_t frame = 0;
+  // Per frame, kept so that a frame allocates nothing: each pixel's slot, the new slots to solve.
+  std::vector<int64_t> slot_of, work;
 
   Impl(GroundDistance g, std::vector<float> t, EmdMapConfig c)
       : ground(std::move(g)), target(std::move(t)), config(c), n(ground.bins()) {
     validate_target(target, n);
   }
 
+  // Room for the cached signatures plus one frame of `pixels` new ones (called after the flush
+  // decision): grows geometrically (grown_entries), re-inserting what is cached.
   void ensure(int64_t pixels) {
-    const int64_t want = config.cache_capacity + pixels;  // the cache plus one frame's new signatures
-    if (want <= entries) return;
-    entries = want;
-    slots = table_slots(entries);
-    keys.assign(static_cast<size_t>(slots) * n, 0.f);
-    used.assign(slots, 0);
-    frame_of.assign(slots, -1);
-    value.assign(slots, 0.f);
-    filled = 0;
+    if (static_cast<int64_t>(slot_of.size()) < pixels) slot_of.resize(pixels);
+    const int64_t need = filled + pixels;
+    if (need <= entries) return;
+    const int64_t grown = grown_entries(entries, need, pixels, config.cache_capacity + pixels);
+    const int64_t grown_slots = table_slots(grown);
+    std::vector<float> k2;
+    std::vector<uint8_t> u2;
+    std::vector<int64_t> f2;
+    std::vector<float> v2;
+    try {
+      k2.assign(static_cast<size_t>(grown_slots) * n, 0.f);
+      u2.assign(grown_slots, 0);
+      f2.assign(grown_slots, -1);
+      v2.assign(grown_slots, 0.f);
+    } catch (const std::exception&) {  // bad_alloc, length_error
+      throw CacheMemoryError(cache_table_error(grown, grown_slots * (int64_t(n) * 4 + 1 + 8 + 4)));
+    }
+    const int64_t mask = grown_slots - 1;
+    for (int64_t old = 0; old < slots; ++old) {
+      if (!used[old]) continue;
+      const float* key = &keys[static_cast<size_t>(old) * n];
+      int64_t slot = static_cast<int64_t>(signature_hash(key, n) & static_cast<uint64_t>(mask));
+      while (u2[slot]) slot = (slot + 1) & mask;  // keys are distinct: the first free slot
+      std::copy_n(key, n, &k2[static_cast<size_t>(slot) * n]);
+      u2[slot] = 1;
+      f2[slot] = frame_of[old];
+      v2[slot] = value[old];
+    }
+    keys = std::move(k2);
+    used = std::move(u2);
+    frame_of = std::move(f2);
+    value = std::move(v2);
+    entries = grown;
+    slots = grown_slots;
   }
 
   void clear() {
@@ -190,16 +219,17 @@ FrameStats CpuEmdMap::compute(const float* sig, int64_t pixels, float* out) {
     fs.pivots = pivots;
     return fs;
   }
-  m.ensure(pixels);
-  if (m.filled + pixels > m.entries) {
-    fs.flushed = m.filled > 0;
+  if (m.filled > m.config.cache_capacity) {  // flush when full
+    fs.flushed = true;
     m.clear();
   }
+  m.ensure(pixels);
   ++m.frame;
   // Lookup/insert pass: each pixel gets its slot; new keys go on the work list. The hashes are
   // computed in parallel first; the probing (inserts into one table) stays sequential.
-  std::vector<int64_t> slot_of(pixels);
-  std::vector<int64_t> work;
+  std::vector<int64_t>& slot_of = m.slot_of;
+  std::vector<int64_t>& work = m.work;
+  work.clear();
   const int64_t mask = m.slots - 1;
   cv::parallel_for_(cv::Range(0, static_cast<int>(pixels)), [&](const cv::Range& r) {
     for (int p = r.start; p < r.end; ++p)
@@ -240,6 +270,13 @@ FrameStats CpuEmdMap::compute(const float* sig, int64_t pixels, float* out) {
   fs.pivots = pivots;
   if (m.config.cache_capacity == 0) m.clear();
   return fs;
+}
+
+int64_t CpuEmdMap::reserved_bytes() const {
+  const Impl& m = *impl_;
+  return static_cast<int64_t>(m.keys.capacity() * sizeof(float) + m.used.capacity() +
+                              m.frame_of.capacity() * sizeof(int64_t) + m.value.capacity() * sizeof(float) +
+                              (m.slot_of.capacity() + m.work.capacity()) * sizeof(int64_t));
 }
 
 }  // namespace prism::emd

@@ -10,6 +10,8 @@
 // Slots hold 0 (empty), 1 (being written) or entry + 2; entries hold keys, values and the frame
 // that brought them. A reader that meets a slot being written waits for it (independent thread
 // scheduling, sm_70 and later, lets the writer in the same warp finish).
+// The table grows on demand as CpuEmdMap's does (grown_entries, signature_table.h): the entries
+// are copied to larger arrays at the same indices and rehash_kernel rebuilds the slots from them.
 #include <algorithm>
 
 #include "common/device_array.h"
@@ -31,12 +33,16 @@ struct DeviceTable {
   int* entry_of;                 // [pixels]
   unsigned long long* counters;  // [kCounters]
   int64_t slots, entries;
+  int64_t capacity;  // EmdMapConfig::cache_capacity
   int n;
 };
 
+// Flush when full: more than the capacity cached (CpuEmdMap's rule). The host sized the table for
+// the cache and this frame; the second test only guards memory should that ever be wrong.
 __global__ void begin_frame_kernel(DeviceTable t, long long pixels) {
   unsigned long long* c = t.counters;
-  const bool flush = c[kFilled] + static_cast<unsigned long long>(pixels) > static_cast<unsigned long long>(t.entries);
+  const bool flush = c[kFilled] > static_cast<unsigned long long>(t.capacity) ||
+                     c[kFilled] + static_cast<unsigned long long>(pixels) > static_cast<unsigned long long>(t.entries);
   c[kFlushed] = flush && c[kFilled] > 0 ? 1 : 0;
   if (flush) c[kFilled] = 0;
   c[kSolved] = c[kDuplicates] = c[kHits] = c[kPivots] = 0;
@@ -49,6 +55,19 @@ __global__ void flush_kernel(DeviceTable t, bool always) {
   for (int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < t.slots;
        s += static_cast<int64_t>(gridDim.x) * blockDim.x)
     t.slot[s] = 0;
+}
+
+// After the table grew: the slots (all empty) rebuilt from the entries kept at their indices. The
+// keys are distinct, so each takes the first empty slot of its probe sequence.
+__global__ void rehash_kernel(DeviceTable t) {
+  const unsigned long long filled = t.counters[kFilled];
+  const int64_t count = filled < static_cast<unsigned long long>(t.entries) ? static_cast<int64_t>(filled) : t.entries;
+  const uint64_t mask = static_cast<uint64_t>(t.slots - 1);
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < count;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint64_t slot = signature_hash(t.keys + e * t.n, t.n) & mask;
+    while (atomicCAS(&t.slot[slot], 0u, static_cast<unsigned int>(e) + 2u) != 0u) slot = (slot + 1) & mask;
+  }
 }
 
 __global__ void lookup_kernel(DeviceTable t, const float* sig, long long pixels, unsigned int frame) {
@@ -147,6 +166,9 @@ __global__ void gather_kernel(DeviceTable t, long long pixels, float* out) {
 
 }  // namespace
 
+// Entries are indexed by int and stored in a slot as entry + 2 (unsigned).
+constexpr int64_t kMaxEntries = (int64_t{1} << 31) - 3;
+
 struct CudaEmdMap::Impl {
   cudaStream_t stream;
   GroundDistance ground;
@@ -155,20 +177,27 @@ struct CudaEmdMap::Impl {
   gpu::DeviceArray<float> d_target, d_cost;
   gpu::DeviceArray<unsigned long long> d_counters;
   gpu::PinnedArray<unsigned long long> host_counters;
-  // The table, sized by ensure(); `t` views these arrays for the kernels (passed by value).
+  // The table, grown by ensure(); `t` views these arrays for the kernels (passed by value).
   gpu::DeviceArray<unsigned int> slot, frame_of;
   gpu::DeviceArray<float> keys, value;
-  gpu::DeviceArray<int> work, entry_of;
+  gpu::DeviceArray<int> work, entry_of;  // per frame: [pixels]
   DeviceTable t{};
   int64_t pixel_capacity = 0;
   unsigned int frame = 0;
   bool last_direct = false;
   int64_t last_pixels = 0;
+  // What the host knows of the signatures cached on the device: `cached` is exact when
+  // `cached_exact`, else an upper bound. The counters of the last frame come back into
+  // host_counters, `counters_back` recorded after them.
+  cudaEvent_t counters_back = nullptr;
+  int64_t cached = 0;
+  bool cached_exact = true;
 
   Impl(cudaStream_t s, GroundDistance g, std::vector<float> tg, EmdMapConfig c)
       : stream(s), ground(std::move(g)), target(std::move(tg)), config(c) {
     validate_target(target, ground.bins());
     t.n = ground.bins();
+    t.capacity = config.cache_capacity;
     d_target = gpu::device_copy(target.data(), target.size());
     d_cost = gpu::device_copy(ground.values().data(), ground.values().size());
     d_counters.resize(kCounters);
@@ -176,50 +205,107 @@ struct CudaEmdMap::Impl {
     PRISM_CUDA_CHECK(cudaMemset(t.counters, 0, kCounters * sizeof(unsigned long long)));
     host_counters.resize(kCounters);
     std::fill(host_counters.data(), host_counters.data() + kCounters, 0ull);
+    PRISM_CUDA_CHECK(cudaEventCreateWithFlags(&counters_back, cudaEventDisableTiming));
   }
 
   // The arrays free themselves; the stream's work on them must be done first (unchecked: a
   // destructor must not throw).
-  ~Impl() { cudaStreamSynchronize(stream); }
-
-  void free_table() {
-    slot.reset();
-    keys.reset();
-    value.reset();
-    frame_of.reset();
-    work.reset();
-    entry_of.reset();
-    t.slot = nullptr;
-    t.keys = nullptr;
-    t.value = nullptr;
-    t.frame_of = nullptr;
-    t.work = nullptr;
-    t.entry_of = nullptr;
-    pixel_capacity = 0;
+  ~Impl() {
+    cudaStreamSynchronize(stream);
+    if (counters_back) cudaEventDestroy(counters_back);
   }
 
-  // Sized for `pixels` per frame; a larger frame reallocates (and so empties) the table.
+  // Whether the last frame's counters are back in host_counters, without waiting.
+  bool counters_are_back() {
+    const cudaError_t e = cudaEventQuery(counters_back);
+    if (e == cudaErrorNotReady) {
+      if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();  // not an error: not sticky
+      return false;
+    }
+    PRISM_CUDA_CHECK(e);
+    return true;
+  }
+
+  // Entries the next frame of `pixels` needs: the device flushes when more than the capacity are
+  // cached, so an exact count over it needs only the frame; a bound might not be over it.
+  int64_t needed(int64_t pixels) const {
+    const int64_t c =
+        cached_exact ? (cached > config.cache_capacity ? 0 : cached) : std::min(cached, config.cache_capacity);
+    return c + pixels;
+  }
+
+  // Room for a frame of `pixels`: the per-frame lists and the table (grown as CpuEmdMap's). Waits
+  // for the stream only when something must be reallocated or the host's bound says the table
+  // might not hold the frame.
   void ensure(int64_t pixels) {
-    if (pixels <= pixel_capacity) return;
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    free_table();                                // all of it before any new allocation: the table is replaced whole
-    t.entries = config.cache_capacity + pixels;  // the cache plus one frame's new signatures
-    t.slots = table_slots(t.entries);
-    slot.resize(t.slots);
-    keys.resize(static_cast<size_t>(t.entries) * t.n);
-    value.resize(t.entries);
-    frame_of.resize(t.entries);
-    work.resize(t.entries);
-    entry_of.resize(pixels);
+    if (!cached_exact && counters_are_back()) {
+      cached = static_cast<int64_t>(host_counters[kFilled]);
+      cached_exact = true;
+    }
+    if (pixels <= pixel_capacity && needed(pixels) <= t.entries) return;
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // nothing in flight uses the arrays below
+    if (!cached_exact) {                              // the last frame's counters are back now
+      cached = static_cast<int64_t>(host_counters[kFilled]);
+      cached_exact = true;
+    }
+    if (pixels > pixel_capacity) {
+      work.reset();
+      entry_of.reset();
+      t.work = t.entry_of = nullptr;
+      pixel_capacity = 0;
+      try {
+        work.resize(pixels);
+        entry_of.resize(pixels);
+      } catch (const gpu::CudaError&) {
+        throw CacheMemoryError(cache_table_error(pixels, 8.0 * pixels));
+      }
+      t.work = work.data();
+      t.entry_of = entry_of.data();
+      pixel_capacity = pixels;
+    }
+    const int64_t need = needed(pixels);
+    if (need > t.entries) grow(grown_entries(t.entries, need, pixels, config.cache_capacity + pixels));
+  }
+
+  // The table at `entries` signatures: new arrays, the entries copied at their indices, the slots
+  // rebuilt, then the old arrays freed (the stream is idle when this is called, and again after).
+  void grow(int64_t entries) {
+    const int64_t slots = table_slots(entries);
+    const int n = t.n;
+    if (entries > kMaxEntries)
+      throw CacheMemoryError(cache_table_error(entries, double(entries) * (n * 4.0 + 12) + slots * 4.0));
+    gpu::DeviceArray<unsigned int> slot2, frame_of2;
+    gpu::DeviceArray<float> keys2, value2;
+    try {
+      slot2.resize(slots);
+      keys2.resize(static_cast<size_t>(entries) * n);
+      value2.resize(entries);
+      frame_of2.resize(entries);
+    } catch (const gpu::CudaError&) {
+      throw CacheMemoryError(cache_table_error(entries, double(entries) * (n * 4.0 + 8) + slots * 4.0));
+    }
+    const int64_t kept = t.entries;  // 0 on the first frame
+    if (kept > 0) {
+      PRISM_CUDA_CHECK(
+          cudaMemcpyAsync(keys2.data(), t.keys, kept * n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(value2.data(), t.value, kept * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      PRISM_CUDA_CHECK(
+          cudaMemcpyAsync(frame_of2.data(), t.frame_of, kept * sizeof(unsigned int), cudaMemcpyDeviceToDevice, stream));
+    }
+    PRISM_CUDA_CHECK(cudaMemsetAsync(slot2.data(), 0, slots * sizeof(unsigned int), stream));
+    std::swap(slot, slot2);
+    std::swap(keys, keys2);
+    std::swap(value, value2);
+    std::swap(frame_of, frame_of2);
     t.slot = slot.data();
     t.keys = keys.data();
     t.value = value.data();
     t.frame_of = frame_of.data();
-    t.work = work.data();
-    t.entry_of = entry_of.data();
-    pixel_capacity = pixels;
-    PRISM_CUDA_CHECK(cudaMemsetAsync(t.slot, 0, t.slots * sizeof(unsigned int), stream));
-    PRISM_CUDA_CHECK(cudaMemsetAsync(t.counters, 0, kCounters * sizeof(unsigned long long), stream));
+    t.slots = slots;
+    t.entries = entries;
+    if (kept > 0) rehash_kernel<<<1024, 256, 0, stream>>>(t);
+    PRISM_CUDA_CHECK(cudaGetLastError());
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the old arrays (now in *2) are freed
   }
 };
 
@@ -232,6 +318,14 @@ void CudaEmdMap::clear_cache() {
   if (!m.t.slot) return;
   PRISM_CUDA_CHECK(cudaMemsetAsync(m.t.slot, 0, m.t.slots * sizeof(unsigned int), m.stream));
   PRISM_CUDA_CHECK(cudaMemsetAsync(m.t.counters, 0, kCounters * sizeof(unsigned long long), m.stream));
+  m.cached = 0;
+  m.cached_exact = true;
+}
+
+int64_t CudaEmdMap::reserved_bytes() const {
+  const Impl& m = *impl_;
+  return static_cast<int64_t>(m.slot.bytes() + m.frame_of.bytes() + m.keys.bytes() + m.value.bytes() + m.work.bytes() +
+                              m.entry_of.bytes());
 }
 
 void CudaEmdMap::compute(const float* sig, int64_t pixels, float* out) {
@@ -261,10 +355,14 @@ void CudaEmdMap::compute(const float* sig, int64_t pixels, float* out) {
       flush_kernel<<<1024, 256, 0, s>>>(m.t, true);
       PRISM_CUDA_CHECK(cudaMemsetAsync(m.t.counters + kFilled, 0, sizeof(unsigned long long), s));
     }
+    // Until the counters are back, at most the cache (as the device decides it) plus this frame.
+    m.cached = std::min(m.cached, m.config.cache_capacity) + pixels;
+    m.cached_exact = false;
   }
   PRISM_CUDA_CHECK(cudaGetLastError());
   PRISM_CUDA_CHECK(cudaMemcpyAsync(m.host_counters.data(), m.t.counters, kCounters * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, s));
+  PRISM_CUDA_CHECK(cudaEventRecord(m.counters_back, s));
 }
 
 FrameStats CudaEmdMap::last_stats() const {

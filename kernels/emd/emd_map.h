@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,21 @@ struct FrameStats {
 struct EmdMapConfig {
   Normalization normalization = Normalization::Flow;
   // Signatures kept from earlier frames (0: no cache across frames; in-frame deduplication still
-  // applies unless dedup is false). The table holds this many plus one frame's pixels; when more
-  // than cache_capacity are cached at the start of a frame, the cache is emptied first (policy
-  // "flush when full": cheap, no per-entry ages, and a fixed camera refills it in one frame).
+  // applies unless dedup is false). When more than cache_capacity are cached at the start of a
+  // frame, the cache is emptied first (policy "flush when full": cheap, no per-entry ages, and a
+  // fixed camera refills it in one frame). The table is not allocated for the capacity up front:
+  // it starts at two frames' signatures and doubles when the cache and a frame would not fit
+  // (keeping what is cached), up to this many plus one frame's pixels; a static scene never grows
+  // it after its first frames.
   int64_t cache_capacity = 1 << 21;
   bool dedup = true;
+};
+
+// The cache table could not grow (memory ran out, or more entries than the table can index):
+// lower cache_capacity. what() says how many signatures and bytes were asked for.
+class CacheMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // The CPU path (threads over pixels for the solves).
@@ -70,8 +81,11 @@ class CpuEmdMap {
  public:
   CpuEmdMap(GroundDistance ground, std::vector<float> target, EmdMapConfig config = {});
   ~CpuEmdMap();
+  // Throws CacheMemoryError when the table must grow and cannot.
   FrameStats compute(const float* signatures, int64_t pixels, float* distances);
   void clear_cache();
+  // Bytes held for the table and the per-frame lists (what the cache costs in memory now).
+  int64_t reserved_bytes() const;
 
  private:
   struct Impl;
@@ -91,12 +105,18 @@ class CudaEmdMap {
   ~CudaEmdMap();
   CudaEmdMap(const CudaEmdMap&) = delete;
   CudaEmdMap& operator=(const CudaEmdMap&) = delete;
-  // signatures: device [pixels][n] floats; distances: device [pixels]. Asynchronous on the stream;
-  // buffers grow on the first frame of a larger size only.
+  // signatures: device [pixels][n] floats; distances: device [pixels]. Asynchronous on the stream.
+  // Buffers grow on the first frame of a larger size, and the table (as CpuEmdMap's, to the same
+  // sizes) when the cache and a frame might not fit: the host knows how many signatures are cached
+  // once the previous frame's counters are back (the caller synchronised; emdtracker does every
+  // frame), else it assumes the worst and synchronises only if that would not fit. Growing
+  // synchronises the stream once. Throws CacheMemoryError when the table cannot grow.
   void compute(const float* signatures, int64_t pixels, float* distances);
   // The last frame's statistics, valid once the stream has been synchronised.
   FrameStats last_stats() const;
   void clear_cache();
+  // Device bytes held for the table and the per-frame lists.
+  int64_t reserved_bytes() const;
 
  private:
   struct Impl;

@@ -1,8 +1,11 @@
 // The open-addressing table that caches EMD results by signature, shared by the CPU path and the
 // CUDA path: same hash, same key canonicalisation, same probing.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "common/hostdevice.h"
 
@@ -42,12 +45,31 @@ PRISM_HD bool same_signature(const float* key, const float* s, int n) {
   return true;
 }
 
-// Table sizing: `entries` signatures fit (the cache capacity, at least one frame's pixels); the
-// slot count is the next power of two of twice that (load factor <= 0.5 keeps probes short).
+// Table sizing: `entries` signatures fit; the slot count is the next power of two of twice that
+// (load factor <= 0.5 keeps probes short).
 inline int64_t table_slots(int64_t entries) {
   int64_t s = 1024;
   while (s < 2 * entries) s <<= 1;
   return s;
+}
+
+// The entries a table grows to when the `need` signatures of the next frame (those cached plus the
+// frame's pixels) do not fit in `current`: the table grows on demand, not to the cache capacity up
+// front (that was about 400 MB for the default capacity, even for 64x64 frames). At least twice
+// `current`, so a growing cache reallocates a logarithmic number of times; at least two frames of
+// `pixels`, so a static scene's signatures plus one frame fit from the first frame on and its steady
+// state never reallocates; at most `most`, the cache capacity plus one frame (all a frame can need).
+inline int64_t grown_entries(int64_t current, int64_t need, int64_t pixels, int64_t most) {
+  return std::min(most, std::max(need, std::max(2 * current, 2 * pixels)));
+}
+
+// CacheMemoryError's text (emd_map.h): a table of `entries` signatures, `bytes`, could not be had.
+inline std::string cache_table_error(int64_t entries, double bytes) {
+  char why[200];
+  std::snprintf(why, sizeof why,
+                "the EMD cache cannot grow to %lld signatures (%.3g MB): out of memory; lower the cache size",
+                static_cast<long long>(entries), bytes / 1e6);
+  return why;
 }
 
 }  // namespace prism::emd

@@ -260,7 +260,11 @@ void Tracker::process_cpu(const Input& in, const Output& out, const FrameParams&
     learn_target(rect.data(), r.w, r.h);
   }
   if (!target_.empty()) {
-    stats_ = cpu_map_->compute(sig, static_cast<int64_t>(W) * H, dist_.data());
+    try {
+      stats_ = cpu_map_->compute(sig, static_cast<int64_t>(W) * H, dist_.data());
+    } catch (const CacheMemoryError& e) {
+      throw SettingError("cache-size", e.what());
+    }
     solved_ = true;
     reduce_grid_cpu(dist_.data(), W, H, p.threshold, grid_.data());
   } else {
@@ -339,7 +343,11 @@ void Tracker::process_cuda(const Input& in, const Output& out, const FrameParams
     learn_target(rect.data(), r.w, r.h);
   }
   if (!target_.empty()) {
-    cuda_map_->compute(sig, static_cast<int64_t>(W) * H, d_dist_.data());
+    try {
+      cuda_map_->compute(sig, static_cast<int64_t>(W) * H, d_dist_.data());
+    } catch (const CacheMemoryError& e) {
+      throw SettingError("cache-size", e.what());
+    }
     solved_ = true;
     reduce_grid_cuda(d_dist_.data(), W, H, p.threshold, d_grid_.data(), s);
     PRISM_CUDA_CHECK(cudaMemcpyAsync(h_grid_.data(), d_grid_.data(), h_grid_.bytes(), cudaMemcpyDeviceToHost, s));

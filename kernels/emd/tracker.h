@@ -129,7 +129,8 @@ class Tracker {
   // Frees everything (on the CUDA path with the context of configure() current).
   void reset();
 
-  // One frame on the host. Throws SettingError (target-rect), LearnedTargetError.
+  // One frame on the host. Throws SettingError (target-rect; cache-size when the cache table
+  // cannot grow), LearnedTargetError.
   void process_cpu(const Input& in, const Output& out, const FrameParams& params);
 #if defined(PRISM_HAVE_CUDA)
   // One frame of device memory, enqueued on the stream (the frame that learns the target waits

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -249,6 +250,48 @@ TEST(BowClassifier, Chi2KnnAndLinearSvmOnSeparableData) {
   again.train(x, labels, classes);
   EXPECT_EQ(cv::norm(svm.weights(), again.weights(), cv::NORM_INF), 0.0);  // deterministic
   EXPECT_THROW(svm.train(x, std::vector<int>(3, 0), classes), std::invalid_argument);
+}
+
+// Finite weights so large that the decision values overflow (+-infinity, or NaN from inf - inf)
+// made the softmax NaN. The rule: the label is the largest value (NaN lowest, a tie to the lower
+// class), and the confidence 0 whenever a value is not finite; finite values keep the softmax.
+TEST(BowClassifier, LinearSvmOverflowGivesAStableLabelAndConfidenceZero) {
+  const double big = std::numeric_limits<double>::max();
+  const double inf = HUGE_VAL, nan = std::nan("");
+  const float x[] = {2.f, 2.f};
+  // One row per class: weights for x (2 each) and the bias, chosen to give `value` exactly.
+  auto row_for = [&](double value) -> std::vector<double> {
+    if (value == inf) return {big, 0, 0};          // big * 2 overflows to +inf
+    if (value == -inf) return {-big, 0, 0};        // -inf
+    if (std::isnan(value)) return {big, -big, 0};  // inf + -inf
+    return {0, 0, value};                          // the bias alone
+  };
+  struct Case {
+    std::vector<double> values;
+    int label;
+    double confidence;
+  };
+  const double e2 = 1.0 / (1.0 + std::exp(-2.0));  // softmax of {1, 3}, in closed form
+  const std::vector<Case> cases = {
+      {{1, 3}, 1, e2},      {{3, 3}, 0, 0.5},    {{nan, inf, 1}, 1, 0.0}, {{inf, inf}, 0, 0.0},
+      {{nan, nan}, 0, 0.0}, {{-inf, 2}, 1, 0.0}, {{nan, 5, nan}, 1, 0.0}, {{-inf, -inf, nan}, 0, 0.0},
+  };
+  for (const Case& c : cases) {
+    cv::Mat w(int(c.values.size()), 3, CV_64F);
+    for (int r = 0; r < w.rows; ++r) {
+      const std::vector<double> row = row_for(c.values[r]);
+      for (int j = 0; j < 3; ++j) w.at<double>(r, j) = row[j];
+    }
+    bow::LinearSvm svm;
+    svm.set_weights(w);
+    const std::vector<double> d = svm.decision(x);
+    for (size_t r = 0; r < d.size(); ++r)  // the weights give the intended values
+      EXPECT_TRUE(d[r] == c.values[r] || (std::isnan(d[r]) && std::isnan(c.values[r]))) << r << ": " << d[r];
+    const bow::Prediction p = svm.predict(x);
+    EXPECT_EQ(p.label, c.label) << ::testing::PrintToString(c.values);
+    EXPECT_TRUE(std::isfinite(p.confidence)) << ::testing::PrintToString(c.values);
+    EXPECT_NEAR(p.confidence, c.confidence, 1e-15) << ::testing::PrintToString(c.values);
+  }
 }
 
 cv::Mat scene(std::mt19937& rng, int kind) { return test::bow_scene(rng, kind, 80, 64, 8.0); }

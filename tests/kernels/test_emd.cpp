@@ -238,6 +238,84 @@ TEST(EmdMap, CacheAndDedupNeverChangeAResult) {
   }
 }
 
+// The default cache (2^21 signatures) used to allocate its whole table up front, about 400 MB, even
+// for 64x64 frames. The table now starts at two frames' signatures: a small stream uses little
+// memory and a static scene never reallocates it.
+TEST(EmdMap, SmallFramesReserveLittleAndAStaticSceneNeverGrows) {
+  const int n = 11, pixels = 64 * 64;
+  std::mt19937 rng(5);
+  const std::vector<float> target = test::random_signature(rng, n, SignatureKind::Counts);
+  emd::CpuEmdMap map(GroundDistance::abs_diff(n), target);  // the default capacity
+  EXPECT_EQ(map.reserved_bytes(), 0);                       // nothing before the first frame
+  std::vector<float> out(pixels);
+  int64_t first = 0;
+  for (int f = 0; f < 6; ++f) {
+    const std::vector<float> frame = scene(rng, n, pixels, 300 + 10 * f);  // a few new signatures per frame
+    map.compute(frame.data(), pixels, out.data());
+    if (f == 0) first = map.reserved_bytes();
+    EXPECT_EQ(map.reserved_bytes(), first) << "frame " << f;
+  }
+  std::cout << "  64x64, default cache: " << first << " bytes reserved\n";
+  EXPECT_GT(first, 0);
+  EXPECT_LT(first, 2 << 20);  // two frames of 11 floats and a little per slot: about 1 MB, not 400
+  // The largest cache-size the element takes allocated its table at the first frame (bad_alloc);
+  // it is a bound now, and a small frame costs what it costs with the default.
+  emd::EmdMapConfig huge;
+  huge.cache_capacity = INT64_MAX / 1024;
+  emd::CpuEmdMap big(GroundDistance::abs_diff(n), target, huge);
+  const std::vector<float> frame = scene(rng, n, pixels, 300);
+  EXPECT_NO_THROW(big.compute(frame.data(), pixels, out.data()));
+  EXPECT_EQ(big.reserved_bytes(), first);
+}
+
+// Frames of new signatures fill a cache larger than a frame: the table doubles (a few times, not per
+// frame) and keeps what is cached (an earlier frame computed again is all cache hits), the flush
+// comes exactly when more than the capacity is cached, and no result changes.
+TEST(EmdMap, TableGrowsGeometricallyKeepingTheCache) {
+  const int n = 6, pixels = 1500, capacity = 20000;
+  std::mt19937 rng(11);
+  const std::vector<float> target = test::random_signature(rng, n, SignatureKind::Counts);
+  emd::EmdMapConfig plain;
+  plain.dedup = false;
+  emd::EmdMapConfig cached;
+  cached.cache_capacity = capacity;
+  emd::CpuEmdMap reference(GroundDistance::abs_diff(n), target, plain);
+  emd::CpuEmdMap map(GroundDistance::abs_diff(n), target, cached);
+  auto fresh = [&] {  // dense random signatures: all distinct
+    std::vector<float> f;
+    for (int p = 0; p < pixels; ++p) {
+      const std::vector<float> s = test::random_signature(rng, n, SignatureKind::Dense);
+      f.insert(f.end(), s.begin(), s.end());
+    }
+    return f;
+  };
+  const std::vector<float> first = fresh();
+  std::vector<float> want(pixels), got(pixels);
+  std::vector<int64_t> sizes;
+  int64_t cached_now = 0;  // the policy, counted independently of the map
+  int flushes = 0;
+  for (int f = 0; f < 30; ++f) {
+    const bool again = f > 0 && f % 4 == 0 && flushes == 0;  // the first frame again, while it is cached
+    const std::vector<float> frame = again ? first : f == 0 ? first : fresh();
+    reference.compute(frame.data(), pixels, want.data());
+    const emd::FrameStats s = map.compute(frame.data(), pixels, got.data());
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), pixels * sizeof(float)), 0) << "frame " << f;
+    EXPECT_EQ(s.flushed, cached_now > capacity) << "frame " << f;
+    if (s.flushed) cached_now = 0, ++flushes;
+    cached_now += s.solved;
+    if (again) {
+      EXPECT_EQ(s.cache_hits, pixels) << "frame " << f << ": the grown table lost cached signatures";
+    } else {
+      EXPECT_EQ(s.solved, pixels) << "frame " << f;
+    }
+    if (sizes.empty() || sizes.back() != map.reserved_bytes()) sizes.push_back(map.reserved_bytes());
+  }
+  EXPECT_GE(flushes, 1);
+  // 2 frames (3000) -> 6000 -> 12000 -> 21500 (the capacity plus a frame): 4 sizes, each larger.
+  EXPECT_EQ(sizes.size(), 4u);
+  for (size_t i = 1; i < sizes.size(); ++i) EXPECT_GT(sizes[i], sizes[i - 1]);
+}
+
 // What a setting's check threw: "<property>|<what>", or "no error".
 std::string setting_error(const std::function<void()>& f) {
   try {

@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <random>
 
 #include "common/device_array.h"
 #include "emd/emd_map.h"
@@ -187,6 +189,95 @@ TEST_F(EmdGpu, NoDeviceAllocationPerFrame) {
   check(cudaStreamSynchronize(stream));
   check(cudaMemGetInfo(&free1, &total));
   EXPECT_EQ(free0, free1);
+}
+
+// The table grows on demand as the CPU's does: 64x64 frames with the default cache reserve about
+// 1 MB (the whole 2^21-signature table was allocated up front); frames of new signatures grow it
+// at the same frames as the CPU's, keeping the cache (the counts equal the CPU's), and results
+// never change. Then the same frames queued without a sync in between (the host knows only a bound
+// of what is cached): still the direct results.
+TEST_F(EmdGpu, TableGrowsOnDemandLikeTheCpu) {
+  {
+    const int n = 11, pixels = 64 * 64;
+    std::mt19937 rng(5);
+    const std::vector<float> target = test::random_signature(rng, n, SignatureKind::Counts);
+    emd::CudaEmdMap gpu(stream, GroundDistance::abs_diff(n), target);
+    const std::vector<float> frame = noisy_scene(rng, n, pixels, 300, 0);
+    DeviceFrame d(frame, pixels);
+    int64_t first = 0;
+    for (int f = 0; f < 5; ++f) {
+      gpu.compute(d.sig.data(), pixels, d.out.data());
+      check(cudaStreamSynchronize(stream));
+      if (f == 0) first = gpu.reserved_bytes();
+      EXPECT_EQ(gpu.reserved_bytes(), first) << "frame " << f;
+    }
+    std::cout << "  64x64, default cache: " << first << " device bytes reserved\n";
+    EXPECT_GT(first, 0);
+    EXPECT_LT(first, 2 << 20);
+  }
+  const int n = 6, pixels = 1500, capacity = 20000, frames = 30;
+  std::mt19937 rng(11);
+  const std::vector<float> target = test::random_signature(rng, n, SignatureKind::Counts);
+  emd::EmdMapConfig direct;
+  direct.dedup = false;
+  emd::EmdMapConfig cached;
+  cached.cache_capacity = capacity;
+  std::vector<std::vector<float>> host(frames);
+  for (int f = 0; f < frames; ++f) {
+    if (f > 0 && f % 4 == 0) {
+      host[f] = host[0];  // the first frame again
+      continue;
+    }
+    for (int p = 0; p < pixels; ++p) {
+      const std::vector<float> sig = test::random_signature(rng, n, SignatureKind::Dense);
+      host[f].insert(host[f].end(), sig.begin(), sig.end());
+    }
+  }
+  std::vector<std::unique_ptr<DeviceFrame>> d;
+  for (const auto& h : host) d.push_back(std::make_unique<DeviceFrame>(h, pixels));
+  emd::CudaEmdMap gpu_direct(stream, GroundDistance::abs_diff(n), target, direct);
+  emd::CudaEmdMap gpu(stream, GroundDistance::abs_diff(n), target, cached);
+  emd::CpuEmdMap cpu(GroundDistance::abs_diff(n), target, cached);
+  int cpu_growths = 0, gpu_growths = 0;
+  int64_t cpu_bytes = 0, gpu_bytes = 0;
+  std::vector<float> on_cpu(pixels);
+  for (int f = 0; f < frames; ++f) {
+    gpu_direct.compute(d[f]->sig.data(), pixels, d[f]->out.data());
+    check(cudaStreamSynchronize(stream));
+    const std::vector<float> want = d[f]->result(pixels);
+    gpu.compute(d[f]->sig.data(), pixels, d[f]->out.data());
+    check(cudaStreamSynchronize(stream));
+    const std::vector<float> got = d[f]->result(pixels);
+    const emd::FrameStats cs = cpu.compute(host[f].data(), pixels, on_cpu.data());
+    const emd::FrameStats gs = gpu.last_stats();
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), pixels * sizeof(float)), 0) << "frame " << f;
+    EXPECT_EQ(gs.solved, cs.solved) << "frame " << f;
+    EXPECT_EQ(gs.duplicates, cs.duplicates) << "frame " << f;
+    EXPECT_EQ(gs.cache_hits, cs.cache_hits) << "frame " << f;
+    EXPECT_EQ(gs.flushed, cs.flushed) << "frame " << f;
+    cpu_growths += cpu.reserved_bytes() != cpu_bytes;
+    gpu_growths += gpu.reserved_bytes() != gpu_bytes;
+    EXPECT_EQ(cpu.reserved_bytes() != cpu_bytes, gpu.reserved_bytes() != gpu_bytes) << "frame " << f;
+    cpu_bytes = cpu.reserved_bytes();
+    gpu_bytes = gpu.reserved_bytes();
+  }
+  EXPECT_EQ(gpu_growths, 4);  // 3000 -> 6000 -> 12000 -> 21500 entries
+  EXPECT_EQ(cpu_growths, 4);
+  // Queued back to back on a fresh map: the host assumes the worst until the counters are back.
+  emd::CudaEmdMap queued(stream, GroundDistance::abs_diff(n), target, cached);
+  std::vector<gpu::DeviceArray<float>> outs;
+  for (int f = 0; f < frames; ++f) {
+    outs.emplace_back(static_cast<size_t>(pixels));
+    queued.compute(d[f]->sig.data(), pixels, outs.back().data());
+  }
+  check(cudaStreamSynchronize(stream));
+  for (int f = 0; f < frames; ++f) {
+    gpu_direct.compute(d[f]->sig.data(), pixels, d[f]->out.data());
+    check(cudaStreamSynchronize(stream));
+    std::vector<float> got(pixels);
+    check(cudaMemcpy(got.data(), outs[f].data(), pixels * sizeof(float), cudaMemcpyDeviceToHost));
+    ASSERT_EQ(std::memcmp(d[f]->result(pixels).data(), got.data(), pixels * sizeof(float)), 0) << "queued frame " << f;
+  }
 }
 
 // emd::Tracker on the GPU against itself on the CPU, frame by frame: heat maps with the boxes

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -204,6 +205,31 @@ TEST_F(BowClassify, MissingOrDamagedModelsAreRefusedNamingTheProperty) {
   EXPECT_FALSE(starts("", error));
   EXPECT_NE(error.find("property 'model' is not set"), std::string::npos) << error;
   EXPECT_TRUE(starts("model=\"" + model_ + "\"", error)) << error;
+}
+
+// Finite SVM weights so large that every decision value overflows made the confidence NaN, and the
+// message carried it. The kernel's rule (the largest value, a tie to the lower class; confidence 0)
+// reaches the message and the meta: never NaN.
+TEST_F(BowClassify, OverflowingSvmScoresPostConfidenceZeroNeverNan) {
+  prism::test::TempDir dir;
+  const std::string huge = (dir.path() / "huge.bow").string();
+  std::filesystem::copy_file(model_, huge);
+  prism::test::set_bow_svm_weights(huge, std::numeric_limits<double>::max());
+  std::mt19937 rng(std::random_device{}());
+  Outcome o;
+  run(o, "device=cpu interval=1 model=\"" + huge + "\"", "GRAY8", {scene(rng, 1), scene(rng, 2)});
+  ASSERT_EQ(o.error, "");
+  ASSERT_EQ(o.messages.size(), 2u);
+  ASSERT_EQ(o.params.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const GstStructure* results[] = {o.messages[i], o.params[i]};
+    for (const GstStructure* s : results) {
+      ASSERT_NE(s, nullptr);
+      EXPECT_EQ(real(s, "confidence"), 0.0) << text(s);    // not NaN (NaN == 0 is false)
+      EXPECT_EQ(integer(s, "class-index"), 0) << text(s);  // every value +inf: the tie goes to class 0
+      EXPECT_EQ(str(s, "label"), kClasses[0]) << text(s);
+    }
+  }
 }
 
 TEST_F(BowClassify, RefusesFormatsItCannotRead) {
