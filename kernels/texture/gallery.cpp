@@ -313,6 +313,48 @@ void Gallery::write_entry(GalleryEntry entry, Write mode) {
     entries_.insert(it, std::move(entry));
 }
 
+GalleryEntry Gallery::read_entry(const std::string& id) const {
+  if (!valid_product_id(id)) throw GalleryError("invalid product id '" + id + "'");
+  const fs::path path = entry_path(id);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) throw GalleryError("product '" + id + "' is not enrolled");
+  GalleryEntry e = decode(read_regular(path), path.string());
+  if (e.id != id) throw GalleryError(path.string() + ": corrupt gallery entry: holds id '" + e.id + "'");
+  return e;
+}
+
+int Gallery::migrate(const std::function<void(const std::string&, bool)>& on_entry) {
+  int migrated = 0;
+  for (const fs::path& path : list_entry_files(dir_)) {
+    const std::string id = path.stem().string();
+    bool rewritten = false;
+    {
+      WriterLock lock(dir_);  // per entry: other writers interleave, each entry is one atomic step
+      std::vector<uint8_t> bytes;
+      try {
+        bytes = read_regular(path);
+      } catch (const GalleryError&) {
+        std::error_code ec;
+        if (!fs::exists(fs::symlink_status(path, ec))) continue;  // deleted since the listing
+        throw;
+      }
+      GalleryEntry e = decode(bytes, path.string());
+      if (e.version == 1) {
+        e.version = kVersion;
+        write_atomically(dir_ / "entries" / (".tmp-" + id + "-" + std::to_string(::getpid())), path, encode(e));
+        fsync_dir(dir_ / "entries");
+        rewritten = true;
+        ++migrated;
+        auto it = std::lower_bound(entries_.begin(), entries_.end(), id,
+                                   [](const GalleryEntry& x, const std::string& k) { return x.id < k; });
+        if (it != entries_.end() && it->id == id) it->version = kVersion;
+      }
+    }
+    if (on_entry) on_entry(id, rewritten);
+  }
+  return migrated;
+}
+
 void Gallery::add(GalleryEntry entry) { write_entry(std::move(entry), Write::kAdd); }
 void Gallery::update(GalleryEntry entry) { write_entry(std::move(entry), Write::kUpdate); }
 

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,6 +71,18 @@ class Gallery {
   void add(GalleryEntry entry);
   void update(GalleryEntry entry);
   void remove(const std::string& id);
+
+  // One entry read from disk (whatever open loaded): what update needs to keep an entry's
+  // collection without loading the gallery. Throws GalleryError (not enrolled, corrupt).
+  GalleryEntry read_entry(const std::string& id) const;
+
+  // Rewrites every version-1 entry as version 2 (match::half_to_u8 of its FP16 descriptors, no
+  // collection), each one as an ordinary atomic update under the writer lock: a migration killed
+  // at any point leaves every entry readable (old or new), and running it again finishes the rest.
+  // `on_entry(id, migrated)` is called after each entry (migrated: it was version 1 and is now 2);
+  // an exception from it stops the migration there. Readers never need it: version-1 entries are
+  // converted as they are read. Returns the number of entries rewritten.
+  int migrate(const std::function<void(const std::string& id, bool migrated)>& on_entry = {});
 
   // The two steps of reading the entries, exposed for tests: the entry files of the gallery in
   // `dir` (temporary files skipped, stray files refused), then those files read, validated and
