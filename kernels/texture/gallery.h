@@ -4,7 +4,9 @@
 //   DIR/gallery.prism        marker and format version
 //   DIR/.lock                flock()ed by writers (one writer at a time; readers take no lock and
 //                            skip an entry deleted between listing the folder and opening it)
-//   DIR/entries/ID.tex       an entry: header, id, source, keypoints, FP16 RootSIFT, CRC-32
+//   DIR/entries/ID.tex       an entry: header, id, source, collection, keypoints, 8-bit RootSIFT,
+//                            CRC-32 (format version 2; version 1 entries, FP16 RootSIFT and no
+//                            collection, are still read and converted with match::half_to_u8)
 //
 // ADD/UPDATE write `entries/.tmp-ID-PID`, fsync it, rename it over `ID.tex` and fsync the
 // directory before returning: what returned is on disk. DELETE unlinks and fsyncs the directory.
@@ -15,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,7 +34,11 @@ struct GalleryEntry {
   std::string id;
   std::string source;  // where the enrolled image came from (informational)
   int64_t enrolled_unix = 0;
-  Features features;
+  Features features;  // descriptors in 8 bits; descriptors_fp16 is never stored
+  // The scope the product belongs to (a lot, a factory, a product line): searches may be limited
+  // to one or more collections. Empty = none. Same characters as a product id.
+  std::string collection{};  // (initialised: entries written as {id, source, time, features} stay warning-free)
+  int version = 2;           // the entry format it was read from (1: converted from FP16); written as 2
 };
 
 // The fewest features an entry may have: an image with fewer can never be identified (RANSAC fits
@@ -41,6 +48,8 @@ constexpr int kMinFeatures = 5;
 
 // Product ids: 1..128 characters of [A-Za-z0-9._-], not starting with '.' or '-'.
 bool valid_product_id(const std::string& id);
+// Collections: empty (none) or a valid product id.
+bool valid_collection(const std::string& collection);
 
 class Gallery {
  public:
@@ -62,6 +71,18 @@ class Gallery {
   void add(GalleryEntry entry);
   void update(GalleryEntry entry);
   void remove(const std::string& id);
+
+  // One entry read from disk (whatever open loaded): what update needs to keep an entry's
+  // collection without loading the gallery. Throws GalleryError (not enrolled, corrupt).
+  GalleryEntry read_entry(const std::string& id) const;
+
+  // Rewrites every version-1 entry as version 2 (match::half_to_u8 of its FP16 descriptors, no
+  // collection), each one as an ordinary atomic update under the writer lock: a migration killed
+  // at any point leaves every entry readable (old or new), and running it again finishes the rest.
+  // `on_entry(id, migrated)` is called after each entry (migrated: it was version 1 and is now 2);
+  // an exception from it stops the migration there. Readers never need it: version-1 entries are
+  // converted as they are read. Returns the number of entries rewritten.
+  int migrate(const std::function<void(const std::string& id, bool migrated)>& on_entry = {});
 
   // The two steps of reading the entries, exposed for tests: the entry files of the gallery in
   // `dir` (temporary files skipped, stray files refused), then those files read, validated and

@@ -19,15 +19,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-constexpr size_t kSlotHalves = size_t(match::kSlot) * match::kDim;
+constexpr size_t kSlotBytes = match::kSlotBytes;
 
 // Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test),
-// written to `out` (kSlotHalves); returns the row count.
-int pad_query(const Features& q, uint16_t* out) {
+// written to `out` (kSlotBytes); returns the row count.
+int pad_query(const Features& q, uint8_t* out) {
   const int rows = std::max(16, (std::min(q.count(), match::kSlot) + 15) / 16 * 16);
-  const size_t used = std::min(q.descriptors.size(), kSlotHalves);
+  const size_t used = std::min(q.descriptors.size(), kSlotBytes);
   std::copy_n(q.descriptors.begin(), used, out);
-  std::fill(out + used, out + size_t(rows) * match::kDim, uint16_t(0));
+  std::fill(out + used, out + size_t(rows) * match::kDim, uint8_t(0));
   return rows;
 }
 
@@ -58,21 +58,21 @@ class HostBuffer {
 struct TextureIndex::Impl {
   bool gpu = false;
   std::string description;
-  std::vector<uint16_t> gallery;  // CPU path: [images][kSlot][kDim]
+  std::vector<uint8_t> gallery;  // CPU path: [images][kSlot][kDim]
   std::vector<int> counts;
-  HostBuffer<uint16_t> query;      // the padded query
-  HostBuffer<int> scores;          // per gallery image, and one per verified candidate
-  HostBuffer<float> best, second;  // per verified candidate and query row
+  HostBuffer<uint8_t> query;         // the padded query
+  HostBuffer<int> scores;            // per gallery image, and one per verified candidate
+  HostBuffer<int32_t> best, second;  // per verified candidate and query row: squared distances
   HostBuffer<int> best_index;
 #if defined(PRISM_HAVE_CUDA)
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
-  gpu::DeviceArray<uint16_t> d_gallery;
+  gpu::DeviceArray<uint8_t> d_gallery;
   gpu::DeviceArray<int> d_counts;
-  gpu::DeviceArray<uint16_t> d_query;  // kSlot rows
-  gpu::DeviceArray<int> d_scores;      // per gallery image
+  gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
+  gpu::DeviceArray<int> d_scores;     // per gallery image
   // Verification runs, per candidate: its score, and per query row the top-2 and the best's index.
   gpu::DeviceArray<int> d_verify_scores;
-  gpu::DeviceArray<float> d_best, d_second;  // [verify slot][kSlot]
+  gpu::DeviceArray<int32_t> d_best, d_second;  // [verify slot][kSlot]
   gpu::DeviceArray<int> d_index;
   int verify_slots = 0;  // slots that the four above all hold
 
@@ -112,7 +112,7 @@ TextureIndex::TextureIndex(Device device) : impl_(std::make_unique<Impl>()) {
 #if defined(PRISM_HAVE_CUDA)
   if (impl_->gpu) {
     impl_->stream = gpu::Stream::create();
-    impl_->d_query.resize(kSlotHalves);
+    impl_->d_query.resize(kSlotBytes);
   }
 #endif
 }
@@ -141,29 +141,29 @@ void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
     geometry.push_back(std::move(g));
     m.counts[i] = std::min(entries[i].features.count(), match::kSlot);
   }
-  auto pack = [&](size_t i, uint16_t* slot) {  // one image's descriptors, the rest of the slot zero
+  auto pack = [&](size_t i, uint8_t* slot) {  // one image's descriptors, the rest of the slot zero
     const auto& d = entries[i].features.descriptors;
-    const size_t used = std::min(d.size(), kSlotHalves);
+    const size_t used = std::min(d.size(), kSlotBytes);
     std::copy_n(d.begin(), used, slot);
-    std::fill(slot + used, slot + kSlotHalves, uint16_t(0));
+    std::fill(slot + used, slot + kSlotBytes, uint8_t(0));
   };
   if (!m.gpu) {
-    m.gallery.assign(n * kSlotHalves, 0);
-    for (size_t i = 0; i < n; ++i) pack(i, &m.gallery[i * kSlotHalves]);
+    m.gallery.assign(n * kSlotBytes, 0);
+    for (size_t i = 0; i < n; ++i) pack(i, &m.gallery[i * kSlotBytes]);
   } else {
 #if defined(PRISM_HAVE_CUDA)
     m.d_gallery.reset(), m.d_counts.reset(), m.d_scores.reset();  // the old gallery goes before the new one comes
-    m.d_gallery.resize(n * kSlotHalves);
+    m.d_gallery.resize(n * kSlotBytes);
     m.d_counts = gpu::device_copy(m.counts.data(), n);
     m.d_scores.resize(n);
     // Upload through a host staging buffer of up to 256 images at a time.
     const size_t batch = 256;
-    std::vector<uint16_t> staging(std::min(n, batch) * kSlotHalves);
+    std::vector<uint8_t> staging(std::min(n, batch) * kSlotBytes);
     for (size_t i0 = 0; i0 < n; i0 += batch) {
       const size_t k = std::min(batch, n - i0);
-      for (size_t i = 0; i < k; ++i) pack(i0 + i, &staging[i * kSlotHalves]);
-      PRISM_CUDA_CHECK(cudaMemcpy(m.d_gallery.data() + i0 * kSlotHalves, staging.data(), k * kSlotHalves * 2,
-                                  cudaMemcpyHostToDevice));
+      for (size_t i = 0; i < k; ++i) pack(i0 + i, &staging[i * kSlotBytes]);
+      PRISM_CUDA_CHECK(
+          cudaMemcpy(m.d_gallery.data() + i0 * kSlotBytes, staging.data(), k * kSlotBytes, cudaMemcpyHostToDevice));
     }
 #endif
   }
@@ -181,9 +181,9 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
   const int images = int(ids_.size());
   std::vector<int> scores(images, 0);
   if (images == 0 || query.count() == 0) return scores;
-  uint16_t* q = m.query.get(kSlotHalves, m.gpu);
+  uint8_t* q = m.query.get(kSlotBytes, m.gpu);
   const int rows = pad_query(query, q);
-  match::MatchProblem p;
+  match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
   p.images = images;
   match::MatchParams mp;
@@ -192,22 +192,20 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
     p.query = q;
     p.gallery = m.gallery.data();
     p.counts = m.counts.data();
-    match::MatchOutputs out;
+    match::MatchU8Outputs out;
     out.scores = scores.data();
-    match::match_cpu(p, mp, out);
+    match::match_u8_cpu(p, mp, out);
     return scores;
   }
 #if defined(PRISM_HAVE_CUDA)
   int* h_scores = m.scores.get(images, true);
-  PRISM_CUDA_CHECK(
-      cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
-  PRISM_CUDA_CHECK(cudaMemsetAsync(m.d_scores.data(), 0, images * sizeof(int), m.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, m.stream));
   p.query = m.d_query.data();
   p.gallery = m.d_gallery.data();
   p.counts = m.d_counts.data();
-  match::MatchOutputs out;
+  match::MatchU8Outputs out;
   out.scores = m.d_scores.data();
-  match::match_cuda(p, mp, out, m.stream);
+  match::match_u8_cuda(p, mp, out, m.stream);
   PRISM_CUDA_CHECK(
       cudaMemcpyAsync(h_scores, m.d_scores.data(), images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
@@ -226,40 +224,40 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
     result.verify_ms = ms_since(t0);
     return Candidate{};
   }
-  uint16_t* q = m.query.get(kSlotHalves, m.gpu);
+  uint8_t* q = m.query.get(kSlotBytes, m.gpu);
   const int rows = pad_query(query, q);
   const int k = int(cands.size());
   const size_t n = size_t(k) * rows;
-  float* best = m.best.get(n, m.gpu);
-  float* second = m.second.get(n, m.gpu);
+  int32_t* best = m.best.get(n, m.gpu);
+  int32_t* second = m.second.get(n, m.gpu);
   int* index = m.best_index.get(n, m.gpu);
   match::MatchParams mp;
   mp.ratio = params.ratio;
-  match::MatchProblem p;
+  match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
   p.images = 1;
   if (!m.gpu) {
     int score = 0;
     p.query = q;
     for (int c = 0; c < k; ++c) {
-      p.gallery = &m.gallery[size_t(cands[c].index) * kSlotHalves];
+      p.gallery = &m.gallery[size_t(cands[c].index) * kSlotBytes];
       p.counts = &m.counts[cands[c].index];
-      match::match_cpu(p, mp, {&score, &best[size_t(c) * rows], &second[size_t(c) * rows], &index[size_t(c) * rows]});
+      match::match_u8_cpu(p, mp,
+                          {&score, &best[size_t(c) * rows], &second[size_t(c) * rows], &index[size_t(c) * rows]});
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
     m.ensure_verify_slots(k);
     PRISM_CUDA_CHECK(
-        cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim * 2, cudaMemcpyHostToDevice, m.stream));
+        cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, m.stream));
     int* d_score = m.d_verify_scores.data();
-    PRISM_CUDA_CHECK(cudaMemsetAsync(d_score, 0, sizeof(int) * k, m.stream));
     p.query = m.d_query.data();
     for (int c = 0; c < k; ++c) {
-      p.gallery = m.d_gallery.data() + size_t(cands[c].index) * kSlotHalves;
+      p.gallery = m.d_gallery.data() + size_t(cands[c].index) * kSlotBytes;
       p.counts = m.d_counts.data() + cands[c].index;
       const size_t o = size_t(c) * rows;
-      match::match_cuda(p, mp, {d_score + c, m.d_best.data() + o, m.d_second.data() + o, m.d_index.data() + o},
-                        m.stream);
+      match::match_u8_cuda(p, mp, {d_score + c, m.d_best.data() + o, m.d_second.data() + o, m.d_index.data() + o},
+                           m.stream);
     }
     PRISM_CUDA_CHECK(cudaMemcpyAsync(best, m.d_best.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(second, m.d_second.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));

@@ -1,5 +1,6 @@
 // prism texture: the texture gallery from the command line (enrol, search, verify, update, delete,
-// list, stats). The work is in kernels/texture; images are decoded with GStreamer (gst/prism/gstprismimagefile.h).
+// list, stats, migrate). The work is in kernels/texture; images are decoded with GStreamer
+// (gst/prism/gstprismimagefile.h).
 //
 // Exit codes: 0 success (search: identified; verify: accepted), 1 not identified / rejected,
 // 2 usage or input errors.
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -45,10 +47,13 @@ constexpr const char* kUsage =
     "  verify  --id ID IMAGE          1:1: is this product ID? (exit 1 when rejected)\n"
     "  list                           enrolled products\n"
     "  stats                          gallery size, features, memory\n"
+    "  migrate                        rewrite format-1 (FP16) entries as format 2 (8-bit); resumable\n"
     "  eval    --out DIR ...          accuracy evaluation (see 'prism texture eval --help')\n"
     "\n"
     "options:\n"
     "  --gallery DIR        the gallery directory (enroll creates it in a new or empty folder)\n"
+    "  --collection C       enroll, update: the collection the products belong to (a lot, a factory,\n"
+    "                       a line; update keeps the product's own when not given; \"\" for none)\n"
     "  --json               machine-readable output (one JSON object per line)\n"
     "  --device D           auto (default), cpu or cuda: where descriptors are matched\n"
     "  --min-significance S decision threshold on the inliers' significance, -log10 of the chance\n"
@@ -60,6 +65,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string sub, gallery, id, list;
+  std::optional<std::string> collection;
   bool json = false, update = false;
   texture::Device device = texture::Device::kAuto;
   texture::SearchParams search;
@@ -83,7 +89,12 @@ Options parse(int argc, char** argv) {
       o.id = value();
     else if (a == "--list")
       o.list = value();
-    else if (a == "--json")
+    else if (a == "--collection") {
+      o.collection = value();
+      if (!texture::valid_collection(*o.collection))
+        throw UsageError("--collection: invalid collection '" + *o.collection +
+                         "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+    } else if (a == "--json")
       o.json = true;
     else if (a == "--update")
       o.update = true;
@@ -151,6 +162,7 @@ int enroll(const Options& o) {
           GalleryEntry& e = entries[i - b0];
           e.id = jobs[i].first;
           e.source = jobs[i].second;
+          e.collection = o.collection.value_or("");
           e.features = texture::extract_features(load_grey(jobs[i].second));
         } catch (const std::exception& ex) {
           errors[i - b0] = ex.what();
@@ -164,9 +176,10 @@ int enroll(const Options& o) {
         try {
           const int n = e.features.count();
           const std::string id = e.id;
-          if (o.update && gallery.find(id))
+          if (o.update && gallery.find(id)) {
+            if (!o.collection) e.collection = gallery.find(id)->collection;  // kept
             gallery.update(std::move(e));
-          else
+          } else
             gallery.add(std::move(e));
           ++done;
           if (o.json) std::printf("{\"enrolled\":%s,\"features\":%d}\n", json_string(id).c_str(), n);
@@ -271,21 +284,27 @@ int list_products(const Options& o) {
   const Gallery gallery = Gallery::open(o.gallery);
   for (const auto& e : gallery.entries()) {
     if (o.json)
-      std::printf("{\"id\":%s,\"features\":%d,\"width\":%d,\"height\":%d,\"enrolled_unix\":%lld,\"source\":%s}\n",
-                  json_string(e.id).c_str(), e.features.count(), e.features.width, e.features.height,
-                  (long long)e.enrolled_unix, json_string(e.source).c_str());
+      std::printf(
+          "{\"id\":%s,\"features\":%d,\"width\":%d,\"height\":%d,\"enrolled_unix\":%lld,\"collection\":%s,"
+          "\"format\":%d,\"source\":%s}\n",
+          json_string(e.id).c_str(), e.features.count(), e.features.width, e.features.height,
+          (long long)e.enrolled_unix, e.collection.empty() ? "null" : json_string(e.collection).c_str(), e.version,
+          json_string(e.source).c_str());
     else
-      std::printf("%-24s %4d features  %5dx%-5d %s\n", e.id.c_str(), e.features.count(), e.features.width,
-                  e.features.height, e.source.c_str());
+      std::printf("%-24s %4d features  %5dx%-5d %-16s %s\n", e.id.c_str(), e.features.count(), e.features.width,
+                  e.features.height, e.collection.empty() ? "-" : e.collection.c_str(), e.source.c_str());
   }
   return 0;
 }
 
 int stats(const Options& o) {
   const Gallery gallery = Gallery::open(o.gallery);
-  size_t features = 0, file_bytes = 0;
+  size_t features = 0, file_bytes = 0, format1 = 0;
   int fewest = gallery.entries().empty() ? 0 : match::kSlot, most = 0;
+  std::map<std::string, size_t> collections;  // products per collection ("" = none)
   for (const auto& e : gallery.entries()) {
+    ++collections[e.collection];
+    format1 += e.version == 1;
     features += size_t(e.features.count());
     fewest = std::min(fewest, e.features.count());
     most = std::max(most, e.features.count());
@@ -294,19 +313,43 @@ int stats(const Options& o) {
     if (!ec) file_bytes += size_t(bytes);  // (uintmax_t)-1 for an entry deleted since it was read
   }
   const size_t n = gallery.entries().size();
-  const double search_mb = double(n) * match::kSlot * match::kDim * 2 / 1e6;
+  const double search_mb = double(n) * match::kSlotBytes / 1e6;
   if (o.json) {
+    std::string c;
+    for (const auto& [name, count] : collections)
+      if (!name.empty()) c += (c.empty() ? "" : ",") + json_string(name) + ":" + std::to_string(count);
     std::printf(
         "{\"products\":%zu,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_bytes\":%zu,"
-        "\"search_memory_mb\":%.1f}\n",
-        n, features, fewest, most, file_bytes, search_mb);
+        "\"search_memory_mb\":%.1f,\"format1_entries\":%zu,\"no_collection\":%zu,\"collections\":{%s}}\n",
+        n, features, fewest, most, file_bytes, search_mb, format1, collections.count("") ? collections[""] : 0,
+        c.c_str());
   } else {
     std::printf(
         "gallery %s\n  products        %zu\n  features        %zu (%.1f per product, %d..%d)\n"
-        "  on disk         %.1f MB\n  search memory   %.1f MB (FP16, %d slots per product)\n",
+        "  on disk         %.1f MB\n  search memory   %.1f MB (8-bit, %d slots per product)\n",
         o.gallery.c_str(), n, features, n ? double(features) / n : 0.0, fewest, most, file_bytes / 1e6, search_mb,
         match::kSlot);
+    if (format1)
+      std::printf("  format 1        %zu entries (FP16, converted when read; `prism texture migrate` rewrites them)\n",
+                  format1);
+    for (const auto& [name, count] : collections)
+      std::printf("  collection      %-16s %zu products\n", name.empty() ? "(none)" : name.c_str(), count);
   }
+  return 0;
+}
+
+// Rewrites the format-1 entries; safe to kill and to run again (Gallery::migrate).
+int migrate(const Options& o) {
+  Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // one entry in memory at a time
+  const size_t total = Gallery::list_entry_files(o.gallery).size();
+  Progress progress("migrate", int(total), !o.json || !isatty(STDOUT_FILENO));
+  const int migrated = gallery.migrate([&](const std::string& id, bool rewritten) {
+    if (o.json && rewritten) std::printf("{\"migrated\":%s}\n", json_string(id).c_str());
+    std::fflush(stdout);
+    progress.step();
+  });
+  progress.finish();
+  if (!o.json) std::printf("migrated %d of %zu entries in %s to format 2\n", migrated, total, o.gallery.c_str());
   return 0;
 }
 
@@ -328,6 +371,18 @@ int texture_command(int argc, char** argv) {
       if (o.id.empty() || o.args.size() != 1) throw UsageError("update takes --id ID and one IMAGE");
       Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // repairs a damaged entry
       GalleryEntry e{o.id, o.args[0], 0, texture::extract_features(load_grey(o.args[0]))};
+      if (o.collection) {
+        e.collection = *o.collection;
+      } else {
+        try {
+          e.collection = gallery.read_entry(o.id).collection;  // kept
+        } catch (const GalleryError& ex) {
+          // Not enrolled: update refuses it below. Damaged: the repair goes on without its collection.
+          if (std::string(ex.what()).find("is not enrolled") == std::string::npos)
+            std::fprintf(stderr, "prism texture update: warning: %s; its collection is lost (give --collection)\n",
+                         ex.what());
+        }
+      }
       const int n = e.features.count();
       gallery.update(std::move(e));
       if (o.json)
@@ -341,6 +396,7 @@ int texture_command(int argc, char** argv) {
     if (o.sub == "verify") return search_or_verify(o, true);
     if (o.sub == "list") return list_products(o);
     if (o.sub == "stats") return stats(o);
+    if (o.sub == "migrate") return migrate(o);
     throw UsageError("unknown subcommand '" + o.sub + "'");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "prism texture: error: %s\n\n%s", e.what(), kUsage);
