@@ -116,10 +116,30 @@ struct MatchU8Outputs {
   int* best_index = nullptr;
 };
 
-void match_u8_cpu(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out);
+// The CPU matcher's instruction paths. Every path computes the same integers; kAuto takes the
+// fastest this CPU runs (checked at run time, so one binary serves any x86-64 host). Tests force
+// each path and compare; benchmarks time each.
+enum class CpuPath {
+  kAuto,
+  kAvx512Vnni,  // vpdpbusd on 16 gallery descriptors at a time (u8 x s8 with a bias of 128)
+  kAvx2,        // vpmaddwd on s16-widened bytes, 8 descriptors per register
+  kScalar,      // plain C++ (any CPU)
+};
+bool cpu_path_available(CpuPath path);
+const char* cpu_path_name(CpuPath path);  // "avx512-vnni", "avx2", "scalar"; kAuto names the one it takes
+
+// Threads over batch images; `path` must be available (std::invalid_argument otherwise).
+void match_u8_cpu(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out,
+                  CpuPath path = CpuPath::kAuto);
 #if defined(PRISM_HAVE_CUDA)
-// Device memory, asynchronous on `stream`; out.scores is written (not added to).
+// Device memory, asynchronous on `stream`; out.scores is written (not added to). One fused kernel
+// on the integer tensor cores (mma.sync m16n8k32 u8 x u8 -> s32) with the top-2 and the ratio test
+// in its epilogue; needs sm_80 or newer (it throws otherwise).
 void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out, cudaStream_t stream);
+// The plain reference kernel (one thread per query row and image, no tensor cores): the GPU
+// tests' independent check of the fused kernel. Same contract, any GPU; slow.
+void match_u8_cuda_reference(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out,
+                             cudaStream_t stream);
 #endif
 
 }  // namespace prism::match

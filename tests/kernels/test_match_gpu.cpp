@@ -1,12 +1,14 @@
 // The fused tensor-core matcher against the CPU path: top-2 dot products, best indices and scores,
 // single and batched queries, images with 0, 1, few and kSlot descriptors; scores alone (the kernel's
-// index-free variant) equal to the scores with per-row outputs.
+// index-free variant) equal to the scores with per-row outputs. The 8-bit fused kernel equal to the CPU
+// path and to the plain reference kernel bit for bit (scores, distances, indices), with slot lists.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "common/device_array.h"
 #include "match/match.h"
@@ -87,6 +89,84 @@ TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
     EXPECT_LE(score_diff, near) << "scores differ beyond the rows at the ratio threshold";
     EXPECT_LE(index_differs, p.rows / 50 + 1);
   }
+}
+
+TEST(MatchU8Gpu, FusedKernelEqualsTheCpuPathBitForBit) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  struct Shape {
+    int queries, query_rows;
+    std::vector<int> counts, slots;
+  };
+  const std::vector<Shape> shapes = {
+      {1, 768, {768, 0, 1, 2, 65, 700, 768, 128, 127, 129}, {}},  // one query; chunk edges at 128
+      {3, 64, {5, 768, 2, 129, 300}, {}},                         // batched queries
+      {5, 16, {64, 63, 768, 0}, {2, 0, 2, 1, 3, 2}},              // 80 rows (not whole warps); a slot list
+      {1, 272, {768, 383, 640}, {1, 2, 0}},                       // rows past one block of 256
+  };
+  for (const Shape& s : shapes) {
+    const test::MatchU8Case c = test::make_match_u8_case(s.queries, s.query_rows, s.counts, s.slots, rng);
+    const match::MatchU8Problem& p = c.problem;
+    const size_t n_scores = size_t(p.queries()) * p.images, n_rows = size_t(p.images) * p.rows;
+    std::vector<int> cs(n_scores), ci(n_rows);
+    std::vector<int32_t> cb(n_rows), c2(n_rows);
+    match::match_u8_cpu(p, {0.8f}, {cs.data(), cb.data(), c2.data(), ci.data()});
+    int passes = 0;
+    for (int v : cs) passes += v;
+    EXPECT_GT(passes, 0);
+
+    match::MatchU8Problem dp = p;
+    const gpu::DeviceArray<uint8_t> dq = upload(c.query), dg = upload(c.gallery);
+    const gpu::DeviceArray<int> dc = upload(c.counts), ds = upload(c.slots.empty() ? std::vector<int>{0} : c.slots);
+    dp.query = dq.data();
+    dp.gallery = dg.data();
+    dp.counts = dc.data();
+    dp.slots = c.slots.empty() ? nullptr : ds.data();
+    // Scores are written, not added to: start from garbage.
+    const gpu::DeviceArray<int> d_scores = upload(std::vector<int>(n_scores, 12345)), d_index = upload(ci);
+    const gpu::DeviceArray<int32_t> d_best = upload(cb), d_second = upload(c2);
+    PRISM_CUDA_CHECK(cudaMemset(d_index.data(), 0x7F, n_rows * sizeof(int)));
+    PRISM_CUDA_CHECK(cudaMemset(d_best.data(), 0x7F, n_rows * sizeof(int32_t)));
+    PRISM_CUDA_CHECK(cudaMemset(d_second.data(), 0x7F, n_rows * sizeof(int32_t)));
+    const match::MatchU8Outputs dout{d_scores.data(), d_best.data(), d_second.data(), d_index.data()};
+    for (int kernel = 0; kernel < 2; ++kernel) {
+      SCOPED_TRACE(kernel == 0 ? "fused kernel" : "reference kernel");
+      if (kernel == 0)
+        match::match_u8_cuda(dp, {0.8f}, dout, nullptr);
+      else
+        match::match_u8_cuda_reference(dp, {0.8f}, dout, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<int> gs(n_scores), gi(n_rows);
+      std::vector<int32_t> gb(n_rows), g2(n_rows);
+      download(gs, d_scores);
+      download(gi, d_index);
+      download(gb, d_best);
+      download(g2, d_second);
+      EXPECT_EQ(gs, cs);
+      for (size_t o = 0; o < n_rows; ++o) {
+        ASSERT_EQ(gb[o], cb[o]) << "image " << o / p.rows << " row " << o % p.rows;
+        ASSERT_EQ(g2[o], c2[o]) << "image " << o / p.rows << " row " << o % p.rows;
+        ASSERT_EQ(gi[o], ci[o]) << "image " << o / p.rows << " row " << o % p.rows;
+      }
+    }
+    // Scores alone take the fused kernel's index-free top-2 update: the same scores.
+    std::vector<int> only(n_scores, -1);
+    match::match_u8_cuda(dp, {0.8f}, {d_scores.data()}, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    download(only, d_scores);
+    EXPECT_EQ(only, cs);
+  }
+}
+
+TEST(MatchU8Gpu, BadRequestsAreRefused) {
+  PRISM_NEED_GPU();
+  match::MatchU8Problem p;
+  p.rows = 24;
+  p.query_rows = 24;  // not a multiple of 16
+  p.images = 1;
+  int scores = 0;
+  EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {}, nullptr), std::invalid_argument);
+  EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
 }
 
 }  // namespace
