@@ -63,12 +63,14 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
 
   f.keypoints.reserve(order.size());
   f.descriptors.resize(order.size() * match::kDim);
+  if (params.keep_fp16) f.descriptors_fp16.resize(order.size() * match::kDim);
   for (size_t i = 0; i < order.size(); ++i) {
     const cv::KeyPoint& k = kps[order[i]];
     // cv::KeyPoint coordinates have pixel centres at integers, so scale about the half-pixel edge.
     f.keypoints.push_back({float((k.pt.x + 0.5) * scale - 0.5), float((k.pt.y + 0.5) * scale - 0.5),
                            float(k.size * scale), k.angle, k.response, k.octave});
-    match::rootsift(desc.ptr<float>(order[i]), 1, &f.descriptors[i * match::kDim]);
+    match::rootsift_u8(desc.ptr<float>(order[i]), 1, &f.descriptors[i * match::kDim]);
+    if (params.keep_fp16) match::rootsift(desc.ptr<float>(order[i]), 1, &f.descriptors_fp16[i * match::kDim]);
   }
   return f;
 }

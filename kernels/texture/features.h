@@ -1,6 +1,6 @@
 // Texture features: SIFT keypoints (OpenCV's cv::SIFT, Lowe 2004), the strongest kMaxFeatures per
-// image, with RootSIFT descriptors in FP16 (match/match.h) and each keypoint's geometry for the
-// geometric verification.
+// image, with RootSIFT descriptors in 8 bits (match/match.h: COLMAP's round(512 x), what the gallery
+// stores and the index matches) and each keypoint's geometry for the geometric verification.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -18,9 +18,12 @@ struct Keypoint {
 };
 
 struct Features {
-  int width = 0, height = 0;          // the image's size
-  std::vector<Keypoint> keypoints;    // strongest first
-  std::vector<uint16_t> descriptors;  // [count][match::kDim] RootSIFT, FP16
+  int width = 0, height = 0;         // the image's size
+  std::vector<Keypoint> keypoints;   // strongest first
+  std::vector<uint8_t> descriptors;  // [count][match::kDim] RootSIFT, 8-bit (match::rootsift_u8)
+  // The same RootSIFT in FP16 (match::rootsift), only when FeatureParams::keep_fp16 asked for it:
+  // `prism texture eval` compares 8-bit against FP16 matching. Never stored in a gallery.
+  std::vector<uint16_t> descriptors_fp16;
   int count() const { return int(keypoints.size()); }
 };
 
@@ -29,6 +32,7 @@ struct FeatureParams {
   // Images whose longer side exceeds this are downscaled for detection (keypoints are reported in
   // the original image's coordinates); 0 keeps every size.
   int max_side = 1024;
+  bool keep_fp16 = false;  // also fill Features::descriptors_fp16
 };
 
 // Features of an 8-bit image with 1, 3 (BGR) or 4 (BGRA) channels. Throws std::invalid_argument on

@@ -20,13 +20,14 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'P', 'R', 'I', 'S', 'M', 'T', 'E', 'X'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // written; 1 (FP16 descriptors, no collection) is still read
 constexpr const char* kMarker = "gallery.prism";
 constexpr const char* kMarkerText = "prism texture gallery, format 1\n";
 
 struct Header {
   char magic[8];
   uint32_t version, dim, count, width, height, id_len, source_len;
+  uint32_t collection_len;  // version 2; version 1 left these 4 bytes as alignment padding
   int64_t enrolled_unix;
 };
 static_assert(sizeof(Header) == 48, "packed header");
@@ -113,6 +114,8 @@ void append(std::vector<uint8_t>& out, const T* p, size_t count) {
 
 }  // namespace
 
+bool valid_collection(const std::string& c) { return c.empty() || valid_product_id(c); }
+
 bool valid_product_id(const std::string& id) {
   if (id.empty() || id.size() > 128 || id[0] == '.' || id[0] == '-') return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
@@ -126,6 +129,8 @@ std::vector<uint8_t> Gallery::encode(const GalleryEntry& e) {
   if (f.descriptors.size() != size_t(f.count()) * match::kDim)
     throw GalleryError("entry '" + e.id + "': descriptor and keypoint counts disagree");
   if (f.count() > match::kSlot) throw GalleryError("entry '" + e.id + "': more than 768 features");
+  if (!valid_collection(e.collection))
+    throw GalleryError("entry '" + e.id + "': invalid collection '" + e.collection + "'");
   Header h{};
   std::memcpy(h.magic, kMagic, 8);
   h.version = kVersion;
@@ -135,13 +140,15 @@ std::vector<uint8_t> Gallery::encode(const GalleryEntry& e) {
   h.height = uint32_t(f.height);
   h.id_len = uint32_t(e.id.size());
   h.source_len = uint32_t(e.source.size());
+  h.collection_len = uint32_t(e.collection.size());
   h.enrolled_unix = e.enrolled_unix;
   std::vector<uint8_t> out;
-  out.reserve(sizeof(Header) + e.id.size() + e.source.size() + f.keypoints.size() * sizeof(Keypoint) +
-              f.descriptors.size() * 2 + 4);
+  out.reserve(sizeof(Header) + e.id.size() + e.source.size() + e.collection.size() +
+              f.keypoints.size() * sizeof(Keypoint) + f.descriptors.size() + 4);
   append(out, &h, 1);
   append(out, e.id.data(), e.id.size());
   append(out, e.source.data(), e.source.size());
+  append(out, e.collection.data(), e.collection.size());
   append(out, f.keypoints.data(), f.keypoints.size());
   append(out, f.descriptors.data(), f.descriptors.size());
   const uint32_t crc = crc32(out.data(), out.size());
@@ -155,11 +162,16 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   Header h;
   std::memcpy(&h, bytes.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, 8) != 0) throw corrupt("not a Prism texture entry (bad magic)");
-  if (h.version != kVersion) throw corrupt("format version " + std::to_string(h.version) + ", this build reads 1");
-  if (h.dim != uint32_t(match::kDim) || h.count > uint32_t(match::kSlot) || h.id_len > 128 || h.source_len > 65536)
+  if (h.version != 1 && h.version != kVersion)
+    throw corrupt("format version " + std::to_string(h.version) + ", this build reads 1 and 2");
+  const bool v1 = h.version == 1;
+  if (v1) h.collection_len = 0;  // padding in version 1
+  if (h.dim != uint32_t(match::kDim) || h.count > uint32_t(match::kSlot) || h.id_len > 128 || h.source_len > 65536 ||
+      h.collection_len > 128)
     throw corrupt("impossible header values");
-  const size_t expect =
-      sizeof(Header) + h.id_len + h.source_len + size_t(h.count) * (sizeof(Keypoint) + 2 * match::kDim) + 4;
+  const size_t descriptor_bytes = v1 ? 2 : 1;  // FP16 in version 1, uint8 in version 2
+  const size_t expect = sizeof(Header) + h.id_len + h.source_len + h.collection_len +
+                        size_t(h.count) * (sizeof(Keypoint) + descriptor_bytes * match::kDim) + 4;
   if (bytes.size() != expect)
     throw corrupt("size " + std::to_string(bytes.size()) + " bytes, header says " + std::to_string(expect));
   uint32_t stored;
@@ -171,14 +183,26 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   p += h.id_len;
   e.source.assign(reinterpret_cast<const char*>(p), h.source_len);
   p += h.source_len;
+  e.collection.assign(reinterpret_cast<const char*>(p), h.collection_len);
+  p += h.collection_len;
+  if (!valid_collection(e.collection)) throw corrupt("invalid collection '" + e.collection + "'");
   e.enrolled_unix = h.enrolled_unix;
+  e.version = int(h.version);
   e.features.width = int(h.width);
   e.features.height = int(h.height);
   e.features.keypoints.resize(h.count);
   std::memcpy(e.features.keypoints.data(), p, h.count * sizeof(Keypoint));
   p += h.count * sizeof(Keypoint);
   e.features.descriptors.resize(size_t(h.count) * match::kDim);
-  std::memcpy(e.features.descriptors.data(), p, e.features.descriptors.size() * 2);
+  if (v1) {  // FP16 RootSIFT: converted as if it had been quantised from the float (match::half_to_u8)
+    for (size_t i = 0; i < e.features.descriptors.size(); ++i) {
+      uint16_t half;
+      std::memcpy(&half, p + 2 * i, 2);
+      e.features.descriptors[i] = match::half_to_u8(half);
+    }
+  } else {
+    std::memcpy(e.features.descriptors.data(), p, e.features.descriptors.size());
+  }
   return e;
 }
 
@@ -265,6 +289,9 @@ fs::path Gallery::entry_path(const std::string& id) const { return dir_ / "entri
 void Gallery::write_entry(GalleryEntry entry, Write mode) {
   if (!valid_product_id(entry.id))
     throw GalleryError("invalid product id '" + entry.id + "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+  if (!valid_collection(entry.collection))
+    throw GalleryError("invalid collection '" + entry.collection +
+                       "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -; empty for none)");
   if (entry.features.count() < kMinFeatures)
     throw GalleryError((entry.source.empty() ? "product '" + entry.id + "'" : entry.source) + ": " +
                        std::to_string(entry.features.count()) + " features (product '" + entry.id + "'); at least " +

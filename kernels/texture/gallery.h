@@ -4,7 +4,9 @@
 //   DIR/gallery.prism        marker and format version
 //   DIR/.lock                flock()ed by writers (one writer at a time; readers take no lock and
 //                            skip an entry deleted between listing the folder and opening it)
-//   DIR/entries/ID.tex       an entry: header, id, source, keypoints, FP16 RootSIFT, CRC-32
+//   DIR/entries/ID.tex       an entry: header, id, source, collection, keypoints, 8-bit RootSIFT,
+//                            CRC-32 (format version 2; version 1 entries, FP16 RootSIFT and no
+//                            collection, are still read and converted with match::half_to_u8)
 //
 // ADD/UPDATE write `entries/.tmp-ID-PID`, fsync it, rename it over `ID.tex` and fsync the
 // directory before returning: what returned is on disk. DELETE unlinks and fsyncs the directory.
@@ -31,7 +33,11 @@ struct GalleryEntry {
   std::string id;
   std::string source;  // where the enrolled image came from (informational)
   int64_t enrolled_unix = 0;
-  Features features;
+  Features features;  // descriptors in 8 bits; descriptors_fp16 is never stored
+  // The scope the product belongs to (a lot, a factory, a product line): searches may be limited
+  // to one or more collections. Empty = none. Same characters as a product id.
+  std::string collection{};  // (initialised: entries written as {id, source, time, features} stay warning-free)
+  int version = 2;           // the entry format it was read from (1: converted from FP16); written as 2
 };
 
 // The fewest features an entry may have: an image with fewer can never be identified (RANSAC fits
@@ -41,6 +47,8 @@ constexpr int kMinFeatures = 5;
 
 // Product ids: 1..128 characters of [A-Za-z0-9._-], not starting with '.' or '-'.
 bool valid_product_id(const std::string& id);
+// Collections: empty (none) or a valid product id.
+bool valid_collection(const std::string& collection);
 
 class Gallery {
  public:

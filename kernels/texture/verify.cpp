@@ -3,20 +3,20 @@
 #include <opencv2/calib3d.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <unordered_map>
 
 namespace prism::texture {
 
-std::vector<Correspondence> ratio_matches(const float* best, const float* second, const int* best_index, int rows,
+std::vector<Correspondence> ratio_matches(const int32_t* best, const int32_t* second, const int* best_index, int rows,
                                           float ratio) {
-  const float r2 = ratio * ratio;
   std::unordered_map<int, Correspondence> by_gallery;
   for (int r = 0; r < rows; ++r) {
-    if (best_index[r] < 0 || !std::isfinite(second[r])) continue;  // image with fewer than 2 descriptors
-    if (!((1.f - best[r]) < r2 * (1.f - second[r]))) continue;
+    if (best_index[r] < 0 || second[r] == INT32_MAX) continue;  // image with fewer than 2 descriptors
+    if (!match::ratio_pass(best[r], second[r], ratio)) continue;
     auto [it, inserted] = by_gallery.try_emplace(best_index[r], Correspondence{r, best_index[r], best[r]});
-    if (!inserted && best[r] > it->second.dot) it->second = {r, best_index[r], best[r]};
+    if (!inserted && best[r] < it->second.distance) it->second = {r, best_index[r], best[r]};
   }
   std::vector<Correspondence> out;
   out.reserve(by_gallery.size());

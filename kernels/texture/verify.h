@@ -3,6 +3,7 @@
 // fixedly, so the result is repeatable). The decision score is the significance of the inliers:
 // how unlikely that many would be for a wrong product (chance_significance).
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -11,15 +12,19 @@
 
 namespace prism::texture {
 
+// A match carries its exact squared distance between the 8-bit descriptors (0 = identical), the
+// integer the matcher ranked by: after rounding to 8 bits the vectors are no longer unit, so a dot
+// product alone would not order matches the way the matcher did.
 struct Correspondence {
   int query = 0, gallery = 0;  // descriptor indices
-  float dot = 0;               // the match's dot product (1 = identical)
+  int32_t distance = 0;        // squared distance of the two 8-bit descriptors
 };
 
-// The ratio-test matches of one gallery image from the matcher's per-row outputs (match::MatchOutputs
-// best/second/best_index for rows [0, rows)); the same test as the matcher's score. Where several
-// query descriptors pick one gallery descriptor only the closest is kept.
-std::vector<Correspondence> ratio_matches(const float* best, const float* second, const int* best_index, int rows,
+// The ratio-test matches of one gallery image from the 8-bit matcher's per-row outputs
+// (match::MatchU8Outputs best/second/best_index for rows [0, rows)); the same test as the matcher's
+// score (match::ratio_pass). Where several query descriptors pick one gallery descriptor only the
+// closest is kept (on a tie, the lower query index).
+std::vector<Correspondence> ratio_matches(const int32_t* best, const int32_t* second, const int* best_index, int rows,
                                           float ratio);
 
 struct VerifyParams {

@@ -7,11 +7,13 @@
 #include <opencv2/imgproc.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
 
 #include "prism_test.h"
+#include "gallery_v1.h"
 #include "texture_cases.h"
 #include "texture/index.h"
 
@@ -34,21 +36,41 @@ double corner_error(const cv::Matx33d& a, const cv::Matx33d& b, int w, int h) {
   return worst;
 }
 
+// 8-bit RootSIFT is round(512 x) of the unit FP16 RootSIFT (up to the FP16 rounding: within half a
+// step, or saturated at 255), and the FP16 copy is there only when asked for.
 TEST(TextureFeatures, StrongestFirstUnitRootSiftAndOriginalCoordinates) {
   std::mt19937 rng(std::random_device{}());
   const cv::Mat img = random_texture(rng, 640, 480);
-  const texture::Features f = texture::extract_features(img);
+  texture::FeatureParams both;
+  both.keep_fp16 = true;
+  const texture::Features f = texture::extract_features(img, both);
   ASSERT_GT(f.count(), 100);
   ASSERT_LE(f.count(), match::kSlot);
   EXPECT_EQ(f.width, 640);
   EXPECT_EQ(f.height, 480);
+  ASSERT_EQ(f.descriptors.size(), size_t(f.count()) * match::kDim);
+  ASSERT_EQ(f.descriptors_fp16.size(), f.descriptors.size());
   for (int i = 1; i < f.count(); ++i) ASSERT_GE(f.keypoints[i - 1].response, f.keypoints[i].response);
+  int saturated = 0;
   for (int i = 0; i < f.count(); ++i) {
     double n2 = 0;
-    for (int k = 0; k < match::kDim; ++k)
-      n2 += std::pow(match::half_to_float(f.descriptors[size_t(i) * match::kDim + k]), 2);
+    for (int k = 0; k < match::kDim; ++k) {
+      const size_t o = size_t(i) * match::kDim + k;
+      const double x = match::half_to_float(f.descriptors_fp16[o]);
+      n2 += x * x;
+      if (512 * x >= 255.5) {
+        ASSERT_EQ(f.descriptors[o], 255) << i << " " << k;
+        ++saturated;
+      } else {
+        ASSERT_LE(std::abs(f.descriptors[o] - 512 * x), 0.5 + 512 * x * 1e-3) << i << " " << k;
+      }
+    }
     ASSERT_NEAR(n2, 1.0, 5e-3) << i;
   }
+  EXPECT_LT(saturated, f.count());  // saturation is rare on real SIFT
+  const texture::Features plain = texture::extract_features(img);
+  EXPECT_TRUE(plain.descriptors_fp16.empty());
+  EXPECT_EQ(plain.descriptors, f.descriptors);
   // Detection on a downscaled copy reports keypoints in the original frame.
   texture::FeatureParams small;
   small.max_side = 320;
@@ -167,7 +189,7 @@ GalleryEntry small_entry(const std::string& id, std::mt19937& rng, int n = -1) {
   if (n < 0) n = int(rng() % 40) + texture::kMinFeatures;
   for (int i = 0; i < n; ++i) e.features.keypoints.push_back({float(i), float(2 * i), 3.f, 45.f, 0.01f * i, i});
   e.features.descriptors.resize(size_t(n) * match::kDim);
-  for (auto& d : e.features.descriptors) d = uint16_t(rng() & 0x3BFF);
+  for (auto& d : e.features.descriptors) d = uint8_t(rng());
   return e;
 }
 
@@ -198,6 +220,106 @@ TEST(TextureGallery, EntriesRoundTripThroughTheDirectory) {
   EXPECT_GT(b.enrolled_unix, 0);
   EXPECT_EQ(b.features.descriptors.size(), size_t(b.features.count()) * match::kDim);
   EXPECT_EQ(Gallery::encode(Gallery::decode(Gallery::encode(b), "x")), Gallery::encode(b));
+}
+
+// Version 2 stores the 8-bit descriptors and the collection byte for byte; an invalid collection is
+// refused by name when written and when read.
+TEST(TextureGallery, VersionTwoStoresEightBitDescriptorsAndTheCollection) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  GalleryEntry e = small_entry("p1", rng);
+  e.collection = "lot-2024.07";
+  {
+    Gallery gallery = Gallery::open(g, true);
+    gallery.add(e);
+    gallery.add(small_entry("p2", rng));  // no collection
+    GalleryEntry bad = small_entry("p3", rng);
+    for (const std::string& c : std::vector<std::string>{"a/b", ".x", "-x", std::string(129, 'c'), "tab\tx"}) {
+      bad.collection = c;
+      try {
+        gallery.add(bad);
+        ADD_FAILURE() << "collection '" << c << "' accepted";
+      } catch (const GalleryError& err) {
+        EXPECT_NE(std::string(err.what()).find("invalid collection '" + c + "'"), std::string::npos) << err.what();
+      }
+    }
+  }
+  const Gallery reopened = Gallery::open(g);
+  ASSERT_EQ(reopened.entries().size(), 2u);
+  const GalleryEntry& a = *reopened.find("p1");
+  EXPECT_EQ(a.collection, "lot-2024.07");
+  EXPECT_EQ(a.version, 2);
+  EXPECT_EQ(a.features.descriptors, e.features.descriptors);
+  EXPECT_EQ(reopened.find("p2")->collection, "");
+  // The file: 48-byte header, version 2, then one byte per descriptor component.
+  const std::vector<uint8_t> bytes = Gallery::encode(a);
+  uint32_t version;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  EXPECT_EQ(version, 2u);
+  EXPECT_EQ(bytes.size(), 48 + a.id.size() + a.source.size() + a.collection.size() +
+                              size_t(a.features.count()) * (sizeof(texture::Keypoint) + match::kDim) + 4);
+  EXPECT_EQ(fs::file_size(g / "entries" / "p1.tex"), bytes.size());
+  // A stored collection that breaks the rules (CRC recomputed, so only the check can catch it).
+  GalleryEntry odd = a;
+  odd.collection = "lot-2024.07";
+  std::vector<uint8_t> forged = Gallery::encode(odd);
+  forged[48 + odd.id.size() + odd.source.size()] = '/';
+  const uint32_t crc = crc32(forged.data(), forged.size() - 4);
+  std::memcpy(forged.data() + forged.size() - 4, &crc, 4);
+  try {
+    Gallery::decode(forged, "f.tex");
+    ADD_FAILURE() << "decoded an invalid collection";
+  } catch (const GalleryError& err) {
+    EXPECT_NE(std::string(err.what()).find("f.tex: corrupt gallery entry: invalid collection '/ot-2024.07'"),
+              std::string::npos)
+        << err.what();
+  }
+}
+
+// A version-1 entry (FP16 RootSIFT, written by the old encoder) is read with its descriptors
+// converted by match::half_to_u8, which equals the 8-bit extraction but where FP16 rounding moved a
+// component across a rounding boundary (by one step, rarely).
+TEST(TextureGallery, VersionOneEntriesAreReadConverted) {
+  std::mt19937 rng(std::random_device{}());
+  texture::FeatureParams both;
+  both.keep_fp16 = true;
+  const texture::Features f = texture::extract_features(random_texture(rng), both);
+  ASSERT_GT(f.count(), 20);
+  const std::vector<uint8_t> v1 = test::encode_gallery_entry_v1("old-1", "/img/old.png", 1700000000, f);
+  const GalleryEntry e = Gallery::decode(v1, "old-1.tex");
+  EXPECT_EQ(e.version, 1);
+  EXPECT_EQ(e.id, "old-1");
+  EXPECT_EQ(e.source, "/img/old.png");
+  EXPECT_EQ(e.collection, "");
+  EXPECT_EQ(e.enrolled_unix, 1700000000);
+  EXPECT_EQ(e.features.width, f.width);
+  EXPECT_EQ(e.features.height, f.height);
+  ASSERT_EQ(e.features.count(), f.count());
+  EXPECT_EQ(std::memcmp(e.features.keypoints.data(), f.keypoints.data(), f.keypoints.size() * sizeof(f.keypoints[0])),
+            0);
+  ASSERT_EQ(e.features.descriptors.size(), f.descriptors.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < f.descriptors.size(); ++i) {
+    ASSERT_EQ(e.features.descriptors[i], match::half_to_u8(f.descriptors_fp16[i])) << i;
+    ASSERT_LE(std::abs(int(e.features.descriptors[i]) - int(f.descriptors[i])), 1) << i;
+    differ += e.features.descriptors[i] != f.descriptors[i];
+  }
+  EXPECT_LT(differ, f.descriptors.size() / 20);  // about 1.4%: FP16 steps are 1/8 of a u8 step here
+  EXPECT_TRUE(e.features.descriptors_fp16.empty());
+  // Re-encoded, it is a version-2 entry; a damaged version-1 entry is refused like any other.
+  EXPECT_EQ(Gallery::decode(Gallery::encode(e), "x").version, 2);
+  std::vector<uint8_t> damaged = v1;
+  damaged[v1.size() / 2] ^= 1;
+  EXPECT_THROW(Gallery::decode(damaged, "old-1.tex"), GalleryError);
+  std::vector<uint8_t> v3 = v1;
+  v3[8] = 3;
+  try {
+    Gallery::decode(v3, "old-1.tex");
+    ADD_FAILURE() << "decoded version 3";
+  } catch (const GalleryError& err) {
+    EXPECT_NE(std::string(err.what()).find("format version 3, this build reads 1 and 2"), std::string::npos);
+  }
 }
 
 // Creating a gallery takes a new or empty folder (or one a killed creator left behind); a folder of
