@@ -49,6 +49,9 @@ enum {
   PROP_MIN_INLIERS,
   PROP_MIN_SIGNIFICANCE,
   PROP_SHORTLIST,
+  PROP_COLLECTIONS,
+  PROP_GPU_MEMORY,
+  PROP_HOST_MEMORY,
 };
 
 constexpr guint kDefaultInterval = 10;
@@ -62,7 +65,7 @@ struct State {
   guint64 last_attempt = 0;  // its frame
   cv::Mat grey;              // RGB-ish frames converted here (reused: no per-frame allocation)
   cv::Mat laplacian;         // min-sharpness scratch (reused)
-  explicit State(texture::Device d) : index(d) {}
+  explicit State(const texture::IndexOptions &o) : index(o) {}
 };
 
 struct _GstTextureId {
@@ -74,6 +77,8 @@ struct _GstTextureId {
   gdouble min_sharpness;
   gint min_inliers, shortlist;
   gdouble min_significance;
+  gchar *collections; /* comma-separated; empty: the whole gallery */
+  gint64 gpu_memory, host_memory;
   /* streaming state */
   State *state;
 };
@@ -89,6 +94,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
   switch (id) {
     case PROP_GALLERY:
       g_free(self->gallery);
+  g_free(self->collections);
       self->gallery = g_value_dup_string(value);
       break;
     case PROP_MODE: self->mode = (TextureIdMode)g_value_get_enum(value); break;
@@ -101,6 +107,12 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_MIN_INLIERS: self->min_inliers = g_value_get_int(value); break;
     case PROP_MIN_SIGNIFICANCE: self->min_significance = g_value_get_double(value); break;
     case PROP_SHORTLIST: self->shortlist = g_value_get_int(value); break;
+    case PROP_COLLECTIONS:
+      g_free(self->collections);
+      self->collections = g_value_dup_string(value);
+      break;
+    case PROP_GPU_MEMORY: self->gpu_memory = g_value_get_int64(value); break;
+    case PROP_HOST_MEMORY: self->host_memory = g_value_get_int64(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -118,6 +130,9 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_MIN_INLIERS: g_value_set_int(value, self->min_inliers); break;
     case PROP_MIN_SIGNIFICANCE: g_value_set_double(value, self->min_significance); break;
     case PROP_SHORTLIST: g_value_set_int(value, self->shortlist); break;
+    case PROP_COLLECTIONS: g_value_set_string(value, self->collections); break;
+    case PROP_GPU_MEMORY: g_value_set_int64(value, self->gpu_memory); break;
+    case PROP_HOST_MEMORY: g_value_set_int64(value, self->host_memory); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -129,11 +144,11 @@ static GstPrismCuda *cuda_of(GstTextureId *self) { return gst_prism_cuda_filter_
 
 /* The index of gallery `g` (property value `gallery`) on `device`, into *out; posts the error. Runs
  * with the context pushed. */
-static bool build_index(GstTextureId *self, texture::Device device, const texture::Gallery &g,
+static bool build_index(GstTextureId *self, const texture::IndexOptions &options, const texture::Gallery &g,
                         const std::string &gallery, TextureIdMode mode, const std::string &claimed,
                         std::unique_ptr<State> *out) {
   try {
-    *out = std::make_unique<State>(device);
+    *out = std::make_unique<State>(options);
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("textureid: property 'device': %s", e.what()), (nullptr));
     return false;
@@ -165,6 +180,9 @@ static gboolean start(GstBaseTransform *trans) {
   const std::string claimed = self->claimed_id ? self->claimed_id : "";
   const TextureIdMode mode = self->mode;
   const GstPrismDevice device = cuda->device;
+  texture::IndexOptions options;
+  options.gpu_budget = self->gpu_memory;
+  options.host_budget = self->host_memory;
   GST_OBJECT_UNLOCK(self);
 
   if (gallery.empty()) {
@@ -204,14 +222,14 @@ static gboolean start(GstBaseTransform *trans) {
 
   /* kCuda fails and kAuto falls back to the CPU without an sm_80+ GPU; on the CPU path the base
    * class has said why already. */
-  const texture::Device index_device = !cuda->use_cuda                   ? texture::Device::kCpu
-                                       : device == GST_PRISM_DEVICE_CUDA ? texture::Device::kCuda
-                                                                         : texture::Device::kAuto;
+  options.device = !cuda->use_cuda                   ? texture::Device::kCpu
+                   : device == GST_PRISM_DEVICE_CUDA ? texture::Device::kCuda
+                                                     : texture::Device::kAuto;
   std::unique_ptr<State> st;
   bool ok;
   {
     prism::GstPrismContextScope scope(cuda);
-    ok = build_index(self, index_device, *g, gallery, mode, claimed, &st);
+    ok = build_index(self, options, *g, gallery, mode, claimed, &st);
     if (!ok) st.reset(); /* its GPU buffers are freed in the context */
   }
   if (!ok) {
@@ -267,6 +285,14 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
   params.min_inliers = self->min_inliers;
   params.min_significance = self->min_significance;
   params.shortlist = self->shortlist;
+  if (self->collections && *self->collections) {
+    gchar **names = g_strsplit(self->collections, ",", -1);
+    for (gchar **n = names; *n; ++n) {
+      g_strstrip(*n);
+      if (**n) params.collections.push_back(*n);
+    }
+    g_strfreev(names);
+  }
   GST_OBJECT_UNLOCK(self);
 
   /* Due when `interval` frames have passed since the last identification (every frame for 0); a due
@@ -409,6 +435,21 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
           g_param_spec_int("shortlist", "Shortlist",
                            "mode=search: best-scoring gallery images verified geometrically per identification", 1,
                            1024, defaults.shortlist, playing));
+  install(PROP_COLLECTIONS,
+          g_param_spec_string("collections", "Collections",
+                              "mode=search: search only the products of these collections (comma-separated names "
+                              "given at enrolment with 'prism texture enroll --collection'); empty: the whole gallery",
+                              nullptr, playing));
+  install(PROP_GPU_MEMORY,
+          g_param_spec_int64("gpu-memory", "GPU memory",
+                             "Bytes of GPU memory for the gallery's descriptors (98,304 per image; the newest images "
+                             "live there, older ones in host memory); -1: the free memory less 2 GiB; 0: none",
+                             -1, G_MAXINT64, texture::kDefaultBudget, ready));
+  install(PROP_HOST_MEMORY,
+          g_param_spec_int64("host-memory", "Host memory",
+                             "Bytes of host memory (pinned on the GPU path) for the descriptors beyond gpu-memory; "
+                             "-1: half of the available memory; a gallery larger than both fails at start naming them",
+                             -1, G_MAXINT64, texture::kDefaultBudget, ready));
 
   gst_element_class_set_static_metadata(
       element_class, "Prism texture identification", "Filter/Analyzer/Video",
@@ -436,4 +477,6 @@ static void gst_texture_id_init(GstTextureId *self) {
   self->min_inliers = defaults.min_inliers;
   self->min_significance = defaults.min_significance;
   self->shortlist = defaults.shortlist;
+  self->gpu_memory = texture::kDefaultBudget;
+  self->host_memory = texture::kDefaultBudget;
 }

@@ -2,7 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <mutex>
 #include <numeric>
+#include <set>
+#include <shared_mutex>
+#include <unordered_map>
 
 #include "common/device_array.h"
 #include "common/gpu.h"
@@ -20,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 constexpr size_t kSlotBytes = match::kSlotBytes;
+enum TierId { kGpuTier = 0, kHostTier = 1 };
 
 // Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test),
 // written to `out` (kSlotBytes); returns the row count.
@@ -31,9 +40,32 @@ int pad_query(const Features& q, uint8_t* out) {
   return rows;
 }
 
-}  // namespace
+// One image's descriptors in a slot's layout (the rest of the slot zero).
+void pack_slot(const Features& f, uint8_t* slot) {
+  const size_t used = std::min(f.descriptors.size(), kSlotBytes);
+  std::copy_n(f.descriptors.begin(), used, slot);
+  std::fill(slot + used, slot + kSlotBytes, uint8_t(0));
+}
 
-// Host buffers reused by every search: pinned on the GPU path (asynchronous copies), plain on the CPU.
+int slot_count(const Features& f) { return std::min(f.count(), match::kSlot); }
+
+int64_t mem_available() {  // bytes, from /proc/meminfo (0 when unknown)
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+std::string gib(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / (1 << 30));
+  return b;
+}
+
+// Host buffers reused between calls: pinned on the GPU path (asynchronous copies), plain on the CPU.
 template <class T>
 class HostBuffer {
  public:
@@ -55,42 +87,238 @@ class HostBuffer {
   std::vector<T> plain_;
 };
 
+}  // namespace
+
+// One tier's slots, allocated a block at a time and kept dense: slot s is in block s / block_slots.
+struct Tier {
+  struct Block {
+#if defined(PRISM_HAVE_CUDA)
+    gpu::DeviceArray<uint8_t> device;  // the GPU tier's slots
+    gpu::PinnedArray<uint8_t> pinned;  // the host tier's slots on the GPU path
+    gpu::DeviceArray<int> d_counts;    // both tiers on the GPU path: the matcher reads counts there
+#endif
+    std::vector<uint8_t> plain;  // the host tier's slots on the CPU path
+    uint8_t* data = nullptr;
+  };
+  bool in_gpu = false, pinned = false;
+  size_t capacity = 0;  // slots the budget allows
+  int block_slots = 1024;
+  std::vector<std::unique_ptr<Block>> blocks;
+  std::vector<int> entry;   // slot -> entry position
+  std::vector<int> counts;  // slot -> descriptors
+  std::set<std::pair<uint64_t, int>> age;  // (sequence, slot): oldest first
+
+  size_t used() const { return entry.size(); }
+  size_t allocated() const { return std::min(capacity, blocks.size() * size_t(block_slots)); }
+  bool full() const { return used() >= capacity; }
+  uint8_t* slot_data(size_t s) const { return blocks[s / block_slots]->data + (s % block_slots) * kSlotBytes; }
+#if defined(PRISM_HAVE_CUDA)
+  int* d_count(size_t s) const { return blocks[s / block_slots]->d_counts.data() + s % block_slots; }
+#endif
+  size_t bytes() const { return allocated() * kSlotBytes; }
+
+  void grow(bool cuda) {  // one more block
+    auto b = std::make_unique<Block>();
+    const size_t n = std::min(size_t(block_slots), capacity - blocks.size() * size_t(block_slots));
+#if defined(PRISM_HAVE_CUDA)
+    if (in_gpu) {
+      b->device.resize(n * kSlotBytes);
+      b->data = b->device.data();
+    } else if (pinned) {
+      b->pinned.resize(n * kSlotBytes);
+      b->data = b->pinned.data();
+    }
+    if (cuda) b->d_counts.resize(block_slots);
+#else
+    (void)cuda;
+#endif
+    if (!b->data) {
+      b->plain.resize(n * kSlotBytes);
+      b->data = b->plain.data();
+    }
+    blocks.push_back(std::move(b));
+  }
+  void clear() {
+    blocks.clear();
+    entry.clear();
+    counts.clear();
+    age.clear();
+  }
+};
+
 struct TextureIndex::Impl {
   bool gpu = false;
   std::string description;
-  std::vector<uint8_t> gallery;  // CPU path: [images][kSlot][kDim]
-  std::vector<int> counts;
-  HostBuffer<uint8_t> query;         // the padded query
-  HostBuffer<int> scores;            // per gallery image, and one per verified candidate
-  HostBuffer<int32_t> best, second;  // per verified candidate and query row: squared distances
-  HostBuffer<int> best_index;
+  IndexOptions options;
+  int64_t gpu_budget = 0, host_budget = 0;
+
+  struct Entry {
+    std::string id;
+    int collection = -1;
+    int member = -1;  // position in members[collection]
+    uint64_t seq = 0;
+    int tier = kHostTier;
+    int slot = 0;
+    Features geometry;  // keypoints and size; the descriptors live in the tier's slot
+  };
+  std::vector<Entry> entries;  // dense: removal moves the last entry into the hole
+  std::unordered_map<std::string, int> by_id;
+  std::unordered_map<std::string, int> collection_ids;
+  std::vector<std::vector<int>> members;  // collection -> entry positions
+  uint64_t next_seq = 0;
+  Tier tiers[2];
+
+  // Writers exclusive, searches shared. Writers first pass `gate` and hold it while they wait, so a
+  // stream of overlapping searches cannot starve them (glibc's rwlock prefers readers).
+  mutable std::shared_mutex mu;
+  mutable std::mutex gate;
+  std::mutex work;  // GPU searches take turns on the streams and scratch buffers
+  std::shared_lock<std::shared_mutex> read_lock() const {
+    std::lock_guard<std::mutex> g(gate);
+    return std::shared_lock<std::shared_mutex>(mu);
+  }
+  std::unique_lock<std::shared_mutex> write_lock() {
+    std::lock_guard<std::mutex> g(gate);
+    return std::unique_lock<std::shared_mutex>(mu);
+  }
+
+  // Host staging of the GPU path (pinned), used under `work` (searches) or mu exclusively (writes).
+  HostBuffer<uint8_t> query_buf, slot_staging;
+  HostBuffer<int> scores_buf, list_buf, counts_staging, index_buf;
+  HostBuffer<int32_t> best_buf, second_buf;
 #if defined(PRISM_HAVE_CUDA)
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
-  gpu::DeviceArray<uint8_t> d_gallery;
-  gpu::DeviceArray<int> d_counts;
+  std::vector<gpu::Stream> copy_streams;
+  std::vector<gpu::DeviceArray<uint8_t>> staging;  // per copy stream: host_batch slots
   gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
-  gpu::DeviceArray<int> d_scores;     // per gallery image
-  // Verification runs, per candidate: its score, and per query row the top-2 and the best's index.
-  gpu::DeviceArray<int> d_verify_scores;
-  gpu::DeviceArray<int32_t> d_best, d_second;  // [verify slot][kSlot]
-  gpu::DeviceArray<int> d_index;
-  int verify_slots = 0;  // slots that the four above all hold
-
-  void ensure_verify_slots(int n) {
-    if (n <= verify_slots) return;
-    verify_slots = 0;  // until all four hold n: an allocation may throw between them
-    // The old ones go before the new ones are allocated.
-    d_verify_scores.reset(), d_best.reset(), d_second.reset(), d_index.reset();
-    d_verify_scores.resize(n);
-    d_best.resize(size_t(n) * match::kSlot);
-    d_second.resize(size_t(n) * match::kSlot);
-    d_index.resize(size_t(n) * match::kSlot);
-    verify_slots = n;
-  }
+  gpu::DeviceArray<int> d_scores, d_slots;
+  gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
+  gpu::DeviceArray<int> d_verify_scores, d_index;
+  gpu::DeviceArray<int32_t> d_best, d_second;
 #endif
+
+  // Searches (callers hold mu shared): the ratio-test scores of the entries in the search's scope,
+  // scores[i] for entry entry_of[i]; then the shortlist re-matched and verified.
+  void score(const Features& query, const SearchParams& params, std::vector<int>& scores, std::vector<int>& entry_of);
+  Candidate verify_candidates(const Features& query, std::vector<Candidate>& cands, const SearchParams& params,
+                              SearchResult& result);
+
+  // ---- slot moves (callers hold mu exclusively) ----
+  void write_slot(Tier& t, size_t s, const Features& f) {
+    const int n = slot_count(f);
+    t.counts[s] = n;
+    if (!t.in_gpu && !gpu) return pack_slot(f, t.slot_data(s));
+    if (!t.in_gpu) pack_slot(f, t.slot_data(s));
+#if defined(PRISM_HAVE_CUDA)
+    uint8_t* staged = slot_staging.get(kSlotBytes, true);
+    int* count = counts_staging.get(1, true);
+    *count = n;
+    if (t.in_gpu) {
+      pack_slot(f, staged);
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(t.slot_data(s), staged, kSlotBytes, cudaMemcpyHostToDevice, stream));
+    }
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(t.d_count(s), count, sizeof(int), cudaMemcpyHostToDevice, stream));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the staging buffers are reused by the next write
+#endif
+  }
+  // Copies slot `from` of tier `a` into slot `to` of tier `b` (data and count).
+  void copy_slot(Tier& a, size_t from, Tier& b, size_t to) {
+    b.counts[to] = a.counts[from];
+    if (!gpu) {
+      std::memcpy(b.slot_data(to), a.slot_data(from), kSlotBytes);
+      return;
+    }
+#if defined(PRISM_HAVE_CUDA)
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(b.slot_data(to), a.slot_data(from), kSlotBytes, cudaMemcpyDefault, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(b.d_count(to), a.d_count(from), sizeof(int), cudaMemcpyDeviceToDevice, stream));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+#endif
+  }
+  // A new last slot in `t` for entry `e` (allocating a block when needed); returns it.
+  size_t append_slot(int t_id, int e) {
+    Tier& t = tiers[t_id];
+    if (t.used() == t.allocated()) t.grow(gpu);
+    const size_t s = t.used();
+    t.entry.push_back(e);
+    t.counts.push_back(0);
+    t.age.insert({entries[e].seq, int(s)});
+    entries[e].tier = t_id;
+    entries[e].slot = int(s);
+    return s;
+  }
+  // Removes slot s of tier t: the last slot moves into it.
+  void drop_slot(int t_id, size_t s) {
+    Tier& t = tiers[t_id];
+    const size_t last = t.used() - 1;
+    t.age.erase({entries[t.entry[s]].seq, int(s)});
+    if (s != last) {
+      copy_slot(t, last, t, s);
+      const int moved = t.entry[last];
+      t.age.erase({entries[moved].seq, int(last)});
+      t.age.insert({entries[moved].seq, int(s)});
+      t.entry[s] = moved;
+      entries[moved].slot = int(s);
+    }
+    t.entry.pop_back();
+    t.counts.pop_back();
+  }
+  // Moves entry e's slot into tier `to`.
+  void move_entry(int e, int to) {
+    Entry& en = entries[e];
+    const int from = en.tier;
+    const size_t old_slot = en.slot;
+    Tier& a = tiers[from];
+    Tier& b = tiers[to];
+    if (b.used() == b.allocated()) b.grow(gpu);
+    const size_t s = b.used();
+    b.entry.push_back(e);
+    b.counts.push_back(0);
+    copy_slot(a, old_slot, b, s);
+    drop_slot(from, old_slot);
+    b.age.insert({en.seq, int(s)});
+    en.tier = to;
+    en.slot = int(s);
+  }
+
+  int collection_id(const std::string& name, bool create) {
+    if (name.empty()) return -1;
+    auto it = collection_ids.find(name);
+    if (it != collection_ids.end()) return it->second;
+    if (!create) return -2;
+    const int c = int(members.size());
+    collection_ids.emplace(name, c);
+    members.emplace_back();
+    return c;
+  }
+  void join(int e, int c) {
+    entries[e].collection = c;
+    if (c < 0) return;
+    entries[e].member = int(members[c].size());
+    members[c].push_back(e);
+  }
+  void leave(int e) {
+    const int c = entries[e].collection;
+    if (c < 0) return;
+    auto& m = members[c];
+    const int pos = entries[e].member;
+    m[pos] = m.back();
+    entries[m[pos]].member = pos;
+    m.pop_back();
+    entries[e].collection = -1;
+  }
 };
 
-TextureIndex::TextureIndex(Device device) : impl_(std::make_unique<Impl>()) {
+TextureIndex::TextureIndex(Device device) : TextureIndex([&] {
+  IndexOptions o;
+  o.device = device;
+  return o;
+}()) {}
+
+TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  if (options.streams < 1 || options.host_batch < 1 || options.block_slots < 1)
+    throw std::invalid_argument("texture index: streams, host batch and block slots must be at least 1");
   std::string why;
   bool usable = gpu::available(&why);
 #if defined(PRISM_HAVE_CUDA)
@@ -102,19 +330,33 @@ TextureIndex::TextureIndex(Device device) : impl_(std::make_unique<Impl>()) {
       usable = false;
       why = "GPU " + gpu::device_name(dev) + " is older than sm_80";
     } else {
-      impl_->description = "cuda:" + std::to_string(dev) + " (" + gpu::device_name(dev) + ")";
+      m.description = "cuda:" + std::to_string(dev) + " (" + gpu::device_name(dev) + ")";
     }
   }
 #endif
-  if (device == Device::kCuda && !usable) throw gpu::CudaError("device=cuda but " + why);
-  impl_->gpu = usable && device != Device::kCpu;
-  if (!impl_->gpu) impl_->description = device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
+  if (options.device == Device::kCuda && !usable) throw gpu::CudaError("device=cuda but " + why);
+  m.gpu = usable && options.device != Device::kCpu;
+  if (!m.gpu) m.description = options.device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
+
+  m.host_budget = options.host_budget >= 0 ? options.host_budget : mem_available() / 2;
+  m.gpu_budget = 0;
 #if defined(PRISM_HAVE_CUDA)
-  if (impl_->gpu) {
-    impl_->stream = gpu::Stream::create();
-    impl_->d_query.resize(kSlotBytes);
+  if (m.gpu) {
+    size_t free = 0, total = 0;
+    PRISM_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    m.gpu_budget =
+        options.gpu_budget >= 0 ? options.gpu_budget : std::max<int64_t>(0, int64_t(free) - (int64_t(2) << 30));
+    m.stream = gpu::Stream::create();
+    m.d_query.resize(kSlotBytes);
   }
 #endif
+  for (int t = 0; t < 2; ++t) {
+    m.tiers[t].block_slots = options.block_slots;
+    m.tiers[t].in_gpu = t == kGpuTier;
+    m.tiers[t].pinned = t == kHostTier && m.gpu;
+  }
+  m.tiers[kGpuTier].capacity = size_t(m.gpu_budget) / kSlotBytes;
+  m.tiers[kHostTier].capacity = size_t(m.host_budget) / kSlotBytes;
 }
 
 TextureIndex::~TextureIndex() = default;
@@ -122,154 +364,389 @@ TextureIndex::~TextureIndex() = default;
 bool TextureIndex::on_gpu() const { return impl_->gpu; }
 std::string TextureIndex::device_description() const { return impl_->description; }
 
-void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
-  Impl& m = *impl_;
-  const size_t n = entries.size();
-  // ids_ and geometry_ are filled last: when an allocation or upload below throws, the index is left
-  // empty rather than naming images whose descriptors are not (all) there.
-  ids_.clear();
-  geometry_.clear();
-  std::vector<std::string> ids;
-  std::vector<Features> geometry;
-  m.counts.assign(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    ids.push_back(entries[i].id);
-    Features g;
-    g.width = entries[i].features.width;
-    g.height = entries[i].features.height;
-    g.keypoints = entries[i].features.keypoints;
-    geometry.push_back(std::move(g));
-    m.counts[i] = std::min(entries[i].features.count(), match::kSlot);
-  }
-  auto pack = [&](size_t i, uint8_t* slot) {  // one image's descriptors, the rest of the slot zero
-    const auto& d = entries[i].features.descriptors;
-    const size_t used = std::min(d.size(), kSlotBytes);
-    std::copy_n(d.begin(), used, slot);
-    std::fill(slot + used, slot + kSlotBytes, uint8_t(0));
-  };
-  if (!m.gpu) {
-    m.gallery.assign(n * kSlotBytes, 0);
-    for (size_t i = 0; i < n; ++i) pack(i, &m.gallery[i * kSlotBytes]);
-  } else {
-#if defined(PRISM_HAVE_CUDA)
-    m.d_gallery.reset(), m.d_counts.reset(), m.d_scores.reset();  // the old gallery goes before the new one comes
-    m.d_gallery.resize(n * kSlotBytes);
-    m.d_counts = gpu::device_copy(m.counts.data(), n);
-    m.d_scores.resize(n);
-    // Upload through a host staging buffer of up to 256 images at a time.
-    const size_t batch = 256;
-    std::vector<uint8_t> staging(std::min(n, batch) * kSlotBytes);
-    for (size_t i0 = 0; i0 < n; i0 += batch) {
-      const size_t k = std::min(batch, n - i0);
-      for (size_t i = 0; i < k; ++i) pack(i0 + i, &staging[i * kSlotBytes]);
-      PRISM_CUDA_CHECK(
-          cudaMemcpy(m.d_gallery.data() + i0 * kSlotBytes, staging.data(), k * kSlotBytes, cudaMemcpyHostToDevice));
-    }
-#endif
-  }
-  ids_ = std::move(ids);
-  geometry_ = std::move(geometry);
+size_t TextureIndex::size() const {
+  auto lock = impl_->read_lock();
+  return impl_->entries.size();
 }
 
 int TextureIndex::find(const std::string& id) const {
-  auto it = std::find(ids_.begin(), ids_.end(), id);
-  return it == ids_.end() ? -1 : int(it - ids_.begin());
+  auto lock = impl_->read_lock();
+  auto it = impl_->by_id.find(id);
+  return it == impl_->by_id.end() ? -1 : it->second;
 }
 
-std::vector<int> TextureIndex::scores(const Features& query, const SearchParams& params) {
+IndexStats TextureIndex::stats() const {
+  const Impl& m = *impl_;
+  auto lock = m.read_lock();
+  IndexStats s;
+  s.images = m.entries.size();
+  s.gpu_images = m.tiers[kGpuTier].used();
+  s.host_images = m.tiers[kHostTier].used();
+  s.gpu_capacity = m.tiers[kGpuTier].capacity;
+  s.host_capacity = m.tiers[kHostTier].capacity;
+  s.gpu_bytes = m.tiers[kGpuTier].bytes();
+  s.host_bytes = m.tiers[kHostTier].bytes();
+  s.gpu_budget = m.gpu_budget;
+  s.host_budget = m.host_budget;
+  s.collections = std::count_if(m.members.begin(), m.members.end(), [](const auto& v) { return !v.empty(); });
+  s.device = m.description;
+  return s;
+}
+
+void TextureIndex::clear() {
   Impl& m = *impl_;
-  const int images = int(ids_.size());
-  std::vector<int> scores(images, 0);
-  if (images == 0 || query.count() == 0) return scores;
-  uint8_t* q = m.query.get(kSlotBytes, m.gpu);
-  const int rows = pad_query(query, q);
-  match::MatchU8Problem p;
-  p.rows = p.query_rows = rows;
-  p.images = images;
+  auto lock = m.write_lock();
+  m.entries.clear();
+  m.by_id.clear();
+  m.collection_ids.clear();
+  m.members.clear();
+  ids_.clear();
+  for (Tier& t : m.tiers) t.clear();
+}
+
+void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
+  clear();
+  for (const GalleryEntry& e : entries) add(e);
+}
+
+void TextureIndex::add(const GalleryEntry& entry) {
+  Impl& m = *impl_;
+  auto lock = m.write_lock();
+  if (m.by_id.count(entry.id)) throw GalleryError("product '" + entry.id + "' is already in the index");
+  Tier& g = m.tiers[kGpuTier];
+  Tier& h = m.tiers[kHostTier];
+  // Where the new (newest) image goes: the GPU tier, making room there by moving its oldest image to
+  // the host tier when only the host has room; else the host tier.
+  int tier = -1;
+  if (!g.full())
+    tier = kGpuTier;
+  else if (!h.full())
+    tier = g.capacity > 0 ? kGpuTier : kHostTier;
+  if (tier < 0)
+    throw IndexFull("the texture index is full: " + std::to_string(g.used()) + " images in GPU memory (gpu budget " +
+                    gib(m.gpu_budget) + ") and " + std::to_string(h.used()) + " in host memory (host budget " +
+                    gib(m.host_budget) + "); raise a budget or remove products");
+  if (tier == kGpuTier && g.full()) m.move_entry(g.entry[g.age.begin()->second], kHostTier);
+
+  const int e = int(m.entries.size());
+  Impl::Entry en;
+  en.id = entry.id;
+  en.seq = m.next_seq++;
+  en.geometry.width = entry.features.width;
+  en.geometry.height = entry.features.height;
+  en.geometry.keypoints = entry.features.keypoints;
+  m.entries.push_back(std::move(en));
+  try {
+    const size_t s = m.append_slot(tier, e);
+    m.write_slot(m.tiers[tier], s, entry.features);
+  } catch (...) {  // an allocation or copy failed: leave no half entry behind
+    Tier& t = m.tiers[tier];
+    if (!t.entry.empty() && t.entry.back() == e) {
+      t.age.erase({m.entries[e].seq, int(t.used() - 1)});
+      t.entry.pop_back();
+      t.counts.pop_back();
+    }
+    m.entries.pop_back();
+    throw;
+  }
+  m.join(e, m.collection_id(entry.collection, true));
+  m.by_id.emplace(entry.id, e);
+  ids_.push_back(entry.id);
+}
+
+void TextureIndex::update(const GalleryEntry& entry) {
+  Impl& m = *impl_;
+  auto lock = m.write_lock();
+  auto it = m.by_id.find(entry.id);
+  if (it == m.by_id.end()) throw GalleryError("product '" + entry.id + "' is not in the index");
+  Impl::Entry& en = m.entries[it->second];
+  m.write_slot(m.tiers[en.tier], en.slot, entry.features);
+  en.geometry.width = entry.features.width;
+  en.geometry.height = entry.features.height;
+  en.geometry.keypoints = entry.features.keypoints;
+  const int c = m.collection_id(entry.collection, true);
+  if (c != en.collection) {
+    m.leave(it->second);
+    m.join(it->second, c);
+  }
+}
+
+bool TextureIndex::remove(const std::string& id) {
+  Impl& m = *impl_;
+  auto lock = m.write_lock();
+  auto it = m.by_id.find(id);
+  if (it == m.by_id.end()) return false;
+  const int e = it->second;
+  const int tier = m.entries[e].tier;
+  m.drop_slot(tier, m.entries[e].slot);
+  m.leave(e);
+  m.by_id.erase(it);
+  // The newest host-resident image takes the freed GPU slot.
+  Tier& h = m.tiers[kHostTier];
+  if (tier == kGpuTier && h.used() > 0) m.move_entry(h.entry[std::prev(h.age.end())->second], kGpuTier);
+  // The last entry moves into position e.
+  const int last = int(m.entries.size()) - 1;
+  if (e != last) {
+    Impl::Entry& moved = m.entries[last];
+    m.tiers[moved.tier].entry[moved.slot] = e;
+    if (moved.collection >= 0) m.members[moved.collection][moved.member] = e;
+    m.by_id[moved.id] = e;
+    m.entries[e] = std::move(moved);
+    ids_[e] = std::move(ids_[last]);
+  }
+  m.entries.pop_back();
+  ids_.pop_back();
+  return true;
+}
+
+
+namespace {
+
+// One matcher call of a search: `images` images of one block of one tier, their scores at
+// scores[pos ..]. Contiguous slots from `first`, or (scoped) the listed slots of the block.
+struct Run {
+  int tier = 0;
+  size_t block = 0, first = 0;  // first: a slot index within the block
+  int images = 0;
+  size_t pos = 0;
+  size_t list = 0;  // scoped: offset of this run's slots in the search's slot list
+  bool scoped = false;
+};
+
+}  // namespace
+
+void TextureIndex::Impl::score(const Features& query, const SearchParams& params, std::vector<int>& scores,
+                               std::vector<int>& entry_of) {
+  scores.clear();
+  entry_of.clear();
+  if (entries.empty() || query.count() == 0) return;
+  // The plan: runs over whole blocks, or over each block's members of the scope.
+  std::vector<Run> runs;
+  std::vector<int> slot_list;  // scoped runs' slots (within their block)
+  const bool scoped = !params.collections.empty();
+  const size_t batch = gpu ? size_t(options.host_batch) : SIZE_MAX;
+  if (!scoped) {
+    for (int t = 0; t < 2; ++t) {
+      const Tier& tier = tiers[t];
+      const size_t bs = size_t(tier.block_slots);
+      for (size_t b = 0; b * bs < tier.used(); ++b) {
+        const size_t end = std::min(tier.used(), (b + 1) * bs);
+        const size_t step = t == kHostTier ? std::min(batch, bs) : bs;  // the host tier streams in batches
+        for (size_t s = b * bs; s < end; s += step) {
+          Run r;
+          r.tier = t, r.block = b, r.first = s - b * bs;
+          r.images = int(std::min(step, end - s));
+          r.pos = entry_of.size();
+          runs.push_back(r);
+          entry_of.insert(entry_of.end(), tier.entry.begin() + s, tier.entry.begin() + s + r.images);
+        }
+      }
+    }
+  } else {
+    std::vector<int> members_in_scope;
+    std::vector<int> seen;
+    for (const std::string& name : params.collections) {
+      auto it = collection_ids.find(name);
+      if (it == collection_ids.end() || std::find(seen.begin(), seen.end(), it->second) != seen.end()) continue;
+      seen.push_back(it->second);
+      const auto& m = members[it->second];
+      members_in_scope.insert(members_in_scope.end(), m.begin(), m.end());
+    }
+    // Grouped by tier and block, in slot order (memory order).
+    std::sort(members_in_scope.begin(), members_in_scope.end(), [&](int a, int b) {
+      const Entry &x = entries[a], &y = entries[b];
+      return x.tier != y.tier ? x.tier < y.tier : x.slot < y.slot;
+    });
+    for (size_t i = 0; i < members_in_scope.size();) {
+      const Entry& first = entries[members_in_scope[i]];
+      const Tier& tier = tiers[first.tier];
+      const size_t b = size_t(first.slot) / tier.block_slots;
+      Run r;
+      r.tier = first.tier, r.block = b, r.scoped = true;
+      r.pos = entry_of.size();
+      r.list = slot_list.size();
+      const size_t cap = first.tier == kHostTier ? batch : SIZE_MAX;
+      while (i < members_in_scope.size() && size_t(r.images) < cap) {
+        const Entry& e = entries[members_in_scope[i]];
+        if (e.tier != first.tier || size_t(e.slot) / tier.block_slots != b) break;
+        slot_list.push_back(int(e.slot - b * tier.block_slots));
+        entry_of.push_back(members_in_scope[i]);
+        ++r.images;
+        ++i;
+      }
+      runs.push_back(r);
+    }
+  }
+  const size_t total = entry_of.size();
+  scores.assign(total, 0);
+  if (total == 0) return;
   match::MatchParams mp;
   mp.ratio = params.ratio;
-  if (!m.gpu) {
-    p.query = q;
-    p.gallery = m.gallery.data();
-    p.counts = m.counts.data();
-    match::MatchU8Outputs out;
-    out.scores = scores.data();
-    match::match_u8_cpu(p, mp, out);
-    return scores;
+
+  if (!gpu) {
+    std::vector<uint8_t> q(kSlotBytes);
+    const int rows = pad_query(query, q.data());
+    for (const Run& r : runs) {
+      const Tier& tier = tiers[r.tier];
+      const size_t base = r.block * tier.block_slots;
+      match::MatchU8Problem p;
+      p.query = q.data();
+      p.rows = p.query_rows = rows;
+      p.gallery = tier.blocks[r.block]->data + r.first * kSlotBytes;
+      p.counts = tier.counts.data() + base + r.first;
+      p.images = r.images;
+      p.slots = r.scoped ? slot_list.data() + r.list : nullptr;
+      match::match_u8_cpu(p, mp, {&scores[r.pos]});
+    }
+    return;
   }
 #if defined(PRISM_HAVE_CUDA)
-  int* h_scores = m.scores.get(images, true);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, m.stream));
-  p.query = m.d_query.data();
-  p.gallery = m.d_gallery.data();
-  p.counts = m.d_counts.data();
-  match::MatchU8Outputs out;
-  out.scores = m.d_scores.data();
-  match::match_u8_cuda(p, mp, out, m.stream);
-  PRISM_CUDA_CHECK(
-      cudaMemcpyAsync(h_scores, m.d_scores.data(), images * sizeof(int), cudaMemcpyDeviceToHost, m.stream));
-  PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  std::copy_n(h_scores, images, scores.begin());
+  uint8_t* q = query_buf.get(kSlotBytes, true);
+  const int rows = pad_query(query, q);
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), q, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, stream));
+  d_scores.reserve(total);
+  // Scoped runs: the slot lists, and for host-tier runs (gathered into staging) their counts.
+  std::vector<int> gathered_counts_pos(runs.size(), -1);
+  size_t gathered = 0;
+  for (size_t k = 0; k < runs.size(); ++k)
+    if (runs[k].scoped && runs[k].tier == kHostTier) gathered_counts_pos[k] = int(gathered), gathered += runs[k].images;
+  const size_t list_n = slot_list.size() + gathered;
+  if (list_n > 0) {
+    int* h = list_buf.get(list_n, true);
+    std::copy(slot_list.begin(), slot_list.end(), h);
+    for (size_t k = 0; k < runs.size(); ++k) {
+      if (gathered_counts_pos[k] < 0) continue;
+      const Tier& tier = tiers[kHostTier];
+      const size_t base = runs[k].block * tier.block_slots;
+      for (int i = 0; i < runs[k].images; ++i)
+        h[slot_list.size() + gathered_counts_pos[k] + i] = tier.counts[base + slot_list[runs[k].list + i]];
+    }
+    d_slots.reserve(list_n);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_slots.data(), h, list_n * sizeof(int), cudaMemcpyHostToDevice, stream));
+  }
+  const bool streaming = std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.tier == kHostTier; });
+  if (streaming) {
+    if (copy_streams.empty()) {
+      for (int s = 0; s < options.streams; ++s) {
+        copy_streams.push_back(gpu::Stream::create());
+        staging.emplace_back(size_t(options.host_batch) * kSlotBytes);
+      }
+    }
+    // The copy streams read the query and the lists uploaded on `stream`.
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  int next = 0;  // round robin over the copy streams
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const Run& r = runs[k];
+    const Tier& tier = tiers[r.tier];
+    const Tier::Block& blk = *tier.blocks[r.block];
+    match::MatchU8Problem p;
+    p.query = d_query.data();
+    p.rows = p.query_rows = rows;
+    p.images = r.images;
+    match::MatchU8Outputs out;
+    out.scores = d_scores.data() + r.pos;
+    if (r.tier == kGpuTier) {
+      p.gallery = blk.data + r.first * kSlotBytes;
+      p.counts = blk.d_counts.data() + r.first;
+      p.slots = r.scoped ? d_slots.data() + r.list : nullptr;
+      match::match_u8_cuda(p, mp, out, stream);
+      continue;
+    }
+    const int s = next++ % options.streams;
+    cudaStream_t cs = copy_streams[s];
+    uint8_t* dst = staging[s].data();
+    if (!r.scoped) {
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(dst, blk.data + r.first * kSlotBytes, size_t(r.images) * kSlotBytes,
+                                       cudaMemcpyHostToDevice, cs));
+      p.counts = blk.d_counts.data() + r.first;
+    } else {
+      for (int i = 0; i < r.images; ++i)
+        PRISM_CUDA_CHECK(cudaMemcpyAsync(dst + size_t(i) * kSlotBytes, blk.data + size_t(slot_list[r.list + i]) * kSlotBytes,
+                                         kSlotBytes, cudaMemcpyHostToDevice, cs));
+      p.counts = d_slots.data() + slot_list.size() + gathered_counts_pos[k];
+    }
+    p.gallery = dst;
+    match::match_u8_cuda(p, mp, out, cs);
+  }
+  if (streaming)
+    for (auto& cs : copy_streams) PRISM_CUDA_CHECK(cudaStreamSynchronize(cs));
+  int* h_scores = scores_buf.get(total, true);
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(h_scores, d_scores.data(), total * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::copy_n(h_scores, total, scores.begin());
 #endif
-  return scores;
 }
 
-// Re-matches each candidate for its per-row top-2 (one matcher call per image), verifies it and
-// sorts the candidates by significance (then inliers, score, index). Returns the best.
-Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Candidate>& cands,
-                                          const SearchParams& params, SearchResult& result) {
-  Impl& m = *impl_;
+// Re-matches each candidate for its per-row top-2, verifies it and sorts the candidates by
+// significance (then inliers, score, index). Returns the best.
+Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vector<Candidate>& cands,
+                                                const SearchParams& params, SearchResult& result) {
   const auto t0 = Clock::now();
-  if (cands.empty()) {  // nothing to verify (and no zero-length device buffers to pass around)
+  if (cands.empty()) {
     result.verify_ms = ms_since(t0);
     return Candidate{};
   }
-  uint8_t* q = m.query.get(kSlotBytes, m.gpu);
-  const int rows = pad_query(query, q);
   const int k = int(cands.size());
+  std::vector<uint8_t> q(kSlotBytes);
+  const int rows = pad_query(query, q.data());
   const size_t n = size_t(k) * rows;
-  int32_t* best = m.best.get(n, m.gpu);
-  int32_t* second = m.second.get(n, m.gpu);
-  int* index = m.best_index.get(n, m.gpu);
+  std::vector<int32_t> best(n), second(n);
+  std::vector<int> index(n);
   match::MatchParams mp;
   mp.ratio = params.ratio;
   match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
-  p.images = 1;
-  if (!m.gpu) {
+  if (!gpu) {
     int score = 0;
-    p.query = q;
+    p.query = q.data();
+    p.images = 1;
     for (int c = 0; c < k; ++c) {
-      p.gallery = &m.gallery[size_t(cands[c].index) * kSlotBytes];
-      p.counts = &m.counts[cands[c].index];
-      match::match_u8_cpu(p, mp,
-                          {&score, &best[size_t(c) * rows], &second[size_t(c) * rows], &index[size_t(c) * rows]});
+      const Entry& e = entries[cands[c].index];
+      p.gallery = tiers[e.tier].slot_data(e.slot);
+      p.counts = &tiers[e.tier].counts[e.slot];
+      const size_t o = size_t(c) * rows;
+      match::match_u8_cpu(p, mp, {&score, &best[o], &second[o], &index[o]});
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
-    m.ensure_verify_slots(k);
-    PRISM_CUDA_CHECK(
-        cudaMemcpyAsync(m.d_query.data(), q, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, m.stream));
-    int* d_score = m.d_verify_scores.data();
-    p.query = m.d_query.data();
+    d_verify.reserve(size_t(k) * kSlotBytes);
+    d_verify_scores.reserve(k);
+    d_best.reserve(n), d_second.reserve(n), d_index.reserve(n);
+    int* counts = list_buf.get(k, true);
+    uint8_t* hq = query_buf.get(kSlotBytes, true);
+    std::copy_n(q.data(), size_t(rows) * match::kDim, hq);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), hq, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, stream));
     for (int c = 0; c < k; ++c) {
-      p.gallery = m.d_gallery.data() + size_t(cands[c].index) * kSlotBytes;
-      p.counts = m.d_counts.data() + cands[c].index;
-      const size_t o = size_t(c) * rows;
-      match::match_u8_cuda(p, mp, {d_score + c, m.d_best.data() + o, m.d_second.data() + o, m.d_index.data() + o},
-                           m.stream);
+      const Entry& e = entries[cands[c].index];
+      counts[c] = tiers[e.tier].counts[e.slot];
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(d_verify.data() + size_t(c) * kSlotBytes, tiers[e.tier].slot_data(e.slot),
+                                       kSlotBytes, cudaMemcpyDefault, stream));
     }
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(best, m.d_best.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(second, m.d_second.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(index, m.d_index.data(), n * 4, cudaMemcpyDeviceToHost, m.stream));
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    d_slots.reserve(k);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_slots.data(), counts, k * sizeof(int), cudaMemcpyHostToDevice, stream));
+    p.query = d_query.data();
+    p.gallery = d_verify.data();
+    p.counts = d_slots.data();
+    p.images = k;
+    match::match_u8_cuda(p, mp, {d_verify_scores.data(), d_best.data(), d_second.data(), d_index.data()}, stream);
+    int32_t* hb = best_buf.get(n, true);
+    int32_t* hs = second_buf.get(n, true);
+    int* hi = index_buf.get(n, true);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, d_best.data(), n * 4, cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, d_second.data(), n * 4, cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hi, d_index.data(), n * 4, cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::copy_n(hb, n, best.begin());
+    std::copy_n(hs, n, second.begin());
+    std::copy_n(hi, n, index.begin());
 #endif
   }
   const double tests = std::log10(std::max(1, k));
   for (int c = 0; c < k; ++c) {
     const size_t o = size_t(c) * rows;
     const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
-    cands[c].geometry = verify_geometry(query, geometry_[cands[c].index], matches, params.verify);
+    cands[c].geometry = verify_geometry(query, entries[cands[c].index].geometry, matches, params.verify);
     cands[c].significance = cands[c].geometry.significance - tests;
   }
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
@@ -279,37 +756,67 @@ Candidate TextureIndex::verify_candidates(const Features& query, std::vector<Can
     return a.index < b.index;
   });
   result.verify_ms = ms_since(t0);
-  return cands.empty() ? Candidate{} : cands.front();
+  return cands.front();
 }
 
 bool accepted(const Candidate& c, const SearchParams& params) {
   return c.geometry.inliers >= params.min_inliers && c.significance >= params.min_significance;
 }
 
+std::vector<int> TextureIndex::scores(const Features& query, const SearchParams& params) {
+  Impl& m = *impl_;
+  auto lock = m.read_lock();
+  std::unique_lock work(m.work, std::defer_lock);
+  if (m.gpu) work.lock();
+  std::vector<int> s, entry_of;
+  m.score(query, params, s, entry_of);
+  std::vector<int> out(m.entries.size(), 0);
+  for (size_t i = 0; i < entry_of.size(); ++i) out[entry_of[i]] = s[i];
+  return out;
+}
+
 SearchResult TextureIndex::search(const Features& query, const SearchParams& params) {
+  Impl& m = *impl_;
+  auto lock = m.read_lock();
+  std::unique_lock work(m.work, std::defer_lock);
+  if (m.gpu) work.lock();
   SearchResult r;
   const auto t0 = Clock::now();
-  const std::vector<int> s = scores(query, params);
+  std::vector<int> s, entry_of;
+  m.score(query, params, s, entry_of);
+  r.searched = s.size();
   r.match_ms = ms_since(t0);
   std::vector<int> order(s.size());
   std::iota(order.begin(), order.end(), 0);
   const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
-  for (size_t i = 0; i < k; ++i)
-    if (s[order[i]] >= 4) r.candidates.push_back({order[i], ids_[order[i]], s[order[i]], {}});  // RANSAC needs 4
-  r.best = verify_candidates(query, r.candidates, params, r);
-  if (r.best.index < 0 && !order.empty()) r.best = {order[0], ids_[order[0]], s[order[0]], {}};
+  // Ties by entry position, so that the order does not depend on where the entries live.
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return s[a] != s[b] ? s[a] > s[b] : entry_of[a] < entry_of[b];
+  });
+  for (size_t i = 0; i < k; ++i) {
+    const int e = entry_of[order[i]];
+    if (s[order[i]] >= 4) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});  // RANSAC needs 4
+  }
+  r.best = m.verify_candidates(query, r.candidates, params, r);
+  if (r.best.index < 0 && !order.empty()) {
+    const int e = entry_of[order[0]];
+    r.best = {e, m.entries[e].id, s[order[0]], {}};
+  }
   r.identified = r.best.index >= 0 && accepted(r.best, params);
   return r;
 }
 
 SearchResult TextureIndex::verify(const Features& query, const std::string& id, const SearchParams& params) {
-  const int i = find(id);
-  if (i < 0) throw GalleryError("product '" + id + "' is not enrolled");
+  Impl& m = *impl_;
+  auto lock = m.read_lock();
+  std::unique_lock work(m.work, std::defer_lock);
+  if (m.gpu) work.lock();
+  auto it = m.by_id.find(id);
+  if (it == m.by_id.end()) throw GalleryError("product '" + id + "' is not enrolled");
   SearchResult r;
-  r.candidates.push_back({i, id, 0, {}});
-  r.best = verify_candidates(query, r.candidates, params, r);
+  r.searched = 1;
+  r.candidates.push_back({it->second, id, 0, {}});
+  r.best = m.verify_candidates(query, r.candidates, params, r);
   r.best.score = r.candidates.front().score = r.best.geometry.matches;
   r.identified = accepted(r.best, params);
   return r;

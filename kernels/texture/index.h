@@ -1,13 +1,33 @@
-// Texture identification over a gallery held in memory: 1:M search and 1:1 verification.
+// Texture identification over an index held in memory: 1:M search and 1:1 verification, with
+// products added, updated and removed in place while searches run.
 //
-// Search: the fused matcher (match/) scores the query against every gallery image (ratio-test
-// matches per image); the best `shortlist` images are re-matched for their correspondences and
-// verified geometrically (verify.h); the candidate whose inliers are the most significant wins, and
-// it is identified when that significance reaches `min_significance` (and it has `min_inliers`).
-// Verification (1:1) is the same on the claimed
-// image alone. On the GPU the descriptors live in device memory (uploaded once by build) and the
-// matching runs on the index's own stream; the CPU path computes the same function.
+// Search: the 8-bit matcher (match/match.h) scores the query against every indexed image in the
+// search's scope (ratio-test matches per image); the best `shortlist` images are re-matched for
+// their correspondences and verified geometrically (verify.h); the candidate whose inliers are the
+// most significant wins, and it is identified when that significance reaches `min_significance`
+// (and it has `min_inliers`). Verification (1:1) is the same on the claimed image alone.
+//
+// Memory tiers (IndexOptions). Each image's descriptors take one slot of match::kSlotBytes
+// (98,304 bytes). On the GPU path slots live in GPU memory up to the GPU budget and beyond it in
+// pinned host memory up to the host budget; a search matches the GPU tier in place and streams the
+// host tier through the GPU in batches on several CUDA streams, each batch's copy overlapping the
+// other streams' matching (FAISS stages a host gallery the same way, through pinned buffers on a
+// copy stream; reading mapped host memory in place is far slower). Placement is by age, as the
+// reference system's FIFO: the newest images are in GPU memory; when an add finds the GPU tier full
+// the oldest GPU-resident image moves to the host tier, and when a removal frees a GPU slot the
+// newest host-resident image moves up. An add past both budgets throws IndexFull naming them. On
+// the CPU path there is one tier, host memory, up to the host budget.
+//
+// Live updates: an id -> entry map and, in every tier, slots kept dense by swap-with-last, so add,
+// update and remove are O(1) copies of one slot (plus O(log n) for the age order) and the index is
+// never rebuilt. A write that returned is visible to every search that starts after it. Writers
+// take the index exclusively; searches share it (on the GPU they also take turns on the streams).
+//
+// Scope: an entry may belong to one collection (a lot, a factory, a product line); a search given
+// collections matches only their members, in time proportional to their count (the matcher reads
+// the members' slots through an index list; host-tier members are gathered slot by slot).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,10 +48,13 @@ struct SearchParams {
   double min_significance = 3.6;
   int min_inliers = 5;  // a floor besides: RANSAC's 4-point sample is consistent by construction
   VerifyParams verify;
+  // Search only the members of these collections (empty: the whole index). An unknown collection
+  // has no members.
+  std::vector<std::string> collections;
 };
 
 struct Candidate {
-  int index = -1;  // into the index's ids()
+  int index = -1;  // the entry's position in ids() when the search ran
   std::string id;
   int score = 0;  // ratio-test matches counted by the matcher
   Verification geometry;
@@ -46,15 +69,47 @@ bool accepted(const Candidate& c, const SearchParams& params);
 
 struct SearchResult {
   bool identified = false;            // best candidate passes min_significance and min_inliers
-  Candidate best;                     // index -1 when the gallery is empty
+  Candidate best;                     // index -1 when nothing was searched
   std::vector<Candidate> candidates;  // the verified shortlist, most significant first
+  size_t searched = 0;                // images matched (the scope's size)
   double match_ms = 0, verify_ms = 0;
+};
+
+// Thrown by add (and build) when neither tier has room.
+struct IndexFull : GalleryError {
+  using GalleryError::GalleryError;
+};
+
+constexpr int64_t kDefaultBudget = -1;
+
+struct IndexOptions {
+  Device device = Device::kAuto;
+  // Bytes of descriptor slots per tier; kDefaultBudget picks: GPU, the device's free memory at
+  // construction less 2 GiB (the search's own buffers, other users); host, half of the memory
+  // available (MemAvailable).
+  // 0 disables a tier (a GPU budget of 0 streams every image from host memory).
+  int64_t gpu_budget = kDefaultBudget;
+  int64_t host_budget = kDefaultBudget;
+  int streams = 4;        // CUDA streams that stream the host tier
+  int host_batch = 256;   // host-tier images per copy (25 MB)
+  int block_slots = 1024; // slots per allocation (96 MiB): tiers grow a block at a time
+};
+
+// What lives where (IndexOptions: budgets as resolved).
+struct IndexStats {
+  size_t images = 0, gpu_images = 0, host_images = 0;
+  size_t gpu_capacity = 0, host_capacity = 0;  // images the budgets allow
+  size_t gpu_bytes = 0, host_bytes = 0;        // allocated for slots
+  int64_t gpu_budget = 0, host_budget = 0;
+  size_t collections = 0;
+  std::string device;
 };
 
 class TextureIndex {
  public:
   // kCuda throws when no usable (sm_80+) GPU is present; kAuto then uses the CPU.
   explicit TextureIndex(Device device = Device::kAuto);
+  explicit TextureIndex(const IndexOptions& options);
   ~TextureIndex();
   TextureIndex(const TextureIndex&) = delete;
   TextureIndex& operator=(const TextureIndex&) = delete;
@@ -62,13 +117,23 @@ class TextureIndex {
   bool on_gpu() const;
   std::string device_description() const;  // "cuda:0 (NVIDIA H100 ...)" or "cpu (...why...)"
 
-  // Replaces the indexed gallery with `entries` (their features are copied).
+  // Replaces the index's contents with `entries`, added in order (the last ones are the newest).
   void build(const std::vector<GalleryEntry>& entries);
-  size_t size() const { return ids_.size(); }
+  // Live updates (GalleryError when the id is present / absent; IndexFull when no tier has room).
+  void add(const GalleryEntry& entry);
+  void update(const GalleryEntry& entry);  // descriptors, geometry and collection replaced in place
+  bool remove(const std::string& id);      // false when absent
+  void clear();
+
+  size_t size() const;
+  // The ids by entry position. Positions change when an entry is removed (the last takes its place):
+  // read ids() only while no other thread writes.
   const std::vector<std::string>& ids() const { return ids_; }
   int find(const std::string& id) const;  // -1 when absent
+  IndexStats stats() const;
 
-  // Ratio-test scores of `query` against every indexed image.
+  // Ratio-test scores of `query` against every indexed image (by entry position; 0 outside the
+  // search's collections).
   std::vector<int> scores(const Features& query, const SearchParams& params);
   SearchResult search(const Features& query, const SearchParams& params);
   // 1:1 against `id` (GalleryError when it is not indexed).
@@ -76,10 +141,7 @@ class TextureIndex {
 
  private:
   struct Impl;
-  Candidate verify_candidates(const Features& query, std::vector<Candidate>& candidates, const SearchParams& params,
-                              SearchResult& result);
   std::vector<std::string> ids_;
-  std::vector<Features> geometry_;  // keypoints per image (descriptors live in impl_)
   std::unique_ptr<Impl> impl_;
 };
 

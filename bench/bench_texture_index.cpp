@@ -1,0 +1,221 @@
+// The tiered 8-bit texture index at scale (GPU machine): capacity per tier, the host-to-device
+// bandwidth, gallery images/s matched from GPU memory and streamed from pinned host memory, 1:M
+// search latency (p50/p99) over the whole index and over one collection, and the INT8 tensor-core
+// peak (cuBLAS s8 GEMM) for the share of it the matcher reaches.
+//
+//   bench_texture_index [GPU_IMAGES=770000] [HOST_IMAGES=300000] [COLLECTION=10000]
+//
+// Generated gallery (no 2 M SIFT extractions): 48 fresh random textures (640x480, smoothed noise at
+// two scales as in the tests) give a pool of real SIFT descriptors with their keypoints; each
+// gallery image is 768 rows drawn at random from that pool (so the descriptors have real SIFT's
+// sparsity and value distribution). The query is one gallery image's own features, so the search
+// must identify it (geometry included).
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <opencv2/core.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "common/device_array.h"
+#include "match/match.h"
+#include "texture/index.h"
+#include "texture_cases.h"
+
+using namespace prism;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * (v.size() - 1) + 0.5))];
+}
+
+struct Pool {
+  std::vector<texture::Keypoint> keypoints;
+  std::vector<uint8_t> descriptors;
+  size_t size() const { return keypoints.size(); }
+};
+
+texture::GalleryEntry generated(const Pool& pool, std::mt19937& rng, const std::string& id) {
+  texture::GalleryEntry e;
+  e.id = id;
+  e.features.width = 640;
+  e.features.height = 480;
+  e.features.keypoints.resize(match::kSlot);
+  e.features.descriptors.resize(match::kSlotBytes);
+  for (int r = 0; r < match::kSlot; ++r) {
+    const size_t k = rng() % pool.size();
+    e.features.keypoints[r] = pool.keypoints[k];
+    std::copy_n(&pool.descriptors[k * match::kDim], match::kDim, &e.features.descriptors[size_t(r) * match::kDim]);
+  }
+  return e;
+}
+
+// Host-to-device bandwidth from pinned memory (what streaming the host tier can reach).
+double h2d_gbps() {
+  const size_t bytes = size_t(256) << 20;
+  gpu::PinnedArray<uint8_t> h(bytes);
+  gpu::DeviceArray<uint8_t> d(bytes);
+  std::fill_n(h.data(), bytes, uint8_t(1));
+  std::vector<double> ms;
+  for (int i = 0; i < 9; ++i) {
+    const auto t0 = Clock::now();
+    bench::check(cudaMemcpy(d.data(), h.data(), bytes, cudaMemcpyHostToDevice));
+    ms.push_back(ms_since(t0));
+  }
+  return bytes / bench::median(ms) / 1e6;
+}
+
+// Dense INT8 tensor-core rate, cuBLAS s8 x s8 -> s32 GEMM 8192^3 (TOPS).
+double int8_peak_tops() {
+  const int n = 8192;
+  gpu::DeviceArray<int8_t> a(size_t(n) * n), b(size_t(n) * n);
+  gpu::DeviceArray<int32_t> c(size_t(n) * n);
+  bench::check(cudaMemset(a.data(), 1, a.size()));
+  bench::check(cudaMemset(b.data(), 1, b.size()));
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 0;
+  const int32_t alpha = 1, beta = 0;
+  auto gemm = [&] {
+    return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, a.data(), CUDA_R_8I, n, b.data(), CUDA_R_8I, n,
+                        &beta, c.data(), CUDA_R_32I, n, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
+  };
+  if (gemm() != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(h);
+    return 0;
+  }
+  bench::check(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  for (int i = 0; i < 7; ++i) {
+    const auto t0 = Clock::now();
+    gemm();
+    bench::check(cudaDeviceSynchronize());
+    ms.push_back(ms_since(t0));
+  }
+  cublasDestroy(h);
+  return 2.0 * n * n * double(n) / bench::median(ms) / 1e9;
+}
+
+// Median ms of a whole-index search (scores of every image) over `reps` runs.
+double search_ms(texture::TextureIndex& index, const texture::Features& q, int reps) {
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back(index.search(q, {}).match_ms);
+  return bench::median(ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const size_t gpu_images = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 770000;
+  const size_t host_images = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 300000;
+  const size_t collection = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 10000;
+  std::string why;
+  if (!gpu::available(&why)) {
+    std::fprintf(stderr, "bench_texture_index: no GPU: %s\n", why.c_str());
+    return 1;
+  }
+  std::mt19937 rng(5);
+  Pool pool;
+  for (int i = 0; i < 48; ++i) {
+    const texture::Features f = texture::extract_features(test::random_texture(rng, 640, 480));
+    pool.keypoints.insert(pool.keypoints.end(), f.keypoints.begin(), f.keypoints.end());
+    pool.descriptors.insert(pool.descriptors.end(), f.descriptors.begin(), f.descriptors.end());
+  }
+  const double gbps = h2d_gbps();
+  const double tops = int8_peak_tops();
+  std::printf("device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit)\n\n",
+              gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes);
+  std::printf("| measure | value |\n|---|---|\n");
+  std::printf("| host-to-device bandwidth (pinned, 256 MiB copies) | %.1f GB/s = %.0f k images/s |\n", gbps,
+              gbps * 1e9 / match::kSlotBytes / 1e3);
+  std::printf("| INT8 tensor-core peak (cuBLAS s8 GEMM 8192^3) | %.0f TOPS |\n", tops);
+  std::fflush(stdout);
+
+  const int64_t slot = match::kSlotBytes;
+  // 1. Rates per tier, on indexes of 100,000 images entirely in one tier.
+  const size_t tier_n = 100000;
+  double gpu_rate = 0, host_rate = 0;
+  texture::Features probe;
+  for (int tier = 0; tier < 2; ++tier) {
+    texture::IndexOptions o;
+    o.device = texture::Device::kCuda;
+    o.gpu_budget = tier == 0 ? int64_t(tier_n) * slot : 0;
+    o.host_budget = tier == 0 ? 0 : int64_t(tier_n) * slot;
+    texture::TextureIndex index(o);
+    for (size_t i = 0; i < tier_n; ++i) {
+      texture::GalleryEntry e = generated(pool, rng, "p" + std::to_string(i));
+      if (i == 0 && tier == 0) probe = e.features;
+      index.add(e);
+    }
+    const double ms = search_ms(index, probe, 9);
+    (tier == 0 ? gpu_rate : host_rate) = tier_n / ms * 1e3;
+    std::printf("| %s tier: %zu images, one 768-row query | %.2f ms = %.2f M images/s (%.1f%% of INT8 peak)%s |\n",
+                tier == 0 ? "GPU" : "host (streamed)", tier_n, ms, tier_n / ms / 1e3,
+                100.0 * tier_n / ms * 1e3 * 2.0 * match::kSlot * match::kSlot * match::kDim / (tops * 1e12),
+                tier == 0 ? ""
+                          : (", " + std::to_string(int(100.0 * tier_n * slot / (ms * 1e-3) / (gbps * 1e9)))
+                             + "% of H2D").c_str());
+    std::fflush(stdout);
+  }
+
+  // 2. The tiered index: GPU_IMAGES in GPU memory, HOST_IMAGES in host memory (the oldest).
+  texture::IndexOptions o;
+  o.device = texture::Device::kCuda;
+  o.gpu_budget = int64_t(gpu_images) * slot;
+  o.host_budget = int64_t(host_images) * slot;
+  texture::TextureIndex index(o);
+  const size_t total = gpu_images + host_images;
+  const size_t lots = std::max<size_t>(1, total / collection);
+  auto t0 = Clock::now();
+  texture::Features target;
+  for (size_t i = 0; i < total; ++i) {
+    texture::GalleryEntry e = generated(pool, rng, "p" + std::to_string(i));
+    e.collection = "lot" + std::to_string(i % lots);
+    if (i == 12345 % total) target = e.features;  // host-resident by the end (added early)
+    index.add(e);
+    if ((i + 1) % 100000 == 0) std::fprintf(stderr, "bench_texture_index: %zu / %zu added\n", i + 1, total);
+  }
+  const double add_s = ms_since(t0) / 1e3;
+  const texture::IndexStats st = index.stats();
+  std::printf("| tiered index: adds (newest to GPU memory, the oldest moved to host) | %zu in %.1f s = %.0f adds/s |\n",
+              total, add_s, total / add_s);
+  std::printf("| capacity in use: GPU tier | %zu images, %.1f GB |\n", st.gpu_images, st.gpu_bytes / 1e9);
+  std::printf("| capacity in use: host tier (pinned) | %zu images, %.1f GB |\n", st.host_images, st.host_bytes / 1e9);
+  std::fflush(stdout);
+
+  std::vector<double> whole, whole_total, scoped, scoped_total;
+  texture::SearchResult r, rs;
+  texture::SearchParams in_lot;
+  in_lot.collections = {"lot" + std::to_string(12345 % total % lots)};
+  for (int i = 0; i < 21; ++i) {
+    auto a = Clock::now();
+    r = index.search(target, {});
+    if (i) whole.push_back(r.match_ms), whole_total.push_back(ms_since(a));
+    a = Clock::now();
+    rs = index.search(target, in_lot);
+    if (i) scoped.push_back(rs.match_ms), scoped_total.push_back(ms_since(a));
+  }
+  std::printf("| 1:M over all %zu images: matching p50 / p99 | %.1f / %.1f ms (%.2f M images/s) |\n", r.searched,
+              percentile(whole, 0.5), percentile(whole, 0.99), r.searched / percentile(whole, 0.5) / 1e3);
+  std::printf("| 1:M over all %zu images: with verification p50 / p99 | %.1f / %.1f ms |\n", r.searched,
+              percentile(whole_total, 0.5), percentile(whole_total, 0.99));
+  std::printf("| 1:M within one collection of %zu: p50 / p99 (with verification) | %.2f / %.2f ms |\n", rs.searched,
+              percentile(scoped_total, 0.5), percentile(scoped_total, 0.99));
+  std::printf("result: whole %s identified=%d, collection %s identified=%d (expected p%zu)\n", r.best.id.c_str(),
+              int(r.identified), rs.best.id.c_str(), int(rs.identified), size_t(12345 % total));
+  std::printf("rates: GPU tier %.2f M images/s, host tier %.2f M images/s (%.1f%% of H2D)\n", gpu_rate / 1e6,
+              host_rate / 1e6, 100.0 * host_rate * slot / (gbps * 1e9));
+  const std::string want = "p" + std::to_string(12345 % total);
+  return r.identified && rs.identified && r.best.id == want && rs.best.id == want ? 0 : 1;
+}

@@ -1,0 +1,232 @@
+// The texture index's bookkeeping on the CPU: scores equal to the matcher run over the same
+// entries laid out flat, live add/update/remove against a model, the host budget's refusal,
+// collections as search scopes, and writes visible to searches running in other threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "match/match.h"
+#include "texture/index.h"
+
+namespace prism {
+namespace {
+
+using texture::GalleryEntry;
+using texture::TextureIndex;
+
+// An entry of `n` random sparse 8-bit RootSIFT descriptors at random keypoint positions.
+GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
+  GalleryEntry e;
+  e.id = id;
+  e.collection = collection;
+  e.features.width = 640;
+  e.features.height = 480;
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> sift(size_t(n) * match::kDim);
+  for (float& v : sift) v = u(rng) < 0.4f ? u(rng) : 0.f;
+  e.features.descriptors.resize(sift.size());
+  match::rootsift_u8(sift.data(), n, e.features.descriptors.data());
+  for (int i = 0; i < n; ++i)
+    e.features.keypoints.push_back({u(rng) * 640, u(rng) * 480, 3.f, 45.f, 1.f - i * 1e-3f, 0});
+  return e;
+}
+
+// The reference: the matcher over the entries packed flat in `order`, one slot each.
+std::vector<int> flat_scores(const std::vector<const GalleryEntry*>& order, const texture::Features& q) {
+  std::vector<uint8_t> gallery(order.size() * match::kSlotBytes, 0);
+  std::vector<int> counts(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& d = order[i]->features.descriptors;
+    std::copy(d.begin(), d.end(), gallery.begin() + i * match::kSlotBytes);
+    counts[i] = order[i]->features.count();
+  }
+  const int rows = std::max(16, (q.count() + 15) / 16 * 16);
+  std::vector<uint8_t> query(size_t(rows) * match::kDim, 0);
+  std::copy(q.descriptors.begin(), q.descriptors.end(), query.begin());
+  std::vector<int> scores(order.size(), 0);
+  if (order.empty() || q.count() == 0) return scores;
+  match::MatchU8Problem p;
+  p.query = query.data();
+  p.rows = p.query_rows = rows;
+  p.gallery = gallery.data();
+  p.counts = counts.data();
+  p.images = int(order.size());
+  match::match_u8_cpu(p, {}, {scores.data()});
+  return scores;
+}
+
+// A query sharing `shared` descriptors with `e` among random ones.
+texture::Features query_from(const GalleryEntry& e, std::mt19937& rng, int shared) {
+  texture::Features q = random_entry("q", rng, 48).features;
+  std::copy_n(e.features.descriptors.begin(), size_t(shared) * match::kDim, q.descriptors.begin());
+  return q;
+}
+
+texture::IndexOptions small_blocks(int64_t host_slots = 1000) {
+  texture::IndexOptions o;
+  o.device = texture::Device::kCpu;
+  o.host_budget = host_slots * int64_t(match::kSlotBytes);
+  o.block_slots = 4;  // several blocks even for a handful of entries
+  return o;
+}
+
+TEST(TextureIndexLive, AddUpdateRemoveMatchAModel) {
+  std::mt19937 rng(std::random_device{}());
+  TextureIndex index(small_blocks());
+  std::map<std::string, GalleryEntry> model;
+  int next = 0;
+  for (int step = 0; step < 120; ++step) {
+    const int op = int(rng() % 4);
+    if (op <= 1 || model.size() < 3) {
+      GalleryEntry e = random_entry("p" + std::to_string(next++), rng, 5 + int(rng() % 60), rng() % 2 ? "a" : "");
+      index.add(e);
+      EXPECT_THROW(index.add(e), texture::GalleryError);  // the id is taken
+      model[e.id] = e;
+    } else {
+      auto it = std::next(model.begin(), rng() % model.size());
+      if (op == 2) {
+        GalleryEntry e = random_entry(it->first, rng, 5 + int(rng() % 60), rng() % 2 ? "b" : "");
+        index.update(e);
+        it->second = e;
+      } else {
+        EXPECT_TRUE(index.remove(it->first));
+        EXPECT_FALSE(index.remove(it->first));
+        model.erase(it);
+      }
+    }
+    ASSERT_EQ(index.size(), model.size());
+    if (step % 10 != 9) continue;
+    // Every id where ids() says; scores equal to the matcher over the model in the index's order.
+    std::vector<const GalleryEntry*> order;
+    for (size_t i = 0; i < index.ids().size(); ++i) {
+      const std::string& id = index.ids()[i];
+      ASSERT_EQ(index.find(id), int(i));
+      ASSERT_EQ(model.count(id), 1u) << id;
+      order.push_back(&model.at(id));
+    }
+    const GalleryEntry& target = *order[rng() % order.size()];
+    const texture::Features q = query_from(target, rng, 10);
+    EXPECT_EQ(index.scores(q, {}), flat_scores(order, q)) << "step " << step;
+    const texture::SearchResult r = index.search(q, {});
+    EXPECT_EQ(r.searched, model.size());
+    EXPECT_EQ(r.best.id, target.id);
+  }
+  EXPECT_THROW(index.update(random_entry("nobody", rng, 8)), texture::GalleryError);
+  index.clear();
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_EQ(index.search(random_entry("q", rng, 8).features, {}).best.index, -1);
+}
+
+TEST(TextureIndexLive, AnAddPastTheHostBudgetIsRefusedNamingIt) {
+  std::mt19937 rng(7);
+  TextureIndex index(small_blocks(3));
+  for (int i = 0; i < 3; ++i) index.add(random_entry("p" + std::to_string(i), rng, 20));
+  const texture::IndexStats s = index.stats();
+  EXPECT_EQ(s.host_images, 3u);
+  EXPECT_EQ(s.host_capacity, 3u);
+  EXPECT_EQ(s.gpu_images, 0u);
+  try {
+    index.add(random_entry("p3", rng, 20));
+    FAIL() << "an add past the budget must throw";
+  } catch (const texture::IndexFull& e) {
+    EXPECT_NE(std::string(e.what()).find("host budget"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(index.size(), 3u);
+  EXPECT_EQ(index.find("p3"), -1);
+  EXPECT_TRUE(index.remove("p1"));
+  index.add(random_entry("p3", rng, 20));  // room again
+  EXPECT_EQ(index.find("p3"), 2);
+}
+
+TEST(TextureIndexLive, CollectionsScopeTheSearch) {
+  std::mt19937 rng(std::random_device{}());
+  TextureIndex index(small_blocks());
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 24; ++i) {
+    entries.push_back(random_entry("p" + std::to_string(i), rng, 30, i % 3 == 0 ? "lotA" : i % 3 == 1 ? "lotB" : ""));
+    index.add(entries.back());
+  }
+  const texture::Features q = query_from(entries[4], rng, 12);  // p4 is in lotB
+  texture::SearchParams in_a, in_b, in_both, unknown;
+  in_a.collections = {"lotA"};
+  in_b.collections = {"lotB"};
+  in_both.collections = {"lotB", "lotA", "lotB"};  // a repeated name counts once
+  unknown.collections = {"nope"};
+  const texture::SearchResult a = index.search(q, in_a), b = index.search(q, in_b);
+  EXPECT_EQ(a.searched, 8u);
+  EXPECT_NE(a.best.id, "p4");
+  EXPECT_EQ(b.searched, 8u);
+  EXPECT_EQ(b.best.id, "p4");
+  EXPECT_EQ(index.search(q, in_both).searched, 16u);
+  const texture::SearchResult none = index.search(q, unknown);
+  EXPECT_EQ(none.searched, 0u);
+  EXPECT_EQ(none.best.index, -1);
+  // Scoped scores are the whole index's scores, restricted to the members.
+  const std::vector<int> all = index.scores(q, {}), scoped = index.scores(q, in_a);
+  for (size_t i = 0; i < all.size(); ++i)
+    EXPECT_EQ(scoped[i], entries[std::stoi(index.ids()[i].substr(1))].collection == "lotA" ? all[i] : 0) << i;
+  // Moving p4 to lotA moves it between scopes; removing members shrinks them.
+  GalleryEntry moved = entries[4];
+  moved.collection = "lotA";
+  index.update(moved);
+  EXPECT_EQ(index.search(q, in_a).best.id, "p4");
+  EXPECT_EQ(index.search(q, in_b).searched, 7u);
+  EXPECT_TRUE(index.remove("p0"));
+  EXPECT_EQ(index.search(q, in_a).searched, 8u);
+  EXPECT_EQ(index.stats().collections, 2u);
+}
+
+TEST(TextureIndexLive, ConcurrentSearchesSeeEveryReturnedWrite) {
+  std::mt19937 rng(std::random_device{}());
+  TextureIndex index(small_blocks());
+  std::vector<GalleryEntry> stable;
+  for (int i = 0; i < 8; ++i) {
+    stable.push_back(random_entry("s" + std::to_string(i), rng, 24));
+    index.add(stable.back());
+  }
+  std::vector<texture::Features> stable_queries;
+  for (const auto& e : stable) stable_queries.push_back(query_from(e, rng, 10));
+  std::atomic<bool> done{false};
+  std::atomic<int> searches{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t)
+    readers.emplace_back([&, t] {
+      for (size_t k = t; !done; ++k) {
+        const size_t i = k % stable.size();
+        if (index.search(stable_queries[i], {}).best.id != stable[i].id) ++wrong;
+        ++searches;
+      }
+    });
+  // The writer churns other products; each write is visible to its own next search.
+  int failures = 0;
+  std::vector<std::string> churn;
+  for (int k = 0; k < 60; ++k) {
+    GalleryEntry e = random_entry("c" + std::to_string(k), rng, 24);
+    index.add(e);
+    failures += index.search(query_from(e, rng, 10), {}).best.id != e.id;
+    churn.push_back(e.id);
+    if (k % 3 == 2) {
+      GalleryEntry u = random_entry(churn[k - 1], rng, 24);
+      index.update(u);
+      failures += index.search(query_from(u, rng, 10), {}).best.id != u.id;
+    }
+    if (k % 4 == 3) {
+      const std::string gone = churn[k - 3];
+      index.remove(gone);
+      failures += index.find(gone) != -1;
+    }
+  }
+  done = true;
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(wrong.load(), 0) << "of " << searches.load() << " concurrent searches";
+  EXPECT_GT(searches.load(), 0);
+}
+
+}  // namespace
+}  // namespace prism
