@@ -160,12 +160,13 @@ int main(int argc, char** argv) {
     }
     const double ms = search_ms(index, probe, 9);
     (tier == 0 ? gpu_rate : host_rate) = tier_n / ms * 1e3;
-    std::printf("| %s tier: %zu images, one 768-row query | %.2f ms = %.2f M images/s (%.1f%% of INT8 peak)%s |\n",
-                tier == 0 ? "GPU" : "host (streamed)", tier_n, ms, tier_n / ms / 1e3,
-                100.0 * tier_n / ms * 1e3 * 2.0 * match::kSlot * match::kSlot * match::kDim / (tops * 1e12),
-                tier == 0 ? ""
-                          : (", " + std::to_string(int(100.0 * tier_n * slot / (ms * 1e-3) / (gbps * 1e9)))
-                             + "% of H2D").c_str());
+    std::printf(
+        "| %s tier: %zu images, one 768-row query | %.2f ms = %.2f M images/s (%.1f%% of INT8 peak)%s |\n",
+        tier == 0 ? "GPU" : "host (streamed)", tier_n, ms, tier_n / ms / 1e3,
+        100.0 * tier_n / ms * 1e3 * 2.0 * match::kSlot * match::kSlot * match::kDim / (tops * 1e12),
+        tier == 0
+            ? ""
+            : (", " + std::to_string(int(100.0 * tier_n * slot / (ms * 1e-3) / (gbps * 1e9))) + "% of H2D").c_str());
     std::fflush(stdout);
   }
 

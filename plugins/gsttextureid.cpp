@@ -94,7 +94,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
   switch (id) {
     case PROP_GALLERY:
       g_free(self->gallery);
-  g_free(self->collections);
+      g_free(self->collections);
       self->gallery = g_value_dup_string(value);
       break;
     case PROP_MODE: self->mode = (TextureIdMode)g_value_get_enum(value); break;

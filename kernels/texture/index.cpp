@@ -104,8 +104,8 @@ struct Tier {
   size_t capacity = 0;  // slots the budget allows
   int block_slots = 1024;
   std::vector<std::unique_ptr<Block>> blocks;
-  std::vector<int> entry;   // slot -> entry position
-  std::vector<int> counts;  // slot -> descriptors
+  std::vector<int> entry;                  // slot -> entry position
+  std::vector<int> counts;                 // slot -> descriptors
   std::set<std::pair<uint64_t, int>> age;  // (sequence, slot): oldest first
 
   size_t used() const { return entry.size(); }
@@ -190,7 +190,7 @@ struct TextureIndex::Impl {
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
   std::vector<gpu::Stream> copy_streams;
   std::vector<gpu::DeviceArray<uint8_t>> staging;  // per copy stream: host_batch slots
-  gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
+  gpu::DeviceArray<uint8_t> d_query;               // kSlot rows
   gpu::DeviceArray<int> d_scores, d_slots;
   gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
   gpu::DeviceArray<int> d_verify_scores, d_index;
@@ -308,11 +308,12 @@ struct TextureIndex::Impl {
   }
 };
 
-TextureIndex::TextureIndex(Device device) : TextureIndex([&] {
-  IndexOptions o;
-  o.device = device;
-  return o;
-}()) {}
+TextureIndex::TextureIndex(Device device)
+    : TextureIndex([&] {
+        IndexOptions o;
+        o.device = device;
+        return o;
+      }()) {}
 
 TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -499,7 +500,6 @@ bool TextureIndex::remove(const std::string& id) {
   return true;
 }
 
-
 namespace {
 
 // One matcher call of a search: `images` images of one block of one tier, their scores at
@@ -662,8 +662,9 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
       p.counts = blk.d_counts.data() + r.first;
     } else {
       for (int i = 0; i < r.images; ++i)
-        PRISM_CUDA_CHECK(cudaMemcpyAsync(dst + size_t(i) * kSlotBytes, blk.data + size_t(slot_list[r.list + i]) * kSlotBytes,
-                                         kSlotBytes, cudaMemcpyHostToDevice, cs));
+        PRISM_CUDA_CHECK(cudaMemcpyAsync(dst + size_t(i) * kSlotBytes,
+                                         blk.data + size_t(slot_list[r.list + i]) * kSlotBytes, kSlotBytes,
+                                         cudaMemcpyHostToDevice, cs));
       p.counts = d_slots.data() + slot_list.size() + gathered_counts_pos[k];
     }
     p.gallery = dst;
@@ -790,9 +791,8 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   std::iota(order.begin(), order.end(), 0);
   const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
   // Ties by entry position, so that the order does not depend on where the entries live.
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    return s[a] != s[b] ? s[a] > s[b] : entry_of[a] < entry_of[b];
-  });
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : entry_of[a] < entry_of[b]; });
   for (size_t i = 0; i < k; ++i) {
     const int e = entry_of[order[i]];
     if (s[order[i]] >= 4) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});  // RANSAC needs 4

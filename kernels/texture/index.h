@@ -90,9 +90,9 @@ struct IndexOptions {
   // 0 disables a tier (a GPU budget of 0 streams every image from host memory).
   int64_t gpu_budget = kDefaultBudget;
   int64_t host_budget = kDefaultBudget;
-  int streams = 4;        // CUDA streams that stream the host tier
-  int host_batch = 256;   // host-tier images per copy (25 MB)
-  int block_slots = 1024; // slots per allocation (96 MiB): tiers grow a block at a time
+  int streams = 4;         // CUDA streams that stream the host tier
+  int host_batch = 256;    // host-tier images per copy (25 MB)
+  int block_slots = 1024;  // slots per allocation (96 MiB): tiers grow a block at a time
 };
 
 // What lives where (IndexOptions: budgets as resolved).
