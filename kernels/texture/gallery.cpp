@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <sstream>
@@ -158,6 +159,9 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   if (h.version != kVersion) throw corrupt("format version " + std::to_string(h.version) + ", this build reads 1");
   if (h.dim != uint32_t(match::kDim) || h.count > uint32_t(match::kSlot) || h.id_len > 128 || h.source_len > 65536)
     throw corrupt("impossible header values");
+  // Features::width and height are ints: a size beyond them would come back negative.
+  if (h.width > uint32_t(INT32_MAX) || h.height > uint32_t(INT32_MAX))
+    throw corrupt("image size " + std::to_string(h.width) + " x " + std::to_string(h.height) + " is impossible");
   const size_t expect =
       sizeof(Header) + h.id_len + h.source_len + size_t(h.count) * (sizeof(Keypoint) + 2 * match::kDim) + 4;
   if (bytes.size() != expect)
@@ -174,6 +178,7 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   e.enrolled_unix = h.enrolled_unix;
   e.features.width = int(h.width);
   e.features.height = int(h.height);
+  if (h.count == 0) return e;  // an entry enrolled before kMinFeatures; memcpy takes no null pointer
   e.features.keypoints.resize(h.count);
   std::memcpy(e.features.keypoints.data(), p, h.count * sizeof(Keypoint));
   p += h.count * sizeof(Keypoint);
