@@ -22,20 +22,13 @@ namespace {
 
 const char* const kPath = "/nonexistent/fuzz/config.yaml";
 
-void abort_on_warning(const gchar* domain, GLogLevelFlags level, const gchar* message, gpointer) {
-  std::fprintf(stderr, "%s-%s: %s\n", domain ? domain : "", level & G_LOG_LEVEL_CRITICAL ? "CRITICAL" : "WARNING",
-               message);
-  std::abort();
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   prism::fuzz::set_gstreamer_environment();
   prism::init_gstreamer();
   FUZZ_CHECK(prism::prism_plugin_available(), "the Prism plugin is not in the registry");
-  g_log_set_handler("GStreamer", GLogLevelFlags(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING), abort_on_warning,
-                    nullptr);
+  prism::fuzz::abort_on_gstreamer_warnings();
   return 0;
 }
 

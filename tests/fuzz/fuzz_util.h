@@ -17,12 +17,12 @@
 namespace prism::fuzz {
 
 // A property every input must keep, beyond "no crash": abort (a finding) when it does not.
-#define FUZZ_CHECK(cond, what)                                                                          \
-  do {                                                                                                  \
-    if (!(cond)) {                                                                                      \
+#define FUZZ_CHECK(cond, what)                                                                        \
+  do {                                                                                                \
+    if (!(cond)) {                                                                                    \
       std::fprintf(stderr, "%s:%d: fuzz check failed: %s (%s)\n", __FILE__, __LINE__, #cond, (what)); \
-      std::abort();                                                                                     \
-    }                                                                                                   \
+      std::abort();                                                                                   \
+    }                                                                                                 \
   } while (0)
 
 // A private folder for this process's input files, removed at exit.
@@ -58,6 +58,17 @@ inline void set_gstreamer_environment() {
 #ifdef PRISM_FUZZ_REGISTRY
   g_setenv("GST_REGISTRY_1_0", PRISM_FUZZ_REGISTRY, FALSE);
 #endif
+}
+
+// A GStreamer-CRITICAL or WARNING (of GStreamer, its libraries or GLib/GObject) aborts: a finding.
+inline void abort_on_gstreamer_warnings() {
+  const auto handler = [](const gchar* domain, GLogLevelFlags level, const gchar* message, gpointer) {
+    std::fprintf(stderr, "%s-%s: %s\n", domain ? domain : "", (level & G_LOG_LEVEL_CRITICAL) ? "CRITICAL" : "WARNING",
+                 message);
+    std::abort();
+  };
+  for (const char* domain : {"GStreamer", "GStreamer-Video", "GStreamer-Base", "GStreamer-App", "GLib", "GLib-GObject"})
+    g_log_set_handler(domain, GLogLevelFlags(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING), handler, nullptr);
 }
 
 }  // namespace prism::fuzz
