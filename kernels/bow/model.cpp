@@ -91,9 +91,10 @@ struct Reader {
     if (t != type || rows < 0 || cols < 0 || int64_t(rows) * cols > (int64_t(1) << 31))
       fail(std::string("bad ") + what + " (" + std::to_string(rows) + " x " + std::to_string(cols) + ", type " +
            std::to_string(t) + ")");
-    cv::Mat m(rows, cols, type);
-    const size_t n = m.total() * m.elemSize();
+    // Checked before allocating: a few bytes declaring 2^31 values must not cost gigabytes.
+    const size_t n = size_t(rows) * size_t(cols) * CV_ELEM_SIZE(type);
     need(n);
+    cv::Mat m(rows, cols, type);
     if (n) std::memcpy(m.data, bytes.data() + pos, n);
     pos += n;
     // A NaN or infinity here would make every distance or confidence NaN (and "confidence":nan).

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <sstream>
@@ -169,6 +170,9 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   if (h.dim != uint32_t(match::kDim) || h.count > uint32_t(match::kSlot) || h.id_len > 128 || h.source_len > 65536 ||
       h.collection_len > 128)
     throw corrupt("impossible header values");
+  // Features::width and height are ints: a size beyond them would come back negative.
+  if (h.width > uint32_t(INT32_MAX) || h.height > uint32_t(INT32_MAX))
+    throw corrupt("image size " + std::to_string(h.width) + " x " + std::to_string(h.height) + " is impossible");
   const size_t descriptor_bytes = v1 ? 2 : 1;  // FP16 in version 1, uint8 in version 2
   const size_t expect = sizeof(Header) + h.id_len + h.source_len + h.collection_len +
                         size_t(h.count) * (sizeof(Keypoint) + descriptor_bytes * match::kDim) + 4;
@@ -190,6 +194,7 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   e.version = int(h.version);
   e.features.width = int(h.width);
   e.features.height = int(h.height);
+  if (h.count == 0) return e;  // an entry enrolled before kMinFeatures; memcpy takes no null pointer
   e.features.keypoints.resize(h.count);
   std::memcpy(e.features.keypoints.data(), p, h.count * sizeof(Keypoint));
   p += h.count * sizeof(Keypoint);

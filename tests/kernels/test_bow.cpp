@@ -3,10 +3,15 @@
 // a brute force, pyramid histograms and the chi-squared distance in closed form, and both
 // classifiers on separable data. Inputs are fresh random for every run.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -395,6 +400,59 @@ TEST(BowModel, DamagedOrForeignFilesAreRefusedByName) {
   EXPECT_NO_THROW(bow::Model::load(path));
   m.save(path);  // the next save replaces the stale temporary file
   EXPECT_NO_THROW(bow::Model::load(path));
+}
+
+// Found by tests/fuzz/fuzz_bow_model: a matrix header declaring 2^30 values in a file of a few hundred
+// bytes was allocated (4 GB) before the file was found too short, so a load under a memory limit died
+// of a failed allocation instead of a ModelError. The load runs in a child with 1 GB of address space
+// (not under AddressSanitizer, which reserves far more).
+TEST(BowModel, AHugeMatrixHeaderInAShortFileIsRefusedBeforeAllocating) {
+  std::mt19937 rng(3);
+  std::vector<cv::Mat> imgs;
+  std::vector<int> labels;
+  for (int i = 0; i < 6; ++i) imgs.push_back(scene(rng, i % 2)), labels.push_back(i % 2);
+  bow::TrainConfig c;
+  c.k = 8;
+  c.samples_per_image = 20;
+  c.levels = 0;
+  c.bank.sizes = {3};
+  test::TempDir dir;
+  const std::string path = (dir.path() / "m.bow").string();
+  bow::Model::train(imgs, labels, {"a", "b"}, c).save(path);
+  std::vector<uint8_t> bytes = read_file(path);
+  // The dictionary's header (rows, cols, type) follows the class names "a" and "b".
+  const std::vector<uint8_t> b_name = {1, 0, 0, 0, 'b'};
+  const auto at = std::search(bytes.begin(), bytes.end(), b_name.begin(), b_name.end());
+  ASSERT_NE(at, bytes.end());
+  const size_t header = size_t(at - bytes.begin()) + b_name.size();
+  const int32_t dims[2] = {1 << 15, 1 << 15};
+  std::memcpy(bytes.data() + header, dims, sizeof dims);
+  const uint32_t crc = crc32(bytes.data(), bytes.size() - 4);
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+#if !defined(__SANITIZE_ADDRESS__)
+    const rlimit limit{1ul << 30, 1ul << 30};
+    setrlimit(RLIMIT_AS, &limit);
+#endif
+    try {
+      bow::Model::load(path);
+      _exit(2);
+    } catch (const bow::ModelError& e) {
+      _exit(std::string(e.what()) == path + ": truncated (the file ends inside the model)" ? 0 : 3);
+    } catch (...) {
+      _exit(4);  // a failed allocation
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: accepted, 3: another ModelError, 4: another exception";
 }
 
 // A NaN or infinite SVM weight (with a valid CRC) would make every confidence NaN: refused at load,

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <random>
 
+#include "common/durable_file.h"
 #include "prism_test.h"
 #include "gallery_v1.h"
 #include "texture_cases.h"
@@ -394,6 +395,33 @@ TEST(TextureGallery, VersionOneGalleryOpensSearchesTheSameAndMigrates) {
   texture::TextureIndex c(texture::Device::kCpu);
   c.build(done.entries());
   EXPECT_EQ(c.scores(qf, {}), b.scores(qf, {}));
+
+// Found by tests/fuzz/fuzz_gallery: an entry without features (written before kMinFeatures) made
+// decode pass a null pointer to memcpy (UBSan, tools/sanitize); a CRC-valid entry declaring a width
+// or height beyond int came back with a negative size.
+TEST(TextureGallery, DecodeTakesAnEntryWithoutFeaturesAndRefusesImpossibleSizes) {
+  std::mt19937 rng(7);
+  const GalleryEntry none = small_entry("none", rng, 0);
+  const std::vector<uint8_t> bytes = Gallery::encode(none);
+  const GalleryEntry back = Gallery::decode(bytes, "entries/none.tex");
+  EXPECT_EQ(back.id, "none");
+  EXPECT_EQ(back.features.count(), 0);
+  EXPECT_TRUE(back.features.descriptors.empty());
+  EXPECT_EQ(Gallery::encode(back), bytes);
+  for (const size_t field : {20, 24}) {  // the header's width, then height (after magic, version, dim, count)
+    std::vector<uint8_t> wide = Gallery::encode(small_entry("wide", rng));
+    const uint32_t huge = 0x80000000u;
+    std::memcpy(wide.data() + field, &huge, 4);
+    const uint32_t crc = prism::crc32(wide.data(), wide.size() - 4);
+    std::memcpy(wide.data() + wide.size() - 4, &crc, 4);
+    try {
+      Gallery::decode(wide, "entries/wide.tex");
+      ADD_FAILURE() << "decoded an entry of size 2^31 (field at byte " << field << ")";
+    } catch (const GalleryError& e) {
+      EXPECT_NE(std::string(e.what()).find("entries/wide.tex: corrupt gallery entry: image size"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // Creating a gallery takes a new or empty folder (or one a killed creator left behind); a folder of

@@ -41,6 +41,27 @@ double parse_number(const std::string& opt, const std::string& v, double lo, dou
   return x;
 }
 
+int64_t parse_size(const std::string& opt, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  double unit = 1;
+  const std::string suffix = end ? end : "";
+  if (suffix == "K" || suffix == "k")
+    unit = 1024.0;
+  else if (suffix == "M")
+    unit = 1024.0 * 1024;
+  else if (suffix == "G")
+    unit = 1024.0 * 1024 * 1024;
+  else if (suffix == "T")
+    unit = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty())
+    unit = -1;
+  if (v.empty() || end == v.c_str() || unit < 0 || !(x >= 0) || x * unit > 9.0e18)
+    throw UsageError(opt + " takes a size in bytes with an optional K, M, G or T (binary) suffix, e.g. 40G; not '" + v +
+                     "'");
+  return int64_t(x * unit);
+}
+
 cv::Mat load_grey(const std::string& path) {
   ImageFile image;
   GError* error = nullptr;

@@ -1,0 +1,118 @@
+// The tiered index on the GPU against the CPU path, bit for bit: every image in GPU memory, split
+// between GPU memory and pinned host memory (streamed in small batches over two streams), and all
+// in host memory; whole-index and scoped searches; live updates moving images between the tiers.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "match/match.h"
+#include "prism_test.h"
+#include "texture/index.h"
+
+namespace prism {
+namespace {
+
+using texture::GalleryEntry;
+
+GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection) {
+  GalleryEntry e;
+  e.id = id;
+  e.collection = collection;
+  e.features.width = 640;
+  e.features.height = 480;
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> sift(size_t(n) * match::kDim);
+  for (float& v : sift) v = u(rng) < 0.4f ? u(rng) : 0.f;
+  e.features.descriptors.resize(sift.size());
+  match::rootsift_u8(sift.data(), n, e.features.descriptors.data());
+  for (int i = 0; i < n; ++i) e.features.keypoints.push_back({u(rng) * 640, u(rng) * 480, 3.f, 45.f, 1.f, 0});
+  return e;
+}
+
+texture::IndexOptions options(texture::Device d, int64_t gpu_slots, int64_t host_slots) {
+  texture::IndexOptions o;
+  o.device = d;
+  o.gpu_budget = gpu_slots * int64_t(match::kSlotBytes);
+  o.host_budget = host_slots * int64_t(match::kSlotBytes);
+  o.block_slots = 4;
+  o.host_batch = 3;
+  o.streams = 2;
+  return o;
+}
+
+// Scores by id (positions differ between indexes whose tiers moved entries differently).
+std::map<std::string, int> scores_by_id(texture::TextureIndex& index, const texture::Features& q,
+                                        const texture::SearchParams& p) {
+  const std::vector<int> s = index.scores(q, p);
+  std::map<std::string, int> out;
+  for (size_t i = 0; i < s.size(); ++i) out[index.ids()[i]] = s[i];
+  return out;
+}
+
+TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::TextureIndex cpu(options(texture::Device::kCpu, 0, 1000));
+  texture::TextureIndex all_gpu(options(texture::Device::kCuda, 1000, 1000));
+  texture::TextureIndex split(options(texture::Device::kCuda, 7, 1000));
+  texture::TextureIndex all_host(options(texture::Device::kCuda, 0, 1000));
+  std::vector<texture::TextureIndex*> gpus{&all_gpu, &split, &all_host};
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 30; ++i) {
+    const int n = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 5 + int(rng() % 200);
+    entries.push_back(random_entry("p" + std::to_string(i), rng, n, i % 3 ? "a" : "b"));
+    cpu.add(entries.back());
+    for (auto* g : gpus) g->add(entries.back());
+  }
+  EXPECT_EQ(split.stats().gpu_images, 7u);
+  EXPECT_EQ(split.stats().host_images, 23u);
+  EXPECT_EQ(all_host.stats().gpu_images, 0u);
+  auto compare = [&](const char* when) {
+    for (int k = 0; k < 3; ++k) {
+      const GalleryEntry& t = entries[3 + rng() % (entries.size() - 3)];
+      texture::Features q = random_entry("q", rng, 100 + int(rng() % 600), "").features;
+      std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(40) * match::kDim),
+                  q.descriptors.begin());
+      for (const texture::SearchParams& p : {texture::SearchParams{}, [] {
+                                               texture::SearchParams s;
+                                               s.collections = {"b"};
+                                               return s;
+                                             }()}) {
+        const auto want = scores_by_id(cpu, q, p);
+        const texture::SearchResult rc = cpu.search(q, p);
+        for (auto* g : gpus) {
+          EXPECT_EQ(scores_by_id(*g, q, p), want) << when;
+          const texture::SearchResult rg = g->search(q, p);
+          EXPECT_EQ(rg.searched, rc.searched) << when;
+          EXPECT_EQ(rg.best.id, rc.best.id) << when;
+          EXPECT_EQ(rg.best.geometry.matches, rc.best.geometry.matches) << when;
+        }
+      }
+    }
+  };
+  compare("after adds");
+  // Removals from the GPU tier pull the newest host images up; adds push the oldest down.
+  for (int i : {29, 28, 5, 17}) {
+    EXPECT_TRUE(cpu.remove(entries[i].id));
+    for (auto* g : gpus) EXPECT_TRUE(g->remove(entries[i].id));
+  }
+  for (int i = 30; i < 36; ++i) {
+    entries.push_back(random_entry("p" + std::to_string(i), rng, 50, "b"));
+    cpu.add(entries.back());
+    for (auto* g : gpus) g->add(entries.back());
+  }
+  GalleryEntry changed = random_entry("p4", rng, 300, "b");
+  cpu.update(changed);
+  for (auto* g : gpus) g->update(changed);
+  EXPECT_EQ(split.stats().gpu_images, 7u);
+  EXPECT_EQ(split.stats().host_images, 25u);
+  entries.erase(entries.begin() + 17), entries.erase(entries.begin() + 5);  // keep only present ones for queries
+  entries.erase(entries.begin() + 26, entries.begin() + 28);  // p28, p29
+  compare("after live updates");
+}
+
+}  // namespace
+}  // namespace prism
