@@ -2,7 +2,8 @@
 // reader (the CLI, textureid) decodes from entries/ID.tex.
 // Each input is decoded as it is and again with its last 4 bytes replaced by the CRC-32 of the rest,
 // so that mutations reach the checks behind the CRC. Checks: a decoded entry has its dimensions and
-// feature count in range and encodes back to the same bytes (padding aside); a refusal is a GalleryError
+// feature count in range and encodes back to the same bytes (version 2; a version-1 entry re-encodes
+// as version 2 and decodes to the same entry); a refusal is a GalleryError
 // naming the file.
 #include <cstring>
 #include <string>
@@ -14,8 +15,6 @@
 #include "texture/gallery.h"
 
 namespace {
-
-constexpr size_t kPadding = 36;  // magic, then version, dim, count, width, height, id_len, source_len
 
 void decode_one(const std::vector<uint8_t>& bytes) {
   using prism::texture::Gallery;
@@ -30,10 +29,18 @@ void decode_one(const std::vector<uint8_t>& bytes) {
   FUZZ_CHECK(e.features.width >= 0 && e.features.height >= 0, "image size");
   FUZZ_CHECK(e.features.count() <= prism::match::kSlot, "feature count");
   FUZZ_CHECK(e.features.descriptors.size() == size_t(e.features.count()) * prism::match::kDim, "descriptors");
-  // Re-encoding gives the same bytes, except the header's 4 padding bytes (before enrolled_unix),
-  // which decode ignores and encode writes as zeros, and so the CRC.
+  // A version-1 entry (FP16, converted on read) re-encodes as version 2, which decodes to the same
+  // entry.
+  if (e.version == 1) {
+    const prism::texture::GalleryEntry again = Gallery::decode(Gallery::encode(e), file);
+    FUZZ_CHECK(again.id == e.id && again.source == e.source && again.features.descriptors == e.features.descriptors &&
+                   again.features.count() == e.features.count() && again.version == 2,
+               "a version-1 entry does not survive re-encoding as version 2");
+    return;
+  }
+  // Version 2 re-encodes to the same bytes, except in version 1's 4 padding bytes (before
+  // enrolled_unix: version 2's collection length), and so the CRC.
   std::vector<uint8_t> canonical = bytes;
-  std::memset(canonical.data() + kPadding, 0, 4);
   const uint32_t crc = prism::crc32(canonical.data(), canonical.size() - 4);
   std::memcpy(canonical.data() + canonical.size() - 4, &crc, 4);
   FUZZ_CHECK(Gallery::encode(e) == canonical, "re-encoding differs");

@@ -395,6 +395,7 @@ TEST(TextureGallery, VersionOneGalleryOpensSearchesTheSameAndMigrates) {
   texture::TextureIndex c(texture::Device::kCpu);
   c.build(done.entries());
   EXPECT_EQ(c.scores(qf, {}), b.scores(qf, {}));
+}
 
 // Found by tests/fuzz/fuzz_gallery: an entry without features (written before kMinFeatures) made
 // decode pass a null pointer to memcpy (UBSan, tools/sanitize); a CRC-valid entry declaring a width

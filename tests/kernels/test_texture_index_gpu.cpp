@@ -110,7 +110,7 @@ TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
   EXPECT_EQ(split.stats().gpu_images, 7u);
   EXPECT_EQ(split.stats().host_images, 25u);
   entries.erase(entries.begin() + 17), entries.erase(entries.begin() + 5);  // keep only present ones for queries
-  entries.erase(entries.begin() + 26, entries.begin() + 28);  // p28, p29
+  entries.erase(entries.begin() + 26, entries.begin() + 28);                // p28, p29
   compare("after live updates");
 }
 
