@@ -558,13 +558,17 @@ bool read_marker_packed(const fs::path& dir) {
 std::optional<GalleryEntry> read_entry_file(const fs::path& path) {
   const std::string file = path.string();
   std::vector<uint8_t> bytes;
-  try {
-    bytes = read_regular(path);  // refuses a FIFO or device, which would be read forever
-  } catch (const GalleryError&) {
-    // Readers take no lock: a writer may have deleted the entry since the folder was listed.
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
-    throw;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      bytes = read_regular(path);  // refuses a FIFO or device, which would be read forever
+      break;
+    } catch (const GalleryError&) {
+      // Readers take no lock: a writer may have deleted the entry since the folder was listed, or
+      // renamed in the one in flight (pack.dirty's) just after this open missed it: look again.
+      std::error_code ec;
+      if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
+      if (attempt == 2) throw;
+    }
   }
   const std::string id = path.stem().string();
   try {
