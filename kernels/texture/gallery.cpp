@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 
 namespace prism::texture {
@@ -23,7 +26,10 @@ namespace {
 constexpr char kMagic[8] = {'P', 'R', 'I', 'S', 'M', 'T', 'E', 'X'};
 constexpr uint32_t kVersion = 2;  // written; 1 (FP16 descriptors, no collection) is still read
 constexpr const char* kMarker = "gallery.prism";
-constexpr const char* kMarkerText = "prism texture gallery, format 1\n";
+constexpr const char* kMarkerText = "prism texture gallery, format 1\n";        // entry files only (older builds)
+constexpr const char* kMarkerTextPacked = "prism texture gallery, format 2\n";  // entry files and pack.log
+constexpr const char* kPack = "pack.log";
+constexpr const char* kDirty = "pack.dirty";
 
 struct Header {
   char magic[8];
@@ -64,23 +70,35 @@ void fsync_dir(const fs::path& dir) {
 bool is_temporary(const fs::path& p) { return p.filename().string().rfind(".tmp-", 0) == 0; }
 
 // An exclusive flock() on DIR/.lock for one write; also clears temporary files of killed writers.
+// With `wait` false it only tries: held() says whether it got the lock (a reader that may repair
+// the pack; it never throws then, a read-only gallery simply is not repaired).
 class WriterLock {
  public:
-  explicit WriterLock(const fs::path& dir) {
+  explicit WriterLock(const fs::path& dir, bool wait = true) {
     const fs::path p = dir / ".lock";
     fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw GalleryError(p.string() + ": cannot open: " + errno_text());
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) {
+    if (fd_ < 0) {
+      if (!wait) return;
+      throw GalleryError(p.string() + ": cannot open: " + errno_text());
+    }
+    while (::flock(fd_, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EINTR || !wait) {
+        const std::string why = errno_text();
         ::close(fd_);
-        throw GalleryError(p.string() + ": cannot lock: " + errno_text());
+        fd_ = -1;
+        if (!wait) return;
+        throw GalleryError(p.string() + ": cannot lock: " + why);
       }
     }
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir / "entries", ec))
-      if (is_temporary(e.path())) fs::remove(e.path(), ec);
+    for (const fs::path& d : {dir / "entries", dir})
+      for (const auto& e : fs::directory_iterator(d, ec))
+        if (is_temporary(e.path())) fs::remove(e.path(), ec);
   }
-  ~WriterLock() { ::close(fd_); }  // closing releases the lock
+  ~WriterLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  bool held() const { return fd_ >= 0; }
   WriterLock(const WriterLock&) = delete;
   WriterLock& operator=(const WriterLock&) = delete;
 
@@ -89,14 +107,15 @@ class WriterLock {
 };
 
 // Whether a gallery may be created in `dir`: it is absent or empty, or holds only what a creator
-// killed before writing the marker leaves (entries/ with temporary files, .lock, its temporary marker).
+// killed before writing the marker leaves (entries/ with temporary files, .lock, temporary files,
+// the empty pack).
 bool fresh_folder(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return true;
   try {
     for (const auto& e : fs::directory_iterator(dir)) {
       const std::string name = e.path().filename().string();
-      if (name == ".lock" || name.rfind(".tmp-marker-", 0) == 0) continue;
+      if (name == ".lock" || name == kPack || name == kDirty || name.rfind(".tmp-", 0) == 0) continue;
       if (name != "entries" || !e.is_directory()) return false;
       for (const auto& f : fs::directory_iterator(e.path()))
         if (!is_temporary(f.path())) return false;
@@ -111,6 +130,320 @@ template <class T>
 void append(std::vector<uint8_t>& out, const T* p, size_t count) {
   const auto* b = reinterpret_cast<const uint8_t*>(p);
   out.insert(out.end(), b, b + count * sizeof(T));
+}
+
+// ---- The pack: DIR/pack.log and DIR/pack.dirty -------------------------------------------------
+
+// pack.log starts with a 16-byte file header, then records back to back:
+//   RecordHeader (24 bytes), the id, then the payload: a whole entry file (kPut) or nothing
+//   (kDelete). The header's CRC-32 covers the header (crc field zero) and the id, so a reader can
+//   walk the records by their headers alone; the payload is checked by the entry's own CRC-32.
+constexpr char kPackMagic[8] = {'P', 'R', 'I', 'S', 'M', 'P', 'A', 'K'};
+constexpr uint64_t kPackStart = 16;
+enum RecordType : uint16_t { kPut = 1, kDelete = 2 };
+struct RecordHeader {
+  char magic[4];
+  uint16_t type, id_len;
+  uint64_t payload_len;
+  uint32_t crc, zero;
+};
+static_assert(sizeof(RecordHeader) == 24, "packed record header");
+constexpr char kRecordMagic[4] = {'P', 'R', 'E', 'C'};
+
+std::vector<uint8_t> pack_file_header() {
+  std::vector<uint8_t> h(kPackStart, 0);
+  std::memcpy(h.data(), kPackMagic, 8);
+  const uint32_t version = 1;
+  std::memcpy(h.data() + 8, &version, 4);
+  const uint32_t crc = crc32(h.data(), 12);
+  std::memcpy(h.data() + 12, &crc, 4);
+  return h;
+}
+
+uint32_t record_crc(RecordHeader h, const std::string& id) {
+  h.crc = 0;
+  std::vector<uint8_t> b(sizeof h + id.size());
+  std::memcpy(b.data(), &h, sizeof h);
+  std::memcpy(b.data() + sizeof h, id.data(), id.size());
+  return crc32(b.data(), b.size());
+}
+
+// One record: `payload` is an entry file's bytes (a put) or null (a delete).
+std::vector<uint8_t> make_record(const std::string& id, const std::vector<uint8_t>* payload) {
+  RecordHeader h{};
+  std::memcpy(h.magic, kRecordMagic, 4);
+  h.type = payload ? kPut : kDelete;
+  h.id_len = uint16_t(id.size());
+  h.payload_len = payload ? payload->size() : 0;
+  h.crc = record_crc(h, id);
+  std::vector<uint8_t> out;
+  out.reserve(sizeof h + id.size() + h.payload_len);
+  append(out, &h, 1);
+  append(out, id.data(), id.size());
+  if (payload) append(out, payload->data(), payload->size());
+  return out;
+}
+uint64_t record_size(const std::string& id, uint64_t payload) { return sizeof(RecordHeader) + id.size() + payload; }
+
+// The size of an entry's file as encode() writes it (version 1 as read: FP16 descriptors).
+uint64_t entry_file_size(const GalleryEntry& e) {
+  return sizeof(Header) + e.id.size() + e.source.size() + (e.version == 1 ? 0 : e.collection.size()) +
+         uint64_t(e.features.count()) * (sizeof(Keypoint) + (e.version == 1 ? 2 : 1) * match::kDim) + 4;
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  uint64_t size() const {
+    struct stat st {};
+    return ::fstat(fd_, &st) == 0 ? uint64_t(st.st_size) : 0;
+  }
+  uint64_t inode() const {
+    struct stat st {};
+    return ::fstat(fd_, &st) == 0 ? uint64_t(st.st_ino) : 0;
+  }
+
+ private:
+  int fd_;
+};
+
+bool pread_all(int fd, uint64_t at, void* out, size_t n) {
+  auto* p = static_cast<uint8_t*>(out);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, off_t(at));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    at += uint64_t(r);
+    n -= size_t(r);
+  }
+  return true;
+}
+void pwrite_all(int fd, uint64_t at, const std::vector<uint8_t>& bytes, const fs::path& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, off_t(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw GalleryError(path.string() + ": write failed: " + errno_text());
+    done += size_t(n);
+  }
+}
+
+// Where each id's latest record is, from walking the record headers (payloads are not read).
+struct Rec {
+  uint16_t type;
+  uint64_t at, size;  // the record's offset and length
+  uint64_t payload_at() const { return at + size - payload; }
+  uint64_t payload;  // payload length
+};
+struct Scan {
+  std::map<std::string, Rec> latest;
+  uint64_t end = kPackStart;  // end of the last good record
+  bool stopped = false;       // a bad or short record at `end`
+  uint64_t live_bytes() const {
+    uint64_t n = 0;
+    for (const auto& [id, r] : latest) n += r.type == kPut ? r.size : 0;
+    return n;
+  }
+};
+
+// Walks records from s.end to `size`; stops at the first record that is short or fails its checks.
+void scan_records(int fd, uint64_t size, Scan& s) {
+  s.stopped = false;
+  uint8_t buf[sizeof(RecordHeader) + 128];
+  while (s.end < size) {
+    const uint64_t left = size - s.end;
+    const size_t want = size_t(std::min<uint64_t>(sizeof buf, left));
+    RecordHeader h;
+    if (left < sizeof h || !pread_all(fd, s.end, buf, want)) break;
+    std::memcpy(&h, buf, sizeof h);
+    if (std::memcmp(h.magic, kRecordMagic, 4) != 0 || (h.type != kPut && h.type != kDelete) || h.id_len == 0 ||
+        h.id_len > 128 || sizeof h + h.id_len > want || h.zero != 0)
+      break;
+    const std::string id(reinterpret_cast<const char*>(buf) + sizeof h, h.id_len);
+    if (record_crc(h, id) != h.crc || h.payload_len > left - sizeof h - h.id_len) break;
+    if (h.type == kDelete && h.payload_len != 0) break;
+    const uint64_t n = sizeof h + h.id_len + h.payload_len;
+    s.latest[id] = Rec{h.type, s.end, n, h.payload_len};
+    s.end += n;
+  }
+  s.stopped = s.end < size;
+}
+
+bool pack_header_ok(int fd) {
+  uint8_t h[kPackStart];
+  const std::vector<uint8_t> want = pack_file_header();
+  return pread_all(fd, 0, h, sizeof h) && std::memcmp(h, want.data(), sizeof h) == 0;
+}
+
+// DIR/pack.dirty: the write in flight ("ID OFFSET INODE\n"): its id, where its record begins, and
+// which pack.log that offset is in (a rebuild replaces the file; an offset into the old one must
+// not cut the new one).
+struct Dirty {
+  bool present = false, valid = false;
+  std::string id;
+  uint64_t offset = 0, inode = 0;
+  bool torn_tail_at(uint64_t at, uint64_t pack_inode) const { return valid && inode == pack_inode && offset <= at; }
+};
+Dirty read_dirty(const fs::path& dir) {
+  Dirty d;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(dir / kDirty, ec))) return d;
+  d.present = true;
+  try {
+    const std::vector<uint8_t> b = read_file(dir / kDirty);
+    std::istringstream in(std::string(b.begin(), b.end()));
+    std::string rest;
+    d.valid =
+        bool(in >> d.id >> d.offset >> d.inode) && valid_product_id(d.id) && !(in >> rest) && d.offset >= kPackStart;
+  } catch (const FileError&) {
+    // removed meanwhile (a writer finished: then nothing is in flight) or unreadable
+    d.present = fs::exists(fs::symlink_status(dir / kDirty, ec));
+  }
+  return d;
+}
+
+// Rewrites DIR/pack.log from `records` (id -> record bytes, written in id order) through a
+// temporary file, fsync and rename; the lock is held.
+void write_pack(const fs::path& dir,
+                const std::function<void(const std::function<void(const std::vector<uint8_t>&)>&)>& each) {
+  const fs::path tmp = dir / (".tmp-pack-" + std::to_string(::getpid()));
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw GalleryError(tmp.string() + ": cannot create: " + errno_text());
+  uint64_t at = 0;
+  auto put = [&](const std::vector<uint8_t>& bytes) {
+    pwrite_all(fd.get(), at, bytes, tmp);
+    at += bytes.size();
+  };
+  try {
+    put(pack_file_header());
+    each(put);
+    if (::fsync(fd.get()) != 0) throw GalleryError(tmp.string() + ": fsync failed: " + errno_text());
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::rename(tmp.c_str(), (dir / kPack).c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw GalleryError((dir / kPack).string() + ": rename failed: " + why);
+  }
+  fsync_dir(dir);
+}
+
+void set_marker(const fs::path& dir, const char* text) {
+  const std::string t = text;
+  write_atomically(dir / (std::string(".tmp-marker-") + std::to_string(::getpid())), dir / kMarker,
+                   std::vector<uint8_t>(t.begin(), t.end()));
+  fsync_dir(dir);
+}
+
+// The pack built anew from the entry files, as they are (bytes copied, not decoded: a damaged entry
+// is still the reader's to refuse, and a writer can still repair it); the lock is held. Files that
+// are not entries or cannot be read are left out: readers find them by the listing and refuse them.
+// Then the marker says format 2 and nothing is in flight.
+void rebuild_pack(const fs::path& dir) {
+  std::vector<std::string> ids;
+  for (const auto& de : fs::directory_iterator(dir / "entries")) {
+    const fs::path& p = de.path();
+    if (!is_temporary(p) && p.extension() == ".tex" && valid_product_id(p.stem().string()))
+      ids.push_back(p.stem().string());
+  }
+  std::sort(ids.begin(), ids.end());
+  write_pack(dir, [&](const std::function<void(const std::vector<uint8_t>&)>& put) {
+    for (const std::string& id : ids) {
+      std::vector<uint8_t> bytes;
+      try {
+        bytes = read_file(dir / "entries" / (id + ".tex"));
+      } catch (const FileError&) {
+        continue;
+      }
+      put(make_record(id, &bytes));
+    }
+  });
+  const std::vector<uint8_t> m = read_regular(dir / kMarker);
+  if (std::string(m.begin(), m.end()) != kMarkerTextPacked) set_marker(dir, kMarkerTextPacked);
+  ::unlink((dir / kDirty).c_str());
+}
+
+// Appends `record` at `at` (the end of the log) and fdatasyncs it.
+void append_record(const fs::path& dir, uint64_t at, const std::vector<uint8_t>& record) {
+  const fs::path path = dir / kPack;
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw GalleryError(path.string() + ": cannot open: " + errno_text());
+  if (fd.size() != at && ::ftruncate(fd.get(), off_t(at)) != 0)
+    throw GalleryError(path.string() + ": cannot truncate: " + errno_text());
+  pwrite_all(fd.get(), at, record, path);
+  if (::fdatasync(fd.get()) != 0) throw GalleryError(path.string() + ": fdatasync failed: " + errno_text());
+}
+
+// The record that makes the pack agree with entries/ID.tex as it is now.
+std::vector<uint8_t> record_from_file(const fs::path& dir, const std::string& id) {
+  const fs::path path = dir / "entries" / (id + ".tex");
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return make_record(id, nullptr);
+  const std::vector<uint8_t> bytes = read_regular(path);
+  return make_record(id, &bytes);
+}
+
+// Before a write, with the lock held: a pack the gallery can append to. A gallery without one (an
+// older build's, or pack.log lost) gets one built; a write that died in flight (pack.dirty left)
+// is finished in O(1): the log is cut back to where that write began appending and the record of
+// its id is appended from its entry file as it is (old or new: the write was never acknowledged).
+// Returns the log's size and inode.
+std::pair<uint64_t, uint64_t> prepare_pack(const fs::path& dir) {
+  const std::vector<uint8_t> m = read_regular(dir / kMarker);
+  const bool packed = std::string(m.begin(), m.end()) == kMarkerTextPacked;
+  const Dirty d = read_dirty(dir);
+  {
+    Fd fd(::open((dir / kPack).c_str(), O_RDONLY | O_CLOEXEC));
+    if (packed && fd.get() >= 0 && pack_header_ok(fd.get())) {
+      const uint64_t size = fd.size(), inode = fd.inode();
+      if (!d.present) return {size, inode};
+      if (d.valid) {
+        // Its record may be torn: cut back to where it began, unless the log was rebuilt since
+        // (then it holds no torn record, and the id's record goes at the end).
+        const uint64_t at = d.inode == inode && d.offset <= size ? d.offset : size;
+        const std::vector<uint8_t> record = record_from_file(dir, d.id);
+        append_record(dir, at, record);
+        ::unlink((dir / kDirty).c_str());  // a marker that reappears after a crash costs one more recovery
+        return {at + record.size(), inode};
+      }
+    }
+  }
+  rebuild_pack(dir);
+  Fd fd(::open((dir / kPack).c_str(), O_RDONLY | O_CLOEXEC));
+  return {fd.size(), fd.inode()};
+}
+
+// With the lock held and nothing in flight: rewrites pack.log with only its live records, sorted by
+// id, when more than half of it is dead. Returns whether it did.
+bool compact_pack(const fs::path& dir) {
+  if (read_dirty(dir).present) return false;  // its offset would point into the old file
+  fsync_dir(dir);                             // pack.dirty's removal durable before the rename
+  Fd fd(::open((dir / kPack).c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0 || !pack_header_ok(fd.get())) return false;
+  Scan s;
+  scan_records(fd.get(), fd.size(), s);
+  const uint64_t live = s.live_bytes(), dead = s.end - kPackStart - live;
+  if (s.stopped || dead <= live) return false;
+  write_pack(dir, [&](const std::function<void(const std::vector<uint8_t>&)>& put) {
+    std::vector<uint8_t> buf;
+    for (const auto& [id, r] : s.latest) {
+      if (r.type != kPut) continue;
+      buf.resize(r.size);
+      if (!pread_all(fd.get(), r.at, buf.data(), buf.size()))
+        throw GalleryError((dir / kPack).string() + ": cannot read: " + errno_text());
+      put(buf);
+    }
+  });
+  return true;
 }
 
 }  // namespace
@@ -211,6 +544,206 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
   return e;
 }
 
+namespace {
+
+// The gallery's marker: whether it has a pack (format 2) or only entry files (format 1).
+bool read_marker_packed(const fs::path& dir) {
+  const fs::path marker = dir / kMarker;
+  const std::vector<uint8_t> marker_bytes = read_regular(marker);
+  std::istringstream m(std::string(marker_bytes.begin(), marker_bytes.end()));
+  std::string first;
+  std::getline(m, first);
+  if (first + "\n" == kMarkerText) return false;
+  if (first + "\n" == kMarkerTextPacked) return true;
+  throw GalleryError(marker.string() + ":1: unknown gallery format '" + first +
+                     "' (this build reads formats 1 and 2; a newer Prism wrote it?)");
+}
+
+// entries/ID.tex read and checked as open() does; nullopt when it is not there (deleted since).
+std::optional<GalleryEntry> read_entry_file(const fs::path& path) {
+  const std::string file = path.string();
+  std::vector<uint8_t> bytes;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      bytes = read_regular(path);  // refuses a FIFO or device, which would be read forever
+      break;
+    } catch (const GalleryError&) {
+      // Readers take no lock: a writer may have deleted the entry since the folder was listed, or
+      // renamed in the one in flight (pack.dirty's) just after this open missed it: look again.
+      std::error_code ec;
+      if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
+      if (attempt == 2) throw;
+    }
+  }
+  const std::string id = path.stem().string();
+  try {
+    GalleryEntry e = Gallery::decode(bytes, file);
+    if (e.id != id) throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
+    return e;
+  } catch (const GalleryError& e) {
+    // delete and update do not read the entries, so they repair a gallery that readers refuse.
+    const std::string dir = path.parent_path().parent_path().string();
+    throw GalleryError(std::string(e.what()) + "; remove it with `prism texture delete --gallery " + dir + " " + id +
+                       "` or re-enrol it with `prism texture update --gallery " + dir + " --id " + id + " IMAGE`");
+  }
+}
+
+using EntrySink = std::function<void(GalleryEntry&&)>;
+
+struct PackRead {
+  Gallery::ReadSummary summary;
+  uint64_t live = 0, total = 0;
+  bool stale_dirty = false;  // pack.dirty was left by a writer that is gone
+};
+
+// Reads the gallery through its pack, or returns nullopt (before passing on any entry) when the
+// pack cannot be trusted: absent, a bad file header, a bad record that is not a write's torn tail,
+// an unreadable pack.dirty. `why` says which.
+std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, std::string& why) {
+  const fs::path path = dir / kPack;
+  const Dirty d0 = read_dirty(dir);
+  if (d0.present && !d0.valid) {
+    why = (dir / kDirty).string() + ": unreadable";
+    return std::nullopt;
+  }
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    why = path.string() + ": cannot open: " + errno_text();
+    return std::nullopt;
+  }
+  if (!pack_header_ok(fd.get())) {
+    why = path.string() + ": not a pack (bad file header)";
+    return std::nullopt;
+  }
+  Scan s;
+  scan_records(fd.get(), fd.size(), s);
+  std::set<std::string> from_files;  // ids taken from their entry files
+  if (d0.present) from_files.insert(d0.id);
+  // A bad record at the end is the torn tail of a write in flight (or of a writer killed in it)
+  // when pack.dirty says that write began appending at or before it. Otherwise a writer may have
+  // finished that record since we read it (its pack.dirty is gone then): read it again.
+  for (int attempt = 0; s.stopped; ++attempt) {
+    const Dirty d1 = read_dirty(dir);
+    if (d1.present && d1.valid) from_files.insert(d1.id);
+    if (d0.torn_tail_at(s.end, fd.inode()) || d1.torn_tail_at(s.end, fd.inode())) break;
+    if (attempt == 3) {
+      why = path.string() + ": damaged record at byte " + std::to_string(s.end);
+      return std::nullopt;
+    }
+    scan_records(fd.get(), fd.size(), s);
+  }
+  // Files added or removed behind the gallery's back (copied in by hand, a stray file, an entry
+  // written by an older build): the listing and the pack disagree on them, and the files decide.
+  std::set<std::string> listed;
+  for (const fs::path& f : Gallery::list_entry_files(dir)) listed.insert(f.stem().string());
+  for (const std::string& id : listed) {
+    auto it = s.latest.find(id);
+    if (it == s.latest.end() || it->second.type != kPut) from_files.insert(id);
+  }
+  for (const auto& [id, r] : s.latest)
+    if (r.type == kPut && !listed.count(id)) from_files.insert(id);
+
+  PackRead out;
+  out.total = s.end - kPackStart;
+  out.live = s.live_bytes();
+  out.stale_dirty = d0.present;
+  auto from_file = [&](const std::string& id) {
+    if (std::optional<GalleryEntry> e = read_entry_file(dir / "entries" / (id + ".tex"))) {
+      ++out.summary.entries;
+      sink(std::move(*e));
+    }
+  };
+  std::vector<uint8_t> buf;
+  auto f = from_files.begin();
+  for (auto it = s.latest.begin(); it != s.latest.end() || f != from_files.end();) {
+    // Both in id order: merge.
+    if (f != from_files.end() && (it == s.latest.end() || *f <= it->first)) {
+      if (it != s.latest.end() && *f == it->first) ++it;
+      from_file(*f++);
+      continue;
+    }
+    const auto& [id, r] = *it++;
+    if (r.type != kPut) continue;
+    buf.resize(r.payload);
+    std::optional<GalleryEntry> e;
+    if (pread_all(fd.get(), r.payload_at(), buf.data(), buf.size())) {
+      try {
+        e = Gallery::decode(buf, path.string() + " (record of '" + id + "')");
+        if (e->id != id) e.reset();
+      } catch (const GalleryError&) {
+      }
+    }
+    if (!e) {  // a damaged record: the entry file decides, with the entry file's errors
+      from_file(id);
+      continue;
+    }
+    ++out.summary.entries;
+    sink(std::move(*e));
+  }
+  out.summary.from_pack = true;
+  return out;
+}
+
+// Any read: through the pack when it can be trusted; otherwise the pack is rebuilt first when the
+// lock is free (then read), or the entry files are read one by one. Afterwards a reader that can
+// take the lock finishes a dead writer's write and compacts a pack more than half dead.
+PackRead read_gallery(const fs::path& dir, const EntrySink& sink) {
+  std::string why;
+  std::optional<PackRead> r;
+  if (read_marker_packed(dir)) {
+    r = read_pack(dir, sink, why);
+  } else {
+    why = (dir / kMarker).string() + ": format 1, no pack yet";
+  }
+  std::string note;
+  if (!r) {
+    bool rebuilt = false;
+    try {
+      WriterLock lock(dir, /*wait=*/false);
+      if (lock.held()) {
+        rebuild_pack(dir);
+        rebuilt = true;
+      }
+    } catch (const GalleryError&) {  // a read-only gallery: read the files instead
+    } catch (const fs::filesystem_error&) {
+    }
+    std::string again;
+    if (rebuilt) r = read_pack(dir, sink, again);
+    if (r) {
+      r->summary.note = why + "; rebuilt the pack from the entry files";
+      return *r;
+    }
+    PackRead files;
+    std::vector<fs::path> list = Gallery::list_entry_files(dir);
+    std::sort(list.begin(), list.end());
+    for (const fs::path& p : list)
+      if (std::optional<GalleryEntry> e = read_entry_file(p)) {
+        ++files.summary.entries;
+        sink(std::move(*e));
+      }
+    files.summary.note = why + "; read the entry files one by one";
+    return files;
+  }
+  if (r->stale_dirty || r->total - r->live > r->live) {
+    try {
+      WriterLock lock(dir, /*wait=*/false);
+      if (lock.held()) {
+        if (r->stale_dirty) {
+          prepare_pack(dir);
+          r->summary.note = "finished the pack record of a write that was interrupted";
+        }
+        if (compact_pack(dir))
+          r->summary.note += std::string(r->summary.note.empty() ? "" : "; ") + "compacted " + kPack;
+      }
+    } catch (const GalleryError&) {
+    } catch (const fs::filesystem_error&) {
+    }
+  }
+  return *r;
+}
+
+}  // namespace
+
 Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
   Gallery g;
   g.dir_ = dir;
@@ -226,21 +759,30 @@ Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
     fs::create_directories(dir / "entries", ec);
     if (ec) throw GalleryError(dir.string() + ": cannot create: " + ec.message());
     WriterLock lock(dir);
-    const std::string text = kMarkerText;
-    write_atomically(dir / (std::string(".tmp-marker-") + std::to_string(::getpid())), marker,
-                     std::vector<uint8_t>(text.begin(), text.end()));
-    fsync_dir(dir);
+    write_pack(dir, [](const std::function<void(const std::vector<uint8_t>&)>&) {});  // empty, before the marker
+    set_marker(dir, kMarkerTextPacked);
     return g;
   }
-  const std::vector<uint8_t> marker_bytes = read_regular(marker);
-  std::istringstream m(std::string(marker_bytes.begin(), marker_bytes.end()));
-  std::string first;
-  std::getline(m, first);
-  if (first + "\n" != kMarkerText) throw GalleryError(marker.string() + ":1: unknown gallery format '" + first + "'");
+  read_marker_packed(dir);
   const fs::path entries = dir / "entries";
   if (!fs::is_directory(entries, ec)) throw GalleryError(entries.string() + ": missing");
-  if (load == Load::kEntries) g.entries_ = read_entries(list_entry_files(dir));
+  if (load == Load::kEntries) {
+    const PackRead r = read_gallery(dir, [&](GalleryEntry&& e) { g.entries_.push_back(std::move(e)); });
+    g.pack_note_ = r.summary.note;
+    g.pack_live_ = r.live;
+    g.pack_total_ = r.total;
+  }
   return g;
+}
+
+Gallery::ReadSummary Gallery::for_each_entry(const fs::path& dir, const std::function<void(GalleryEntry&&)>& on_entry) {
+  std::error_code ec;
+  if (!fs::exists(dir / kMarker, ec)) {
+    if (!fs::exists(dir, ec)) throw GalleryError(dir.string() + ": no such gallery directory");
+    throw GalleryError(dir.string() + ": not a Prism texture gallery (no " + kMarker + ")");
+  }
+  if (!fs::is_directory(dir / "entries", ec)) throw GalleryError((dir / "entries").string() + ": missing");
+  return read_gallery(dir, on_entry).summary;
 }
 
 std::vector<fs::path> Gallery::list_entry_files(const fs::path& dir) {
@@ -256,29 +798,8 @@ std::vector<fs::path> Gallery::list_entry_files(const fs::path& dir) {
 
 std::vector<GalleryEntry> Gallery::read_entries(const std::vector<fs::path>& files) {
   std::vector<GalleryEntry> out;
-  for (const fs::path& path : files) {
-    const std::string file = path.string();
-    std::vector<uint8_t> bytes;
-    try {
-      bytes = read_regular(path);  // refuses a FIFO or device, which would be read forever
-    } catch (const GalleryError&) {
-      // Readers take no lock: a writer may have deleted the entry since the folder was listed.
-      std::error_code ec;
-      if (!fs::exists(fs::symlink_status(path, ec))) continue;
-      throw;
-    }
-    const std::string id = path.stem().string();
-    try {
-      GalleryEntry e = decode(bytes, file);
-      if (e.id != id) throw GalleryError(file + ": corrupt gallery entry: holds id '" + e.id + "'");
-      out.push_back(std::move(e));
-    } catch (const GalleryError& e) {
-      // delete and update do not read the entries, so they repair a gallery that readers refuse.
-      const std::string dir = path.parent_path().parent_path().string();
-      throw GalleryError(std::string(e.what()) + "; remove it with `prism texture delete --gallery " + dir + " " + id +
-                         "` or re-enrol it with `prism texture update --gallery " + dir + " --id " + id + " IMAGE`");
-    }
-  }
+  for (const fs::path& path : files)
+    if (std::optional<GalleryEntry> e = read_entry_file(path)) out.push_back(std::move(*e));
   std::sort(out.begin(), out.end(), [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
   return out;
 }
@@ -290,6 +811,35 @@ const GalleryEntry* Gallery::find(const std::string& id) const {
 }
 
 fs::path Gallery::entry_path(const std::string& id) const { return dir_ / "entries" / (id + ".tex"); }
+
+void Gallery::commit_locked(const std::string& id, const std::vector<uint8_t>* bytes, uint64_t old_bytes) {
+  const auto [at, inode] = prepare_pack(dir_);
+  // 1. pack.dirty, durable before the entry file changes: from here until it is removed the pack
+  //    and the entry files may differ in this id, and every reader knows it.
+  const std::string dirty = id + " " + std::to_string(at) + " " + std::to_string(inode) + "\n";
+  write_atomically(dir_ / (".tmp-dirty-" + std::to_string(::getpid())), dir_ / kDirty,
+                   std::vector<uint8_t>(dirty.begin(), dirty.end()));
+  fsync_dir(dir_);
+  // 2. the entry file, as without a pack.
+  const fs::path final = entry_path(id);
+  if (bytes) {
+    write_atomically(dir_ / "entries" / (".tmp-" + id + "-" + std::to_string(::getpid())), final, *bytes);
+  } else if (::unlink(final.c_str()) != 0) {
+    throw GalleryError(final.string() + ": cannot delete: " + errno_text());
+  }
+  fsync_dir(dir_ / "entries");
+  // 3. the record, durable; 4. nothing in flight any more (not fsynced: a marker that comes back
+  //    after a crash costs one O(1) recovery).
+  const std::vector<uint8_t> record = make_record(id, bytes);
+  append_record(dir_, at, record);
+  ::unlink((dir_ / kDirty).c_str());
+  if (pack_total_ > 0) {  // what this object knows of the log: compact when more than half is dead
+    pack_total_ += record.size();
+    pack_live_ += (bytes ? record.size() : 0);
+    pack_live_ -= std::min(pack_live_, old_bytes ? record_size(id, old_bytes) : 0);
+    if (pack_total_ - pack_live_ > pack_live_ && compact_pack(dir_)) pack_total_ = pack_live_;
+  }
+}
 
 void Gallery::write_entry(GalleryEntry entry, Write mode) {
   if (!valid_product_id(entry.id))
@@ -303,16 +853,17 @@ void Gallery::write_entry(GalleryEntry entry, Write mode) {
                        std::to_string(kMinFeatures) + " are needed to identify it (a flat, blank or tiny image?)");
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
   const std::vector<uint8_t> bytes = encode(entry);
+  entry.version = int(kVersion);
   WriterLock lock(dir_);
   const fs::path final = entry_path(entry.id);
   const bool exists = fs::exists(final);
   if (mode == Write::kAdd && exists) throw GalleryError("product '" + entry.id + "' is already enrolled (use update)");
   if (mode == Write::kUpdate && !exists) throw GalleryError("product '" + entry.id + "' is not enrolled");
-  write_atomically(dir_ / "entries" / (".tmp-" + entry.id + "-" + std::to_string(::getpid())), final, bytes);
-  fsync_dir(dir_ / "entries");
   auto it = std::lower_bound(entries_.begin(), entries_.end(), entry.id,
                              [](const GalleryEntry& e, const std::string& k) { return e.id < k; });
-  if (it != entries_.end() && it->id == entry.id)
+  const bool known = it != entries_.end() && it->id == entry.id;
+  commit_locked(entry.id, &bytes, known ? entry_file_size(*it) : 0);
+  if (known)
     *it = std::move(entry);
   else
     entries_.insert(it, std::move(entry));
@@ -346,8 +897,8 @@ int Gallery::migrate(const std::function<void(const std::string&, bool)>& on_ent
       GalleryEntry e = decode(bytes, path.string());
       if (e.version == 1) {
         e.version = kVersion;
-        write_atomically(dir_ / "entries" / (".tmp-" + id + "-" + std::to_string(::getpid())), path, encode(e));
-        fsync_dir(dir_ / "entries");
+        const std::vector<uint8_t> v2 = encode(e);
+        commit_locked(id, &v2, bytes.size());
         rewritten = true;
         ++migrated;
         auto it = std::lower_bound(entries_.begin(), entries_.end(), id,
@@ -367,13 +918,11 @@ void Gallery::remove(const std::string& id) {
   if (!valid_product_id(id)) throw GalleryError("invalid product id '" + id + "'");
   WriterLock lock(dir_);
   const fs::path final = entry_path(id);
-  if (::unlink(final.c_str()) != 0) {
-    if (errno == ENOENT) throw GalleryError("product '" + id + "' is not enrolled");
-    throw GalleryError(final.string() + ": cannot delete: " + errno_text());
-  }
-  fsync_dir(dir_ / "entries");
-  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const GalleryEntry& e) { return e.id == id; }),
-                 entries_.end());
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(final, ec))) throw GalleryError("product '" + id + "' is not enrolled");
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const GalleryEntry& e) { return e.id == id; });
+  commit_locked(id, nullptr, it != entries_.end() ? entry_file_size(*it) : 0);
+  if (it != entries_.end()) entries_.erase(it);
 }
 
 }  // namespace prism::texture

@@ -1,16 +1,26 @@
 // Texture identification on the CPU: features, geometric verification against a known homography,
 // the gallery's file format, atomic writes and refusal of corrupt files, and search/verify over
 // fresh random textures (smoothed noise at two scales: blob-rich like wood or stone).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <opencv2/imgproc.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <set>
+#include <sstream>
+#include <thread>
 
 #include "common/durable_file.h"
 #include "prism_test.h"
@@ -472,6 +482,7 @@ TEST(TextureGallery, CorruptOrStrayFilesAreRefusedByName) {
   }
   auto expect_refused = [&](const std::vector<char>& content, const std::string& why) {
     std::ofstream(file, std::ios::binary | std::ios::trunc).write(content.data(), std::streamsize(content.size()));
+    fs::remove(g / "pack.log");  // else its intact copy of the entry is read
     try {
       Gallery::open(g);
       ADD_FAILURE() << "opened a gallery with a corrupt entry (" << why << ")";
@@ -595,7 +606,10 @@ TEST(TextureGallery, ADamagedEntryIsRefusedWithTheRepairAndCanBeReplacedOrRemove
   Gallery::open(g, true).add(small_entry("p1", rng));
   Gallery::open(g).add(small_entry("p2", rng));
   const fs::path file = g / "entries" / "p1.tex";
-  auto damage = [&] { fs::resize_file(file, fs::file_size(file) / 2); };
+  auto damage = [&] {  // the entry file and the pack's copy of it
+    fs::resize_file(file, fs::file_size(file) / 2);
+    fs::remove(g / "pack.log");
+  };
   auto refusal = [&]() -> std::string {
     try {
       Gallery::open(g);
@@ -648,5 +662,334 @@ TEST(TextureGallery, EntriesWithTooFewFeaturesAreRefused) {
   EXPECT_EQ(Gallery::open(g).entries()[0].features.count(), texture::kMinFeatures);
 }
 
+// ---- The pack (issue 20): pack.log beside the entry files ----------------------------------------
+
+// Every entry as bytes (encode) with its format version: what "the same gallery" means below.
+std::vector<std::string> as_bytes(const std::vector<GalleryEntry>& entries) {
+  std::vector<std::string> out;
+  for (const GalleryEntry& e : entries) {
+    const std::vector<uint8_t> b = Gallery::encode(e);
+    out.push_back(std::to_string(e.version) + ":" + std::string(b.begin(), b.end()));
+  }
+  return out;
+}
+// The gallery read file by file, the way it was read before the pack (the independent reference).
+std::vector<std::string> per_file(const fs::path& g) {
+  return as_bytes(Gallery::read_entries(Gallery::list_entry_files(g)));
+}
+std::vector<std::string> streamed(const fs::path& g, Gallery::ReadSummary* summary = nullptr) {
+  std::vector<GalleryEntry> all;
+  const Gallery::ReadSummary s = Gallery::for_each_entry(g, [&](GalleryEntry&& e) { all.push_back(std::move(e)); });
+  EXPECT_EQ(s.entries, all.size());
+  if (summary) *summary = s;
+  return as_bytes(all);
+}
+std::string text_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// After random adds, updates and deletes the pack reads as the entry files do: same entries, same
+// order, from the pack; for_each_entry streams the same.
+TEST(TextureGalleryPack, AgreesWithTheEntryFilesAfterAddUpdateDelete) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery gallery = Gallery::open(g, true);
+  EXPECT_EQ(text_of(g / "gallery.prism"), "prism texture gallery, format 2\n");
+  std::set<std::string> ids;
+  for (int i = 0; i < 60; ++i) {
+    const std::string id = "p" + std::to_string(rng() % 25);
+    const int op = int(rng() % 3);
+    if (!ids.count(id)) {
+      gallery.add(small_entry(id, rng));
+      ids.insert(id);
+    } else if (op == 0) {
+      gallery.remove(id);
+      ids.erase(id);
+    } else {
+      GalleryEntry e = small_entry(id, rng);
+      e.collection = op == 1 ? "lot-1" : "";
+      gallery.update(e);
+    }
+  }
+  EXPECT_FALSE(fs::exists(g / "pack.dirty"));
+  const Gallery reopened = Gallery::open(g);
+  EXPECT_EQ(reopened.entries().size(), ids.size());
+  EXPECT_EQ(as_bytes(reopened.entries()), per_file(g));
+  EXPECT_EQ(as_bytes(reopened.entries()), as_bytes(gallery.entries()));
+  Gallery::ReadSummary s;
+  EXPECT_EQ(streamed(g, &s), per_file(g));
+  EXPECT_TRUE(s.from_pack);
+  // Read from the pack alone: with every entry file gone but one (behind the gallery's back), the
+  // listing disagrees and the files decide; the pack still held every one of them.
+  ASSERT_GE(ids.size(), 2u);
+  const std::string kept = *ids.begin();
+  for (const std::string& id : ids)
+    if (id != kept) fs::rename(g / "entries" / (id + ".tex"), dir.path() / (id + ".tex"));
+  ASSERT_EQ(Gallery::open(g).entries().size(), 1u);
+  for (const std::string& id : ids)
+    if (id != kept) fs::rename(dir.path() / (id + ".tex"), g / "entries" / (id + ".tex"));
+  EXPECT_EQ(as_bytes(Gallery::open(g).entries()), per_file(g));
+}
+
+// A record cut short at the end (a writer killed while appending, its pack.dirty left) is ignored by
+// readers; the next writer cuts it off and goes on. Damage before it is not a torn tail: readers
+// rebuild the pack from the entry files (and say so).
+TEST(TextureGalleryPack, ATornTailIsIgnoredAndDamageRebuilds) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery gallery = Gallery::open(g, true);
+  for (const char* id : {"a", "b", "c"}) gallery.add(small_entry(id, rng));
+  const std::vector<std::string> before = per_file(g);
+  const uint64_t end = fs::file_size(g / "pack.log");
+  // Half of a record for "d" (its entry file was never renamed in: the write died before).
+  struct stat st {};
+  ASSERT_EQ(::stat((g / "pack.log").c_str(), &st), 0);
+  {
+    std::ofstream(g / "pack.dirty") << "d " << end << " " << st.st_ino << "\n";
+    std::ofstream log(g / "pack.log", std::ios::binary | std::ios::app);
+    const std::vector<uint8_t> half = Gallery::encode(small_entry("d", rng));
+    log.write("PREC", 4).write(reinterpret_cast<const char*>(half.data()), std::streamsize(half.size() / 2));
+  }
+  Gallery::ReadSummary s;
+  EXPECT_EQ(streamed(g, &s), before);  // the reader finished the dead write: the note says so
+  EXPECT_TRUE(s.from_pack);
+  EXPECT_NE(s.note.find("interrupted"), std::string::npos) << s.note;
+  EXPECT_FALSE(fs::exists(g / "pack.dirty"));
+  EXPECT_EQ(fs::file_size(g / "pack.log"), end + 24 + 1);  // cut back, then a delete record of "d"
+  gallery.add(small_entry("e", rng));
+  EXPECT_EQ(as_bytes(Gallery::open(g).entries()), per_file(g));
+  // A flipped byte in the middle of the log, no write in flight: not trusted, rebuilt.
+  {
+    std::fstream log(g / "pack.log", std::ios::binary | std::ios::in | std::ios::out);
+    log.seekp(16 + 5);
+    log.put('\x7f');
+  }
+  const std::vector<std::string> now = per_file(g);
+  EXPECT_EQ(streamed(g, &s), now);
+  EXPECT_NE(s.note.find("damaged record at byte 16; rebuilt the pack"), std::string::npos) << s.note;
+  EXPECT_EQ(streamed(g, &s), now);
+  EXPECT_TRUE(s.note.empty()) << s.note;
+  // A damaged payload (header intact): that record falls back to its entry file.
+  const Gallery g2 = Gallery::open(g);
+  {
+    std::fstream log(g / "pack.log", std::ios::binary | std::ios::in | std::ios::out);
+    log.seekp(16 + 24 + 1 + 200);  // inside the first entry's bytes ("a")
+    log.put('\x01');
+  }
+  EXPECT_EQ(as_bytes(Gallery::open(g).entries()), now);
+}
+
+// pack.dirty left by a dead writer whose entry file changed but whose record never reached the
+// pack: a reader that cannot take the lock reads that id from its file; one that can (or the next
+// writer) appends its record, and the pack agrees with the files again.
+TEST(TextureGalleryPack, AStaleDirtyMarkerIsResolvedFromTheEntryFile) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery gallery = Gallery::open(g, true);
+  for (const char* id : {"a", "b"}) gallery.add(small_entry(id, rng));
+  struct stat st {};
+  ASSERT_EQ(::stat((g / "pack.log").c_str(), &st), 0);
+  // The dead writer's update of "b" and add of... one write only: the update of "b".
+  const std::vector<uint8_t> b2 = Gallery::encode(small_entry("b", rng));
+  std::ofstream(g / "entries" / "b.tex", std::ios::binary)
+      .write(reinterpret_cast<const char*>(b2.data()), std::streamsize(b2.size()));
+  std::ofstream(g / "pack.dirty") << "b " << fs::file_size(g / "pack.log") << " " << st.st_ino << "\n";
+  {
+    // Another process holds the writer lock: this reader cannot repair, it reads "b" from its file.
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t holder = fork();
+    if (holder == 0) {
+      const int fd = ::open((g / ".lock").c_str(), O_RDWR);
+      if (fd >= 0 && ::flock(fd, LOCK_EX) == 0) (void)!::write(ready[1], "x", 1);
+      ::pause();
+      _exit(0);
+    }
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    ::close(ready[0]);
+    ::close(ready[1]);
+    Gallery::ReadSummary s;
+    EXPECT_EQ(streamed(g, &s), per_file(g));
+    EXPECT_TRUE(s.note.empty()) << s.note;
+    EXPECT_TRUE(fs::exists(g / "pack.dirty"));  // not repaired: the lock was taken
+    kill(holder, SIGKILL);
+    waitpid(holder, nullptr, 0);
+  }
+  EXPECT_EQ(Gallery::open(g).find("b")->features.descriptors, Gallery::decode(b2, "b").features.descriptors);
+  EXPECT_FALSE(fs::exists(g / "pack.dirty"));  // repaired by that open: the pack now holds the new "b"
+  EXPECT_NE(text_of(g / "pack.log").find(std::string(b2.begin(), b2.end())), std::string::npos);
+  EXPECT_EQ(as_bytes(Gallery::open(g).entries()), per_file(g));
+}
+
+// Readers open while a writer adds, updates and deletes: every open succeeds, reads what was
+// acknowledged before it began, and never a damaged or half-written entry.
+TEST(TextureGalleryPack, ReadersOpenWhileAWriterWrites) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery::open(g, true).add(small_entry("base", rng));
+  std::atomic<int> acked{0};
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937 wr(rng());
+    Gallery w = Gallery::open(g, false, Gallery::Load::kNoEntries);
+    for (int i = 0; i < 400 && !stop; ++i) {
+      w.add(small_entry("n" + std::to_string(i), wr));
+      if (i % 3 == 0) w.update(small_entry("base", wr));
+      if (i % 5 == 4) w.remove("n" + std::to_string(i - 1));
+      acked = i + 1;
+    }
+  });
+  int opens = 0;
+  while (acked < 60 && opens < 2000) {
+    const int before = acked;
+    Gallery::ReadSummary s;
+    std::vector<GalleryEntry> seen;
+    ASSERT_NO_THROW(s = Gallery::for_each_entry(g, [&](GalleryEntry&& e) { seen.push_back(std::move(e)); }));
+    EXPECT_TRUE(s.from_pack) << s.note;
+    std::set<std::string> ids;
+    for (const GalleryEntry& e : seen) ids.insert(e.id);
+    EXPECT_TRUE(ids.count("base"));
+    for (int i = 0; i < before; ++i)
+      if (i % 5 != 3) EXPECT_TRUE(ids.count("n" + std::to_string(i))) << "acknowledged n" << i << " missing";
+    ++opens;
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(as_bytes(Gallery::open(g).entries()), per_file(g));
+}
+
+// A writer process killed (SIGKILL) at random points of adds, updates and deletes: the gallery opens
+// with every acknowledged write, reads from the pack as from the entry files, and goes on.
+TEST(TextureGalleryPack, KilledWritersLeaveEveryAcknowledgedEntry) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery::open(g, true);
+  std::set<std::string> present, deleted;  // acknowledged
+  for (int round = 0; round < 8; ++round) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const unsigned seed = rng();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      std::mt19937 cr(seed);
+      Gallery w = Gallery::open(g, false, Gallery::Load::kNoEntries);
+      // Each acknowledged ("A id", "D id") after it returned; "d id": a delete begins.
+      auto say = [&](const std::string& line) {
+        if (::write(fds[1], line.data(), line.size()) != ssize_t(line.size())) _exit(1);
+      };
+      for (int i = 0;; ++i) {
+        const std::string id = "r" + std::to_string(round) + "-" + std::to_string(i);
+        w.add(small_entry(id, cr));
+        say("A " + id + "\n");
+        if (i % 4 == 3) {
+          const std::string gone = "r" + std::to_string(round) + "-" + std::to_string(i - 2);
+          say("d " + gone + "\n");
+          w.remove(gone);
+          say("D " + gone + "\n");
+        }
+        if (i % 3 == 2) w.update(small_entry(id, cr));
+      }
+    }
+    ::close(fds[1]);
+    // A few acknowledgements, then a random moment of the writes that follow.
+    std::string acks;
+    char buf[4096];
+    const size_t want = 2 + rng() % 6;
+    while (size_t(std::count(acks.begin(), acks.end(), 'A')) < want) {
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) break;
+      acks.append(buf, size_t(n));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 5000));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) acks.append(buf, size_t(n));
+    ::close(fds[0]);
+    std::istringstream in(acks);
+    std::string deleting;  // a delete in flight when killed: either way is right
+    for (std::string op, id; in >> op >> id;) {
+      if (op == "A") present.insert(id);
+      if (op == "d") deleting = id;
+      if (op == "D") present.erase(id), deleted.insert(id), deleting.clear();
+    }
+    const Gallery opened = Gallery::open(g);  // throws on anything damaged
+    for (const std::string& id : present)
+      if (id != deleting) EXPECT_NE(opened.find(id), nullptr) << "acknowledged " << id << " lost";
+    if (!deleting.empty() && !opened.find(deleting)) present.erase(deleting), deleted.insert(deleting);
+    for (const std::string& id : deleted) EXPECT_EQ(opened.find(id), nullptr) << "deleted " << id << " is back";
+    EXPECT_EQ(as_bytes(opened.entries()), per_file(g)) << "round " << round;
+  }
+  EXPECT_GT(present.size(), 8u);
+}
+
+// The marker: a new gallery is format 2 (an older build reads only format 1 and refuses it rather
+// than write entries the pack never sees); a format-1 gallery gets its pack on the first read that
+// can take the lock; an unknown format is refused by name.
+TEST(TextureGalleryPack, MarkerVersionsAreHandledClearly) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery::open(g, true).add(small_entry("a", rng));
+  EXPECT_EQ(text_of(g / "gallery.prism"), "prism texture gallery, format 2\n");
+  // An older build's gallery: format 1, no pack.
+  fs::remove(g / "pack.log");
+  std::ofstream(g / "gallery.prism", std::ios::trunc) << "prism texture gallery, format 1\n";
+  Gallery::open(g, false, Gallery::Load::kNoEntries).add(small_entry("b", rng));  // a write builds the pack
+  EXPECT_EQ(text_of(g / "gallery.prism"), "prism texture gallery, format 2\n");
+  fs::remove(g / "pack.log");
+  std::ofstream(g / "gallery.prism", std::ios::trunc) << "prism texture gallery, format 1\n";
+  const Gallery opened = Gallery::open(g);
+  EXPECT_EQ(opened.entries().size(), 2u);
+  EXPECT_NE(opened.pack_note().find("format 1, no pack yet; rebuilt the pack"), std::string::npos)
+      << opened.pack_note();
+  EXPECT_EQ(text_of(g / "gallery.prism"), "prism texture gallery, format 2\n");
+  EXPECT_TRUE(fs::exists(g / "pack.log"));
+  std::ofstream(g / "gallery.prism", std::ios::trunc) << "prism texture gallery, format 3\n";
+  for (auto load : {Gallery::Load::kEntries, Gallery::Load::kNoEntries}) {
+    try {
+      Gallery::open(g, false, load);
+      ADD_FAILURE() << "opened a format-3 gallery";
+    } catch (const GalleryError& e) {
+      EXPECT_EQ(std::string(e.what()), (g / "gallery.prism").string() +
+                                           ":1: unknown gallery format 'prism texture gallery, format 3' (this "
+                                           "build reads formats 1 and 2; a newer Prism wrote it?)");
+    }
+  }
+}
+
+// More than half of the log dead (updates and deletes): the next open rewrites it with the live
+// records only, in id order, and reads the same.
+TEST(TextureGalleryPack, ALogMoreThanHalfDeadIsCompacted) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  {
+    Gallery w = Gallery::open(g, true, Gallery::Load::kNoEntries);  // knows no sizes: never compacts
+    for (const char* id : {"c", "a", "b"}) w.add(small_entry(id, rng, 40));
+    for (int i = 0; i < 6; ++i) w.update(small_entry("a", rng, 40));
+  }
+  const uint64_t grown = fs::file_size(g / "pack.log");
+  const std::vector<std::string> want = per_file(g);
+  Gallery::ReadSummary s;
+  EXPECT_EQ(streamed(g, &s), want);
+  EXPECT_NE(s.note.find("compacted pack.log"), std::string::npos) << s.note;
+  const uint64_t compacted = fs::file_size(g / "pack.log");
+  EXPECT_LT(compacted, grown / 2);
+  EXPECT_EQ(streamed(g, &s), want);
+  EXPECT_TRUE(s.note.empty()) << s.note;
+  // A writer that read the gallery knows the sizes and compacts as it goes.
+  Gallery w = Gallery::open(g);
+  for (int i = 0; i < 6; ++i) w.update(small_entry("b", rng, 40));
+  EXPECT_LE(fs::file_size(g / "pack.log"), 2 * compacted + 16);
+  EXPECT_EQ(as_bytes(Gallery::open(g).entries()), per_file(g));
+}
 }  // namespace
 }  // namespace prism

@@ -257,6 +257,7 @@ TEST_F(TextureId, ACorruptEntryFailsNamingTheFile) {
   const fs::path entry = copy / "entries" / "graf1.tex";
   ASSERT_TRUE(fs::exists(entry));
   fs::resize_file(entry, fs::file_size(entry) - 7);
+  fs::remove(copy / "pack.log");  // else its intact copy of the entry is read
   std::string error;
   EXPECT_FALSE(starts("textureid gallery=\"" + copy.string() + "\"", error));
   EXPECT_NE(error.find("'gallery'"), std::string::npos) << error;
