@@ -59,9 +59,12 @@ int64_t mem_available() {  // bytes, from /proc/meminfo (0 when unknown)
   return 0;
 }
 
-std::string gib(int64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / (1 << 30));
+std::string gib(int64_t bytes) {  // "75.7 GiB", "196,608 bytes"
+  char b[48];
+  if (bytes >= (int64_t(1) << 30))
+    std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / (1 << 30));
+  else
+    std::snprintf(b, sizeof b, "%lld bytes", (long long)bytes);
   return b;
 }
 

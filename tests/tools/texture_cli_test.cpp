@@ -157,6 +157,38 @@ TEST(TextureCli, CollectionsAndMigrate) {
   }
 }
 
+// Search within collections, the index's budgets and where stats says the products would live.
+TEST(TextureCli, CollectionScopesAndMemoryBudgets) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  auto r =
+      run_prism({"texture", "enroll", "--gallery", g, "--collection", "lot-1", img + "/box.png", img + "/graf1.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_prism({"texture", "enroll", "--gallery", g, "--collection", "lot-2", img + "/baboon.jpg"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string query = img + "/box_in_scene.png";
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--collection", "lot-2", query});
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // box is not in lot-2
+  EXPECT_NE(r.output.find("not identified"), std::string::npos) << r.output;
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--collection", "lot-2", "--collection",
+                 "lot-1", query});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("box_in_scene.png: box ("), std::string::npos) << r.output;
+  // Two products' worth of host memory (98,304 bytes each) for three: refused naming the budget.
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--host-memory", "196608", query});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("host budget"), std::string::npos) << r.output;
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--host-memory", "12Q", query});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--host-memory takes a size"), std::string::npos) << r.output;
+  r = run_prism({"texture", "stats", "--gallery", g, "--device", "cpu", "--host-memory", "196608", "--json"});
+  EXPECT_NE(r.output.find("\"gpu_products\":0,\"host_products\":2,\"gpu_capacity\":0,\"host_capacity\":2,"
+                          "\"unplaced\":1"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(TextureCli, BadInputGetsClearErrors) {
   REQUIRE_IMAGES(img);
   TempDir dir;

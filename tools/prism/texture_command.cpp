@@ -54,6 +54,12 @@ constexpr const char* kUsage =
     "  --gallery DIR        the gallery directory (enroll creates it in a new or empty folder)\n"
     "  --collection C       enroll, update: the collection the products belong to (a lot, a factory,\n"
     "                       a line; update keeps the product's own when not given; \"\" for none)\n"
+    "                       search: search only collection C (repeat it for several)\n"
+    "  --gpu-memory SIZE    search, verify, stats: GPU memory for the descriptors (e.g. 40G; 98,304\n"
+    "                       bytes per product; the newest products live there; default: the free\n"
+    "                       memory less 2 GiB)\n"
+    "  --host-memory SIZE   host memory for the products beyond --gpu-memory (pinned on the GPU;\n"
+    "                       default: half of the available memory); more products than both fail\n"
     "  --json               machine-readable output (one JSON object per line)\n"
     "  --device D           auto (default), cpu or cuda: where descriptors are matched\n"
     "  --min-significance S decision threshold on the inliers' significance, -log10 of the chance\n"
@@ -66,6 +72,8 @@ constexpr const char* kUsage =
 struct Options {
   std::string sub, gallery, id, list;
   std::optional<std::string> collection;
+  std::vector<std::string> collections;  // every --collection (search scope)
+  int64_t gpu_memory = texture::kDefaultBudget, host_memory = texture::kDefaultBudget;
   bool json = false, update = false;
   texture::Device device = texture::Device::kAuto;
   texture::SearchParams search;
@@ -94,7 +102,12 @@ Options parse(int argc, char** argv) {
       if (!texture::valid_collection(*o.collection))
         throw UsageError("--collection: invalid collection '" + *o.collection +
                          "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
-    } else if (a == "--json")
+      if (!o.collection->empty()) o.collections.push_back(*o.collection);
+    } else if (a == "--gpu-memory")
+      o.gpu_memory = parse_size(a, value());
+    else if (a == "--host-memory")
+      o.host_memory = parse_size(a, value());
+    else if (a == "--json")
       o.json = true;
     else if (a == "--update")
       o.update = true;
@@ -116,6 +129,7 @@ Options parse(int argc, char** argv) {
       o.args.push_back(a);
   }
   if (o.gallery.empty()) throw UsageError("--gallery DIR is required");
+  if (o.sub == "search") o.search.collections = o.collections;
   return o;
 }
 
@@ -241,11 +255,19 @@ void print_result(const Options& o, const std::string& image, const texture::Sea
                 r.candidates[i].geometry.inliers, r.candidates[i].score, r.candidates[i].significance);
 }
 
+texture::IndexOptions index_options(const Options& o) {
+  texture::IndexOptions io;
+  io.device = o.device;
+  io.gpu_budget = o.gpu_memory;
+  io.host_budget = o.host_memory;
+  return io;
+}
+
 int search_or_verify(const Options& o, bool verify) {
   if (o.args.empty()) throw UsageError("give the query IMAGE");
   if (verify && (o.id.empty() || o.args.size() != 1)) throw UsageError("verify takes --id ID and one IMAGE");
   const Gallery gallery = Gallery::open(o.gallery);
-  texture::TextureIndex index(o.device);
+  texture::TextureIndex index(index_options(o));
   index.build(gallery.entries());
   if (!o.json)
     std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(),
@@ -314,15 +336,27 @@ int stats(const Options& o) {
   }
   const size_t n = gallery.entries().size();
   const double search_mb = double(n) * match::kSlotBytes / 1e6;
+  // Where the index would hold them: the budgets resolved on this machine (no slot is allocated).
+  const texture::IndexStats is = texture::TextureIndex(index_options(o)).stats();
+  const size_t in_gpu = std::min(n, is.gpu_capacity), in_host = std::min(n - in_gpu, is.host_capacity);
+  const std::string placement =
+      std::to_string(in_gpu) + " in GPU memory (budget " + std::to_string(is.gpu_capacity) + " products), " +
+      std::to_string(in_host) + " in host memory (budget " + std::to_string(is.host_capacity) + ")" +
+      (in_gpu + in_host < n
+           ? "; " + std::to_string(n - in_gpu - in_host) + " do not fit: raise --gpu-memory or --host-memory"
+           : "");
   if (o.json) {
     std::string c;
     for (const auto& [name, count] : collections)
       if (!name.empty()) c += (c.empty() ? "" : ",") + json_string(name) + ":" + std::to_string(count);
     std::printf(
         "{\"products\":%zu,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_bytes\":%zu,"
-        "\"search_memory_mb\":%.1f,\"format1_entries\":%zu,\"no_collection\":%zu,\"collections\":{%s}}\n",
+        "\"search_memory_mb\":%.1f,\"format1_entries\":%zu,\"no_collection\":%zu,\"collections\":{%s},"
+        "\"index\":{\"device\":%s,\"gpu_products\":%zu,\"host_products\":%zu,\"gpu_capacity\":%zu,"
+        "\"host_capacity\":%zu,\"unplaced\":%zu}}\n",
         n, features, fewest, most, file_bytes, search_mb, format1, collections.count("") ? collections[""] : 0,
-        c.c_str());
+        c.c_str(), json_string(is.device).c_str(), in_gpu, in_host, is.gpu_capacity, is.host_capacity,
+        n - in_gpu - in_host);
   } else {
     std::printf(
         "gallery %s\n  products        %zu\n  features        %zu (%.1f per product, %d..%d)\n"
@@ -334,6 +368,7 @@ int stats(const Options& o) {
                   format1);
     for (const auto& [name, count] : collections)
       std::printf("  collection      %-16s %zu products\n", name.empty() ? "(none)" : name.c_str(), count);
+    std::printf("  index on %s: %s\n", is.device.c_str(), placement.c_str());
   }
   return 0;
 }
