@@ -22,7 +22,7 @@ TEST_F(TextureId, IsRegisteredWithDocumentedProperties) {
   GstElement* e = gst_element_factory_make("textureid", nullptr);
   ASSERT_NE(e, nullptr) << "textureid not found; GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
   for (const char* name : {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers",
-                           "min-significance", "shortlist", "device"}) {
+                           "min-significance", "shortlist", "collections", "gpu-memory", "host-memory", "device"}) {
     GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
     ASSERT_NE(ps, nullptr) << name;
     EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 30u) << name;
@@ -101,6 +101,25 @@ TEST_F(TextureId, AnUnenrolledTextureIsNotIdentifiedAndGetsNoMeta) {
   EXPECT_LT(real(o.messages[0], "score"), texture::SearchParams{}.min_significance);
   ASSERT_EQ(o.rois.size(), 1u);
   EXPECT_TRUE(o.rois[0].empty());
+}
+
+// `collections` limits the search to their members: the gallery's products belong to none, so a
+// named collection has nobody to match; a host memory of two products for four fails at start.
+TEST_F(TextureId, CollectionsScopeTheSearchAndTheBudgetIsChecked) {
+  NEED_IMAGES();
+  const prism::ImageFile scene = load(kScene, GST_VIDEO_FORMAT_GRAY8);
+  Outcome o;
+  run_harness(o, element("interval=1 collections=\"lot-9, lot-10\""), caps_of("GRAY8", scene), {&scene});
+  ASSERT_EQ(o.error, "");
+  ASSERT_EQ(o.messages.size(), 1u);
+  EXPECT_FALSE(boolean(o.messages[0], "identified")) << gst_structure_to_string(o.messages[0]);
+  Outcome all;
+  run_harness(all, element("interval=1 collections=\"\""), caps_of("GRAY8", scene), {&scene});
+  ASSERT_EQ(all.error, "");
+  expect_identified(all, 0, 0, "box", "search", scene.width, scene.height);
+  std::string error;
+  EXPECT_FALSE(starts(element("host-memory=196608"), error));
+  EXPECT_NE(error.find("host budget"), std::string::npos) << error;
 }
 
 // ---- verify ----------------------------------------------------------------------------------
