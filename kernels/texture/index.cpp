@@ -49,6 +49,13 @@ void pack_slot(const Features& f, uint8_t* slot) {
 
 int slot_count(const Features& f) { return std::min(f.count(), match::kSlot); }
 
+std::vector<cv::Point2f> points_of(const Features& f) {
+  std::vector<cv::Point2f> p;
+  p.reserve(f.keypoints.size());
+  for (const Keypoint& k : f.keypoints) p.emplace_back(k.x, k.y);
+  return p;
+}
+
 int64_t mem_available() {  // bytes, from /proc/meminfo (0 when unknown)
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -162,7 +169,7 @@ struct TextureIndex::Impl {
     uint64_t seq = 0;
     int tier = kHostTier;
     int slot = 0;
-    Features geometry;  // keypoints and size; the descriptors live in the tier's slot
+    std::vector<cv::Point2f> points;  // keypoint positions for verification; the descriptors live in a slot
   };
   std::vector<Entry> entries;  // dense: removal moves the last entry into the hole
   std::unordered_map<std::string, int> by_id;
@@ -436,9 +443,7 @@ void TextureIndex::add(const GalleryEntry& entry) {
   Impl::Entry en;
   en.id = entry.id;
   en.seq = m.next_seq++;
-  en.geometry.width = entry.features.width;
-  en.geometry.height = entry.features.height;
-  en.geometry.keypoints = entry.features.keypoints;
+  en.points = points_of(entry.features);
   m.entries.push_back(std::move(en));
   try {
     const size_t s = m.append_slot(tier, e);
@@ -465,9 +470,7 @@ void TextureIndex::update(const GalleryEntry& entry) {
   if (it == m.by_id.end()) throw GalleryError("product '" + entry.id + "' is not in the index");
   Impl::Entry& en = m.entries[it->second];
   m.write_slot(m.tiers[en.tier], en.slot, entry.features);
-  en.geometry.width = entry.features.width;
-  en.geometry.height = entry.features.height;
-  en.geometry.keypoints = entry.features.keypoints;
+  en.points = points_of(entry.features);
   const int c = m.collection_id(entry.collection, true);
   if (c != en.collection) {
     m.leave(it->second);
@@ -750,7 +753,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
   for (int c = 0; c < k; ++c) {
     const size_t o = size_t(c) * rows;
     const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
-    cands[c].geometry = verify_geometry(query, entries[cands[c].index].geometry, matches, params.verify);
+    cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
     cands[c].significance = cands[c].geometry.significance - tests;
   }
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {

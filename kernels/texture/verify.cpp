@@ -43,8 +43,8 @@ double chance_significance(int inliers, int matches) {
   return -(top + std::log(sum)) / std::log(10.0);
 }
 
-Verification verify_geometry(const Features& query, const Features& gallery, const std::vector<Correspondence>& matches,
-                             const VerifyParams& params) {
+Verification verify_geometry(const Features& query, const std::vector<cv::Point2f>& gallery,
+                             const std::vector<Correspondence>& matches, const VerifyParams& params) {
   Verification v;
   v.matches = int(matches.size());
   if (matches.size() < 4) return v;
@@ -53,9 +53,8 @@ Verification verify_geometry(const Features& query, const Features& gallery, con
   to.reserve(matches.size());
   for (const Correspondence& c : matches) {
     const Keypoint& a = query.keypoints.at(c.query);
-    const Keypoint& b = gallery.keypoints.at(c.gallery);
     from.emplace_back(a.x, a.y);
-    to.emplace_back(b.x, b.y);
+    to.push_back(gallery.at(c.gallery));
   }
   cv::Mat mask;
   const cv::Mat h =

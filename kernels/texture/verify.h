@@ -50,7 +50,9 @@ struct Verification {
 constexpr double kChanceInlier = 0.01;
 double chance_significance(int inliers, int matches);
 
-Verification verify_geometry(const Features& query, const Features& gallery, const std::vector<Correspondence>& matches,
-                             const VerifyParams& params = {});
+// `gallery`: the gallery image's keypoint positions (all the index keeps of its geometry: 8 bytes
+// per keypoint instead of the 24 of a Keypoint).
+Verification verify_geometry(const Features& query, const std::vector<cv::Point2f>& gallery,
+                             const std::vector<Correspondence>& matches, const VerifyParams& params = {});
 
 }  // namespace prism::texture
