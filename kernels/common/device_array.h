@@ -116,6 +116,15 @@ class Stream {
     PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream_, flags));
     return s;
   }
+  // A stream whose kernels the scheduler starts before those of lower-priority streams: the
+  // device's greatest priority (cudaDeviceGetStreamPriorityRange).
+  static Stream create_high_priority(unsigned flags = cudaStreamNonBlocking) {
+    int least = 0, greatest = 0;
+    PRISM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    Stream s;
+    PRISM_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream_, flags, greatest));
+    return s;
+  }
   ~Stream() { reset(); }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;

@@ -634,7 +634,9 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   if (streaming) {
     if (copy_streams.empty()) {
       for (int s = 0; s < options.streams; ++s) {
-        copy_streams.push_back(gpu::Stream::create());
+        // High priority: a streamed batch's matching starts as soon as its copy lands, ahead of the
+        // GPU tier's blocks, so that its stream's next copy is not held up behind them.
+        copy_streams.push_back(gpu::Stream::create_high_priority());
         staging.emplace_back(size_t(options.host_batch) * kSlotBytes);
       }
     }
