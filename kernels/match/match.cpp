@@ -57,13 +57,20 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
-void rootsift(const float* sift, int count, uint16_t* out) {
+void rootsift_float(const float* sift, int count, float* out) {
   for (int i = 0; i < count; ++i) {
     const float* v = sift + int64_t(i) * kDim;
     double l1 = 0;
     for (int k = 0; k < kDim; ++k) l1 += std::fabs(v[k]);
-    for (int k = 0; k < kDim; ++k)
-      out[int64_t(i) * kDim + k] = float_to_half(l1 > 0 ? float(std::sqrt(std::fabs(v[k]) / l1)) : 0.f);
+    for (int k = 0; k < kDim; ++k) out[int64_t(i) * kDim + k] = l1 > 0 ? float(std::sqrt(std::fabs(v[k]) / l1)) : 0.f;
+  }
+}
+
+void rootsift(const float* sift, int count, uint16_t* out) {
+  float r[kDim];
+  for (int i = 0; i < count; ++i) {
+    rootsift_float(sift + int64_t(i) * kDim, 1, r);
+    for (int k = 0; k < kDim; ++k) out[int64_t(i) * kDim + k] = float_to_half(r[k]);
   }
 }
 
@@ -92,7 +99,6 @@ void match_cpu(const MatchProblem& p, const MatchParams& params, const MatchOutp
   if (!out.scores) throw std::invalid_argument("match_cpu: scores are required");
   if (p.query_rows <= 0 || p.rows % p.query_rows != 0)
     throw std::invalid_argument("match_cpu: rows must be a multiple of query_rows");
-  const float r2 = params.ratio * params.ratio;
   std::vector<float> q(size_t(p.rows) * kDim);
   for (size_t i = 0; i < q.size(); ++i) q[i] = half_to_float(p.query[i]);
   cv::parallel_for_(cv::Range(0, p.images), [&](const cv::Range& range) {
@@ -121,7 +127,8 @@ void match_cpu(const MatchProblem& p, const MatchParams& params, const MatchOutp
             for (int t = 0; t < kLanes; ++t) acc[t] += qr[k] * g[k * kLanes + t];
           for (int t = 0; t < kLanes && jb * kLanes + t < n; ++t) top.offer(acc[t], jb * kLanes + t);
         }
-        if (n >= 2 && (1.f - top.best) < r2 * (1.f - top.second)) out.scores[size_t(r / p.query_rows) * p.images + b]++;
+        if (n >= 2 && ratio_pass_dot(top.best, top.second, params.ratio))
+          out.scores[size_t(r / p.query_rows) * p.images + b]++;
         const size_t o = size_t(b) * p.rows + r;
         if (out.best) out.best[o] = top.best;
         if (out.second) out.second[o] = top.second;

@@ -31,12 +31,21 @@ uint16_t float_to_half(float f);
 float half_to_float(uint16_t h);
 
 // RootSIFT of `count` SIFT vectors (kDim floats each, non-negative): L1-normalise, square root,
-// store as FP16. An all-zero vector stays zero.
+// in float (the FP32 reference of `prism texture eval`). An all-zero vector stays zero.
+void rootsift_float(const float* sift, int count, float* out);
+// The same stored as FP16.
 void rootsift(const float* sift, int count, uint16_t* out);
 
 struct MatchParams {
   float ratio = 0.8f;  // Lowe's ratio on distances
 };
+
+// The FP16 matcher's ratio test on the best and second dot products of unit vectors, in float as
+// match_cpu and match_cuda decide it: (1 - dot1) < r^2 (1 - dot2).
+PRISM_HD bool ratio_pass_dot(float best, float second, float ratio) {
+  const float r2 = ratio * ratio;
+  return (1.f - best) < r2 * (1.f - second);
+}
 
 // Per (query row, gallery image), when requested (pointers may be null): the best and second
 // dot products and the best's descriptor index in the image (-1 when the image has no

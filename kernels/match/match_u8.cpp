@@ -42,12 +42,10 @@ uint8_t quantize_u8(float x) {
 }
 
 void rootsift_u8(const float* sift, int count, uint8_t* out) {
+  float r[kDim];
   for (int i = 0; i < count; ++i) {
-    const float* v = sift + int64_t(i) * kDim;
-    double l1 = 0;
-    for (int k = 0; k < kDim; ++k) l1 += std::fabs(v[k]);
-    for (int k = 0; k < kDim; ++k)
-      out[int64_t(i) * kDim + k] = quantize_u8(l1 > 0 ? float(std::sqrt(std::fabs(v[k]) / l1)) : 0.f);
+    rootsift_float(sift + int64_t(i) * kDim, 1, r);
+    for (int k = 0; k < kDim; ++k) out[int64_t(i) * kDim + k] = quantize_u8(r[k]);
   }
 }
 

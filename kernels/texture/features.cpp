@@ -64,6 +64,7 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   f.keypoints.reserve(order.size());
   f.descriptors.resize(order.size() * match::kDim);
   if (params.keep_fp16) f.descriptors_fp16.resize(order.size() * match::kDim);
+  if (params.keep_fp32) f.descriptors_fp32.resize(order.size() * match::kDim);
   for (size_t i = 0; i < order.size(); ++i) {
     const cv::KeyPoint& k = kps[order[i]];
     // cv::KeyPoint coordinates have pixel centres at integers, so scale about the half-pixel edge.
@@ -71,6 +72,7 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
                            float(k.size * scale), k.angle, k.response, k.octave});
     match::rootsift_u8(desc.ptr<float>(order[i]), 1, &f.descriptors[i * match::kDim]);
     if (params.keep_fp16) match::rootsift(desc.ptr<float>(order[i]), 1, &f.descriptors_fp16[i * match::kDim]);
+    if (params.keep_fp32) match::rootsift_float(desc.ptr<float>(order[i]), 1, &f.descriptors_fp32[i * match::kDim]);
   }
   return f;
 }

@@ -24,6 +24,9 @@ struct Features {
   // The same RootSIFT in FP16 (match::rootsift), only when FeatureParams::keep_fp16 asked for it:
   // `prism texture eval` compares 8-bit against FP16 matching. Never stored in a gallery.
   std::vector<uint16_t> descriptors_fp16;
+  // The same RootSIFT in float (match::rootsift_float), only when FeatureParams::keep_fp32 asked:
+  // the FP32 reference the eval compares both precisions' ratio-test decisions against.
+  std::vector<float> descriptors_fp32;
   int count() const { return int(keypoints.size()); }
 };
 
@@ -33,6 +36,7 @@ struct FeatureParams {
   // the original image's coordinates); 0 keeps every size.
   int max_side = 1024;
   bool keep_fp16 = false;  // also fill Features::descriptors_fp16
+  bool keep_fp32 = false;  // also fill Features::descriptors_fp32
 };
 
 // Features of an 8-bit image with 1, 3 (BGR) or 4 (BGRA) channels. Throws std::invalid_argument on

@@ -10,7 +10,9 @@
 #include <numeric>
 #include <set>
 #include <shared_mutex>
+#include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 #include "common/device_array.h"
 #include "common/gpu.h"
@@ -30,21 +32,32 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 constexpr size_t kSlotBytes = match::kSlotBytes;
 enum TierId { kGpuTier = 0, kHostTier = 1 };
 
-// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test),
-// written to `out` (kSlotBytes); returns the row count.
-int pad_query(const Features& q, uint8_t* out) {
+// The bytes of one row and of one slot at a precision (FP16 components take two).
+size_t row_bytes(bool fp16) { return match::kDim * (fp16 ? 2 : 1); }
+size_t slot_bytes_of(bool fp16) { return kSlotBytes * (fp16 ? 2 : 1); }
+
+// The descriptors an index of this precision matches, as bytes (at most a slot's).
+std::pair<const uint8_t*, size_t> descriptor_bytes(const Features& f, bool fp16) {
+  const size_t n = fp16 ? f.descriptors_fp16.size() * 2 : f.descriptors.size();
+  const auto* d = fp16 ? reinterpret_cast<const uint8_t*>(f.descriptors_fp16.data()) : f.descriptors.data();
+  return {d, std::min(n, slot_bytes_of(fp16))};
+}
+
+// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test,
+// in 8 bits or FP16), written to `out` (a slot's bytes); returns the row count.
+int pad_query(const Features& q, bool fp16, uint8_t* out) {
   const int rows = std::max(16, (std::min(q.count(), match::kSlot) + 15) / 16 * 16);
-  const size_t used = std::min(q.descriptors.size(), kSlotBytes);
-  std::copy_n(q.descriptors.begin(), used, out);
-  std::fill(out + used, out + size_t(rows) * match::kDim, uint8_t(0));
+  const auto [d, used] = descriptor_bytes(q, fp16);
+  std::copy_n(d, used, out);
+  std::fill(out + used, out + size_t(rows) * row_bytes(fp16), uint8_t(0));
   return rows;
 }
 
 // One image's descriptors in a slot's layout (the rest of the slot zero).
-void pack_slot(const Features& f, uint8_t* slot) {
-  const size_t used = std::min(f.descriptors.size(), kSlotBytes);
-  std::copy_n(f.descriptors.begin(), used, slot);
-  std::fill(slot + used, slot + kSlotBytes, uint8_t(0));
+void pack_slot(const Features& f, bool fp16, uint8_t* slot) {
+  const auto [d, used] = descriptor_bytes(f, fp16);
+  std::copy_n(d, used, slot);
+  std::fill(slot + used, slot + slot_bytes_of(fp16), uint8_t(0));
 }
 
 int slot_count(const Features& f) { return std::min(f.count(), match::kSlot); }
@@ -55,6 +68,26 @@ std::vector<cv::Point2f> points_of(const Features& f) {
   for (const Keypoint& k : f.keypoints) p.emplace_back(k.x, k.y);
   return p;
 }
+
+// An FP16 index's problem: the same layout in halves (the FP16 matcher has no slot list).
+match::MatchProblem half_problem(const match::MatchU8Problem& p) {
+  if (p.slots) throw std::logic_error("texture index: the FP16 matcher has no slot list");
+  match::MatchProblem h;
+  h.query = reinterpret_cast<const uint16_t*>(p.query);
+  h.rows = p.rows;
+  h.query_rows = p.query_rows;
+  h.gallery = reinterpret_cast<const uint16_t*>(p.gallery);
+  h.counts = p.counts;
+  h.images = p.images;
+  return h;
+}
+
+// The per-row outputs of a matcher call at either precision (null: not wanted).
+struct RowOutputs {
+  int32_t *best = nullptr, *second = nullptr;        // 8-bit: squared distances
+  float *best_dot = nullptr, *second_dot = nullptr;  // FP16: dot products
+  int* index = nullptr;
+};
 
 int64_t mem_available() {  // bytes, from /proc/meminfo (0 when unknown)
   std::ifstream in("/proc/meminfo");
@@ -111,6 +144,7 @@ struct Tier {
     uint8_t* data = nullptr;
   };
   bool in_gpu = false, pinned = false;
+  size_t slot_bytes = kSlotBytes;
   size_t capacity = 0;  // slots the budget allows
   int block_slots = 1024;
   std::vector<std::unique_ptr<Block>> blocks;
@@ -121,21 +155,21 @@ struct Tier {
   size_t used() const { return entry.size(); }
   size_t allocated() const { return std::min(capacity, blocks.size() * size_t(block_slots)); }
   bool full() const { return used() >= capacity; }
-  uint8_t* slot_data(size_t s) const { return blocks[s / block_slots]->data + (s % block_slots) * kSlotBytes; }
+  uint8_t* slot_data(size_t s) const { return blocks[s / block_slots]->data + (s % block_slots) * slot_bytes; }
 #if defined(PRISM_HAVE_CUDA)
   int* d_count(size_t s) const { return blocks[s / block_slots]->d_counts.data() + s % block_slots; }
 #endif
-  size_t bytes() const { return allocated() * kSlotBytes; }
+  size_t bytes() const { return allocated() * slot_bytes; }
 
   void grow(bool cuda) {  // one more block
     auto b = std::make_unique<Block>();
     const size_t n = std::min(size_t(block_slots), capacity - blocks.size() * size_t(block_slots));
 #if defined(PRISM_HAVE_CUDA)
     if (in_gpu) {
-      b->device.resize(n * kSlotBytes);
+      b->device.resize(n * slot_bytes);
       b->data = b->device.data();
     } else if (pinned) {
-      b->pinned.resize(n * kSlotBytes);
+      b->pinned.resize(n * slot_bytes);
       b->data = b->pinned.data();
     }
     if (cuda) b->d_counts.resize(block_slots);
@@ -143,7 +177,7 @@ struct Tier {
     (void)cuda;
 #endif
     if (!b->data) {
-      b->plain.resize(n * kSlotBytes);
+      b->plain.resize(n * slot_bytes);
       b->data = b->plain.data();
     }
     blocks.push_back(std::move(b));
@@ -158,6 +192,8 @@ struct Tier {
 
 struct TextureIndex::Impl {
   bool gpu = false;
+  bool fp16 = false;  // IndexOptions::precision
+  size_t slot_bytes = kSlotBytes;
   std::string description;
   IndexOptions options;
   int64_t gpu_budget = 0, host_budget = 0;
@@ -196,6 +232,7 @@ struct TextureIndex::Impl {
   HostBuffer<uint8_t> query_buf, slot_staging;
   HostBuffer<int> scores_buf, list_buf, counts_staging, index_buf;
   HostBuffer<int32_t> best_buf, second_buf;
+  HostBuffer<float> best_dot_buf, second_dot_buf;
 #if defined(PRISM_HAVE_CUDA)
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
   std::vector<gpu::Stream> copy_streams;
@@ -205,7 +242,35 @@ struct TextureIndex::Impl {
   gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
   gpu::DeviceArray<int> d_verify_scores, d_index;
   gpu::DeviceArray<int32_t> d_best, d_second;
+  gpu::DeviceArray<float> d_best_dot, d_second_dot;  // FP16
 #endif
+
+  // One matcher call at the index's precision (`p` in 8-bit terms; FP16 reads its pointers as
+  // halves); out_scores written, not added to, on either path.
+  void match_host(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o = {}) const {
+    match::MatchParams mp;
+    mp.ratio = ratio;
+    if (!fp16) return match::match_u8_cpu(p, mp, {out_scores, o.best, o.second, o.index});
+    std::fill_n(out_scores, size_t(p.queries()) * p.images, 0);  // match_cpu adds
+    match::match_cpu(half_problem(p), mp, {out_scores, o.best_dot, o.second_dot, o.index});
+  }
+#if defined(PRISM_HAVE_CUDA)
+  void match_device(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o,
+                    cudaStream_t s) const {
+    match::MatchParams mp;
+    mp.ratio = ratio;
+    if (!fp16) return match::match_u8_cuda(p, mp, {out_scores, o.best, o.second, o.index}, s);
+    PRISM_CUDA_CHECK(cudaMemsetAsync(out_scores, 0, size_t(p.queries()) * p.images * sizeof(int), s));  // it adds
+    match::match_cuda(half_problem(p), mp, {out_scores, o.best_dot, o.second_dot, o.index}, s);
+  }
+#endif
+  // Throws unless `f` carries the descriptors this index stores (`what` names it).
+  void check_descriptors(const Features& f, const std::string& what) const {
+    if (fp16 && f.descriptors_fp16.size() != size_t(f.count()) * match::kDim)
+      throw std::invalid_argument(what +
+                                  " has no FP16 descriptors (FeatureParams::keep_fp16), which this FP16 index "
+                                  "matches");
+  }
 
   // Searches (callers hold mu shared): the ratio-test scores of the entries in the search's scope,
   // scores[i] for entry entry_of[i]; then the shortlist re-matched and verified.
@@ -217,15 +282,15 @@ struct TextureIndex::Impl {
   void write_slot(Tier& t, size_t s, const Features& f) {
     const int n = slot_count(f);
     t.counts[s] = n;
-    if (!t.in_gpu && !gpu) return pack_slot(f, t.slot_data(s));
-    if (!t.in_gpu) pack_slot(f, t.slot_data(s));
+    if (!t.in_gpu && !gpu) return pack_slot(f, fp16, t.slot_data(s));
+    if (!t.in_gpu) pack_slot(f, fp16, t.slot_data(s));
 #if defined(PRISM_HAVE_CUDA)
-    uint8_t* staged = slot_staging.get(kSlotBytes, true);
+    uint8_t* staged = slot_staging.get(slot_bytes, true);
     int* count = counts_staging.get(1, true);
     *count = n;
     if (t.in_gpu) {
-      pack_slot(f, staged);
-      PRISM_CUDA_CHECK(cudaMemcpyAsync(t.slot_data(s), staged, kSlotBytes, cudaMemcpyHostToDevice, stream));
+      pack_slot(f, fp16, staged);
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(t.slot_data(s), staged, slot_bytes, cudaMemcpyHostToDevice, stream));
     }
     PRISM_CUDA_CHECK(cudaMemcpyAsync(t.d_count(s), count, sizeof(int), cudaMemcpyHostToDevice, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the staging buffers are reused by the next write
@@ -235,11 +300,11 @@ struct TextureIndex::Impl {
   void copy_slot(Tier& a, size_t from, Tier& b, size_t to) {
     b.counts[to] = a.counts[from];
     if (!gpu) {
-      std::memcpy(b.slot_data(to), a.slot_data(from), kSlotBytes);
+      std::memcpy(b.slot_data(to), a.slot_data(from), slot_bytes);
       return;
     }
 #if defined(PRISM_HAVE_CUDA)
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(b.slot_data(to), a.slot_data(from), kSlotBytes, cudaMemcpyDefault, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(b.slot_data(to), a.slot_data(from), slot_bytes, cudaMemcpyDefault, stream));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(b.d_count(to), a.d_count(from), sizeof(int), cudaMemcpyDeviceToDevice, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
 #endif
@@ -328,6 +393,8 @@ TextureIndex::TextureIndex(Device device)
 TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
+  m.fp16 = options.precision == Precision::kFp16;
+  m.slot_bytes = slot_bytes_of(m.fp16);
   if (options.streams < 1 || options.host_batch < 1 || options.block_slots < 1)
     throw std::invalid_argument("texture index: streams, host batch and block slots must be at least 1");
   std::string why;
@@ -358,16 +425,17 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
     m.gpu_budget =
         options.gpu_budget >= 0 ? options.gpu_budget : std::max<int64_t>(0, int64_t(free) - (int64_t(2) << 30));
     m.stream = gpu::Stream::create();
-    m.d_query.resize(kSlotBytes);
+    m.d_query.resize(m.slot_bytes);
   }
 #endif
   for (int t = 0; t < 2; ++t) {
     m.tiers[t].block_slots = options.block_slots;
+    m.tiers[t].slot_bytes = m.slot_bytes;
     m.tiers[t].in_gpu = t == kGpuTier;
     m.tiers[t].pinned = t == kHostTier && m.gpu;
   }
-  m.tiers[kGpuTier].capacity = size_t(m.gpu_budget) / kSlotBytes;
-  m.tiers[kHostTier].capacity = size_t(m.host_budget) / kSlotBytes;
+  m.tiers[kGpuTier].capacity = size_t(m.gpu_budget) / m.slot_bytes;
+  m.tiers[kHostTier].capacity = size_t(m.host_budget) / m.slot_bytes;
 }
 
 TextureIndex::~TextureIndex() = default;
@@ -424,6 +492,7 @@ void TextureIndex::add(const GalleryEntry& entry) {
   Impl& m = *impl_;
   auto lock = m.write_lock();
   if (m.by_id.count(entry.id)) throw GalleryError("product '" + entry.id + "' is already in the index");
+  m.check_descriptors(entry.features, "product '" + entry.id + "'");
   Tier& g = m.tiers[kGpuTier];
   Tier& h = m.tiers[kHostTier];
   // Where the new (newest) image goes: the GPU tier, making room there by moving its oldest image to
@@ -468,6 +537,7 @@ void TextureIndex::update(const GalleryEntry& entry) {
   auto lock = m.write_lock();
   auto it = m.by_id.find(entry.id);
   if (it == m.by_id.end()) throw GalleryError("product '" + entry.id + "' is not in the index");
+  m.check_descriptors(entry.features, "product '" + entry.id + "'");
   Impl::Entry& en = m.entries[it->second];
   m.write_slot(m.tiers[en.tier], en.slot, entry.features);
   en.points = points_of(entry.features);
@@ -525,6 +595,10 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
                                std::vector<int>& entry_of) {
   scores.clear();
   entry_of.clear();
+  if (fp16 && !params.collections.empty())
+    throw std::invalid_argument("texture index: a search within collections ('" + params.collections.front() +
+                                "', ...) needs the 8-bit index; this FP16 one searches the whole index only");
+  check_descriptors(query, "the query");
   if (entries.empty() || query.count() == 0) return;
   // The plan: runs over whole blocks, or over each block's members of the scope.
   std::vector<Run> runs;
@@ -586,30 +660,28 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   const size_t total = entry_of.size();
   scores.assign(total, 0);
   if (total == 0) return;
-  match::MatchParams mp;
-  mp.ratio = params.ratio;
 
   if (!gpu) {
-    std::vector<uint8_t> q(kSlotBytes);
-    const int rows = pad_query(query, q.data());
+    std::vector<uint8_t> q(slot_bytes);
+    const int rows = pad_query(query, fp16, q.data());
     for (const Run& r : runs) {
       const Tier& tier = tiers[r.tier];
       const size_t base = r.block * tier.block_slots;
       match::MatchU8Problem p;
       p.query = q.data();
       p.rows = p.query_rows = rows;
-      p.gallery = tier.blocks[r.block]->data + r.first * kSlotBytes;
+      p.gallery = tier.blocks[r.block]->data + r.first * slot_bytes;
       p.counts = tier.counts.data() + base + r.first;
       p.images = r.images;
       p.slots = r.scoped ? slot_list.data() + r.list : nullptr;
-      match::match_u8_cpu(p, mp, {&scores[r.pos]});
+      match_host(p, params.ratio, &scores[r.pos]);
     }
     return;
   }
 #if defined(PRISM_HAVE_CUDA)
-  uint8_t* q = query_buf.get(kSlotBytes, true);
-  const int rows = pad_query(query, q);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), q, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, stream));
+  uint8_t* q = query_buf.get(slot_bytes, true);
+  const int rows = pad_query(query, fp16, q);
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), q, rows * row_bytes(fp16), cudaMemcpyHostToDevice, stream));
   d_scores.reserve(total);
   // Scoped runs: the slot lists, and for host-tier runs (gathered into staging) their counts.
   std::vector<int> gathered_counts_pos(runs.size(), -1);
@@ -637,7 +709,7 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
         // High priority: a streamed batch's matching starts as soon as its copy lands, ahead of the
         // GPU tier's blocks, so that its stream's next copy is not held up behind them.
         copy_streams.push_back(gpu::Stream::create_high_priority());
-        staging.emplace_back(size_t(options.host_batch) * kSlotBytes);
+        staging.emplace_back(size_t(options.host_batch) * slot_bytes);
       }
     }
     // The copy streams read the query and the lists uploaded on `stream`.
@@ -652,31 +724,30 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
     p.query = d_query.data();
     p.rows = p.query_rows = rows;
     p.images = r.images;
-    match::MatchU8Outputs out;
-    out.scores = d_scores.data() + r.pos;
+    int* out = d_scores.data() + r.pos;
     if (r.tier == kGpuTier) {
-      p.gallery = blk.data + r.first * kSlotBytes;
+      p.gallery = blk.data + r.first * slot_bytes;
       p.counts = blk.d_counts.data() + r.first;
       p.slots = r.scoped ? d_slots.data() + r.list : nullptr;
-      match::match_u8_cuda(p, mp, out, stream);
+      match_device(p, params.ratio, out, {}, stream);
       continue;
     }
     const int s = next++ % options.streams;
     cudaStream_t cs = copy_streams[s];
     uint8_t* dst = staging[s].data();
     if (!r.scoped) {
-      PRISM_CUDA_CHECK(cudaMemcpyAsync(dst, blk.data + r.first * kSlotBytes, size_t(r.images) * kSlotBytes,
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(dst, blk.data + r.first * slot_bytes, size_t(r.images) * slot_bytes,
                                        cudaMemcpyHostToDevice, cs));
       p.counts = blk.d_counts.data() + r.first;
     } else {
       for (int i = 0; i < r.images; ++i)
-        PRISM_CUDA_CHECK(cudaMemcpyAsync(dst + size_t(i) * kSlotBytes,
-                                         blk.data + size_t(slot_list[r.list + i]) * kSlotBytes, kSlotBytes,
+        PRISM_CUDA_CHECK(cudaMemcpyAsync(dst + size_t(i) * slot_bytes,
+                                         blk.data + size_t(slot_list[r.list + i]) * slot_bytes, slot_bytes,
                                          cudaMemcpyHostToDevice, cs));
       p.counts = d_slots.data() + slot_list.size() + gathered_counts_pos[k];
     }
     p.gallery = dst;
-    match::match_u8_cuda(p, mp, out, cs);
+    match_device(p, params.ratio, out, {}, cs);
   }
   if (streaming)
     for (auto& cs : copy_streams) PRISM_CUDA_CHECK(cudaStreamSynchronize(cs));
@@ -696,14 +767,19 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     result.verify_ms = ms_since(t0);
     return Candidate{};
   }
+  check_descriptors(query, "the query");
   const int k = int(cands.size());
-  std::vector<uint8_t> q(kSlotBytes);
-  const int rows = pad_query(query, q.data());
+  std::vector<uint8_t> q(slot_bytes);
+  const int rows = pad_query(query, fp16, q.data());
   const size_t n = size_t(k) * rows;
-  std::vector<int32_t> best(n), second(n);
+  std::vector<int32_t> best(fp16 ? 0 : n), second(fp16 ? 0 : n);
+  std::vector<float> best_dot(fp16 ? n : 0), second_dot(fp16 ? n : 0);
   std::vector<int> index(n);
-  match::MatchParams mp;
-  mp.ratio = params.ratio;
+  // The per-row outputs of candidate c in these vectors (or in device arrays of the same shape).
+  auto rows_of = [&](int32_t* b, int32_t* s, float* bd, float* sd, int* i, size_t o) {
+    return fp16 ? RowOutputs{nullptr, nullptr, bd + o, sd + o, i + o}
+                : RowOutputs{b + o, s + o, nullptr, nullptr, i + o};
+  };
   match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
   if (!gpu) {
@@ -714,23 +790,28 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
       const Entry& e = entries[cands[c].index];
       p.gallery = tiers[e.tier].slot_data(e.slot);
       p.counts = &tiers[e.tier].counts[e.slot];
-      const size_t o = size_t(c) * rows;
-      match::match_u8_cpu(p, mp, {&score, &best[o], &second[o], &index[o]});
+      match_host(
+          p, params.ratio, &score,
+          rows_of(best.data(), second.data(), best_dot.data(), second_dot.data(), index.data(), size_t(c) * rows));
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
-    d_verify.reserve(size_t(k) * kSlotBytes);
+    d_verify.reserve(size_t(k) * slot_bytes);
     d_verify_scores.reserve(k);
-    d_best.reserve(n), d_second.reserve(n), d_index.reserve(n);
+    if (fp16)
+      d_best_dot.reserve(n), d_second_dot.reserve(n);
+    else
+      d_best.reserve(n), d_second.reserve(n);
+    d_index.reserve(n);
     int* counts = list_buf.get(k, true);
-    uint8_t* hq = query_buf.get(kSlotBytes, true);
-    std::copy_n(q.data(), size_t(rows) * match::kDim, hq);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), hq, size_t(rows) * match::kDim, cudaMemcpyHostToDevice, stream));
+    uint8_t* hq = query_buf.get(slot_bytes, true);
+    std::copy_n(q.data(), rows * row_bytes(fp16), hq);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), hq, rows * row_bytes(fp16), cudaMemcpyHostToDevice, stream));
     for (int c = 0; c < k; ++c) {
       const Entry& e = entries[cands[c].index];
       counts[c] = tiers[e.tier].counts[e.slot];
-      PRISM_CUDA_CHECK(cudaMemcpyAsync(d_verify.data() + size_t(c) * kSlotBytes, tiers[e.tier].slot_data(e.slot),
-                                       kSlotBytes, cudaMemcpyDefault, stream));
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(d_verify.data() + size_t(c) * slot_bytes, tiers[e.tier].slot_data(e.slot),
+                                       slot_bytes, cudaMemcpyDefault, stream));
     }
     d_slots.reserve(k);
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_slots.data(), counts, k * sizeof(int), cudaMemcpyHostToDevice, stream));
@@ -738,23 +819,29 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     p.gallery = d_verify.data();
     p.counts = d_slots.data();
     p.images = k;
-    match::match_u8_cuda(p, mp, {d_verify_scores.data(), d_best.data(), d_second.data(), d_index.data()}, stream);
-    int32_t* hb = best_buf.get(n, true);
-    int32_t* hs = second_buf.get(n, true);
+    match_device(p, params.ratio, d_verify_scores.data(),
+                 rows_of(d_best.data(), d_second.data(), d_best_dot.data(), d_second_dot.data(), d_index.data(), 0),
+                 stream);
+    // Back to the host vectors (4-byte values at either precision).
+    void* hb = fp16 ? static_cast<void*>(best_dot_buf.get(n, true)) : best_buf.get(n, true);
+    void* hs = fp16 ? static_cast<void*>(second_dot_buf.get(n, true)) : second_buf.get(n, true);
     int* hi = index_buf.get(n, true);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, d_best.data(), n * 4, cudaMemcpyDeviceToHost, stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, d_second.data(), n * 4, cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, fp16 ? static_cast<void*>(d_best_dot.data()) : d_best.data(), n * 4,
+                                     cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, fp16 ? static_cast<void*>(d_second_dot.data()) : d_second.data(), n * 4,
+                                     cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(hi, d_index.data(), n * 4, cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::copy_n(hb, n, best.begin());
-    std::copy_n(hs, n, second.begin());
+    std::memcpy(fp16 ? static_cast<void*>(best_dot.data()) : best.data(), hb, n * 4);
+    std::memcpy(fp16 ? static_cast<void*>(second_dot.data()) : second.data(), hs, n * 4);
     std::copy_n(hi, n, index.begin());
 #endif
   }
   const double tests = std::log10(std::max(1, k));
   for (int c = 0; c < k; ++c) {
     const size_t o = size_t(c) * rows;
-    const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
+    const auto matches = fp16 ? ratio_matches(&best_dot[o], &second_dot[o], &index[o], query.count(), params.ratio)
+                              : ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
     cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
     cands[c].significance = cands[c].geometry.significance - tests;
   }

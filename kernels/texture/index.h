@@ -8,14 +8,13 @@
 // (and it has `min_inliers`). Verification (1:1) is the same on the claimed image alone.
 //
 // Memory tiers (IndexOptions). Each image's descriptors take one slot of match::kSlotBytes
-// (98,304 bytes). On the GPU path slots live in GPU memory up to the GPU budget and beyond it in
-// pinned host memory up to the host budget; a search matches the GPU tier in place and streams the
-// host tier through the GPU in batches on several CUDA streams, each batch's copy overlapping the
-// other streams' matching (FAISS stages a host gallery the same way, through pinned buffers on a
-// copy stream; reading mapped host memory in place is far slower). Placement is by age, as the
-// reference system's FIFO: the newest images are in GPU memory; when an add finds the GPU tier full
-// the oldest GPU-resident image moves to the host tier, and when a removal frees a GPU slot the
-// newest host-resident image moves up. An add past both budgets throws IndexFull naming them. On
+// (98,304 bytes; twice that at FP16 precision, IndexOptions). On the GPU path slots live in GPU memory up to the GPU
+// budget and beyond it in pinned host memory up to the host budget; a search matches the GPU tier in place and streams
+// the host tier through the GPU in batches on several CUDA streams, each batch's copy overlapping the other streams'
+// matching (FAISS stages a host gallery the same way, through pinned buffers on a copy stream; reading mapped host
+// memory in place is far slower). Placement is by age, as the reference system's FIFO: the newest images are in GPU
+// memory; when an add finds the GPU tier full the oldest GPU-resident image moves to the host tier, and when a removal
+// frees a GPU slot the newest host-resident image moves up. An add past both budgets throws IndexFull naming them. On
 // the CPU path there is one tier, host memory, up to the host budget.
 //
 // Live updates: an id -> entry map and, in every tier, slots kept dense by swap-with-last, so add,
@@ -82,6 +81,16 @@ struct IndexFull : GalleryError {
 
 constexpr int64_t kDefaultBudget = -1;
 
+// The descriptors an index stores and matches. 8-bit is the product (half the memory, exact
+// integer distances, GPU == CPU bit for bit); FP16 is the former format, kept so that evaluations
+// and benchmarks compare the two on the same images (`prism texture eval --precision`). An FP16
+// index stores Features::descriptors_fp16 (FeatureParams::keep_fp16; an add without them throws
+// naming the product) at 2 bytes a component, so a slot takes twice match::kSlotBytes and a budget
+// holds half as many images; it matches with match_cpu / match_cuda (FP32 sums: the GPU agrees with
+// the CPU only up to ratio tests on their edge) and has no search scope (the FP16 matcher has no
+// slot list: a search given collections throws std::invalid_argument).
+enum class Precision { kU8, kFp16 };
+
 struct IndexOptions {
   Device device = Device::kAuto;
   // Bytes of descriptor slots per tier; kDefaultBudget picks: GPU, the device's free memory at
@@ -93,6 +102,7 @@ struct IndexOptions {
   int streams = 4;         // CUDA streams that stream the host tier
   int host_batch = 256;    // host-tier images per copy (25 MB)
   int block_slots = 1024;  // slots per allocation (96 MiB): tiers grow a block at a time
+  Precision precision = Precision::kU8;
 };
 
 // What lives where (IndexOptions: budgets as resolved).

@@ -26,6 +26,48 @@ struct Correspondence {
 // closest is kept (on a tie, the lower query index).
 std::vector<Correspondence> ratio_matches(const int32_t* best, const int32_t* second, const int* best_index, int rows,
                                           float ratio);
+// The same from the FP16 matcher's outputs (match::MatchOutputs: best and second dot products),
+// with its test (match::ratio_pass_dot); for comparisons of 8-bit against FP16 matching
+// (IndexOptions::precision). Each distance is the squared distance of the unit vectors in the 8-bit
+// descriptors' units (512^2 (2 - 2 dot), rounded), so that both variants' matches read alike.
+std::vector<Correspondence> ratio_matches(const float* best, const float* second, const int* best_index, int rows,
+                                          float ratio);
+
+// ---- Ratio-test decisions per query descriptor, against an FP32 reference ----
+//
+// How often 8-bit or FP16 matching decides Lowe's ratio test otherwise than full precision would
+// (`prism texture eval` on real image pairs, issue 20). One decision per query descriptor against
+// one gallery image: whether it passes, and which gallery descriptor is its nearest.
+struct RatioDecision {
+  bool pass = false;
+  int nearest = -1;  // -1 when the gallery image has no descriptor
+};
+
+// The reference: RootSIFT in float (Features::descriptors_fp32), squared distances summed in double,
+// the nearest two (ties: the lower index), d1 < r^2 d2. `query` [rows][kDim], `gallery`
+// [gallery_rows][kDim]; fewer than 2 gallery descriptors never pass.
+std::vector<RatioDecision> reference_decisions(const float* query, int rows, const float* gallery, int gallery_rows,
+                                               float ratio);
+// The 8-bit matcher's decisions (match::match_u8_cpu per-row outputs, match::ratio_pass) and the
+// FP16 matcher's (match::match_cpu, match::ratio_pass_dot), as ratio_matches reads them before
+// making them one-to-one. gallery_rows <= match::kSlot (std::invalid_argument otherwise).
+std::vector<RatioDecision> u8_decisions(const uint8_t* query, int rows, const uint8_t* gallery, int gallery_rows,
+                                        float ratio);
+std::vector<RatioDecision> fp16_decisions(const uint16_t* query, int rows, const uint16_t* gallery, int gallery_rows,
+                                          float ratio);
+
+// Decisions that differ from the reference: a pass/fail flip, or both passing with another nearest
+// (a row failing both ways makes no match either way, whichever its nearest).
+struct DecisionDiff {
+  int rows = 0, flips = 0, other_nearest = 0;
+  int differ() const { return flips + other_nearest; }
+  DecisionDiff& operator+=(const DecisionDiff& o) {
+    rows += o.rows, flips += o.flips, other_nearest += o.other_nearest;
+    return *this;
+  }
+};
+// std::invalid_argument when the two differ in length.
+DecisionDiff compare_decisions(const std::vector<RatioDecision>& reference, const std::vector<RatioDecision>& other);
 
 struct VerifyParams {
   double reprojection_px = 6.0;  // RANSAC inlier threshold, in gallery-image pixels

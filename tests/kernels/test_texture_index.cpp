@@ -1,6 +1,7 @@
 // The texture index's bookkeeping on the CPU: scores equal to the matcher run over the same
 // entries laid out flat, live add/update/remove against a model, the host budget's refusal,
-// collections as search scopes, and writes visible to searches running in other threads.
+// collections as search scopes, and writes visible to searches running in other threads; the FP16
+// index (IndexOptions::precision) against the FP16 matcher, and both precisions identifying.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,8 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include <opencv2/imgproc.hpp>
+
 #include "match/match.h"
+#include "texture/features.h"
 #include "texture/index.h"
+#include "texture_cases.h"
 
 namespace prism {
 namespace {
@@ -19,7 +24,7 @@ namespace {
 using texture::GalleryEntry;
 using texture::TextureIndex;
 
-// An entry of `n` random sparse 8-bit RootSIFT descriptors at random keypoint positions.
+// An entry of `n` random sparse RootSIFT descriptors (8-bit and FP16) at random keypoint positions.
 GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
   GalleryEntry e;
   e.id = id;
@@ -31,6 +36,8 @@ GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const
   for (float& v : sift) v = u(rng) < 0.4f ? u(rng) : 0.f;
   e.features.descriptors.resize(sift.size());
   match::rootsift_u8(sift.data(), n, e.features.descriptors.data());
+  e.features.descriptors_fp16.resize(sift.size());
+  match::rootsift(sift.data(), n, e.features.descriptors_fp16.data());
   for (int i = 0; i < n; ++i)
     e.features.keypoints.push_back({u(rng) * 640, u(rng) * 480, 3.f, 45.f, 1.f - i * 1e-3f, 0});
   return e;
@@ -64,7 +71,32 @@ std::vector<int> flat_scores(const std::vector<const GalleryEntry*>& order, cons
 texture::Features query_from(const GalleryEntry& e, std::mt19937& rng, int shared) {
   texture::Features q = random_entry("q", rng, 48).features;
   std::copy_n(e.features.descriptors.begin(), size_t(shared) * match::kDim, q.descriptors.begin());
+  std::copy_n(e.features.descriptors_fp16.begin(), size_t(shared) * match::kDim, q.descriptors_fp16.begin());
   return q;
+}
+
+// The FP16 reference: match_cpu over the entries' FP16 descriptors packed flat in `order`.
+std::vector<int> flat_scores_fp16(const std::vector<const GalleryEntry*>& order, const texture::Features& q) {
+  std::vector<uint16_t> gallery(order.size() * match::kSlotBytes, 0);
+  std::vector<int> counts(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& d = order[i]->features.descriptors_fp16;
+    std::copy(d.begin(), d.end(), gallery.begin() + i * match::kSlotBytes);
+    counts[i] = order[i]->features.count();
+  }
+  const int rows = std::max(16, (q.count() + 15) / 16 * 16);
+  std::vector<uint16_t> query(size_t(rows) * match::kDim, 0);
+  std::copy(q.descriptors_fp16.begin(), q.descriptors_fp16.end(), query.begin());
+  std::vector<int> scores(order.size(), 0);
+  if (order.empty() || q.count() == 0) return scores;
+  match::MatchProblem p;
+  p.query = query.data();
+  p.rows = p.query_rows = rows;
+  p.gallery = gallery.data();
+  p.counts = counts.data();
+  p.images = int(order.size());
+  match::match_cpu(p, {}, {scores.data()});
+  return scores;
 }
 
 texture::IndexOptions small_blocks(int64_t host_slots = 1000) {
@@ -73,6 +105,105 @@ texture::IndexOptions small_blocks(int64_t host_slots = 1000) {
   o.host_budget = host_slots * int64_t(match::kSlotBytes);
   o.block_slots = 4;  // several blocks even for a handful of entries
   return o;
+}
+
+texture::IndexOptions fp16_blocks(int64_t host_slots = 1000) {
+  texture::IndexOptions o = small_blocks();
+  o.precision = texture::Precision::kFp16;
+  o.host_budget = host_slots * 2 * int64_t(match::kSlotBytes);  // an FP16 slot takes twice the bytes
+  return o;
+}
+
+// The entries' 8-bit descriptors are zeroed: what the FP16 index matches can only be the FP16 ones.
+GalleryEntry fp16_only(GalleryEntry e) {
+  std::fill(e.features.descriptors.begin(), e.features.descriptors.end(), uint8_t(0));
+  return e;
+}
+
+TEST(TextureIndexFp16, ScoresEqualTheFp16MatcherThroughLiveUpdates) {
+  std::mt19937 rng(std::random_device{}());
+  TextureIndex index(fp16_blocks(12));
+  EXPECT_EQ(index.stats().host_capacity, 12u);
+  std::map<std::string, GalleryEntry> model;
+  for (int i = 0; i < 11; ++i) {
+    const int n = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 20 + int(rng() % 120);
+    GalleryEntry e = fp16_only(random_entry("p" + std::to_string(i), rng, n));
+    index.add(e);
+    model[e.id] = e;
+  }
+  index.update(model["p5"] = fp16_only(random_entry("p5", rng, 30)));
+  EXPECT_TRUE(index.remove("p3"));
+  model.erase("p3");
+  std::vector<const GalleryEntry*> order;
+  for (const std::string& id : index.ids()) order.push_back(&model.at(id));
+  for (const char* target : {"p2", "p5", "p9"}) {
+    const texture::Features q = query_from(model.at(target), rng, 12);
+    const std::vector<int> expected = flat_scores_fp16(order, q);
+    EXPECT_EQ(index.scores(q, {}), expected) << target;
+    EXPECT_GE(expected[index.find(target)], 12) << target;  // the shared descriptors pass
+    EXPECT_EQ(index.search(q, {}).best.id, target);
+    // One-to-one: the 12 shared (identical, so nearest) at least, the score at most.
+    const int matches = index.verify(q, target, {}).best.geometry.matches;
+    EXPECT_GE(matches, 12) << target;
+    EXPECT_LE(matches, expected[index.find(target)]) << target;
+  }
+  EXPECT_EQ(index.stats().images, 10u);
+}
+
+TEST(TextureIndexFp16, MissingDescriptorsAndScopesAreRefusedNamingThem) {
+  std::mt19937 rng(std::random_device{}());
+  TextureIndex index(fp16_blocks());
+  GalleryEntry e = random_entry("widget-7", rng, 20);
+  e.features.descriptors_fp16.clear();
+  try {
+    index.add(e);
+    ADD_FAILURE() << "an add without FP16 descriptors was taken";
+  } catch (const std::invalid_argument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("widget-7"), std::string::npos) << ex.what();
+  }
+  EXPECT_EQ(index.size(), 0u);
+  index.add(random_entry("widget-8", rng, 20, "lot1"));
+  e.id = "widget-8";
+  EXPECT_THROW(index.update(e), std::invalid_argument);
+  texture::SearchParams scoped;
+  scoped.collections = {"lot1"};
+  try {
+    index.search(random_entry("q", rng, 20).features, scoped);
+    ADD_FAILURE() << "a scoped search of an FP16 index ran";
+  } catch (const std::invalid_argument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("lot1"), std::string::npos) << ex.what();
+  }
+  texture::Features q = random_entry("q", rng, 20).features;
+  q.descriptors_fp16.clear();
+  EXPECT_THROW(index.search(q, {}), std::invalid_argument);
+}
+
+// Real features (SIFT on generated textures, queries seen through a homography): both precisions
+// identify every planted query, and reject a wrong claim.
+TEST(TextureIndexFp16, BothPrecisionsIdentifyPlantedQueries) {
+  std::mt19937 rng(7);
+  texture::FeatureParams fp;
+  fp.keep_fp16 = true;
+  std::vector<cv::Mat> images;
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 6; ++i) {
+    images.push_back(test::random_texture(rng, 320, 240));
+    entries.push_back({"t" + std::to_string(i), "", 0, texture::extract_features(images.back(), fp)});
+  }
+  TextureIndex u8(small_blocks()), fp16(fp16_blocks());
+  u8.build(entries);
+  fp16.build(entries);
+  for (int i : {0, 3, 5}) {
+    cv::Mat q;
+    cv::warpPerspective(images[i], q, cv::Mat(test::random_homography(rng, 320, 240)), images[i].size());
+    const texture::Features f = texture::extract_features(q, fp);
+    for (TextureIndex* index : {&u8, &fp16}) {
+      const texture::SearchResult r = index->search(f, {});
+      EXPECT_TRUE(r.identified) << (index == &u8 ? "8-bit" : "fp16") << " query " << i;
+      EXPECT_EQ(r.best.id, "t" + std::to_string(i)) << (index == &u8 ? "8-bit" : "fp16");
+      EXPECT_FALSE(index->verify(f, "t" + std::to_string((i + 1) % 6), {}).identified);
+    }
+  }
 }
 
 TEST(TextureIndexLive, AddUpdateRemoveMatchAModel) {

@@ -95,6 +95,13 @@ TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   EXPECT_NE(r.output.find("baboon"), std::string::npos) << r.output;
 }
 
+// eval's precision option: an unknown one is refused naming it (before any data is read).
+TEST(TextureCli, EvalRefusesAnUnknownPrecision) {
+  const auto r = run_prism({"texture", "eval", "--precision", "fp32", "--data", "/nonexistent"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--precision takes u8, fp16 or both, not 'fp32'"), std::string::npos) << r.output;
+}
+
 // Collections: set by enroll and update, kept by an update that does not name one, shown by list
 // and stats; a bad name is refused by name. migrate rewrites a format-1 gallery and runs again as a
 // no-op.

@@ -13,16 +13,25 @@
 // perturbation: top-1 identification (rank 1 correct), top-1 identified at the threshold, TAR
 // (genuine 1:1 accepted) and FAR; then the same rule held out (calibrated on half the queries,
 // measured on the other half) and, for comparison, the rule on the bare inlier count.
+//
+// Precision (issue 20): features are extracted once, keeping FP16 RootSIFT beside the 8-bit; one
+// index per precision (texture::IndexOptions::precision) takes the same queries and impostor claims
+// and is calibrated by the same procedure, and the report sets the two side by side. Then, on real
+// pairs of one surface (Oxford img1 against img2..6; KTH-TIPS, one sample's first image at scale 5
+// against its other poses and lights), every query descriptor's ratio-test decision by each
+// precision's matcher is compared with the FP32 reference's (texture::compare_decisions).
 #include <opencv2/calib3d.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -30,6 +39,7 @@
 
 #include "gst_setup.h"
 #include "texture/index.h"
+#include "texture/verify.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -41,12 +51,15 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kEvalUsage =
     "usage: prism texture eval [--data DIR] [--out DIR] [--textures N] [--impostors N] [--device D] [--seed S]\n"
+    "                          [--precision u8|fp16|both]\n"
     "\n"
-    "  --data DIR       ../shared/data (sun8/, textures/skimage/, oxford-affine/)\n"
+    "  --data DIR       ../shared/data (sun8/, textures/skimage/, textures/kth-tips-gray/, oxford-affine/)\n"
     "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
     "  --textures N     sun8 photos enrolled (default 1000)\n"
     "  --impostors N    sun8 photos not enrolled, searched as open-set impostors (default 400)\n"
-    "  --device D       auto, cpu or cuda (the CPU matcher is slow for large galleries)\n";
+    "  --device D       auto, cpu or cuda (the CPU matcher is slow for large galleries)\n"
+    "  --precision P    the index's descriptors: u8, fp16 or both side by side (default both)\n"
+    "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
 
 struct Item {
   std::string id, path;
@@ -158,10 +171,10 @@ void load_all(std::vector<Item>& items) {
   });
 }
 
-std::vector<texture::Features> features_of(const std::vector<cv::Mat>& images) {
+std::vector<texture::Features> features_of(const std::vector<cv::Mat>& images, const texture::FeatureParams& params) {
   std::vector<texture::Features> out(images.size());
   cv::parallel_for_(cv::Range(0, int(images.size())), [&](const cv::Range& r) {
-    for (int i = r.start; i < r.end; ++i) out[i] = texture::extract_features(images[i]);
+    for (int i = r.start; i < r.end; ++i) out[i] = texture::extract_features(images[i], params);
   });
   return out;
 }
@@ -175,6 +188,17 @@ struct Score {
 struct Tally {
   int queries = 0, top1 = 0, identified = 0, genuine_accept = 0, impostor_pairs = 0, impostor_accept = 0;
   std::vector<Score> genuine, top1_best, impostor;
+};
+
+// One precision's index and everything measured on it.
+struct PrecisionRun {
+  std::string name;  // "8-bit", "FP16"
+  std::string tag;   // "u8", "fp16" (csv, file names)
+  std::unique_ptr<texture::TextureIndex> index;
+  std::map<std::string, Tally> tally;
+  std::vector<Score> open_set, all_genuine, all_impostor;
+  std::vector<double> corner_error;  // Oxford queries
+  double threshold = 0;
 };
 
 int accepted(const std::vector<Score>& v, double threshold, int parity = -1) {
@@ -237,6 +261,7 @@ int texture_eval_command(int argc, char** argv) {
   int textures = 1000, impostors = 400;
   unsigned seed = 5;
   texture::Device device = texture::Device::kAuto;
+  std::vector<texture::Precision> precisions = {texture::Precision::kU8, texture::Precision::kFp16};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -260,6 +285,16 @@ int texture_eval_command(int argc, char** argv) {
       else if (a == "--device") {
         const std::string d = value();
         device = d == "cpu" ? texture::Device::kCpu : d == "cuda" ? texture::Device::kCuda : texture::Device::kAuto;
+      } else if (a == "--precision") {
+        const std::string p = value();
+        if (p == "u8")
+          precisions = {texture::Precision::kU8};
+        else if (p == "fp16")
+          precisions = {texture::Precision::kFp16};
+        else if (p == "both")
+          precisions = {texture::Precision::kU8, texture::Precision::kFp16};
+        else
+          throw std::runtime_error("--precision takes u8, fp16 or both, not '" + p + "'");
       } else
         throw std::runtime_error("unknown option '" + a + "'");
     } catch (const std::exception& e) {
@@ -286,11 +321,14 @@ int texture_eval_command(int argc, char** argv) {
     load_all(gallery);
     load_all(outsiders);
 
-    // Enrolment (features only; the gallery files are measured by `prism texture enroll`).
+    // Enrolment (features only; the gallery files are measured by `prism texture enroll`). FP16
+    // RootSIFT is kept beside the 8-bit for the FP16 index; both come from the same SIFT vectors.
+    texture::FeatureParams fparams;
+    fparams.keep_fp16 = true;
     std::vector<cv::Mat> images;
     for (const auto& g : gallery) images.push_back(g.grey);
     auto t0 = Clock::now();
-    const std::vector<texture::Features> gf = features_of(images);
+    const std::vector<texture::Features> gf = features_of(images, fparams);
     const double enrol_s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::vector<texture::GalleryEntry> entries;
     double mean_features = 0;
@@ -298,49 +336,71 @@ int texture_eval_command(int argc, char** argv) {
       entries.push_back({gallery[i].id, gallery[i].path, 0, gf[i]});
       mean_features += gf[i].count() / double(gallery.size());
     }
-    texture::TextureIndex index(device);
-    index.build(entries);
+    std::vector<PrecisionRun> runs;
+    for (texture::Precision p : precisions) {
+      PrecisionRun run;
+      const bool u8 = p == texture::Precision::kU8;
+      run.name = u8 ? "8-bit" : "FP16";
+      run.tag = u8 ? "u8" : "fp16";
+      texture::IndexOptions o;
+      o.device = device;
+      o.precision = p;
+      run.index = std::make_unique<texture::TextureIndex>(o);
+      run.index->build(entries);
+      runs.push_back(std::move(run));
+    }
+    // Both indexes were built from the same entries in the same order: entry positions agree.
+    const texture::TextureIndex& first = *runs.front().index;
     std::fprintf(
         stderr,
         "eval: %zu products enrolled (%.0f features each on average, %.1f images/s on %d threads), matching on %s\n",
         entries.size(), mean_features, gallery.size() / enrol_s, cv::getNumThreads(),
-        index.device_description().c_str());
+        first.device_description().c_str());
 
     texture::SearchParams params;
     params.min_inliers = 4;  // collect the raw evidence; the threshold is chosen below
     params.min_significance = 0;
-    std::map<std::string, Tally> tally;
     std::vector<std::string> order;
     std::ofstream csv(out / "scores.csv");
-    csv << "set,query,true_id,kind,claimed_id,inliers,matches,significance\n";
+    csv << "precision,set,query,true_id,kind,claimed_id,inliers,matches,significance\n";
     std::mt19937 pick(seed * 7919u);
+    // Every query against every precision's index, with the same impostor claims.
     auto run_queries = [&](const std::string& set, const std::vector<cv::Mat>& queries, const std::vector<int>& truth) {
       order.push_back(set);
-      Tally& t = tally[set];
-      const std::vector<texture::Features> qf = features_of(queries);
-      Progress progress("eval " + set, int(queries.size()), true);
-      for (size_t q = 0; q < queries.size(); ++q) {
-        const int true_index = truth[q];
-        const texture::SearchResult r = index.search(qf[q], params);
-        ++t.queries;
-        const bool top1 = r.best.index == true_index;
-        t.top1 += top1;
-        t.top1_best.push_back({top1 ? int(q) : -1, r.best.geometry.inliers, r.best.significance});
-        const texture::SearchResult g = index.verify(qf[q], index.ids()[true_index], params);
-        t.genuine.push_back({int(q), g.best.geometry.inliers, g.best.significance});
-        csv << set << "," << q << "," << index.ids()[true_index] << ",genuine," << index.ids()[true_index] << ","
-            << g.best.geometry.inliers << "," << g.best.geometry.matches << "," << g.best.significance << "\n";
-        for (int k = 0; k < 3; ++k) {
-          int other = int(pick() % index.size());
-          if (other == true_index) other = (other + 1) % int(index.size());
-          const texture::SearchResult im = index.verify(qf[q], index.ids()[other], params);
-          t.impostor.push_back({int(q), im.best.geometry.inliers, im.best.significance});
-          csv << set << "," << q << "," << index.ids()[true_index] << ",impostor," << index.ids()[other] << ","
-              << im.best.geometry.inliers << "," << im.best.geometry.matches << "," << im.best.significance << "\n";
+      const std::vector<texture::Features> qf = features_of(queries, fparams);
+      std::vector<std::array<int, 3>> claims(queries.size());
+      for (size_t q = 0; q < queries.size(); ++q)
+        for (int& other : claims[q]) {
+          other = int(pick() % first.size());
+          if (other == truth[q]) other = (other + 1) % int(first.size());
         }
-        progress.step();
+      for (PrecisionRun& run : runs) {
+        texture::TextureIndex& index = *run.index;
+        Tally& t = run.tally[set];
+        Progress progress("eval " + set + " " + run.tag, int(queries.size()), true);
+        for (size_t q = 0; q < queries.size(); ++q) {
+          const int true_index = truth[q];
+          const texture::SearchResult r = index.search(qf[q], params);
+          ++t.queries;
+          const bool top1 = r.best.index == true_index;
+          t.top1 += top1;
+          t.top1_best.push_back({top1 ? int(q) : -1, r.best.geometry.inliers, r.best.significance});
+          const texture::SearchResult g = index.verify(qf[q], index.ids()[true_index], params);
+          t.genuine.push_back({int(q), g.best.geometry.inliers, g.best.significance});
+          csv << run.tag << "," << set << "," << q << "," << index.ids()[true_index] << ",genuine,"
+              << index.ids()[true_index] << "," << g.best.geometry.inliers << "," << g.best.geometry.matches << ","
+              << g.best.significance << "\n";
+          for (int other : claims[q]) {
+            const texture::SearchResult im = index.verify(qf[q], index.ids()[other], params);
+            t.impostor.push_back({int(q), im.best.geometry.inliers, im.best.significance});
+            csv << run.tag << "," << set << "," << q << "," << index.ids()[true_index] << ",impostor,"
+                << index.ids()[other] << "," << im.best.geometry.inliers << "," << im.best.geometry.matches << ","
+                << im.best.significance << "\n";
+          }
+          progress.step();
+        }
+        progress.finish();
       }
-      progress.finish();
     };
 
     for (int p = 0; p < int(std::size(kPerturbations)); ++p) {
@@ -350,7 +410,7 @@ int texture_eval_command(int argc, char** argv) {
         for (int i = r.start; i < r.end; ++i) {
           std::mt19937 rng(seed * 1000003u + unsigned(p) * 7919u + unsigned(i));
           queries[i] = perturb(gallery[i].grey, kPerturbations[p], rng);
-          truth[i] = index.find(gallery[i].id);
+          truth[i] = first.find(gallery[i].id);
         }
       });
       run_queries(kPerturbations[p], queries, truth);
@@ -363,7 +423,7 @@ int texture_eval_command(int argc, char** argv) {
     for (const auto& s : sequences) {
       for (int k = 2; k <= 6; ++k) {
         oxq.push_back(load_grey((data / "oxford-affine" / s / ("img" + std::to_string(k) + ".png")).string()));
-        oxt.push_back(index.find("oxford-" + s));
+        oxt.push_back(first.find("oxford-" + s));
         cv::FileStorage fsr((data / "oxford-affine" / s / ("H1to" + std::to_string(k) + "p.xml")).string(),
                             cv::FileStorage::READ);
         cv::Mat h;
@@ -376,11 +436,11 @@ int texture_eval_command(int argc, char** argv) {
     }
     run_queries("oxford-affine", oxq, oxt);
     // Corner error of the recovered query->gallery homography against the ground truth (img1->imgN).
-    std::vector<double> corner_error(oxq.size(), -1);
-    {
-      const std::vector<texture::Features> qf = features_of(oxq);
+    const std::vector<texture::Features> oxf = features_of(oxq, fparams);
+    for (PrecisionRun& run : runs) {
+      run.corner_error.assign(oxq.size(), -1);
       for (size_t q = 0; q < oxq.size(); ++q) {
-        const texture::SearchResult r = index.verify(qf[q], index.ids()[oxt[q]], params);
+        const texture::SearchResult r = run.index->verify(oxf[q], run.index->ids()[oxt[q]], params);
         if (r.best.geometry.inliers < 4) continue;
         const cv::Matx33d gt_inv = oxh[q].inv();  // imgN -> img1
         double worst = 0;
@@ -389,109 +449,259 @@ int texture_eval_command(int argc, char** argv) {
           const cv::Vec3d a = r.best.geometry.homography * cv::Vec3d(c.x, c.y, 1), b = gt_inv * cv::Vec3d(c.x, c.y, 1);
           worst = std::max(worst, cv::norm(cv::Point2d(a[0] / a[2] - b[0] / b[2], a[1] / a[2] - b[1] / b[2])));
         }
-        corner_error[q] = worst;
+        run.corner_error[q] = worst;
       }
     }
     // Open-set impostors: photos never enrolled; their best candidate's evidence.
-    std::vector<Score> open_set;
     {
       std::vector<cv::Mat> q;
       for (const auto& o : outsiders) q.push_back(o.grey);
-      const std::vector<texture::Features> qf = features_of(q);
-      for (size_t i = 0; i < qf.size(); ++i) {
-        const texture::SearchResult r = index.search(qf[i], params);
-        open_set.push_back({int(i), r.best.geometry.inliers, r.best.significance});
-        csv << "open-set," << i << ",none,open-set-best," << (r.best.index >= 0 ? r.best.id : "none") << ","
-            << r.best.geometry.inliers << "," << r.best.geometry.matches << "," << r.best.significance << "\n";
+      const std::vector<texture::Features> qf = features_of(q, fparams);
+      for (PrecisionRun& run : runs)
+        for (size_t i = 0; i < qf.size(); ++i) {
+          const texture::SearchResult r = run.index->search(qf[i], params);
+          run.open_set.push_back({int(i), r.best.geometry.inliers, r.best.significance});
+          csv << run.tag << ",open-set," << i << ",none,open-set-best," << (r.best.index >= 0 ? r.best.id : "none")
+              << "," << r.best.geometry.inliers << "," << r.best.geometry.matches << "," << r.best.significance << "\n";
+        }
+    }
+
+    // Threshold per precision, by the same rule: the smallest 0.1 step of significance whose 1:1
+    // impostor accept rate is at most 0.1%.
+    for (PrecisionRun& run : runs) {
+      for (const auto& [name, t] : run.tally) {
+        run.all_genuine.insert(run.all_genuine.end(), t.genuine.begin(), t.genuine.end());
+        run.all_impostor.insert(run.all_impostor.end(), t.impostor.begin(), t.impostor.end());
+      }
+      run.threshold = calibrate(run.all_impostor);
+    }
+
+    // Ratio-test decisions on real pairs of one surface against the FP32 reference.
+    struct PairSet {
+      std::string name;
+      std::vector<std::pair<std::string, std::string>> pairs;  // (gallery, query) paths
+    };
+    std::vector<PairSet> pair_sets;
+    for (const auto& s : sequences) {
+      PairSet set{"oxford " + s, {}};
+      for (int k = 2; k <= 6; ++k)
+        set.pairs.push_back({(data / "oxford-affine" / s / "img1.png").string(),
+                             (data / "oxford-affine" / s / ("img" + std::to_string(k) + ".png")).string()});
+      pair_sets.push_back(set);
+    }
+    {
+      const fs::path kth = data / "textures/kth-tips-gray";
+      if (!fs::is_directory(kth))
+        throw std::runtime_error(kth.string() + ": missing (KTH-TIPS, see ../shared/data/README.md)");
+      PairSet set{"KTH-TIPS", {}};
+      std::vector<fs::path> materials;
+      for (const auto& d : fs::directory_iterator(kth))
+        if (d.is_directory()) materials.push_back(d.path());
+      std::sort(materials.begin(), materials.end());
+      for (const fs::path& m : materials) {
+        // Files are <sample>-scale_5_im_<k>_grey.png: one sample's 3 poses x 3 illuminations at scale 5.
+        std::map<int, std::string> by_k;
+        for (const auto& f : fs::directory_iterator(m)) {
+          const std::string n = f.path().filename().string();
+          const size_t at = n.find("scale_5_im_");
+          if (at != std::string::npos) by_k[std::atoi(n.c_str() + at + 11)] = f.path().string();
+        }
+        if (by_k.size() < 2 || !by_k.count(1)) throw std::runtime_error(m.string() + ": no scale_5_im_1..9 images");
+        for (const auto& [k, path] : by_k)
+          if (k != 1) set.pairs.push_back({by_k.at(1), path});
+      }
+      pair_sets.push_back(set);
+    }
+    std::vector<std::vector<texture::DecisionDiff>> pair_diffs(pair_sets.size(),
+                                                               std::vector<texture::DecisionDiff>(runs.size()));
+    std::vector<int> reference_passes(pair_sets.size(), 0);
+    {
+      texture::FeatureParams dparams = fparams;
+      dparams.keep_fp32 = true;
+      for (size_t si = 0; si < pair_sets.size(); ++si) {
+        Progress progress("decisions " + pair_sets[si].name, int(pair_sets[si].pairs.size()), true);
+        for (const auto& [gpath, qpath] : pair_sets[si].pairs) {
+          const texture::Features g = texture::extract_features(load_grey(gpath), dparams);
+          const texture::Features q = texture::extract_features(load_grey(qpath), dparams);
+          const float ratio = params.ratio;
+          const auto ref = texture::reference_decisions(q.descriptors_fp32.data(), q.count(), g.descriptors_fp32.data(),
+                                                        g.count(), ratio);
+          for (const auto& d : ref) reference_passes[si] += d.pass;
+          for (size_t k = 0; k < runs.size(); ++k) {
+            const auto other =
+                runs[k].tag == "u8"
+                    ? texture::u8_decisions(q.descriptors.data(), q.count(), g.descriptors.data(), g.count(), ratio)
+                    : texture::fp16_decisions(q.descriptors_fp16.data(), q.count(), g.descriptors_fp16.data(),
+                                              g.count(), ratio);
+            pair_diffs[si][k] += texture::compare_decisions(ref, other);
+          }
+          progress.step();
+        }
+        progress.finish();
       }
     }
 
-    // Threshold: the smallest 0.1 step of significance whose 1:1 impostor accept rate is at most 0.1%.
-    std::vector<Score> all_genuine, all_impostor;
-    for (const auto& [name, t] : tally) {
-      all_genuine.insert(all_genuine.end(), t.genuine.begin(), t.genuine.end());
-      all_impostor.insert(all_impostor.end(), t.impostor.begin(), t.impostor.end());
-    }
-    const double threshold = calibrate(all_impostor);
-
+    // ---- the report ----
+    const bool both = runs.size() > 1;
+    auto pct = [](double a, double b) { return b > 0 ? 100.0 * a / b : 0.0; };
     std::ostringstream md;
-    md << "| queries | n | top-1 (rank 1) | identified at threshold | TAR (1:1 genuine accepted) | FAR (1:1 impostors "
-          "accepted) |\n"
-       << "|---|---|---|---|---|---|\n";
-    Tally total;
+    md << "| queries | n |";
+    for (const char* col :
+         {"top-1 (rank 1)", "identified at threshold", "TAR (1:1 genuine accepted)", "FAR (1:1 impostors accepted)"})
+      for (const auto& run : runs) md << " " << col << (both ? " " + run.name : "") << " |";
+    md << "\n|---|---|";
+    for (size_t c = 0; c < 4 * runs.size(); ++c) md << "---|";
+    md << "\n";
+    std::vector<Tally> total(runs.size());
+    // Where the precisions differ in identification at their thresholds: (set, 8-bit - FP16) in queries.
+    std::vector<std::pair<std::string, int>> ident_delta;
     for (const auto& name : order) {
-      const Tally& t = tally[name];
-      const int ident = accepted(t.top1_best, threshold);
-      const int tar = accepted(t.genuine, threshold);
-      const int far = accepted(t.impostor, threshold);
-      char line[512];
-      std::snprintf(line, sizeof line, "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.3f%% (%d/%zu) |\n", name.c_str(),
-                    t.queries, 100.0 * t.top1 / t.queries, 100.0 * ident / t.queries, 100.0 * tar / t.queries,
-                    100.0 * far / std::max<size_t>(1, t.impostor.size()), far, t.impostor.size());
-      md << line;
-      total.queries += t.queries;
-      total.top1 += t.top1;
-      total.identified += ident;
-      total.genuine_accept += tar;
-      total.impostor_accept += far;
-      total.impostor_pairs += int(t.impostor.size());
+      md << "| " << name << " | " << runs.front().tally.at(name).queries << " |";
+      std::vector<int> ident(runs.size()), tar(runs.size()), far(runs.size());
+      for (size_t k = 0; k < runs.size(); ++k) {
+        const Tally& t = runs[k].tally.at(name);
+        ident[k] = accepted(t.top1_best, runs[k].threshold);
+        tar[k] = accepted(t.genuine, runs[k].threshold);
+        far[k] = accepted(t.impostor, runs[k].threshold);
+        total[k].queries += t.queries;
+        total[k].top1 += t.top1;
+        total[k].identified += ident[k];
+        total[k].genuine_accept += tar[k];
+        total[k].impostor_accept += far[k];
+        total[k].impostor_pairs += int(t.impostor.size());
+      }
+      for (const auto& run : runs)
+        md << cv::format(" %.1f%% |", pct(run.tally.at(name).top1, run.tally.at(name).queries));
+      for (size_t k = 0; k < runs.size(); ++k)
+        md << cv::format(" %.1f%% |", pct(ident[k], runs[k].tally.at(name).queries));
+      for (size_t k = 0; k < runs.size(); ++k)
+        md << cv::format(" %.1f%% |", pct(tar[k], runs[k].tally.at(name).queries));
+      for (size_t k = 0; k < runs.size(); ++k)
+        md << cv::format(" %.3f%% (%d/%zu) |", pct(far[k], runs[k].tally.at(name).impostor.size()), far[k],
+                         runs[k].tally.at(name).impostor.size());
+      md << "\n";
+      if (both && ident[0] != ident[1]) ident_delta.push_back({name, ident[0] - ident[1]});
     }
-    char line[512];
-    std::snprintf(line, sizeof line, "| **all** | %d | %.1f%% | %.1f%% | %.1f%% | %.3f%% (%d/%d) |\n", total.queries,
-                  100.0 * total.top1 / total.queries, 100.0 * total.identified / total.queries,
-                  100.0 * total.genuine_accept / total.queries, 100.0 * total.impostor_accept / total.impostor_pairs,
-                  total.impostor_accept, total.impostor_pairs);
-    md << line;
-    const int open_accept = accepted(open_set, threshold);
-    // Held out: calibrated on the queries of one parity, measured on the other's.
+    md << "| **all** | " << total.front().queries << " |";
+    for (const auto& t : total) md << cv::format(" %.1f%% |", pct(t.top1, t.queries));
+    for (const auto& t : total) md << cv::format(" %.1f%% |", pct(t.identified, t.queries));
+    for (const auto& t : total) md << cv::format(" %.1f%% |", pct(t.genuine_accept, t.queries));
+    for (const auto& t : total)
+      md << cv::format(" %.3f%% (%d/%d) |", pct(t.impostor_accept, t.impostor_pairs), t.impostor_accept,
+                       t.impostor_pairs);
+    md << "\n";
+    if (both) {
+      md << "\n8-bit against FP16, each at its own calibrated threshold: ";
+      if (ident_delta.empty()) {
+        md << "identical identification in every query set";
+      } else {
+        md << "identified queries differ in ";
+        for (size_t i = 0; i < ident_delta.size(); ++i)
+          md << (i ? ", " : "") << ident_delta[i].first << " (" << (ident_delta[i].second > 0 ? "8-bit +" : "FP16 +")
+             << std::abs(ident_delta[i].second) << ")";
+      }
+      const int d = total[0].identified - total[1].identified;
+      md << "; over all " << total[0].queries << " queries "
+         << (d == 0 ? std::string("the same count")
+                    : (d > 0 ? "8-bit identifies " : "FP16 identifies ") + std::to_string(std::abs(d)) + " more")
+         << cv::format(" (8-bit %d, FP16 %d; TAR %.2f%% vs %.2f%%).\n", total[0].identified, total[1].identified,
+                       pct(total[0].genuine_accept, total[0].queries), pct(total[1].genuine_accept, total[1].queries));
+    }
     md << "\nHeld out (threshold calibrated on half of the queries, rates measured on the other half):\n\n"
-       << "| calibrated on | threshold | TAR | FAR |\n|---|---|---|---|\n";
-    for (int parity = 0; parity < 2; ++parity) {
-      const double thr = calibrate(all_impostor, parity);
-      const int other = 1 - parity;
-      md << cv::format("| %s queries | %.1f | %.2f%% | %.3f%% |\n", parity ? "odd" : "even", thr,
-                       100.0 * accepted(all_genuine, thr, other) / std::max(1, count_parity(all_genuine, other)),
-                       100.0 * accepted(all_impostor, thr, other) / std::max(1, count_parity(all_impostor, other)));
-    }
-    {  // The same rule on the bare inlier count, for comparison.
+       << (both ? "| precision " : "") << "| calibrated on | threshold | TAR | FAR |\n"
+       << (both ? "|---" : "") << "|---|---|---|---|\n";
+    for (const auto& run : runs)
+      for (int parity = 0; parity < 2; ++parity) {
+        const double thr = calibrate(run.all_impostor, parity);
+        const int other = 1 - parity;
+        md << (both ? "| " + run.name + " " : "")
+           << cv::format("| %s queries | %.1f | %.2f%% | %.3f%% |\n", parity ? "odd" : "even", thr,
+                         pct(accepted(run.all_genuine, thr, other), count_parity(run.all_genuine, other)),
+                         pct(accepted(run.all_impostor, thr, other), count_parity(run.all_impostor, other)));
+      }
+    for (const auto& run : runs) {  // The same rule on the bare inlier count, for comparison.
       int min_inliers = 4;
       auto passing = [&](const std::vector<Score>& v) {
         return int(std::count_if(v.begin(), v.end(), [&](const Score& s) { return s.inliers >= min_inliers; }));
       };
-      while (passing(all_impostor) > 0.001 * all_impostor.size()) ++min_inliers;
+      while (passing(run.all_impostor) > 0.001 * run.all_impostor.size()) ++min_inliers;
       md << cv::format(
-          "\nDeciding on the inlier count alone instead: threshold %d inliers, TAR %.2f%% at FAR %.3f%%.\n",
-          min_inliers, 100.0 * passing(all_genuine) / std::max<size_t>(1, all_genuine.size()),
-          100.0 * passing(all_impostor) / std::max<size_t>(1, all_impostor.size()));
+          "\n%sDeciding on the inlier count alone instead: threshold %d inliers, TAR %.2f%% at FAR %.3f%%.\n",
+          both ? (run.name + ": ").c_str() : "", min_inliers, pct(passing(run.all_genuine), run.all_genuine.size()),
+          pct(passing(run.all_impostor), run.all_impostor.size()));
     }
     std::ostringstream head;
     head << "Gallery: " << entries.size() << " products (" << textures
          << " sun8 photos, 3 skimage textures, 8 Oxford img1); "
-         << "mean " << int(mean_features + 0.5) << " RootSIFT features each. Matching on " << index.device_description()
-         << ". Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%): **"
-         << cv::format("%.1f", threshold) << "**.\n\n";
-    md << "\nOpen-set (1:M) impostors: " << open_set.size() << " sun8 photos never enrolled; " << open_accept
-       << " identified as some product at the threshold ("
-       << (open_set.empty() ? 0.0 : 100.0 * open_accept / open_set.size())
-       << "%).\n\nOxford-affine (img1 enrolled; rank-1 result, max corner error of the recovered homography vs the "
-          "ground truth):\n\n"
-       << "| query | top-1 id | inliers | significance | corner error px |\n|---|---|---|---|---|\n";
-    {
-      const Tally& t = tally["oxford-affine"];
-      for (size_t q = 0; q < oxname.size(); ++q) {
-        char row[256];
-        std::snprintf(row, sizeof row, "| %s | %s | %d | %.1f | %s |\n", oxname[q].c_str(),
-                      t.top1_best[q].query >= 0 ? "correct" : "WRONG", t.genuine[q].inliers, t.genuine[q].significance,
-                      corner_error[q] >= 0 ? cv::format("%.1f", corner_error[q]).c_str() : "-");
-        md << row;
-      }
+         << "mean " << int(mean_features + 0.5) << " RootSIFT features each. Matching on " << first.device_description()
+         << ". Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%, calibrated per precision by "
+            "the same rule):";
+    for (const auto& run : runs) head << " " << run.name << " **" << cv::format("%.1f", run.threshold) << "**";
+    head << ".\n\n";
+    md << "\nOpen-set (1:M) impostors: " << outsiders.size() << " sun8 photos never enrolled; identified as some "
+       << "product at the threshold:";
+    for (const auto& run : runs) {
+      const int open_accept = accepted(run.open_set, run.threshold);
+      md << " " << run.name << " " << open_accept << cv::format(" (%.1f%%)", pct(open_accept, run.open_set.size()));
     }
+    md << ".\n\nOxford-affine (img1 enrolled; rank-1 result, max corner error of the recovered homography vs the "
+          "ground truth):\n\n| query |";
+    for (const char* col : {"top-1 id", "inliers", "significance", "corner error px"})
+      for (const auto& run : runs) md << " " << col << (both ? " " + run.name : "") << " |";
+    md << "\n|---|";
+    for (size_t c = 0; c < 4 * runs.size(); ++c) md << "---|";
+    md << "\n";
+    for (size_t q = 0; q < oxname.size(); ++q) {
+      md << "| " << oxname[q] << " |";
+      for (auto& run : runs) md << (run.tally.at("oxford-affine").top1_best[q].query >= 0 ? " correct |" : " WRONG |");
+      for (auto& run : runs) md << " " << run.tally.at("oxford-affine").genuine[q].inliers << " |";
+      for (auto& run : runs) md << cv::format(" %.1f |", run.tally.at("oxford-affine").genuine[q].significance);
+      for (auto& run : runs)
+        md << " " << (run.corner_error[q] >= 0 ? cv::format("%.1f", run.corner_error[q]) : std::string("-")) << " |";
+      md << "\n";
+    }
+    md << "\nRatio-test decisions on real pairs of one surface, against the FP32 reference (RootSIFT in float, "
+          "squared distances in double, ratio "
+       << cv::format("%.2f", params.ratio)
+       << "): per query descriptor, pass or fail and its nearest gallery descriptor. A decision differs when it "
+          "flips, or when both pass with another nearest. Oxford: img1 against img2..6; KTH-TIPS: each material's "
+          "scale-5 image 1 against images 2..9 (other poses and lights).\n\n"
+       << "| pairs | n | query descriptors | FP32 passes |";
+    for (const auto& run : runs) md << " " << run.name << " differ: of all, of FP32 passes (flips + other nearest) |";
+    md << "\n|---|---|---|---|";
+    for (size_t k = 0; k < runs.size(); ++k) md << "---|";
+    md << "\n";
+    std::vector<texture::DecisionDiff> all_diff(runs.size());
+    int all_passes = 0;
+    size_t all_pairs = 0;
+    // The share of all query descriptors, then of the FP32 passes (the matches that count).
+    auto diff_cell = [&](const texture::DecisionDiff& d, int passes) {
+      return cv::format(" %.3f%%, %.2f%% of passes (%d + %d) |", pct(d.differ(), d.rows), pct(d.differ(), passes),
+                        d.flips, d.other_nearest);
+    };
+    for (size_t si = 0; si < pair_sets.size(); ++si) {
+      md << "| " << pair_sets[si].name << " | " << pair_sets[si].pairs.size() << " | " << pair_diffs[si][0].rows
+         << " | " << reference_passes[si] << " |";
+      for (size_t k = 0; k < runs.size(); ++k) {
+        md << diff_cell(pair_diffs[si][k], reference_passes[si]);
+        all_diff[k] += pair_diffs[si][k];
+      }
+      md << "\n";
+      all_passes += reference_passes[si];
+      all_pairs += pair_sets[si].pairs.size();
+    }
+    md << "| **all** | " << all_pairs << " | " << all_diff[0].rows << " | " << all_passes << " |";
+    for (const auto& d : all_diff) md << diff_cell(d, all_passes);
+    md << "\n";
     const double total_s = std::chrono::duration<double>(Clock::now() - t_start).count();
     md << "\nEvaluation time " << int(total_s) << " s on " << cv::getNumThreads()
        << " threads; enrolment (decode excluded) " << cv::format("%.1f", gallery.size() / enrol_s) << " images/s.\n";
     const std::string report = head.str() + md.str();
     std::ofstream(out / "texture-eval.md") << report;
-    write_png(score_plot(all_genuine, all_impostor, threshold), (out / "significance.png").string());
+    // significance.png for the first precision (8-bit unless only FP16 ran), significance-TAG.png for the others.
+    for (size_t k = 0; k < runs.size(); ++k)
+      write_png(score_plot(runs[k].all_genuine, runs[k].all_impostor, runs[k].threshold),
+                (out / (k == 0 ? std::string("significance.png") : "significance-" + runs[k].tag + ".png")).string());
     std::fputs(report.c_str(), stdout);
     return 0;
   } catch (const std::exception& e) {
