@@ -189,8 +189,8 @@ int main(int argc, char** argv) {
 
   std::printf("bench_gallery_open: %zu entries of %d features (%.1f KB each), pack.log %.2f GB, entry files %.2f GB\n",
               n, match::kSlot, entry_bytes / 1e3 / n, pack_bytes / 1e9, entry_bytes / 1e9);
-  std::printf("fixture: entry files written (no fsync) in %.1f s; pack rebuilt from them (cold) in %.1f s\n\n",
-              write_s, rebuild_s);
+  std::printf("fixture: entry files written (no fsync) in %.1f s; pack rebuilt from them (cold) in %.1f s\n\n", write_s,
+              rebuild_s);
   std::fflush(stdout);
 
   const Timing seq = measure(
@@ -254,8 +254,7 @@ int main(int argc, char** argv) {
   auto row = [&](const char* what, double s, double bytes) {
     std::printf("| %s | %.2f s | %.0f | %.0f MB/s |\n", what, s, n / s, bytes / 1e6 / s);
   };
-  std::printf("| open path (%zu entries, median of %d) | time | entries/s | MB/s |\n|---|---:|---:|---:|\n", n,
-              reps);
+  std::printf("| open path (%zu entries, median of %d) | time | entries/s | MB/s |\n|---|---:|---:|---:|\n", n, reps);
   row("disk: sequential read of pack.log, 8 MiB reads (cold)", seq.cold, double(pack_bytes));
   row("pack: header walk only, up to the first entry (cold)", scan.cold, double(pack_bytes));
   row("pack: Gallery::for_each_entry (cold)", stream.cold, double(pack_bytes));
@@ -267,9 +266,9 @@ int main(int argc, char** argv) {
   row("pack: Gallery::open (warm)", open.warm, double(pack_bytes));
   row("entry files one by one (warm)", files.warm, double(entry_bytes));
   const double per_entry = double(pack_bytes) / n;
-  std::printf("\n1,000,000 entries = %.0f GB of pack: at this disk's sequential rate %.0f s; pack cold %.0f s; "
-              "entry files cold %.0f s (extrapolated linearly from %zu)\n",
-              per_entry * 1e6 / 1e9, per_entry * 1e6 / (pack_bytes / seq.cold), stream.cold * 1e6 / n,
-              files.cold * 1e6 / n, n);
+  std::printf(
+      "\n1,000,000 entries = %.0f GB of pack: at this disk's sequential rate %.0f s; pack cold %.0f s; "
+      "entry files cold %.0f s (extrapolated linearly from %zu)\n",
+      per_entry * 1e6 / 1e9, per_entry * 1e6 / (pack_bytes / seq.cold), stream.cold * 1e6 / n, files.cold * 1e6 / n, n);
   return 0;
 }
