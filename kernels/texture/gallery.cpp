@@ -669,7 +669,8 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
   };
   std::vector<uint8_t> buf;
   // The payloads are read in id order: ask for the next kPrefetchBytes of them in the background so
-  // that the disk works while entries are decoded (the kernel's own readahead is 128 KB, one record).
+  // that the disk works while entries are decoded. The kernel's readahead only follows reads it sees
+  // as sequential: a pack compacted or rebuilt in id order, not records appended in enrolment order.
   constexpr uint64_t kPrefetchBytes = uint64_t(16) << 20;
   auto ahead = s.latest.begin();
   uint64_t ahead_bytes = 0;  // asked for and not yet read
