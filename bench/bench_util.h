@@ -1,6 +1,10 @@
-// Helpers shared by the benchmarks: medians, host timing, CUDA error exits.
+// Helpers shared by the benchmarks: medians, host timing, CUDA error exits (only where the CUDA
+// headers are: CPU-only benchmarks include this too).
 #pragma once
+#if __has_include(<cuda_runtime_api.h>)
 #include <cuda_runtime_api.h>
+#define PRISM_BENCH_HAVE_CUDA_HEADERS 1
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +32,7 @@ double time_host_ms(int n, F f, bool warm_up) {
   return median(t);
 }
 
+#ifdef PRISM_BENCH_HAVE_CUDA_HEADERS
 // Exits with the CUDA error's text.
 inline void check(cudaError_t e) {
   if (e != cudaSuccess) {
@@ -35,5 +40,6 @@ inline void check(cudaError_t e) {
     std::exit(1);
   }
 }
+#endif
 
 }  // namespace prism::bench

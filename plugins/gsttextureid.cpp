@@ -11,7 +11,6 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "gst/prism/gstprismcudamemory.h" /* GstPrismContextScope: the index lives in the element's context */
@@ -142,11 +141,10 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
 
 static GstPrismCuda *cuda_of(GstTextureId *self) { return gst_prism_cuda_filter_get_cuda(GST_PRISM_CUDA_FILTER(self)); }
 
-/* The index of gallery `g` (property value `gallery`) on `device`, into *out; posts the error. Runs
- * with the context pushed. */
-static bool build_index(GstTextureId *self, const texture::IndexOptions &options, const texture::Gallery &g,
-                        const std::string &gallery, TextureIdMode mode, const std::string &claimed,
-                        std::unique_ptr<State> *out) {
+/* The index of `gallery`, streamed from its files (one entry in memory at a time: a large gallery is
+ * never held twice), on `device`, into *out; posts the error. Runs with the context pushed. */
+static bool build_index(GstTextureId *self, const texture::IndexOptions &options, const std::string &gallery,
+                        TextureIdMode mode, const std::string &claimed, std::unique_ptr<State> *out) {
   try {
     *out = std::make_unique<State>(options);
   } catch (const std::exception &e) {
@@ -154,7 +152,21 @@ static bool build_index(GstTextureId *self, const texture::IndexOptions &options
     return false;
   }
   try {
-    (*out)->index.build(g.entries());
+    texture::TextureIndex &index = (*out)->index;
+    const texture::Gallery::ReadSummary r =
+        texture::Gallery::for_each_entry(gallery, [&](texture::GalleryEntry &&e) { index.add(e); });
+    if (!r.note.empty()) GST_INFO_OBJECT(self, "gallery %s: %s", gallery.c_str(), r.note.c_str());
+  } catch (const texture::IndexFull &e) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                      ("textureid: %s: gallery '%s' does not fit: %s",
+                       (*out)->index.on_gpu() ? "properties 'gpu-memory' and 'host-memory'" : "property 'host-memory'",
+                       gallery.c_str(), e.what()),
+                      (nullptr));
+    return false;
+  } catch (const texture::GalleryError &e) {
+    GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
+                      ("textureid: property 'gallery': cannot open '%s': %s", gallery.c_str(), e.what()), (nullptr));
+    return false;
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("textureid: gallery '%s': %s", gallery.c_str(), e.what()), (nullptr));
     return false;
@@ -169,8 +181,9 @@ static bool build_index(GstTextureId *self, const texture::IndexOptions &options
   return true;
 }
 
-/* The settings are checked and the gallery read first; then the base class chooses the path
- * (device=cuda without a GPU fails there) and the index is built in the element's context: on the
+/* The settings and the gallery folder are checked first; then the base class chooses the path
+ * (device=cuda without a GPU fails there) and the index is built in the element's context, streamed
+ * from the gallery's pack (Gallery::for_each_entry: one entry in memory at a time): on the
  * GPU path its descriptors, buffers and stream live there, and cuda-device-id picks the GPU. */
 static gboolean start(GstBaseTransform *trans) {
   GstTextureId *self = GST_TEXTURE_ID(trans);
@@ -207,9 +220,10 @@ static gboolean start(GstBaseTransform *trans) {
                       (nullptr));
     return FALSE;
   }
-  std::optional<texture::Gallery> g;
+  /* The folder is checked here (marker, format, entries/) so that a wrong gallery is named before
+   * anything else; its entries are read into the index below. */
   try {
-    g = texture::Gallery::open(gallery);
+    texture::Gallery::open(gallery, false, texture::Gallery::Load::kNoEntries);
   } catch (const texture::GalleryError &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
                       ("textureid: property 'gallery': cannot open '%s': %s", gallery.c_str(), e.what()), (nullptr));
@@ -229,7 +243,7 @@ static gboolean start(GstBaseTransform *trans) {
   bool ok;
   {
     prism::GstPrismContextScope scope(cuda);
-    ok = build_index(self, options, *g, gallery, mode, claimed, &st);
+    ok = build_index(self, options, gallery, mode, claimed, &st);
     if (!ok) st.reset(); /* its GPU buffers are freed in the context */
   }
   if (!ok) {

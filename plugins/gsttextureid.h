@@ -44,7 +44,9 @@
  *   (cv::findHomography) and scored by the significance of its inliers (texture::chance_significance).
  *   With device=auto a GPU older than sm_80 means the CPU, said once as an INFO message;
  *   device=cuda then fails at start. Each identification waits for its matching (a host sync on the
- *   index's stream); the frames in between are only counted.
+ *   index's stream); the frames in between are only counted. At start the gallery is streamed
+ *   into the index from its pack (one entry in memory at a time, so a large gallery is never held
+ *   twice); one that does not fit the budgets fails there, naming gpu-memory and host-memory.
  */
 #pragma once
 

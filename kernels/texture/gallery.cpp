@@ -253,10 +253,20 @@ struct Scan {
   }
 };
 
+// Asks the kernel to read [at, at + n) in the background (a hint: errors are of no consequence).
+void prefetch(int fd, uint64_t at, uint64_t n) { ::posix_fadvise(fd, off_t(at), off_t(n), POSIX_FADV_WILLNEED); }
+
 // Walks records from s.end to `size`; stops at the first record that is short or fails its checks.
+// From a cold cache each header is one small read whose place is known only from the header before
+// it: a chain of random reads (70 us each on the benchmark's disk: longer than reading the whole
+// log sequentially; BENCHMARKS.md, issue 20). Records are mostly of one size (768 features), so the
+// headers ahead are asked for at that stride, kPrefetchRecords at a time in the background; a wrong
+// guess costs one page read, a right one turns the chain into queued reads.
+constexpr uint64_t kPrefetchRecords = 64;
 void scan_records(int fd, uint64_t size, Scan& s) {
   s.stopped = false;
   uint8_t buf[sizeof(RecordHeader) + 128];
+  uint64_t guessed = 0;  // headers are asked for up to here
   while (s.end < size) {
     const uint64_t left = size - s.end;
     const size_t want = size_t(std::min<uint64_t>(sizeof buf, left));
@@ -272,6 +282,10 @@ void scan_records(int fd, uint64_t size, Scan& s) {
     const uint64_t n = sizeof h + h.id_len + h.payload_len;
     s.latest[id] = Rec{h.type, s.end, n, h.payload_len};
     s.end += n;
+    if (n >= 4096) {  // smaller records share pages, and the kernel's readahead sees sequential reads
+      if (guessed <= s.end) guessed = s.end;
+      for (; guessed < std::min(size, s.end + kPrefetchRecords * n); guessed += n) prefetch(fd, guessed, sizeof buf);
+    }
   }
   s.stopped = s.end < size;
 }
@@ -654,8 +668,19 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
     }
   };
   std::vector<uint8_t> buf;
+  // The payloads are read in id order: ask for the next kPrefetchBytes of them in the background so
+  // that the disk works while entries are decoded. The kernel's readahead only follows reads it sees
+  // as sequential: a pack compacted or rebuilt in id order, not records appended in enrolment order.
+  constexpr uint64_t kPrefetchBytes = uint64_t(16) << 20;
+  auto ahead = s.latest.begin();
+  uint64_t ahead_bytes = 0;  // asked for and not yet read
   auto f = from_files.begin();
   for (auto it = s.latest.begin(); it != s.latest.end() || f != from_files.end();) {
+    for (; ahead != s.latest.end() && ahead_bytes < kPrefetchBytes; ++ahead) {
+      if (ahead->second.type != kPut) continue;
+      prefetch(fd.get(), ahead->second.payload_at(), ahead->second.payload);
+      ahead_bytes += ahead->second.payload;
+    }
     // Both in id order: merge.
     if (f != from_files.end() && (it == s.latest.end() || *f <= it->first)) {
       if (it != s.latest.end() && *f == it->first) ++it;
@@ -664,6 +689,7 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
     }
     const auto& [id, r] = *it++;
     if (r.type != kPut) continue;
+    ahead_bytes -= std::min(ahead_bytes, r.payload);
     buf.resize(r.payload);
     std::optional<GalleryEntry> e;
     if (pread_all(fd.get(), r.payload_at(), buf.data(), buf.size())) {

@@ -283,6 +283,18 @@ TEST_F(TextureId, ACorruptEntryFailsNamingTheFile) {
   EXPECT_NE(error.find("graf1.tex"), std::string::npos) << error;
 }
 
+// The gallery is streamed into the index at start; one that does not fit its budget fails there,
+// naming the property to raise (on the CPU path only host memory holds descriptors).
+TEST_F(TextureId, AGalleryLargerThanTheHostBudgetFailsNamingHostMemory) {
+  NEED_IMAGES();
+  std::string error;
+  const std::string two_images = std::to_string(2 * prism::match::kSlotBytes);  // of the 4 enrolled
+  EXPECT_FALSE(starts(element("host-memory=" + two_images), error));
+  EXPECT_NE(error.find("'host-memory'"), std::string::npos) << error;
+  EXPECT_NE(error.find("full"), std::string::npos) << error;
+  EXPECT_TRUE(starts(element("host-memory=" + std::to_string(4 * prism::match::kSlotBytes)), error)) << error;
+}
+
 TEST_F(TextureId, VerifyNeedsAnEnrolledClaimedId) {
   NEED_IMAGES();
   std::string error;

@@ -19,6 +19,7 @@
 #include "cli_support.h"
 #include "common/durable_file.h"
 #include "gallery_v1.h"
+#include "process.h"
 #include "texture/gallery.h"
 
 namespace fs = std::filesystem;
@@ -100,6 +101,40 @@ TEST(TextureCli, EvalRefusesAnUnknownPrecision) {
   const auto r = run_prism({"texture", "eval", "--precision", "fp32", "--data", "/nonexistent"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--precision takes u8, fp16 or both, not 'fp32'"), std::string::npos) << r.output;
+
+// The pack's note: a reader that finds pack.log gone rebuilds it and says so on stderr, never in
+// the --json output on stdout; a pack read as it was is not mentioned.
+TEST(TextureCli, ARebuiltPackIsNotedOnStderrOnly) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  auto r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png", img + "/graf1.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> search = {"texture",  "search", "--gallery", g,
+                                           "--device", "cpu",    "--json",    img + "/box_in_scene.png"};
+  fs::remove(fs::path(g) / "pack.log");
+  std::string command = "'" PRISM_EXE "'";
+  for (const auto& a : search) command += " '" + a + "'";
+  std::string out;
+  EXPECT_EQ(test::run_command("(" + command + " 2>/dev/null)", out), 0) << out;  // stdout alone
+  EXPECT_EQ(out.rfind("{\"image\":", 0), 0u) << out;
+  EXPECT_EQ(out.find("note"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(fs::path(g) / "pack.log"));
+  fs::remove(fs::path(g) / "pack.log");
+  r = run_prism(search);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prism texture: note: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rebuilt the pack from the entry files"), std::string::npos) << r.output;
+  using Args = std::vector<std::string>;
+  for (const Args& args : {search, Args{"texture", "list", "--gallery", g}, Args{"texture", "stats", "--gallery", g}}) {
+    r = run_prism(args);
+    EXPECT_EQ(r.exit_code, 0) << args[1] << ": " << r.output;
+    EXPECT_EQ(r.output.find("note:"), std::string::npos) << args[1] << ": " << r.output;
+  }
+  fs::remove(fs::path(g) / "pack.log");
+  r = run_prism({"texture", "stats", "--gallery", g, "--json"});
+  EXPECT_NE(r.output.find("\"products\":2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rebuilt the pack"), std::string::npos) << r.output;
 }
 
 // Collections: set by enroll and update, kept by an update that does not name one, shown by list

@@ -159,9 +159,16 @@ std::vector<std::pair<std::string, std::string>> enrol_jobs(const Options& o) {
   return jobs;
 }
 
+// What the gallery said about its pack when it fell back to the entry files, rebuilt, repaired or
+// compacted it (Gallery::ReadSummary::note): on stderr, so that --json output stays JSON.
+void print_pack_note(const std::string& note) {
+  if (!note.empty()) std::fprintf(stderr, "prism texture: note: %s\n", note.c_str());
+}
+
 int enroll(const Options& o) {
   const auto jobs = enrol_jobs(o);
   Gallery gallery = Gallery::open(o.gallery, /*create=*/true);
+  print_pack_note(gallery.pack_note());
   Progress progress("enrol", int(jobs.size()), !o.json || !isatty(STDOUT_FILENO));
   int done = 0, failed = 0;
   // Features are extracted in parallel batches; entries are written (and acknowledged) in order.
@@ -266,9 +273,9 @@ texture::IndexOptions index_options(const Options& o) {
 int search_or_verify(const Options& o, bool verify) {
   if (o.args.empty()) throw UsageError("give the query IMAGE");
   if (verify && (o.id.empty() || o.args.size() != 1)) throw UsageError("verify takes --id ID and one IMAGE");
-  const Gallery gallery = Gallery::open(o.gallery);
   texture::TextureIndex index(index_options(o));
-  index.build(gallery.entries());
+  // Streamed: one entry in memory at a time besides the index (IndexFull names the budget: exit 2).
+  print_pack_note(Gallery::for_each_entry(o.gallery, [&](GalleryEntry&& e) { index.add(e); }).note);
   if (!o.json)
     std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(),
                  index.device_description().c_str());
@@ -303,38 +310,38 @@ int remove_products(const Options& o) {
 }
 
 int list_products(const Options& o) {
-  const Gallery gallery = Gallery::open(o.gallery);
-  for (const auto& e : gallery.entries()) {
-    if (o.json)
-      std::printf(
-          "{\"id\":%s,\"features\":%d,\"width\":%d,\"height\":%d,\"enrolled_unix\":%lld,\"collection\":%s,"
-          "\"format\":%d,\"source\":%s}\n",
-          json_string(e.id).c_str(), e.features.count(), e.features.width, e.features.height,
-          (long long)e.enrolled_unix, e.collection.empty() ? "null" : json_string(e.collection).c_str(), e.version,
-          json_string(e.source).c_str());
-    else
-      std::printf("%-24s %4d features  %5dx%-5d %-16s %s\n", e.id.c_str(), e.features.count(), e.features.width,
-                  e.features.height, e.collection.empty() ? "-" : e.collection.c_str(), e.source.c_str());
-  }
+  print_pack_note(
+      Gallery::for_each_entry(o.gallery, [&](GalleryEntry&& e) {
+        if (o.json)
+          std::printf(
+              "{\"id\":%s,\"features\":%d,\"width\":%d,\"height\":%d,\"enrolled_unix\":%lld,\"collection\":%s,"
+              "\"format\":%d,\"source\":%s}\n",
+              json_string(e.id).c_str(), e.features.count(), e.features.width, e.features.height,
+              (long long)e.enrolled_unix, e.collection.empty() ? "null" : json_string(e.collection).c_str(), e.version,
+              json_string(e.source).c_str());
+        else
+          std::printf("%-24s %4d features  %5dx%-5d %-16s %s\n", e.id.c_str(), e.features.count(), e.features.width,
+                      e.features.height, e.collection.empty() ? "-" : e.collection.c_str(), e.source.c_str());
+      }).note);
   return 0;
 }
 
 int stats(const Options& o) {
-  const Gallery gallery = Gallery::open(o.gallery);
-  size_t features = 0, file_bytes = 0, format1 = 0;
-  int fewest = gallery.entries().empty() ? 0 : match::kSlot, most = 0;
+  size_t n = 0, features = 0, file_bytes = 0, format1 = 0;
+  int fewest = match::kSlot, most = 0;
   std::map<std::string, size_t> collections;  // products per collection ("" = none)
-  for (const auto& e : gallery.entries()) {
-    ++collections[e.collection];
-    format1 += e.version == 1;
-    features += size_t(e.features.count());
-    fewest = std::min(fewest, e.features.count());
-    most = std::max(most, e.features.count());
-    std::error_code ec;
-    const auto bytes = fs::file_size(gallery.dir() / "entries" / (e.id + ".tex"), ec);
-    if (!ec) file_bytes += size_t(bytes);  // (uintmax_t)-1 for an entry deleted since it was read
-  }
-  const size_t n = gallery.entries().size();
+  print_pack_note(Gallery::for_each_entry(o.gallery, [&](GalleryEntry&& e) {
+                    ++n;
+                    ++collections[e.collection];
+                    format1 += e.version == 1;
+                    features += size_t(e.features.count());
+                    fewest = std::min(fewest, e.features.count());
+                    most = std::max(most, e.features.count());
+                    std::error_code ec;
+                    const auto bytes = fs::file_size(fs::path(o.gallery) / "entries" / (e.id + ".tex"), ec);
+                    if (!ec) file_bytes += size_t(bytes);  // (uintmax_t)-1 for an entry deleted since it was read
+                  }).note);
+  if (n == 0) fewest = 0;
   const double search_mb = double(n) * match::kSlotBytes / 1e6;
   // Where the index would hold them: the budgets resolved on this machine (no slot is allocated).
   const texture::IndexStats is = texture::TextureIndex(index_options(o)).stats();
