@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 #include <shared_mutex>
+#include <tuple>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -148,9 +149,11 @@ struct Tier {
   size_t capacity = 0;  // slots the budget allows
   int block_slots = 1024;
   std::vector<std::unique_ptr<Block>> blocks;
-  std::vector<int> entry;                  // slot -> entry position
-  std::vector<int> counts;                 // slot -> descriptors
-  std::set<std::pair<uint64_t, int>> age;  // (sequence, slot): oldest first
+  std::vector<int> entry;   // slot -> entry position
+  std::vector<int> counts;  // slot -> descriptors
+  // (enrolment time, add order, slot): oldest first. Enrolment time first, so that the FIFO follows
+  // the products' age whatever order a gallery is read in (for_each_entry reads by id).
+  std::set<std::tuple<int64_t, uint64_t, int>> age;
 
   size_t used() const { return entry.size(); }
   size_t allocated() const { return std::min(capacity, blocks.size() * size_t(block_slots)); }
@@ -201,8 +204,9 @@ struct TextureIndex::Impl {
   struct Entry {
     std::string id;
     int collection = -1;
-    int member = -1;  // position in members[collection]
-    uint64_t seq = 0;
+    int member = -1;       // position in members[collection]
+    int64_t enrolled = 0;  // GalleryEntry::enrolled_unix
+    uint64_t seq = 0;      // add order
     int tier = kHostTier;
     int slot = 0;
     std::vector<cv::Point2f> points;  // keypoint positions for verification; the descriptors live in a slot
@@ -278,6 +282,8 @@ struct TextureIndex::Impl {
   Candidate verify_candidates(const Features& query, std::vector<Candidate>& cands, const SearchParams& params,
                               SearchResult& result);
 
+  static std::tuple<int64_t, uint64_t, int> age_key(const Entry& e, int slot) { return {e.enrolled, e.seq, slot}; }
+
   // ---- slot moves (callers hold mu exclusively) ----
   void write_slot(Tier& t, size_t s, const Features& f) {
     const int n = slot_count(f);
@@ -316,7 +322,7 @@ struct TextureIndex::Impl {
     const size_t s = t.used();
     t.entry.push_back(e);
     t.counts.push_back(0);
-    t.age.insert({entries[e].seq, int(s)});
+    t.age.insert(age_key(entries[e], int(s)));
     entries[e].tier = t_id;
     entries[e].slot = int(s);
     return s;
@@ -325,12 +331,12 @@ struct TextureIndex::Impl {
   void drop_slot(int t_id, size_t s) {
     Tier& t = tiers[t_id];
     const size_t last = t.used() - 1;
-    t.age.erase({entries[t.entry[s]].seq, int(s)});
+    t.age.erase(age_key(entries[t.entry[s]], int(s)));
     if (s != last) {
       copy_slot(t, last, t, s);
       const int moved = t.entry[last];
-      t.age.erase({entries[moved].seq, int(last)});
-      t.age.insert({entries[moved].seq, int(s)});
+      t.age.erase(age_key(entries[moved], int(last)));
+      t.age.insert(age_key(entries[moved], int(s)));
       t.entry[s] = moved;
       entries[moved].slot = int(s);
     }
@@ -350,7 +356,7 @@ struct TextureIndex::Impl {
     b.counts.push_back(0);
     copy_slot(a, old_slot, b, s);
     drop_slot(from, old_slot);
-    b.age.insert({en.seq, int(s)});
+    b.age.insert(age_key(en, int(s)));
     en.tier = to;
     en.slot = int(s);
   }
@@ -454,6 +460,12 @@ int TextureIndex::find(const std::string& id) const {
   return it == impl_->by_id.end() ? -1 : it->second;
 }
 
+bool TextureIndex::in_gpu_memory(const std::string& id) const {
+  auto lock = impl_->read_lock();
+  auto it = impl_->by_id.find(id);
+  return it != impl_->by_id.end() && impl_->entries[it->second].tier == kGpuTier;
+}
+
 IndexStats TextureIndex::stats() const {
   const Impl& m = *impl_;
   auto lock = m.read_lock();
@@ -495,23 +507,24 @@ void TextureIndex::add(const GalleryEntry& entry) {
   m.check_descriptors(entry.features, "product '" + entry.id + "'");
   Tier& g = m.tiers[kGpuTier];
   Tier& h = m.tiers[kHostTier];
-  // Where the new (newest) image goes: the GPU tier, making room there by moving its oldest image to
-  // the host tier when only the host has room; else the host tier.
+  // Where the image goes: the GPU tier while it has room; when only the host has room, the GPU tier
+  // if the image is newer than the GPU tier's oldest (which moves to the host tier), else the host.
+  Impl::Entry en;
+  en.id = entry.id;
+  en.enrolled = entry.enrolled_unix;
+  en.seq = m.next_seq++;
   int tier = -1;
   if (!g.full())
     tier = kGpuTier;
   else if (!h.full())
-    tier = g.capacity > 0 ? kGpuTier : kHostTier;
+    tier = g.capacity > 0 && Impl::age_key(en, 0) > *g.age.begin() ? kGpuTier : kHostTier;
   if (tier < 0)
     throw IndexFull("the texture index is full: " + std::to_string(g.used()) + " images in GPU memory (gpu budget " +
                     gib(m.gpu_budget) + ") and " + std::to_string(h.used()) + " in host memory (host budget " +
                     gib(m.host_budget) + "); raise a budget or remove products");
-  if (tier == kGpuTier && g.full()) m.move_entry(g.entry[g.age.begin()->second], kHostTier);
+  if (tier == kGpuTier && g.full()) m.move_entry(g.entry[std::get<2>(*g.age.begin())], kHostTier);
 
   const int e = int(m.entries.size());
-  Impl::Entry en;
-  en.id = entry.id;
-  en.seq = m.next_seq++;
   en.points = points_of(entry.features);
   m.entries.push_back(std::move(en));
   try {
@@ -520,7 +533,7 @@ void TextureIndex::add(const GalleryEntry& entry) {
   } catch (...) {  // an allocation or copy failed: leave no half entry behind
     Tier& t = m.tiers[tier];
     if (!t.entry.empty() && t.entry.back() == e) {
-      t.age.erase({m.entries[e].seq, int(t.used() - 1)});
+      t.age.erase(m.age_key(m.entries[e], int(t.used() - 1)));
       t.entry.pop_back();
       t.counts.pop_back();
     }
@@ -560,7 +573,7 @@ bool TextureIndex::remove(const std::string& id) {
   m.by_id.erase(it);
   // The newest host-resident image takes the freed GPU slot.
   Tier& h = m.tiers[kHostTier];
-  if (tier == kGpuTier && h.used() > 0) m.move_entry(h.entry[std::prev(h.age.end())->second], kGpuTier);
+  if (tier == kGpuTier && h.used() > 0) m.move_entry(h.entry[std::get<2>(*std::prev(h.age.end()))], kGpuTier);
   // The last entry moves into position e.
   const int last = int(m.entries.size()) - 1;
   if (e != last) {

@@ -139,7 +139,8 @@ class TextureIndex {
   // The ids by entry position. Positions change when an entry is removed (the last takes its place):
   // read ids() only while no other thread writes.
   const std::vector<std::string>& ids() const { return ids_; }
-  int find(const std::string& id) const;  // -1 when absent
+  int find(const std::string& id) const;            // -1 when absent
+  bool in_gpu_memory(const std::string& id) const;  // false when absent or in host memory
   IndexStats stats() const;
 
   // Ratio-test scores of `query` against every indexed image (by entry position; 0 outside the

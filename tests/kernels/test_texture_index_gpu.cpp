@@ -172,5 +172,30 @@ TEST(TextureIndexGpu, Fp16TiersEqualTheFp16CpuPath) {
   }
 }
 
+// The newest products by enrolment time are the GPU-resident ones, whatever order they are added in
+// (a gallery is read by id), and stay so through removals.
+TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::TextureIndex index(options(texture::Device::kCuda, 3, 100));
+  std::vector<int> order{0, 1, 2, 3, 4, 5, 6, 7};
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int i : order) {
+    GalleryEntry e = random_entry("p" + std::to_string(i), rng, 20, "");
+    e.enrolled_unix = 1700000000 + i;  // p7 is the newest
+    index.add(e);
+  }
+  auto gpu_ids = [&] {
+    std::string s;
+    for (int i = 0; i < 8; ++i)
+      if (index.in_gpu_memory("p" + std::to_string(i))) s += "p" + std::to_string(i) + " ";
+    return s;
+  };
+  EXPECT_EQ(gpu_ids(), "p5 p6 p7 ");
+  EXPECT_TRUE(index.remove("p6"));  // p4, the newest in host memory, moves up
+  EXPECT_EQ(gpu_ids(), "p4 p5 p7 ");
+  EXPECT_EQ(index.stats().host_images, 4u);
+}
+
 }  // namespace
 }  // namespace prism

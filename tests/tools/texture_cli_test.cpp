@@ -101,6 +101,7 @@ TEST(TextureCli, EvalRefusesAnUnknownPrecision) {
   const auto r = run_prism({"texture", "eval", "--precision", "fp32", "--data", "/nonexistent"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--precision takes u8, fp16 or both, not 'fp32'"), std::string::npos) << r.output;
+}
 
 // The pack's note: a reader that finds pack.log gone rebuilds it and says so on stderr, never in
 // the --json output on stdout; a pack read as it was is not mentioned.
