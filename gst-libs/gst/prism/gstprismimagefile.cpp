@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "common/grey.h"
@@ -14,8 +15,29 @@ namespace {
 
 constexpr GstClockTime kTimeout = 10 * GST_SECOND;
 
-void on_pad_added(GstElement *, GstPad *pad, gpointer convert) {
-  GstPad *sink = gst_element_get_static_pad(GST_ELEMENT(convert), "sink");
+/* Links decodebin's video pad to videoconvert, from whichever streaming thread exposes it. decodebin
+ * can expose after the error or preroll that ends the load (on the EOS that follows a refusal), so
+ * the link may come while the caller is already setting the pipeline to NULL. GstBin sorts its
+ * children for that state change from the links it counted when it started: a link made in between
+ * left decodebin out of the order ("loop detected in the graph of bin"), still PAUSED with its
+ * streaming threads running after the pipeline was dropped, and later loads then ran beside them.
+ * So a load closes the door before its teardown, and no link is made once it is closed. */
+struct PadLinker {
+  GstElement *convert = nullptr;
+  std::mutex mutex;
+  bool closed = false;
+
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex);
+    closed = true;
+  }
+};
+
+void on_pad_added(GstElement *, GstPad *pad, gpointer data) {
+  PadLinker *linker = (PadLinker *)data;
+  std::lock_guard<std::mutex> lock(linker->mutex);
+  if (linker->closed) return;
+  GstPad *sink = gst_element_get_static_pad(linker->convert, "sink");
   if (!gst_pad_is_linked(sink)) {
     GstCaps *caps = gst_pad_get_current_caps(pad);
     if (!caps) caps = gst_pad_query_caps(pad, nullptr);
@@ -146,7 +168,9 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   gst_bin_add_many(GST_BIN(pipeline), src, decode, convert, scale, filter, sink, nullptr);
   gst_element_link(src, decode);
   gst_element_link_many(convert, scale, filter, sink, nullptr);
-  g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), convert);
+  PadLinker linker;
+  linker.convert = convert;
+  g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), &linker);
   SizeGuard guard;
   guard.max_pixels = max_pixels;
   g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(guard_element), &guard);
@@ -202,6 +226,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
     if (sample) gst_sample_unref(sample);
   }
   if (msg) gst_message_unref(msg);
+  linker.close();
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(pipeline);

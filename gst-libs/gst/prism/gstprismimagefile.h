@@ -33,6 +33,7 @@ constexpr guint64 kImageFileMaxPixels = 64ull << 20;
 // A file whose header declares more than `max_pixels` pixels (width x height, as its parser or
 // decoder announces them, before any pixel is decoded) is refused with
 // GST_RESOURCE_ERROR_NO_SPACE_LEFT naming the file and the declared size.
+// Each load is independent: its whole pipeline is in NULL, no streaming thread left, when this returns.
 gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width = 0,
                          int height = 0, guint64 max_pixels = kImageFileMaxPixels);
 
