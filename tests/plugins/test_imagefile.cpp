@@ -206,17 +206,18 @@ class ExposeDuringTeardown {
 
   static void hold(GstElement* decodebin, GstPad*, gpointer data) {
     auto* self = static_cast<ExposeDuringTeardown*>(data);
-    GstBin* pipeline = GST_BIN(gst_object_get_parent(GST_OBJECT(decodebin)));
-    self->scale_ = child_of_factory(pipeline, "videoscale");
-    GstElement* filter = child_of_factory(pipeline, "capsfilter");
-    gst_object_unref(pipeline);
-    GST_STATE_LOCK(self->scale_);
     std::vector<GstMessage*> kept;
     {
       std::lock_guard<std::mutex> lock(self->mutex_);
       self->exposed_ = true;
       kept.swap(self->kept_);
     }
+    if (kept.empty()) return;  // exposed before the load ended (the streaming threads ran in another order)
+    GstBin* pipeline = GST_BIN(gst_object_get_parent(GST_OBJECT(decodebin)));
+    self->scale_ = child_of_factory(pipeline, "videoscale");
+    GstElement* filter = child_of_factory(pipeline, "capsfilter");
+    gst_object_unref(pipeline);
+    GST_STATE_LOCK(self->scale_);
     for (GstMessage* m : kept) gst_bus_post(self->bus_, m);  // the sync handler passes them now
     for (int ms = 0; ms < 5000 && !self->exposed_during_teardown_; ms++) {
       GST_OBJECT_LOCK(filter);
@@ -229,10 +230,12 @@ class ExposeDuringTeardown {
 
   static void release(GstElement*, GstPad* pad, gpointer data) {
     auto* self = static_cast<ExposeDuringTeardown*>(data);
-    self->linked_during_teardown_ = gst_pad_is_linked(pad);
-    GST_STATE_UNLOCK(self->scale_);
-    gst_object_unref(self->scale_);
-    self->scale_ = nullptr;
+    if (self->scale_) {
+      self->linked_during_teardown_ = gst_pad_is_linked(pad);
+      GST_STATE_UNLOCK(self->scale_);
+      gst_object_unref(self->scale_);
+      self->scale_ = nullptr;
+    }
     gst_bus_set_sync_handler(self->bus_, nullptr, nullptr, nullptr);
     gst_object_unref(self->bus_);
     self->bus_ = nullptr;
@@ -257,21 +260,26 @@ class ExposeDuringTeardown {
 TEST_F(ImageFile, PadExposedDuringTeardownIsNotLinked) {
   const std::string path = dir.file("declares-300x300.png");
   write_png_declaring(path, 300, 300, 2);
-  GlibLogRecorder log;
-  ExposeDuringTeardown expose;
-  prism::ImageFile im;
-  GError* err = nullptr;
-  EXPECT_FALSE(prism::image_file_load_grey(path.c_str(), &im, &err, 256 * 256));
-  ASSERT_NE(err, nullptr);
-  EXPECT_NE(std::string(err->message).find("300x300"), std::string::npos) << err->message;
-  g_clear_error(&err);
-  ASSERT_NE(expose.decodebin(), nullptr);
-  ASSERT_TRUE(expose.exposed_during_teardown()) << "decodebin did not expose its pad during the teardown";
-  EXPECT_FALSE(expose.linked_during_teardown());
-  GstState state = GST_STATE_VOID_PENDING;
-  EXPECT_EQ(gst_element_get_state(expose.decodebin(), &state, nullptr, 0), GST_STATE_CHANGE_SUCCESS);
-  EXPECT_EQ(state, GST_STATE_NULL);
-  EXPECT_TRUE(log.messages().empty()) << log.joined();
+  // decodebin exposes after the refusal's error nearly always; the rare other order is tried again.
+  int during_teardown = 0;
+  for (int attempt = 0; attempt < 10 && !during_teardown; attempt++) {
+    GlibLogRecorder log;
+    ExposeDuringTeardown expose;
+    prism::ImageFile im;
+    GError* err = nullptr;
+    EXPECT_FALSE(prism::image_file_load_grey(path.c_str(), &im, &err, 256 * 256));
+    ASSERT_NE(err, nullptr);
+    EXPECT_NE(std::string(err->message).find("300x300"), std::string::npos) << err->message;
+    g_clear_error(&err);
+    ASSERT_NE(expose.decodebin(), nullptr);
+    during_teardown += expose.exposed_during_teardown();
+    EXPECT_FALSE(expose.linked_during_teardown());
+    GstState state = GST_STATE_VOID_PENDING;
+    EXPECT_EQ(gst_element_get_state(expose.decodebin(), &state, nullptr, 0), GST_STATE_CHANGE_SUCCESS);
+    EXPECT_EQ(state, GST_STATE_NULL);
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+  }
+  EXPECT_EQ(during_teardown, 1) << "decodebin never exposed its pad during a teardown";
 }
 
 }  // namespace
