@@ -2,8 +2,10 @@
 
 #include <gst/app/gstappsink.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -102,6 +104,72 @@ void guard_element(GstBin *, GstBin *, GstElement *element, gpointer guard) {
   g_signal_connect(element, "pad-added", G_CALLBACK(guard_pad), guard);
 }
 
+/* The size a PNG or PNM file declares, read from its first bytes before any element sees the file.
+ * pnmdec has no parser in front of it: a height of 0 went straight into GStreamer's own assertion
+ * (GStreamer-Video-CRITICAL gst_video_decoder_negotiate_default: 'GST_VIDEO_INFO_HEIGHT
+ * (&state->info) != 0'), where the caps guard above cannot see it. Other formats keep to that guard.
+ * PNG: the IHDR chunk, which must come first (PNG specification, 11.2.2); PNM: netpbm's header of
+ * P1-P6, tokens between whitespace and '#' comments. The numbers are kept as written for the error;
+ * values saturate at 2^32. False where the header is not one of these or not complete in `head`. */
+struct DeclaredSize {
+  std::string width, height;
+  guint64 w = 0, h = 0;
+};
+
+bool pnm_number(const std::string &head, size_t *pos, std::string *digits, guint64 *value) {
+  size_t i = *pos;
+  while (i < head.size() && (g_ascii_isspace(head[i]) || head[i] == '#')) {
+    if (head[i] == '#')
+      while (i < head.size() && head[i] != '\n' && head[i] != '\r') i++;
+    else
+      i++;
+  }
+  const size_t start = i;
+  *value = 0;
+  for (; i < head.size() && g_ascii_isdigit(head[i]); i++)
+    *value = std::min<guint64>(*value * 10 + guint64(head[i] - '0'), guint64(1) << 32);
+  // a number must end inside `head` (it could go on past a short read)
+  if (i == start || i == head.size() || !(g_ascii_isspace(head[i]) || head[i] == '#')) return false;
+  digits->assign(head, start, i - start);
+  *pos = i;
+  return true;
+}
+
+bool read_declared_size(const std::string &head, DeclaredSize *out) {
+  static const char kPng[] = "\x89PNG\r\n\x1a\n";
+  if (head.size() >= 24 && head.compare(0, 8, kPng, 8) == 0 && head.compare(12, 4, "IHDR") == 0) {
+    const auto be32 = [&](size_t at) {
+      guint64 v = 0;
+      for (size_t k = 0; k < 4; k++) v = (v << 8) | (guint8)head[at + k];
+      return v;
+    };
+    out->w = be32(16);
+    out->h = be32(20);
+    out->width = std::to_string(out->w);
+    out->height = std::to_string(out->h);
+    return true;
+  }
+  if (head.size() >= 3 && head[0] == 'P' && head[1] >= '1' && head[1] <= '6' && g_ascii_isspace(head[2])) {
+    size_t pos = 2;
+    return pnm_number(head, &pos, &out->width, &out->w) && pnm_number(head, &pos, &out->height, &out->h);
+  }
+  return false;
+}
+
+/* The one wording of a refused size, from the header or from the guard. */
+void set_size_error(GError **error, const gchar *path, const std::string &width, const std::string &height, bool empty,
+                    guint64 max_pixels) {
+  if (empty)
+    g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
+                "image file '%s' declares %sx%s pixels: an image needs a width and a height of at least 1", path,
+                width.c_str(), height.c_str());
+  else
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT,
+                "image file '%s' declares %sx%s pixels, more than the %" G_GUINT64_FORMAT
+                " an image may have here; refused before decoding",
+                path, width.c_str(), height.c_str(), max_pixels);
+}
+
 int channels_of(GstVideoFormat format) {
   switch (format) {
     case GST_VIDEO_FORMAT_BGRA:
@@ -137,6 +205,18 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   } catch (const FileError &e) {
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file %s", e.what());
     return FALSE;
+  }
+  {
+    std::string head(4096, '\0');
+    std::ifstream file(path, std::ios::binary);
+    file.read(head.data(), (std::streamsize)head.size());
+    head.resize((size_t)std::max<std::streamsize>(file.gcount(), 0));
+    DeclaredSize declared;
+    if (read_declared_size(head, &declared) &&
+        (declared.w == 0 || declared.h == 0 || declared.w > max_pixels / declared.h)) {
+      set_size_error(error, path, declared.width, declared.height, declared.w == 0 || declared.h == 0, max_pixels);
+      return FALSE;
+    }
   }
 
   GstElement *pipeline = gst_pipeline_new("prism-image-file");
@@ -182,10 +262,8 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
       gst_bus_timed_pop_filtered(bus, kTimeout, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE));
   if (guard.refused) {
     /* whatever the bus said after it (an error, or a preroll on EOS) */
-    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT,
-                "image file '%s' declares %dx%d pixels, more than the %" G_GUINT64_FORMAT
-                " an image may have here; refused before decoding",
-                path, guard.width.load(), guard.height.load(), max_pixels);
+    const int w = guard.width.load(), h = guard.height.load();
+    set_size_error(error, path, std::to_string(w), std::to_string(h), w == 0 || h == 0, max_pixels);
   } else if (!msg) {
     g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
                 "image file '%s' could not be decoded within 10 s (not an image?)", path);
