@@ -2,8 +2,11 @@
 
 #include <gst/app/gstappsink.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <fstream>
+#include <mutex>
 #include <string>
 
 #include "common/grey.h"
@@ -14,8 +17,29 @@ namespace {
 
 constexpr GstClockTime kTimeout = 10 * GST_SECOND;
 
-void on_pad_added(GstElement *, GstPad *pad, gpointer convert) {
-  GstPad *sink = gst_element_get_static_pad(GST_ELEMENT(convert), "sink");
+/* Links decodebin's video pad to videoconvert, from whichever streaming thread exposes it. decodebin
+ * can expose after the error or preroll that ends the load (on the EOS that follows a refusal), so
+ * the link may come while the caller is already setting the pipeline to NULL. GstBin sorts its
+ * children for that state change from the links it counted when it started: a link made in between
+ * left decodebin out of the order ("loop detected in the graph of bin"), still PAUSED with its
+ * streaming threads running after the pipeline was dropped, and later loads then ran beside them.
+ * So a load closes the door before its teardown, and no link is made once it is closed. */
+struct PadLinker {
+  GstElement *convert = nullptr;
+  std::mutex mutex;
+  bool closed = false;
+
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex);
+    closed = true;
+  }
+};
+
+void on_pad_added(GstElement *, GstPad *pad, gpointer data) {
+  PadLinker *linker = (PadLinker *)data;
+  std::lock_guard<std::mutex> lock(linker->mutex);
+  if (linker->closed) return;
+  GstPad *sink = gst_element_get_static_pad(linker->convert, "sink");
   if (!gst_pad_is_linked(sink)) {
     GstCaps *caps = gst_pad_get_current_caps(pad);
     if (!caps) caps = gst_pad_query_caps(pad, nullptr);
@@ -80,6 +104,72 @@ void guard_element(GstBin *, GstBin *, GstElement *element, gpointer guard) {
   g_signal_connect(element, "pad-added", G_CALLBACK(guard_pad), guard);
 }
 
+/* The size a PNG or PNM file declares, read from its first bytes before any element sees the file.
+ * pnmdec has no parser in front of it: a height of 0 went straight into GStreamer's own assertion
+ * (GStreamer-Video-CRITICAL gst_video_decoder_negotiate_default: 'GST_VIDEO_INFO_HEIGHT
+ * (&state->info) != 0'), where the caps guard above cannot see it. Other formats keep to that guard.
+ * PNG: the IHDR chunk, which must come first (PNG specification, 11.2.2); PNM: netpbm's header of
+ * P1-P6, tokens between whitespace and '#' comments. The numbers are kept as written for the error;
+ * values saturate at 2^32. False where the header is not one of these or not complete in `head`. */
+struct DeclaredSize {
+  std::string width, height;
+  guint64 w = 0, h = 0;
+};
+
+bool pnm_number(const std::string &head, size_t *pos, std::string *digits, guint64 *value) {
+  size_t i = *pos;
+  while (i < head.size() && (g_ascii_isspace(head[i]) || head[i] == '#')) {
+    if (head[i] == '#')
+      while (i < head.size() && head[i] != '\n' && head[i] != '\r') i++;
+    else
+      i++;
+  }
+  const size_t start = i;
+  *value = 0;
+  for (; i < head.size() && g_ascii_isdigit(head[i]); i++)
+    *value = std::min<guint64>(*value * 10 + guint64(head[i] - '0'), guint64(1) << 32);
+  // a number must end inside `head` (it could go on past a short read)
+  if (i == start || i == head.size() || !(g_ascii_isspace(head[i]) || head[i] == '#')) return false;
+  digits->assign(head, start, i - start);
+  *pos = i;
+  return true;
+}
+
+bool read_declared_size(const std::string &head, DeclaredSize *out) {
+  static const char kPng[] = "\x89PNG\r\n\x1a\n";
+  if (head.size() >= 24 && head.compare(0, 8, kPng, 8) == 0 && head.compare(12, 4, "IHDR") == 0) {
+    const auto be32 = [&](size_t at) {
+      guint64 v = 0;
+      for (size_t k = 0; k < 4; k++) v = (v << 8) | (guint8)head[at + k];
+      return v;
+    };
+    out->w = be32(16);
+    out->h = be32(20);
+    out->width = std::to_string(out->w);
+    out->height = std::to_string(out->h);
+    return true;
+  }
+  if (head.size() >= 3 && head[0] == 'P' && head[1] >= '1' && head[1] <= '6' && g_ascii_isspace(head[2])) {
+    size_t pos = 2;
+    return pnm_number(head, &pos, &out->width, &out->w) && pnm_number(head, &pos, &out->height, &out->h);
+  }
+  return false;
+}
+
+/* The one wording of a refused size, from the header or from the guard. */
+void set_size_error(GError **error, const gchar *path, const std::string &width, const std::string &height, bool empty,
+                    guint64 max_pixels) {
+  if (empty)
+    g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
+                "image file '%s' declares %sx%s pixels: an image needs a width and a height of at least 1", path,
+                width.c_str(), height.c_str());
+  else
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT,
+                "image file '%s' declares %sx%s pixels, more than the %" G_GUINT64_FORMAT
+                " an image may have here; refused before decoding",
+                path, width.c_str(), height.c_str(), max_pixels);
+}
+
 int channels_of(GstVideoFormat format) {
   switch (format) {
     case GST_VIDEO_FORMAT_BGRA:
@@ -116,6 +206,18 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file %s", e.what());
     return FALSE;
   }
+  {
+    std::string head(4096, '\0');
+    std::ifstream file(path, std::ios::binary);
+    file.read(head.data(), (std::streamsize)head.size());
+    head.resize((size_t)std::max<std::streamsize>(file.gcount(), 0));
+    DeclaredSize declared;
+    if (read_declared_size(head, &declared) &&
+        (declared.w == 0 || declared.h == 0 || declared.w > max_pixels / declared.h)) {
+      set_size_error(error, path, declared.width, declared.height, declared.w == 0 || declared.h == 0, max_pixels);
+      return FALSE;
+    }
+  }
 
   GstElement *pipeline = gst_pipeline_new("prism-image-file");
   GstElement *src = gst_element_factory_make("filesrc", nullptr);
@@ -146,7 +248,9 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   gst_bin_add_many(GST_BIN(pipeline), src, decode, convert, scale, filter, sink, nullptr);
   gst_element_link(src, decode);
   gst_element_link_many(convert, scale, filter, sink, nullptr);
-  g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), convert);
+  PadLinker linker;
+  linker.convert = convert;
+  g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), &linker);
   SizeGuard guard;
   guard.max_pixels = max_pixels;
   g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(guard_element), &guard);
@@ -158,10 +262,8 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
       gst_bus_timed_pop_filtered(bus, kTimeout, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE));
   if (guard.refused) {
     /* whatever the bus said after it (an error, or a preroll on EOS) */
-    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT,
-                "image file '%s' declares %dx%d pixels, more than the %" G_GUINT64_FORMAT
-                " an image may have here; refused before decoding",
-                path, guard.width.load(), guard.height.load(), max_pixels);
+    const int w = guard.width.load(), h = guard.height.load();
+    set_size_error(error, path, std::to_string(w), std::to_string(h), w == 0 || h == 0, max_pixels);
   } else if (!msg) {
     g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
                 "image file '%s' could not be decoded within 10 s (not an image?)", path);
@@ -202,6 +304,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
     if (sample) gst_sample_unref(sample);
   }
   if (msg) gst_message_unref(msg);
+  linker.close();
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(pipeline);

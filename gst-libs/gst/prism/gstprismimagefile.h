@@ -30,9 +30,12 @@ constexpr guint64 kImageFileMaxPixels = 64ull << 20;
 // Decodes the first image of `path` into `format` (GST_VIDEO_FORMAT_BGRA, RGBA, BGR, RGB or
 // GRAY8), scaled to width x height when both are > 0 (videoscale's bilinear), else at its own
 // size. Returns FALSE with `error` set (naming the file) on failure; never hangs (10 s limit).
-// A file whose header declares more than `max_pixels` pixels (width x height, as its parser or
-// decoder announces them, before any pixel is decoded) is refused with
-// GST_RESOURCE_ERROR_NO_SPACE_LEFT naming the file and the declared size.
+// A file whose header declares more than `max_pixels` pixels (width x height, as a PNG or PNM
+// header says or a parser or decoder announces them, before any pixel is decoded) is refused with
+// GST_RESOURCE_ERROR_NO_SPACE_LEFT naming the file and the declared size; one declaring a width or
+// height of 0 with GST_STREAM_ERROR_DECODE, also before a decoder sees it (GStreamer's decoders
+// assert on it).
+// Each load is independent: its whole pipeline is in NULL, no streaming thread left, when this returns.
 gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width = 0,
                          int height = 0, guint64 max_pixels = kImageFileMaxPixels);
 
