@@ -108,6 +108,35 @@ TEST_F(ImageFile, SizeBeyondGStreamersLimitsIsRefusedWithoutCritical) {
   }
 }
 
+// A sound file decodes to no picture: refused as such as soon as decodebin has exposed its pads
+// (it used to wait out the loader's 10 s timeout, the fuzzer's per-input limit).
+TEST_F(ImageFile, AFileWithoutVideoIsRefusedAsSuch) {
+  const std::string path = dir.file("tone.wav");
+  {  // 16-bit mono PCM WAV, 8000 Hz, 800 samples
+    const uint32_t rate = 8000, samples = 800, data = samples * 2;
+    std::string b = "RIFF";
+    auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+    auto u16 = [&](uint16_t v) { b.append(reinterpret_cast<const char*>(&v), 2); };
+    u32(36 + data);
+    b += "WAVEfmt ";
+    u32(16), u16(1), u16(1), u32(rate), u32(rate * 2), u16(2), u16(16);
+    b += "data";
+    u32(data);
+    for (uint32_t i = 0; i < samples; ++i) u16(uint16_t(int16_t(8000 * ((i / 10) % 2 ? 1 : -1))));
+    std::ofstream(path, std::ios::binary) << b;
+  }
+  prism::ImageFile im;
+  GError* err = nullptr;
+  GlibLogRecorder log;
+  EXPECT_FALSE(prism::image_file_load(path.c_str(), GST_VIDEO_FORMAT_BGRA, &im, &err));
+  ASSERT_NE(err, nullptr);
+  const std::string msg = err->message;
+  g_clear_error(&err);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no video stream"), std::string::npos) << msg;
+  EXPECT_TRUE(log.messages().empty()) << log.joined();
+}
+
 // The limit is the caller's: the default takes ordinary images, a smaller one refuses them, and the
 // scaled size does not matter (the decoder makes the file's size first).
 TEST_F(ImageFile, PixelLimitIsTheCallers) {

@@ -50,6 +50,21 @@ void on_pad_added(GstElement *, GstPad *pad, gpointer data) {
   gst_object_unref(sink);
 }
 
+/* decodebin has exposed every pad and none was video (a sound file, say): the load fails now with
+ * its own error rather than waiting out kTimeout for a picture that cannot come. */
+void on_no_more_pads(GstElement *decode, gpointer data) {
+  PadLinker *linker = (PadLinker *)data;
+  std::lock_guard<std::mutex> lock(linker->mutex);
+  if (linker->closed) return;
+  GstPad *sink = gst_element_get_static_pad(linker->convert, "sink");
+  const bool linked = gst_pad_is_linked(sink);
+  gst_object_unref(sink);
+  if (linked) return;
+  GError *err = g_error_new_literal(GST_STREAM_ERROR, GST_STREAM_ERROR_WRONG_TYPE, "it holds no video stream");
+  gst_element_post_message(decode, gst_message_new_error(GST_OBJECT(decode), err, "no video pad"));
+  g_error_free(err);
+}
+
 /* The largest image a load takes, checked on the caps of every source pad inside decodebin (the
  * parser's image/png with the header's size, a decoder's video/x-raw), before the element after
  * the pad allocates or decodes anything for them (pngdec would fill gigabytes, or log
@@ -251,6 +266,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   PadLinker linker;
   linker.convert = convert;
   g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), &linker);
+  g_signal_connect(decode, "no-more-pads", G_CALLBACK(on_no_more_pads), &linker);
   SizeGuard guard;
   guard.max_pixels = max_pixels;
   g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(guard_element), &guard);
