@@ -4,6 +4,7 @@
 // index (IndexOptions::precision) against the FP16 matcher, and both precisions identifying.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <random>
@@ -70,6 +71,7 @@ std::vector<int> flat_scores(const std::vector<const GalleryEntry*>& order, cons
 // A query sharing `shared` descriptors with `e` among random ones.
 texture::Features query_from(const GalleryEntry& e, std::mt19937& rng, int shared) {
   texture::Features q = random_entry("q", rng, 48).features;
+  shared = std::min(shared, e.features.count());
   std::copy_n(e.features.descriptors.begin(), size_t(shared) * match::kDim, q.descriptors.begin());
   std::copy_n(e.features.descriptors_fp16.begin(), size_t(shared) * match::kDim, q.descriptors_fp16.begin());
   return q;
