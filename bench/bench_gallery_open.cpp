@@ -34,7 +34,7 @@
 #include "test_env.h"
 #include "texture/features.h"
 #include "texture/gallery.h"
-#include "texture_cases.h"
+#include "gallery_cases.h"
 
 using namespace prism;
 namespace fs = std::filesystem;
@@ -43,29 +43,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double s_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-struct Pool {
-  std::vector<texture::Keypoint> keypoints;
-  std::vector<uint8_t> descriptors;
-  size_t size() const { return keypoints.size(); }
-};
-
-texture::GalleryEntry generated(const Pool& pool, std::mt19937& rng, const std::string& id) {
-  texture::GalleryEntry e;
-  e.id = id;
-  e.source = "generated/" + id + ".png";
-  e.enrolled_unix = 1800000000;
-  e.features.width = 640;
-  e.features.height = 480;
-  e.features.keypoints.resize(match::kSlot);
-  e.features.descriptors.resize(match::kSlotBytes);
-  for (int r = 0; r < match::kSlot; ++r) {
-    const size_t k = rng() % pool.size();
-    e.features.keypoints[r] = pool.keypoints[k];
-    std::copy_n(&pool.descriptors[k * match::kDim], match::kDim, &e.features.descriptors[size_t(r) * match::kDim]);
-  }
-  return e;
-}
 
 std::string id_of(size_t i) {
   char b[32];
@@ -146,12 +123,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::mt19937 rng(20);
-  Pool pool;
-  for (int i = 0; i < 16; ++i) {
-    const texture::Features f = texture::extract_features(test::random_texture(rng, 640, 480));
-    pool.keypoints.insert(pool.keypoints.end(), f.keypoints.begin(), f.keypoints.end());
-    pool.descriptors.insert(pool.descriptors.end(), f.descriptors.begin(), f.descriptors.end());
-  }
+  const test::SiftPool pool = test::sift_pool(16, rng);
 
   test::TempDir tmp;
   const fs::path dir = tmp.path() / "gallery";
@@ -159,7 +131,9 @@ int main(int argc, char** argv) {
   Seen written;
   auto t0 = Clock::now();
   for (size_t i = 0; i < n; ++i) {
-    const texture::GalleryEntry e = generated(pool, rng, id_of(i));
+    texture::GalleryEntry e = test::pooled_gallery_entry(pool, rng, id_of(i));
+    e.source = "generated/" + e.id + ".png";
+    e.enrolled_unix = 1800000000;
     const std::vector<uint8_t> bytes = texture::Gallery::encode(e);
     std::ofstream out(dir / "entries" / (e.id + ".tex"), std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));

@@ -27,7 +27,7 @@
 #include "common/device_array.h"
 #include "match/match.h"
 #include "texture/index.h"
-#include "texture_cases.h"
+#include "gallery_cases.h"
 
 using namespace prism;
 using Clock = std::chrono::steady_clock;
@@ -39,27 +39,6 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, size_t(p * (v.size() - 1) + 0.5))];
-}
-
-struct Pool {
-  std::vector<texture::Keypoint> keypoints;
-  std::vector<uint8_t> descriptors;
-  size_t size() const { return keypoints.size(); }
-};
-
-texture::GalleryEntry generated(const Pool& pool, std::mt19937& rng, const std::string& id) {
-  texture::GalleryEntry e;
-  e.id = id;
-  e.features.width = 640;
-  e.features.height = 480;
-  e.features.keypoints.resize(match::kSlot);
-  e.features.descriptors.resize(match::kSlotBytes);
-  for (int r = 0; r < match::kSlot; ++r) {
-    const size_t k = rng() % pool.size();
-    e.features.keypoints[r] = pool.keypoints[k];
-    std::copy_n(&pool.descriptors[k * match::kDim], match::kDim, &e.features.descriptors[size_t(r) * match::kDim]);
-  }
-  return e;
 }
 
 // Host-to-device bandwidth from pinned memory (what streaming the host tier can reach).
@@ -126,12 +105,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::mt19937 rng(5);
-  Pool pool;
-  for (int i = 0; i < 48; ++i) {
-    const texture::Features f = texture::extract_features(test::random_texture(rng, 640, 480));
-    pool.keypoints.insert(pool.keypoints.end(), f.keypoints.begin(), f.keypoints.end());
-    pool.descriptors.insert(pool.descriptors.end(), f.descriptors.begin(), f.descriptors.end());
-  }
+  const test::SiftPool pool = test::sift_pool(48, rng);
   const double gbps = h2d_gbps();
   const double tops = int8_peak_tops();
   std::printf("device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit)\n\n",
@@ -154,7 +128,7 @@ int main(int argc, char** argv) {
     o.host_budget = tier == 0 ? 0 : int64_t(tier_n) * slot;
     texture::TextureIndex index(o);
     for (size_t i = 0; i < tier_n; ++i) {
-      texture::GalleryEntry e = generated(pool, rng, "p" + std::to_string(i));
+      texture::GalleryEntry e = test::pooled_gallery_entry(pool, rng, "p" + std::to_string(i));
       if (i == 0 && tier == 0) probe = e.features;
       index.add(e);
     }
@@ -181,7 +155,7 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   texture::Features target;
   for (size_t i = 0; i < total; ++i) {
-    texture::GalleryEntry e = generated(pool, rng, "p" + std::to_string(i));
+    texture::GalleryEntry e = test::pooled_gallery_entry(pool, rng, "p" + std::to_string(i));
     e.collection = "lot" + std::to_string(i % lots);
     if (i == 12345 % total) target = e.features;  // host-resident by the end (added early)
     index.add(e);

@@ -16,6 +16,7 @@
 
 #include "match/match.h"
 #include "texture/features.h"
+#include "gallery_cases.h"
 #include "texture/index.h"
 #include "texture_cases.h"
 
@@ -27,21 +28,7 @@ using texture::TextureIndex;
 
 // An entry of `n` random sparse RootSIFT descriptors (8-bit and FP16) at random keypoint positions.
 GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
-  GalleryEntry e;
-  e.id = id;
-  e.collection = collection;
-  e.features.width = 640;
-  e.features.height = 480;
-  std::uniform_real_distribution<float> u(0, 1);
-  std::vector<float> sift(size_t(n) * match::kDim);
-  for (float& v : sift) v = u(rng) < 0.4f ? u(rng) : 0.f;
-  e.features.descriptors.resize(sift.size());
-  match::rootsift_u8(sift.data(), n, e.features.descriptors.data());
-  e.features.descriptors_fp16.resize(sift.size());
-  match::rootsift(sift.data(), n, e.features.descriptors_fp16.data());
-  for (int i = 0; i < n; ++i)
-    e.features.keypoints.push_back({u(rng) * 640, u(rng) * 480, 3.f, 45.f, 1.f - i * 1e-3f, 0});
-  return e;
+  return test::random_gallery_entry(id, rng, n, collection);
 }
 
 // The reference: the matcher over the entries packed flat in `order`, one slot each.

@@ -13,6 +13,7 @@
 
 #include "match/match.h"
 #include "prism_test.h"
+#include "gallery_cases.h"
 #include "texture/index.h"
 
 namespace prism {
@@ -20,21 +21,8 @@ namespace {
 
 using texture::GalleryEntry;
 
-GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection) {
-  GalleryEntry e;
-  e.id = id;
-  e.collection = collection;
-  e.features.width = 640;
-  e.features.height = 480;
-  std::uniform_real_distribution<float> u(0, 1);
-  std::vector<float> sift(size_t(n) * match::kDim);
-  for (float& v : sift) v = u(rng) < 0.4f ? u(rng) : 0.f;
-  e.features.descriptors.resize(sift.size());
-  match::rootsift_u8(sift.data(), n, e.features.descriptors.data());
-  e.features.descriptors_fp16.resize(sift.size());
-  match::rootsift(sift.data(), n, e.features.descriptors_fp16.data());
-  for (int i = 0; i < n; ++i) e.features.keypoints.push_back({u(rng) * 640, u(rng) * 480, 3.f, 45.f, 1.f, 0});
-  return e;
+GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
+  return test::random_gallery_entry(id, rng, n, collection);
 }
 
 texture::IndexOptions options(texture::Device d, int64_t gpu_slots, int64_t host_slots,
