@@ -107,6 +107,43 @@ std::string filter_caps_problem(const GstCaps* caps) {
   return {};
 }
 
+// Why the caps features of `caps` (the "(memory:CUDAMemory)" after a media type) would be refused
+// by gst_caps_from_string, or "" when they would not: it logs a GStreamer-WARNING for an invalid
+// feature name, so they are checked here first, by GStreamer's rule (gst_caps_feature_name_is_valid:
+// letters, ':', a letter, letters and digits; or ANY).
+std::string caps_features_problem(const std::string& caps) {
+  bool quoted = false, at_name = true;
+  for (size_t i = 0; i < caps.size(); ++i) {
+    const char c = caps[i];
+    if (c == '"' && (i == 0 || caps[i - 1] != '\\')) quoted = !quoted;
+    if (quoted) continue;
+    if (c == ';') at_name = true;
+    if (c == ',' || c == '=') at_name = false;
+    if (c != '(' || !at_name) continue;
+    const size_t close = caps.find(')', i);
+    if (close == std::string::npos) return "an unclosed '(' after a media type";
+    std::string list = caps.substr(i + 1, close - i - 1);
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      std::string f = list.substr(start, comma - start);
+      f.erase(0, f.find_first_not_of(' '));
+      f.erase(f.find_last_not_of(' ') + 1);
+      size_t k = 0;
+      while (k < f.size() && std::isalpha(static_cast<unsigned char>(f[k]))) ++k;
+      bool ok = f == "ANY" ||
+                (k > 0 && k + 1 < f.size() && f[k] == ':' && std::isalpha(static_cast<unsigned char>(f[k + 1])));
+      for (size_t m = k + 2; ok && m < f.size(); ++m) ok = std::isalnum(static_cast<unsigned char>(f[m]));
+      if (!ok) return "'" + f + "' is not a caps feature such as memory:CUDAMemory";
+      start = comma + 1;
+    }
+    i = close;
+    at_name = false;
+  }
+  return {};
+}
+
 // A scalar after substitution. `from_command_line` tells whether its leading part came from a
 // --set override, which decides the base folder of a relative path.
 struct Expanded {
@@ -845,6 +882,11 @@ class Loader {
       item.kind = LinkItem::Kind::Caps;
       item.caps = normalise_caps(text->text);
       item.where = caps_where;
+      const std::string feature_problem = caps_features_problem(item.caps);
+      if (!feature_problem.empty()) {
+        error(caps_where, "invalid caps '" + text->text + "': " + feature_problem);
+        return std::nullopt;
+      }
       GstCaps* parsed = item.caps.empty() ? nullptr : gst_caps_from_string(item.caps.c_str());
       const std::string problem = parsed ? filter_caps_problem(parsed) : std::string();
       if (parsed) gst_caps_unref(parsed);

@@ -57,6 +57,10 @@ const std::vector<CliCase> kRun = {
     run_case("unknown element",
              "elements:\n  src: {element: nosuchelement}\n  sink: {element: fakesink}\nlinks: [[src, sink]]\n", 2,
              "nosuchelement"),
+    run_case("caps with an invalid feature (found by the config fuzzer: a GStreamer-WARNING)",
+             "elements:\n  src: {element: videotestsrc}\n  sink: {element: fakesink}\n"
+             "links: [[src, {caps: \"video/x-raw(format=RGBA)\"}, sink]]\n",
+             2, "'format=RGBA' is not a caps feature"),
     run_case("property value not a number",
              "elements:\n  src: {element: videotestsrc, properties: {num-buffers: many}}\n  sink: {element: fakesink}\n"
              "links: [[src, sink]]\n",

@@ -65,6 +65,19 @@ void on_no_more_pads(GstElement *decode, gpointer data) {
   g_error_free(err);
 }
 
+/* decodebin goes on only through image types (image/png, image/jpeg, ...) and raw video: anything
+ * else (a sound file, a tag demuxer's application/x-id3) is exposed undecoded, left unlinked, and the
+ * load fails as having no video. Decoders of other media can log GStreamer warnings on garbage
+ * (taglists of invalid UTF-8), which an image loader has no business reaching. */
+gboolean only_images(GstElement *, GstPad *, GstCaps *caps, gpointer) {
+  if (!caps || gst_caps_is_empty(caps) || gst_caps_is_any(caps)) return FALSE;
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    const gchar *name = gst_structure_get_name(gst_caps_get_structure(caps, i));
+    if (!g_str_has_prefix(name, "image/") && g_strcmp0(name, "video/x-raw") != 0) return FALSE;
+  }
+  return TRUE;
+}
+
 /* The largest image a load takes, checked on the caps of every source pad inside decodebin (the
  * parser's image/png with the header's size, a decoder's video/x-raw), before the element after
  * the pad allocates or decodes anything for them (pngdec would fill gigabytes, or log
@@ -267,6 +280,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   linker.convert = convert;
   g_signal_connect(decode, "pad-added", G_CALLBACK(on_pad_added), &linker);
   g_signal_connect(decode, "no-more-pads", G_CALLBACK(on_no_more_pads), &linker);
+  g_signal_connect(decode, "autoplug-continue", G_CALLBACK(only_images), nullptr);
   SizeGuard guard;
   guard.max_pixels = max_pixels;
   g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(guard_element), &guard);
