@@ -64,4 +64,30 @@ std::vector<std::string> plugin_element_names(const std::string& plugin) {
   return names;
 }
 
+namespace {
+
+thread_local GstLogCapture* current_capture = nullptr;
+
+void capture_log(const gchar* domain, GLogLevelFlags level, const gchar* message, gpointer) {
+  if (current_capture) {
+    current_capture->add(message ? message : "");
+    return;
+  }
+  g_log_default_handler(domain, level, message, nullptr);
+}
+
+}  // namespace
+
+GstLogCapture::GstLogCapture() : outer_(current_capture) {
+  current_capture = this;
+  // The newest handler of a domain wins, so this one sees the messages while it is installed.
+  handler_ =
+      g_log_set_handler("GStreamer", GLogLevelFlags(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING), capture_log, nullptr);
+}
+
+GstLogCapture::~GstLogCapture() {
+  g_log_remove_handler("GStreamer", handler_);
+  current_capture = outer_;
+}
+
 }  // namespace prism

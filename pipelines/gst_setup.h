@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace prism {
@@ -20,5 +21,26 @@ bool prism_plugin_available();
 
 // Names of the element factories of one plugin, sorted.
 std::vector<std::string> plugin_element_names(const std::string& plugin);
+
+// While it lives, the GStreamer-CRITICALs and WARNINGs logged on the constructing thread are
+// collected instead of printed. GStreamer's string parsers (gst_caps_from_string,
+// gst_value_deserialize) log a CRITICAL for some malformed text before they return failure, e.g. a
+// structure name that starts with a digit, also inside a nested (structure) value, which no lexical
+// pre-check can follow; the caller reports the failure with the config line instead. Messages from
+// other threads go to GLib's default handler meanwhile.
+class GstLogCapture {
+ public:
+  GstLogCapture();
+  ~GstLogCapture();
+  GstLogCapture(const GstLogCapture&) = delete;
+  GstLogCapture& operator=(const GstLogCapture&) = delete;
+  const std::vector<std::string>& messages() const { return messages_; }
+  void add(std::string message) { messages_.push_back(std::move(message)); }
+
+ private:
+  std::vector<std::string> messages_;
+  GstLogCapture* outer_;
+  unsigned handler_;
+};
 
 }  // namespace prism

@@ -887,7 +887,11 @@ class Loader {
         error(caps_where, "invalid caps '" + text->text + "': " + feature_problem);
         return std::nullopt;
       }
-      GstCaps* parsed = item.caps.empty() ? nullptr : gst_caps_from_string(item.caps.c_str());
+      GstCaps* parsed = nullptr;
+      if (!item.caps.empty()) {
+        GstLogCapture quiet;  // the failure is reported below, with the line
+        parsed = gst_caps_from_string(item.caps.c_str());
+      }
       const std::string problem = parsed ? filter_caps_problem(parsed) : std::string();
       if (parsed) gst_caps_unref(parsed);
       if (!parsed || !problem.empty()) {

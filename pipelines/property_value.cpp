@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "gst_setup.h"
 #include "text_util.h"
 
 namespace prism {
@@ -97,7 +98,11 @@ bool check_property_value(GParamSpec* pspec, const std::string& text, std::strin
   }
   GValue value = G_VALUE_INIT;
   g_value_init(&value, type);
-  bool ok = gst_value_deserialize_with_pspec(&value, text.c_str(), pspec);
+  bool ok;
+  {
+    GstLogCapture quiet;  // a failure is reported as `problem`
+    ok = gst_value_deserialize_with_pspec(&value, text.c_str(), pspec);
+  }
   if (ok) ok = !g_param_value_validate(pspec, &value);  // TRUE means it had to be changed
   g_value_unset(&value);
   if (ok) return true;

@@ -61,6 +61,18 @@ const std::vector<CliCase> kRun = {
              "elements:\n  src: {element: videotestsrc}\n  sink: {element: fakesink}\n"
              "links: [[src, {caps: \"video/x-raw(format=RGBA)\"}, sink]]\n",
              2, "'format=RGBA' is not a caps feature"),
+    run_case("caps whose media type starts with a digit (found by the config fuzzer: a GStreamer-CRITICAL)",
+             "elements:\n  src: {element: videotestsrc}\n  sink: {element: fakesink}\n"
+             "links: [[src, {caps: \"0video/x-raw\"}, sink]]\n",
+             2, "c.yaml:4:22: error: invalid caps '0video/x-raw'"),
+    run_case("caps with a nested structure named by a digit",
+             "elements:\n  src: {element: videotestsrc}\n  sink: {element: fakesink}\n"
+             "links: [[src, {caps: 'video/x-raw,a=(structure)\"9\"'}, sink]]\n",
+             2, "c.yaml:4:22: error: invalid caps"),
+    run_case("a caps property starting with an underscore",
+             "elements:\n  src: {element: videotestsrc}\n  f: {element: capsfilter, properties: {caps: _x/y}}\n"
+             "  sink: {element: fakesink}\nlinks: [[src, f, sink]]\n",
+             2, "caps"),
     run_case("property value not a number",
              "elements:\n  src: {element: videotestsrc, properties: {num-buffers: many}}\n  sink: {element: fakesink}\n"
              "links: [[src, sink]]\n",
