@@ -1,0 +1,65 @@
+#include "backend.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace prism::service {
+
+ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture::Features& query,
+                         const texture::SearchParams& params) {
+  const texture::SearchResult r = index.search(query, params);
+  ShardSearch part;
+  part.shard = shard;
+  part.searched = r.searched;
+  part.gallery_size = index.size();
+  part.match_ms = r.match_ms;
+  part.verify_ms = r.verify_ms;
+  for (const texture::Candidate& c : r.candidates) {
+    Match m;
+    m.id = c.id;
+    m.score = c.score;
+    m.matches = c.geometry.matches;
+    m.inliers = c.geometry.inliers;
+    m.geometric_significance = c.geometry.significance;
+    m.homography = c.geometry.homography;
+    part.shortlist.push_back(m);
+  }
+  return part;
+}
+
+SearchAnswer merge_search(const std::vector<ShardSearch>& parts, const texture::SearchParams& params, int top_k,
+                          int shards) {
+  SearchAnswer a;
+  a.shards = shards;
+  a.shards_answered = int(parts.size());
+  std::vector<Match> all;
+  for (const ShardSearch& p : parts) {
+    all.insert(all.end(), p.shortlist.begin(), p.shortlist.end());
+    a.searched += p.searched;
+    a.gallery_size += p.gallery_size;
+    a.match_ms = std::max(a.match_ms, p.match_ms);
+    a.verify_ms = std::max(a.verify_ms, p.verify_ms);
+  }
+  std::sort(all.begin(), all.end(), [](const Match& x, const Match& y) {
+    return x.score != y.score ? x.score > y.score : x.id < y.id;
+  });
+  all.resize(std::min(all.size(), size_t(std::max(1, params.shortlist))));
+  const double tests = std::log10(std::max<size_t>(1, all.size()));
+  for (Match& m : all) {
+    m.significance = m.geometric_significance - tests;
+    m.accepted = m.inliers >= params.min_inliers && m.significance >= params.min_significance;
+  }
+  std::sort(all.begin(), all.end(), [](const Match& x, const Match& y) {
+    if (x.geometric_significance != y.geometric_significance)
+      return x.geometric_significance > y.geometric_significance;
+    if (x.inliers != y.inliers) return x.inliers > y.inliers;
+    if (x.score != y.score) return x.score > y.score;
+    return x.id < y.id;
+  });
+  a.identified = !all.empty() && all.front().accepted;
+  all.resize(std::min(all.size(), size_t(std::max(0, top_k))));
+  a.candidates = std::move(all);
+  return a;
+}
+
+}  // namespace prism::service

@@ -1,0 +1,140 @@
+// The texture identification service's operations, behind one interface that two backends
+// implement: LocalBackend (service/local_backend.h: one gallery and its index in this process, what
+// `prism texture serve --gallery G` runs) and ShardedBackend (service/sharded_backend.h: the front
+// of a sharded deployment, forwarding to shard workers through Redis Streams). The HTTP layer
+// (service/http_api.h) knows only this interface, so both deployments answer the same API.
+//
+// Consistency (docs/SERVICE.md): a write that returned is durable in the owning shard's gallery
+// directory and visible to every verify and search that starts after it returned.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "texture/gallery.h"
+#include "texture/index.h"
+
+namespace prism::service {
+
+using Clock = std::chrono::steady_clock;
+
+// An error that the API reports to the client: an HTTP status, the request field it concerns
+// (empty when none) and a sentence. Thrown by backends and by request parsing.
+struct ServiceError : std::runtime_error {
+  ServiceError(int status, std::string field, const std::string& message)
+      : std::runtime_error(message), status(status), field(std::move(field)) {}
+  int status;
+  std::string field;
+};
+
+// What GET /v1/products/{id} returns (no descriptors).
+struct Product {
+  std::string id, collection, source;
+  int64_t enrolled_unix = 0;
+  int features = 0, width = 0, height = 0;
+  int shard = 0;
+};
+
+enum class WriteOutcome {
+  kCreated,    // a new product (201)
+  kUnchanged,  // POST of the same id with the same features: idempotent (200)
+  kUpdated,    // PUT replaced it (200)
+};
+
+struct WriteResult {
+  WriteOutcome outcome = WriteOutcome::kCreated;
+  Product product;
+};
+
+// One verified candidate of a search, or the answer of a verify.
+struct Match {
+  std::string id;
+  int score = 0;    // ratio-test matches counted by the matcher
+  int matches = 0;  // one-to-one ratio-test matches verified geometrically
+  int inliers = 0;
+  double significance = 0;  // the decision score (texture::Candidate::significance)
+  // Before the shortlist's Bonferroni term: what a shard reports, so that a front merging several
+  // shards' shortlists can apply the term of the merged shortlist.
+  double geometric_significance = 0;
+  bool accepted = false;
+  cv::Matx33d homography = cv::Matx33d::eye();  // query -> gallery image
+};
+
+struct SearchQuery {
+  texture::Features features;
+  texture::SearchParams params;  // collections, threshold (min_significance), shortlist
+  int top_k = 5;
+  bool allow_partial = false;  // answer with the shards that replied in time instead of failing
+  Clock::time_point deadline = Clock::time_point::max();
+};
+
+struct SearchAnswer {
+  bool identified = false;
+  std::vector<Match> candidates;  // at most top_k, most significant first
+  size_t searched = 0;            // images matched
+  size_t gallery_size = 0;        // images the shards that answered hold
+  int shards = 1, shards_answered = 1;
+  std::vector<int> missing_shards;  // with allow_partial: the shards that did not answer in time
+  double match_ms = 0, verify_ms = 0;
+};
+
+struct VerifyAnswer {
+  Match match;
+  double match_ms = 0, verify_ms = 0;
+};
+
+// Memory and size of one shard, for stats and metrics.
+struct ShardStats {
+  int shard = 0;
+  std::string worker;  // who answered (host:pid or "local")
+  texture::IndexStats index;
+  int64_t writes_applied = 0;
+};
+
+struct ServiceStats {
+  std::vector<ShardStats> shards;
+  int shards_expected = 1;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // POST (replace false): creates; the same id with the same features again is kUnchanged; the
+  // same id with other features is 409. PUT (replace true): replaces, 404 when absent.
+  // entry.id and entry.collection are valid (checked by the caller).
+  virtual WriteResult write(const texture::GalleryEntry& entry, bool replace, Clock::time_point deadline) = 0;
+  // False when absent.
+  virtual bool remove(const std::string& id, Clock::time_point deadline) = 0;
+  virtual std::optional<Product> get(const std::string& id, Clock::time_point deadline) = 0;
+  // 1:1 against `id` (404 ServiceError when absent).
+  virtual VerifyAnswer verify(const std::string& id, const texture::Features& query, const texture::SearchParams& params,
+                              Clock::time_point deadline) = 0;
+  virtual SearchAnswer search(const SearchQuery& query) = 0;
+  virtual ServiceStats stats(Clock::time_point deadline) = 0;
+  // Empty when the backend can serve; otherwise why not (GET /healthz answers 503 with it).
+  virtual std::string health() = 0;
+};
+
+// One shard's part of a search: its verified shortlist (texture::TextureIndex::search, every
+// candidate with at least 4 ratio-test matches among its `shortlist` best scores).
+struct ShardSearch {
+  int shard = 0;
+  std::vector<Match> shortlist;
+  size_t searched = 0, gallery_size = 0;
+  double match_ms = 0, verify_ms = 0;
+};
+ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture::Features& query,
+                         const texture::SearchParams& params);
+
+// The answer of a search from the shards' parts: the `shortlist` best scores of all shards (ties by
+// id), each one's significance less log10 of their number, sorted by significance (then inliers,
+// score, id), cut to top_k. With one shard this is exactly TextureIndex::search's answer; with
+// several it equals the answer of one index holding every shard's images (ties in score apart).
+SearchAnswer merge_search(const std::vector<ShardSearch>& parts, const texture::SearchParams& params, int top_k,
+                          int shards);
+
+}  // namespace prism::service

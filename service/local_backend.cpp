@@ -1,0 +1,144 @@
+#include "local_backend.h"
+
+#include <ctime>
+
+namespace prism::service {
+
+namespace {
+
+Product product_of(const texture::GalleryEntry& e, int shard) {
+  Product p;
+  p.id = e.id;
+  p.collection = e.collection;
+  p.source = e.source;
+  p.enrolled_unix = e.enrolled_unix;
+  p.features = e.features.count();
+  p.width = e.features.width;
+  p.height = e.features.height;
+  p.shard = shard;
+  return p;
+}
+
+bool same_features(const texture::Features& a, const texture::Features& b) {
+  if (a.width != b.width || a.height != b.height || a.keypoints.size() != b.keypoints.size() ||
+      a.descriptors.size() != b.descriptors.size() || a.descriptors != b.descriptors)
+    return false;
+  for (size_t i = 0; i < a.keypoints.size(); ++i)
+    if (a.keypoints[i].x != b.keypoints[i].x || a.keypoints[i].y != b.keypoints[i].y) return false;
+  return true;
+}
+
+}  // namespace
+
+LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
+    : options_(options),
+      gallery_(texture::Gallery::open(options.gallery, /*create=*/true, texture::Gallery::Load::kNoEntries)),
+      index_(options.index) {
+  size_t done = 0;
+  texture::Gallery::for_each_entry(options.gallery, [&](texture::GalleryEntry&& e) {
+    index_.add(e);
+    if (progress) progress(++done);
+  });
+}
+
+WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point) {
+  std::lock_guard lock(write_);
+  const bool present = index_.find(given.id) >= 0;
+  texture::GalleryEntry entry = given;
+  if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
+  WriteResult r;
+  if (!replace && present) {
+    const texture::GalleryEntry old = gallery_.read_entry(given.id);
+    if (!same_features(old.features, given.features) || old.collection != given.collection)
+      throw ServiceError(409, "id",
+                         "product '" + given.id + "' is enrolled with another image or collection; PUT replaces it");
+    r.outcome = WriteOutcome::kUnchanged;
+    r.product = product_of(old, options_.shard);
+    return r;
+  }
+  if (replace && !present) throw ServiceError(404, "id", "product '" + given.id + "' is not enrolled");
+  if (replace) {
+    gallery_.update(entry);
+    index_.update(entry);
+    r.outcome = WriteOutcome::kUpdated;
+  } else {
+    gallery_.add(entry);
+    try {
+      index_.add(entry);
+    } catch (const texture::IndexFull& e) {
+      gallery_.remove(entry.id);  // not acknowledged: the gallery must not keep it either
+      throw ServiceError(507, "", e.what());
+    }
+    r.outcome = WriteOutcome::kCreated;
+  }
+  ++writes_;
+  r.product = product_of(entry, options_.shard);
+  return r;
+}
+
+bool LocalBackend::remove(const std::string& id, Clock::time_point) {
+  std::lock_guard lock(write_);
+  if (index_.find(id) < 0) return false;
+  gallery_.remove(id);
+  index_.remove(id);
+  ++writes_;
+  return true;
+}
+
+std::optional<Product> LocalBackend::get(const std::string& id, Clock::time_point) {
+  if (index_.find(id) < 0) return std::nullopt;
+  try {
+    return product_of(gallery_.read_entry(id), options_.shard);
+  } catch (const texture::GalleryError&) {
+    return std::nullopt;  // removed meanwhile
+  }
+}
+
+VerifyAnswer LocalBackend::verify(const std::string& id, const texture::Features& query,
+                                  const texture::SearchParams& params, Clock::time_point) {
+  if (index_.find(id) < 0) throw ServiceError(404, "id", "product '" + id + "' is not enrolled");
+  texture::SearchResult r;
+  try {
+    r = index_.verify(query, id, params);
+  } catch (const texture::GalleryError&) {
+    throw ServiceError(404, "id", "product '" + id + "' is not enrolled");  // removed meanwhile
+  }
+  VerifyAnswer a;
+  a.match.id = id;
+  a.match.score = r.best.score;
+  a.match.matches = r.best.geometry.matches;
+  a.match.inliers = r.best.geometry.inliers;
+  a.match.geometric_significance = r.best.geometry.significance;
+  a.match.significance = r.best.significance;
+  a.match.homography = r.best.geometry.homography;
+  a.match.accepted = r.identified;
+  a.match_ms = r.match_ms;
+  a.verify_ms = r.verify_ms;
+  return a;
+}
+
+ShardSearch LocalBackend::search_part(const texture::Features& query, const texture::SearchParams& params) {
+  return shard_search(index_, options_.shard, query, params);
+}
+
+SearchAnswer LocalBackend::search(const SearchQuery& q) {
+  return merge_search({search_part(q.features, q.params)}, q.params, q.top_k, 1);
+}
+
+ShardStats LocalBackend::shard_stats() {
+  ShardStats s;
+  s.shard = options_.shard;
+  s.worker = "local";
+  s.index = index_.stats();
+  std::lock_guard lock(write_);
+  s.writes_applied = writes_;
+  return s;
+}
+
+ServiceStats LocalBackend::stats(Clock::time_point) {
+  ServiceStats s;
+  s.shards.push_back(shard_stats());
+  return s;
+}
+
+}  // namespace prism::service

@@ -1,0 +1,53 @@
+// One gallery directory and its live index in this process: the backend of
+// `prism texture serve --gallery G`, and what a shard worker (service/shard_worker.h) serves.
+//
+// The gallery directory is the durable record: a write is in it (fsync'ed, crash-safe:
+// kernels/texture/gallery.h) before the index changes and before the call returns. Writes are
+// serialised (one at a time, so that the gallery and the index agree); searches and verifies run
+// concurrently with each other and wait only while the index itself changes.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <mutex>
+
+#include "backend.h"
+
+namespace prism::service {
+
+struct LocalOptions {
+  std::filesystem::path gallery;  // created when absent or empty
+  texture::IndexOptions index;
+  int shard = 0;  // the shard this gallery is (for stats)
+};
+
+class LocalBackend : public Backend {
+ public:
+  // Opens (or creates) the gallery and indexes every entry; `progress(done)` after each one.
+  // Throws texture::GalleryError (unreadable gallery, an index too small for it).
+  explicit LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress = {});
+
+  WriteResult write(const texture::GalleryEntry& entry, bool replace, Clock::time_point deadline) override;
+  bool remove(const std::string& id, Clock::time_point deadline) override;
+  std::optional<Product> get(const std::string& id, Clock::time_point deadline) override;
+  VerifyAnswer verify(const std::string& id, const texture::Features& query, const texture::SearchParams& params,
+                      Clock::time_point deadline) override;
+  SearchAnswer search(const SearchQuery& query) override;
+  ServiceStats stats(Clock::time_point deadline) override;
+  std::string health() override { return {}; }
+
+  // This shard's part of a search (what a shard worker sends to the front).
+  ShardSearch search_part(const texture::Features& query, const texture::SearchParams& params);
+  ShardStats shard_stats();
+  size_t size() const { return index_.size(); }
+  bool contains(const std::string& id) const { return index_.find(id) >= 0; }
+
+ private:
+  LocalOptions options_;
+  texture::Gallery gallery_;
+  texture::TextureIndex index_;
+  std::mutex write_;
+  int64_t writes_ = 0;
+};
+
+}  // namespace prism::service
