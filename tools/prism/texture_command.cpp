@@ -49,6 +49,7 @@ constexpr const char* kUsage =
     "  stats                          gallery size, features, memory\n"
     "  migrate                        rewrite format-1 (FP16) entries as format 2 (8-bit); resumable\n"
     "  eval    --out DIR ...          accuracy evaluation (see 'prism texture eval --help')\n"
+    "  serve   --gallery DIR ...      the HTTP service (see 'prism texture serve --help', docs/SERVICE.md)\n"
     "\n"
     "options:\n"
     "  --gallery DIR        the gallery directory (enroll creates it in a new or empty folder)\n"
@@ -398,6 +399,7 @@ int migrate(const Options& o) {
 }  // namespace
 
 int texture_eval_command(int argc, char** argv);
+int texture_serve_command(int argc, char** argv);
 
 int texture_command(int argc, char** argv) {
   if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
@@ -405,6 +407,7 @@ int texture_command(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2 && std::strcmp(argv[1], "eval") == 0) return texture_eval_command(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) return texture_serve_command(argc - 1, argv + 1);
   try {
     const Options o = parse(argc, argv);
     init_gstreamer();

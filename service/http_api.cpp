@@ -1,0 +1,588 @@
+#include "http_api.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "images.h"
+
+namespace prism::service {
+
+using json = nlohmann::json;
+
+namespace {
+
+bool valid_key_text(const std::string& k) {
+  if (k.size() < 16 || k.size() > 256) return false;
+  return std::all_of(k.begin(), k.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("._~+/=-", c) != nullptr;
+  });
+}
+
+// ---- metrics -------------------------------------------------------------------------------------
+
+// Prometheus text exposition: request counters and latency histograms per route, gallery gauges per
+// shard and tier (from the backend's stats when scraped).
+class Metrics {
+ public:
+  static constexpr std::array<double, 14> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                      0.25,  0.5,    1,     2.5,  5,    10,  30};
+  void observe(const std::string& route, int status, double seconds) {
+    std::lock_guard lock(mutex_);
+    ++requests_[{route, status}];
+    Histogram& h = latency_[route];
+    for (size_t i = 0; i < kBuckets.size(); ++i)
+      if (seconds <= kBuckets[i]) ++h.counts[i];
+    ++h.count;
+    h.sum += seconds;
+  }
+  std::string text() const {
+    std::ostringstream o;
+    std::lock_guard lock(mutex_);
+    o << "# HELP prism_http_requests_total HTTP requests by route and status.\n"
+         "# TYPE prism_http_requests_total counter\n";
+    for (const auto& [k, n] : requests_)
+      o << "prism_http_requests_total{route=\"" << k.first << "\",code=\"" << k.second << "\"} " << n << "\n";
+    o << "# HELP prism_http_request_duration_seconds Time from the handler's start to its answer.\n"
+         "# TYPE prism_http_request_duration_seconds histogram\n";
+    for (const auto& [route, h] : latency_) {
+      for (size_t i = 0; i < kBuckets.size(); ++i)
+        o << "prism_http_request_duration_seconds_bucket{route=\"" << route << "\",le=\"" << kBuckets[i] << "\"} "
+          << h.counts[i] << "\n";
+      o << "prism_http_request_duration_seconds_bucket{route=\"" << route << "\",le=\"+Inf\"} " << h.count << "\n";
+      o << "prism_http_request_duration_seconds_sum{route=\"" << route << "\"} " << h.sum << "\n";
+      o << "prism_http_request_duration_seconds_count{route=\"" << route << "\"} " << h.count << "\n";
+    }
+    return o.str();
+  }
+
+ private:
+  struct Histogram {
+    std::array<uint64_t, kBuckets.size()> counts{};
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::string, Histogram> latency_;
+};
+
+// ---- request parsing ---------------------------------------------------------------------------------
+
+[[noreturn]] void bad(const std::string& field, const std::string& message, int status = 400) {
+  throw ServiceError(status, field, message);
+}
+
+int parse_int_field(const std::string& field, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || x < lo || x > hi)
+    bad(field, "'" + field + "' takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" +
+                   v.substr(0, 64) + "'");
+  return int(x);
+}
+
+double parse_number_field(const std::string& field, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= lo && x <= hi))
+    bad(field, "'" + field + "' takes a number in [" + json(lo).dump() + ", " + json(hi).dump() + "], not '" +
+                   v.substr(0, 64) + "'");
+  return x;
+}
+
+bool parse_bool_field(const std::string& field, const std::string& v) {
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  bad(field, "'" + field + "' takes true or false, not '" + v.substr(0, 64) + "'");
+}
+
+// Standard base64 (RFC 4648 section 4), '=' padding optional; false on any other character.
+bool base64_decode(const std::string& in, std::string& out) {
+  static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  out.clear();
+  out.reserve(in.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t end = in.size();
+  while (end > 0 && in[end - 1] == '=' && in.size() - end < 2) --end;
+  for (size_t i = 0; i < end; ++i) {
+    const size_t v = alphabet.find(in[i]);
+    if (v == std::string::npos) return false;
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(char((acc >> bits) & 0xff));
+    }
+  }
+  return bits < 6;  // a lone 6-bit group is no byte
+}
+
+// What a request carries besides its path: the image (for the routes that take one) and the
+// parameters, from the query string and from the body, which is one of: the raw image
+// (Content-Type image/... or application/octet-stream); a multipart form (field `image`, the
+// parameters as fields); a JSON object ({"image": base64, the parameters as members}). Unknown
+// parameter names are refused: a typo must not silently change a search.
+class Input {
+ public:
+  Input(const httplib::Request& req, const std::set<std::string>& allowed, bool takes_image) : allowed_(allowed) {
+    if (takes_image) read_body(req);
+    for (const auto& [k, v] : req.params) add(k, v);
+  }
+  const std::string* get(const std::string& name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? nullptr : &it->second;
+  }
+  const std::string& image() const { return *image_; }
+
+ private:
+  void read_body(const httplib::Request& req) {
+    const std::string type = req.get_header_value("Content-Type");
+    std::string media = type.substr(0, type.find(';'));
+    std::transform(media.begin(), media.end(), media.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (req.is_multipart_form_data()) {
+      if (!req.has_file("image")) bad("image", "the multipart body has no 'image' field");
+      for (const auto& [k, f] : req.files)
+        if (k == "image") {
+          if (image_) bad("image", "'image' is given twice");
+          image_ = &f.content;
+        } else {
+          add(k, f.content);
+        }
+    } else if (media == "application/json") {
+      read_json(req.body);
+    } else if (media.rfind("image/", 0) == 0 || media == "application/octet-stream") {
+      image_ = &req.body;
+    } else {
+      bad("Content-Type",
+          "send the image as the body (Content-Type image/... or application/octet-stream), as the field 'image' "
+          "of a multipart/form-data body, or base64 in the member 'image' of a JSON object; not '" +
+              type.substr(0, 64) + "'",
+          415);
+    }
+  }
+
+  void read_json(const std::string& body) {
+    json doc;
+    try {
+      doc = json::parse(body);
+    } catch (const json::parse_error& e) {
+      bad("body", std::string("malformed JSON: ") + e.what());
+    }
+    if (!doc.is_object()) bad("body", "the JSON body must be an object such as {\"image\": \"<base64>\"}");
+    for (const auto& [k, v] : doc.items()) {
+      if (k == "image") {
+        if (!v.is_string() || !base64_decode(v.get<std::string>(), decoded_))
+          bad("image", "'image' must be the image's bytes in base64");
+        image_ = &decoded_;
+        continue;
+      }
+      std::string text;
+      if (v.is_string())
+        text = v.get<std::string>();
+      else if (v.is_boolean())
+        text = v.get<bool>() ? "true" : "false";
+      else if (v.is_number_integer() || v.is_number_unsigned() || v.is_number_float())
+        text = v.dump();
+      else if (v.is_array() && k == "collections") {
+        for (const json& c : v) {
+          if (!c.is_string()) bad(k, "'collections' must be an array of strings");
+          text += (text.empty() ? "" : ",") + c.get<std::string>();
+        }
+      } else {
+        bad(k, "'" + k.substr(0, 64) + "' must be a string, a number or a boolean");
+      }
+      add(k, text);
+    }
+    if (!image_) bad("image", "the JSON body has no 'image' member");
+  }
+
+  void add(const std::string& k, const std::string& v) {
+    if (!allowed_.count(k)) {
+      std::string names;
+      for (const std::string& a : allowed_) names += (names.empty() ? "" : ", ") + a;
+      bad(k, "unknown parameter '" + k.substr(0, 64) + "'" + (names.empty() ? "" : " (this route takes: " + names + ")"));
+    }
+    if (!values_.emplace(k, v).second) bad(k, "'" + k + "' is given twice");
+  }
+
+  std::set<std::string> allowed_;
+  std::map<std::string, std::string> values_;
+  const std::string* image_ = nullptr;
+  std::string decoded_;
+};
+
+json product_json(const Product& p) {
+  return {{"id", p.id},
+          {"collection", p.collection.empty() ? json(nullptr) : json(p.collection)},
+          {"source", p.source},
+          {"enrolled_unix", p.enrolled_unix},
+          {"features", p.features},
+          {"width", p.width},
+          {"height", p.height},
+          {"shard", p.shard}};
+}
+
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json match_json(const Match& m) {
+  json h = json::array();
+  for (int i = 0; i < 9; ++i) h.push_back(number_or_null(m.homography.val[i]));
+  return {{"id", m.id},
+          {"accepted", m.accepted},
+          {"significance", number_or_null(m.significance)},
+          {"inliers", m.inliers},
+          {"matches", m.matches},
+          {"score", m.score},
+          {"homography", h}};
+}
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+std::vector<ApiKey> load_api_keys(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file.string() + ": cannot read the API key file");
+  std::vector<ApiKey> keys;
+  std::set<std::string> seen;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string where = file.string() + ":" + std::to_string(n) + ": ";
+    std::istringstream words(line);
+    ApiKey k;
+    std::string role, extra;
+    if (!(words >> k.key) || k.key[0] == '#') continue;
+    if (!valid_key_text(k.key))
+      throw std::runtime_error(where + "a key is 16..256 characters of A-Z a-z 0-9 . _ ~ + / = -");
+    if (!(words >> role) || (role != "read" && role != "write"))
+      throw std::runtime_error(where + "the key's role (read or write) must follow it");
+    words >> k.name;
+    if (words >> extra) throw std::runtime_error(where + "expected KEY ROLE [NAME], found more");
+    if (!seen.insert(k.key).second) throw std::runtime_error(where + "this key is listed twice");
+    k.write = role == "write";
+    if (k.name.empty()) k.name = "key" + std::to_string(n);
+    keys.push_back(k);
+  }
+  if (keys.empty()) throw std::runtime_error(file.string() + ": no keys (lines of KEY ROLE [NAME])");
+  return keys;
+}
+
+struct HttpApi::Impl {
+  Backend& backend;
+  ApiOptions options;
+  httplib::Server server;
+  Metrics metrics;
+
+  Impl(Backend& b, ApiOptions o) : backend(b), options(std::move(o)) {}
+
+  // Who is asking: nullptr when authentication is off.
+  const ApiKey* authenticate(const httplib::Request& req, bool needs_write) const {
+    if (options.keys.empty()) return nullptr;
+    std::string key = req.get_header_value("X-API-Key");
+    const std::string auth = req.get_header_value("Authorization");
+    if (key.empty() && auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+    if (key.empty()) bad("Authorization", "an API key is required (Authorization: Bearer KEY or X-API-Key)", 401);
+    for (const ApiKey& k : options.keys) {
+      if (k.key != key) continue;
+      if (needs_write && !k.write) bad("Authorization", "this key may verify and search but not enrol or delete", 403);
+      return &k;
+    }
+    bad("Authorization", "unknown API key", 401);
+  }
+
+  Clock::time_point deadline_of(const Input& f, Clock::time_point start) const {
+    std::chrono::milliseconds d = options.deadline;
+    if (const std::string* v = f.get("deadline_ms"))
+      d = std::chrono::milliseconds(
+          parse_int_field("deadline_ms", *v, 1, int(std::min<int64_t>(options.max_deadline.count(), INT32_MAX))));
+    return start + d;
+  }
+
+  std::string product_id(const httplib::Request& req) const {
+    const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
+    if (!texture::valid_product_id(id))
+      bad("id", "'" + id.substr(0, 64) + "' is not a product id (1..128 characters of A-Z a-z 0-9 . _ -, not starting "
+                "with . or -)");
+    return id;
+  }
+
+  texture::Features features_of(const Input& in, double& extract_ms) const {
+    const auto t0 = Clock::now();
+    const cv::Mat grey = decode_grey(in.image(), "image", options.max_image_pixels);
+    texture::Features f = texture::extract_features(grey, options.features);
+    extract_ms = ms_between(t0, Clock::now());
+    return f;
+  }
+
+  texture::SearchParams search_params(const Input& f) const {
+    texture::SearchParams p = options.search;
+    if (const std::string* v = f.get("threshold")) p.min_significance = parse_number_field("threshold", *v, 0, 1000);
+    if (const std::string* v = f.get("collections")) {
+      std::stringstream list(*v);
+      for (std::string c; std::getline(list, c, ',');) {
+        if (c.empty() || !texture::valid_collection(c))
+          bad("collections", "'" + c.substr(0, 64) + "' is not a collection name (the characters of a product id)");
+        p.collections.push_back(c);
+      }
+      if (p.collections.empty()) bad("collections", "'collections' names no collection");
+    }
+    return p;
+  }
+
+  // ---- routes ----------------------------------------------------------------------------------------
+
+  json enrol(const httplib::Request& req, httplib::Response& res, bool replace) {
+    const ApiKey* key = authenticate(req, true);
+    const auto start = Clock::now();
+    const Input f(req, {"collection", "deadline_ms"}, true);
+    const std::string id = product_id(req);
+    texture::GalleryEntry e;
+    e.id = id;
+    if (const std::string* c = f.get("collection")) {
+      // Empty: none (PUT clears the product's collection with it).
+      if (!texture::valid_collection(*c))
+        bad("collection", "'" + c->substr(0, 64) + "' is not a collection name (the characters of a product id)");
+      e.collection = *c;
+    } else if (replace) {
+      // PUT without `collection` keeps the product's own, as `prism texture update` does.
+      if (const std::optional<Product> p = backend.get(id, deadline_of(f, start))) e.collection = p->collection;
+    }
+    double extract_ms = 0;
+    e.features = features_of(f, extract_ms);
+    if (e.features.count() < texture::kMinFeatures)
+      bad("image",
+          "the image has " + std::to_string(e.features.count()) + " features, fewer than the " +
+              std::to_string(texture::kMinFeatures) + " a product needs (a flat, blank or tiny image)",
+          422);
+    e.source = key ? "http:" + key->name : "http";
+    const WriteResult w = backend.write(e, replace, deadline_of(f, start));
+    res.status = w.outcome == WriteOutcome::kCreated ? 201 : 200;
+    return {{"product", product_json(w.product)},
+            {"outcome", w.outcome == WriteOutcome::kCreated     ? "created"
+                        : w.outcome == WriteOutcome::kUnchanged ? "unchanged"
+                                                                : "updated"},
+            {"latency_ms", {{"extract", extract_ms}, {"total", ms_between(start, Clock::now())}}}};
+  }
+
+  json remove(const httplib::Request& req) {
+    authenticate(req, true);
+    const Input f(req, {"deadline_ms"}, false);
+    const std::string id = product_id(req);
+    if (!backend.remove(id, deadline_of(f, Clock::now())))
+      bad("id", "product '" + id + "' is not enrolled", 404);
+    return {{"deleted", id}};
+  }
+
+  json get(const httplib::Request& req) {
+    authenticate(req, false);
+    const Input f(req, {"deadline_ms"}, false);
+    const std::string id = product_id(req);
+    const std::optional<Product> p = backend.get(id, deadline_of(f, Clock::now()));
+    if (!p) bad("id", "product '" + id + "' is not enrolled", 404);
+    return product_json(*p);
+  }
+
+  json verify(const httplib::Request& req) {
+    authenticate(req, false);
+    const auto start = Clock::now();
+    const Input f(req, {"threshold", "deadline_ms"}, true);
+    const std::string id = product_id(req);
+    const texture::SearchParams params = search_params(f);
+    double extract_ms = 0;
+    const texture::Features q = features_of(f, extract_ms);
+    const VerifyAnswer a = backend.verify(id, q, params, deadline_of(f, start));
+    json out = match_json(a.match);
+    out["decision"] = a.match.accepted ? "accepted" : "rejected";
+    out["threshold"] = params.min_significance;
+    out["query_features"] = q.count();
+    out["latency_ms"] = {{"extract", extract_ms},
+                         {"match", a.match_ms},
+                         {"verify", a.verify_ms},
+                         {"total", ms_between(start, Clock::now())}};
+    return out;
+  }
+
+  json search(const httplib::Request& req) {
+    authenticate(req, false);
+    const auto start = Clock::now();
+    const Input f(req, {"top_k", "collections", "threshold", "allow_partial", "deadline_ms"}, true);
+    SearchQuery q;
+    q.params = search_params(f);
+    if (const std::string* v = f.get("top_k")) q.top_k = parse_int_field("top_k", *v, 1, options.max_top_k);
+    if (const std::string* v = f.get("allow_partial")) q.allow_partial = parse_bool_field("allow_partial", *v);
+    q.deadline = deadline_of(f, start);
+    double extract_ms = 0;
+    q.features = features_of(f, extract_ms);
+    const SearchAnswer a = backend.search(q);
+    json cands = json::array();
+    for (const Match& m : a.candidates) cands.push_back(match_json(m));
+    return {{"identified", a.identified},
+            {"id", a.identified ? json(a.candidates.front().id) : json(nullptr)},
+            {"candidates", cands},
+            {"threshold", q.params.min_significance},
+            {"query_features", q.features.count()},
+            {"searched", a.searched},
+            {"gallery_size", a.gallery_size},
+            {"searched_share", a.shards > 0 ? double(a.shards_answered) / a.shards : 0.0},
+            {"shards", a.shards},
+            {"shards_answered", a.shards_answered},
+            {"missing_shards", a.missing_shards},
+            {"latency_ms",
+             {{"extract", extract_ms},
+              {"match", a.match_ms},
+              {"verify", a.verify_ms},
+              {"total", ms_between(start, Clock::now())}}}};
+  }
+
+  json stats(const httplib::Request& req) {
+    authenticate(req, false);
+    const Input f(req, {"deadline_ms"}, false);
+    const ServiceStats s = backend.stats(deadline_of(f, Clock::now()));
+    json shards = json::array();
+    size_t images = 0;
+    for (const ShardStats& sh : s.shards) {
+      images += sh.index.images;
+      shards.push_back({{"shard", sh.shard},
+                        {"worker", sh.worker},
+                        {"device", sh.index.device},
+                        {"images", sh.index.images},
+                        {"gpu_images", sh.index.gpu_images},
+                        {"host_images", sh.index.host_images},
+                        {"gpu_capacity", sh.index.gpu_capacity},
+                        {"host_capacity", sh.index.host_capacity},
+                        {"gpu_bytes", sh.index.gpu_bytes},
+                        {"host_bytes", sh.index.host_bytes},
+                        {"collections", sh.index.collections},
+                        {"writes_applied", sh.writes_applied}});
+    }
+    return {{"images", images}, {"shards_expected", s.shards_expected}, {"shards", shards}};
+  }
+
+  std::string metrics_text() {
+    std::string out = metrics.text();
+    std::ostringstream o;
+    o << "# HELP prism_gallery_images Images indexed, by shard and tier.\n# TYPE prism_gallery_images gauge\n";
+    std::ostringstream bytes;
+    bytes << "# HELP prism_gallery_bytes Descriptor memory allocated, by shard and tier.\n"
+             "# TYPE prism_gallery_bytes gauge\n";
+    try {
+      const ServiceStats s = backend.stats(Clock::now() + options.deadline);
+      for (const ShardStats& sh : s.shards) {
+        o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_images << "\n";
+        o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_images << "\n";
+        bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_bytes << "\n";
+        bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_bytes << "\n";
+      }
+    } catch (const std::exception&) {
+      // The request metrics are still worth scraping when a shard does not answer.
+    }
+    return out + o.str() + bytes.str();
+  }
+
+  // Runs one route: the JSON answer, or the JSON error; counted in the metrics under `route`.
+  void handle(const std::string& route, const httplib::Request& req, httplib::Response& res,
+              const std::function<json(const httplib::Request&, httplib::Response&)>& body) {
+    const auto start = Clock::now();
+    try {
+      res.status = 200;
+      const json out = body(req, res);
+      res.set_content(out.dump(), "application/json");
+    } catch (const ServiceError& e) {
+      error(res, e.status, e.field, e.what());
+    } catch (const texture::GalleryError& e) {
+      error(res, 500, "", e.what());
+    } catch (const std::bad_alloc&) {
+      error(res, 503, "", "out of memory while serving the request");
+    } catch (const std::exception& e) {
+      error(res, 500, "", e.what());
+    }
+    metrics.observe(route, res.status, std::chrono::duration<double>(Clock::now() - start).count());
+    if (options.log_requests)
+      std::fprintf(stderr, "%s %s -> %d (%.1f ms)\n", req.method.c_str(), req.path.c_str(), res.status,
+                   ms_between(start, Clock::now()));
+  }
+
+  static void error(httplib::Response& res, int status, const std::string& field, const std::string& message) {
+    res.status = status;
+    const json e = {{"error",
+                     {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
+    res.set_content(e.dump(), "application/json");
+  }
+
+  void routes() {
+    using R = const httplib::Request&;
+    using W = httplib::Response&;
+    const std::string product = R"(/v1/products/([^/]*))";
+    server.Post(product, [this](R q, W r) {
+      handle("enrol", q, r, [this](R q, W r) { return enrol(q, r, false); });
+    });
+    server.Put(product, [this](R q, W r) {
+      handle("update", q, r, [this](R q, W r) { return enrol(q, r, true); });
+    });
+    server.Delete(product, [this](R q, W r) { handle("delete", q, r, [this](R q, W) { return remove(q); }); });
+    server.Get(product, [this](R q, W r) { handle("get", q, r, [this](R q, W) { return get(q); }); });
+    server.Post(product + "/verify",
+                [this](R q, W r) { handle("verify", q, r, [this](R q, W) { return verify(q); }); });
+    server.Post("/v1/search", [this](R q, W r) { handle("search", q, r, [this](R q, W) { return search(q); }); });
+    server.Get("/v1/stats", [this](R q, W r) { handle("stats", q, r, [this](R q, W) { return stats(q); }); });
+    server.Get("/healthz", [this](R q, W r) {
+      handle("healthz", q, r, [this](R, W) {
+        const std::string why = backend.health();
+        if (!why.empty()) throw ServiceError(503, "", why);
+        return json{{"status", "ok"}};
+      });
+    });
+    server.Get("/metrics", [this](R, W r) { r.set_content(metrics_text(), "text/plain; version=0.0.4"); });
+    // What the router refuses (no route, a body over the limit): the same JSON errors.
+    server.set_error_handler([](R q, W r) {
+      if (!r.body.empty()) return;
+      if (r.status == 404)
+        error(r, 404, "path", "no route " + q.method + " " + q.path.substr(0, 128) + " (see docs/openapi.yaml)");
+      else if (r.status == 413)
+        error(r, 413, "body", "the body is larger than the server's limit");
+      else
+        error(r, r.status, "", "HTTP " + std::to_string(r.status));
+    });
+    server.set_exception_handler([](R, W r, std::exception_ptr) { error(r, 500, "", "internal error"); });
+  }
+};
+
+HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<Impl>(backend, std::move(options))) {
+  Impl& m = *impl_;
+  m.server.set_payload_max_length(m.options.max_body_bytes);
+  const size_t threads = size_t(std::max(1, m.options.threads));
+  m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // A client that stalls mid-request holds a thread only this long.
+  m.server.set_read_timeout(std::chrono::seconds(10));
+  m.server.set_write_timeout(std::chrono::seconds(10));
+  m.server.set_keep_alive_timeout(5);
+  m.routes();
+}
+
+HttpApi::~HttpApi() { stop(); }
+
+int HttpApi::bind(const std::string& host, int port) {
+  const int bound = port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port));
+  return bound;
+}
+
+void HttpApi::serve() { impl_->server.listen_after_bind(); }
+
+void HttpApi::stop() { impl_->server.stop(); }
+
+}  // namespace prism::service

@@ -1,0 +1,70 @@
+// The texture identification service's HTTP + JSON API (docs/SERVICE.md, docs/openapi.yaml) over a
+// Backend (service/backend.h): the same routes whether one process holds the gallery or a front
+// forwards to shard workers.
+//
+// cpp-httplib (Debian's libcpp-httplib-dev 0.11) serves it: a blocking server with a thread pool,
+// which suits requests that spend milliseconds to seconds in SIFT and matching and lets a handler
+// call the backend synchronously; the client of the tests and benchmarks is the same library.
+//
+// Every refusal is a JSON body {"error": {"status", "field", "message"}} with a 4xx (5xx only for
+// the service's own trouble: a shard that did not answer, a full index); nothing a client sends is
+// meant to crash or hang the server (tests/service/test_http_api.cpp tries).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "texture/features.h"
+
+namespace prism::service {
+
+// One API key: clients send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`.
+struct ApiKey {
+  std::string key;
+  std::string name;    // for logs and product sources
+  bool write = false;  // may enrol, update and delete; every key may read, verify and search
+};
+
+// Keys from a file: one per line, `KEY ROLE [NAME]` with ROLE `read` or `write`; blank lines and
+// lines starting with '#' are ignored; a key is at least 16 characters of [A-Za-z0-9._~+/=-].
+// Throws std::runtime_error naming the file and line.
+std::vector<ApiKey> load_api_keys(const std::filesystem::path& file);
+
+struct ApiOptions {
+  std::vector<ApiKey> keys;  // empty: no authentication (serve allows that on loopback only)
+  size_t max_body_bytes = size_t(32) << 20;  // larger bodies get 413
+  uint64_t max_image_pixels = 50'000'000;    // images declaring more get 413, before decoding
+  // A request's deadline, from when its handler starts; a client may ask for less or more with
+  // `deadline_ms` (up to max_deadline).
+  std::chrono::milliseconds deadline{10'000}, max_deadline{120'000};
+  int threads = 16;  // the server's thread pool
+  int max_top_k = 100;
+  texture::SearchParams search;  // defaults of verify and search (threshold: min_significance)
+  texture::FeatureParams features;
+  bool log_requests = false;  // one line per request on stderr
+};
+
+class HttpApi {
+ public:
+  HttpApi(Backend& backend, ApiOptions options);
+  ~HttpApi();
+  HttpApi(const HttpApi&) = delete;
+  HttpApi& operator=(const HttpApi&) = delete;
+
+  // Binds host:port (port 0: any free port); returns the port, or throws std::runtime_error.
+  int bind(const std::string& host, int port);
+  // Serves until stop() (from another thread or a signal handler's thread).
+  void serve();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prism::service

@@ -1,0 +1,167 @@
+// prism texture serve: the texture identification service over HTTP (docs/SERVICE.md). One process
+// holding the gallery by default (--gallery), or a stateless front of shard workers (--redis). The
+// work is in service/; this file parses options, starts the server and stops it on SIGINT/SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gst_setup.h"
+#include "http_api.h"
+#include "local_backend.h"
+#include "texture_util.h"
+
+namespace prism::cli {
+
+namespace {
+
+constexpr const char* kServeUsage =
+    "usage: prism texture serve (--gallery DIR | --redis URL) [OPTIONS]\n"
+    "\n"
+    "Serves the texture API (docs/SERVICE.md, docs/openapi.yaml) until SIGINT or SIGTERM.\n"
+    "\n"
+    "  --gallery DIR        one process holds the gallery (created when absent or empty)\n"
+    "  --redis URL          a front of shard workers ('prism texture shard') through Redis,\n"
+    "                       e.g. redis://127.0.0.1:6379\n"
+    "  --shards N           with --redis: the shard count (set once for the deployment)\n"
+    "  --listen HOST:PORT   where to listen (default 127.0.0.1:8080; port 0: any free port)\n"
+    "  --keys FILE          API keys, one 'KEY read|write [NAME]' per line; required unless HOST\n"
+    "                       is a loopback address\n"
+    "  --threads N          HTTP worker threads (default 16)\n"
+    "  --max-body SIZE      largest request body (default 32M)\n"
+    "  --max-pixels N       largest image, in pixels, checked before decoding (default 50000000)\n"
+    "  --deadline MS        default request deadline (default 10000; clients may set deadline_ms)\n"
+    "  --device D           auto (default), cpu or cuda: where descriptors are matched (--gallery)\n"
+    "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
+    "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
+    "  --min-significance S the default decision threshold (default 3.6)\n"
+    "  --log                one line per request on stderr\n";
+
+struct ServeOptions {
+  std::string gallery, redis, host = "127.0.0.1", keys;
+  int port = 8080, shards = 0;
+  service::ApiOptions api;
+  texture::IndexOptions index;
+};
+
+bool loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+ServeOptions parse_serve(int argc, char** argv) {
+  ServeOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--gallery")
+      o.gallery = value();
+    else if (a == "--redis")
+      o.redis = value();
+    else if (a == "--shards")
+      o.shards = parse_int(a, value(), 1, 4096);
+    else if (a == "--listen") {
+      const std::string v = value();
+      const size_t colon = v.rfind(':');
+      if (colon == std::string::npos || colon == 0)
+        throw UsageError("--listen takes HOST:PORT such as 127.0.0.1:8080, not '" + v + "'");
+      o.host = v.substr(0, colon);
+      o.port = parse_int("--listen's port", v.substr(colon + 1), 0, 65535);
+    } else if (a == "--keys")
+      o.keys = value();
+    else if (a == "--threads")
+      o.api.threads = parse_int(a, value(), 1, 1024);
+    else if (a == "--max-body")
+      o.api.max_body_bytes = size_t(parse_size(a, value()));
+    else if (a == "--max-pixels")
+      o.api.max_image_pixels = uint64_t(parse_number(a, value(), 1, 1e12));
+    else if (a == "--deadline")
+      o.api.deadline = std::chrono::milliseconds(parse_int(a, value(), 1, 3'600'000));
+    else if (a == "--device")
+      o.index.device = parse_device(a, value());
+    else if (a == "--gpu-memory")
+      o.index.gpu_budget = parse_size(a, value());
+    else if (a == "--host-memory")
+      o.index.host_budget = parse_size(a, value());
+    else if (a == "--min-significance")
+      o.api.search.min_significance = parse_number(a, value(), 0, 1000);
+    else if (a == "--log")
+      o.api.log_requests = true;
+    else if (a == "-h" || a == "--help") {
+      std::fputs(kServeUsage, stdout);
+      std::exit(0);
+    } else
+      throw UsageError("unknown option '" + a + "'");
+  }
+  if (o.gallery.empty() == o.redis.empty()) throw UsageError("give one of --gallery DIR and --redis URL");
+  if (o.shards && o.redis.empty()) throw UsageError("--shards goes with --redis");
+  if (o.keys.empty() && !loopback(o.host))
+    throw UsageError("--listen " + o.host + " is reachable from other hosts: give --keys FILE");
+  if (!o.keys.empty()) o.api.keys = service::load_api_keys(o.keys);
+  return o;
+}
+
+}  // namespace
+
+// The front of a sharded deployment (service/sharded_backend.h).
+std::unique_ptr<service::Backend> sharded_front(const std::string& url, int shards) {
+  (void)url, (void)shards;
+  throw UsageError("--redis: the sharded deployment is not in this build yet");
+}
+
+int texture_serve_command(int argc, char** argv) {
+  try {
+    const ServeOptions o = parse_serve(argc, argv);
+    init_gstreamer();  // the image loader
+    // SIGINT and SIGTERM are taken by a thread of ours (sigwait), not by whichever thread they hit.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    std::unique_ptr<service::Backend> backend;
+    std::string what;
+    if (!o.gallery.empty()) {
+      service::LocalOptions lo;
+      lo.gallery = o.gallery;
+      lo.index = o.index;
+      auto local = std::make_unique<service::LocalBackend>(lo);
+      what = "gallery " + o.gallery + ": " + std::to_string(local->size()) + " products";
+      backend = std::move(local);
+    } else {
+      backend = sharded_front(o.redis, o.shards);
+      what = "shards through " + o.redis;
+    }
+    service::HttpApi api(*backend, o.api);
+    const int port = api.bind(o.host, o.port);
+    std::printf("prism texture serve: listening on http://%s:%d (%s; %s)\n", o.host.c_str(), port, what.c_str(),
+                o.api.keys.empty() ? "no API keys: loopback only" : "API keys required");
+    std::fflush(stdout);
+    std::thread stopper([&] {
+      int sig = 0;
+      sigwait(&stop_signals, &sig);
+      if (sig == SIGINT || sig == SIGTERM) api.stop();
+    });
+    api.serve();
+    // serve() returned: stopped by a signal (or the listener failed). Wake the stopper if needed.
+    pthread_kill(stopper.native_handle(), SIGTERM);
+    stopper.join();
+    std::printf("prism texture serve: stopped\n");
+    return 0;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "prism texture serve: error: %s\n\n%s", e.what(), kServeUsage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism texture serve: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace prism::cli
