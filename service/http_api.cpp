@@ -1,6 +1,7 @@
 #include "http_api.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -281,10 +282,17 @@ std::vector<ApiKey> load_api_keys(const std::filesystem::path& file) {
   return keys;
 }
 
+// cpp-httplib listens with a backlog of 5 (compiled into Debian's library): a burst of new
+// connections overflows it and clients see resets. listen() again on the bound socket widens it.
+class Listener : public httplib::Server {
+ public:
+  void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+};
+
 struct HttpApi::Impl {
   Backend& backend;
   ApiOptions options;
-  httplib::Server server;
+  Listener server;
   Metrics metrics;
 
   Impl(Backend& b, ApiOptions o) : backend(b), options(std::move(o)) {}
@@ -578,6 +586,7 @@ HttpApi::~HttpApi() { stop(); }
 int HttpApi::bind(const std::string& host, int port) {
   const int bound = port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
   if (bound <= 0) throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port));
+  impl_->server.widen_backlog();
   return bound;
 }
 

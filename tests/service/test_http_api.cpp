@@ -1,0 +1,398 @@
+// The HTTP API over one gallery (service/http_api.h + service/local_backend.h), through a real
+// cpp-httplib server on 127.0.0.1 (a free port) and a real client: answers equal the index's own on
+// the same gallery; write semantics; API keys; every bad request a 4xx JSON error naming the field
+// with the server still healthy; a bounded load of 32 concurrent clients.
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "http_api.h"
+#include "local_backend.h"
+#include "test_env.h"
+#include "texture_cases.h"
+
+namespace prism::service {
+namespace {
+
+using json = nlohmann::json;
+using test::TempDir;
+
+// A binary PGM (P5) of an 8-bit grey image: what the test uploads (the server decodes it with
+// GStreamer's pnmdec; the test extracts from the same pixels).
+std::string pgm(const cv::Mat& grey) {
+  std::string out = "P5\n" + std::to_string(grey.cols) + " " + std::to_string(grey.rows) + "\n255\n";
+  for (int y = 0; y < grey.rows; ++y) out.append(reinterpret_cast<const char*>(grey.ptr(y)), size_t(grey.cols));
+  return out;
+}
+
+std::string base64(const std::string& bytes) {
+  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += a[(v >> s) & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += a[(v >> 18) & 63];
+    out += a[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? a[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// A capture of `texture`: warped by a mild random homography, with sensor noise.
+cv::Mat capture(const cv::Mat& texture, std::mt19937& rng) {
+  cv::Mat out, noise(texture.size(), CV_16S);
+  cv::warpPerspective(texture, out, cv::Mat(test::random_homography(rng, texture.cols, texture.rows)), texture.size(),
+                      cv::INTER_LINEAR, cv::BORDER_REFLECT);
+  cv::theRNG().state = rng();
+  cv::randn(noise, 0, 4);
+  cv::Mat shifted;
+  out.convertTo(shifted, CV_16S);
+  shifted += noise;
+  shifted.convertTo(out, CV_8U);
+  return out;
+}
+
+texture::IndexOptions cpu_index() {
+  texture::IndexOptions o;
+  o.device = texture::Device::kCpu;
+  o.host_budget = int64_t(64) << 20;
+  return o;
+}
+
+// The API on a fresh gallery, served on its own thread.
+class Server {
+ public:
+  explicit Server(ApiOptions options = {}) {
+    gst_init(nullptr, nullptr);
+    LocalOptions lo;
+    lo.gallery = dir_.path() / "gallery";
+    lo.index = cpu_index();
+    backend_ = std::make_unique<LocalBackend>(lo);
+    api_ = std::make_unique<HttpApi>(*backend_, options);
+    port_ = api_->bind("127.0.0.1", 0);
+    thread_ = std::thread([this] { api_->serve(); });
+    httplib::Client c = client();
+    for (int i = 0; i < 200; ++i) {  // at most 2 s for the listener to start
+      if (auto r = c.Get("/healthz"); r && r->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the server did not answer /healthz";
+  }
+  ~Server() {
+    api_->stop();
+    thread_.join();
+  }
+  httplib::Client client(bool keep_alive = false) const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_keep_alive(keep_alive);
+    c.set_read_timeout(std::chrono::seconds(60));
+    c.set_connection_timeout(std::chrono::seconds(5));
+    return c;
+  }
+  std::filesystem::path gallery() const { return dir_.path() / "gallery"; }
+
+ private:
+  TempDir dir_;
+  std::unique_ptr<LocalBackend> backend_;
+  std::unique_ptr<HttpApi> api_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+json body_of(const httplib::Result& r) {
+  if (!r) return json{{"transport_error", httplib::to_string(r.error())}};
+  try {
+    return json::parse(r->body);
+  } catch (const json::parse_error&) {
+    return json{{"not_json", r->body.substr(0, 200)}};
+  }
+}
+
+httplib::Result post_image(httplib::Client& c, const std::string& path, const cv::Mat& grey,
+                           const httplib::Headers& headers = {}) {
+  return c.Post(path.c_str(), headers, pgm(grey), "image/x-portable-graymap");
+}
+
+std::vector<cv::Mat> textures(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<cv::Mat> out;
+  for (int i = 0; i < n; ++i) out.push_back(test::random_texture(rng));
+  return out;
+}
+
+TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
+  Server server;
+  httplib::Client c = server.client();
+  const std::vector<cv::Mat> products = textures(6, std::random_device{}());
+  for (size_t i = 0; i < products.size(); ++i) {
+    const std::string path = "/v1/products/p" + std::to_string(i) + (i % 2 ? "?collection=odd" : "");
+    const httplib::Result r = [&] {  // the three body forms
+      if (i % 3 == 0) return post_image(c, path, products[i]);
+      if (i % 3 == 1) {
+        const httplib::MultipartFormDataItems form = {{"image", pgm(products[i]), "p.pgm", "image/x-portable-graymap"}};
+        return c.Post(path.c_str(), form);
+      }
+      return c.Post(path.c_str(), json{{"image", base64(pgm(products[i]))}}.dump(), "application/json");
+    }();
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 201) << r->body;
+    EXPECT_EQ(body_of(r)["outcome"], "created");
+  }
+  // The same gallery read by an index of its own: what `prism texture search|verify` answer.
+  texture::TextureIndex index(cpu_index());
+  index.build(texture::Gallery::open(server.gallery()).entries());
+  ASSERT_EQ(index.size(), products.size());
+  std::mt19937 rng(7);
+  for (size_t i = 0; i < products.size(); ++i) {
+    const cv::Mat query = capture(products[i], rng);
+    const texture::Features qf = texture::extract_features(query);
+    const texture::SearchParams params;
+    const texture::SearchResult want = index.search(qf, params);
+    const json got = body_of(post_image(c, "/v1/search?top_k=3", query));
+    ASSERT_TRUE(got.contains("identified")) << got.dump();
+    EXPECT_EQ(got["identified"], want.identified);
+    ASSERT_TRUE(want.identified) << "capture " << i << " of a random texture should be identified";
+    EXPECT_EQ(got["id"], want.best.id);
+    EXPECT_EQ(got["id"], "p" + std::to_string(i));
+    EXPECT_EQ(got["candidates"][0]["inliers"], want.best.geometry.inliers);
+    EXPECT_NEAR(got["candidates"][0]["significance"].get<double>(), want.best.significance, 1e-9);
+    EXPECT_EQ(got["searched"], products.size());
+    EXPECT_EQ(got["searched_share"], 1.0);
+
+    const texture::SearchResult v = index.verify(qf, "p" + std::to_string((i + 1) % products.size()), params);
+    const json gv = body_of(post_image(c, "/v1/products/p" + std::to_string((i + 1) % products.size()) + "/verify", query));
+    EXPECT_EQ(gv["decision"], v.identified ? "accepted" : "rejected") << gv.dump();
+    EXPECT_EQ(gv["inliers"], v.best.geometry.inliers);
+    EXPECT_FALSE(v.identified) << "a wrong product accepted";
+    const json gs = body_of(post_image(c, "/v1/products/p" + std::to_string(i) + "/verify", query));
+    EXPECT_EQ(gs["decision"], "accepted") << gs.dump();
+  }
+  // A scoped search sees only its collection.
+  const json scoped = body_of(post_image(c, "/v1/search?collections=odd", capture(products[2], rng)));
+  EXPECT_EQ(scoped["searched"], 3) << scoped.dump();
+  EXPECT_EQ(scoped["identified"], false);
+}
+
+TEST(HttpApi, WritesAreIdempotentAndDurable) {
+  Server server;
+  httplib::Client c = server.client();
+  const std::vector<cv::Mat> t = textures(2, 11);
+  auto status = [](const httplib::Result& r) { return r ? r->status : -1; };
+  EXPECT_EQ(status(post_image(c, "/v1/products/a?collection=lot1", t[0])), 201);
+  EXPECT_EQ(status(post_image(c, "/v1/products/a?collection=lot1", t[0])), 200);  // the same again: one product
+  const json conflict = body_of(post_image(c, "/v1/products/a", t[1]));
+  EXPECT_EQ(conflict["error"]["status"], 409) << conflict.dump();
+  EXPECT_EQ(conflict["error"]["field"], "id");
+  EXPECT_EQ(status(c.Put("/v1/products/missing", pgm(t[1]), "image/x-portable-graymap")), 404);
+  const httplib::Result put = c.Put("/v1/products/a", pgm(t[1]), "image/x-portable-graymap");
+  ASSERT_EQ(status(put), 200) << (put ? put->body : "");
+  EXPECT_EQ(body_of(put)["outcome"], "updated");
+  EXPECT_EQ(body_of(put)["product"]["collection"], "lot1");  // kept, as `prism texture update` does
+  const json got = body_of(c.Get("/v1/products/a"));
+  EXPECT_EQ(got["id"], "a");
+  EXPECT_EQ(got["width"], t[1].cols);
+  // On disk: a gallery opened afresh has exactly what was acknowledged.
+  {
+    const texture::Gallery g = texture::Gallery::open(server.gallery());
+    ASSERT_EQ(g.entries().size(), 1u);
+    EXPECT_EQ(g.entries()[0].collection, "lot1");
+  }
+  EXPECT_EQ(status(c.Delete("/v1/products/a")), 200);
+  EXPECT_EQ(status(c.Delete("/v1/products/a")), 404);
+  EXPECT_EQ(status(c.Get("/v1/products/a")), 404);
+  EXPECT_TRUE(texture::Gallery::open(server.gallery()).entries().empty());
+  const json stats = body_of(c.Get("/v1/stats"));
+  EXPECT_EQ(stats["images"], 0) << stats.dump();
+  const httplib::Result metrics = c.Get("/metrics");
+  ASSERT_EQ(status(metrics), 200);
+  EXPECT_NE(metrics->body.find("prism_http_requests_total{route=\"enrol\",code=\"409\"} 1"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("prism_gallery_images{shard=\"0\",tier=\"host\"} 0"), std::string::npos);
+}
+
+TEST(HttpApi, ApiKeysHaveRoles) {
+  TempDir dir;
+  const std::string file = dir.write("keys", "# key role name\nreader-key-0123456789 read phone\n"
+                                             "writer-key-0123456789 write factory\n");
+  ApiOptions o;
+  o.keys = load_api_keys(file);
+  ASSERT_EQ(o.keys.size(), 2u);
+  Server server(o);
+  httplib::Client c = server.client();
+  const cv::Mat t = textures(1, 5)[0];
+  auto status = [](const httplib::Result& r) { return r ? r->status : -1; };
+  EXPECT_EQ(status(post_image(c, "/v1/products/k", t)), 401);
+  EXPECT_EQ(status(post_image(c, "/v1/products/k", t, {{"Authorization", "Bearer wrong-key-0123456789"}})), 401);
+  const json forbidden = body_of(post_image(c, "/v1/products/k", t, {{"X-API-Key", "reader-key-0123456789"}}));
+  EXPECT_EQ(forbidden["error"]["status"], 403) << forbidden.dump();
+  EXPECT_EQ(status(post_image(c, "/v1/products/k", t, {{"Authorization", "Bearer writer-key-0123456789"}})), 201);
+  EXPECT_EQ(status(post_image(c, "/v1/search", t, {{"X-API-Key", "reader-key-0123456789"}})), 200);
+  EXPECT_EQ(status(c.Get("/v1/stats")), 401);
+  EXPECT_EQ(status(c.Get("/healthz")), 200);  // health and metrics need no key
+  EXPECT_EQ(body_of(c.Get("/v1/products/k", {{"X-API-Key", "reader-key-0123456789"}}))["source"], "http:factory");
+}
+
+TEST(HttpApi, KeyFileErrorsNameTheLine) {
+  TempDir dir;
+  auto error_of = [&](const std::string& text) {
+    try {
+      load_api_keys(dir.write("keys", text));
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("short read\n").find("keys:1: a key is 16..256"), std::string::npos);
+  EXPECT_NE(error_of("# c\nabcdefghijklmnopq admin\n").find("keys:2: the key's role"), std::string::npos);
+  EXPECT_NE(error_of("abcdefghijklmnopq read a b\n").find("keys:1: expected KEY ROLE [NAME]"), std::string::npos);
+  EXPECT_NE(error_of("abcdefghijklmnopq read\nabcdefghijklmnopq write\n").find("keys:2: this key is listed twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("# nothing\n").find("no keys"), std::string::npos);
+  EXPECT_THROW(load_api_keys(dir.file("absent")), std::runtime_error);
+}
+
+struct BadRequest {
+  std::string name, method, path, body, content_type;
+  int status;
+  std::string field;  // what the error names (null: "")
+};
+
+TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
+  ApiOptions o;
+  o.max_body_bytes = 2 << 20;
+  o.max_image_pixels = 4'000'000;
+  Server server(o);
+  httplib::Client c = server.client();
+  const cv::Mat t = textures(1, 3)[0];
+  ASSERT_EQ(post_image(c, "/v1/products/known", t)->status, 201);
+  const std::string good = pgm(t);
+  const std::string png_header = std::string("\x89PNG\r\n\x1a\n", 8);
+  // A PNG header declaring 100000 x 100000 (the size is checked before any pixel is decoded).
+  std::string huge_png = png_header + std::string("\0\0\0\x0dIHDR\0\x01\x86\xa0\0\x01\x86\xa0\x08\x00\0\0\0", 25);
+  const std::vector<BadRequest> cases = {
+      {"garbage image", "POST", "/v1/products/x", "not an image at all", "image/png", 400, "image"},
+      {"truncated image", "POST", "/v1/products/x", good.substr(0, good.size() / 3), "image/x-portable-graymap", 400,
+       "image"},
+      {"empty image", "POST", "/v1/search", "", "image/png", 400, "image"},
+      {"image too large", "POST", "/v1/search", huge_png, "image/png", 413, "image"},
+      {"body over the limit", "POST", "/v1/search", std::string(3 << 20, 'x'), "image/png", 413, "body"},
+      {"blank image", "POST", "/v1/products/x", pgm(cv::Mat(240, 320, CV_8U, cv::Scalar(128))),
+       "image/x-portable-graymap", 422, "image"},
+      {"wrong content type", "POST", "/v1/search", good, "text/plain", 415, "Content-Type"},
+      {"form body", "POST", "/v1/search", "top_k=3", "application/x-www-form-urlencoded", 415, "Content-Type"},
+      {"malformed JSON", "POST", "/v1/search", "{\"image\": \"abc", "application/json", 400, "body"},
+      {"JSON not an object", "POST", "/v1/search", "[1,2]", "application/json", 400, "body"},
+      {"JSON image not base64", "POST", "/v1/search", "{\"image\": \"***\"}", "application/json", 400, "image"},
+      {"JSON without image", "POST", "/v1/search", "{\"top_k\": 3}", "application/json", 400, "image"},
+      {"JSON top_k not a number", "POST", "/v1/search",
+       "{\"image\": \"" + base64(good) + "\", \"top_k\": [3]}", "application/json", 400, "top_k"},
+      {"top_k not a number", "POST", "/v1/search?top_k=many", good, "image/x-portable-graymap", 400, "top_k"},
+      {"top_k zero", "POST", "/v1/search?top_k=0", good, "image/x-portable-graymap", 400, "top_k"},
+      {"threshold negative", "POST", "/v1/search?threshold=-1", good, "image/x-portable-graymap", 400, "threshold"},
+      {"collection name", "POST", "/v1/search?collections=a,b%20c", good, "image/x-portable-graymap", 400,
+       "collections"},
+      {"allow_partial", "POST", "/v1/search?allow_partial=maybe", good, "image/x-portable-graymap", 400,
+       "allow_partial"},
+      {"deadline zero", "POST", "/v1/search?deadline_ms=0", good, "image/x-portable-graymap", 400, "deadline_ms"},
+      {"unknown parameter", "POST", "/v1/search?topk=3", good, "image/x-portable-graymap", 400, "topk"},
+      {"parameter twice", "POST", "/v1/search?top_k=1&top_k=2", good, "image/x-portable-graymap", 400, "top_k"},
+      {"bad product id", "POST", "/v1/products/.hidden", good, "image/x-portable-graymap", 400, "id"},
+      {"id too long", "GET", "/v1/products/" + std::string(200, 'a'), "", "", 400, "id"},
+      {"empty id", "GET", "/v1/products/", "", "", 400, "id"},
+      {"verify unknown id", "POST", "/v1/products/nobody/verify", good, "image/x-portable-graymap", 404, "id"},
+      {"delete unknown id", "DELETE", "/v1/products/nobody", "", "", 404, "id"},
+      {"get unknown id", "GET", "/v1/products/nobody", "", "", 404, "id"},
+      {"enrol collection", "POST", "/v1/products/x?collection=-bad", good, "image/x-portable-graymap", 400,
+       "collection"},
+      {"multipart without image", "POST", "/v1/search", "", "multipart", 400, "image"},
+      {"unknown route", "GET", "/v2/everything", "", "", 404, "path"},
+  };
+  for (const BadRequest& bc : cases) {
+    SCOPED_TRACE(bc.name);
+    const httplib::Result r = [&] {
+      if (bc.content_type == "multipart")
+        return c.Post(bc.path.c_str(), httplib::MultipartFormDataItems{{"top_k", "3", "", ""}});
+      if (bc.method == "POST") return c.Post(bc.path.c_str(), bc.body, bc.content_type.c_str());
+      if (bc.method == "GET") return c.Get(bc.path.c_str());
+      return c.Delete(bc.path.c_str());
+    }();
+    if (!r && bc.status == 413) {
+      // The server may close the connection on an oversized body before the client has sent it all.
+      SUCCEED();
+    } else {
+      ASSERT_TRUE(r) << httplib::to_string(r.error());
+      EXPECT_EQ(r->status, bc.status) << r->body;
+      const json e = body_of(r);
+      ASSERT_TRUE(e.contains("error")) << r->body;
+      EXPECT_EQ(e["error"]["field"], bc.field) << r->body;
+      EXPECT_FALSE(e["error"]["message"].get<std::string>().empty());
+    }
+    const httplib::Result health = c.Get("/healthz");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+  }
+  // Nothing above was enrolled.
+  EXPECT_EQ(body_of(c.Get("/v1/stats"))["images"], 1);
+}
+
+TEST(HttpApi, ThirtyTwoConcurrentClientsForAFixedTime) {
+  Server server;
+  const std::vector<cv::Mat> products = textures(4, 21);
+  {
+    httplib::Client c = server.client();
+    for (size_t i = 0; i < products.size(); ++i)
+      ASSERT_EQ(post_image(c, "/v1/products/q" + std::to_string(i), products[i])->status, 201);
+  }
+  std::vector<std::string> queries;
+  std::mt19937 rng(3);
+  for (const cv::Mat& p : products) queries.push_back(pgm(capture(p, rng)));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  std::atomic<int> errors{0}, wrong{0};
+  std::vector<std::vector<double>> latency(32);
+  std::vector<std::thread> clients;
+  for (int k = 0; k < 32; ++k) {
+    clients.emplace_back([&, k] {
+      httplib::Client c = server.client(k % 2 == 0);  // half of them a connection per request
+      // Every client sends at least one request, however slow the machine.
+      for (int n = 0; n == 0 || std::chrono::steady_clock::now() < until; ++n) {
+        const size_t q = size_t(k + n) % queries.size();
+        const auto t0 = std::chrono::steady_clock::now();
+        const httplib::Result r = c.Post("/v1/search", queries[q], "image/x-portable-graymap");
+        latency[k].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (!r || r->status != 200) {
+          if (++errors <= 3)
+            std::printf("client %d: %s\n", k, r ? (std::to_string(r->status) + " " + r->body).c_str()
+                                                 : httplib::to_string(r.error()).c_str());
+          continue;
+        }
+        if (body_of(r)["id"] != "q" + std::to_string(q)) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  std::vector<double> all;
+  for (const auto& l : latency) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  ASSERT_GE(all.size(), 32u);
+  std::printf("32 clients, %zu searches in about 4 s: p50 %.1f ms, p99 %.1f ms (CPU, loopback)\n", all.size(),
+              all[all.size() / 2], all[std::min(all.size() - 1, all.size() * 99 / 100)]);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+}  // namespace
+}  // namespace prism::service
