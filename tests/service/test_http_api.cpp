@@ -174,7 +174,8 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
     EXPECT_EQ(got["searched_share"], 1.0);
 
     const texture::SearchResult v = index.verify(qf, "p" + std::to_string((i + 1) % products.size()), params);
-    const json gv = body_of(post_image(c, "/v1/products/p" + std::to_string((i + 1) % products.size()) + "/verify", query));
+    const json gv =
+        body_of(post_image(c, "/v1/products/p" + std::to_string((i + 1) % products.size()) + "/verify", query));
     EXPECT_EQ(gv["decision"], v.identified ? "accepted" : "rejected") << gv.dump();
     EXPECT_EQ(gv["inliers"], v.best.geometry.inliers);
     EXPECT_FALSE(v.identified) << "a wrong product accepted";
@@ -226,8 +227,9 @@ TEST(HttpApi, WritesAreIdempotentAndDurable) {
 
 TEST(HttpApi, ApiKeysHaveRoles) {
   TempDir dir;
-  const std::string file = dir.write("keys", "# key role name\nreader-key-0123456789 read phone\n"
-                                             "writer-key-0123456789 write factory\n");
+  const std::string file = dir.write("keys",
+                                     "# key role name\nreader-key-0123456789 read phone\n"
+                                     "writer-key-0123456789 write factory\n");
   ApiOptions o;
   o.keys = load_api_keys(file);
   ASSERT_EQ(o.keys.size(), 2u);
@@ -298,8 +300,8 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
       {"JSON not an object", "POST", "/v1/search", "[1,2]", "application/json", 400, "body"},
       {"JSON image not base64", "POST", "/v1/search", "{\"image\": \"***\"}", "application/json", 400, "image"},
       {"JSON without image", "POST", "/v1/search", "{\"top_k\": 3}", "application/json", 400, "image"},
-      {"JSON top_k not a number", "POST", "/v1/search",
-       "{\"image\": \"" + base64(good) + "\", \"top_k\": [3]}", "application/json", 400, "top_k"},
+      {"JSON top_k not a number", "POST", "/v1/search", "{\"image\": \"" + base64(good) + "\", \"top_k\": [3]}",
+       "application/json", 400, "top_k"},
       {"top_k not a number", "POST", "/v1/search?top_k=many", good, "image/x-portable-graymap", 400, "top_k"},
       {"top_k zero", "POST", "/v1/search?top_k=0", good, "image/x-portable-graymap", 400, "top_k"},
       {"threshold negative", "POST", "/v1/search?threshold=-1", good, "image/x-portable-graymap", 400, "threshold"},
@@ -375,8 +377,9 @@ TEST(HttpApi, ThirtyTwoConcurrentClientsForAFixedTime) {
         latency[k].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         if (!r || r->status != 200) {
           if (++errors <= 3)
-            std::printf("client %d: %s\n", k, r ? (std::to_string(r->status) + " " + r->body).c_str()
-                                                 : httplib::to_string(r.error()).c_str());
+            std::printf(
+                "client %d: %s\n", k,
+                r ? (std::to_string(r->status) + " " + r->body).c_str() : httplib::to_string(r.error()).c_str());
           continue;
         }
         if (body_of(r)["id"] != "q" + std::to_string(q)) ++wrong;
