@@ -302,7 +302,7 @@ class Loader {
         links = entry.second;
         links_where_ = at(entry.first.Mark());
       } else {
-        error(at(entry.first.Mark()), "unknown key '" + key + "'" + did_you_mean(key, kTopLevelKeys) +
+        error(at(entry.first.Mark()), "unknown key '" + key + "'" + suggest(key, kTopLevelKeys) +
                                           " (valid keys: " + join_list(kTopLevelKeys) + ")");
       }
     }
@@ -429,7 +429,7 @@ class Loader {
       }
       const size_t dot = o.name.find('.');
       if (dot == std::string::npos || dot == 0 || dot + 1 == o.name.size()) {
-        error(at_override(o), "no variable named '" + o.name + "'" + did_you_mean(o.name, variable_names()) +
+        error(at_override(o), "no variable named '" + o.name + "'" + suggest(o.name, variable_names()) +
                                   " (use NAME=VALUE for a variable or ELEMENT.PROPERTY=VALUE)");
         continue;
       }
@@ -444,7 +444,7 @@ class Loader {
       std::vector<std::string> candidates = variable_names();
       for (const auto& name : element_names()) candidates.push_back(name + "." + eo.property);
       error(at_override(*eo.source), "no variable '" + eo.source->name + "' and no element '" + eo.element + "'" +
-                                         did_you_mean(eo.source->name, candidates));
+                                         suggest(eo.source->name, candidates));
     }
   }
 
@@ -502,7 +502,7 @@ class Loader {
     if (name == "config_dir") return Expanded{config_dir_.string(), false};
     auto it = variables_.find(name);
     if (it == variables_.end()) {
-      error(where, "undefined variable '" + name + "'" + did_you_mean(name, variable_names()));
+      error(where, "undefined variable '" + name + "'" + suggest(name, variable_names()));
       return std::nullopt;
     }
     Variable& v = it->second;
@@ -593,7 +593,7 @@ class Loader {
         properties_where = at(entry.first.Mark());
       } else {
         error(at(entry.first.Mark()), "unknown key '" + key + "' in element '" + name + "'" +
-                                          did_you_mean(key, kElementKeys) + " (valid keys: " + join_list(kElementKeys) +
+                                          suggest(key, kElementKeys) + " (valid keys: " + join_list(kElementKeys) +
                                           ")");
         ok = false;
       }
@@ -666,6 +666,12 @@ class Loader {
     return ok;
   }
 
+  std::string suggest(const std::string& word, const std::vector<std::string>& candidates) {
+    if (suggestions_left_ <= 0) return {};
+    --suggestions_left_;
+    return did_you_mean(word, candidates);
+  }
+
   GstElementFactory* find_factory(const std::string& factory, const SourceLocation& where) {
     if (GstElementFactory* f = gst_element_factory_find(factory.c_str())) return f;
     std::string message = "unknown element '" + factory + "'";
@@ -675,7 +681,8 @@ class Loader {
                  (dirs.empty() ? std::string("no folder") : join_list(dirs)) +
                  "; build it, or set PRISM_PLUGIN_DIR or GST_PLUGIN_PATH to its folder)";
     } else {
-      const std::string suggestion = did_you_mean(factory, all_factory_names());
+      if (factory_names_.empty()) factory_names_ = all_factory_names();
+      const std::string suggestion = suggest(factory, factory_names_);
       message += suggestion.empty() ? " (no such factory in the GStreamer registry; check the name "
                                       "with gst-inspect-1.0 and that its plugin is installed)"
                                     : suggestion;
@@ -740,7 +747,7 @@ class Loader {
       }
       g_free(all);
       error(p.key_where, "pad '" + pad_prefix.substr(0, pad_prefix.size() - 2) + "' of element " + owner +
-                             " has no property '" + property + "'" + did_you_mean(p.key, names));
+                             " has no property '" + property + "'" + suggest(p.key, names));
       return false;
     }
     if (!pspec) {
@@ -751,7 +758,7 @@ class Loader {
         if (all[i]->flags & G_PARAM_WRITABLE) names.push_back(all[i]->name);
       }
       g_free(all);
-      error(p.key_where, "element " + owner + " has no property '" + p.key + "'" + did_you_mean(p.key, names));
+      error(p.key_where, "element " + owner + " has no property '" + p.key + "'" + suggest(p.key, names));
       return false;
     }
     if (!(pspec->flags & G_PARAM_WRITABLE)) {
@@ -864,7 +871,7 @@ class Loader {
       }
       if (!element_where_.count(item.element)) {
         if (elements_broken_) return std::nullopt;  // already reported: 'elements' is unusable
-        error(where, "link to undefined element '" + item.element + "'" + did_you_mean(item.element, element_names()));
+        error(where, "link to undefined element '" + item.element + "'" + suggest(item.element, element_names()));
         return std::nullopt;
       }
       linked_.insert(item.element);
@@ -905,7 +912,7 @@ class Loader {
           node.size() ? (node.begin()->first.IsScalar() ? node.begin()->first.Scalar() : std::string()) : std::string();
       const SourceLocation key_where = node.size() ? at(node.begin()->first, where) : where;
       error(key_where, "a link item map must be exactly {caps: \"...\"}" +
-                           (key.empty() || key == "caps" ? std::string() : did_you_mean(key, {"caps"})));
+                           (key.empty() || key == "caps" ? std::string() : suggest(key, {"caps"})));
       return std::nullopt;
     }
     error(where, "a link item must be NAME, NAME.PAD or {caps: \"...\"}, not a " + kind_name(node));
@@ -987,7 +994,7 @@ class Loader {
                             " pads: " + (names.empty() ? "none" : join_list(names)) + ")");
     } else {
       error(item.where, "element '" + spec.name + "' (" + spec.factory + ") has no " + role + " pad '" + item.pad +
-                            "'" + did_you_mean(item.pad, names) + " (" + role +
+                            "'" + suggest(item.pad, names) + " (" + role +
                             " pads: " + (names.empty() ? "none" : join_list(names)) + ")");
     }
     return false;
@@ -1059,6 +1066,10 @@ class Loader {
   std::string path_;
   const std::vector<Override>& overrides_;
   std::vector<ConfigError>& errors_;
+  // Suggestions cost an edit distance per candidate (1,500 factories): a config of thousands of
+  // misspelt names gets them for the first ones only, so that loading it stays fast.
+  int suggestions_left_ = 64;
+  std::vector<std::string> factory_names_;  // all_factory_names(), read once
   fs::path cwd_, config_dir_;
   SourceLocation variables_where_, elements_where_, links_where_;
   std::map<std::string, Variable> variables_;

@@ -27,6 +27,9 @@ std::string closest_match(const std::string& word, const std::vector<std::string
   std::string best;
   size_t best_distance = limit + 1;
   for (const auto& candidate : candidates) {
+    // The distance is at least the difference in length: skip the table when that is too far.
+    const size_t gap = word.size() > candidate.size() ? word.size() - candidate.size() : candidate.size() - word.size();
+    if (gap > limit) continue;
     const size_t d = edit_distance(word, candidate);
     if (d < best_distance && d < candidate.size()) {
       best = candidate;

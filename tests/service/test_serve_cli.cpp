@@ -94,9 +94,8 @@ TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
   };
   for (const Case& k : cases) {
     std::string output;
-    const int rc = test::run_command("cd '" + dir.path().string() + "' && '" + PRISM_EXE + "' texture serve " + k.args +
-                                         " 2>&1",
-                                     output);
+    const int rc = test::run_command(
+        "cd '" + dir.path().string() + "' && '" + PRISM_EXE + "' texture serve " + k.args + " 2>&1", output);
     EXPECT_EQ(rc, 2) << k.args << "\n" << output;
     EXPECT_NE(output.find(k.expect), std::string::npos) << k.args << "\n" << output;
   }
