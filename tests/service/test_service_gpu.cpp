@@ -1,0 +1,100 @@
+// The texture service with its index on the GPU: the same HTTP answers as on the CPU over the same
+// gallery (8-bit matching is exact on both: GPU == CPU bit for bit, so the decisions, inliers and
+// significances are equal).
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "http_api.h"
+#include "local_backend.h"
+#include "prism_test.h"
+#include "test_env.h"
+#include "texture_cases.h"
+
+namespace prism::service {
+namespace {
+
+using json = nlohmann::json;
+
+std::string pgm(const cv::Mat& grey) {
+  std::string out = "P5\n" + std::to_string(grey.cols) + " " + std::to_string(grey.rows) + "\n255\n";
+  out.append(reinterpret_cast<const char*>(grey.data), grey.total());
+  return out;
+}
+
+// The API over the gallery in `dir` with its index on `device`, served on its own thread.
+class Served {
+ public:
+  Served(const std::filesystem::path& dir, texture::Device device) {
+    LocalOptions lo;
+    lo.gallery = dir;
+    lo.index.device = device;
+    lo.index.gpu_budget = lo.index.host_budget = int64_t(256) << 20;
+    backend_ = std::make_unique<LocalBackend>(lo);
+    api_ = std::make_unique<HttpApi>(*backend_, ApiOptions{});
+    port_ = api_->bind("127.0.0.1", 0);
+    thread_ = std::thread([this] { api_->serve(); });
+  }
+  ~Served() {
+    api_->stop();
+    thread_.join();
+  }
+  json post(const std::string& path, const std::string& body) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(std::chrono::seconds(60));
+    for (int i = 0; i < 100; ++i) {
+      if (httplib::Result r = c.Post(path.c_str(), body, "image/x-portable-graymap")) return json::parse(r->body);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the listener is starting
+    }
+    return json{{"error", "no answer"}};
+  }
+  LocalBackend& backend() { return *backend_; }
+
+ private:
+  std::unique_ptr<LocalBackend> backend_;
+  std::unique_ptr<HttpApi> api_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(ServiceGpu, AnswersEqualTheCpuOnTheSameGallery) {
+  PRISM_NEED_GPU();
+  gst_init(nullptr, nullptr);
+  test::TempDir dir;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> products;
+  {
+    Served gpu(dir.path() / "g", texture::Device::kCuda);
+    ASSERT_TRUE(gpu.backend().stats({}).shards[0].index.device.rfind("cuda", 0) == 0);
+    for (int i = 0; i < 12; ++i) {
+      products.push_back(test::random_texture(rng));
+      const json r = gpu.post("/v1/products/g" + std::to_string(i), pgm(products.back()));
+      ASSERT_EQ(r["outcome"], "created") << r.dump();
+    }
+  }
+  Served gpu(dir.path() / "g", texture::Device::kCuda);
+  Served cpu(dir.path() / "g", texture::Device::kCpu);
+  int identified = 0;
+  for (size_t i = 0; i < products.size(); ++i) {
+    cv::Mat query;
+    cv::warpPerspective(products[i], query, cv::Mat(test::random_homography(rng, 320, 240)), products[i].size(),
+                        cv::INTER_LINEAR, cv::BORDER_REFLECT);
+    const std::string body = pgm(query);
+    json a = gpu.post("/v1/search?top_k=4", body), b = cpu.post("/v1/search?top_k=4", body);
+    for (json* j : {&a, &b}) j->erase("latency_ms");
+    EXPECT_EQ(a, b) << "search " << i;
+    identified += a["id"] == "g" + std::to_string(i);
+    json va = gpu.post("/v1/products/g" + std::to_string(i) + "/verify", body);
+    json vb = cpu.post("/v1/products/g" + std::to_string(i) + "/verify", body);
+    for (json* j : {&va, &vb}) j->erase("latency_ms");
+    EXPECT_EQ(va, vb) << "verify " << i;
+  }
+  EXPECT_EQ(identified, int(products.size()));
+}
+
+}  // namespace
+}  // namespace prism::service
