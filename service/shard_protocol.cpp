@@ -62,13 +62,7 @@ const std::string& StreamEntry::field(const std::string& name) const {
 std::vector<StreamEntry> stream_entries(const Reply& reply) {
   std::vector<StreamEntry> out;
   if (reply.type != Reply::Type::kArray) return out;
-  const std::vector<Reply>* list = &reply.elements;
-  // XREADGROUP: [[stream, [entries]]]; a plain list of entries otherwise.
-  if (list->size() == 1 && (*list)[0].type == Reply::Type::kArray && (*list)[0].elements.size() == 2 &&
-      (*list)[0].elements[0].type == Reply::Type::kString && (*list)[0].elements[1].type == Reply::Type::kArray &&
-      ((*list)[0].elements[1].elements.empty() || (*list)[0].elements[1].elements[0].type == Reply::Type::kArray))
-    list = &(*list)[0].elements[1].elements;
-  for (const Reply& e : *list) {
+  for (const Reply& e : reply.elements) {
     if (e.type != Reply::Type::kArray || e.elements.empty() || e.elements[0].type != Reply::Type::kString) continue;
     StreamEntry se;
     se.id = e.elements[0].str;
@@ -79,6 +73,13 @@ std::vector<StreamEntry> stream_entries(const Reply& reply) {
     out.push_back(std::move(se));
   }
   return out;
+}
+
+std::vector<StreamEntry> read_group_entries(const Reply& reply) {
+  // [[stream, [entries]]] for the one stream read; nil when BLOCK timed out.
+  if (reply.type != Reply::Type::kArray || reply.elements.size() != 1 || reply.elements[0].elements.size() != 2)
+    return {};
+  return stream_entries(reply.elements[0].elements[1]);
 }
 
 void ensure_group(Redis& redis, const std::string& stream, const std::string& group) {

@@ -48,9 +48,11 @@ struct StreamEntry {
   std::map<std::string, std::string> fields;
   const std::string& field(const std::string& name) const;  // "" when absent
 };
-// The entries of an XREADGROUP reply (one stream) or of a list of entries (XRANGE, XAUTOCLAIM's
-// second element). Entries whose fields were trimmed away come back with no fields.
+// The entries of a list of entries (XRANGE, XREVRANGE, XAUTOCLAIM's second element). Entries
+// whose fields were trimmed away (a pending entry XTRIM removed) come back with no fields.
 std::vector<StreamEntry> stream_entries(const Reply& reply);
+// The entries of an XREADGROUP reply reading one stream (none when it timed out).
+std::vector<StreamEntry> read_group_entries(const Reply& reply);
 
 // Creates `group` on `stream` reading from its start (MKSTREAM); an existing group is kept.
 void ensure_group(Redis& redis, const std::string& stream, const std::string& group);

@@ -199,7 +199,7 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         }
         throw RedisError("Redis at " + redis.url() + " refused XREADGROUP: " + r.str);
       }
-      const std::vector<StreamEntry> entries = shard::stream_entries(r);
+      const std::vector<StreamEntry> entries = shard::read_group_entries(r);
       if (pending && entries.empty()) {
         // Caught up with what this replica was given before: all of it is applied (durably, in the
         // gallery) even if that was before a restart.
@@ -259,7 +259,7 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
         }
         throw RedisError("Redis at " + redis.url() + " refused XREADGROUP: " + r.str);
       }
-      const std::vector<StreamEntry> entries = shard::stream_entries(r);
+      const std::vector<StreamEntry> entries = shard::read_group_entries(r);
       if (pending && entries.empty()) position = ">";
       for (const StreamEntry& e : entries) {
         int64_t deadline_ms = 0;

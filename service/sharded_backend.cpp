@@ -208,6 +208,30 @@ ServiceStats ShardedBackend::stats(Clock::time_point deadline) {
   return s;
 }
 
+std::map<int, std::vector<std::string>> ShardedBackend::live_workers() {
+  std::map<int, std::vector<std::string>> live;
+  try {
+    RedisPool::Lease redis = pool_.acquire();
+    std::string cursor = "0";
+    do {
+      const Reply r = redis->command({"SCAN", cursor, "MATCH", "prism:worker:*", "COUNT", "1000"});
+      if (r.type != Reply::Type::kArray || r.elements.size() != 2) break;
+      cursor = r.elements[0].str;
+      for (const Reply& key : r.elements[1].elements) {
+        // prism:worker:K:NAME
+        const std::string rest = key.str.substr(std::string("prism:worker:").size());
+        const size_t colon = rest.find(':');
+        if (colon == std::string::npos || colon == 0 || rest.find_first_not_of("0123456789") < colon) continue;
+        live[std::stoi(rest.substr(0, colon))].push_back(rest.substr(colon + 1));
+      }
+    } while (cursor != "0");
+  } catch (const RedisError& e) {
+    throw unreachable(e);
+  }
+  for (auto& [k, names] : live) std::sort(names.begin(), names.end());
+  return live;
+}
+
 std::string ShardedBackend::health() {
   try {
     RedisPool::Lease redis = pool_.acquire();

@@ -6,12 +6,15 @@
 //
 // Failures are answers, never crashes or hangs: Redis unreachable -> ServiceError 503 "Redis
 // unreachable at URL"; a shard that does not answer by the deadline -> 503 naming it (a search with
-// allow_partial answers with the shards that did, saying which are missing). Thread-safe: each call
+// allow_partial answers with the shards that did, saying which are missing). A write that failed
+// with 503 may still be applied later (it waits in its shard's stream): clients retry it, and a
+// POST or PUT of the same entry is idempotent. Thread-safe: each call
 // takes its own Redis connection from a pool (hiredis contexts are not thread-safe).
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <string>
 
 #include "backend.h"
@@ -46,6 +49,9 @@ class ShardedBackend : public Backend {
   std::string health() override;
 
   int shards() const { return shards_; }
+  // The workers whose liveness key (prism:worker:K:NAME: refreshed every 3 s, expiring after 10 s)
+  // exists: shard -> replica names, sorted. ServiceError 503 when Redis is unreachable.
+  std::map<int, std::vector<std::string>> live_workers();
 
  private:
   // One request to shard K's writes or reads stream; the first answer, or ServiceError.

@@ -22,13 +22,13 @@
 #include "sharded_backend.h"
 #include "test_env.h"
 
-#define PRISM_NEED_REDIS()                                                                       \
-  do {                                                                                           \
-    if (::prism::test::redis_server_path().empty()) {                                            \
+#define PRISM_NEED_REDIS()                                                                        \
+  do {                                                                                            \
+    if (::prism::test::redis_server_path().empty()) {                                             \
       if (::prism::test::redis_required()) FAIL() << "PRISM_REQUIRE_REDIS=1 but no redis-server"; \
-      std::cerr << "*** SKIPPING: redis-server not found (apt install redis-server) ***\n";      \
-      GTEST_SKIP() << "no redis-server";                                                         \
-    }                                                                                            \
+      std::cerr << "*** SKIPPING: redis-server not found (apt install redis-server) ***\n";       \
+      GTEST_SKIP() << "no redis-server";                                                          \
+    }                                                                                             \
   } while (0)
 
 namespace prism::service {
@@ -234,6 +234,22 @@ TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
   EXPECT_TRUE(one.remove(entries[7].id, never));
   EXPECT_FALSE(front.remove(entries[7].id, never));
   EXPECT_FALSE(front.remove("nobody", never));
+  // An entry the gallery refuses (too few features): the same GalleryError as in one process.
+  GalleryEntry few = test::random_gallery_entry("few", rng, 3);
+  few.features.descriptors_fp16.clear();
+  std::string local_error, sharded_error;
+  try {
+    one.write(few, false, never);
+  } catch (const texture::GalleryError& e) {
+    local_error = e.what();
+  }
+  try {
+    front.write(few, false, never);
+  } catch (const texture::GalleryError& e) {
+    sharded_error = e.what();
+  }
+  EXPECT_NE(local_error, "");
+  EXPECT_EQ(sharded_error, local_error);
 
   for (const GalleryEntry& e : entries) {
     const std::optional<Product> s = front.get(e.id, never), l = one.get(e.id, never);
@@ -313,10 +329,55 @@ TEST(ShardedBackend, ReplicasEachApplyEveryWrite) {
   EXPECT_TRUE(s.identified);
   EXPECT_EQ(s.candidates.at(0).id, entries[9].id);
   EXPECT_EQ(s.gallery_size, 19u);
+  EXPECT_EQ(front.live_workers(), (std::map<int, std::vector<std::string>>{{0, {"a", "b"}}}));
   const ServiceStats st = front.stats(in(5s));
   ASSERT_EQ(st.shards.size(), 1u);
   EXPECT_TRUE(st.shards[0].worker.rfind("a ", 0) == 0 || st.shards[0].worker.rfind("b ", 0) == 0)
       << st.shards[0].worker;
+}
+
+TEST(ShardedBackend, WritesAppliedAgainLeaveTheGalleryAsItWas) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::mt19937 rng(11);
+  const std::vector<GalleryEntry> entries = products(8, rng);
+  std::vector<std::string> before;
+  {
+    Worker worker(server.url(), 0, 1, "w", tmp.path() / "shard0");
+    ShardedBackend front(front_options(server.url(), 1));
+    for (const GalleryEntry& e : entries) front.write(e, false, in(10s));
+    GalleryEntry changed = entries[2];
+    changed.features = entries[5].features;
+    front.write(changed, true, in(10s));
+    EXPECT_TRUE(front.remove(entries[4].id, in(10s)));
+    EXPECT_FALSE(front.remove(entries[4].id, in(10s)));
+  }
+  auto files = [&] {
+    std::vector<std::string> out;
+    const texture::Gallery g = texture::Gallery::open(tmp.path() / "shard0");
+    for (const texture::GalleryEntry& e : g.entries()) {
+      const std::vector<uint8_t> bytes = texture::Gallery::encode(e);
+      out.push_back(std::string(bytes.begin(), bytes.end()));
+    }
+    return out;
+  };
+  before = files();
+  ASSERT_EQ(before.size(), 7u);
+  // As after a crash before every XACK: the whole stream is delivered to the replica again.
+  Redis redis(server.url());
+  EXPECT_EQ(redis.command({"XGROUP", "SETID", shard::writes_key(0), shard::replica_group("w"), "0"}).str, "OK");
+  {
+    Worker worker(server.url(), 0, 1, "w", tmp.path() / "shard0");
+    ShardedBackend front(front_options(server.url(), 1));
+    // A read waits until the writer has applied the whole stream again (read-your-writes).
+    EXPECT_FALSE(front.get(entries[4].id, in(10s)));
+    EXPECT_TRUE(front.get(entries[2].id, in(10s)));
+    // On the way p004 was enrolled again and deleted again, p002's first post refused (409) and
+    // its put applied again: 3 writes, the same gallery at the end.
+    EXPECT_EQ(worker.backend().shard_stats().writes_applied, 3);
+  }
+  EXPECT_EQ(files(), before);
 }
 
 // Ids of shard `k` of `shards`.
@@ -331,9 +392,23 @@ TEST(ShardedBackend, AWorkerKilledMidStreamLosesNoAcknowledgedWrite) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
   test::RedisServer server(tmp.path() / "redis");
-  const std::vector<std::string> argv = {PRISM_EXE, "texture", "shard", "--redis", server.url(), "--shard", "0",
-                                         "--shards", "2", "--gallery", (tmp.path() / "shard0").string(),
-                                         "--replica", "w0", "--device", "cpu", "--host-memory", "20M"};
+  const std::vector<std::string> argv = {PRISM_EXE,
+                                         "texture",
+                                         "shard",
+                                         "--redis",
+                                         server.url(),
+                                         "--shard",
+                                         "0",
+                                         "--shards",
+                                         "2",
+                                         "--gallery",
+                                         (tmp.path() / "shard0").string(),
+                                         "--replica",
+                                         "w0",
+                                         "--device",
+                                         "cpu",
+                                         "--host-memory",
+                                         "20M"};
   auto child = std::make_unique<test::ChildProcess>(argv, tmp.file("w0.log"));
   Worker w1(server.url(), 1, 2, "w1", tmp.path() / "shard1");
   ShardedBackend front(front_options(server.url(), 2));
@@ -386,8 +461,8 @@ TEST(ShardedBackend, AWorkerKilledMidStreamLosesNoAcknowledgedWrite) {
   EXPECT_EQ(child->wait(10), 0);
   const texture::Gallery g = texture::Gallery::open(tmp.path() / "shard0");
   for (const std::string& id : acknowledged) EXPECT_NE(g.find(id), nullptr) << id << " was acknowledged but lost";
-  std::cerr << acknowledged.size() << " writes acknowledged, " << failures << " refused (503), "
-            << g.entries().size() << " products in shard 0\n";
+  std::cerr << acknowledged.size() << " writes acknowledged, " << failures << " refused (503), " << g.entries().size()
+            << " products in shard 0\n";
 }
 
 TEST(ShardedBackend, RedisRestartedDuringWritesIsRecoveredFrom) {
@@ -479,10 +554,10 @@ TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
                               out),
             2);
   EXPECT_NE(out.find("configured with 5 shards"), std::string::npos) << out;
-  EXPECT_EQ(test::run_command(std::string(PRISM_EXE) + " texture shard --redis localhost:6379 --shard 0 --gallery " +
-                                  tmp.file("cli"),
-                              out),
-            2);
+  EXPECT_EQ(
+      test::run_command(
+          std::string(PRISM_EXE) + " texture shard --redis localhost:6379 --shard 0 --gallery " + tmp.file("cli"), out),
+      2);
   EXPECT_NE(out.find("'localhost:6379'"), std::string::npos) << out;
 
   // Shards without a worker: a write to one fails with 503 naming it, within the deadline.
@@ -495,8 +570,8 @@ TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
   // Redis gone: every call is a 503 saying so, and health says why.
   server.kill();
   for (const std::function<void()>& call : std::vector<std::function<void()>>{
-           [&] { front.write(e, false, in(5s)); }, [&] { front.get(id, in(5s)); },
-           [&] { front.remove(id, in(5s)); }, [&] {
+           [&] { front.write(e, false, in(5s)); }, [&] { front.get(id, in(5s)); }, [&] { front.remove(id, in(5s)); },
+           [&] {
              SearchQuery q;
              q.features = e.features;
              front.search(q);
