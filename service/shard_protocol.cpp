@@ -23,9 +23,11 @@ uint64_t fnv1a64(const std::string& s) {
 int agree_shard_count(Redis& redis, int shards) {
   if (shards > 0) {
     const Reply set = redis.command({"SET", kShardsKey, std::to_string(shards), "NX"});
-    if (set.error()) throw std::runtime_error("Redis at " + redis.url() + " refused SET " + kShardsKey + ": " + set.str);
+    // LOADING (an AOF being read after a restart) and the like pass: RedisError is retried.
+    if (set.error()) throw RedisError("Redis at " + redis.url() + " refused SET " + kShardsKey + ": " + set.str);
   }
   const Reply got = redis.command({"GET", kShardsKey});
+  if (got.error()) throw RedisError("Redis at " + redis.url() + " refused GET " + kShardsKey + ": " + got.str);
   if (got.nil()) throw std::runtime_error(kShardsKey + " is not set at " + redis.url() + ": give the shard count");
   if (got.type != Reply::Type::kString || got.str.empty() || got.str.size() > 6 ||
       got.str.find_first_not_of("0123456789") != std::string::npos || std::stoi(got.str) < 1)
@@ -89,17 +91,17 @@ void ensure_group(Redis& redis, const std::string& stream, const std::string& gr
 }
 
 int64_t unix_ms(Clock::time_point deadline) {
-  const auto now_unix = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+  const auto now_unix =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return now_unix + left;
 }
 
 Clock::time_point steady_from_unix_ms(int64_t ms) {
-  const auto now_unix = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+  const auto now_unix =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   return Clock::now() + std::chrono::milliseconds(ms - now_unix);
 }
 
@@ -181,8 +183,9 @@ Match match_from(const json& j) {
 json shard_search_json(const ShardSearch& s) {
   json list = json::array();
   for (const Match& m : s.shortlist) list.push_back(match_json(m));
-  return {{"shard", s.shard},         {"shortlist", list},        {"searched", s.searched},
-          {"gallery_size", s.gallery_size}, {"match_ms", s.match_ms}, {"verify_ms", s.verify_ms}};
+  return {{"shard", s.shard},       {"shortlist", list},
+          {"searched", s.searched}, {"gallery_size", s.gallery_size},
+          {"match_ms", s.match_ms}, {"verify_ms", s.verify_ms}};
 }
 
 ShardSearch shard_search_from(const json& j) {

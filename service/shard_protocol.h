@@ -30,7 +30,8 @@ inline int shard_of(const std::string& id, int shards) { return int(fnv1a64(id) 
 
 // The deployment's shard count in prism:shards: with `shards` > 0 it is set when absent (SET NX)
 // and must equal what is there (std::runtime_error naming both); with 0 it is read (runtime_error
-// when absent). Returns the count. RedisError when Redis is unreachable.
+// when absent). Returns the count. RedisError when Redis is unreachable or not ready (an error
+// reply such as LOADING).
 int agree_shard_count(Redis& redis, int shards);
 
 // A stream entry ID "MS-SEQ", ordered as Redis orders them.

@@ -177,10 +177,11 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         lost = false;
       }
       if (due(last_beat, kHeartbeatMs))
-        redis.command({"SET", shard::worker_key(options_.shard, options_.replica), who_, "EX",
-                       std::to_string(kHeartbeatTtlS)});
+        redis.command(
+            {"SET", shard::worker_key(options_.shard, options_.replica), who_, "EX", std::to_string(kHeartbeatTtlS)});
       if (due(last_claim, kClaimEveryMs)) {
-        const Reply c = redis.command({"XAUTOCLAIM", stream, group, options_.replica, kClaimIdleMs, "0-0", "COUNT", "100"});
+        const Reply c =
+            redis.command({"XAUTOCLAIM", stream, group, options_.replica, kClaimIdleMs, "0-0", "COUNT", "100"});
         if (c.type == Reply::Type::kArray && c.elements.size() >= 2 && !shard::stream_entries(c.elements[1]).empty()) {
           say("claimed writes idle over 30 s from another consumer of " + group);
           position = "0";
@@ -272,7 +273,9 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
         bool answer = !e.fields.empty() && Clock::now() < deadline;
         if (answer && e.field("op") != "stats") {
           // Read-your-writes: every write in the stream when this read is answered is applied first.
-          const std::vector<StreamEntry> last = shard::stream_entries(redis.command({"XREVRANGE", writes, "+", "-", "COUNT", "1"}));
+          const Reply tail = redis.command({"XREVRANGE", writes, "+", "-", "COUNT", "1"});
+          if (tail.error()) throw RedisError("Redis at " + redis.url() + " refused XREVRANGE: " + tail.str);
+          const std::vector<StreamEntry> last = shard::stream_entries(tail);
           if (!last.empty()) answer = wait_applied(StreamId::parse(last[0].id), deadline);
         }
         if (answer) send_answer(redis, e, answer_read(e));
@@ -302,14 +305,15 @@ json ShardWorker::apply_write(const StreamEntry& e) {
       if (shard::shard_of(entry.id, shards_) != options_.shard)  // a front of another deployment?
         return shard::error_json(500, "id", "product '" + entry.id + "' belongs to another shard");
       const WriteResult w = backend_->write(entry, op == "put", deadline);
-      const char* outcome = w.outcome == WriteOutcome::kCreated ? "created"
+      const char* outcome = w.outcome == WriteOutcome::kCreated   ? "created"
                             : w.outcome == WriteOutcome::kUpdated ? "updated"
                                                                   : "unchanged";
       return {{"status", w.outcome == WriteOutcome::kCreated ? 201 : 200},
               {"outcome", outcome},
               {"product", shard::product_json(w.product)}};
     }
-    if (op == "delete") return {{"status", 200}, {"removed", backend_->remove(params.at("id").get<std::string>(), deadline)}};
+    if (op == "delete")
+      return {{"status", 200}, {"removed", backend_->remove(params.at("id").get<std::string>(), deadline)}};
     return shard::error_json(400, "op", "unknown write op '" + op + "'");
   } catch (const ServiceError& x) {
     return shard::error_json(x.status, x.field, x.what());
@@ -347,10 +351,8 @@ json ShardWorker::answer_read(const StreamEntry& e) {
         return j;
       }
       const VerifyAnswer v = backend_->verify(params.at("id").get<std::string>(), query.features, sp, deadline);
-      return {{"status", 200},
-              {"match", shard::match_json(v.match)},
-              {"match_ms", v.match_ms},
-              {"verify_ms", v.verify_ms}};
+      return {
+          {"status", 200}, {"match", shard::match_json(v.match)}, {"match_ms", v.match_ms}, {"verify_ms", v.verify_ms}};
     }
     return shard::error_json(400, "op", "unknown read op '" + op + "'");
   } catch (const ServiceError& x) {

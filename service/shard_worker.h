@@ -100,7 +100,7 @@ class ShardWorker {
 
   ShardWorkerOptions options_;
   std::unique_ptr<LocalBackend> backend_;
-  std::string who_;            // HOST:PID
+  std::string who_;             // HOST:PID
   std::atomic<int> shards_{1};  // N as agreed with prism:shards
   std::mutex applied_mutex_;
   std::condition_variable applied_cv_;

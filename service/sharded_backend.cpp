@@ -70,8 +70,8 @@ Clock::time_point ShardedBackend::deadline_of(Clock::time_point deadline) const 
 
 std::string ShardedBackend::next_reply_key() { return "prism:reply:" + front_id_ + ":" + std::to_string(++seq_); }
 
-json ShardedBackend::call(int shard, bool write, const std::string& op, const std::string& entry,
-                          const json& params, Clock::time_point given) {
+json ShardedBackend::call(int shard, bool write, const std::string& op, const std::string& entry, const json& params,
+                          Clock::time_point given) {
   const Clock::time_point start = Clock::now(), deadline = deadline_of(given);
   const std::string reply = next_reply_key();
   try {
@@ -138,8 +138,8 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
 WriteResult ShardedBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point deadline) {
   texture::GalleryEntry entry = given;
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));  // the same on every replica
-  const json a = call(shard::shard_of(entry.id, shards_), true, replace ? "put" : "post", encode(entry),
-                      json::object(), deadline);
+  const json a =
+      call(shard::shard_of(entry.id, shards_), true, replace ? "put" : "post", encode(entry), json::object(), deadline);
   WriteResult r;
   const std::string outcome = a.at("outcome").get<std::string>();
   r.outcome = outcome == "created"   ? WriteOutcome::kCreated
@@ -180,9 +180,9 @@ SearchAnswer ShardedBackend::search(const SearchQuery& q) {
   const std::vector<json> answers = scatter("search", encode_query(q.features), p, deadline, missing);
   if (!missing.empty() && !q.allow_partial)
     throw ServiceError(503, "",
-                       std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) + " did not answer within " +
-                           std::to_string(ms_between(start, deadline)) + " ms (of " + std::to_string(shards_) +
-                           "; allow partial results to search the others)");
+                       std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) +
+                           " did not answer within " + std::to_string(ms_between(start, deadline)) + " ms (of " +
+                           std::to_string(shards_) + "; allow partial results to search the others)");
   std::vector<ShardSearch> parts;
   try {
     for (const json& a : answers) parts.push_back(shard::shard_search_from(a));
@@ -204,7 +204,8 @@ ServiceStats ShardedBackend::stats(Clock::time_point deadline) {
   } catch (const json::exception& e) {
     throw ServiceError(502, "", std::string("a shard sent malformed stats: ") + e.what());
   }
-  std::sort(s.shards.begin(), s.shards.end(), [](const ShardStats& a, const ShardStats& b) { return a.shard < b.shard; });
+  std::sort(s.shards.begin(), s.shards.end(),
+            [](const ShardStats& a, const ShardStats& b) { return a.shard < b.shard; });
   return s;
 }
 
