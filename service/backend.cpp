@@ -40,9 +40,8 @@ SearchAnswer merge_search(const std::vector<ShardSearch>& parts, const texture::
     a.match_ms = std::max(a.match_ms, p.match_ms);
     a.verify_ms = std::max(a.verify_ms, p.verify_ms);
   }
-  std::sort(all.begin(), all.end(), [](const Match& x, const Match& y) {
-    return x.score != y.score ? x.score > y.score : x.id < y.id;
-  });
+  std::sort(all.begin(), all.end(),
+            [](const Match& x, const Match& y) { return x.score != y.score ? x.score > y.score : x.id < y.id; });
   all.resize(std::min(all.size(), size_t(std::max(1, params.shortlist))));
   const double tests = std::log10(std::max<size_t>(1, all.size()));
   for (Match& m : all) {

@@ -111,8 +111,8 @@ class Backend {
   virtual bool remove(const std::string& id, Clock::time_point deadline) = 0;
   virtual std::optional<Product> get(const std::string& id, Clock::time_point deadline) = 0;
   // 1:1 against `id` (404 ServiceError when absent).
-  virtual VerifyAnswer verify(const std::string& id, const texture::Features& query, const texture::SearchParams& params,
-                              Clock::time_point deadline) = 0;
+  virtual VerifyAnswer verify(const std::string& id, const texture::Features& query,
+                              const texture::SearchParams& params, Clock::time_point deadline) = 0;
   virtual SearchAnswer search(const SearchQuery& query) = 0;
   virtual ServiceStats stats(Clock::time_point deadline) = 0;
   // Empty when the backend can serve; otherwise why not (GET /healthz answers 503 with it).

@@ -24,9 +24,8 @@ namespace {
 
 bool valid_key_text(const std::string& k) {
   if (k.size() < 16 || k.size() > 256) return false;
-  return std::all_of(k.begin(), k.end(), [](unsigned char c) {
-    return std::isalnum(c) || std::strchr("._~+/=-", c) != nullptr;
-  });
+  return std::all_of(k.begin(), k.end(),
+                     [](unsigned char c) { return std::isalnum(c) || std::strchr("._~+/=-", c) != nullptr; });
 }
 
 // ---- metrics -------------------------------------------------------------------------------------
@@ -36,7 +35,7 @@ bool valid_key_text(const std::string& k) {
 class Metrics {
  public:
   static constexpr std::array<double, 14> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                      0.25,  0.5,    1,     2.5,  5,    10,  30};
+                                                      0.25,  0.5,    1,     2.5,  5,     10,   30};
   void observe(const std::string& route, int status, double seconds) {
     std::lock_guard lock(mutex_);
     ++requests_[{route, status}];
@@ -213,7 +212,8 @@ class Input {
     if (!allowed_.count(k)) {
       std::string names;
       for (const std::string& a : allowed_) names += (names.empty() ? "" : ", ") + a;
-      bad(k, "unknown parameter '" + k.substr(0, 64) + "'" + (names.empty() ? "" : " (this route takes: " + names + ")"));
+      bad(k,
+          "unknown parameter '" + k.substr(0, 64) + "'" + (names.empty() ? "" : " (this route takes: " + names + ")"));
     }
     if (!values_.emplace(k, v).second) bad(k, "'" + k + "' is given twice");
   }
@@ -240,12 +240,8 @@ json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr
 json match_json(const Match& m) {
   json h = json::array();
   for (int i = 0; i < 9; ++i) h.push_back(number_or_null(m.homography.val[i]));
-  return {{"id", m.id},
-          {"accepted", m.accepted},
-          {"significance", number_or_null(m.significance)},
-          {"inliers", m.inliers},
-          {"matches", m.matches},
-          {"score", m.score},
+  return {{"id", m.id},           {"accepted", m.accepted}, {"significance", number_or_null(m.significance)},
+          {"inliers", m.inliers}, {"matches", m.matches},   {"score", m.score},
           {"homography", h}};
 }
 
@@ -323,8 +319,9 @@ struct HttpApi::Impl {
   std::string product_id(const httplib::Request& req) const {
     const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
     if (!texture::valid_product_id(id))
-      bad("id", "'" + id.substr(0, 64) + "' is not a product id (1..128 characters of A-Z a-z 0-9 . _ -, not starting "
-                "with . or -)");
+      bad("id", "'" + id.substr(0, 64) +
+                    "' is not a product id (1..128 characters of A-Z a-z 0-9 . _ -, not starting "
+                    "with . or -)");
     return id;
   }
 
@@ -390,8 +387,7 @@ struct HttpApi::Impl {
     authenticate(req, true);
     const Input f(req, {"deadline_ms"}, false);
     const std::string id = product_id(req);
-    if (!backend.remove(id, deadline_of(f, Clock::now())))
-      bad("id", "product '" + id + "' is not enrolled", 404);
+    if (!backend.remove(id, deadline_of(f, Clock::now()))) bad("id", "product '" + id + "' is not enrolled", 404);
     return {{"deleted", id}};
   }
 
@@ -526,8 +522,8 @@ struct HttpApi::Impl {
 
   static void error(httplib::Response& res, int status, const std::string& field, const std::string& message) {
     res.status = status;
-    const json e = {{"error",
-                     {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
+    const json e = {
+        {"error", {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
     res.set_content(e.dump(), "application/json");
   }
 
@@ -535,12 +531,8 @@ struct HttpApi::Impl {
     using R = const httplib::Request&;
     using W = httplib::Response&;
     const std::string product = R"(/v1/products/([^/]*))";
-    server.Post(product, [this](R q, W r) {
-      handle("enrol", q, r, [this](R q, W r) { return enrol(q, r, false); });
-    });
-    server.Put(product, [this](R q, W r) {
-      handle("update", q, r, [this](R q, W r) { return enrol(q, r, true); });
-    });
+    server.Post(product, [this](R q, W r) { handle("enrol", q, r, [this](R q, W r) { return enrol(q, r, false); }); });
+    server.Put(product, [this](R q, W r) { handle("update", q, r, [this](R q, W r) { return enrol(q, r, true); }); });
     server.Delete(product, [this](R q, W r) { handle("delete", q, r, [this](R q, W) { return remove(q); }); });
     server.Get(product, [this](R q, W r) { handle("get", q, r, [this](R q, W) { return get(q); }); });
     server.Post(product + "/verify",
@@ -584,7 +576,8 @@ HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<
 HttpApi::~HttpApi() { stop(); }
 
 int HttpApi::bind(const std::string& host, int port) {
-  const int bound = port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
+  const int bound =
+      port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
   if (bound <= 0) throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port));
   impl_->server.widen_backlog();
   return bound;

@@ -36,7 +36,7 @@ struct ApiKey {
 std::vector<ApiKey> load_api_keys(const std::filesystem::path& file);
 
 struct ApiOptions {
-  std::vector<ApiKey> keys;  // empty: no authentication (serve allows that on loopback only)
+  std::vector<ApiKey> keys;                  // empty: no authentication (serve allows that on loopback only)
   size_t max_body_bytes = size_t(32) << 20;  // larger bodies get 413
   uint64_t max_image_pixels = 50'000'000;    // images declaring more get 413, before decoding
   // A request's deadline, from when its handler starts; a client may ask for less or more with

@@ -61,7 +61,8 @@ cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t
   ImageFile image;
   GError* error = nullptr;
   if (!image_file_load_grey(file.path().c_str(), &image, &error, max_pixels)) {
-    const bool too_large = error && error->domain == GST_RESOURCE_ERROR && error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT;
+    const bool too_large =
+        error && error->domain == GST_RESOURCE_ERROR && error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT;
     // The loader names the file: name the request field instead.
     std::string why = error ? error->message : "not a decodable image";
     g_clear_error(&error);

@@ -59,7 +59,8 @@ std::string exchange(const std::string& request) {
   char buf[65536];
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!complete_response(answer)) {
-    const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+    const int left =
+        int(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
     pollfd p{fd, POLLIN, 0};
     if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
@@ -101,7 +102,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     const std::string image = pgm(prism::test::random_texture(rng, 160, 120));
     std::string answer;
     for (int i = 0; i < 20 && answer.find("HTTP/1.1 201") != 0; ++i) {
-      answer = exchange(std::string("POST /v1/products/") + id + " HTTP/1.1\r\nHost: x\r\nContent-Type: image/x-portable-graymap\r\nContent-Length: " +
+      answer = exchange(std::string("POST /v1/products/") + id +
+                        " HTTP/1.1\r\nHost: x\r\nContent-Type: image/x-portable-graymap\r\nContent-Length: " +
                         std::to_string(image.size()) + "\r\nConnection: close\r\n\r\n" + image);
       if (answer.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -400,6 +400,7 @@ int migrate(const Options& o) {
 
 int texture_eval_command(int argc, char** argv);
 int texture_serve_command(int argc, char** argv);
+int texture_shard_command(const std::vector<std::string>& args);
 
 int texture_command(int argc, char** argv) {
   if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
@@ -408,6 +409,7 @@ int texture_command(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "eval") == 0) return texture_eval_command(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) return texture_serve_command(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "shard") == 0) return texture_shard_command({argv + 2, argv + argc});
   try {
     const Options o = parse(argc, argv);
     init_gstreamer();

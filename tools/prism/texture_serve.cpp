@@ -13,6 +13,7 @@
 #include "gst_setup.h"
 #include "http_api.h"
 #include "local_backend.h"
+#include "sharded_backend.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -107,13 +108,20 @@ ServeOptions parse_serve(int argc, char** argv) {
   return o;
 }
 
-}  // namespace
-
 // The front of a sharded deployment (service/sharded_backend.h).
-std::unique_ptr<service::Backend> sharded_front(const std::string& url, int shards) {
-  (void)url, (void)shards;
-  throw UsageError("--redis: the sharded deployment is not in this build yet");
+std::unique_ptr<service::Backend> sharded_front(const ServeOptions& o) {
+  service::ShardedOptions so;
+  so.redis = o.redis;
+  so.shards = o.shards;
+  so.default_timeout = o.api.deadline;
+  try {
+    return std::make_unique<service::ShardedBackend>(so);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--redis: ") + e.what());
+  }
 }
+
+}  // namespace
 
 int texture_serve_command(int argc, char** argv) {
   try {
@@ -136,7 +144,7 @@ int texture_serve_command(int argc, char** argv) {
       what = "gallery " + o.gallery + ": " + std::to_string(local->size()) + " products";
       backend = std::move(local);
     } else {
-      backend = sharded_front(o.redis, o.shards);
+      backend = sharded_front(o);
       what = "shards through " + o.redis;
     }
     service::HttpApi api(*backend, o.api);

@@ -1,0 +1,170 @@
+#include "redis.h"
+
+#include <hiredis/hiredis.h>
+
+#include <cerrno>
+#include <csignal>
+#include <mutex>
+
+namespace prism::service {
+
+namespace {
+
+timeval to_timeval(Redis::ms d) {
+  timeval tv;
+  tv.tv_sec = long(d.count() / 1000);
+  tv.tv_usec = long(d.count() % 1000) * 1000;
+  return tv;
+}
+
+Reply convert(const redisReply* r) {
+  Reply out;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = Reply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      out.type = Reply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = Reply::Type::kError;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::kArray;
+      out.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
+      break;
+    default: out.type = Reply::Type::kNil;
+  }
+  return out;
+}
+
+// hiredis writes with write(2): a connection that Redis closed raises SIGPIPE, which would end the
+// process. A server ignores it (hiredis's own advice); done once, and only when nobody set a handler.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+  });
+}
+
+}  // namespace
+
+RedisUrl parse_redis_url(const std::string& url) {
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument("Redis URL '" + url + "': " + why + " (expected redis://HOST:PORT[/DB])");
+  };
+  const std::string scheme = "redis://";
+  if (url.compare(0, scheme.size(), scheme) != 0) throw bad("not a redis:// URL");
+  RedisUrl u;
+  u.text = url;
+  std::string rest = url.substr(scheme.size());
+  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+    const std::string db = rest.substr(slash + 1);
+    rest.resize(slash);
+    if (db.empty() || db.size() > 5 || db.find_first_not_of("0123456789") != std::string::npos)
+      throw bad("database '" + db + "' is not a number");
+    u.db = std::stoi(db);
+  }
+  if (rest.find('@') != std::string::npos) throw bad("user names and passwords are not supported");
+  if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
+    const std::string port = rest.substr(colon + 1);
+    rest.resize(colon);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+      throw bad("port '" + port + "' is not in 1..65535");
+    u.port = std::stoi(port);
+  }
+  if (rest.empty()) throw bad("no host");
+  if (rest.find_first_of(" \t\r\n[]") != std::string::npos) throw bad("invalid host '" + rest + "'");
+  u.host = rest;
+  return u;
+}
+
+std::string Reply::error_code() const {
+  if (type != Type::kError) return {};
+  return str.substr(0, str.find(' '));
+}
+
+Redis::Redis(const std::string& url, ms timeout) : url_(parse_redis_url(url)), timeout_(timeout) {}
+
+Redis::~Redis() { disconnect(); }
+
+void Redis::disconnect() {
+  if (ctx_) redisFree(ctx_);
+  ctx_ = nullptr;
+}
+
+void Redis::connect() {
+  ignore_sigpipe();
+  redisContext* c = redisConnectWithTimeout(url_.host.c_str(), url_.port, to_timeval(timeout_));
+  if (!c) throw RedisError("Redis unreachable at " + url_.text + ": out of memory");
+  if (c->err) {
+    const std::string why = c->errstr;
+    redisFree(c);
+    throw RedisError("Redis unreachable at " + url_.text + ": " + why);
+  }
+  ctx_ = c;
+  if (url_.db != 0) {
+    const Reply r = command({"SELECT", std::to_string(url_.db)});
+    if (r.error()) {
+      disconnect();
+      throw RedisError("Redis at " + url_.text + " refused SELECT " + std::to_string(url_.db) + ": " + r.str);
+    }
+  }
+}
+
+Reply Redis::command(const std::vector<std::string>& argv, ms block) {
+  for (int attempt = 0;; ++attempt) {
+    const bool reused = ctx_ != nullptr;
+    if (!ctx_) connect();
+    redisSetTimeout(ctx_, to_timeval(timeout_ + block));
+    std::vector<const char*> args;
+    std::vector<size_t> lens;
+    for (const std::string& a : argv) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    errno = 0;
+    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, int(args.size()), args.data(), lens.data()));
+    if (r) {
+      Reply out = convert(r);
+      freeReplyObject(r);
+      return out;
+    }
+    const int err = ctx_->err, sys = errno;
+    const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
+    disconnect();
+    const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (sys == ECONNRESET || sys == EPIPE));
+    if (!(reused && closed && attempt == 0))
+      throw RedisError("Redis unreachable at " + url_.text + ": " + why + " (" + argv.at(0) + ")");
+  }
+}
+
+RedisPool::RedisPool(const std::string& url, size_t idle, Redis::ms timeout)
+    : url_(parse_redis_url(url).text), idle_(idle), timeout_(timeout) {}
+
+RedisPool::Lease RedisPool::acquire() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      std::unique_ptr<Redis> r = std::move(free_.back());
+      free_.pop_back();
+      return Lease(this, std::move(r));
+    }
+  }
+  return Lease(this, std::make_unique<Redis>(url_, timeout_));
+}
+
+RedisPool::Lease::~Lease() {
+  if (!redis_ || !pool_) return;
+  std::lock_guard lock(pool_->mutex_);
+  if (pool_->free_.size() < pool_->idle_) pool_->free_.push_back(std::move(redis_));
+}
+
+}  // namespace prism::service

@@ -1,0 +1,367 @@
+#include "shard_worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace prism::service {
+
+namespace {
+
+using shard::json;
+using shard::StreamEntry;
+using shard::StreamId;
+using namespace std::chrono_literals;
+
+constexpr int kBlockMs = 500;         // XREADGROUP BLOCK: how soon a stop is noticed
+constexpr int kReplyTtlS = 60;        // reply lists expire
+constexpr int kHeartbeatMs = 3000;    // prism:worker:K:NAME refreshed
+constexpr int kHeartbeatTtlS = 10;    // ... and expiring
+constexpr int kClaimEveryMs = 10000;  // XAUTOCLAIM
+constexpr const char* kClaimIdleMs = "30000";
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "localhost";
+  return buf;
+}
+
+bool due(Clock::time_point& last, int every_ms) {
+  const Clock::time_point now = Clock::now();
+  if (now - last < std::chrono::milliseconds(every_ms)) return false;
+  last = now;
+  return true;
+}
+
+// The last-delivered-id of `group` on `stream` (XINFO GROUPS), 0-0 when unknown.
+StreamId last_delivered(Redis& redis, const std::string& stream, const std::string& group) {
+  const Reply r = redis.command({"XINFO", "GROUPS", stream});
+  if (r.type != Reply::Type::kArray) return {};
+  for (const Reply& g : r.elements) {
+    std::string name, last;
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+      if (g.elements[i].str == "name") name = g.elements[i + 1].str;
+      if (g.elements[i].str == "last-delivered-id") last = g.elements[i + 1].str;
+    }
+    if (name == group && !last.empty()) return StreamId::parse(last);
+  }
+  return {};
+}
+
+void send_answer(Redis& redis, const StreamEntry& e, const json& answer) {
+  const std::string& key = e.field("reply");
+  if (key.rfind("prism:reply:", 0) != 0) return;  // no (valid) reply key: nobody waits
+  redis.command({"LPUSH", key, answer.dump()});
+  redis.command({"EXPIRE", key, std::to_string(kReplyTtlS)});
+}
+
+json params_of(const StreamEntry& e) {
+  const std::string& p = e.field("params");
+  return p.empty() ? json::object() : json::parse(p);
+}
+
+}  // namespace
+
+ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(options)), who_() {
+  parse_redis_url(options_.redis);  // std::invalid_argument naming it
+  if (options_.shard < 0) throw std::invalid_argument("shard " + std::to_string(options_.shard) + " is negative");
+  if (options_.shards < 0) throw std::invalid_argument("shards " + std::to_string(options_.shards) + " is negative");
+  if (options_.shards > 0 && options_.shard >= options_.shards)
+    throw std::invalid_argument("shard " + std::to_string(options_.shard) + " is not below the shard count " +
+                                std::to_string(options_.shards));
+  if (options_.readers < 1 || options_.readers > 64)
+    throw std::invalid_argument("readers " + std::to_string(options_.readers) + " is not in 1..64");
+  if (options_.replica.empty()) options_.replica = host_name();
+  if (!texture::valid_product_id(options_.replica))
+    throw std::invalid_argument("replica name '" + options_.replica +
+                                "' is invalid (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+  who_ = host_name() + ":" + std::to_string(getpid());
+  options_.local.shard = options_.shard;
+  backend_ = std::make_unique<LocalBackend>(options_.local);
+}
+
+ShardWorker::~ShardWorker() = default;
+
+void ShardWorker::say(const std::string& line) {
+  std::lock_guard lock(log_mutex_);
+  const std::string full = "shard " + std::to_string(options_.shard) + " replica " + options_.replica + ": " + line;
+  if (options_.log)
+    options_.log(full);
+  else
+    std::fprintf(stderr, "%s\n", full.c_str());
+}
+
+void ShardWorker::nap(int ms, const std::atomic<bool>& stop) {
+  for (int slept = 0; slept < ms && !stop; slept += 50) std::this_thread::sleep_for(50ms);
+}
+
+void ShardWorker::prepare(Redis& redis) {
+  const int n = shard::agree_shard_count(redis, options_.shards);
+  shards_ = n;
+  if (options_.shard >= n)
+    throw std::runtime_error("shard " + std::to_string(options_.shard) + " is not below the shard count " +
+                             std::to_string(n) + " of " + shard::kShardsKey + " at " + redis.url());
+  shard::ensure_group(redis, shard::writes_key(options_.shard), shard::replica_group(options_.replica));
+  shard::ensure_group(redis, shard::reads_key(options_.shard), shard::kReadersGroup);
+}
+
+void ShardWorker::run(const std::atomic<bool>& stop) {
+  // The first connection decides whether this worker may start at all (shard count agreed).
+  {
+    Redis redis(options_.redis);
+    bool said = false;
+    for (int backoff = 100; !stop;) {
+      try {
+        prepare(redis);
+        break;
+      } catch (const RedisError& e) {
+        if (!said) say(std::string(e.what()) + "; retrying");
+        said = true;
+        nap(backoff, stop);
+        backoff = std::min(backoff * 2, 2000);
+      }
+    }
+    if (stop) return;
+  }
+  say("serving " + std::to_string(backend_->size()) + " products from " + options_.local.gallery.string() + " (" +
+      std::to_string(options_.readers) + " readers)");
+  std::atomic<bool> halt = false;  // the readers stop after the writer, whichever way it ends
+  std::vector<std::thread> readers;
+  for (int i = 0; i < options_.readers; ++i) readers.emplace_back([this, i, &halt] { reader_loop(i, halt); });
+  try {
+    writer_loop(stop);
+  } catch (...) {
+    halt = true;
+    for (std::thread& t : readers) t.join();
+    throw;
+  }
+  halt = true;
+  for (std::thread& t : readers) t.join();
+  say("stopped");
+}
+
+void ShardWorker::mark_applied(const StreamId& id) {
+  {
+    std::lock_guard lock(applied_mutex_);
+    if (applied_ < id) applied_ = id;
+  }
+  applied_cv_.notify_all();
+}
+
+bool ShardWorker::wait_applied(const StreamId& last, Clock::time_point deadline) {
+  std::unique_lock lock(applied_mutex_);
+  return applied_cv_.wait_until(lock, deadline, [&] { return last <= applied_; });
+}
+
+void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
+  const std::string stream = shard::writes_key(options_.shard);
+  const std::string group = shard::replica_group(options_.replica);
+  Redis redis(options_.redis);
+  bool ready = false, lost = false;
+  std::string position = "0";  // "0": our pending entries; ">": new ones
+  Clock::time_point last_beat{}, last_claim = Clock::now();
+  int backoff = 100;
+  while (!stop) {
+    try {
+      if (!ready) {
+        prepare(redis);
+        ready = true;
+        position = "0";
+        backoff = 100;
+        if (lost) say("writer reconnected to " + redis.url());
+        lost = false;
+      }
+      if (due(last_beat, kHeartbeatMs))
+        redis.command(
+            {"SET", shard::worker_key(options_.shard, options_.replica), who_, "EX", std::to_string(kHeartbeatTtlS)});
+      if (due(last_claim, kClaimEveryMs)) {
+        const Reply c =
+            redis.command({"XAUTOCLAIM", stream, group, options_.replica, kClaimIdleMs, "0-0", "COUNT", "100"});
+        if (c.type == Reply::Type::kArray && c.elements.size() >= 2 && !shard::stream_entries(c.elements[1]).empty()) {
+          say("claimed writes idle over 30 s from another consumer of " + group);
+          position = "0";
+        }
+      }
+      const bool pending = position == "0";
+      std::vector<std::string> cmd = {"XREADGROUP", "GROUP", group, options_.replica, "COUNT", "32"};
+      if (!pending) cmd.insert(cmd.end(), {"BLOCK", std::to_string(kBlockMs)});
+      cmd.insert(cmd.end(), {"STREAMS", stream, position});
+      const Reply r = redis.command(cmd, std::chrono::milliseconds(pending ? 0 : kBlockMs));
+      if (r.error()) {
+        if (r.error_code() == "NOGROUP") {
+          say("the group " + group + " vanished (Redis lost its data?): recreating it");
+          ready = false;
+          continue;
+        }
+        throw RedisError("Redis at " + redis.url() + " refused XREADGROUP: " + r.str);
+      }
+      const std::vector<StreamEntry> entries = shard::read_group_entries(r);
+      if (pending && entries.empty()) {
+        // Caught up with what this replica was given before: all of it is applied (durably, in the
+        // gallery) even if that was before a restart.
+        mark_applied(last_delivered(redis, stream, group));
+        position = ">";
+        continue;
+      }
+      for (const StreamEntry& e : entries) {
+        if (!e.fields.empty()) send_answer(redis, e, apply_write(e));  // no fields: trimmed away
+        redis.command({"XACK", stream, group, e.id});
+        mark_applied(StreamId::parse(e.id));
+      }
+    } catch (const RedisError& e) {
+      if (!lost) say(std::string("writer: ") + e.what() + "; reconnecting");
+      lost = true;
+      ready = false;
+      nap(backoff, stop);
+      backoff = std::min(backoff * 2, 2000);
+    }
+  }
+}
+
+void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
+  const std::string stream = shard::reads_key(options_.shard);
+  const std::string writes = shard::writes_key(options_.shard);
+  const std::string consumer = options_.replica + "/r" + std::to_string(reader);
+  Redis redis(options_.redis);
+  bool ready = true, lost = false;
+  std::string position = "0";
+  Clock::time_point last_claim = Clock::now();
+  int backoff = 100;
+  while (!stop) {
+    try {
+      if (!ready) {
+        shard::ensure_group(redis, stream, shard::kReadersGroup);
+        ready = true;
+        position = "0";
+        backoff = 100;
+        if (lost) say("reader " + std::to_string(reader) + " reconnected to " + redis.url());
+        lost = false;
+      }
+      if (reader == 0 && due(last_claim, kClaimEveryMs)) {
+        const Reply c =
+            redis.command({"XAUTOCLAIM", stream, shard::kReadersGroup, consumer, kClaimIdleMs, "0-0", "COUNT", "100"});
+        if (c.type == Reply::Type::kArray && c.elements.size() >= 2 && !shard::stream_entries(c.elements[1]).empty())
+          position = "0";
+      }
+      const bool pending = position == "0";
+      std::vector<std::string> cmd = {"XREADGROUP", "GROUP", shard::kReadersGroup, consumer, "COUNT", "1"};
+      if (!pending) cmd.insert(cmd.end(), {"BLOCK", std::to_string(kBlockMs)});
+      cmd.insert(cmd.end(), {"STREAMS", stream, position});
+      const Reply r = redis.command(cmd, std::chrono::milliseconds(pending ? 0 : kBlockMs));
+      if (r.error()) {
+        if (r.error_code() == "NOGROUP") {
+          ready = false;
+          continue;
+        }
+        throw RedisError("Redis at " + redis.url() + " refused XREADGROUP: " + r.str);
+      }
+      const std::vector<StreamEntry> entries = shard::read_group_entries(r);
+      if (pending && entries.empty()) position = ">";
+      for (const StreamEntry& e : entries) {
+        int64_t deadline_ms = 0;
+        try {
+          deadline_ms = std::stoll(e.field("deadline_ms"));
+        } catch (const std::logic_error&) {
+          deadline_ms = 0;  // no valid deadline: not answered
+        }
+        const Clock::time_point deadline = shard::steady_from_unix_ms(deadline_ms);
+        bool answer = !e.fields.empty() && Clock::now() < deadline;
+        if (answer && e.field("op") != "stats") {
+          // Read-your-writes: every write in the stream when this read is answered is applied first.
+          const Reply tail = redis.command({"XREVRANGE", writes, "+", "-", "COUNT", "1"});
+          if (tail.error()) throw RedisError("Redis at " + redis.url() + " refused XREVRANGE: " + tail.str);
+          const std::vector<StreamEntry> last = shard::stream_entries(tail);
+          if (!last.empty()) answer = wait_applied(StreamId::parse(last[0].id), deadline);
+        }
+        if (answer) send_answer(redis, e, answer_read(e));
+        redis.command({"XACK", stream, shard::kReadersGroup, e.id});
+      }
+    } catch (const RedisError& e) {
+      if (!lost) say("reader " + std::to_string(reader) + ": " + e.what() + "; reconnecting");
+      lost = true;
+      ready = false;
+      nap(backoff, stop);
+      backoff = std::min(backoff * 2, 2000);
+    }
+  }
+}
+
+json ShardWorker::apply_write(const StreamEntry& e) {
+  try {
+    const std::string& op = e.field("op");
+    const json params = params_of(e);
+    const Clock::time_point deadline = Clock::time_point::max();  // writes are applied whatever their deadline
+    if (op == "post" || op == "put") {
+      const std::string& bytes = e.field("entry");
+      const texture::GalleryEntry entry =
+          texture::Gallery::decode(std::vector<uint8_t>(bytes.begin(), bytes.end()), "stream entry " + e.id);
+      if (!texture::valid_product_id(entry.id))
+        return shard::error_json(400, "id", "invalid product id '" + entry.id + "'");
+      if (shard::shard_of(entry.id, shards_) != options_.shard)  // a front of another deployment?
+        return shard::error_json(500, "id", "product '" + entry.id + "' belongs to another shard");
+      const WriteResult w = backend_->write(entry, op == "put", deadline);
+      const char* outcome = w.outcome == WriteOutcome::kCreated   ? "created"
+                            : w.outcome == WriteOutcome::kUpdated ? "updated"
+                                                                  : "unchanged";
+      return {{"status", w.outcome == WriteOutcome::kCreated ? 201 : 200},
+              {"outcome", outcome},
+              {"product", shard::product_json(w.product)}};
+    }
+    if (op == "delete")
+      return {{"status", 200}, {"removed", backend_->remove(params.at("id").get<std::string>(), deadline)}};
+    return shard::error_json(400, "op", "unknown write op '" + op + "'");
+  } catch (const ServiceError& x) {
+    return shard::error_json(x.status, x.field, x.what());
+  } catch (const texture::GalleryError& x) {
+    return shard::error_json(422, "", x.what(), "gallery");
+  } catch (const std::exception& x) {
+    return shard::error_json(500, "", std::string("shard worker: ") + x.what());
+  }
+}
+
+json ShardWorker::answer_read(const StreamEntry& e) {
+  try {
+    const std::string& op = e.field("op");
+    const json params = params_of(e);
+    const Clock::time_point deadline = shard::steady_from_unix_ms(std::stoll(e.field("deadline_ms")));
+    if (op == "stats") {
+      ShardStats s = backend_->shard_stats();
+      s.worker = options_.replica + " (" + who_ + ")";
+      return {{"status", 200}, {"stats", shard::shard_stats_json(s)}};
+    }
+    if (op == "get") {
+      const std::optional<Product> p = backend_->get(params.at("id").get<std::string>(), deadline);
+      json j = {{"status", 200}, {"found", bool(p)}};
+      if (p) j["product"] = shard::product_json(*p);
+      return j;
+    }
+    if (op == "verify" || op == "search") {
+      const std::string& bytes = e.field("entry");
+      const texture::GalleryEntry query =
+          texture::Gallery::decode(std::vector<uint8_t>(bytes.begin(), bytes.end()), "stream entry " + e.id);
+      const texture::SearchParams sp = shard::params_from(params);
+      if (op == "search") {
+        json j = shard::shard_search_json(backend_->search_part(query.features, sp));
+        j["status"] = 200;
+        return j;
+      }
+      const VerifyAnswer v = backend_->verify(params.at("id").get<std::string>(), query.features, sp, deadline);
+      return {
+          {"status", 200}, {"match", shard::match_json(v.match)}, {"match_ms", v.match_ms}, {"verify_ms", v.verify_ms}};
+    }
+    return shard::error_json(400, "op", "unknown read op '" + op + "'");
+  } catch (const ServiceError& x) {
+    return shard::error_json(x.status, x.field, x.what());
+  } catch (const texture::GalleryError& x) {
+    return shard::error_json(422, "", x.what(), "gallery");
+  } catch (const std::exception& x) {
+    return shard::error_json(500, "", std::string("shard worker: ") + x.what());
+  }
+}
+
+}  // namespace prism::service

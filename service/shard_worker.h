@@ -1,0 +1,111 @@
+// A shard worker of the sharded deployment (`prism texture shard`): it owns one shard's gallery
+// directory (a LocalBackend: the durable record) and answers the fronts (ShardedBackend,
+// service/sharded_backend.h) through Redis Streams.
+//
+// The protocol (Redis 7.0: streams, consumer groups, XAUTOCLAIM):
+// - `prism:shards` (string): the shard count N, set (SET NX) by the first front or worker given it;
+//   a front or worker configured with another N refuses to start, naming both. A product belongs to
+//   shard FNV-1a-64(id) mod N.
+// - Per shard K, two streams: `prism:shard:K:writes` (post, put, delete) and `prism:shard:K:reads`
+//   (get, verify, search, stats).
+//   - writes: each replica NAME has its own consumer group `replica:NAME` (so every replica applies
+//     every write), read by one consumer also named NAME. A group is created at the stream's start
+//     (ID 0, MKSTREAM): a new replica replays the whole stream into its gallery. After a (re)start
+//     the worker first re-reads its own pending entries (ID 0), then new ones (`>`); every 10 s it
+//     XAUTOCLAIMs entries idle over 30 s from other consumers of its group.
+//   - reads: one group `readers` shared by every replica of the shard (one replica answers each
+//     read), consumers NAME/r0, NAME/r1, ... (one reader thread and one connection each).
+// - Entry fields: `op` (post|put|delete|get|verify|search|stats), `reply` (the list key the answer
+//   goes to: `prism:reply:FRONTID:SEQ`), `deadline_ms` (unix ms), `entry` (Gallery::encode bytes:
+//   the GalleryEntry of a post/put; for verify/search the query's features with id "query"),
+//   `params` (JSON: the SearchParams fields, `top_k`, `id` for get/verify/delete).
+// - Answers: one JSON object LPUSHed to the reply key, which then EXPIREs in 60 s: `status` (200,
+//   201, or an error's status with `field`, `error` and `kind` "gallery" for a GalleryError), then
+//   per op `outcome` + `product` (post/put), `removed` (delete), `found` + `product` (get), `match`
+//   + timings (verify), a ShardSearch (search), a ShardStats (stats); doubles round-trip exactly.
+//   A search sends one read per shard with the same reply key; each answer carries its `shard`.
+// - Writes are applied on one thread, in stream order: XREADGROUP BLOCK, apply to the gallery
+//   (durable before the answer), LPUSH the answer, EXPIRE, then XACK. Writes are applied whatever
+//   their deadline (replicas must agree). A crash between apply and XACK re-applies the write after
+//   the restart, which is harmless: a post of the same entry is kUnchanged, a put rewrites the same
+//   entry, a delete of an absent id answers false (the front took the first answer already).
+// - Reads are answered on reader threads. A read already past its deadline is XACKed unanswered.
+//   Read-your-writes: before answering, the reader takes the writes stream's last ID T (XREVRANGE
+//   + - COUNT 1) and waits (until the read's deadline) for this worker's writer to have applied
+//   every write up to T; so a write acknowledged before a read was sent is visible to it on every
+//   replica. The writer knows what it applied before a restart from its group's last-delivered-id
+//   (XINFO GROUPS) once its pending entries are drained.
+// - Liveness: every worker SETs `prism:worker:K:NAME` = "HOST:PID" with a 10 s expiry every 3 s.
+// - Redis lost or restarted: every thread reconnects with backoff (100 ms doubling to 2 s),
+//   re-asserts prism:shards, recreates missing groups (MKSTREAM) and re-reads its pending entries;
+//   one line is printed per state change.
+// - Clocks: deadlines cross hosts as unix ms, so the hosts' clocks must agree (NTP) to well under
+//   the request timeouts.
+// - Not done: the writes stream is never trimmed (a new replica replays it from the start; trimming
+//   needs every replica's progress); the reads stream is capped (XADD MAXLEN ~ 10000).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "local_backend.h"
+#include "redis.h"
+#include "shard_protocol.h"
+
+namespace prism::service {
+
+struct ShardWorkerOptions {
+  std::string redis;    // redis://HOST:PORT[/DB]
+  int shard = 0;        // K, in [0, shards)
+  int shards = 0;       // N; 0: read prism:shards (which must then be set)
+  std::string replica;  // NAME; empty: the host name (one replica per host and shard)
+  int readers = 2;      // reader threads
+  LocalOptions local;   // the gallery and its index (local.shard is set to `shard`)
+  // One line per state change (connected, Redis lost, ...); default: stderr.
+  std::function<void(const std::string&)> log;
+};
+
+class ShardWorker {
+ public:
+  // Opens the gallery (texture::GalleryError) and checks the options (std::invalid_argument, naming
+  // the option). Nothing is sent to Redis before run().
+  explicit ShardWorker(ShardWorkerOptions options);
+  ~ShardWorker();
+
+  // Serves until `stop` is true (checked at least every half second). Redis being unreachable is
+  // waited out; a shard count that disagrees with prism:shards, or a shard K >= N, throws
+  // std::runtime_error naming both before anything is served.
+  void run(const std::atomic<bool>& stop);
+
+  LocalBackend& backend() { return *backend_; }
+  const std::string& replica() const { return options_.replica; }
+
+ private:
+  void writer_loop(const std::atomic<bool>& stop);
+  void reader_loop(int reader, const std::atomic<bool>& stop);
+  // Connects: prism:shards agreed, groups present. Throws RedisError, or std::runtime_error.
+  void prepare(Redis& redis);
+  shard::json apply_write(const shard::StreamEntry& e);
+  shard::json answer_read(const shard::StreamEntry& e);
+  void mark_applied(const shard::StreamId& id);
+  // Waits until every write up to `last` is applied, or until `deadline` (false).
+  bool wait_applied(const shard::StreamId& last, Clock::time_point deadline);
+  void say(const std::string& line);
+  // Sleeps `ms` unless `stop` comes first.
+  static void nap(int ms, const std::atomic<bool>& stop);
+
+  ShardWorkerOptions options_;
+  std::unique_ptr<LocalBackend> backend_;
+  std::string who_;             // HOST:PID
+  std::atomic<int> shards_{1};  // N as agreed with prism:shards
+  std::mutex applied_mutex_;
+  std::condition_variable applied_cv_;
+  shard::StreamId applied_;
+  std::mutex log_mutex_;
+};
+
+}  // namespace prism::service

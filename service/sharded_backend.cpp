@@ -1,0 +1,250 @@
+#include "sharded_backend.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <set>
+
+namespace prism::service {
+
+namespace {
+
+using shard::json;
+using std::chrono::milliseconds;
+
+constexpr const char* kReadsMaxLen = "10000";  // reads are answered within their deadline: keep a few
+
+std::string encode(const texture::GalleryEntry& e) {
+  const std::vector<uint8_t> bytes = texture::Gallery::encode(e);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string encode_query(const texture::Features& f) {
+  texture::GalleryEntry q;
+  q.id = "query";
+  q.features = f;
+  return encode(q);
+}
+
+long long ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<milliseconds>(b - a).count();
+}
+
+// BLPOP's timeout: seconds, with milliseconds (0 would block forever).
+std::string blpop_seconds(Clock::time_point deadline) {
+  const double s = std::max<double>(0.01, double(ms_between(Clock::now(), deadline)) / 1000.0);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
+std::string list_shards(const std::vector<int>& shards) {
+  std::string s;
+  for (size_t i = 0; i < shards.size(); ++i) s += (i ? ", " : "") + std::to_string(shards[i]);
+  return s;
+}
+
+ServiceError unreachable(const RedisError& e) { return ServiceError(503, "", e.what()); }
+
+}  // namespace
+
+ShardedBackend::ShardedBackend(const ShardedOptions& options)
+    : options_(options), pool_(options.redis, options.idle_connections) {
+  if (options_.shards < 0) throw std::invalid_argument("shards " + std::to_string(options_.shards) + " is negative");
+  {
+    RedisPool::Lease redis = pool_.acquire();
+    shards_ = shard::agree_shard_count(*redis, options_.shards);
+  }
+  std::random_device rd;
+  char id[64];
+  std::snprintf(id, sizeof id, "%08x%08x-%d", rd(), rd(), int(getpid()));
+  front_id_ = id;
+}
+
+Clock::time_point ShardedBackend::deadline_of(Clock::time_point deadline) const {
+  return deadline == Clock::time_point::max() ? Clock::now() + options_.default_timeout : deadline;
+}
+
+std::string ShardedBackend::next_reply_key() { return "prism:reply:" + front_id_ + ":" + std::to_string(++seq_); }
+
+json ShardedBackend::call(int shard, bool write, const std::string& op, const std::string& entry, const json& params,
+                          Clock::time_point given) {
+  const Clock::time_point start = Clock::now(), deadline = deadline_of(given);
+  const std::string reply = next_reply_key();
+  try {
+    RedisPool::Lease redis = pool_.acquire();
+    std::vector<std::string> xadd = {"XADD", write ? shard::writes_key(shard) : shard::reads_key(shard)};
+    if (!write) xadd.insert(xadd.end(), {"MAXLEN", "~", kReadsMaxLen});
+    xadd.insert(xadd.end(), {"*", "op", op, "reply", reply, "deadline_ms", std::to_string(shard::unix_ms(deadline)),
+                             "entry", entry, "params", params.dump()});
+    const Reply added = redis->command(xadd);
+    if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
+    const Reply got = redis->command({"BLPOP", reply, blpop_seconds(deadline)},
+                                     std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    if (got.type != Reply::Type::kArray || got.elements.size() != 2)
+      throw ServiceError(503, "",
+                         "shard " + std::to_string(shard) + " did not answer within " +
+                             std::to_string(ms_between(start, deadline)) + " ms");
+    const json answer = json::parse(got.elements[1].str);
+    const int status = answer.value("status", 500);
+    if (status != 200 && status != 201) shard::throw_error(answer);
+    return answer;
+  } catch (const RedisError& e) {
+    throw unreachable(e);
+  } catch (const json::exception& e) {
+    throw ServiceError(502, "", "shard " + std::to_string(shard) + " sent a malformed answer: " + e.what());
+  }
+}
+
+std::vector<json> ShardedBackend::scatter(const std::string& op, const std::string& entry, const json& params,
+                                          Clock::time_point deadline, std::vector<int>& missing) {
+  const std::string reply = next_reply_key();
+  std::vector<json> answers;
+  std::set<int> heard;
+  try {
+    RedisPool::Lease redis = pool_.acquire();
+    const std::string deadline_ms = std::to_string(shard::unix_ms(deadline));
+    const std::string p = params.dump();
+    for (int k = 0; k < shards_; ++k) {
+      const Reply added = redis->command({"XADD", shard::reads_key(k), "MAXLEN", "~", kReadsMaxLen, "*", "op", op,
+                                          "reply", reply, "deadline_ms", deadline_ms, "entry", entry, "params", p});
+      if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
+    }
+    while (int(heard.size()) < shards_ && Clock::now() < deadline) {
+      const Reply got = redis->command({"BLPOP", reply, blpop_seconds(deadline)},
+                                       std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+      if (got.type != Reply::Type::kArray || got.elements.size() != 2) break;
+      json answer = json::parse(got.elements[1].str);
+      const int status = answer.value("status", 500);
+      if (status != 200) shard::throw_error(answer);
+      const int k = op == "stats" ? answer.at("stats").at("shard").get<int>() : answer.at("shard").get<int>();
+      if (k < 0 || k >= shards_ || !heard.insert(k).second) continue;  // a read answered twice (reclaimed)
+      answers.push_back(std::move(answer));
+    }
+  } catch (const RedisError& e) {
+    throw unreachable(e);
+  } catch (const json::exception& e) {
+    throw ServiceError(502, "", std::string("a shard sent a malformed answer: ") + e.what());
+  }
+  missing.clear();
+  for (int k = 0; k < shards_; ++k)
+    if (!heard.count(k)) missing.push_back(k);
+  return answers;
+}
+
+WriteResult ShardedBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point deadline) {
+  texture::GalleryEntry entry = given;
+  if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));  // the same on every replica
+  const json a =
+      call(shard::shard_of(entry.id, shards_), true, replace ? "put" : "post", encode(entry), json::object(), deadline);
+  WriteResult r;
+  const std::string outcome = a.at("outcome").get<std::string>();
+  r.outcome = outcome == "created"   ? WriteOutcome::kCreated
+              : outcome == "updated" ? WriteOutcome::kUpdated
+                                     : WriteOutcome::kUnchanged;
+  r.product = shard::product_from(a.at("product"));
+  return r;
+}
+
+bool ShardedBackend::remove(const std::string& id, Clock::time_point deadline) {
+  const json a = call(shard::shard_of(id, shards_), true, "delete", "", {{"id", id}}, deadline);
+  return a.at("removed").get<bool>();
+}
+
+std::optional<Product> ShardedBackend::get(const std::string& id, Clock::time_point deadline) {
+  const json a = call(shard::shard_of(id, shards_), false, "get", "", {{"id", id}}, deadline);
+  if (!a.at("found").get<bool>()) return std::nullopt;
+  return shard::product_from(a.at("product"));
+}
+
+VerifyAnswer ShardedBackend::verify(const std::string& id, const texture::Features& query,
+                                    const texture::SearchParams& params, Clock::time_point deadline) {
+  json p = shard::params_json(params);
+  p["id"] = id;
+  const json a = call(shard::shard_of(id, shards_), false, "verify", encode_query(query), p, deadline);
+  VerifyAnswer v;
+  v.match = shard::match_from(a.at("match"));
+  v.match_ms = a.at("match_ms").get<double>();
+  v.verify_ms = a.at("verify_ms").get<double>();
+  return v;
+}
+
+SearchAnswer ShardedBackend::search(const SearchQuery& q) {
+  const Clock::time_point start = Clock::now(), deadline = deadline_of(q.deadline);
+  json p = shard::params_json(q.params);
+  p["top_k"] = q.top_k;
+  std::vector<int> missing;
+  const std::vector<json> answers = scatter("search", encode_query(q.features), p, deadline, missing);
+  if (!missing.empty() && !q.allow_partial)
+    throw ServiceError(503, "",
+                       std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) +
+                           " did not answer within " + std::to_string(ms_between(start, deadline)) + " ms (of " +
+                           std::to_string(shards_) + "; allow partial results to search the others)");
+  std::vector<ShardSearch> parts;
+  try {
+    for (const json& a : answers) parts.push_back(shard::shard_search_from(a));
+  } catch (const json::exception& e) {
+    throw ServiceError(502, "", std::string("a shard sent a malformed search answer: ") + e.what());
+  }
+  SearchAnswer answer = merge_search(parts, q.params, q.top_k, shards_);
+  answer.missing_shards = missing;
+  return answer;
+}
+
+ServiceStats ShardedBackend::stats(Clock::time_point deadline) {
+  std::vector<int> missing;
+  const std::vector<json> answers = scatter("stats", "", json::object(), deadline_of(deadline), missing);
+  ServiceStats s;
+  s.shards_expected = shards_;
+  try {
+    for (const json& a : answers) s.shards.push_back(shard::shard_stats_from(a.at("stats")));
+  } catch (const json::exception& e) {
+    throw ServiceError(502, "", std::string("a shard sent malformed stats: ") + e.what());
+  }
+  std::sort(s.shards.begin(), s.shards.end(),
+            [](const ShardStats& a, const ShardStats& b) { return a.shard < b.shard; });
+  return s;
+}
+
+std::map<int, std::vector<std::string>> ShardedBackend::live_workers() {
+  std::map<int, std::vector<std::string>> live;
+  try {
+    RedisPool::Lease redis = pool_.acquire();
+    std::string cursor = "0";
+    do {
+      const Reply r = redis->command({"SCAN", cursor, "MATCH", "prism:worker:*", "COUNT", "1000"});
+      if (r.type != Reply::Type::kArray || r.elements.size() != 2) break;
+      cursor = r.elements[0].str;
+      for (const Reply& key : r.elements[1].elements) {
+        // prism:worker:K:NAME
+        const std::string rest = key.str.substr(std::string("prism:worker:").size());
+        const size_t colon = rest.find(':');
+        if (colon == std::string::npos || colon == 0 || rest.find_first_not_of("0123456789") < colon) continue;
+        live[std::stoi(rest.substr(0, colon))].push_back(rest.substr(colon + 1));
+      }
+    } while (cursor != "0");
+  } catch (const RedisError& e) {
+    throw unreachable(e);
+  }
+  for (auto& [k, names] : live) std::sort(names.begin(), names.end());
+  return live;
+}
+
+std::string ShardedBackend::health() {
+  try {
+    RedisPool::Lease redis = pool_.acquire();
+    const Reply got = redis->command({"GET", shard::kShardsKey});
+    if (got.nil()) return shard::kShardsKey + " is not set at " + pool_.url() + " (Redis lost its data?)";
+    if (got.type != Reply::Type::kString || got.str != std::to_string(shards_))
+      return shard::kShardsKey + " at " + pool_.url() + " is '" + got.str + "', this front serves " +
+             std::to_string(shards_) + " shards";
+    return {};
+  } catch (const RedisError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace prism::service

@@ -1,0 +1,73 @@
+// The front of a sharded deployment (`prism texture serve --redis URL`): a stateless Backend that
+// forwards each operation to the shard workers (service/shard_worker.h, which describes the
+// protocol) through Redis Streams. Writes, gets and verifies go to the product's shard; a search is
+// scattered to every shard and its shortlists merged (merge_search), so that it answers what one
+// gallery holding every shard's products would.
+//
+// Failures are answers, never crashes or hangs: Redis unreachable -> ServiceError 503 "Redis
+// unreachable at URL"; a shard that does not answer by the deadline -> 503 naming it (a search with
+// allow_partial answers with the shards that did, saying which are missing). A write that failed
+// with 503 may still be applied later (it waits in its shard's stream): clients retry it, and a
+// POST or PUT of the same entry is idempotent. Thread-safe: each call
+// takes its own Redis connection from a pool (hiredis contexts are not thread-safe).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "backend.h"
+#include "redis.h"
+#include "shard_protocol.h"
+
+namespace prism::service {
+
+struct ShardedOptions {
+  std::string redis;  // redis://HOST:PORT[/DB]
+  int shards = 0;     // N; 0: read prism:shards (which must then be set)
+  // The deadline of a call given none (Clock::time_point::max()).
+  std::chrono::milliseconds default_timeout{10000};
+  size_t idle_connections = 16;  // kept open in the pool
+};
+
+class ShardedBackend : public Backend {
+ public:
+  // Agrees the shard count with Redis: std::invalid_argument for a bad URL, std::runtime_error for
+  // a count that disagrees with prism:shards (naming both) or none at all, RedisError when Redis
+  // cannot be reached.
+  explicit ShardedBackend(const ShardedOptions& options);
+
+  WriteResult write(const texture::GalleryEntry& entry, bool replace, Clock::time_point deadline) override;
+  bool remove(const std::string& id, Clock::time_point deadline) override;
+  std::optional<Product> get(const std::string& id, Clock::time_point deadline) override;
+  VerifyAnswer verify(const std::string& id, const texture::Features& query, const texture::SearchParams& params,
+                      Clock::time_point deadline) override;
+  SearchAnswer search(const SearchQuery& query) override;
+  // The shards that answered in time (ServiceStats::shards_expected says how many exist).
+  ServiceStats stats(Clock::time_point deadline) override;
+  std::string health() override;
+
+  int shards() const { return shards_; }
+  // The workers whose liveness key (prism:worker:K:NAME: refreshed every 3 s, expiring after 10 s)
+  // exists: shard -> replica names, sorted. ServiceError 503 when Redis is unreachable.
+  std::map<int, std::vector<std::string>> live_workers();
+
+ private:
+  // One request to shard K's writes or reads stream; the first answer, or ServiceError.
+  shard::json call(int shard, bool write, const std::string& op, const std::string& entry, const shard::json& params,
+                   Clock::time_point deadline);
+  // A read sent to every shard, answers gathered until all came or the deadline passed.
+  std::vector<shard::json> scatter(const std::string& op, const std::string& entry, const shard::json& params,
+                                   Clock::time_point deadline, std::vector<int>& missing);
+  Clock::time_point deadline_of(Clock::time_point deadline) const;
+  std::string next_reply_key();
+
+  ShardedOptions options_;
+  RedisPool pool_;
+  int shards_ = 1;
+  std::string front_id_;
+  std::atomic<uint64_t> seq_{0};
+};
+
+}  // namespace prism::service

@@ -1,0 +1,587 @@
+// The sharded deployment (service/shard_worker.h, service/sharded_backend.h) against a real
+// redis-server started by the test: answers equal to one gallery's, replicas, a worker killed with
+// SIGKILL, Redis restarted, and bad configurations. Skips loudly without redis-server unless
+// PRISM_REQUIRE_REDIS=1.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "gallery_cases.h"
+#include "local_backend.h"
+#include "process.h"
+#include "redis.h"
+#include "redis_server.h"
+#include "shard_worker.h"
+#include "sharded_backend.h"
+#include "test_env.h"
+
+#define PRISM_NEED_REDIS()                                                                        \
+  do {                                                                                            \
+    if (::prism::test::redis_server_path().empty()) {                                             \
+      if (::prism::test::redis_required()) FAIL() << "PRISM_REQUIRE_REDIS=1 but no redis-server"; \
+      std::cerr << "*** SKIPPING: redis-server not found (apt install redis-server) ***\n";       \
+      GTEST_SKIP() << "no redis-server";                                                          \
+    }                                                                                             \
+  } while (0)
+
+namespace prism::service {
+namespace {
+
+using namespace std::chrono_literals;
+using texture::GalleryEntry;
+
+texture::IndexOptions small_index() {
+  texture::IndexOptions o;
+  o.device = texture::Device::kCpu;
+  o.host_budget = 200 * int64_t(match::kSlotBytes);
+  o.block_slots = 8;
+  return o;
+}
+
+LocalOptions local_options(const std::filesystem::path& gallery) {
+  LocalOptions o;
+  o.gallery = gallery;
+  o.index = small_index();
+  return o;
+}
+
+// `n` products p000.. of 30..90 random features, a third in collection "a", a third in "b".
+std::vector<GalleryEntry> products(int n, std::mt19937& rng) {
+  std::vector<GalleryEntry> out;
+  for (int i = 0; i < n; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "p%03d", i);
+    const std::string collection = i % 3 == 0 ? "" : i % 3 == 1 ? "a" : "b";
+    GalleryEntry e = test::random_gallery_entry(id, rng, 30 + int(rng() % 60), collection);
+    e.features.descriptors_fp16.clear();  // never stored
+    e.enrolled_unix = 1700000000 + i;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// A worker on a thread of this process.
+class Worker {
+ public:
+  Worker(const std::string& url, int shard, int shards, const std::string& replica, const std::filesystem::path& dir)
+      : worker_(std::make_unique<ShardWorker>(options(url, shard, shards, replica, dir))) {
+    thread_ = std::thread([this] {
+      try {
+        worker_->run(stop_);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex_);
+        error_ = e.what();
+      }
+    });
+  }
+  ~Worker() {
+    stop_ = true;
+    thread_.join();
+  }
+  LocalBackend& backend() { return worker_->backend(); }
+  std::string error() {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+
+  static ShardWorkerOptions options(const std::string& url, int shard, int shards, const std::string& replica,
+                                    const std::filesystem::path& dir) {
+    ShardWorkerOptions o;
+    o.redis = url;
+    o.shard = shard;
+    o.shards = shards;
+    o.replica = replica;
+    o.readers = 2;
+    o.local = local_options(dir);
+    return o;
+  }
+
+ private:
+  std::unique_ptr<ShardWorker> worker_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mutex_;
+  std::string error_;
+};
+
+ShardedOptions front_options(const std::string& url, int shards, std::chrono::milliseconds timeout = 10s) {
+  ShardedOptions o;
+  o.redis = url;
+  o.shards = shards;
+  o.default_timeout = timeout;
+  return o;
+}
+
+Clock::time_point in(std::chrono::milliseconds d) { return Clock::now() + d; }
+
+void expect_same_product(const Product& a, const Product& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.collection, b.collection);
+  EXPECT_EQ(a.source, b.source);
+  EXPECT_EQ(a.enrolled_unix, b.enrolled_unix);
+  EXPECT_EQ(a.features, b.features);
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.height, b.height);
+}
+
+void expect_same_match(const Match& a, const Match& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.score, b.score);
+  EXPECT_EQ(a.matches, b.matches);
+  EXPECT_EQ(a.inliers, b.inliers);
+  EXPECT_EQ(a.significance, b.significance);
+  EXPECT_EQ(a.geometric_significance, b.geometric_significance);
+  EXPECT_EQ(a.accepted, b.accepted);
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(a.homography.val[i], b.homography.val[i]);
+}
+
+// The status of the ServiceError `f` throws (0: none), its message in `message`.
+template <typename F>
+int service_status(F&& f, std::string* message = nullptr) {
+  try {
+    f();
+  } catch (const ServiceError& e) {
+    if (message) *message = e.what();
+    return e.status;
+  }
+  return 0;
+}
+
+TEST(RedisClient, ParsesUrlsAndNamesTheBadOnes) {
+  const RedisUrl u = parse_redis_url("redis://db.example:6380/2");
+  EXPECT_EQ(u.host, "db.example");
+  EXPECT_EQ(u.port, 6380);
+  EXPECT_EQ(u.db, 2);
+  EXPECT_EQ(parse_redis_url("redis://127.0.0.1").port, 6379);
+  for (const std::string bad : {"http://h:1", "redis://", "redis://h:0", "redis://h:70000", "redis://h:x",
+                                "redis://h:1/", "redis://h:1/db", "redis://u:p@h:1", "h:6379"}) {
+    try {
+      parse_redis_url(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(RedisClient, CommandsAreBinarySafeAndSurviveARestart) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Redis redis(server.url());
+  const std::string bytes("a\0b\r\n\xff", 6);
+  EXPECT_EQ(redis.command({"SET", "k", bytes}).str, "OK");
+  EXPECT_EQ(redis.command({"GET", "k"}).str, bytes);
+  EXPECT_TRUE(redis.command({"GET", "absent"}).nil());
+  EXPECT_EQ(redis.command({"INCR", "n"}).integer, 1);
+  EXPECT_EQ(redis.command({"XGROUP", "CREATE", "s", "g", "0"}).error_code(), "ERR");  // no MKSTREAM: an error reply
+  server.restart();
+  // The connection Redis closed is replaced (a reused connection is retried once); the AOF kept k.
+  EXPECT_EQ(redis.command({"GET", "k"}).str, bytes);
+  server.stop();
+  try {
+    redis.command({"GET", "k"});
+    ADD_FAILURE() << "no error with Redis down";
+  } catch (const RedisError& e) {
+    EXPECT_NE(std::string(e.what()).find("Redis unreachable at " + server.url()), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int k = 0; k < 3; ++k)
+    workers.push_back(std::make_unique<Worker>(server.url(), k, 3, "w" + std::to_string(k),
+                                               tmp.path() / ("shard" + std::to_string(k))));
+  ShardedBackend front(front_options(server.url(), 3));
+  LocalBackend one(local_options(tmp.path() / "one"));
+  EXPECT_EQ(front.shards(), 3);
+  EXPECT_EQ(front.health(), "");
+
+  std::mt19937 rng(21);
+  std::vector<GalleryEntry> entries = products(60, rng);
+  const Clock::time_point never = Clock::time_point::max();
+  for (const GalleryEntry& e : entries) {
+    const WriteResult s = front.write(e, false, in(10s)), l = one.write(e, false, never);
+    EXPECT_EQ(s.outcome, WriteOutcome::kCreated);
+    EXPECT_EQ(s.outcome, l.outcome);
+    expect_same_product(s.product, l.product);
+    EXPECT_EQ(s.product.shard, shard::shard_of(e.id, 3));
+  }
+  // Every shard got some: the hash spreads them.
+  for (auto& w : workers) EXPECT_GT(w->backend().size(), 5u);
+  // Idempotent post, conflicting post, update, update of an absent id, deletes.
+  EXPECT_EQ(front.write(entries[4], false, never).outcome, WriteOutcome::kUnchanged);
+  GalleryEntry other = entries[5];
+  other.id = entries[4].id;
+  EXPECT_EQ(service_status([&] { front.write(other, false, never); }), 409);
+  EXPECT_EQ(service_status([&] { one.write(other, false, never); }), 409);
+  EXPECT_EQ(front.write(other, true, never).outcome, WriteOutcome::kUpdated);
+  one.write(other, true, never);
+  GalleryEntry absent = entries[6];
+  absent.id = "nobody";
+  EXPECT_EQ(service_status([&] { front.write(absent, true, never); }), 404);
+  EXPECT_TRUE(front.remove(entries[7].id, never));
+  EXPECT_TRUE(one.remove(entries[7].id, never));
+  EXPECT_FALSE(front.remove(entries[7].id, never));
+  EXPECT_FALSE(front.remove("nobody", never));
+  // An entry the gallery refuses (too few features): the same GalleryError as in one process.
+  GalleryEntry few = test::random_gallery_entry("few", rng, 3);
+  few.features.descriptors_fp16.clear();
+  std::string local_error, sharded_error;
+  try {
+    one.write(few, false, never);
+  } catch (const texture::GalleryError& e) {
+    local_error = e.what();
+  }
+  try {
+    front.write(few, false, never);
+  } catch (const texture::GalleryError& e) {
+    sharded_error = e.what();
+  }
+  EXPECT_NE(local_error, "");
+  EXPECT_EQ(sharded_error, local_error);
+
+  for (const GalleryEntry& e : entries) {
+    const std::optional<Product> s = front.get(e.id, never), l = one.get(e.id, never);
+    ASSERT_EQ(bool(s), bool(l)) << e.id;
+    if (s) expect_same_product(*s, *l);
+  }
+  EXPECT_FALSE(front.get("nobody", never));
+
+  // Queries: a product's own features (identified), another's under a wrong claim, and noise.
+  texture::SearchParams params;
+  std::vector<texture::Features> queries;
+  for (int i : {0, 11, 29, 40, 58}) queries.push_back(entries[size_t(i)].features);
+  queries.push_back(test::random_gallery_entry("q", rng, 60).features);
+  for (size_t i = 0; i < queries.size(); ++i) {
+    for (const std::string& id : {entries[0].id, entries[11].id, entries[29].id}) {
+      const VerifyAnswer s = front.verify(id, queries[i], params, never), l = one.verify(id, queries[i], params, never);
+      expect_same_match(s.match, l.match);
+    }
+    for (const std::vector<std::string>& scope : {std::vector<std::string>{}, {"a"}, {"b", "a"}}) {
+      SearchQuery q;
+      q.features = queries[i];
+      q.params.collections = scope;
+      q.top_k = 5;
+      const SearchAnswer s = front.search(q), l = one.search(q);
+      SCOPED_TRACE("query " + std::to_string(i) + ", " + std::to_string(scope.size()) + " collections");
+      EXPECT_EQ(s.identified, l.identified);
+      EXPECT_EQ(s.searched, l.searched);
+      EXPECT_EQ(s.gallery_size, l.gallery_size);
+      EXPECT_EQ(s.shards, 3);
+      EXPECT_EQ(s.shards_answered, 3);
+      EXPECT_TRUE(s.missing_shards.empty());
+      ASSERT_EQ(s.candidates.size(), l.candidates.size());
+      for (size_t c = 0; c < s.candidates.size(); ++c) expect_same_match(s.candidates[c], l.candidates[c]);
+      if (i < 5 && scope.empty()) {
+        EXPECT_TRUE(s.identified);
+        EXPECT_EQ(s.candidates.at(0).id, entries[size_t(std::vector<int>{0, 11, 29, 40, 58}[i])].id);
+      }
+    }
+  }
+  EXPECT_EQ(service_status([&] { front.verify("nobody", queries[0], params, never); }), 404);
+
+  const ServiceStats st = front.stats(in(5s));
+  EXPECT_EQ(st.shards_expected, 3);
+  ASSERT_EQ(st.shards.size(), 3u);
+  size_t images = 0;
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(st.shards[k].shard, int(k));
+    EXPECT_EQ(st.shards[k].index.images, workers[k]->backend().size());
+    images += st.shards[k].index.images;
+  }
+  EXPECT_EQ(images, one.size());
+  for (auto& w : workers) EXPECT_EQ(w->error(), "");
+}
+
+TEST(ShardedBackend, ReplicasEachApplyEveryWrite) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Worker a(server.url(), 0, 1, "a", tmp.path() / "a");
+  Worker b(server.url(), 0, 1, "b", tmp.path() / "b");
+  ShardedBackend front(front_options(server.url(), 1));
+  std::mt19937 rng(7);
+  const std::vector<GalleryEntry> entries = products(20, rng);
+  for (const GalleryEntry& e : entries) front.write(e, false, in(10s));
+  front.remove(entries[3].id, in(10s));
+  // The first replica's answer acknowledged each write; the other applies it too.
+  auto done = [&](Worker& w) { return w.backend().size() == 19 && !w.backend().contains(entries[3].id); };
+  for (int i = 0; i < 200 && !(done(a) && done(b)); ++i) std::this_thread::sleep_for(50ms);
+  for (const std::filesystem::path& dir : {tmp.path() / "a", tmp.path() / "b"}) {
+    const texture::Gallery g = texture::Gallery::open(dir);
+    EXPECT_EQ(g.entries().size(), 19u) << dir;
+    EXPECT_EQ(g.find(entries[3].id), nullptr) << dir;
+  }
+  SearchQuery q;
+  q.features = entries[9].features;
+  const SearchAnswer s = front.search(q);
+  EXPECT_TRUE(s.identified);
+  EXPECT_EQ(s.candidates.at(0).id, entries[9].id);
+  EXPECT_EQ(s.gallery_size, 19u);
+  EXPECT_EQ(front.live_workers(), (std::map<int, std::vector<std::string>>{{0, {"a", "b"}}}));
+  const ServiceStats st = front.stats(in(5s));
+  ASSERT_EQ(st.shards.size(), 1u);
+  EXPECT_TRUE(st.shards[0].worker.rfind("a ", 0) == 0 || st.shards[0].worker.rfind("b ", 0) == 0)
+      << st.shards[0].worker;
+}
+
+TEST(ShardedBackend, WritesAppliedAgainLeaveTheGalleryAsItWas) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::mt19937 rng(11);
+  const std::vector<GalleryEntry> entries = products(8, rng);
+  std::vector<std::string> before;
+  {
+    Worker worker(server.url(), 0, 1, "w", tmp.path() / "shard0");
+    ShardedBackend front(front_options(server.url(), 1));
+    for (const GalleryEntry& e : entries) front.write(e, false, in(10s));
+    GalleryEntry changed = entries[2];
+    changed.features = entries[5].features;
+    front.write(changed, true, in(10s));
+    EXPECT_TRUE(front.remove(entries[4].id, in(10s)));
+    EXPECT_FALSE(front.remove(entries[4].id, in(10s)));
+  }
+  auto files = [&] {
+    std::vector<std::string> out;
+    const texture::Gallery g = texture::Gallery::open(tmp.path() / "shard0");
+    for (const texture::GalleryEntry& e : g.entries()) {
+      const std::vector<uint8_t> bytes = texture::Gallery::encode(e);
+      out.push_back(std::string(bytes.begin(), bytes.end()));
+    }
+    return out;
+  };
+  before = files();
+  ASSERT_EQ(before.size(), 7u);
+  // As after a crash before every XACK: the whole stream is delivered to the replica again.
+  Redis redis(server.url());
+  EXPECT_EQ(redis.command({"XGROUP", "SETID", shard::writes_key(0), shard::replica_group("w"), "0"}).str, "OK");
+  {
+    Worker worker(server.url(), 0, 1, "w", tmp.path() / "shard0");
+    ShardedBackend front(front_options(server.url(), 1));
+    // A read waits until the writer has applied the whole stream again (read-your-writes).
+    EXPECT_FALSE(front.get(entries[4].id, in(10s)));
+    EXPECT_TRUE(front.get(entries[2].id, in(10s)));
+    // On the way p004 was enrolled again and deleted again, p002's first post refused (409) and
+    // its put applied again: 3 writes, the same gallery at the end.
+    EXPECT_EQ(worker.backend().shard_stats().writes_applied, 3);
+  }
+  EXPECT_EQ(files(), before);
+}
+
+// Ids of shard `k` of `shards`.
+std::vector<std::string> ids_of_shard(int k, int shards, int n) {
+  std::vector<std::string> ids;
+  for (int i = 0; int(ids.size()) < n; ++i)
+    if (shard::shard_of("k" + std::to_string(i), shards) == k) ids.push_back("k" + std::to_string(i));
+  return ids;
+}
+
+TEST(ShardedBackend, AWorkerKilledMidStreamLosesNoAcknowledgedWrite) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  const std::vector<std::string> argv = {PRISM_EXE,
+                                         "texture",
+                                         "shard",
+                                         "--redis",
+                                         server.url(),
+                                         "--shard",
+                                         "0",
+                                         "--shards",
+                                         "2",
+                                         "--gallery",
+                                         (tmp.path() / "shard0").string(),
+                                         "--replica",
+                                         "w0",
+                                         "--device",
+                                         "cpu",
+                                         "--host-memory",
+                                         "20M"};
+  auto child = std::make_unique<test::ChildProcess>(argv, tmp.file("w0.log"));
+  Worker w1(server.url(), 1, 2, "w1", tmp.path() / "shard1");
+  ShardedBackend front(front_options(server.url(), 2));
+  std::mt19937 rng(3);
+  const std::vector<std::string> ids = ids_of_shard(0, 2, 400);
+  std::vector<std::string> acknowledged;
+  std::atomic<bool> stop{false};
+  std::atomic<int> acks{0}, failures{0};
+  std::thread writer([&] {
+    for (size_t i = 0; i < ids.size() && !stop; ++i) {
+      GalleryEntry e = test::random_gallery_entry(ids[i], rng, 20);
+      e.features.descriptors_fp16.clear();
+      try {
+        front.write(e, false, in(1500ms));
+        acknowledged.push_back(e.id);
+        ++acks;
+      } catch (const ServiceError& x) {
+        EXPECT_EQ(x.status, 503) << x.what();
+        ++failures;
+      }
+    }
+  });
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 600 && !done(); ++i) std::this_thread::sleep_for(50ms);
+    return done();
+  };
+  EXPECT_TRUE(wait_for([&] { return acks >= 10; })) << tmp.file("w0.log");
+  child->signal(SIGKILL);
+  EXPECT_EQ(child->wait(10), 128 + SIGKILL);
+  // Shard 0 has no worker: searches fail naming it, or say what share they searched.
+  SearchQuery q;
+  q.features = test::random_gallery_entry("q", rng, 40).features;
+  q.deadline = in(1s);
+  std::string message;
+  EXPECT_EQ(service_status([&] { front.search(q); }, &message), 503);
+  EXPECT_NE(message.find("shard 0 did not answer"), std::string::npos) << message;
+  q.allow_partial = true;
+  q.deadline = in(1s);
+  const SearchAnswer partial = front.search(q);
+  EXPECT_EQ(partial.shards, 2);
+  EXPECT_EQ(partial.shards_answered, 1);
+  EXPECT_EQ(partial.missing_shards, std::vector<int>{0});
+  EXPECT_TRUE(wait_for([&] { return failures >= 1; }));
+  const int before = acks;
+  child = std::make_unique<test::ChildProcess>(argv, tmp.file("w0.log"));
+  EXPECT_TRUE(wait_for([&] { return acks >= before + 10; })) << tmp.file("w0.log");
+  stop = true;
+  writer.join();
+  child->signal(SIGTERM);
+  EXPECT_EQ(child->wait(10), 0);
+  const texture::Gallery g = texture::Gallery::open(tmp.path() / "shard0");
+  for (const std::string& id : acknowledged) EXPECT_NE(g.find(id), nullptr) << id << " was acknowledged but lost";
+  std::cerr << acknowledged.size() << " writes acknowledged, " << failures << " refused (503), " << g.entries().size()
+            << " products in shard 0\n";
+}
+
+TEST(ShardedBackend, RedisRestartedDuringWritesIsRecoveredFrom) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Worker worker(server.url(), 0, 1, "w", tmp.path() / "shard0");
+  ShardedBackend front(front_options(server.url(), 1));
+  std::mt19937 rng(5);
+  std::vector<std::string> acknowledged;
+  std::atomic<bool> stop{false};
+  std::atomic<int> acks{0}, failures{0};
+  std::thread writer([&] {
+    for (int i = 0; i < 1000 && !stop; ++i) {
+      GalleryEntry e = test::random_gallery_entry("r" + std::to_string(i), rng, 20);
+      e.features.descriptors_fp16.clear();
+      try {
+        front.write(e, false, in(1500ms));
+        acknowledged.push_back(e.id);
+        ++acks;
+      } catch (const ServiceError& x) {
+        EXPECT_EQ(x.status, 503) << x.what();
+        ++failures;
+        std::this_thread::sleep_for(20ms);
+      }
+    }
+  });
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 600 && !done(); ++i) std::this_thread::sleep_for(50ms);
+    return done();
+  };
+  EXPECT_TRUE(wait_for([&] { return acks >= 10; }));
+  server.stop();
+  EXPECT_TRUE(wait_for([&] { return failures >= 1; }));
+  EXPECT_NE(front.health(), "");
+  server.start();
+  const int before = acks;
+  EXPECT_TRUE(wait_for([&] { return acks >= before + 10; }));
+  stop = true;
+  writer.join();
+  EXPECT_EQ(front.health(), "");
+  for (const std::string& id : acknowledged) {
+    EXPECT_TRUE(worker.backend().contains(id)) << id;
+    EXPECT_TRUE(front.get(id, in(5s))) << id;
+  }
+  EXPECT_EQ(worker.error(), "");
+}
+
+TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  // Not a redis:// URL.
+  try {
+    ShardedBackend front(front_options("http://127.0.0.1:1", 1));
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'http://127.0.0.1:1'"), std::string::npos) << e.what();
+  }
+  // Nobody listening.
+  const std::string nowhere = "redis://127.0.0.1:" + std::to_string(test::free_port());
+  try {
+    ShardedBackend front(front_options(nowhere, 1));
+    ADD_FAILURE() << "accepted";
+  } catch (const RedisError& e) {
+    EXPECT_NE(std::string(e.what()).find("Redis unreachable at " + nowhere), std::string::npos) << e.what();
+  }
+  test::RedisServer server(tmp.path() / "redis");
+  Worker worker(server.url(), 0, 3, "w", tmp.path() / "shard0");
+  ShardedBackend front(front_options(server.url(), 3, 800ms));
+  // A shard count other than the deployment's: refused, naming both.
+  try {
+    ShardedBackend other(front_options(server.url(), 2));
+    ADD_FAILURE() << "accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("configured with 2 shards"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("says 3"), std::string::npos) << e.what();
+  }
+  ShardWorker mismatched(Worker::options(server.url(), 0, 4, "x", tmp.path() / "x"));
+  std::atomic<bool> stop{false};
+  try {
+    mismatched.run(stop);
+    ADD_FAILURE() << "a worker of 4 shards ran in a deployment of 3";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("configured with 4 shards"), std::string::npos) << e.what();
+  }
+  std::string out;
+  EXPECT_EQ(test::run_command(std::string(PRISM_EXE) + " texture shard --redis " + server.url() +
+                                  " --shard 0 --shards 5 --gallery " + tmp.file("cli"),
+                              out),
+            2);
+  EXPECT_NE(out.find("configured with 5 shards"), std::string::npos) << out;
+  EXPECT_EQ(
+      test::run_command(
+          std::string(PRISM_EXE) + " texture shard --redis localhost:6379 --shard 0 --gallery " + tmp.file("cli"), out),
+      2);
+  EXPECT_NE(out.find("'localhost:6379'"), std::string::npos) << out;
+
+  // Shards without a worker: a write to one fails with 503 naming it, within the deadline.
+  std::mt19937 rng(1);
+  const std::string id = ids_of_shard(2, 3, 1)[0];
+  GalleryEntry e = test::random_gallery_entry(id, rng, 20);
+  std::string message;
+  EXPECT_EQ(service_status([&] { front.write(e, false, Clock::time_point::max()); }, &message), 503);
+  EXPECT_NE(message.find("shard 2 did not answer within 800 ms"), std::string::npos) << message;
+  // Redis gone: every call is a 503 saying so, and health says why.
+  server.kill();
+  for (const std::function<void()>& call : std::vector<std::function<void()>>{
+           [&] { front.write(e, false, in(5s)); }, [&] { front.get(id, in(5s)); }, [&] { front.remove(id, in(5s)); },
+           [&] {
+             SearchQuery q;
+             q.features = e.features;
+             front.search(q);
+           },
+           [&] { front.stats(in(5s)); }}) {
+    EXPECT_EQ(service_status(call, &message), 503);
+    EXPECT_NE(message.find("Redis unreachable at " + server.url()), std::string::npos) << message;
+  }
+  EXPECT_NE(front.health().find("Redis unreachable at " + server.url()), std::string::npos) << front.health();
+}
+
+}  // namespace
+}  // namespace prism::service

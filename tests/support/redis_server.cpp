@@ -1,0 +1,157 @@
+#include "redis_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace prism::test {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// One PING over a fresh connection: true when the answer is +PONG (not -LOADING while the AOF loads).
+bool pong(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = false;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+    char buf[16] = {};
+    ok = recv(fd, buf, sizeof buf - 1, 0) >= 5 && std::strncmp(buf, "+PONG", 5) == 0;
+  }
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out < 0) throw std::runtime_error("cannot open " + log);
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(out, 1);
+    dup2(out, 2);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out);
+  if (pid_ < 0) throw std::runtime_error("cannot start " + argv.at(0));
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    ::kill(pid_, SIGKILL);
+    wait(10);
+  }
+}
+
+bool ChildProcess::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == 0) return true;
+  if (r == pid_) status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  pid_ = -1;
+  return false;
+}
+
+void ChildProcess::signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+int ChildProcess::wait(int seconds) {
+  for (int i = 0; i < seconds * 20 && running(); ++i) std::this_thread::sleep_for(50ms);
+  if (!running()) return status_;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return -1;
+}
+
+std::string redis_server_path() {
+  const char* env = std::getenv("PRISM_REDIS_SERVER");
+  const std::string path = env && *env ? env : "/usr/bin/redis-server";
+  return access(path.c_str(), X_OK) == 0 ? path : "";
+}
+
+bool redis_required() {
+  const char* env = std::getenv("PRISM_REQUIRE_REDIS");
+  return env && std::string(env) == "1";
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("no free TCP port on 127.0.0.1");
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+RedisServer::RedisServer(std::filesystem::path dir) : dir_(std::move(dir)), port_(free_port()) {
+  std::filesystem::create_directories(dir_);
+  start();
+}
+
+RedisServer::~RedisServer() { kill(); }
+
+void RedisServer::start() {
+  const std::string server = redis_server_path();
+  if (server.empty()) throw std::runtime_error("redis-server not found");
+  child_ = std::make_unique<ChildProcess>(
+      std::vector<std::string>{server, "--bind", "127.0.0.1", "--port", std::to_string(port_), "--dir", dir_.string(),
+                               "--save", "", "--appendonly", "yes", "--daemonize", "no", "--protected-mode", "no"},
+      (dir_ / "redis.log").string());
+  for (int i = 0; i < 200; ++i) {
+    if (pong(port_)) return;
+    if (!child_->running()) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  child_.reset();
+  throw std::runtime_error("redis-server on port " + std::to_string(port_) + " did not start: see " +
+                           (dir_ / "redis.log").string());
+}
+
+void RedisServer::stop() {
+  if (!child_) return;
+  child_->signal(SIGTERM);
+  child_->wait(10);
+  child_.reset();
+}
+
+void RedisServer::kill() {
+  if (!child_) return;
+  child_->signal(SIGKILL);
+  child_->wait(10);
+  child_.reset();
+}
+
+}  // namespace prism::test

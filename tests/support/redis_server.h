@@ -1,0 +1,66 @@
+// A real redis-server for the sharded service's tests (tests/service), and child processes (a
+// `prism texture shard` worker the test kills with SIGKILL). Loopback only, a free port, the
+// server's own data folder; gtest-free.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace prism::test {
+
+// A process started from `argv` (no shell), stdout and stderr appended to `log`. The destructor
+// kills (SIGKILL) and reaps it if it still runs.
+class ChildProcess {
+ public:
+  ChildProcess(const std::vector<std::string>& argv, const std::string& log);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  pid_t pid() const { return pid_; }
+  bool running();
+  void signal(int sig);
+  // Waits up to `seconds` for it to end, then kills it. Returns the exit status, 128 + the signal
+  // for a process a signal ended, or -1 when it had to be killed.
+  int wait(int seconds);
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+// The redis-server to use ($PRISM_REDIS_SERVER, else /usr/bin/redis-server), "" when absent.
+std::string redis_server_path();
+// PRISM_REQUIRE_REDIS=1 (CI): a test that needs redis-server fails instead of skipping without it.
+bool redis_required();
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+// redis-server on 127.0.0.1:port() with its data in `dir` (--save "" --appendonly yes: the AOF is
+// its durable state). start() waits until it answers PING; throws std::runtime_error when it does
+// not within 10 s (its log is `dir`/redis.log).
+class RedisServer {
+ public:
+  explicit RedisServer(std::filesystem::path dir);
+  ~RedisServer();
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  void start();
+  void stop();  // SIGTERM (Redis flushes the AOF), then waits
+  void kill();  // SIGKILL
+  void restart() {
+    stop();
+    start();
+  }
+  bool running() const { return child_ != nullptr; }
+
+ private:
+  std::filesystem::path dir_;
+  int port_;
+  std::unique_ptr<ChildProcess> child_;
+};
+
+}  // namespace prism::test

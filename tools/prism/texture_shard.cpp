@@ -1,0 +1,116 @@
+// prism texture shard: a shard worker of the sharded deployment (service/shard_worker.h has the
+// protocol). It serves one shard's gallery directory to the fronts (`prism texture serve --redis`)
+// through Redis Streams until SIGTERM or SIGINT.
+//
+// Exit codes: 0 stopped by a signal, 2 usage or startup errors (bad URL, unreadable gallery, a
+// shard count that disagrees with Redis).
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shard_worker.h"
+#include "texture_util.h"
+
+namespace prism::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: prism texture shard --redis URL --shard K [--shards N] --gallery DIR [OPTIONS]\n"
+    "\n"
+    "Serves shard K of a sharded deployment: applies its writes to the gallery DIR and answers\n"
+    "gets, verifies and searches for the fronts (prism texture serve --redis URL). Runs until\n"
+    "SIGTERM or SIGINT.\n"
+    "\n"
+    "options:\n"
+    "  --redis URL          redis://HOST:PORT[/DB]\n"
+    "  --shard K            the shard this worker serves (0 .. N-1)\n"
+    "  --shards N           the shard count; checked against (or stored in) Redis's prism:shards;\n"
+    "                       default: what prism:shards says\n"
+    "  --gallery DIR        the shard's gallery directory (created when absent or empty)\n"
+    "  --replica NAME       this replica's name (each replica of a shard applies every write;\n"
+    "                       default: the host name); a restarted worker must keep its name\n"
+    "  --readers N          threads answering reads (default 2)\n"
+    "  --device D           auto (default), cpu or cuda\n"
+    "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
+    "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n";
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_signal(int) { g_stop = true; }
+
+}  // namespace
+
+int texture_shard_command(const std::vector<std::string>& args) {
+  service::ShardWorkerOptions o;
+  o.local.index.device = texture::Device::kAuto;
+  bool have_shard = false;
+  try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      if (a == "-h" || a == "--help") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      }
+      auto value = [&]() -> std::string {
+        if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+        return args[++i];
+      };
+      if (a == "--redis")
+        o.redis = value();
+      else if (a == "--shard") {
+        o.shard = parse_int(a, value(), 0, 65535);
+        have_shard = true;
+      } else if (a == "--shards")
+        o.shards = parse_int(a, value(), 1, 65536);
+      else if (a == "--gallery")
+        o.local.gallery = value();
+      else if (a == "--replica")
+        o.replica = value();
+      else if (a == "--readers")
+        o.readers = parse_int(a, value(), 1, 64);
+      else if (a == "--device")
+        o.local.index.device = parse_device(a, value());
+      else if (a == "--gpu-memory")
+        o.local.index.gpu_budget = parse_size(a, value());
+      else if (a == "--host-memory")
+        o.local.index.host_budget = parse_size(a, value());
+      else
+        throw UsageError("unknown option '" + a + "'");
+    }
+    if (o.redis.empty()) throw UsageError("--redis URL is required");
+    if (!have_shard) throw UsageError("--shard K is required");
+    if (o.local.gallery.empty()) throw UsageError("--gallery DIR is required");
+    if (o.shards > 0 && o.shard >= o.shards)
+      throw UsageError("--shard " + std::to_string(o.shard) + " is not below --shards " + std::to_string(o.shards));
+    if (!o.replica.empty() && !texture::valid_product_id(o.replica))
+      throw UsageError("--replica: invalid name '" + o.replica + "' (1..128 of A-Z a-z 0-9 . _ -)");
+    try {
+      service::parse_redis_url(o.redis);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--redis: ") + e.what());
+    }
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "prism texture shard: error: %s\n\n%s", e.what(), kUsage);
+    return 2;
+  }
+  try {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a connection Redis closed is an error to handle, not a death
+    service::ShardWorker worker(o);
+    worker.run(g_stop);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism texture shard: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace prism::cli
