@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "images.h"
+#include "json_text.h"
 
 namespace prism::service {
 
@@ -504,7 +505,7 @@ struct HttpApi::Impl {
     try {
       res.status = 200;
       const json out = body(req, res);
-      res.set_content(out.dump(), "application/json");
+      res.set_content(json_text(out), "application/json");
     } catch (const ServiceError& e) {
       error(res, e.status, e.field, e.what());
     } catch (const texture::GalleryError& e) {
@@ -524,7 +525,7 @@ struct HttpApi::Impl {
     res.status = status;
     const json e = {
         {"error", {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
-    res.set_content(e.dump(), "application/json");
+    res.set_content(json_text(e), "application/json");
   }
 
   void routes() {

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "json_text.h"
+
 namespace prism::service {
 
 namespace {
@@ -56,7 +58,7 @@ StreamId last_delivered(Redis& redis, const std::string& stream, const std::stri
 void send_answer(Redis& redis, const StreamEntry& e, const json& answer) {
   const std::string& key = e.field("reply");
   if (key.rfind("prism:reply:", 0) != 0) return;  // no (valid) reply key: nobody waits
-  redis.command({"LPUSH", key, answer.dump()});
+  redis.command({"LPUSH", key, json_text(answer)});
   redis.command({"EXPIRE", key, std::to_string(kReplyTtlS)});
 }
 

@@ -8,6 +8,8 @@
 #include <random>
 #include <set>
 
+#include "json_text.h"
+
 namespace prism::service {
 
 namespace {
@@ -79,7 +81,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
     std::vector<std::string> xadd = {"XADD", write ? shard::writes_key(shard) : shard::reads_key(shard)};
     if (!write) xadd.insert(xadd.end(), {"MAXLEN", "~", kReadsMaxLen});
     xadd.insert(xadd.end(), {"*", "op", op, "reply", reply, "deadline_ms", std::to_string(shard::unix_ms(deadline)),
-                             "entry", entry, "params", params.dump()});
+                             "entry", entry, "params", json_text(params)});
     const Reply added = redis->command(xadd);
     if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
     const Reply got = redis->command({"BLPOP", reply, blpop_seconds(deadline)},
@@ -107,7 +109,7 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
   try {
     RedisPool::Lease redis = pool_.acquire();
     const std::string deadline_ms = std::to_string(shard::unix_ms(deadline));
-    const std::string p = params.dump();
+    const std::string p = json_text(params);
     for (int k = 0; k < shards_; ++k) {
       const Reply added = redis->command({"XADD", shard::reads_key(k), "MAXLEN", "~", kReadsMaxLen, "*", "op", op,
                                           "reply", reply, "deadline_ms", deadline_ms, "entry", entry, "params", p});

@@ -322,6 +322,10 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
        "collection"},
       {"multipart without image", "POST", "/v1/search", "", "multipart", 400, "image"},
       {"unknown route", "GET", "/v2/everything", "", "", 404, "path"},
+      // Found by tests/fuzz/fuzz_http.cpp: the error quoted the path, and JSON text of invalid UTF-8 threw.
+      {"a path that is not UTF-8", "GET", "/v1/prod\x9d\x8b", "", "", 404, "path"},
+      {"a parameter that is not UTF-8", "POST", "/v1/search?top_k=\xff", good, "image/x-portable-graymap", 400,
+       "top_k"},
   };
   for (const BadRequest& bc : cases) {
     SCOPED_TRACE(bc.name);
