@@ -1,5 +1,6 @@
 // The texture service with its index on the GPU: the same HTTP answers as on the CPU over the same
-// gallery (8-bit matching is exact on both: GPU == CPU bit for bit, so the decisions, inliers and
+// gallery, and shard workers on the GPU (through a real redis-server) answering as one CPU gallery
+// (8-bit matching is exact on both: GPU == CPU bit for bit, so the decisions, inliers and
 // significances are equal).
 #include <gst/gst.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "http_api.h"
 #include "local_backend.h"
 #include "prism_test.h"
+#include "shard_fixture.h"
 #include "test_env.h"
 #include "texture_cases.h"
 
@@ -94,6 +96,48 @@ TEST(ServiceGpu, AnswersEqualTheCpuOnTheSameGallery) {
     EXPECT_EQ(va, vb) << "verify " << i;
   }
   EXPECT_EQ(identified, int(products.size()));
+}
+
+TEST(ServiceGpu, ShardWorkersOnTheGpuAnswerAsOneCpuGallery) {
+  PRISM_NEED_GPU();
+  PRISM_NEED_REDIS();
+  using namespace test_support;
+  test::TempDir dir;
+  test::RedisServer redis(dir.path() / "redis");
+  redis.start();
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<texture::GalleryEntry> entries = products(60, rng);
+  LocalBackend one(local_options(dir.path() / "one"));
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int k = 0; k < 2; ++k)
+    workers.push_back(std::make_unique<Worker>(redis.url(), k, 2, "gpu", dir.path() / ("s" + std::to_string(k)),
+                                               texture::Device::kCuda));
+  ShardedBackend front(front_options(redis.url(), 2));
+  for (const texture::GalleryEntry& e : entries) {
+    one.write(e, false, in(10s));
+    ASSERT_EQ(front.write(e, false, in(10s)).outcome, WriteOutcome::kCreated) << e.id;
+  }
+  const ServiceStats stats = front.stats(in(10s));
+  ASSERT_EQ(stats.shards.size(), 2u);
+  for (const ShardStats& s : stats.shards) EXPECT_EQ(s.index.device.rfind("cuda", 0), 0u) << s.index.device;
+  for (int q = 0; q < 12; ++q) {
+    // A product's own features with a third of the rows dropped: found, and significant.
+    texture::Features query = entries[size_t(q) * 5].features;
+    query.keypoints.resize(query.keypoints.size() * 2 / 3);
+    query.descriptors.resize(query.keypoints.size() * match::kDim);
+    SearchQuery sq;
+    sq.features = query;
+    sq.top_k = 5;
+    sq.deadline = in(20s);
+    const SearchAnswer a = front.search(sq), b = one.search(sq);
+    ASSERT_EQ(a.candidates.size(), b.candidates.size()) << q;
+    EXPECT_EQ(a.identified, b.identified);
+    for (size_t i = 0; i < a.candidates.size(); ++i) expect_same_match(a.candidates[i], b.candidates[i]);
+    const VerifyAnswer va = front.verify(entries[size_t(q)].id, query, {}, in(20s));
+    const VerifyAnswer vb = one.verify(entries[size_t(q)].id, query, {}, in(20s));
+    expect_same_match(va.match, vb.match);
+  }
+  for (auto& w : workers) EXPECT_EQ(w->error(), "");
 }
 
 }  // namespace

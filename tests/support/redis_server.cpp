@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -92,8 +93,21 @@ int ChildProcess::wait(int seconds) {
 
 std::string redis_server_path() {
   const char* env = std::getenv("PRISM_REDIS_SERVER");
-  const std::string path = env && *env ? env : "/usr/bin/redis-server";
-  return access(path.c_str(), X_OK) == 0 ? path : "";
+  if (env && *env) return access(env, X_OK) == 0 ? env : "";
+  // The first on PATH (the GPU suite's bundle puts its own there), then Debian's.
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("PATH")) {
+    std::string dirs = path;
+    for (size_t at = 0; at <= dirs.size();) {
+      const size_t colon = std::min(dirs.find(':', at), dirs.size());
+      if (colon > at) candidates.push_back(dirs.substr(at, colon - at) + "/redis-server");
+      at = colon + 1;
+    }
+  }
+  candidates.push_back("/usr/bin/redis-server");
+  for (const std::string& c : candidates)
+    if (access(c.c_str(), X_OK) == 0) return c;
+  return "";
 }
 
 bool redis_required() {

@@ -32,7 +32,8 @@ class ChildProcess {
   int status_ = -1;
 };
 
-// The redis-server to use ($PRISM_REDIS_SERVER, else /usr/bin/redis-server), "" when absent.
+// The redis-server to use ($PRISM_REDIS_SERVER, else the first on PATH, else /usr/bin/redis-server),
+// "" when absent.
 std::string redis_server_path();
 // PRISM_REQUIRE_REDIS=1 (CI): a test that needs redis-server fails instead of skipping without it.
 bool redis_required();
