@@ -16,6 +16,8 @@
 
 #include "http_api.h"
 #include "local_backend.h"
+#include "process.h"
+#include "shard_fixture.h"
 #include "test_env.h"
 #include "texture_cases.h"
 
@@ -73,7 +75,39 @@ texture::IndexOptions cpu_index() {
   return o;
 }
 
-// The API on a fresh gallery, served on its own thread.
+// The API over `backend`, served on its own thread.
+class ApiServer {
+ public:
+  ApiServer(Backend& backend, const ApiOptions& options) : api_(backend, options) {
+    port_ = api_.bind("127.0.0.1", 0);
+    thread_ = std::thread([this] { api_.serve(); });
+    httplib::Client c = client();
+    for (int i = 0; i < 200; ++i) {  // at most 2 s for the listener to start
+      if (auto r = c.Get("/healthz"); r && r->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the server did not answer /healthz";
+  }
+  ~ApiServer() {
+    api_.stop();
+    thread_.join();
+  }
+  httplib::Client client(bool keep_alive = false) const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_keep_alive(keep_alive);
+    c.set_tcp_nodelay(true);
+    c.set_read_timeout(std::chrono::seconds(60));
+    c.set_connection_timeout(std::chrono::seconds(5));
+    return c;
+  }
+
+ private:
+  HttpApi api_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// The API on a fresh gallery of its own.
 class Server {
  public:
   explicit Server(ApiOptions options = {}) {
@@ -82,35 +116,15 @@ class Server {
     lo.gallery = dir_.path() / "gallery";
     lo.index = cpu_index();
     backend_ = std::make_unique<LocalBackend>(lo);
-    api_ = std::make_unique<HttpApi>(*backend_, options);
-    port_ = api_->bind("127.0.0.1", 0);
-    thread_ = std::thread([this] { api_->serve(); });
-    httplib::Client c = client();
-    for (int i = 0; i < 200; ++i) {  // at most 2 s for the listener to start
-      if (auto r = c.Get("/healthz"); r && r->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "the server did not answer /healthz";
+    api_ = std::make_unique<ApiServer>(*backend_, options);
   }
-  ~Server() {
-    api_->stop();
-    thread_.join();
-  }
-  httplib::Client client(bool keep_alive = false) const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_keep_alive(keep_alive);
-    c.set_read_timeout(std::chrono::seconds(60));
-    c.set_connection_timeout(std::chrono::seconds(5));
-    return c;
-  }
+  httplib::Client client(bool keep_alive = false) const { return api_->client(keep_alive); }
   std::filesystem::path gallery() const { return dir_.path() / "gallery"; }
 
  private:
   TempDir dir_;
   std::unique_ptr<LocalBackend> backend_;
-  std::unique_ptr<HttpApi> api_;
-  int port_ = 0;
-  std::thread thread_;
+  std::unique_ptr<ApiServer> api_;
 };
 
 json body_of(const httplib::Result& r) {
@@ -353,6 +367,101 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
   }
   // Nothing above was enrolled.
   EXPECT_EQ(body_of(c.Get("/v1/stats"))["images"], 1);
+}
+
+// The end-to-end check: 3 CPU shard workers and a front through a real redis-server, 300
+// products enrolled through HTTP; every search and verify answer equals what the single-gallery CLI
+// (`prism texture search|verify --json`) answers for a gallery enrolled from the same images.
+TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
+  PRISM_NEED_REDIS();
+  gst_init(nullptr, nullptr);
+  TempDir dir;
+  test::RedisServer redis(dir.path() / "redis");
+  redis.start();
+  std::vector<std::unique_ptr<test_support::Worker>> workers;
+  for (int k = 0; k < 3; ++k)
+    workers.push_back(
+        std::make_unique<test_support::Worker>(redis.url(), k, 3, "r", dir.path() / ("shard" + std::to_string(k))));
+  ShardedBackend front(test_support::front_options(redis.url(), 3));
+  ApiServer server(front, {});
+  httplib::Client c = server.client(true);
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> textures;
+  std::string list;
+  for (int i = 0; i < 300; ++i) {
+    textures.push_back(test::random_texture(rng, 200, 150));
+    const std::string id = "t" + std::to_string(i), file = dir.file(id + ".pgm");
+    std::ofstream(file, std::ios::binary) << pgm(textures.back());
+    list += id + " " + file + "\n";
+    const httplib::Result r = post_image(c, "/v1/products/" + id, textures.back());
+    ASSERT_TRUE(r && r->status == 201) << id << ": " << (r ? r->body : httplib::to_string(r.error()));
+  }
+  std::ofstream(dir.file("list.txt")) << list;
+  const std::string exe = std::string("'") + PRISM_EXE + "' texture ";
+  const std::string one = " --gallery '" + dir.file("one") + "' --device cpu --json";
+  std::string out;
+  ASSERT_EQ(test::run_command(exe + "enroll" + one + " --list '" + dir.file("list.txt") + "' 2>&1", out), 0) << out;
+  const json stats = body_of(c.Get("/v1/stats"));
+  EXPECT_EQ(stats["images"], 300) << stats.dump();
+  EXPECT_EQ(stats["shards"].size(), 3u);
+
+  // Photos of 20 products and of 5 textures never enrolled.
+  std::vector<std::string> files;
+  std::vector<int> truth;
+  for (int q = 0; q < 25; ++q) {
+    const int product = q < 20 ? int(rng() % textures.size()) : -1;
+    const cv::Mat photo = capture(product >= 0 ? textures[size_t(product)] : test::random_texture(rng, 200, 150), rng);
+    files.push_back(dir.file("q" + std::to_string(q) + ".pgm"));
+    std::ofstream(files.back(), std::ios::binary) << pgm(photo);
+    truth.push_back(product);
+  }
+  std::string quoted;
+  for (const std::string& f : files) quoted += " '" + f + "'";
+  const int rc = test::run_command(exe + "search" + one + " --top 3" + quoted + " 2>/dev/null", out);
+  ASSERT_TRUE(rc == 0 || rc == 1) << out;
+  std::istringstream lines(out);
+  int identified = 0;
+  for (size_t q = 0; q < files.size(); ++q) {
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line)) << out;
+    const json cli = json::parse(line);
+    std::ifstream in(files[q], std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const json http = body_of(c.Post("/v1/search?top_k=3", bytes, "image/x-portable-graymap"));
+    SCOPED_TRACE("query " + std::to_string(q) + ": CLI " + line + "\nHTTP " + http.dump());
+    ASSERT_EQ(http["identified"], cli["identified"]);
+    EXPECT_EQ(http["searched"], 300);
+    EXPECT_EQ(http["shards_answered"], 3);
+    ASSERT_EQ(http["candidates"].size(), cli["candidates"].size());
+    for (size_t i = 0; i < cli["candidates"].size(); ++i) {
+      EXPECT_EQ(http["candidates"][i]["id"], cli["candidates"][i]["id"]);
+      EXPECT_EQ(http["candidates"][i]["inliers"], cli["candidates"][i]["inliers"]);
+      EXPECT_NEAR(http["candidates"][i]["significance"].get<double>(),
+                  cli["candidates"][i]["significance"].get<double>(),
+                  1e-5 * std::max(1.0, std::abs(cli["candidates"][i]["significance"].get<double>())));
+    }
+    if (cli["identified"] == true) {
+      EXPECT_EQ(http["id"], cli["id"]);
+      identified += truth[q] >= 0 && http["id"] == "t" + std::to_string(truth[q]);
+    }
+    if (q % 5 != 0) continue;
+    // 1:1 against the true product (or any, for a texture never enrolled) and against another.
+    for (int other = 0; other < 2; ++other) {
+      const int claimed = (truth[q] >= 0 ? truth[q] : 0) + other * 7;
+      const std::string id = "t" + std::to_string(claimed % int(textures.size()));
+      std::string v;
+      const int vrc = test::run_command(exe + "verify" + one + " --id " + id + " '" + files[q] + "' 2>/dev/null", v);
+      ASSERT_TRUE(vrc == 0 || vrc == 1) << v;
+      const json cv = json::parse(v);
+      const json hv = body_of(c.Post(("/v1/products/" + id + "/verify").c_str(), bytes, "image/x-portable-graymap"));
+      EXPECT_EQ(hv["decision"] == "accepted", cv["identified"].get<bool>()) << id << " " << v << hv.dump();
+      EXPECT_EQ(hv["inliers"], cv["inliers"]) << id;
+      EXPECT_NEAR(hv["significance"].get<double>(), cv["significance"].get<double>(),
+                  1e-5 * std::max(1.0, std::abs(cv["significance"].get<double>())));
+    }
+  }
+  EXPECT_GE(identified, 18) << "of 20 photos of enrolled products";
+  for (auto& w : workers) EXPECT_EQ(w->error(), "");
 }
 
 TEST(HttpApi, ThirtyTwoConcurrentClientsForAFixedTime) {
