@@ -5,6 +5,11 @@
 
 namespace prism::service {
 
+void check_deadline(Clock::time_point deadline, const char* step) {
+  if (Clock::now() >= deadline)
+    throw ServiceError(503, "deadline_ms", std::string("the request's deadline passed before ") + step);
+}
+
 ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture::Features& query,
                          const texture::SearchParams& params) {
   const texture::SearchResult r = index.search(query, params);

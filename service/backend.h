@@ -22,6 +22,14 @@ namespace prism::service {
 
 using Clock = std::chrono::steady_clock;
 
+inline double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// ServiceError 503 naming `deadline_ms` when `deadline` has passed: checked before each step that
+// could take long, so that a late request fails instead of occupying a thread or a shard.
+void check_deadline(Clock::time_point deadline, const char* step);
+
 // An error that the API reports to the client: an HTTP status, the request field it concerns
 // (empty when none) and a sentence. Thrown by backends and by request parsing.
 struct ServiceError : std::runtime_error {

@@ -110,7 +110,13 @@ bool parse_bool_field(const std::string& field, const std::string& v) {
 
 // Standard base64 (RFC 4648 section 4), '=' padding optional; false on any other character.
 bool base64_decode(const std::string& in, std::string& out) {
-  static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const std::array<int8_t, 256> value = [] {
+    std::array<int8_t, 256> v{};
+    v.fill(-1);
+    const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) v[uint8_t(alphabet[i])] = int8_t(i);
+    return v;
+  }();
   out.clear();
   out.reserve(in.size() / 4 * 3);
   uint32_t acc = 0;
@@ -118,8 +124,8 @@ bool base64_decode(const std::string& in, std::string& out) {
   size_t end = in.size();
   while (end > 0 && in[end - 1] == '=' && in.size() - end < 2) --end;
   for (size_t i = 0; i < end; ++i) {
-    const size_t v = alphabet.find(in[i]);
-    if (v == std::string::npos) return false;
+    const int v = value[uint8_t(in[i])];
+    if (v < 0) return false;
     acc = (acc << 6) | uint32_t(v);
     bits += 6;
     if (bits >= 8) {
@@ -177,14 +183,16 @@ class Input {
   void read_json(const std::string& body) {
     json doc;
     try {
-      doc = json::parse(body);
+      // Nothing deeper than an array member is kept: a body of nested brackets would otherwise
+      // become a tree of several times its size in memory.
+      doc = json::parse(body, [](int depth, json::parse_event_t, json&) { return depth <= 2; });
     } catch (const json::parse_error& e) {
       bad("body", std::string("malformed JSON: ") + e.what());
     }
     if (!doc.is_object()) bad("body", "the JSON body must be an object such as {\"image\": \"<base64>\"}");
     for (const auto& [k, v] : doc.items()) {
       if (k == "image") {
-        if (!v.is_string() || !base64_decode(v.get<std::string>(), decoded_))
+        if (!v.is_string() || !base64_decode(v.get_ref<const std::string&>(), decoded_))
           bad("image", "'image' must be the image's bytes in base64");
         image_ = &decoded_;
         continue;
@@ -225,7 +233,7 @@ class Input {
   std::string decoded_;
 };
 
-json product_json(const Product& p) {
+json api_json(const Product& p) {
   return {{"id", p.id},
           {"collection", p.collection.empty() ? json(nullptr) : json(p.collection)},
           {"source", p.source},
@@ -238,16 +246,12 @@ json product_json(const Product& p) {
 
 json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-json match_json(const Match& m) {
+json api_json(const Match& m) {
   json h = json::array();
   for (int i = 0; i < 9; ++i) h.push_back(number_or_null(m.homography.val[i]));
   return {{"id", m.id},           {"accepted", m.accepted}, {"significance", number_or_null(m.significance)},
           {"inliers", m.inliers}, {"matches", m.matches},   {"score", m.score},
           {"homography", h}};
-}
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
 }  // namespace
@@ -291,6 +295,9 @@ struct HttpApi::Impl {
   ApiOptions options;
   Listener server;
   Metrics metrics;
+  std::mutex gauges_mutex;
+  Clock::time_point gauges_time{};
+  std::string gauges;
 
   Impl(Backend& b, ApiOptions o) : backend(b), options(std::move(o)) {}
 
@@ -363,9 +370,13 @@ struct HttpApi::Impl {
       if (!texture::valid_collection(*c))
         bad("collection", "'" + c->substr(0, 64) + "' is not a collection name (the characters of a product id)");
       e.collection = *c;
-    } else if (replace) {
-      // PUT without `collection` keeps the product's own, as `prism texture update` does.
-      if (const std::optional<Product> p = backend.get(id, deadline_of(f, start))) e.collection = p->collection;
+    }
+    if (replace) {
+      // Absent: 404 before the extraction. Without `collection`, PUT keeps the product's own, as
+      // `prism texture update` does.
+      const std::optional<Product> p = backend.get(id, deadline_of(f, start));
+      if (!p) bad("id", "product '" + id + "' is not enrolled", 404);
+      if (!f.get("collection")) e.collection = p->collection;
     }
     double extract_ms = 0;
     e.features = features_of(f, extract_ms);
@@ -377,7 +388,7 @@ struct HttpApi::Impl {
     e.source = key ? "http:" + key->name : "http";
     const WriteResult w = backend.write(e, replace, deadline_of(f, start));
     res.status = w.outcome == WriteOutcome::kCreated ? 201 : 200;
-    return {{"product", product_json(w.product)},
+    return {{"product", api_json(w.product)},
             {"outcome", w.outcome == WriteOutcome::kCreated     ? "created"
                         : w.outcome == WriteOutcome::kUnchanged ? "unchanged"
                                                                 : "updated"},
@@ -398,7 +409,7 @@ struct HttpApi::Impl {
     const std::string id = product_id(req);
     const std::optional<Product> p = backend.get(id, deadline_of(f, Clock::now()));
     if (!p) bad("id", "product '" + id + "' is not enrolled", 404);
-    return product_json(*p);
+    return api_json(*p);
   }
 
   json verify(const httplib::Request& req) {
@@ -410,7 +421,7 @@ struct HttpApi::Impl {
     double extract_ms = 0;
     const texture::Features q = features_of(f, extract_ms);
     const VerifyAnswer a = backend.verify(id, q, params, deadline_of(f, start));
-    json out = match_json(a.match);
+    json out = api_json(a.match);
     out["decision"] = a.match.accepted ? "accepted" : "rejected";
     out["threshold"] = params.min_significance;
     out["query_features"] = q.count();
@@ -434,7 +445,7 @@ struct HttpApi::Impl {
     q.features = features_of(f, extract_ms);
     const SearchAnswer a = backend.search(q);
     json cands = json::array();
-    for (const Match& m : a.candidates) cands.push_back(match_json(m));
+    for (const Match& m : a.candidates) cands.push_back(api_json(m));
     return {{"identified", a.identified},
             {"id", a.identified ? json(a.candidates.front().id) : json(nullptr)},
             {"candidates", cands},
@@ -477,26 +488,7 @@ struct HttpApi::Impl {
     return {{"images", images}, {"shards_expected", s.shards_expected}, {"shards", shards}};
   }
 
-  std::string metrics_text() {
-    std::string out = metrics.text();
-    std::ostringstream o;
-    o << "# HELP prism_gallery_images Images indexed, by shard and tier.\n# TYPE prism_gallery_images gauge\n";
-    std::ostringstream bytes;
-    bytes << "# HELP prism_gallery_bytes Descriptor memory allocated, by shard and tier.\n"
-             "# TYPE prism_gallery_bytes gauge\n";
-    try {
-      const ServiceStats s = backend.stats(Clock::now() + options.deadline);
-      for (const ShardStats& sh : s.shards) {
-        o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_images << "\n";
-        o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_images << "\n";
-        bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_bytes << "\n";
-        bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_bytes << "\n";
-      }
-    } catch (const std::exception&) {
-      // The request metrics are still worth scraping when a shard does not answer.
-    }
-    return out + o.str() + bytes.str();
-  }
+  std::string metrics_text() { return metrics.text() + gallery_metrics(); }
 
   // Runs one route: the JSON answer, or the JSON error; counted in the metrics under `route`.
   void handle(const std::string& route, const httplib::Request& req, httplib::Response& res,
@@ -523,14 +515,60 @@ struct HttpApi::Impl {
 
   static void error(httplib::Response& res, int status, const std::string& field, const std::string& message) {
     res.status = status;
+    if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
     const json e = {
         {"error", {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
     res.set_content(json_text(e), "application/json");
   }
 
+  // Before any body is read. cpp-httplib 0.11 checks its payload limit against Content-Length
+  // only: a chunked body has no limit, and it inflates gzip or brotli bodies, so 32 MB on the wire
+  // could become gigabytes. Bodies must therefore say their length and come as they are.
+  static httplib::Server::HandlerResponse screen(const httplib::Request& req, httplib::Response& res) {
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    if (!encoding.empty() && encoding != "identity") {
+      error(res, 415, "Content-Encoding",
+            "send the body uncompressed (Content-Encoding '" + encoding.substr(0, 32) + "')");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if ((req.method == "POST" || req.method == "PUT") &&
+        (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))) {
+      error(res, 411, "Content-Length", "a body needs its Content-Length (chunked bodies are not taken)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
+  // The gallery gauges of /metrics: the backend's stats at most every 2 s, fetched by one scrape at
+  // a time with a 1 s deadline (a sharded backend asks every shard; anyone may scrape).
+  std::string gallery_metrics() {
+    std::lock_guard lock(gauges_mutex);
+    if (Clock::now() - gauges_time < std::chrono::seconds(2)) return gauges;
+    gauges_time = Clock::now();
+    std::ostringstream o;
+    o << "# HELP prism_gallery_images Images indexed, by shard and tier.\n# TYPE prism_gallery_images gauge\n";
+    std::ostringstream bytes;
+    bytes << "# HELP prism_gallery_bytes Descriptor memory allocated, by shard and tier.\n"
+             "# TYPE prism_gallery_bytes gauge\n";
+    try {
+      const ServiceStats s = backend.stats(Clock::now() + std::chrono::seconds(1));
+      for (const ShardStats& sh : s.shards) {
+        o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_images << "\n";
+        o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_images << "\n";
+        bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_bytes << "\n";
+        bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_bytes << "\n";
+      }
+    } catch (const std::exception&) {
+      // The request metrics are still worth scraping when a shard does not answer.
+    }
+    gauges = o.str() + bytes.str();
+    return gauges;
+  }
+
   void routes() {
     using R = const httplib::Request&;
     using W = httplib::Response&;
+    server.set_pre_routing_handler(screen);
     const std::string product = R"(/v1/products/([^/]*))";
     server.Post(product, [this](R q, W r) { handle("enrol", q, r, [this](R q, W r) { return enrol(q, r, false); }); });
     server.Put(product, [this](R q, W r) { handle("update", q, r, [this](R q, W r) { return enrol(q, r, true); }); });
@@ -567,10 +605,11 @@ HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<
   m.server.set_payload_max_length(m.options.max_body_bytes);
   const size_t threads = size_t(std::max(1, m.options.threads));
   m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // A client that stalls mid-request holds a thread only this long.
-  m.server.set_read_timeout(std::chrono::seconds(10));
-  m.server.set_write_timeout(std::chrono::seconds(10));
-  m.server.set_keep_alive_timeout(5);
+  // A client that stalls mid-request holds a thread only this long per read; an idle keep-alive
+  // connection, 2 s (each connection holds one of the pool's threads).
+  m.server.set_read_timeout(std::chrono::seconds(5));
+  m.server.set_write_timeout(std::chrono::seconds(5));
+  m.server.set_keep_alive_timeout(2);
   // Answers go out at once: with Nagle's algorithm a response written in two parts waits for the
   // client's delayed ACK (tens of ms on loopback).
   m.server.set_tcp_nodelay(true);

@@ -1,12 +1,12 @@
 #include "images.h"
 
 #include <gst/gst.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "backend.h"
 #include "gst/prism/gstprismimagefile.h"
@@ -22,34 +22,34 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// A temporary file holding some bytes, removed when it goes out of scope.
-class TempFile {
+// The bytes in an anonymous memory file (memfd_create), readable by path as /proc/self/fd/N: no
+// temporary file to clean up, none left behind by a killed server. Closed when it goes out of scope.
+class MemoryFile {
  public:
-  explicit TempFile(const std::string& bytes) {
-    std::string dir = std::filesystem::temp_directory_path().string();
-    path_ = dir + "/prism-image-XXXXXX";
-    const int fd = ::mkstemp(path_.data());
-    if (fd < 0) throw ServiceError(500, "", std::string("cannot create a temporary file: ") + std::strerror(errno));
+  explicit MemoryFile(const std::string& bytes) {
+    fd_ = ::memfd_create("prism-image", MFD_CLOEXEC);
+    if (fd_ < 0) throw ServiceError(500, "", std::string("cannot create a memory file: ") + std::strerror(errno));
     size_t done = 0;
     while (done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         const int e = errno;
-        ::close(fd);
-        ::unlink(path_.c_str());
-        throw ServiceError(500, "", std::string("cannot write a temporary file: ") + std::strerror(e));
+        ::close(fd_);
+        throw ServiceError(e == ENOMEM || e == ENOSPC ? 503 : 500, "",
+                           std::string("cannot hold the image in memory: ") + std::strerror(e));
       }
       done += size_t(n);
     }
-    ::close(fd);
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
   }
-  ~TempFile() { ::unlink(path_.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
+  ~MemoryFile() { ::close(fd_); }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
   const std::string& path() const { return path_; }
 
  private:
+  int fd_ = -1;
   std::string path_;
 };
 
@@ -57,7 +57,7 @@ class TempFile {
 
 cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t max_pixels) {
   if (bytes.empty()) throw ServiceError(400, field, "'" + field + "' is empty: send an image (PNG, JPEG, ...)");
-  TempFile file(bytes);
+  MemoryFile file(bytes);
   ImageFile image;
   GError* error = nullptr;
   if (!image_file_load_grey(file.path().c_str(), &image, &error, max_pixels)) {

@@ -1,6 +1,6 @@
 // Images that arrive in requests, decoded with the project's hardened image loader
 // (gst-libs/gst/prism/gstprismimagefile.h: decodebin restricted to image decoders, the declared
-// size checked before any pixel is decoded, never a hang): the bytes go to a private temporary file
+// size checked before any pixel is decoded, never a hang): the bytes go to an anonymous memory file
 // first, because that loader reads files and is the one the fuzzers cover.
 #pragma once
 

@@ -41,8 +41,19 @@ LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void
   });
 }
 
-WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point) {
-  std::lock_guard lock(write_);
+// The writer lock, or 503 when the deadline comes first.
+static std::unique_lock<std::timed_mutex> lock_until(std::timed_mutex& m, Clock::time_point deadline) {
+  std::unique_lock<std::timed_mutex> lock(m, std::defer_lock);
+  if (deadline == Clock::time_point::max())
+    lock.lock();
+  else if (!lock.try_lock_until(deadline))
+    throw ServiceError(503, "deadline_ms", "the request's deadline passed while earlier writes were applied");
+  return lock;
+}
+
+WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point deadline) {
+  check_deadline(deadline, "the write");
+  const auto lock = lock_until(write_, deadline);
   const bool present = index_.find(given.id) >= 0;
   texture::GalleryEntry entry = given;
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
@@ -57,17 +68,28 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
     return r;
   }
   if (replace && !present) throw ServiceError(404, "id", "product '" + given.id + "' is not enrolled");
+  // The gallery first (durable), then the index; when the index refuses, the gallery is put back,
+  // since nothing was acknowledged.
   if (replace) {
+    const texture::GalleryEntry old = gallery_.read_entry(entry.id);
     gallery_.update(entry);
-    index_.update(entry);
+    try {
+      index_.update(entry);
+    } catch (...) {
+      gallery_.update(old);
+      throw;
+    }
     r.outcome = WriteOutcome::kUpdated;
   } else {
     gallery_.add(entry);
     try {
       index_.add(entry);
     } catch (const texture::IndexFull& e) {
-      gallery_.remove(entry.id);  // not acknowledged: the gallery must not keep it either
+      gallery_.remove(entry.id);
       throw ServiceError(507, "", e.what());
+    } catch (...) {
+      gallery_.remove(entry.id);
+      throw;
     }
     r.outcome = WriteOutcome::kCreated;
   }
@@ -76,8 +98,9 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
   return r;
 }
 
-bool LocalBackend::remove(const std::string& id, Clock::time_point) {
-  std::lock_guard lock(write_);
+bool LocalBackend::remove(const std::string& id, Clock::time_point deadline) {
+  check_deadline(deadline, "the delete");
+  const auto lock = lock_until(write_, deadline);
   if (index_.find(id) < 0) return false;
   gallery_.remove(id);
   index_.remove(id);
@@ -85,17 +108,20 @@ bool LocalBackend::remove(const std::string& id, Clock::time_point) {
   return true;
 }
 
-std::optional<Product> LocalBackend::get(const std::string& id, Clock::time_point) {
+std::optional<Product> LocalBackend::get(const std::string& id, Clock::time_point deadline) {
+  check_deadline(deadline, "the read");
   if (index_.find(id) < 0) return std::nullopt;
   try {
     return product_of(gallery_.read_entry(id), options_.shard);
   } catch (const texture::GalleryError&) {
-    return std::nullopt;  // removed meanwhile
+    if (index_.find(id) < 0) return std::nullopt;  // removed meanwhile
+    throw;                                         // a damaged entry is not "not enrolled"
   }
 }
 
 VerifyAnswer LocalBackend::verify(const std::string& id, const texture::Features& query,
-                                  const texture::SearchParams& params, Clock::time_point) {
+                                  const texture::SearchParams& params, Clock::time_point deadline) {
+  check_deadline(deadline, "the verify");
   if (index_.find(id) < 0) throw ServiceError(404, "id", "product '" + id + "' is not enrolled");
   texture::SearchResult r;
   try {
@@ -122,6 +148,7 @@ ShardSearch LocalBackend::search_part(const texture::Features& query, const text
 }
 
 SearchAnswer LocalBackend::search(const SearchQuery& q) {
+  check_deadline(q.deadline, "the search");
   return merge_search({search_part(q.features, q.params)}, q.params, q.top_k, 1);
 }
 
@@ -130,7 +157,6 @@ ShardStats LocalBackend::shard_stats() {
   s.shard = options_.shard;
   s.worker = "local";
   s.index = index_.stats();
-  std::lock_guard lock(write_);
   s.writes_applied = writes_;
   return s;
 }

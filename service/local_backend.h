@@ -4,11 +4,14 @@
 // The gallery directory is the durable record: a write is in it (fsync'ed, crash-safe:
 // kernels/texture/gallery.h) before the index changes and before the call returns. Writes are
 // serialised (one at a time, so that the gallery and the index agree); searches and verifies run
-// concurrently with each other and wait only while the index itself changes.
+// concurrently with each other and wait only while the index itself changes. Every call checks its
+// deadline before the work (503 naming deadline_ms when it passed), and a write gives up waiting for
+// the one before it at its deadline.
 #pragma once
 
 #include <filesystem>
 #include <functional>
+#include <atomic>
 #include <mutex>
 
 #include "backend.h"
@@ -46,8 +49,8 @@ class LocalBackend : public Backend {
   LocalOptions options_;
   texture::Gallery gallery_;
   texture::TextureIndex index_;
-  std::mutex write_;
-  int64_t writes_ = 0;
+  std::timed_mutex write_;  // a write waits for the one before it until its deadline
+  std::atomic<int64_t> writes_{0};
 };
 
 }  // namespace prism::service

@@ -109,21 +109,28 @@ void Redis::connect() {
     redisFree(c);
     throw RedisError("Redis unreachable at " + url_.text + ": " + why);
   }
-  ctx_ = c;
+  // SELECT directly, not through command(): its retry on a closed connection reconnects, which
+  // would SELECT again, without end against a server that keeps closing.
   if (url_.db != 0) {
-    const Reply r = command({"SELECT", std::to_string(url_.db)});
-    if (r.error()) {
-      disconnect();
-      throw RedisError("Redis at " + url_.text + " refused SELECT " + std::to_string(url_.db) + ": " + r.str);
+    redisSetTimeout(c, to_timeval(timeout_));
+    auto* r = static_cast<redisReply*>(redisCommand(c, "SELECT %d", url_.db));
+    const std::string why = !r                             ? std::string(c->errstr[0] ? c->errstr : "connection lost")
+                            : r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
+                                                           : std::string();
+    if (r) freeReplyObject(r);
+    if (!why.empty()) {
+      redisFree(c);
+      throw RedisError("Redis at " + url_.text + " refused SELECT " + std::to_string(url_.db) + ": " + why);
     }
   }
+  ctx_ = c;
 }
 
 Reply Redis::command(const std::vector<std::string>& argv, ms block) {
   for (int attempt = 0;; ++attempt) {
     const bool reused = ctx_ != nullptr;
     if (!ctx_) connect();
-    redisSetTimeout(ctx_, to_timeval(timeout_ + block));
+    redisSetTimeout(ctx_, to_timeval(timeout_ + std::max(block, ms(0))));  // a late caller's block is < 0
     std::vector<const char*> args;
     std::vector<size_t> lens;
     for (const std::string& a : argv) {

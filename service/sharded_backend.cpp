@@ -31,13 +31,13 @@ std::string encode_query(const texture::Features& f) {
   return encode(q);
 }
 
-long long ms_between(Clock::time_point a, Clock::time_point b) {
+long long whole_ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<milliseconds>(b - a).count();
 }
 
 // BLPOP's timeout: seconds, with milliseconds (0 would block forever).
 std::string blpop_seconds(Clock::time_point deadline) {
-  const double s = std::max<double>(0.01, double(ms_between(Clock::now(), deadline)) / 1000.0);
+  const double s = std::max<double>(0.01, double(whole_ms(Clock::now(), deadline)) / 1000.0);
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", s);
   return buf;
@@ -75,6 +75,7 @@ std::string ShardedBackend::next_reply_key() { return "prism:reply:" + front_id_
 json ShardedBackend::call(int shard, bool write, const std::string& op, const std::string& entry, const json& params,
                           Clock::time_point given) {
   const Clock::time_point start = Clock::now(), deadline = deadline_of(given);
+  check_deadline(deadline, "it was sent to its shard");
   const std::string reply = next_reply_key();
   try {
     RedisPool::Lease redis = pool_.acquire();
@@ -89,7 +90,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
     if (got.type != Reply::Type::kArray || got.elements.size() != 2)
       throw ServiceError(503, "",
                          "shard " + std::to_string(shard) + " did not answer within " +
-                             std::to_string(ms_between(start, deadline)) + " ms");
+                             std::to_string(whole_ms(start, deadline)) + " ms");
     const json answer = json::parse(got.elements[1].str);
     const int status = answer.value("status", 500);
     if (status != 200 && status != 201) shard::throw_error(answer);
@@ -106,6 +107,7 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
   const std::string reply = next_reply_key();
   std::vector<json> answers;
   std::set<int> heard;
+  check_deadline(deadline, "it was sent to the shards");
   try {
     RedisPool::Lease redis = pool_.acquire();
     const std::string deadline_ms = std::to_string(shard::unix_ms(deadline));
@@ -137,41 +139,60 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
   return answers;
 }
 
+// Reads a shard's answer with `read`: a malformed one is 502, like one that is not JSON (call()).
+template <typename F>
+auto from_answer(int shard, F&& read) {
+  try {
+    return read();
+  } catch (const json::exception& e) {
+    throw ServiceError(502, "", "shard " + std::to_string(shard) + " sent a malformed answer: " + e.what());
+  }
+}
+
 WriteResult ShardedBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point deadline) {
   texture::GalleryEntry entry = given;
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));  // the same on every replica
-  const json a =
-      call(shard::shard_of(entry.id, shards_), true, replace ? "put" : "post", encode(entry), json::object(), deadline);
-  WriteResult r;
-  const std::string outcome = a.at("outcome").get<std::string>();
-  r.outcome = outcome == "created"   ? WriteOutcome::kCreated
-              : outcome == "updated" ? WriteOutcome::kUpdated
-                                     : WriteOutcome::kUnchanged;
-  r.product = shard::product_from(a.at("product"));
-  return r;
+  const int k = shard::shard_of(entry.id, shards_);
+  const json a = call(k, true, replace ? "put" : "post", encode(entry), json::object(), deadline);
+  return from_answer(k, [&] {
+    WriteResult r;
+    const std::string outcome = a.at("outcome").get<std::string>();
+    r.outcome = outcome == "created"   ? WriteOutcome::kCreated
+                : outcome == "updated" ? WriteOutcome::kUpdated
+                                       : WriteOutcome::kUnchanged;
+    r.product = shard::product_from(a.at("product"));
+    return r;
+  });
 }
 
 bool ShardedBackend::remove(const std::string& id, Clock::time_point deadline) {
-  const json a = call(shard::shard_of(id, shards_), true, "delete", "", {{"id", id}}, deadline);
-  return a.at("removed").get<bool>();
+  const int k = shard::shard_of(id, shards_);
+  const json a = call(k, true, "delete", "", {{"id", id}}, deadline);
+  return from_answer(k, [&] { return a.at("removed").get<bool>(); });
 }
 
 std::optional<Product> ShardedBackend::get(const std::string& id, Clock::time_point deadline) {
-  const json a = call(shard::shard_of(id, shards_), false, "get", "", {{"id", id}}, deadline);
-  if (!a.at("found").get<bool>()) return std::nullopt;
-  return shard::product_from(a.at("product"));
+  const int k = shard::shard_of(id, shards_);
+  const json a = call(k, false, "get", "", {{"id", id}}, deadline);
+  return from_answer(k, [&]() -> std::optional<Product> {
+    if (!a.at("found").get<bool>()) return std::nullopt;
+    return shard::product_from(a.at("product"));
+  });
 }
 
 VerifyAnswer ShardedBackend::verify(const std::string& id, const texture::Features& query,
                                     const texture::SearchParams& params, Clock::time_point deadline) {
   json p = shard::params_json(params);
   p["id"] = id;
-  const json a = call(shard::shard_of(id, shards_), false, "verify", encode_query(query), p, deadline);
-  VerifyAnswer v;
-  v.match = shard::match_from(a.at("match"));
-  v.match_ms = a.at("match_ms").get<double>();
-  v.verify_ms = a.at("verify_ms").get<double>();
-  return v;
+  const int k = shard::shard_of(id, shards_);
+  const json a = call(k, false, "verify", encode_query(query), p, deadline);
+  return from_answer(k, [&] {
+    VerifyAnswer v;
+    v.match = shard::match_from(a.at("match"));
+    v.match_ms = a.at("match_ms").get<double>();
+    v.verify_ms = a.at("verify_ms").get<double>();
+    return v;
+  });
 }
 
 SearchAnswer ShardedBackend::search(const SearchQuery& q) {
@@ -183,7 +204,7 @@ SearchAnswer ShardedBackend::search(const SearchQuery& q) {
   if (!missing.empty() && !q.allow_partial)
     throw ServiceError(503, "",
                        std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) +
-                           " did not answer within " + std::to_string(ms_between(start, deadline)) + " ms (of " +
+                           " did not answer within " + std::to_string(whole_ms(start, deadline)) + " ms (of " +
                            std::to_string(shards_) + "; allow partial results to search the others)");
   std::vector<ShardSearch> parts;
   try {
@@ -243,10 +264,23 @@ std::string ShardedBackend::health() {
     if (got.type != Reply::Type::kString || got.str != std::to_string(shards_))
       return shard::kShardsKey + " at " + pool_.url() + " is '" + got.str + "', this front serves " +
              std::to_string(shards_) + " shards";
-    return {};
   } catch (const RedisError& e) {
     return e.what();
   }
+  // Every shard needs a live worker (its liveness key), or its products can be neither written nor
+  // found.
+  try {
+    const std::map<int, std::vector<std::string>> live = live_workers();
+    std::vector<int> dead;
+    for (int k = 0; k < shards_; ++k)
+      if (!live.count(k)) dead.push_back(k);
+    if (!dead.empty())
+      return std::string(dead.size() == 1 ? "shard " : "shards ") + list_shards(dead) + " ha" +
+             (dead.size() == 1 ? "s" : "ve") + " no live worker";
+  } catch (const ServiceError& e) {
+    return e.what();
+  }
+  return {};
 }
 
 }  // namespace prism::service

@@ -2,7 +2,12 @@
 // cpp-httplib server on 127.0.0.1 (a free port) and a real client: answers equal the index's own on
 // the same gallery; write semantics; API keys; every bad request a 4xx JSON error naming the field
 // with the server still healthy; a bounded load of 32 concurrent clients.
+#include <arpa/inet.h>
 #include <gst/gst.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -92,6 +97,7 @@ class ApiServer {
     api_.stop();
     thread_.join();
   }
+  int port() const { return port_; }
   httplib::Client client(bool keep_alive = false) const {
     httplib::Client c("127.0.0.1", port_);
     c.set_keep_alive(keep_alive);
@@ -119,6 +125,7 @@ class Server {
     api_ = std::make_unique<ApiServer>(*backend_, options);
   }
   httplib::Client client(bool keep_alive = false) const { return api_->client(keep_alive); }
+  int port() const { return api_->port(); }
   std::filesystem::path gallery() const { return dir_.path() / "gallery"; }
 
  private:
@@ -298,7 +305,8 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
   const std::string good = pgm(t);
   const std::string png_header = std::string("\x89PNG\r\n\x1a\n", 8);
   // A PNG header declaring 100000 x 100000 (the size is checked before any pixel is decoded).
-  std::string huge_png = png_header + std::string("\0\0\0\x0dIHDR\0\x01\x86\xa0\0\x01\x86\xa0\x08\x00\0\0\0", 25);
+  static const char ihdr[] = "\0\0\0\x0dIHDR\0\x01\x86\xa0\0\x01\x86\xa0\x08\x00\0\0\0";                // 21 bytes
+  const std::string huge_png = png_header + std::string(ihdr, sizeof ihdr - 1) + std::string(4, '\0');  // bad CRC
   const std::vector<BadRequest> cases = {
       {"garbage image", "POST", "/v1/products/x", "not an image at all", "image/png", 400, "image"},
       {"truncated image", "POST", "/v1/products/x", good.substr(0, good.size() / 3), "image/x-portable-graymap", 400,
@@ -462,6 +470,49 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   }
   EXPECT_GE(identified, 18) << "of 20 photos of enrolled products";
   for (auto& w : workers) EXPECT_EQ(w->error(), "");
+}
+
+// The status of the raw `request` sent to 127.0.0.1:port (0: no answer within 5 s).
+int raw_status(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buf[4096];
+  pollfd p{fd, POLLIN, 0};
+  while (answer.find("\r\n") == std::string::npos && ::poll(&p, 1, 5000) > 0) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    answer.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return answer.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(answer.c_str() + 9) : 0;
+}
+
+// cpp-httplib checks its body limit against Content-Length only and inflates compressed bodies:
+// a chunked or gzip body could grow without bound, so both are refused before any body is read.
+TEST(HttpApi, BodiesMustSayTheirLengthAndComeUncompressed) {
+  ApiOptions o;
+  o.max_body_bytes = 1 << 20;
+  Server server(o);
+  const int port = server.port();
+  EXPECT_EQ(raw_status(port,
+                       "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                       "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\nabcd\r\n0\r\n\r\n"),
+            411);
+  EXPECT_EQ(raw_status(port,
+                       "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                       "Content-Encoding: gzip\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabcd"),
+            415);
+  EXPECT_EQ(raw_status(port,
+                       "PUT /v1/products/a HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                       "Connection: close\r\n\r\n"),
+            411);
+  EXPECT_EQ(raw_status(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200);
 }
 
 TEST(HttpApi, ThirtyTwoConcurrentClientsForAFixedTime) {

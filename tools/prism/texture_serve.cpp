@@ -2,6 +2,7 @@
 // holding the gallery by default (--gallery), or a stateless front of shard workers (--redis). The
 // work is in service/; this file parses options, starts the server and stops it on SIGINT/SIGTERM.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstring>
@@ -35,7 +36,8 @@ constexpr const char* kServeUsage =
     "  --threads N          HTTP worker threads (default 16)\n"
     "  --max-body SIZE      largest request body (default 32M)\n"
     "  --max-pixels N       largest image, in pixels, checked before decoding (default 50000000)\n"
-    "  --deadline MS        default request deadline (default 10000; clients may set deadline_ms)\n"
+    "  --deadline MS        default request deadline, up to 120000 (default 10000; clients may\n"
+    "                       set deadline_ms up to 120000)\n"
     "  --device D           auto (default), cpu or cuda: where descriptors are matched (--gallery)\n"
     "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
@@ -83,7 +85,7 @@ ServeOptions parse_serve(int argc, char** argv) {
     else if (a == "--max-pixels")
       o.api.max_image_pixels = uint64_t(parse_number(a, value(), 1, 1e12));
     else if (a == "--deadline")
-      o.api.deadline = std::chrono::milliseconds(parse_int(a, value(), 1, 3'600'000));
+      o.api.deadline = std::chrono::milliseconds(parse_int(a, value(), 1, int(o.api.max_deadline.count())));
     else if (a == "--device")
       o.index.device = parse_device(a, value());
     else if (a == "--gpu-memory")
@@ -126,13 +128,21 @@ std::unique_ptr<service::Backend> sharded_front(const ServeOptions& o) {
 int texture_serve_command(int argc, char** argv) {
   try {
     const ServeOptions o = parse_serve(argc, argv);
-    init_gstreamer();  // the image loader
-    // SIGINT and SIGTERM are taken by a thread of ours (sigwait), not by whichever thread they hit.
+    // SIGINT and SIGTERM are taken by a thread of ours (sigwait), not by whichever thread they hit:
+    // blocked before any thread starts (GStreamer's, the server's), which inherit the mask.
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    // Each connection and each image held while decoded takes a descriptor: the soft limit up to
+    // the hard one.
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &files);
+    }
+    init_gstreamer();  // the image loader
 
     std::unique_ptr<service::Backend> backend;
     std::string what;
