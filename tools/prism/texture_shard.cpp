@@ -7,7 +7,9 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,7 @@ constexpr const char* kUsage =
     "  --replica NAME       this replica's name (each replica of a shard applies every write;\n"
     "                       default: the host name); a restarted worker must keep its name\n"
     "  --readers N          threads answering reads (default 2)\n"
-    "  --device D           auto (default), cpu or cuda\n"
+    "  --device D           auto (default), cpu, cuda or cuda:N (GPU N only, for this worker)\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n";
 
@@ -62,19 +64,36 @@ int texture_shard_command(const std::vector<std::string>& args) {
       if (a == "--redis")
         o.redis = value();
       else if (a == "--shard") {
-        o.shard = parse_int(a, value(), 0, 65535);
+        o.shard = parse_int(a, value(), 0, 4095);
         have_shard = true;
       } else if (a == "--shards")
-        o.shards = parse_int(a, value(), 1, 65536);
+        o.shards = parse_int(a, value(), 1, 4096);
       else if (a == "--gallery")
         o.local.gallery = value();
       else if (a == "--replica")
         o.replica = value();
       else if (a == "--readers")
         o.readers = parse_int(a, value(), 1, 64);
-      else if (a == "--device")
-        o.local.index.device = parse_device(a, value());
-      else if (a == "--gpu-memory")
+      else if (a == "--device") {
+        const std::string v = value();
+        if (v.rfind("cuda:", 0) == 0) {
+          // One worker, one GPU: the process sees only GPU N (the Nth of CUDA_VISIBLE_DEVICES when
+          // it is set), chosen before any CUDA call.
+          const int n = parse_int("--device cuda:N", v.substr(5), 0, 63);
+          std::vector<std::string> visible;
+          if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
+            std::stringstream list(env);
+            for (std::string d; std::getline(list, d, ',');) visible.push_back(d);
+          }
+          if (!visible.empty() && n >= int(visible.size()))
+            throw UsageError("--device " + v + ": CUDA_VISIBLE_DEVICES lists " + std::to_string(visible.size()) +
+                             " GPUs");
+          setenv("CUDA_VISIBLE_DEVICES", visible.empty() ? std::to_string(n).c_str() : visible[size_t(n)].c_str(), 1);
+          o.local.index.device = gpu::Device::kCuda;
+        } else {
+          o.local.index.device = parse_device(a, v);
+        }
+      } else if (a == "--gpu-memory")
         o.local.index.gpu_budget = parse_size(a, value());
       else if (a == "--host-memory")
         o.local.index.host_budget = parse_size(a, value());
