@@ -267,9 +267,9 @@ int main(int argc, char** argv) {
         Served s(front);
         const auto make = http(s.port());
         const Ask ask = make();
-        rows.push_back({"HTTP + Redis, " + std::to_string(shards) + " shard worker" + (shards > 1 ? "s" : "") +
-                            " on one device",
-                        sequential(ask, 0, queries), sequential(ask, 1, queries), throughput(make, clients, 5, queries)});
+        rows.push_back(
+            {"HTTP + Redis, " + std::to_string(shards) + " shard worker" + (shards > 1 ? "s" : "") + " on one device",
+             sequential(ask, 0, queries), sequential(ask, 1, queries), throughput(make, clients, 5, queries)});
       }
       stop = true;
       for (auto& t : threads) t.join();

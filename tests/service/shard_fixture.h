@@ -31,7 +31,6 @@ namespace prism::service::test_support {
 using namespace std::chrono_literals;
 using texture::GalleryEntry;
 
-
 inline texture::IndexOptions small_index(texture::Device device = texture::Device::kCpu) {
   texture::IndexOptions o;
   o.device = device;
@@ -40,7 +39,8 @@ inline texture::IndexOptions small_index(texture::Device device = texture::Devic
   return o;
 }
 
-inline LocalOptions local_options(const std::filesystem::path& gallery, texture::Device device = texture::Device::kCpu) {
+inline LocalOptions local_options(const std::filesystem::path& gallery,
+                                  texture::Device device = texture::Device::kCpu) {
   LocalOptions o;
   o.gallery = gallery;
   o.index = small_index(device);
