@@ -43,6 +43,21 @@ std::string blpop_seconds(Clock::time_point deadline) {
   return buf;
 }
 
+// BLPOP on `key` until `until`: the answer, or a nil reply when none came.
+Reply pop(Redis& redis, const std::string& key, Clock::time_point until) {
+  return redis.command({"BLPOP", key, blpop_seconds(until)},
+                       std::chrono::duration_cast<milliseconds>(until - Clock::now()));
+}
+
+// Reads are hedged (Dean and Barroso, "The Tail at Scale", CACM 2013): a read still unanswered at
+// half its time is sent once more. One consumer of the shard's `readers` group takes each read; a
+// replica killed while holding one never answers it, and XAUTOCLAIM gives it back only after 30 s,
+// so without the second copy a read in flight when a replica dies fails although another replica
+// serves its shard. Both copies may be answered: the first answer counts, the other expires unread.
+Clock::time_point hedge_time(Clock::time_point start, Clock::time_point deadline) {
+  return start + (deadline - start) / 2;
+}
+
 std::string list_shards(const std::vector<int>& shards) {
   std::string s;
   for (size_t i = 0; i < shards.size(); ++i) s += (i ? ", " : "") + std::to_string(shards[i]);
@@ -83,10 +98,17 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
     if (!write) xadd.insert(xadd.end(), {"MAXLEN", "~", kReadsMaxLen});
     xadd.insert(xadd.end(), {"*", "op", op, "reply", reply, "deadline_ms", std::to_string(shard::unix_ms(deadline)),
                              "entry", entry, "params", json_text(params)});
-    const Reply added = redis->command(xadd);
-    if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
-    const Reply got = redis->command({"BLPOP", reply, blpop_seconds(deadline)},
-                                     std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    auto send = [&] {
+      const Reply added = redis->command(xadd);
+      if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
+    };
+    send();
+    // A write needs no hedge: every replica applies it through its own group, and any answers.
+    Reply got = pop(*redis, reply, write ? deadline : hedge_time(start, deadline));
+    if (!write && got.type != Reply::Type::kArray && Clock::now() < deadline) {
+      send();
+      got = pop(*redis, reply, deadline);
+    }
     if (got.type != Reply::Type::kArray || got.elements.size() != 2)
       throw ServiceError(503, "",
                          "shard " + std::to_string(shard) + " did not answer within " +
@@ -105,6 +127,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
 std::vector<json> ShardedBackend::scatter(const std::string& op, const std::string& entry, const json& params,
                                           Clock::time_point deadline, std::vector<int>& missing) {
   const std::string reply = next_reply_key();
+  const Clock::time_point hedge = hedge_time(Clock::now(), deadline);
   std::vector<json> answers;
   std::set<int> heard;
   check_deadline(deadline, "it was sent to the shards");
@@ -112,15 +135,22 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
     RedisPool::Lease redis = pool_.acquire();
     const std::string deadline_ms = std::to_string(shard::unix_ms(deadline));
     const std::string p = json_text(params);
-    for (int k = 0; k < shards_; ++k) {
+    auto send = [&](int k) {
       const Reply added = redis->command({"XADD", shard::reads_key(k), "MAXLEN", "~", kReadsMaxLen, "*", "op", op,
                                           "reply", reply, "deadline_ms", deadline_ms, "entry", entry, "params", p});
       if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
-    }
+    };
+    for (int k = 0; k < shards_; ++k) send(k);
+    bool hedged = false;
     while (int(heard.size()) < shards_ && Clock::now() < deadline) {
-      const Reply got = redis->command({"BLPOP", reply, blpop_seconds(deadline)},
-                                       std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
-      if (got.type != Reply::Type::kArray || got.elements.size() != 2) break;
+      const Reply got = pop(*redis, reply, hedged ? deadline : hedge);
+      if (got.type != Reply::Type::kArray || got.elements.size() != 2) {
+        if (hedged || Clock::now() >= deadline) break;
+        hedged = true;  // the shards not heard from get their read once more (hedge_time)
+        for (int k = 0; k < shards_; ++k)
+          if (!heard.count(k)) send(k);
+        continue;
+      }
       json answer = json::parse(got.elements[1].str);
       const int status = answer.value("status", 500);
       if (status != 200) shard::throw_error(answer);

@@ -6,7 +6,10 @@
 //
 // Failures are answers, never crashes or hangs: Redis unreachable -> ServiceError 503 "Redis
 // unreachable at URL"; a shard that does not answer by the deadline -> 503 naming it (a search with
-// allow_partial answers with the shards that did, saying which are missing). A write that failed
+// allow_partial answers with the shards that did, saying which are missing). A read (get, verify,
+// search, stats) still unanswered at half its deadline is sent to its shard once more: a replica
+// killed while holding a read never answers it, and the copy lets another replica answer in time.
+// A write that failed
 // with 503 may still be applied later (it waits in its shard's stream): clients retry it, and a
 // POST or PUT of the same entry is idempotent. Thread-safe: each call
 // takes its own Redis connection from a pool (hiredis contexts are not thread-safe).

@@ -1,15 +1,19 @@
 // The sharded deployment (service/shard_worker.h, service/sharded_backend.h) against a real
-// redis-server started by the test: answers equal to one gallery's, replicas, a worker killed with
-// SIGKILL, Redis restarted, and bad configurations. Skips loudly without redis-server unless
+// redis-server started by the test: answers equal to one gallery's, replicas, a worker and a replica
+// killed with SIGKILL, Redis restarted, and bad configurations. Skips loudly without redis-server unless
 // PRISM_REQUIRE_REDIS=1.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -212,6 +216,17 @@ TEST(ShardedBackend, ReplicasEachApplyEveryWrite) {
       << st.shards[0].worker;
 }
 
+// The entries of the gallery in `dir` (by id) as Gallery::encode bytes: equal when every field is.
+std::vector<std::string> encoded_entries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  const texture::Gallery g = texture::Gallery::open(dir);
+  for (const texture::GalleryEntry& e : g.entries()) {
+    const std::vector<uint8_t> bytes = texture::Gallery::encode(e);
+    out.push_back(std::string(bytes.begin(), bytes.end()));
+  }
+  return out;
+}
+
 TEST(ShardedBackend, WritesAppliedAgainLeaveTheGalleryAsItWas) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
@@ -229,15 +244,7 @@ TEST(ShardedBackend, WritesAppliedAgainLeaveTheGalleryAsItWas) {
     EXPECT_TRUE(front.remove(entries[4].id, in(10s)));
     EXPECT_FALSE(front.remove(entries[4].id, in(10s)));
   }
-  auto files = [&] {
-    std::vector<std::string> out;
-    const texture::Gallery g = texture::Gallery::open(tmp.path() / "shard0");
-    for (const texture::GalleryEntry& e : g.entries()) {
-      const std::vector<uint8_t> bytes = texture::Gallery::encode(e);
-      out.push_back(std::string(bytes.begin(), bytes.end()));
-    }
-    return out;
-  };
+  auto files = [&] { return encoded_entries(tmp.path() / "shard0"); };
   before = files();
   ASSERT_EQ(before.size(), 7u);
   // As after a crash before every XACK: the whole stream is delivered to the replica again.
@@ -264,27 +271,33 @@ std::vector<std::string> ids_of_shard(int k, int shards, int n) {
   return ids;
 }
 
+// The command line of a `prism texture shard` worker on the CPU, for a test to kill.
+std::vector<std::string> shard_argv(const std::string& url, int shard, int shards, const std::string& replica,
+                                    const std::filesystem::path& gallery) {
+  return {PRISM_EXE,
+          "texture",
+          "shard",
+          "--redis",
+          url,
+          "--shard",
+          std::to_string(shard),
+          "--shards",
+          std::to_string(shards),
+          "--gallery",
+          gallery.string(),
+          "--replica",
+          replica,
+          "--device",
+          "cpu",
+          "--host-memory",
+          "20M"};
+}
+
 TEST(ShardedBackend, AWorkerKilledMidStreamLosesNoAcknowledgedWrite) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
   test::RedisServer server(tmp.path() / "redis");
-  const std::vector<std::string> argv = {PRISM_EXE,
-                                         "texture",
-                                         "shard",
-                                         "--redis",
-                                         server.url(),
-                                         "--shard",
-                                         "0",
-                                         "--shards",
-                                         "2",
-                                         "--gallery",
-                                         (tmp.path() / "shard0").string(),
-                                         "--replica",
-                                         "w0",
-                                         "--device",
-                                         "cpu",
-                                         "--host-memory",
-                                         "20M"};
+  const std::vector<std::string> argv = shard_argv(server.url(), 0, 2, "w0", tmp.path() / "shard0");
   auto child = std::make_unique<test::ChildProcess>(argv, tmp.file("w0.log"));
   Worker w1(server.url(), 1, 2, "w1", tmp.path() / "shard1");
   ShardedBackend front(front_options(server.url(), 2));
@@ -339,6 +352,189 @@ TEST(ShardedBackend, AWorkerKilledMidStreamLosesNoAcknowledgedWrite) {
   for (const std::string& id : acknowledged) EXPECT_NE(g.find(id), nullptr) << id << " was acknowledged but lost";
   std::cerr << acknowledged.size() << " writes acknowledged, " << failures << " refused (503), " << g.entries().size()
             << " products in shard 0\n";
+}
+
+// What XINFO GROUPS says of the consumer group `group` of `stream`.
+struct GroupState {
+  std::string last_delivered;  // the last entry delivered to the group
+  int64_t entries_read = 0;    // entries delivered to it
+  int64_t pending = 0;         // of those, the ones not acknowledged (XACK) yet
+};
+
+GroupState group_state(Redis& redis, const std::string& stream, const std::string& group) {
+  GroupState s;
+  const Reply r = redis.command({"XINFO", "GROUPS", stream});
+  for (const Reply& g : r.elements) {
+    std::map<std::string, const Reply*> fields;
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) fields[g.elements[i].str] = &g.elements[i + 1];
+    if (!fields.count("name") || fields["name"]->str != group) continue;
+    if (fields.count("last-delivered-id")) s.last_delivered = fields["last-delivered-id"]->str;
+    if (fields.count("entries-read")) s.entries_read = fields["entries-read"]->integer;
+    if (fields.count("pending")) s.pending = fields["pending"]->integer;
+  }
+  return s;
+}
+
+// The "with a replica, searches keep full coverage meanwhile": shard 0 has two replicas (a
+// and b, child processes), shard 1 one worker; a writer enrols products while a is killed with
+// SIGKILL and later restarted, and a searcher searches all along without allow_partial.
+TEST(ShardedBackend, AReplicaKilledMidStreamLeavesSearchesWholeAndCatchesUp) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  const std::vector<std::string> argv_a = shard_argv(server.url(), 0, 2, "a", tmp.path() / "a");
+  auto a = std::make_unique<test::ChildProcess>(argv_a, tmp.file("a.log"));
+  test::ChildProcess b(shard_argv(server.url(), 0, 2, "b", tmp.path() / "b"), tmp.file("b.log"));
+  Worker w1(server.url(), 1, 2, "w1", tmp.path() / "shard1");
+  ShardedBackend front(front_options(server.url(), 2));
+  Redis redis(server.url());
+  const std::string writes = shard::writes_key(0);
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 600 && !done(); ++i) std::this_thread::sleep_for(50ms);
+    return done();
+  };
+  const std::map<int, std::vector<std::string>> all_live = {{0, {"a", "b"}}, {1, {"w1"}}};
+  ASSERT_TRUE(wait_for([&] { return front.live_workers() == all_live; }))
+      << "logs: " << tmp.file("a.log") << ", " << tmp.file("b.log");
+
+  // What the writer got acknowledged, in order; and which search found what when.
+  std::mutex mutex;
+  std::vector<GalleryEntry> acknowledged;
+  std::atomic<int> acks{0}, acks0{0}, failures{0};
+  // 0: both replicas up, 1: a being killed, 2: a dead, 3: a restarted.
+  std::atomic<int> phase{0};
+  std::atomic<int> searches[4] = {0, 0, 0, 0};
+  std::atomic<bool> stop_writing{false}, stop_searching{false}, writer_done{false}, searcher_done{false};
+  std::thread writer([&] {
+    std::mt19937 rng(17);
+    // At most 160 products per shard (the index holds 200); paced, so that searches go on
+    // between writes and the phases below are reached well before that.
+    for (int i = 0; !stop_writing && acks0 < 160 && acks - acks0 < 160; ++i) {
+      std::this_thread::sleep_for(20ms);
+      GalleryEntry e = test::random_gallery_entry("k" + std::to_string(i), rng, 40);
+      e.features.descriptors_fp16.clear();
+      try {
+        const WriteResult w = front.write(e, false, in(10s));
+        EXPECT_EQ(w.outcome, WriteOutcome::kCreated) << e.id;
+        std::lock_guard lock(mutex);
+        acknowledged.push_back(e);
+        ++acks;
+        if (shard::shard_of(e.id, 2) == 0) ++acks0;
+      } catch (const ServiceError& x) {
+        ADD_FAILURE() << "writing " << e.id << " in phase " << phase << ": " << x.what();
+        ++failures;
+        break;
+      }
+    }
+    writer_done = true;
+  });
+  std::thread searcher([&] {
+    while (!stop_searching) {
+      // Read-your-writes: the newest product of shard 0 acknowledged before the search begins is
+      // found, and so is every other (the gallery size counts them).
+      size_t before = 0;
+      std::optional<GalleryEntry> newest;
+      {
+        std::lock_guard lock(mutex);
+        before = acknowledged.size();
+        for (auto e = acknowledged.rbegin(); e != acknowledged.rend() && !newest; ++e)
+          if (shard::shard_of(e->id, 2) == 0) newest = *e;
+      }
+      if (!newest) {
+        std::this_thread::sleep_for(10ms);
+        continue;
+      }
+      const int started = phase;
+      SearchQuery q;
+      q.features = newest->features;
+      q.top_k = 3;
+      q.deadline = in(4s);
+      try {
+        const SearchAnswer s = front.search(q);
+        const size_t after = size_t(acks.load());
+        SCOPED_TRACE("search for " + newest->id + " begun in phase " + std::to_string(started));
+        EXPECT_EQ(s.shards, 2);
+        EXPECT_EQ(s.shards_answered, 2);
+        EXPECT_TRUE(s.missing_shards.empty());
+        EXPECT_GE(s.gallery_size, before);
+        EXPECT_LE(s.gallery_size, after + 1);  // the write in flight may be applied already
+        EXPECT_TRUE(s.identified);
+        EXPECT_EQ(s.candidates.empty() ? "" : s.candidates[0].id, newest->id);
+        ++searches[started];
+      } catch (const ServiceError& x) {
+        ADD_FAILURE() << "search for " << newest->id << " begun in phase " << started << ": " << x.what();
+      }
+      if (::testing::Test::HasFailure()) break;
+    }
+    searcher_done = true;
+  });
+
+  // a has applied some writes (acknowledged them) before it is killed mid-stream.
+  EXPECT_TRUE(wait_for([&] {
+    const GroupState g = group_state(redis, writes, shard::replica_group("a"));
+    return (g.entries_read - g.pending >= 10 && searches[0] >= 3) || writer_done || searcher_done;
+  }));
+  phase = 1;
+  a->signal(SIGKILL);
+  EXPECT_EQ(a->wait(10), 128 + SIGKILL);
+  phase = 2;
+  const size_t at_kill = texture::Gallery::open(tmp.path() / "a").entries().size();
+  EXPECT_GE(at_kill, 10u);
+  // While a is dead, b applies and answers every write of shard 0 and every read.
+  const int acks0_at_kill = acks0;
+  EXPECT_TRUE(
+      wait_for([&] { return (acks0 >= acks0_at_kill + 20 && searches[2] >= 5) || writer_done || searcher_done; }));
+  EXPECT_FALSE(writer_done) << "the writer ended before a was restarted";
+  phase = 3;
+  a = std::make_unique<test::ChildProcess>(argv_a, tmp.file("a.log"));
+  const int acks0_at_restart = acks0;
+  EXPECT_TRUE(wait_for([&] {
+    return (front.live_workers() == all_live && acks0 >= acks0_at_restart + 20 && searches[3] >= 5) || writer_done ||
+           searcher_done;
+  })) << tmp.file("a.log");
+  EXPECT_FALSE(writer_done) << "the writer ended before a caught up";
+  stop_writing = true;
+  writer.join();
+  stop_searching = true;
+  searcher.join();
+
+  // a catches up: every write of the stream delivered to its group and acknowledged (applied).
+  const std::string last = shard::stream_entries(redis.command({"XREVRANGE", writes, "+", "-", "COUNT", "1"})).at(0).id;
+  for (const std::string replica : {"a", "b"}) {
+    EXPECT_TRUE(wait_for([&] {
+      const GroupState g = group_state(redis, writes, shard::replica_group(replica));
+      return g.last_delivered == last && g.pending == 0;
+    })) << replica;
+  }
+  a->signal(SIGTERM);
+  b.signal(SIGTERM);
+  EXPECT_EQ(a->wait(10), 0) << tmp.file("a.log");
+  EXPECT_EQ(b.wait(10), 0) << tmp.file("b.log");
+
+  // Both replicas hold exactly the acknowledged products of shard 0, with equal fields; shard 1
+  // holds the others.
+  std::vector<std::string> expected0;
+  for (const GalleryEntry& e : acknowledged) {
+    if (shard::shard_of(e.id, 2) == 0)
+      expected0.push_back(e.id);
+    else
+      EXPECT_TRUE(w1.backend().contains(e.id)) << e.id;
+  }
+  std::sort(expected0.begin(), expected0.end());
+  for (const std::string replica : {"a", "b"}) {
+    std::vector<std::string> ids;
+    const texture::Gallery g = texture::Gallery::open(tmp.path() / replica);
+    for (const GalleryEntry& e : g.entries()) ids.push_back(e.id);
+    EXPECT_EQ(ids, expected0) << "replica " << replica;
+  }
+  const std::vector<std::string> entries_a = encoded_entries(tmp.path() / "a"),
+                                 entries_b = encoded_entries(tmp.path() / "b");
+  EXPECT_TRUE(entries_a == entries_b) << "the replicas' entries differ";
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(w1.error(), "");
+  std::cerr << acknowledged.size() << " writes acknowledged (" << expected0.size() << " in shard 0; replica a held "
+            << at_kill << " when killed); searches with both replicas " << searches[0] << ", while a was dead "
+            << searches[2] << ", after its restart " << searches[3] << "\n";
 }
 
 TEST(ShardedBackend, RedisRestartedDuringWritesIsRecoveredFrom) {
