@@ -117,6 +117,17 @@ inline ShardedOptions front_options(const std::string& url, int shards, std::chr
 
 inline Clock::time_point in(std::chrono::milliseconds d) { return Clock::now() + d; }
 
+// The front's health once every shard's worker has announced itself (its liveness key is set when
+// its threads start): "" when healthy within 10 s, else the last reason.
+inline std::string health_when_live(ShardedBackend& front) {
+  std::string why = front.health();
+  for (int i = 0; i < 200 && !why.empty(); ++i) {
+    std::this_thread::sleep_for(50ms);
+    why = front.health();
+  }
+  return why;
+}
+
 inline void expect_same_product(const Product& a, const Product& b) {
   EXPECT_EQ(a.id, b.id);
   EXPECT_EQ(a.collection, b.collection);

@@ -85,7 +85,7 @@ TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
   ShardedBackend front(front_options(server.url(), 3));
   LocalBackend one(local_options(tmp.path() / "one"));
   EXPECT_EQ(front.shards(), 3);
-  EXPECT_EQ(front.health(), "");
+  EXPECT_EQ(health_when_live(front), "");
 
   std::mt19937 rng(21);
   std::vector<GalleryEntry> entries = products(60, rng);
@@ -575,7 +575,7 @@ TEST(ShardedBackend, RedisRestartedDuringWritesIsRecoveredFrom) {
   EXPECT_TRUE(wait_for([&] { return acks >= before + 10; }));
   stop = true;
   writer.join();
-  EXPECT_EQ(front.health(), "");
+  EXPECT_EQ(health_when_live(front), "");
   for (const std::string& id : acknowledged) {
     EXPECT_TRUE(worker.backend().contains(id)) << id;
     EXPECT_TRUE(front.get(id, in(5s))) << id;
@@ -639,6 +639,7 @@ TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
   std::string message;
   EXPECT_EQ(service_status([&] { front.write(e, false, Clock::time_point::max()); }, &message), 503);
   EXPECT_NE(message.find("shard 2 did not answer within 800 ms"), std::string::npos) << message;
+  EXPECT_NE(front.health().find("have no live worker"), std::string::npos) << front.health();
   // Redis gone: every call is a 503 saying so, and health says why.
   server.kill();
   for (const std::function<void()>& call : std::vector<std::function<void()>>{
