@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "common/durable_file.h"
 #include "json_text.h"
 
 namespace prism::service {
@@ -26,6 +28,7 @@ constexpr int kHeartbeatMs = 3000;    // prism:worker:K:NAME refreshed
 constexpr int kHeartbeatTtlS = 10;    // ... and expiring
 constexpr int kClaimEveryMs = 10000;  // XAUTOCLAIM
 constexpr const char* kClaimIdleMs = "30000";
+constexpr const char* kAppliedFile = "stream-applied";  // in the gallery directory
 
 std::string host_name() {
   char buf[256] = {};
@@ -85,6 +88,23 @@ ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(option
   who_ = host_name() + ":" + std::to_string(getpid());
   options_.local.shard = options_.shard;
   backend_ = std::make_unique<LocalBackend>(options_.local);
+  const std::filesystem::path record = options_.local.gallery / kAppliedFile;
+  std::error_code ec;
+  if (std::filesystem::exists(record, ec)) {
+    const std::vector<uint8_t> text = read_file(record);
+    try {
+      recorded_ = StreamId::parse(std::string(text.begin(), text.end()));
+    } catch (const std::invalid_argument&) {
+      throw texture::GalleryError(record.string() + ": not a stream ID; remove it to apply every write again");
+    }
+  }
+}
+
+void ShardWorker::record_applied(const StreamId& id) {
+  const std::string text = id.str();
+  write_atomically(options_.local.gallery / (std::string(".tmp-") + kAppliedFile),
+                   options_.local.gallery / kAppliedFile, std::vector<uint8_t>(text.begin(), text.end()));
+  recorded_ = id;
 }
 
 ShardWorker::~ShardWorker() = default;
@@ -155,9 +175,14 @@ void ShardWorker::mark_applied(const StreamId& id) {
   applied_cv_.notify_all();
 }
 
-bool ShardWorker::wait_applied(const StreamId& last, Clock::time_point deadline) {
+bool ShardWorker::wait_applied(const StreamId& last, Clock::time_point deadline, const std::atomic<bool>& halt) {
   std::unique_lock lock(applied_mutex_);
-  return applied_cv_.wait_until(lock, deadline, [&] { return last <= applied_; });
+  // Woken at least every 100 ms to see `halt` (the writer stopped: nothing more will be applied).
+  while (!(last <= applied_)) {
+    if (halt || Clock::now() >= deadline) return false;
+    applied_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+  }
+  return true;
 }
 
 void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
@@ -211,9 +236,14 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         continue;
       }
       for (const StreamEntry& e : entries) {
-        if (!e.fields.empty()) send_answer(redis, e, apply_write(e));  // no fields: trimmed away
+        const StreamId id = StreamId::parse(e.id);
+        if (!e.fields.empty() && recorded_ < id) {  // no fields: trimmed away; at or below: applied
+          const json answer = apply_write(e);
+          record_applied(id);
+          send_answer(redis, e, answer);
+        }
         redis.command({"XACK", stream, group, e.id});
-        mark_applied(StreamId::parse(e.id));
+        mark_applied(id);
       }
     } catch (const RedisError& e) {
       if (!lost) say(std::string("writer: ") + e.what() + "; reconnecting");
@@ -278,7 +308,7 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
           const Reply tail = redis.command({"XREVRANGE", writes, "+", "-", "COUNT", "1"});
           if (tail.error()) throw RedisError("Redis at " + redis.url() + " refused XREVRANGE: " + tail.str);
           const std::vector<StreamEntry> last = shard::stream_entries(tail);
-          if (!last.empty()) answer = wait_applied(StreamId::parse(last[0].id), deadline);
+          if (!last.empty()) answer = wait_applied(StreamId::parse(last[0].id), deadline, stop);
         }
         if (answer) send_answer(redis, e, answer_read(e));
         redis.command({"XACK", stream, shard::kReadersGroup, e.id});
@@ -287,6 +317,13 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
       if (!lost) say("reader " + std::to_string(reader) + ": " + e.what() + "; reconnecting");
       lost = true;
       ready = false;
+      nap(backoff, stop);
+      backoff = std::min(backoff * 2, 2000);
+    } catch (const std::exception& e) {
+      // Anything else (a malformed entry, memory) costs this read, not the worker: the read is
+      // re-read from the pending list, and after 30 s idle another reader may claim it.
+      say("reader " + std::to_string(reader) + ": " + e.what());
+      position = "0";
       nap(backoff, stop);
       backoff = std::min(backoff * 2, 2000);
     }

@@ -28,7 +28,11 @@
 //   (durable before the answer), LPUSH the answer, EXPIRE, then XACK. Writes are applied whatever
 //   their deadline (replicas must agree). A crash between apply and XACK re-applies the write after
 //   the restart, which is harmless: a post of the same entry is kUnchanged, a put rewrites the same
-//   entry, a delete of an absent id answers false (the front took the first answer already).
+//   entry, a delete of an absent id answers false (the front took the first answer already). The
+//   ID of each write applied is recorded in the gallery (GALLERY/stream-applied, written atomically
+//   after the write): an entry at or below it is acknowledged without being applied again, so a
+//   Redis that lost its last second of writes and delivers older entries again cannot undo later
+//   ones.
 // - Reads are answered on reader threads. A read already past its deadline is XACKed unanswered.
 //   Read-your-writes: before answering, the reader takes the writes stream's last ID T (XREVRANGE
 //   + - COUNT 1) and waits (until the read's deadline) for this worker's writer to have applied
@@ -92,8 +96,10 @@ class ShardWorker {
   shard::json apply_write(const shard::StreamEntry& e);
   shard::json answer_read(const shard::StreamEntry& e);
   void mark_applied(const shard::StreamId& id);
-  // Waits until every write up to `last` is applied, or until `deadline` (false).
-  bool wait_applied(const shard::StreamId& last, Clock::time_point deadline);
+  // Records `id` as the last write applied to the gallery, durably (GALLERY/stream-applied).
+  void record_applied(const shard::StreamId& id);
+  // Waits until every write up to `last` is applied, or until `deadline` or `halt` (false).
+  bool wait_applied(const shard::StreamId& last, Clock::time_point deadline, const std::atomic<bool>& halt);
   void say(const std::string& line);
   // Sleeps `ms` unless `stop` comes first.
   static void nap(int ms, const std::atomic<bool>& stop);
@@ -105,6 +111,10 @@ class ShardWorker {
   std::mutex applied_mutex_;
   std::condition_variable applied_cv_;
   shard::StreamId applied_;
+  // The last write applied to the gallery, as recorded there: a Redis that lost its last writes
+  // (an AOF fsync'ed every second, a failover) delivers older ones again, which must not be
+  // applied twice (a POST delivered again after its DELETE was lost would bring the product back).
+  shard::StreamId recorded_;
   std::mutex log_mutex_;
 };
 
