@@ -39,6 +39,7 @@
 #include "shard_worker.h"
 #include "sharded_backend.h"
 #include "test_env.h"
+#include "ppm.h"
 #include "texture_cases.h"
 
 using namespace prism;
@@ -48,24 +49,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using BenchClock = std::chrono::steady_clock;
-
-std::string pgm(const cv::Mat& grey) {
-  std::string out = "P5\n" + std::to_string(grey.cols) + " " + std::to_string(grey.rows) + "\n255\n";
-  out.append(reinterpret_cast<const char*>(grey.data), grey.total());
-  return out;
-}
-
-cv::Mat capture(const cv::Mat& texture, std::mt19937& rng) {
-  cv::Mat out, noise(texture.size(), CV_16S), wide;
-  cv::warpPerspective(texture, out, cv::Mat(test::random_homography(rng, texture.cols, texture.rows)), texture.size(),
-                      cv::INTER_LINEAR, cv::BORDER_REFLECT);
-  cv::theRNG().state = rng();
-  cv::randn(noise, 0, 4);
-  out.convertTo(wide, CV_16S);
-  wide += noise;
-  wide.convertTo(out, CV_8U);
-  return out;
-}
 
 void write_entry(const fs::path& gallery, const texture::GalleryEntry& e) {
   const std::vector<uint8_t> bytes = texture::Gallery::encode(e);
@@ -172,7 +155,7 @@ int main(int argc, char** argv) {
     write_entry(one, e);
     write_entry(four[size_t(shard::shard_of(e.id, 4))], e);
     for (int c = 0; c < 4; ++c) {
-      photos.push_back(pgm(capture(t, rng)));
+      photos.push_back(test::pgm_bytes(test::noisy_capture(t, rng)));
       photo_ids.push_back(e.id);
     }
   }

@@ -23,6 +23,7 @@
 #include "gst_setup.h"
 #include "http_api.h"
 #include "local_backend.h"
+#include "ppm.h"
 #include "texture_cases.h"
 
 namespace {
@@ -71,12 +72,6 @@ std::string exchange(const std::string& request) {
   return answer;
 }
 
-std::string pgm(const cv::Mat& grey) {
-  std::string out = "P5\n" + std::to_string(grey.cols) + " " + std::to_string(grey.rows) + "\n255\n";
-  out.append(reinterpret_cast<const char*>(grey.data), grey.total());
-  return out;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -99,7 +94,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // Two products, enrolled through the API itself.
   std::mt19937 rng(1);
   for (const char* id : {"p1", "p2"}) {
-    const std::string image = pgm(prism::test::random_texture(rng, 160, 120));
+    const std::string image = prism::test::pgm_bytes(prism::test::random_texture(rng, 160, 120));
     std::string answer;
     for (int i = 0; i < 20 && answer.find("HTTP/1.1 201") != 0; ++i) {
       answer = exchange(std::string("POST /v1/products/") + id +

@@ -24,6 +24,7 @@
 #include "process.h"
 #include "shard_fixture.h"
 #include "test_env.h"
+#include "ppm.h"
 #include "texture_cases.h"
 
 namespace prism::service {
@@ -31,14 +32,6 @@ namespace {
 
 using json = nlohmann::json;
 using test::TempDir;
-
-// A binary PGM (P5) of an 8-bit grey image: what the test uploads (the server decodes it with
-// GStreamer's pnmdec; the test extracts from the same pixels).
-std::string pgm(const cv::Mat& grey) {
-  std::string out = "P5\n" + std::to_string(grey.cols) + " " + std::to_string(grey.rows) + "\n255\n";
-  for (int y = 0; y < grey.rows; ++y) out.append(reinterpret_cast<const char*>(grey.ptr(y)), size_t(grey.cols));
-  return out;
-}
 
 std::string base64(const std::string& bytes) {
   static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -56,20 +49,6 @@ std::string base64(const std::string& bytes) {
     out += i + 1 < bytes.size() ? a[(v >> 6) & 63] : '=';
     out += '=';
   }
-  return out;
-}
-
-// A capture of `texture`: warped by a mild random homography, with sensor noise.
-cv::Mat capture(const cv::Mat& texture, std::mt19937& rng) {
-  cv::Mat out, noise(texture.size(), CV_16S);
-  cv::warpPerspective(texture, out, cv::Mat(test::random_homography(rng, texture.cols, texture.rows)), texture.size(),
-                      cv::INTER_LINEAR, cv::BORDER_REFLECT);
-  cv::theRNG().state = rng();
-  cv::randn(noise, 0, 4);
-  cv::Mat shifted;
-  out.convertTo(shifted, CV_16S);
-  shifted += noise;
-  shifted.convertTo(out, CV_8U);
   return out;
 }
 
@@ -145,7 +124,7 @@ json body_of(const httplib::Result& r) {
 
 httplib::Result post_image(httplib::Client& c, const std::string& path, const cv::Mat& grey,
                            const httplib::Headers& headers = {}) {
-  return c.Post(path.c_str(), headers, pgm(grey), "image/x-portable-graymap");
+  return c.Post(path.c_str(), headers, test::pgm_bytes(grey), "image/x-portable-graymap");
 }
 
 std::vector<cv::Mat> textures(int n, uint32_t seed) {
@@ -164,10 +143,11 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
     const httplib::Result r = [&] {  // the three body forms
       if (i % 3 == 0) return post_image(c, path, products[i]);
       if (i % 3 == 1) {
-        const httplib::MultipartFormDataItems form = {{"image", pgm(products[i]), "p.pgm", "image/x-portable-graymap"}};
+        const httplib::MultipartFormDataItems form = {
+            {"image", test::pgm_bytes(products[i]), "p.pgm", "image/x-portable-graymap"}};
         return c.Post(path.c_str(), form);
       }
-      return c.Post(path.c_str(), json{{"image", base64(pgm(products[i]))}}.dump(), "application/json");
+      return c.Post(path.c_str(), json{{"image", base64(test::pgm_bytes(products[i]))}}.dump(), "application/json");
     }();
     ASSERT_TRUE(r) << httplib::to_string(r.error());
     ASSERT_EQ(r->status, 201) << r->body;
@@ -179,7 +159,7 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
   ASSERT_EQ(index.size(), products.size());
   std::mt19937 rng(7);
   for (size_t i = 0; i < products.size(); ++i) {
-    const cv::Mat query = capture(products[i], rng);
+    const cv::Mat query = test::noisy_capture(products[i], rng);
     const texture::Features qf = texture::extract_features(query);
     const texture::SearchParams params;
     const texture::SearchResult want = index.search(qf, params);
@@ -204,7 +184,7 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
     EXPECT_EQ(gs["decision"], "accepted") << gs.dump();
   }
   // A scoped search sees only its collection.
-  const json scoped = body_of(post_image(c, "/v1/search?collections=odd", capture(products[2], rng)));
+  const json scoped = body_of(post_image(c, "/v1/search?collections=odd", test::noisy_capture(products[2], rng)));
   EXPECT_EQ(scoped["searched"], 3) << scoped.dump();
   EXPECT_EQ(scoped["identified"], false);
 }
@@ -219,8 +199,8 @@ TEST(HttpApi, WritesAreIdempotentAndDurable) {
   const json conflict = body_of(post_image(c, "/v1/products/a", t[1]));
   EXPECT_EQ(conflict["error"]["status"], 409) << conflict.dump();
   EXPECT_EQ(conflict["error"]["field"], "id");
-  EXPECT_EQ(status(c.Put("/v1/products/missing", pgm(t[1]), "image/x-portable-graymap")), 404);
-  const httplib::Result put = c.Put("/v1/products/a", pgm(t[1]), "image/x-portable-graymap");
+  EXPECT_EQ(status(c.Put("/v1/products/missing", test::pgm_bytes(t[1]), "image/x-portable-graymap")), 404);
+  const httplib::Result put = c.Put("/v1/products/a", test::pgm_bytes(t[1]), "image/x-portable-graymap");
   ASSERT_EQ(status(put), 200) << (put ? put->body : "");
   EXPECT_EQ(body_of(put)["outcome"], "updated");
   EXPECT_EQ(body_of(put)["product"]["collection"], "lot1");  // kept, as `prism texture update` does
@@ -302,7 +282,7 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
   httplib::Client c = server.client();
   const cv::Mat t = textures(1, 3)[0];
   ASSERT_EQ(post_image(c, "/v1/products/known", t)->status, 201);
-  const std::string good = pgm(t);
+  const std::string good = test::pgm_bytes(t);
   const std::string png_header = std::string("\x89PNG\r\n\x1a\n", 8);
   // A PNG header declaring 100000 x 100000 (the size is checked before any pixel is decoded).
   static const char ihdr[] = "\0\0\0\x0dIHDR\0\x01\x86\xa0\0\x01\x86\xa0\x08\x00\0\0\0";                // 21 bytes
@@ -314,7 +294,7 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
       {"empty image", "POST", "/v1/search", "", "image/png", 400, "image"},
       {"image too large", "POST", "/v1/search", huge_png, "image/png", 413, "image"},
       {"body over the limit", "POST", "/v1/search", std::string(3 << 20, 'x'), "image/png", 413, "body"},
-      {"blank image", "POST", "/v1/products/x", pgm(cv::Mat(240, 320, CV_8U, cv::Scalar(128))),
+      {"blank image", "POST", "/v1/products/x", test::pgm_bytes(cv::Mat(240, 320, CV_8U, cv::Scalar(128))),
        "image/x-portable-graymap", 422, "image"},
       {"wrong content type", "POST", "/v1/search", good, "text/plain", 415, "Content-Type"},
       {"form body", "POST", "/v1/search", "top_k=3", "application/x-www-form-urlencoded", 415, "Content-Type"},
@@ -399,7 +379,7 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   for (int i = 0; i < 300; ++i) {
     textures.push_back(test::random_texture(rng, 200, 150));
     const std::string id = "t" + std::to_string(i), file = dir.file(id + ".pgm");
-    std::ofstream(file, std::ios::binary) << pgm(textures.back());
+    std::ofstream(file, std::ios::binary) << test::pgm_bytes(textures.back());
     list += id + " " + file + "\n";
     const httplib::Result r = post_image(c, "/v1/products/" + id, textures.back());
     ASSERT_TRUE(r && r->status == 201) << id << ": " << (r ? r->body : httplib::to_string(r.error()));
@@ -418,9 +398,10 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   std::vector<int> truth;
   for (int q = 0; q < 25; ++q) {
     const int product = q < 20 ? int(rng() % textures.size()) : -1;
-    const cv::Mat photo = capture(product >= 0 ? textures[size_t(product)] : test::random_texture(rng, 200, 150), rng);
+    const cv::Mat photo =
+        test::noisy_capture(product >= 0 ? textures[size_t(product)] : test::random_texture(rng, 200, 150), rng);
     files.push_back(dir.file("q" + std::to_string(q) + ".pgm"));
-    std::ofstream(files.back(), std::ios::binary) << pgm(photo);
+    std::ofstream(files.back(), std::ios::binary) << test::pgm_bytes(photo);
     truth.push_back(product);
   }
   std::string quoted;
@@ -525,7 +506,7 @@ TEST(HttpApi, ThirtyTwoConcurrentClientsForAFixedTime) {
   }
   std::vector<std::string> queries;
   std::mt19937 rng(3);
-  for (const cv::Mat& p : products) queries.push_back(pgm(capture(p, rng)));
+  for (const cv::Mat& p : products) queries.push_back(test::pgm_bytes(test::noisy_capture(p, rng)));
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   std::atomic<int> errors{0}, wrong{0};
   std::vector<std::vector<double>> latency(32);

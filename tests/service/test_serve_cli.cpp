@@ -16,6 +16,7 @@
 
 #include "process.h"
 #include "test_env.h"
+#include "ppm.h"
 #include "texture_cases.h"
 
 extern char** environ;
@@ -65,8 +66,7 @@ TEST(ServeCli, ServesUntilSigterm) {
   c.set_read_timeout(std::chrono::seconds(30));
   std::mt19937 rng(1);
   const cv::Mat t = test::random_texture(rng);
-  std::string pgm = "P5\n" + std::to_string(t.cols) + " " + std::to_string(t.rows) + "\n255\n";
-  pgm.append(reinterpret_cast<const char*>(t.data), t.total());
+  const std::string pgm = test::pgm_bytes(t);
   const httplib::Result r = c.Post("/v1/products/cli-1", pgm, "image/x-portable-graymap");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 201) << r->body;

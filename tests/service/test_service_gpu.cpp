@@ -15,18 +15,13 @@
 #include "prism_test.h"
 #include "shard_fixture.h"
 #include "test_env.h"
+#include "ppm.h"
 #include "texture_cases.h"
 
 namespace prism::service {
 namespace {
 
 using json = nlohmann::json;
-
-std::string pgm(const cv::Mat& grey) {
-  std::string out = "P5\n" + std::to_string(grey.cols) + " " + std::to_string(grey.rows) + "\n255\n";
-  out.append(reinterpret_cast<const char*>(grey.data), grey.total());
-  return out;
-}
 
 // The API over the gallery in `dir` with its index on `device`, served on its own thread.
 class Served {
@@ -74,7 +69,7 @@ TEST(ServiceGpu, AnswersEqualTheCpuOnTheSameGallery) {
     ASSERT_TRUE(gpu.backend().stats({}).shards[0].index.device.rfind("cuda", 0) == 0);
     for (int i = 0; i < 12; ++i) {
       products.push_back(test::random_texture(rng));
-      const json r = gpu.post("/v1/products/g" + std::to_string(i), pgm(products.back()));
+      const json r = gpu.post("/v1/products/g" + std::to_string(i), test::pgm_bytes(products.back()));
       ASSERT_EQ(r["outcome"], "created") << r.dump();
     }
   }
@@ -85,7 +80,7 @@ TEST(ServiceGpu, AnswersEqualTheCpuOnTheSameGallery) {
     cv::Mat query;
     cv::warpPerspective(products[i], query, cv::Mat(test::random_homography(rng, 320, 240)), products[i].size(),
                         cv::INTER_LINEAR, cv::BORDER_REFLECT);
-    const std::string body = pgm(query);
+    const std::string body = test::pgm_bytes(query);
     json a = gpu.post("/v1/search?top_k=4", body), b = cpu.post("/v1/search?top_k=4", body);
     for (json* j : {&a, &b}) j->erase("latency_ms");
     EXPECT_EQ(a, b) << "search " << i;

@@ -25,4 +25,12 @@ inline cv::Mat read_ppm(const std::string& path) {
   return bgr;
 }
 
+// An 8-bit grey image as the bytes of a binary PGM (P5): what the service's tests and benchmark
+// upload (the server decodes it with GStreamer's pnmdec; the same pixels as the image).
+inline std::string pgm_bytes(const cv::Mat& grey) {
+  std::string out = "P5\n" + std::to_string(grey.cols) + " " + std::to_string(grey.rows) + "\n255\n";
+  for (int y = 0; y < grey.rows; ++y) out.append(reinterpret_cast<const char*>(grey.ptr(y)), size_t(grey.cols));
+  return out;
+}
+
 }  // namespace prism::test

@@ -27,4 +27,18 @@ inline cv::Matx33d random_homography(std::mt19937& rng, int w, int h) {
   return cv::Matx33d(m.ptr<double>());
 }
 
+// A photo of `texture`: warped by random_homography (edges reflected), with Gaussian sensor noise
+// of sigma 4 grey levels.
+inline cv::Mat noisy_capture(const cv::Mat& texture, std::mt19937& rng) {
+  cv::Mat out, noise(texture.size(), CV_16S), wide;
+  cv::warpPerspective(texture, out, cv::Mat(random_homography(rng, texture.cols, texture.rows)), texture.size(),
+                      cv::INTER_LINEAR, cv::BORDER_REFLECT);
+  cv::theRNG().state = rng();
+  cv::randn(noise, 0, 4);
+  out.convertTo(wide, CV_16S);
+  wide += noise;
+  wide.convertTo(out, CV_8U);
+  return out;
+}
+
 }  // namespace prism::test
