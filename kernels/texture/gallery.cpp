@@ -306,21 +306,26 @@ struct Dirty {
   bool torn_tail_at(uint64_t at, uint64_t pack_inode) const { return valid && inode == pack_inode && offset <= at; }
 };
 Dirty read_dirty(const fs::path& dir) {
-  Dirty d;
-  std::error_code ec;
-  if (!fs::exists(fs::symlink_status(dir / kDirty, ec))) return d;
-  d.present = true;
-  try {
-    const std::vector<uint8_t> b = read_file(dir / kDirty);
-    std::istringstream in(std::string(b.begin(), b.end()));
-    std::string rest;
-    d.valid =
-        bool(in >> d.id >> d.offset >> d.inode) && valid_product_id(d.id) && !(in >> rest) && d.offset >= kPackStart;
-  } catch (const FileError&) {
-    // removed meanwhile (a writer finished: then nothing is in flight) or unreadable
-    d.present = fs::exists(fs::symlink_status(dir / kDirty, ec));
+  // Writers replace the marker atomically and remove it when done, so a read can lose a race with
+  // both: removed meanwhile (nothing in flight), or removed and written anew by the next write
+  // (read again). Only a marker that stays unreadable is reported as such.
+  for (int attempt = 0;; ++attempt) {
+    Dirty d;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(dir / kDirty, ec))) return d;
+    d.present = true;
+    try {
+      const std::vector<uint8_t> b = read_file(dir / kDirty);
+      std::istringstream in(std::string(b.begin(), b.end()));
+      std::string rest;
+      d.valid =
+          bool(in >> d.id >> d.offset >> d.inode) && valid_product_id(d.id) && !(in >> rest) && d.offset >= kPackStart;
+      return d;
+    } catch (const FileError&) {
+      d.present = fs::exists(fs::symlink_status(dir / kDirty, ec));
+      if (!d.present || attempt == 4) return d;
+    }
   }
-  return d;
 }
 
 // Rewrites DIR/pack.log from `records` (id -> record bytes, written in id order) through a
