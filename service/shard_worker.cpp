@@ -330,8 +330,23 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
   }
 }
 
-json ShardWorker::apply_write(const StreamEntry& e) {
+// What `work` answers, or its exception as an error answer (the front rethrows it as the same
+// ServiceError or GalleryError a LocalBackend would have thrown).
+template <typename F>
+json answered(F&& work) {
   try {
+    return work();
+  } catch (const ServiceError& x) {
+    return shard::error_json(x.status, x.field, x.what());
+  } catch (const texture::GalleryError& x) {
+    return shard::error_json(422, "", x.what(), "gallery");
+  } catch (const std::exception& x) {
+    return shard::error_json(500, "", std::string("shard worker: ") + x.what());
+  }
+}
+
+json ShardWorker::apply_write(const StreamEntry& e) {
+  return answered([&]() -> json {
     const std::string& op = e.field("op");
     const json params = params_of(e);
     const Clock::time_point deadline = Clock::time_point::max();  // writes are applied whatever their deadline
@@ -354,17 +369,11 @@ json ShardWorker::apply_write(const StreamEntry& e) {
     if (op == "delete")
       return {{"status", 200}, {"removed", backend_->remove(params.at("id").get<std::string>(), deadline)}};
     return shard::error_json(400, "op", "unknown write op '" + op + "'");
-  } catch (const ServiceError& x) {
-    return shard::error_json(x.status, x.field, x.what());
-  } catch (const texture::GalleryError& x) {
-    return shard::error_json(422, "", x.what(), "gallery");
-  } catch (const std::exception& x) {
-    return shard::error_json(500, "", std::string("shard worker: ") + x.what());
-  }
+  });
 }
 
 json ShardWorker::answer_read(const StreamEntry& e) {
-  try {
+  return answered([&]() -> json {
     const std::string& op = e.field("op");
     const json params = params_of(e);
     const Clock::time_point deadline = shard::steady_from_unix_ms(std::stoll(e.field("deadline_ms")));
@@ -394,13 +403,7 @@ json ShardWorker::answer_read(const StreamEntry& e) {
           {"status", 200}, {"match", shard::match_json(v.match)}, {"match_ms", v.match_ms}, {"verify_ms", v.verify_ms}};
     }
     return shard::error_json(400, "op", "unknown read op '" + op + "'");
-  } catch (const ServiceError& x) {
-    return shard::error_json(x.status, x.field, x.what());
-  } catch (const texture::GalleryError& x) {
-    return shard::error_json(422, "", x.what(), "gallery");
-  } catch (const std::exception& x) {
-    return shard::error_json(500, "", std::string("shard worker: ") + x.what());
-  }
+  });
 }
 
 }  // namespace prism::service
