@@ -206,6 +206,31 @@ TEST_F(ImageFile, ZeroSizeHeaderIsRefusedNamingTheFile) {
   }
 }
 
+// Plain (ASCII) PNM is refused before pnmdec sees it: the image fuzzer's P1 header followed by binary
+// bytes gave GStreamer-Video-CRITICAL gst_video_decoder_allocate_output_frame_with_params.
+TEST_F(ImageFile, PlainPnmIsRefusedNamingTheFile) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"binary-samples.pbm", std::string("P1\n3 5\n255\n\x10\x10\x10<<<<hhh\x93\x93", 22)},
+      {"good.pbm", "P1\n2 2\n0 1\n1 0\n"},
+      {"good.pgm", "P2\n2 1\n255\n0 255\n"},
+      {"good.ppm", "P3\n1 1\n255\n1 2 3\n"},
+  };
+  for (const auto& [name, bytes] : cases) {
+    const std::string path = dir.file(name);
+    std::ofstream(path, std::ios::binary) << bytes;
+    prism::ImageFile im;
+    GError* err = nullptr;
+    GlibLogRecorder log;
+    EXPECT_FALSE(prism::image_file_load_grey(path.c_str(), &im, &err)) << name;
+    ASSERT_NE(err, nullptr) << name;
+    const std::string msg = err->message;
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("plain (ASCII) PNM"), std::string::npos) << msg;
+    g_clear_error(&err);
+    EXPECT_TRUE(log.messages().empty()) << name << ": " << log.joined();
+  }
+}
+
 // Sizes past what PNG and int allow (2^31 and more) and PNM sizes of more digits than any int are
 // refused from the header with the size as the file writes it.
 TEST_F(ImageFile, AbsurdHeaderSizeIsRefusedAsWritten) {
