@@ -1,5 +1,5 @@
-/* Decoding an image file (PNG, JPEG, PNM, ... anything decodebin handles) into memory with a small
- * GStreamer pipeline, without OpenCV's imgcodecs:
+/* Decoding an image file (PNG, JPEG, binary PNM, ... anything decodebin handles; plain PNM is refused) into memory with
+ * a small GStreamer pipeline, without OpenCV's imgcodecs:
  *
  *   filesrc ! decodebin ! videoconvert [! videoscale] ! video/x-raw,format=FORMAT[,width,height] ! appsink
  *
