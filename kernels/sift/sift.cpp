@@ -39,16 +39,21 @@ std::vector<float> gaussian_kernel(double sigma) {
 void check_grey(const cv::Mat& grey) {
   if (grey.empty()) throw std::invalid_argument("sift: empty image");
   if (grey.type() != CV_8UC1) throw std::invalid_argument("sift: the image must be 8-bit grey (CV_8UC1)");
-  if (grey.cols < 8 || grey.rows < 8)
-    throw std::invalid_argument("sift: the image is " + std::to_string(grey.cols) + "x" + std::to_string(grey.rows) +
-                                ", smaller than 8x8");
+  check_size(grey.cols, grey.rows);
+}
+
+void check_size(int width, int height) {
+  if (width < 8 || height < 8 || width > 16384 || height > 16384)
+    throw std::invalid_argument("sift: the image is " + std::to_string(width) + "x" + std::to_string(height) +
+                                ", outside 8x8 .. 16384x16384");
 }
 
 Pyramid plan_pyramid(int width, int height, const Params& params) {
   if (params.octave_layers < 1 || params.octave_layers > 5)
     throw std::invalid_argument("sift: octave_layers must be 1..5, not " + std::to_string(params.octave_layers));
   if (!(params.sigma > 0) || !(params.contrast_threshold >= 0) || !(params.edge_threshold > 0) || params.nfeatures < 0)
-    throw std::invalid_argument("sift: sigma and edge_threshold must be positive, contrast_threshold and nfeatures >= 0");
+    throw std::invalid_argument(
+        "sift: sigma and edge_threshold must be positive, contrast_threshold and nfeatures >= 0");
   Pyramid p;
   p.layers = params.octave_layers;
   const int base_w = width * 2, base_h = height * 2;  // firstOctave = -1
@@ -159,7 +164,8 @@ Result detect_and_compute_cpu(const cv::Mat& grey, const Params& params) {
         for (int x = 0; x < base.cols; ++x) base.at<float>(y, x) = src.at<float>(2 * y, 2 * x);
     }
     for (int i = 1; i < levels; ++i) blur(gauss[o * levels + i - 1], tmp, gauss[o * levels + i], plan.kernel[i]);
-    for (int i = 0; i < L + 2; ++i) cv::subtract(gauss[o * levels + i + 1], gauss[o * levels + i], dog[o * (L + 2) + i]);
+    for (int i = 0; i < L + 2; ++i)
+      cv::subtract(gauss[o * levels + i + 1], gauss[o * levels + i], dog[o * (L + 2) + i]);
   }
 
   std::vector<cv::KeyPoint> raw;

@@ -11,8 +11,8 @@ namespace prism::sift::detail {
 
 struct Pyramid {
   int octaves = 0;
-  int layers = 0;     // nOctaveLayers: Gaussian levels per octave = layers + 3, DoG = layers + 2
-  int threshold = 0;  // DoG extremum pre-filter, floor(0.5 x contrast / layers x 255)
+  int layers = 0;              // nOctaveLayers: Gaussian levels per octave = layers + 3, DoG = layers + 2
+  int threshold = 0;           // DoG extremum pre-filter, floor(0.5 x contrast / layers x 255)
   std::vector<cv::Size> size;  // per octave (octave 0 = the upsampled image)
   // Separable kernels (odd length): [0] blurs the upsampled input to sigma, [i] level i - 1 to i.
   std::vector<std::vector<float>> kernel;
@@ -36,6 +36,8 @@ struct DescriptorSource {
 };
 DescriptorSource descriptor_source(const cv::KeyPoint& kp);
 
+// std::invalid_argument unless an 8-bit grey image of at least 8x8 (check_size: the size alone).
 void check_grey(const cv::Mat& grey);
+void check_size(int width, int height);
 
 }  // namespace prism::sift::detail
