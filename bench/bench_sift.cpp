@@ -14,6 +14,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "bench_util.h"
 #include "common/gpu.h"
@@ -44,24 +46,34 @@ int main(int argc, char** argv) {
   }
   std::printf("device: %s; OpenCV %s with %d threads\n\n", gpu::device_name(0).c_str(), CV_VERSION,
               cv::getNumThreads());
-  std::printf("| image | keypoints | CUDA SIFT ms (median of %d) | cv::SIFT ms, all cores | speed-up |\n|---|---|---|---|---|\n",
-              runs);
+  std::printf(
+      "| image | keypoints | CUDA SIFT ms (median of %d) | cv::SIFT ms, all cores | speed-up "
+      "|\n|---|---|---|---|---|\n",
+      runs);
   sift::Params params;
   params.nfeatures = 768;
   sift::CudaExtractor extractor(params);
   cv::Ptr<cv::SIFT> cv_sift = cv::SIFT::create(768);
+  std::vector<std::pair<cv::Size, sift::CudaExtractor::Timings>> stages;
   for (const cv::Size size : {cv::Size(640, 480), cv::Size(1024, 576)}) {
     cv::Mat grey;
     cv::resize(source, grey, size, 0, 0, cv::INTER_AREA);
     size_t count = 0;
-    const double gpu_ms = bench::time_host_ms(runs, [&] { count = extractor.detect_and_compute(grey).keypoints.size(); }, true);
+    const double gpu_ms = bench::time_host_ms(
+        runs, [&] { count = extractor.detect_and_compute(grey).keypoints.size(); }, true);
     std::vector<cv::KeyPoint> kps;
     cv::Mat desc;
-    const double cv_ms =
-        bench::time_host_ms(std::max(5, runs / 5), [&] { cv_sift->detectAndCompute(grey, cv::noArray(), kps, desc); }, true);
+    const double cv_ms = bench::time_host_ms(
+        std::max(5, runs / 5), [&] { cv_sift->detectAndCompute(grey, cv::noArray(), kps, desc); }, true);
     std::printf("| %dx%d%s | %zu | %.3f | %.2f | %.1fx |\n", size.width, size.height,
                 size.width == 1024 ? " (1080p shrunk)" : "", count, gpu_ms, cv_ms, cv_ms / gpu_ms);
+    const auto& t = extractor.last_timings();
+    stages.push_back({size, t});
   }
+  std::printf("\nStages of the last call (host ms): pyramid + extrema | orientations | selection | descriptors\n");
+  for (const auto& [size, t] : stages)
+    std::printf("  %dx%d: %.3f | %.3f | %.3f | %.3f\n", size.width, size.height, t.pyramid, t.orientation, t.select,
+                t.descriptors);
 
   // Enrolment: 64 different 640x480 textures, round and round.
   std::vector<cv::Mat> images;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -74,7 +75,10 @@ Pyramid plan_pyramid(int width, int height, const Params& params) {
   return p;
 }
 
-std::vector<cv::KeyPoint> select_keypoints(std::vector<cv::KeyPoint> kps, int nfeatures) {
+namespace {
+
+// Duplicates out, strongest first in a total order, the first `nfeatures` kept (all when 0).
+std::vector<cv::KeyPoint> dedupe_sort_cut(std::vector<cv::KeyPoint> kps, int nfeatures) {
   // removeDuplicatedSorted: one keypoint per (x, y, size, angle), the strongest.
   std::sort(kps.begin(), kps.end(), [](const cv::KeyPoint& a, const cv::KeyPoint& b) {
     if (a.pt.x != b.pt.x) return a.pt.x < b.pt.x;
@@ -99,12 +103,37 @@ std::vector<cv::KeyPoint> select_keypoints(std::vector<cv::KeyPoint> kps, int nf
     return p.octave < q.octave;
   });
   if (nfeatures > 0 && int(kps.size()) > nfeatures) kps.resize(nfeatures);
-  for (cv::KeyPoint& k : kps) {  // firstOctave = -1: back to the input's coordinates
+  return kps;
+}
+
+}  // namespace
+
+std::vector<cv::KeyPoint> select_keypoints(std::vector<cv::KeyPoint> kps, int nfeatures) {
+  std::vector<cv::KeyPoint> out;
+  // Thousands of keypoints, hundreds kept: first everything as strong as the strongest
+  // nfeatures + 1/8 (ties included), which holds the answer unless duplicates removed more than
+  // the margin; then the full selection only in that rare case.
+  const size_t margin = size_t(nfeatures) + size_t(nfeatures) / 8 + 8;
+  if (nfeatures > 0 && kps.size() > 2 * margin) {
+    std::vector<float> responses(kps.size());
+    for (size_t i = 0; i < kps.size(); ++i) responses[i] = kps[i].response;
+    std::nth_element(responses.begin(), responses.begin() + (margin - 1), responses.end(), std::greater<float>());
+    const float cut = responses[margin - 1];
+    std::vector<cv::KeyPoint> strong;
+    for (const cv::KeyPoint& k : kps)
+      if (k.response >= cut) strong.push_back(k);
+    const size_t candidates = strong.size();
+    out = dedupe_sort_cut(std::move(strong), nfeatures);
+    if (out.size() < size_t(nfeatures) && candidates < kps.size()) out = dedupe_sort_cut(std::move(kps), nfeatures);
+  } else {
+    out = dedupe_sort_cut(std::move(kps), nfeatures);
+  }
+  for (cv::KeyPoint& k : out) {  // firstOctave = -1: back to the input's coordinates
     k.octave = (k.octave & ~255) | ((k.octave - 1) & 255);
     k.pt *= 0.5f;
     k.size *= 0.5f;
   }
-  return kps;
+  return out;
 }
 
 DescriptorSource descriptor_source(const cv::KeyPoint& kp) {
@@ -148,7 +177,7 @@ Result detect_and_compute_cpu(const cv::Mat& grey, const Params& params) {
   check_grey(grey);
   const Pyramid plan = plan_pyramid(grey.cols, grey.rows, params);
   const int L = plan.layers, levels = L + 3;
-  std::vector<cv::Mat> gauss(plan.octaves * levels), dog(plan.octaves * (L + 2));
+  std::vector<cv::Mat> gauss(plan.octaves * levels), dog(plan.octaves);  // dog[o]: its L + 2 layers stacked
   cv::Mat up(plan.size[0], CV_32F), tmp;
   for (int y = 0; y < up.rows; ++y)
     for (int x = 0; x < up.cols; ++x)
@@ -164,18 +193,19 @@ Result detect_and_compute_cpu(const cv::Mat& grey, const Params& params) {
         for (int x = 0; x < base.cols; ++x) base.at<float>(y, x) = src.at<float>(2 * y, 2 * x);
     }
     for (int i = 1; i < levels; ++i) blur(gauss[o * levels + i - 1], tmp, gauss[o * levels + i], plan.kernel[i]);
-    for (int i = 0; i < L + 2; ++i)
-      cv::subtract(gauss[o * levels + i + 1], gauss[o * levels + i], dog[o * (L + 2) + i]);
+    dog[o].create((L + 2) * plan.size[o].height, plan.size[o].width, CV_32F);
+    for (int i = 0; i < L + 2; ++i) {
+      cv::Mat layer = dog[o].rowRange(i * plan.size[o].height, (i + 1) * plan.size[o].height);
+      cv::subtract(gauss[o * levels + i + 1], gauss[o * levels + i], layer);
+    }
   }
 
   std::vector<cv::KeyPoint> raw;
-  std::vector<float> partial(kDescHistLen * kLanes), summed(kDescHistLen);
+  std::vector<float> partial(kOriBins * kLanes), summed(kDescHistLen);
+  std::vector<long long> fixed(kDescHistLen);
   for (int o = 0; o < plan.octaves; ++o) {
-    DogOctave d{};
-    for (int i = 0; i < L + 2; ++i) d.layer[i] = dog[o * (L + 2) + i].ptr<float>();
-    d.rows = plan.size[o].height;
-    d.cols = plan.size[o].width;
-    d.step = d.cols;
+    const DogOctave d{dog[o].ptr<float>(), size_t(plan.size[o].area()), plan.size[o].height, plan.size[o].width,
+                      plan.size[o].width};
     for (int layer = 1; layer <= L; ++layer)
       for (int r = kBorder; r < d.rows - kBorder; ++r)
         for (int c = kBorder; c < d.cols - kBorder; ++c) {
@@ -187,7 +217,7 @@ Result detect_and_compute_cpu(const cv::Mat& grey, const Params& params) {
           const cv::Mat& g = gauss[o * levels + e.layer];
           const Level img{g.ptr<float>(), g.rows, g.cols, g.cols};
           const OrientationWindow w = orientation_window(e);
-          std::fill(partial.begin(), partial.begin() + kOriBins * kLanes, 0.f);
+          std::fill(partial.begin(), partial.end(), 0.f);
           for (int lane = 0; lane < kLanes; ++lane) orientation_partial(img, e, w, lane, &partial[lane], kLanes);
           float raw_hist[kOriBins], hist[kOriBins];
           for (int b = 0; b < kOriBins; ++b) {
@@ -215,13 +245,9 @@ Result detect_and_compute_cpu(const cv::Mat& grey, const Params& params) {
     const cv::Mat& g = gauss[src.octave * levels + src.layer];
     const Level img{g.ptr<float>(), g.rows, g.cols, g.cols};
     const DescriptorWindow w = descriptor_window(src.x, src.y, src.angle, src.scl, g.rows, g.cols);
-    std::fill(partial.begin(), partial.end(), 0.f);
-    for (int lane = 0; lane < kLanes; ++lane) descriptor_partial(img, w, lane, &partial[lane], kLanes);
-    for (int b = 0; b < kDescHistLen; ++b) {
-      float s = 0;
-      for (int lane = 0; lane < kLanes; ++lane) s += partial[b * kLanes + lane];
-      summed[b] = s;
-    }
+    std::fill(fixed.begin(), fixed.end(), 0);
+    descriptor_samples(img, w, 0, 1, 0, 1, [&](int bin, long long v) { fixed[bin] += v; });
+    for (int b = 0; b < kDescHistLen; ++b) summed[b] = from_fixed(fixed[b]);
     descriptor_finish(summed.data(), out.descriptors.ptr<float>(int(i)));
   }
   return out;

@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -32,7 +34,11 @@ struct OctaveTable {
   int count, layers;
   int rows[kMaxOctaves], cols[kMaxOctaves];
   size_t gauss[kMaxOctaves], dog[kMaxOctaves];  // offsets in floats
+  // The extremum search's 32x8 tiles: per octave, tiles across and the first tile's index (all
+  // its layers' tiles follow); tile_start[count] = the total.
+  int tiles_x[kMaxOctaves], tiles_y[kMaxOctaves], tile_start[kMaxOctaves + 1];
 };
+constexpr int kExtremaTileW = 32, kExtremaTileH = 8;
 
 __global__ void upsample_kernel(const uint8_t* src, size_t pitch, int w, int h, float* dst) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -40,27 +46,46 @@ __global__ void upsample_kernel(const uint8_t* src, size_t pitch, int w, int h, 
   dst[size_t(y) * 2 * w + x] = upsample2x([&](int sx, int sy) { return src[size_t(sy) * pitch + sx]; }, w, h, x, y);
 }
 
-__global__ void blur_rows_kernel(const float* __restrict__ src, float* __restrict__ dst, int rows, int cols,
-                                 const float* __restrict__ kernel, int ksize) {
-  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-  if (x >= cols || y >= rows) return;
-  const float* row = src + size_t(y) * cols;
-  const int r = ksize / 2;
-  dst[size_t(y) * cols + x] =
-      blur_row(kernel, ksize, [&](int k) { return __ldg(row + reflect101(x - r + k, cols)); });
-}
-
-// The column pass, writing the level and (when `below` is given) the DoG layer level - below.
-__global__ void blur_columns_kernel(const float* __restrict__ src, float* __restrict__ dst, int rows, int cols,
-                                    const float* __restrict__ kernel, int ksize, const float* __restrict__ below,
-                                    float* __restrict__ dog) {
-  const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-  if (x >= cols || y >= rows) return;
-  const float v =
-      blur_column(kernel, ksize, [&](int k) { return __ldg(src + size_t(reflect101(y + k, rows)) * cols + x); });
-  const size_t i = size_t(y) * cols + x;
-  dst[i] = v;
-  if (below) dog[i] = v - below[i];
+// One Gaussian level: a 32x32 tile of output from its input tile and halo (reflected at the
+// image's edges) in shared memory, the row pass into a second shared tile, the column pass out;
+// the DoG layer level - below is written with it (when `below` is given).
+constexpr int kBlurTile = 32, kBlurThreadsY = 8, kMaxKernel = 63;
+// Passed by value: the weights sit in the constant bank, read by every thread at once.
+struct BlurWeights {
+  float w[kMaxKernel];
+  int ksize;
+};
+__global__ void blur_kernel(const float* __restrict__ src, float* __restrict__ dst, int rows, int cols,
+                            const BlurWeights weights, const float* __restrict__ below, float* __restrict__ dog) {
+  extern __shared__ float tile[];
+  const float* kernel = weights.w;
+  const int ksize = weights.ksize;
+  const int r = ksize / 2, in_w = kBlurTile + 2 * r, in_h = kBlurTile + 2 * r;
+  float* in = tile;                 // [in_h][in_w]
+  float* mid = tile + in_w * in_h;  // [in_h][kBlurTile]
+  const int x0 = blockIdx.x * kBlurTile, y0 = blockIdx.y * kBlurTile;
+  const int tid = threadIdx.y * kBlurTile + threadIdx.x, threads = kBlurTile * kBlurThreadsY;
+  for (int i = tid; i < in_w * in_h; i += threads) {
+    const int ty = i / in_w, tx = i % in_w;
+    in[i] = src[size_t(reflect101(y0 - r + ty, rows)) * cols + reflect101(x0 - r + tx, cols)];
+  }
+  __syncthreads();
+  for (int i = tid; i < in_h * kBlurTile; i += threads) {
+    const float* row = in + (i / kBlurTile) * in_w + i % kBlurTile;
+    mid[i] = blur_row(kernel, ksize, [&](int k) { return row[k]; });
+  }
+  __syncthreads();
+  const int x = x0 + threadIdx.x;
+  if (x >= cols) return;
+  for (int ty = threadIdx.y; ty < kBlurTile; ty += kBlurThreadsY) {
+    const int y = y0 + ty;
+    if (y >= rows) break;
+    const float* column = mid + (ty + r) * kBlurTile + threadIdx.x;
+    const float v = blur_column(kernel, ksize, [&](int k) { return column[k * kBlurTile]; });
+    const size_t i = size_t(y) * cols + x;
+    dst[i] = v;
+    if (below) dog[i] = v - below[i];
+  }
 }
 
 __global__ void halve_kernel(const float* __restrict__ src, int src_cols, float* __restrict__ dst, int rows, int cols) {
@@ -69,23 +94,43 @@ __global__ void halve_kernel(const float* __restrict__ src, int src_cols, float*
   dst[size_t(y) * cols + x] = src[size_t(2 * y) * src_cols + 2 * x];
 }
 
-// blockIdx.z = octave * layers + (layer - 1); blocks past a small octave's edge return at once.
-__global__ void extrema_kernel(OctaveTable t, const float* __restrict__ dogs, int threshold, float contrast,
-                               float edge, float sigma, Extremum* out, unsigned* count, unsigned capacity) {
-  const int octave = blockIdx.z / t.layers, layer = blockIdx.z % t.layers + 1;
-  const int c = blockIdx.x * blockDim.x + threadIdx.x + kBorder, r = blockIdx.y * blockDim.y + threadIdx.y + kBorder;
+// A pixel passing the 26-neighbour test, before refinement.
+struct Candidate {
+  int16_t octave, layer;
+  int r, c;
+};
+
+// One block per 32x8 tile of one DoG layer of one octave, all octaves in one launch (tile_start).
+// Light on registers so that the many threads that find nothing leave fast; the few candidates
+// are refined by refine_kernel.
+__global__ void candidates_kernel(OctaveTable t, const float* __restrict__ dogs, int threshold, Candidate* out,
+                                  unsigned* count, unsigned capacity) {
+  int octave = 0;
+  while (int(blockIdx.x) >= t.tile_start[octave + 1]) ++octave;
+  const int local = int(blockIdx.x) - t.tile_start[octave], per_layer = t.tiles_x[octave] * t.tiles_y[octave];
+  const int layer = local / per_layer + 1, tile = local % per_layer;
+  const int c = (tile % t.tiles_x[octave]) * kExtremaTileW + threadIdx.x + kBorder;
+  const int r = (tile / t.tiles_x[octave]) * kExtremaTileH + threadIdx.y + kBorder;
   if (c >= t.cols[octave] - kBorder || r >= t.rows[octave] - kBorder) return;
-  DogOctave d{};
-  const size_t plane = size_t(t.rows[octave]) * t.cols[octave];
-  for (int i = 0; i < t.layers + 2; ++i) d.layer[i] = dogs + t.dog[octave] + i * plane;
-  d.rows = t.rows[octave];
-  d.cols = t.cols[octave];
-  d.step = d.cols;
-  Extremum e;
-  if (!is_extremum(d, layer, r, c, threshold) || !refine_extremum(d, octave, layer, r, c, t.layers, contrast, edge, sigma, &e))
-    return;
+  const DogOctave d{dogs + t.dog[octave], size_t(t.rows[octave]) * t.cols[octave], t.rows[octave], t.cols[octave],
+                    t.cols[octave]};
+  if (!is_extremum(d, layer, r, c, threshold)) return;
   const unsigned i = atomicAdd(count, 1u);
-  if (i < capacity) out[i] = e;
+  if (i < capacity) out[i] = {int16_t(octave), int16_t(layer), r, c};
+}
+
+// One thread per candidate (the grid covers the capacity; the count is read on the device).
+__global__ void refine_kernel(OctaveTable t, const float* __restrict__ dogs, const Candidate* __restrict__ candidates,
+                              const unsigned* counts, unsigned capacity, float contrast, float edge, float sigma,
+                              Extremum* out, unsigned* count) {
+  const unsigned index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index >= min(counts[0], capacity)) return;
+  const Candidate k = candidates[index];
+  const DogOctave d{dogs + t.dog[k.octave], size_t(t.rows[k.octave]) * t.cols[k.octave], t.rows[k.octave],
+                    t.cols[k.octave], t.cols[k.octave]};
+  Extremum e;
+  if (!refine_extremum(d, k.octave, k.layer, k.r, k.c, t.layers, contrast, edge, sigma, &e)) return;
+  out[atomicAdd(count, 1u)] = e;  // at most one per candidate: within the capacity
 }
 
 // A keypoint as the orientation kernel emits it (cv::KeyPoint's fields, octave-0 coordinates).
@@ -136,29 +181,80 @@ struct DescriptorJob {
   float x, y, scl, angle;
 };
 
-__global__ void descriptor_kernel(OctaveTable t, const float* __restrict__ gauss, const DescriptorJob* __restrict__ jobs,
-                                  int n, float* out) {
-  extern __shared__ float shared[];
-  float* p = shared;                          // [kDescHistLen][kLanes]
-  float* summed = shared + kDescHistLen * kLanes;  // [kDescHistLen]
-  const int lane = threadIdx.x;
+// One block per keypoint: a warp's lanes take 32 different rows (spread over several cells, so
+// that their atomics rarely meet on one bin), the 4 warps every 4th column. Each fixed-point value
+// goes in as two 32-bit parts (split at bit 18), each sum exact below 2^32 (sift_core.h), so the
+// shared-memory atomics are the fast 32-bit ones and the result does not depend on their order.
+constexpr int kDescriptorThreads = 128, kFixedSplit = 18;
+__global__ void descriptor_kernel(OctaveTable t, const float* __restrict__ gauss,
+                                  const DescriptorJob* __restrict__ jobs, float* out) {
+  __shared__ unsigned low[kDescHistLen], high[kDescHistLen];
+  __shared__ float summed[kDescHistLen];
+  const int tid = threadIdx.x;
+  for (int b = tid; b < kDescHistLen; b += kDescriptorThreads) low[b] = high[b] = 0;
+  __syncthreads();
   const DescriptorJob job = jobs[blockIdx.x];
-  for (int b = 0; b < kDescHistLen; ++b) p[b * kLanes + lane] = 0.f;
   const int rows = t.rows[job.octave], cols = t.cols[job.octave];
   const Level img{gauss + t.gauss[job.octave] + job.layer * size_t(rows) * cols, rows, cols, cols};
   const DescriptorWindow w = descriptor_window(job.x, job.y, job.angle, job.scl, rows, cols);
-  descriptor_partial(img, w, lane, p + lane, kLanes);
-  __syncwarp();
-  for (int b = lane; b < kDescHistLen; b += kLanes) {
-    float s = 0;
-    for (int l = 0; l < kLanes; ++l) s += p[b * kLanes + l];
-    summed[b] = s;
-  }
-  __syncwarp();
-  if (lane == 0) descriptor_finish(summed, out + size_t(blockIdx.x) * kDescriptorSize);
+  descriptor_samples(img, w, tid % kLanes, kLanes, tid / kLanes, kDescriptorThreads / kLanes,
+                     [&](int bin, long long v) {
+                       atomicAdd(&low[bin], unsigned(v & ((1ll << kFixedSplit) - 1)));
+                       atomicAdd(&high[bin], unsigned(v >> kFixedSplit));
+                     });
+  __syncthreads();
+  for (int b = tid; b < kDescHistLen; b += kDescriptorThreads)
+    summed[b] = from_fixed((static_cast<long long>(high[b]) << kFixedSplit) + low[b]);
+  __syncthreads();
+  if (tid == 0) descriptor_finish(summed, out + size_t(blockIdx.x) * kDescriptorSize);
 }
 
-dim3 grid_for(int cols, int rows, dim3 block) { return dim3((cols + block.x - 1) / block.x, (rows + block.y - 1) / block.y); }
+// An instantiated CUDA graph, destroyed with its owner.
+class GraphExec {
+ public:
+  GraphExec() = default;
+  ~GraphExec() { reset(); }
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  void reset() noexcept {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+  }
+  // Records what `enqueue` queues on `stream` and instantiates it.
+  template <class F>
+  void capture(cudaStream_t stream, F enqueue) {
+    reset();
+    PRISM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      enqueue();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    PRISM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    const cudaError_t e = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    PRISM_CUDA_CHECK(e);
+  }
+  void launch(cudaStream_t stream) const { PRISM_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+  explicit operator bool() const { return exec_ != nullptr; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+double ms_since(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - t).count();
+  t = now;
+  return ms;
+}
+
+dim3 grid_for(int cols, int rows, dim3 block) {
+  return dim3((cols + block.x - 1) / block.x, (rows + block.y - 1) / block.y);
+}
 
 }  // namespace
 
@@ -167,20 +263,27 @@ struct CudaExtractor::Impl {
   gpu::Stream stream = gpu::Stream::create();
   gpu::PinnedArray<uint8_t> staging;
   gpu::DeviceArray<uint8_t> input;
-  gpu::DeviceArray<float> gauss, dogs, scratch, kernels;
+  gpu::DeviceArray<float> gauss, dogs, scratch;
+  gpu::DeviceArray<Candidate> candidates;
   gpu::DeviceArray<Extremum> extrema;
   gpu::DeviceArray<RawKeypoint> raw;
-  gpu::DeviceArray<unsigned> counters;  // [0] extrema, [1] keypoints
-  gpu::PinnedArray<unsigned> host_counters{2};
+  gpu::DeviceArray<unsigned> counters;  // [0] candidates, [1] extrema, [2] keypoints
+  gpu::PinnedArray<unsigned> host_counters{3};
   gpu::PinnedArray<RawKeypoint> host_raw;
   gpu::DeviceArray<DescriptorJob> jobs;
   gpu::PinnedArray<DescriptorJob> host_jobs;
   gpu::DeviceArray<float> descriptors;
   gpu::PinnedArray<float> host_descriptors;
   cv::Size planned;
+  // The pyramid and extrema launches (about 100 for a 640x480 image) as one graph, per size and
+  // extremum capacity.
+  GraphExec front;
+  cv::Size front_size;
+  size_t front_capacity = 0;
+  Timings timings;
   Pyramid plan;
   OctaveTable table{};
-  std::vector<int> kernel_offset;
+  std::vector<BlurWeights> weights;
 
   void prepare(int width, int height) {
     if (planned == cv::Size(width, height)) return;
@@ -198,37 +301,39 @@ struct CudaExtractor::Impl {
       const size_t plane = size_t(plan.size[o].area());
       g += plane * (plan.layers + 3);
       d += plane * (plan.layers + 2);
+      table.tiles_x[o] = std::max(0, (table.cols[o] - 2 * kBorder + kExtremaTileW - 1) / kExtremaTileW);
+      table.tiles_y[o] = std::max(0, (table.rows[o] - 2 * kBorder + kExtremaTileH - 1) / kExtremaTileH);
+      table.tile_start[o + 1] = table.tile_start[o] + table.tiles_x[o] * table.tiles_y[o] * plan.layers;
     }
     gauss.reserve(g);
     dogs.reserve(d);
-    scratch.reserve(size_t(plan.size[0].area()) * 2);
-    std::vector<float> k;
-    kernel_offset.clear();
+    scratch.reserve(size_t(plan.size[0].area()));
+    weights.clear();
     for (const auto& v : plan.kernel) {
-      kernel_offset.push_back(int(k.size()));
-      k.insert(k.end(), v.begin(), v.end());
+      if (int(v.size()) > kMaxKernel) throw std::invalid_argument("sift: sigma is too large for the CUDA path");
+      BlurWeights b{};
+      std::copy(v.begin(), v.end(), b.w);
+      b.ksize = int(v.size());
+      weights.push_back(b);
     }
-    kernels = gpu::device_copy(k.data(), k.size());
     planned = cv::Size(width, height);
   }
 
   void blur(const float* src, float* dst, int rows, int cols, int level, const float* below, float* dog) {
-    const dim3 block(32, 8), grid = grid_for(cols, rows, block);
-    float* tmp = scratch.data();
-    const float* k = kernels.data() + kernel_offset[level];
-    const int ksize = int(plan.kernel[level].size());
-    blur_rows_kernel<<<grid, block, 0, stream>>>(src, tmp, rows, cols, k, ksize);
-    blur_columns_kernel<<<grid, block, 0, stream>>>(tmp, dst, rows, cols, k, ksize, below, dog);
+    const int ksize = int(plan.kernel[level].size()), r = ksize / 2;
+    const dim3 block(kBlurTile, kBlurThreadsY);
+    const dim3 grid((cols + kBlurTile - 1) / kBlurTile, (rows + kBlurTile - 1) / kBlurTile);
+    const size_t shared = size_t(kBlurTile + 2 * r) * (kBlurTile + 2 * r + kBlurTile) * sizeof(float);
+    blur_kernel<<<grid, block, shared, stream>>>(src, dst, rows, cols, weights[level], below, dog);
   }
 
-  Result run(const uint8_t* grey, size_t pitch, int width, int height) {
-    prepare(width, height);
+  // The pyramid from `input`, the candidates and the extrema, their counts copied to host_counters[0..1].
+  void enqueue_front(int width, int height) {
     const int L = plan.layers, levels = L + 3;
-    // The upsampled input goes to the second half of the scratch, the row pass uses the first.
-    float* up = scratch.data() + plan.size[0].area();
+    float* up = scratch.data();  // the upsampled input
     const dim3 block(32, 8);
-    upsample_kernel<<<grid_for(plan.size[0].width, plan.size[0].height, block), block, 0, stream>>>(grey, pitch, width,
-                                                                                                    height, up);
+    upsample_kernel<<<grid_for(plan.size[0].width, plan.size[0].height, block), block, 0, stream>>>(
+        input.data(), size_t(width), width, height, up);
     for (int o = 0; o < plan.octaves; ++o) {
       const int rows = table.rows[o], cols = table.cols[o];
       const size_t plane = size_t(rows) * cols;
@@ -243,44 +348,61 @@ struct CudaExtractor::Impl {
         blur(g + (i - 1) * plane, g + i * plane, rows, cols, i, g + (i - 1) * plane,
              dogs.data() + table.dog[o] + (i - 1) * plane);
     }
-    PRISM_CUDA_CHECK(cudaGetLastError());
+    PRISM_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 3 * sizeof(unsigned), stream));
+    const unsigned capacity = unsigned(candidates.size());
+    if (table.tile_start[plan.octaves] > 0)
+      candidates_kernel<<<table.tile_start[plan.octaves], dim3(kExtremaTileW, kExtremaTileH), 0, stream>>>(
+          table, dogs.data(), plan.threshold, candidates.data(), counters.data(), capacity);
+    refine_kernel<<<(capacity + 127) / 128, 128, 0, stream>>>(
+        table, dogs.data(), candidates.data(), counters.data(), capacity, float(params.contrast_threshold),
+        float(params.edge_threshold), float(params.sigma), extrema.data(), counters.data() + 1);
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(host_counters.data(), counters.data(), 2 * sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
+  }
 
-    // Extrema, with room for more than any image has shown; a rerun with more if not.
-    counters.reserve(2);
-    if (extrema.size() == 0) extrema.resize(1u << 16);
-    for (;;) {
-      PRISM_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 2 * sizeof(unsigned), stream));
-      const dim3 eb(32, 8);
-      const dim3 eg((table.cols[0] - 2 * kBorder + eb.x - 1) / eb.x, (table.rows[0] - 2 * kBorder + eb.y - 1) / eb.y,
-                    unsigned(plan.octaves * L));
-      extrema_kernel<<<eg, eb, 0, stream>>>(table, dogs.data(), plan.threshold, float(params.contrast_threshold),
-                                            float(params.edge_threshold), float(params.sigma), extrema.data(),
-                                            counters.data(), unsigned(extrema.size()));
-      PRISM_CUDA_CHECK(cudaMemcpyAsync(host_counters.data(), counters.data(), sizeof(unsigned), cudaMemcpyDeviceToHost,
-                                       stream));
-      PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-      if (host_counters[0] <= extrema.size()) break;
-      extrema.resize(host_counters[0] + host_counters[0] / 4);
+  // The 8-bit image is in `input` (width x height, packed).
+  Result run(int width, int height) {
+    auto clock = std::chrono::steady_clock::now();
+    prepare(width, height);
+    counters.reserve(3);
+    if (candidates.size() == 0) {
+      candidates.resize(1u << 16);
+      extrema.resize(candidates.size());
     }
-    const unsigned n = host_counters[0];
+    // Room for more candidates than any image has shown; a rerun with more if not.
+    for (;;) {
+      if (!front || front_size != planned || front_capacity != candidates.size()) {
+        front.capture(stream, [&] { enqueue_front(width, height); });
+        front_size = planned;
+        front_capacity = candidates.size();
+      }
+      front.launch(stream);
+      PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      if (host_counters[0] <= candidates.size()) break;
+      candidates.resize(host_counters[0] + host_counters[0] / 4);
+      extrema.resize(candidates.size());
+    }
+    timings.pyramid = ms_since(clock);
+    const unsigned n = host_counters[1];
     const unsigned capacity = n * kMaxOrientations;
     raw.reserve(std::max(capacity, 1u));
     if (n) {
       orientation_kernel<<<(n + kWarpsPerBlock - 1) / kWarpsPerBlock, kWarpsPerBlock * kLanes, 0, stream>>>(
-          table, gauss.data(), extrema.data(), n, raw.data(), counters.data() + 1, capacity);
-      PRISM_CUDA_CHECK(cudaMemcpyAsync(host_counters.data() + 1, counters.data() + 1, sizeof(unsigned),
+          table, gauss.data(), extrema.data(), n, raw.data(), counters.data() + 2, capacity);
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(host_counters.data() + 2, counters.data() + 2, sizeof(unsigned),
                                        cudaMemcpyDeviceToHost, stream));
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     } else {
-      host_counters[1] = 0;
+      host_counters[2] = 0;
     }
-    const unsigned kps = host_counters[1];
+    const unsigned kps = host_counters[2];
     host_raw.reserve(std::max(kps, 1u));
     if (kps) {
       PRISM_CUDA_CHECK(
           cudaMemcpyAsync(host_raw.data(), raw.data(), kps * sizeof(RawKeypoint), cudaMemcpyDeviceToHost, stream));
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
+    timings.orientation = ms_since(clock);
     std::vector<cv::KeyPoint> found;
     found.reserve(kps);
     for (unsigned i = 0; i < kps; ++i) {
@@ -292,6 +414,8 @@ struct CudaExtractor::Impl {
     out.keypoints = select_keypoints(std::move(found), params.nfeatures);
     const int m = int(out.keypoints.size());
     out.descriptors.create(m, kDescriptorSize, CV_32F);
+    timings.select = ms_since(clock);
+    timings.descriptors = 0;
     if (m == 0) return out;
     host_jobs.reserve(m);
     for (int i = 0; i < m; ++i) {
@@ -303,20 +427,26 @@ struct CudaExtractor::Impl {
     host_descriptors.reserve(size_t(m) * kDescriptorSize);
     PRISM_CUDA_CHECK(
         cudaMemcpyAsync(jobs.data(), host_jobs.data(), m * sizeof(DescriptorJob), cudaMemcpyHostToDevice, stream));
-    const size_t shared = (kDescHistLen * kLanes + kDescHistLen) * sizeof(float);
-    descriptor_kernel<<<m, kLanes, shared, stream>>>(table, gauss.data(), jobs.data(), m, descriptors.data());
+    descriptor_kernel<<<m, kDescriptorThreads, 0, stream>>>(table, gauss.data(), jobs.data(), descriptors.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(host_descriptors.data(), descriptors.data(), size_t(m) * kDescriptorSize * sizeof(float),
-                                     cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(host_descriptors.data(), descriptors.data(),
+                                     size_t(m) * kDescriptorSize * sizeof(float), cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::copy(host_descriptors.data(), host_descriptors.data() + size_t(m) * kDescriptorSize,
               out.descriptors.ptr<float>());
+    timings.descriptors = ms_since(clock);
     return out;
   }
 };
 
 CudaExtractor::CudaExtractor(const Params& params) : impl_(std::make_unique<Impl>()) {
   plan_pyramid(64, 64, params);  // validates the parameters now rather than at the first image
+  // The largest descriptor window (layer = nOctaveLayers, xi < 0.5) must keep the fixed-point
+  // sums' 32-bit halves exact (descriptor_kernel).
+  const double scl = params.sigma * std::pow(2., (params.octave_layers + 0.5) / params.octave_layers);
+  const int radius = int(std::lround(kDescSclFactor * scl * 1.4142135623730951 * (kDescWidth + 1) * 0.5)) + 1;
+  if ((2 * radius + 1) * (2 * radius + 1) > kMaxDescSamples)
+    throw std::invalid_argument("sift: sigma " + std::to_string(params.sigma) + " is too large for the CUDA path");
   impl_->params = params;
 }
 CudaExtractor::~CudaExtractor() = default;
@@ -329,15 +459,22 @@ Result CudaExtractor::detect_and_compute(const cv::Mat& grey) {
   const size_t bytes = grey.total();
   m.staging.reserve(bytes);
   m.input.reserve(bytes);
-  for (int y = 0; y < grey.rows; ++y) std::copy(grey.ptr(y), grey.ptr(y) + grey.cols, m.staging.data() + size_t(y) * grey.cols);
+  for (int y = 0; y < grey.rows; ++y)
+    std::copy(grey.ptr(y), grey.ptr(y) + grey.cols, m.staging.data() + size_t(y) * grey.cols);
   PRISM_CUDA_CHECK(cudaMemcpyAsync(m.input.data(), m.staging.data(), bytes, cudaMemcpyHostToDevice, m.stream));
-  return m.run(m.input.data(), size_t(grey.cols), grey.cols, grey.rows);
+  return m.run(grey.cols, grey.rows);
 }
 
 Result CudaExtractor::detect_and_compute_device(const uint8_t* grey, size_t pitch, int width, int height) {
   if (!grey) throw std::invalid_argument("sift: null device image");
   check_size(width, height);
-  return impl_->run(grey, pitch, width, height);
+  Impl& m = *impl_;
+  m.input.reserve(size_t(width) * height);
+  PRISM_CUDA_CHECK(cudaMemcpy2DAsync(m.input.data(), size_t(width), grey, pitch, size_t(width), size_t(height),
+                                     cudaMemcpyDeviceToDevice, m.stream));
+  return m.run(width, height);
 }
+
+const CudaExtractor::Timings& CudaExtractor::last_timings() const { return impl_->timings; }
 
 }  // namespace prism::sift

@@ -16,9 +16,10 @@
 // tests state the tolerance against cv::SIFT on real images):
 // - exp, atan2, sin/cos and 2^x are our own float polynomials (OpenCV: hal::exp32f, fastAtan2,
 //   cosf/sinf, powf), so the CPU and CUDA paths run the same arithmetic and agree bit for bit.
-// - The histograms of one keypoint are summed in 32 interleaved partial sums (rows i, i+32, ...),
-//   then added in order: how a warp sums them, and the same order on the CPU. OpenCV sums in scan
-//   order.
+// - Order of the sums: an orientation histogram is summed in 32 interleaved partial sums (rows
+//   i, i + 32, ...) added in order, as a warp sums it; a descriptor histogram is summed exactly in
+//   fixed point (2^-28), in any order, as a block's threads add with atomics. OpenCV sums both in
+//   float in scan order.
 // - The refinement's 3x3 solve and the other small expressions are evaluated without FMA
 //   contraction (OpenCV's AVX2 build lets the compiler contract them).
 //
@@ -73,6 +74,14 @@ class CudaExtractor {
   // An 8-bit grey image already in device memory (`pitch` bytes per row), read on this
   // extractor's stream: the caller orders its writes before (an event or a synchronised stream).
   Result detect_and_compute_device(const uint8_t* grey, size_t pitch, int width, int height);
+
+  // Where the last call's time went, in host milliseconds: the pyramid and the extrema (up to
+  // their count on the host), the orientations with the keypoints' download, the selection on the
+  // host, and the descriptors with their download.
+  struct Timings {
+    double pyramid = 0, orientation = 0, select = 0, descriptors = 0;
+  };
+  const Timings& last_timings() const;
 
  private:
   struct Impl;

@@ -150,11 +150,13 @@ PRISM_HD float upsample2x(Src src, int w, int h, int x, int y) {
   return top * (1.f - fy) + bottom * fy;
 }
 
-// A DoG octave as the extremum search sees it: layers 0 .. nOctaveLayers + 1, row-major.
+// A DoG octave as the extremum search sees it: layers 0 .. nOctaveLayers + 1, each `plane` floats
+// after the one before, rows of `step` floats.
 struct DogOctave {
-  const float* layer[8];  // nOctaveLayers + 2 <= 8
+  const float* base;
+  size_t plane;
   int rows, cols, step;
-  PRISM_HD float at(int l, int r, int c) const { return layer[l][r * step + c]; }
+  PRISM_HD float at(int l, int r, int c) const { return base[size_t(l) * plane + size_t(r) * step + c]; }
 };
 
 // findScaleSpaceExtrema's test: |v| above the threshold and >= (or <=) all 26 neighbours.
@@ -347,13 +349,26 @@ PRISM_HD DescriptorWindow descriptor_window(float x, float y, float ori, float s
   return w;
 }
 
-// One lane's share of the 4x4x8 histogram (with its one-cell margins: kDescHistLen bins at
-// `hist[bin * stride]`, zeroed by the caller): rows i = -radius + lane, + kLanes, ...
-PRISM_HD void descriptor_partial(const Level& img, const DescriptorWindow& w, int lane, float* hist, int stride) {
+// The descriptor histogram is summed in fixed point, 2^-28 of a unit: integer sums do not depend
+// on the order of the additions, so a block's threads add their samples with shared-memory
+// atomics and still match the CPU path's loop bit for bit (float atomics would not; see
+// ../shared/FACTS.md on kornia-rs). A sample adds at most 361 x 2^28 to a bin; the CUDA path
+// splits that at bit 18 into two 32-bit sums, exact for windows up to kMaxDescSamples samples.
+constexpr float kDescFixedScale = 268435456.f;  // 2^28
+constexpr int kMaxDescSamples = 11000;
+PRISM_HD long long to_fixed(float v) { return llrintf(v * kDescFixedScale); }
+PRISM_HD float from_fixed(long long v) { return float(double(v) * (1.0 / 268435456.0)); }
+
+// The samples of the (2 radius + 1)^2 window in rows row0, row0 + row_step, ... and columns col0,
+// col0 + col_step, ... (0-based), each added to the 4x4x8 histogram with its one-cell margins
+// (kDescHistLen bins, fixed point) by `add(bin, value)`.
+template <class Add>
+PRISM_HD void descriptor_samples(const Level& img, const DescriptorWindow& w, int row0, int row_step, int col0,
+                                 int col_step, Add add) {
   constexpr int d = kDescWidth, n = kDescBins;
   const float bins_per_rad = n / 360.f, exp_scale = -1.f / (d * d * 0.5f);
-  for (int i = -w.radius + lane; i <= w.radius; i += kLanes) {
-    for (int j = -w.radius; j <= w.radius; ++j) {
+  for (int i = -w.radius + row0; i <= w.radius; i += row_step)
+    for (int j = -w.radius + col0; j <= w.radius; j += col_step) {
       const float c_rot = j * w.cos_t - i * w.sin_t;
       const float r_rot = j * w.sin_t + i * w.cos_t;
       float rbin = r_rot + d / 2 - 0.5f;
@@ -383,16 +398,15 @@ PRISM_HD void descriptor_partial(const Level& img, const DescriptorWindow& w, in
       const float v_rco011 = v_rc01 * obin, v_rco010 = v_rc01 - v_rco011;
       const float v_rco001 = v_rc00 * obin, v_rco000 = v_rc00 - v_rco001;
       const int idx = ((r0 + 1) * (d + 2) + c0 + 1) * (n + 2) + o0;
-      hist[idx * stride] += v_rco000;
-      hist[(idx + 1) * stride] += v_rco001;
-      hist[(idx + (n + 2)) * stride] += v_rco010;
-      hist[(idx + (n + 3)) * stride] += v_rco011;
-      hist[(idx + (d + 2) * (n + 2)) * stride] += v_rco100;
-      hist[(idx + (d + 2) * (n + 2) + 1) * stride] += v_rco101;
-      hist[(idx + (d + 3) * (n + 2)) * stride] += v_rco110;
-      hist[(idx + (d + 3) * (n + 2) + 1) * stride] += v_rco111;
+      add(idx, to_fixed(v_rco000));
+      add(idx + 1, to_fixed(v_rco001));
+      add(idx + (n + 2), to_fixed(v_rco010));
+      add(idx + (n + 3), to_fixed(v_rco011));
+      add(idx + (d + 2) * (n + 2), to_fixed(v_rco100));
+      add(idx + (d + 2) * (n + 2) + 1, to_fixed(v_rco101));
+      add(idx + (d + 3) * (n + 2), to_fixed(v_rco110));
+      add(idx + (d + 3) * (n + 2) + 1, to_fixed(v_rco111));
     }
-  }
 }
 
 // The summed histogram (kDescHistLen bins, modified) to the descriptor: fold the circular

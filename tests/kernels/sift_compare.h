@@ -18,16 +18,26 @@ struct SiftAgreement {
   int reference = 0, other = 0;  // keypoint counts
   int found = 0;                 // reference keypoints the other has (same place, scale, angle)
   int identical = 0;             // of those, descriptors equal in all 128 values
+  int close = 0;                 // of those, descriptors within L1 = 2
   double max_l1 = 0;             // the largest descriptor L1 difference among those found
   double found_share() const { return reference ? double(found) / reference : 1.0; }
   double identical_share() const { return found ? double(identical) / found : 1.0; }
+  double close_share() const { return found ? double(close) / found : 1.0; }
   std::string str() const {
     std::ostringstream s;
     s << found << " of " << reference << " reference keypoints found (" << other << " in the other), " << identical
-      << " identical descriptors, max L1 " << max_l1;
+      << " identical descriptors, " << close << " within L1 2, max L1 " << max_l1;
     return s.str();
   }
 };
+
+// The tolerance kernels/sift claims against cv::SIFT (its tests check it on the CPU and the GPU):
+// at least 99% of the reference's keypoints found, 99% of their descriptors identical, 99.9%
+// within L1 = 2 (of 128 values 0..255, norm 512) and none beyond L1 = 16. A value at a rounding
+// edge of the 0.2 clamp or of the 512 x scaling moves by one; a bin near the clamp moves a few.
+inline bool within_tolerance(const SiftAgreement& a) {
+  return a.found_share() >= 0.99 && a.identical_share() >= 0.99 && a.close_share() >= 0.999 && a.max_l1 <= 16;
+}
 
 // Same keypoint: positions within 0.01 px, sizes within 0.01 px, angles within 0.1 degree.
 inline SiftAgreement compare_sift(const std::vector<cv::KeyPoint>& ref, const cv::Mat& ref_desc,
@@ -60,6 +70,7 @@ inline SiftAgreement compare_sift(const std::vector<cv::KeyPoint>& ref, const cv
     ++a.found;
     const double l1 = cv::norm(ref_desc.row(i), other_desc.row(best), cv::NORM_L1);
     a.identical += l1 == 0;
+    a.close += l1 <= 2;
     a.max_l1 = std::max(a.max_l1, l1);
   }
   return a;

@@ -1,9 +1,8 @@
 // kernels/sift on the CPU against OpenCV 4.6's cv::SIFT, the independent reference it claims to be
 // interchangeable with: on real photos and textures, and on fresh random textures. The tolerance
-// (stated in kernels/sift/sift.h's terms): at least 99% of cv::SIFT's keypoints found at the same
-// position (0.01 px), scale (0.01 px) and orientation (0.1 degree), at least 99% of their
-// descriptors identical, and none off by more than L1 = 2 (of 128 values 0..255). Measured at the
-// time of writing: 100% found and 99.9% identical, max L1 1.
+// is sift_compare.h's within_tolerance (keypoints at the same position within 0.01 px, scale within
+// 0.01 px, orientation within 0.1 degree). Measured at the time of writing: 100% found, 99.8-100%
+// identical, max L1 1 on the CPU (7 once in about 20,000 on the GPU's random textures).
 #include <gtest/gtest.h>
 
 #include <opencv2/features2d.hpp>
@@ -30,9 +29,7 @@ void expect_interchangeable(const cv::Mat& grey, const std::string& what) {
   ASSERT_GT(ref.size(), 20u) << what << ": too few keypoints to say anything";
   const test::SiftAgreement a = test::compare_sift(ref, ref_desc, ours.keypoints, ours.descriptors);
   std::cout << what << ": " << a.str() << "\n";
-  EXPECT_GE(a.found_share(), 0.99) << what << ": " << a.str();
-  EXPECT_GE(a.identical_share(), 0.99) << what << ": " << a.str();
-  EXPECT_LE(a.max_l1, 2.0) << what << ": " << a.str();
+  EXPECT_TRUE(test::within_tolerance(a)) << what << ": " << a.str();
   EXPECT_LE(std::abs(int(ours.keypoints.size()) - int(ref.size())), std::max(2, int(ref.size()) / 100)) << what;
 }
 
