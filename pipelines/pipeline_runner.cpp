@@ -199,7 +199,8 @@ class Run {
   int loop() {
     GstBus* bus = gst_element_get_bus(pipeline_);
     const auto types =
-        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO);
+        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO |
+                                    (options_.on_element_message ? GST_MESSAGE_ELEMENT : 0));
     Stop stop = Stop::None;
     Clock::time_point stop_deadline;
     int result = -1;
@@ -216,6 +217,12 @@ class Run {
           case GST_MESSAGE_WARNING: report(msg, "warning"); break;
           // e.g. a Prism element telling that it runs on the CPU because no GPU is usable
           case GST_MESSAGE_INFO: report(msg, "info"); break;
+          case GST_MESSAGE_ELEMENT:
+            if (const std::string error = options_.on_element_message(msg); !error.empty()) {
+              print_line("prism: error: " + error);
+              result = kExitRuntimeError;
+            }
+            break;
           default: break;
         }
         gst_message_unref(msg);

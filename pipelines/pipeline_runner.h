@@ -1,7 +1,11 @@
 // Running a validated PipelineConfig to EOS, with progress, error reporting and Ctrl-C handling.
 #pragma once
 
+#include <gst/gst.h>
+
 #include <cstdio>
+#include <functional>
+#include <string>
 
 #include "pipeline_config.h"
 
@@ -22,6 +26,10 @@ struct RunOptions {
                                // reach the sinks, then (at most as long again) for NULL
   bool handle_signals = true;  // install SIGINT/SIGTERM handlers for the run
   FILE* out = stderr;          // where progress, warnings and errors go
+  // When set, called on the main thread for every element message of the bus, in order (prism run
+  // --results writes the analysis results). A non-empty return is an error: printed, and the run
+  // stops with kExitRuntimeError.
+  std::function<std::string(GstMessage*)> on_element_message;
 };
 
 // Builds the pipeline from to_launch_line(config), plays it and returns an ExitCode. A pipeline

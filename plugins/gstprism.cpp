@@ -5,6 +5,7 @@
 #include "gstenvisrc.h"
 #include "gstpoissonblend.h"
 #include "gstprismconvert.h"
+#include "gstprismresults.h"
 #include "gstspectralize.h"
 #include "gstbowclassify.h"
 #include "gsttextureid.h"
@@ -22,6 +23,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   ok |= GST_ELEMENT_REGISTER(envisrc, plugin);
   ok |= GST_ELEMENT_REGISTER(textureid, plugin);
   ok |= GST_ELEMENT_REGISTER(bowclassify, plugin);
+  ok |= GST_ELEMENT_REGISTER(prismresults, plugin);
   return ok;
 }
 

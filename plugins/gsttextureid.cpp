@@ -366,10 +366,10 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
                       "inliers", G_TYPE_INT, b.geometry.inliers, "matches", G_TYPE_INT, b.geometry.matches, "score",
                       G_TYPE_DOUBLE, b.significance, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
   };
+  /* The inliers' box in frame pixels, rounded outwards and clipped; the whole frame without one. */
+  int x0 = 0, y0 = 0, x1 = W, y1 = H;
   if (r.identified) {
-    /* The inliers' box in frame pixels, rounded outwards and clipped; the whole frame without one. */
     const cv::Rect2f &qb = b.geometry.query_box;
-    int x0 = 0, y0 = 0, x1 = W, y1 = H;
     if (qb.width > 0 && qb.height > 0) {
       x0 = std::clamp((int)std::floor(qb.x), 0, W);
       y0 = std::clamp((int)std::floor(qb.y), 0, H);
@@ -386,6 +386,9 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
   GstStructure *s = gst_prism_frame_message_new("textureid", &trans->segment, buf, frame);
   gst_structure_set(s, "mode", G_TYPE_STRING, mode == MODE_VERIFY ? "verify" : "search", nullptr);
   fields(s);
+  if (r.identified)
+    gst_structure_set(s, "x", G_TYPE_INT, x0, "y", G_TYPE_INT, y0, "width", G_TYPE_INT, x1 - x0, "height", G_TYPE_INT,
+                      y1 - y0, nullptr);
   if (sharp >= 0) gst_structure_set(s, "sharpness", G_TYPE_DOUBLE, sharp, nullptr);
   gst_prism_post_frame_message(GST_ELEMENT(trans), s);
   return GST_FLOW_OK;

@@ -24,10 +24,11 @@
  *   running-time, duration, frame (gst_prism_frame_message_new), then mode ("search" or "verify"),
  *   id (the identified or claimed product; not identified in search mode, the best candidate; ""
  *   with none), identified (boolean), inliers, matches (int), score (double: the significance the
- *   decision is made on), latency-ms (features + matching + verification) and, with min-sharpness
- *   set, sharpness. An identified frame also gets a GstVideoRegionOfInterestMeta of type "texture"
- *   over the inliers' bounding box (the whole frame without one) with a "textureid" param: id,
- *   identified, inliers, matches, score, latency-ms. Frames not identified, and frames skipped,
+ *   decision is made on), latency-ms (features + matching + verification), when identified x, y,
+ *   width, height (int: the ROI meta's box) and, with min-sharpness set, sharpness. An identified
+ *   frame also gets a GstVideoRegionOfInterestMeta of type "texture" over the inliers' bounding box
+ *   (the whole frame without one) with a "textureid" param: id, identified, inliers, matches, score,
+ *   latency-ms. Frames not identified, and frames skipped,
  *   carry no meta and post nothing.
  *
  * Device memory:

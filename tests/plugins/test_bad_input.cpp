@@ -3,7 +3,7 @@
 // field) or "" for a run to EOS. prism::test::check_launch_case runs a row within a time bound and
 // fails it on a crash, a hang, another error, or any GLib CRITICAL or WARNING logged meanwhile.
 // Cases already tested beside their element (test_poissonblend, test_emdtracker, test_tensor,
-// test_textureid, test_bowclassify) are not repeated here. DEVELOPERS.md ("Bad input") counts the rows.
+// test_textureid, test_bowclassify, test_results) are not repeated here. DEVELOPERS.md ("Bad input") counts the rows.
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
@@ -310,6 +310,28 @@ const std::vector<LaunchCase> kPrismConvert = {
 };
 
 TEST_F(BadInput, PrismConvert) { check_table(kPrismConvert); }
+
+// ---- prismresults -------------------------------------------------------------------------------------------
+
+std::string results(const std::string& props) {
+  return kVideo + "emdtracker device=cpu " + kTarget + "! prismresults name=r " + props + " ! fakesink";
+}
+
+const std::vector<LaunchCase> kPrismResults = {
+    {"location unset", results(""), {}, "property 'location' is not set"},
+    {"location in a missing folder", results("location=@DIR@/no/r.jsonl"), {}, "no/r.jsonl': cannot open"},
+    {"location is a directory", results("location=@DIR@/r"), {folder("r")}, "'location': results file"},
+    {"location is a FIFO without a reader", results("location=@DIR@/r"), {fifo("r")}, "No such device"},
+    {"location is /dev/full", results("location=/dev/full"), {}, "'/dev/full': cannot write"},
+    {"location has a non-UTF-8 name", results(""), {}, "", {{"r", "location", "@DIR@/" + kLatin1}}},
+    {"location has a non-UTF-8 name in a missing folder",
+     results(""),
+     {},
+     "cannot open",
+     {{"r", "location", "@DIR@/" + kLatin1 + "/r.jsonl"}}},
+};
+
+TEST_F(BadInput, PrismResults) { check_table(kPrismResults); }
 
 }  // namespace
 }  // namespace prism

@@ -5,16 +5,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "gst_setup.h"
 #include "launch_line.h"
 #include "cli_support.h"
+#include "process.h"
 
 namespace fs = std::filesystem;
 
@@ -168,6 +173,63 @@ links: [[src, {caps: "video/x-raw,width=64,height=48,framerate=30/1"}, sink]]
   // A progress line about a second in (its stamp is the wall clock when the line is printed, so a
   // loaded machine may print 1.1 s or later: only its form is fixed).
   EXPECT_TRUE(std::regex_search(result.output, std::regex(" fps, [0-9]+\\.[0-9] s\n"))) << result.output;
+}
+
+// emdtracker on 3 test frames (it finds the colour bar of target-rect), then TAIL's elements, linked after it.
+std::string results_config(const std::string& tail_elements = "", const std::string& tail_links = "") {
+  return R"(elements:
+  src: {element: videotestsrc, properties: {num-buffers: 3}}
+  emd: {element: emdtracker, properties: {device: cpu, target-rect: "2,2,12,60", threshold: 1, min-area: 64}}
+)" + tail_elements +
+         R"(  sink: {element: fakesink}
+links: [[src, {caps: "video/x-raw,format=GRAY8,width=160,height=120"}, emd, )" +
+         tail_links + "sink]]\n";
+}
+
+// `prism run --results -`: standard output holds the JSON lines and nothing else; progress goes to stderr.
+TEST(PrismCli, ResultsToStandardOutputAreJsonLinesOnly) {
+  TempDir dir;
+  const std::string config = dir.write("r.yaml", results_config());
+  std::string out;
+  // a subshell: run_command adds 2>&1 to the whole command
+  const int status = test::run_command("(" + shell_quote(PRISM_EXE) + " run " + shell_quote(config) +
+                                           " --results - 2>" + shell_quote(dir.file("err")) + ")",
+                                       out);
+  std::ifstream err_file(dir.file("err"));
+  const std::string err((std::istreambuf_iterator<char>(err_file)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(status, 0) << out << err;
+  EXPECT_NE(err.find("prism: done: 3 frames"), std::string::npos) << err;
+  std::istringstream lines(out);
+  std::string text;
+  int n = 0;
+  while (std::getline(lines, text)) {
+    const nlohmann::json line = nlohmann::json::parse(text);  // throws, failing the test, on anything but JSON
+    EXPECT_EQ(line.at("schema"), "prism.results/1");
+    EXPECT_EQ(line.at("element"), "emd");
+    EXPECT_EQ(line.at("factory"), "emdtracker");
+    EXPECT_EQ(line.at("frame"), n);
+    EXPECT_EQ(line.at("pts"), gst_util_uint64_scale(n, GST_SECOND, 30));  // videotestsrc's stamps at 30/1
+    EXPECT_FALSE(line.at("results").empty()) << text;
+    ++n;
+  }
+  EXPECT_EQ(n, 3) << out;
+}
+
+// --results FILE and the prismresults element write the same lines.
+TEST(PrismCli, ResultsFileHasTheLinesOfPrismresults) {
+  TempDir dir;
+  const std::string element_file = dir.file("element.jsonl"), cli_file = dir.file("cli.jsonl");
+  const std::string config = dir.write(
+      "r.yaml",
+      results_config("  res: {element: prismresults, properties: {location: \"" + element_file + "\"}}\n", "res, "));
+  const auto result = run_prism({"run", config, "--results", cli_file});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream a(cli_file), b(element_file);
+  const std::string cli((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+  const std::string element((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::count(cli.begin(), cli.end(), '\n'), 3) << cli;
+  EXPECT_EQ(cli, element);
+  EXPECT_NE(cli.find(R"("box":{"x":)"), std::string::npos) << cli;
 }
 
 TEST(PrismCli, SigintSendsEosAndExits130) {

@@ -1,9 +1,11 @@
 // prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS] [--grace SECONDS]
+//                  [--results FILE|-]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "gst/prism/gstprismresults.h"
 #include "gst_setup.h"
 #include "launch_line.h"
 #include "pipeline_config.h"
@@ -14,7 +16,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS]\n"
-    "                [--grace SECONDS]\n"
+    "                [--grace SECONDS] [--results FILE|-]\n"
     "\n"
     "Validates the YAML pipeline CONFIG, then runs it until end of stream.\n"
     "\n"
@@ -26,6 +28,10 @@ constexpr char kUsage[] =
     "  --grace SECONDS    after EOS (--timeout, Ctrl-C, SIGTERM), wait at most SECONDS for it to\n"
     "                     reach the sinks, then stop the pipeline anyway and exit 1 (130 when\n"
     "                     interrupted); default 3\n"
+    "  --results FILE|-   write every result of the analysis elements (emdtracker, textureid,\n"
+    "                     bowclassify) as JSON lines, schema prism.results/1 (docs/RESULTS.md),\n"
+    "                     to FILE (created or emptied) or to standard output with '-'; progress,\n"
+    "                     warnings and errors always go to standard error\n"
     "  -h, --help         show this help\n"
     "\n"
     "Exit status: 0 end of stream, 1 pipeline error, 2 invalid config or arguments,\n"
@@ -35,6 +41,8 @@ struct RunArgs {
   std::string config;
   std::vector<Override> overrides;
   bool print = false;
+  bool results = false;
+  std::string results_location;
   RunOptions options;
 };
 
@@ -76,6 +84,10 @@ int parse_args(int argc, char** argv, RunArgs& args) {
       if (!take_value(text)) return usage_error("--set needs NAME=VALUE");
       if (!parse_override(text, o)) return usage_error("--set needs NAME=VALUE, got '" + text + "'");
       args.overrides.push_back(o);
+    } else if (arg == "--results") {
+      if (!take_value(args.results_location) || args.results_location.empty())
+        return usage_error("--results needs a FILE, or '-' for standard output");
+      args.results = true;
     } else if (arg == "--timeout" || arg == "--grace") {
       std::string text;
       if (!take_value(text)) return usage_error(arg + " needs a number of seconds");
@@ -115,6 +127,21 @@ int run_command(int argc, char** argv) {
   if (args.print) {
     std::printf("%s\n", to_gst_launch_command(config).c_str());
     return kExitOk;
+  }
+  // Opened before the pipeline is built, so that an unwritable file fails before anything runs.
+  ResultsWriter results;
+  if (args.results) {
+    std::string error;
+    if (!results.open(args.results_location, FALSE, &error)) {
+      std::fprintf(stderr, "prism run: error: --results: %s\n", error.c_str());
+      return kExitConfigError;
+    }
+    args.options.on_element_message = [&results](GstMessage* msg) {
+      std::string error;
+      if (results_message_is_result(msg) && !results.write_line(results_json_line(msg), &error))
+        return "--results: " + error;
+      return std::string();
+    };
   }
   return run_pipeline(config, args.options);
 }
