@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
+#include <string>
+
+#include "sift/sift.h"
 
 namespace prism::texture {
 
@@ -25,30 +28,33 @@ cv::Mat to_grey(const cv::Mat& image) {
 
 }  // namespace
 
-Features extract_features(const cv::Mat& image, const FeatureParams& params) {
-  const int max_features = std::clamp(params.max_features, 1, match::kSlot);
-  const cv::Mat grey = to_grey(image);
-  Features f;
-  f.width = grey.cols;
-  f.height = grey.rows;
+namespace {
 
-  cv::Mat detect = grey;
-  double scale = 1.0;  // original / detection coordinates
+// The detection image: grey, shrunk (INTER_AREA) when its longer side exceeds max_side; `scale`
+// = original / detection coordinates.
+cv::Mat detection_image(const cv::Mat& grey, const FeatureParams& params, double* scale) {
+  *scale = 1.0;
   const int side = std::max(grey.cols, grey.rows);
-  if (params.max_side > 0 && side > params.max_side) {
-    scale = double(side) / params.max_side;
-    cv::resize(grey, detect, cv::Size(int(grey.cols / scale + 0.5), int(grey.rows / scale + 0.5)), 0, 0,
-               cv::INTER_AREA);
-  }
+  if (params.max_side <= 0 || side <= params.max_side) return grey;
+  *scale = double(side) / params.max_side;
+  cv::Mat detect;
+  cv::resize(grey, detect, cv::Size(int(grey.cols / *scale + 0.5), int(grey.rows / *scale + 0.5)), 0, 0,
+             cv::INTER_AREA);
+  return detect;
+}
 
-  // cv::SIFT keeps the strongest nfeatures (ties at the cut may add a few): sort and cut exactly.
-  cv::Ptr<cv::SIFT> sift = cv::SIFT::create(max_features);
-  std::vector<cv::KeyPoint> kps;
-  cv::Mat desc;
-  sift->detectAndCompute(detect, cv::noArray(), kps, desc);
+// SIFT keypoints and float descriptors (either extractor's) to Features: the strongest
+// max_features in a total order, coordinates back in the original image, RootSIFT.
+Features to_features(int width, int height, double scale, const std::vector<cv::KeyPoint>& kps, const cv::Mat& desc,
+                     const FeatureParams& params) {
+  const int max_features = std::clamp(params.max_features, 1, match::kSlot);
+  Features f;
+  f.width = width;
+  f.height = height;
   std::vector<int> order(kps.size());
   std::iota(order.begin(), order.end(), 0);
-  // A total order: SIFT gathers its keypoints from per-thread lists, whose order varies from run to run.
+  // A total order: cv::SIFT gathers its keypoints from per-thread lists, whose order varies from
+  // run to run (kernels/sift's output is in this order already).
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     const cv::KeyPoint &p = kps[a], &q = kps[b];
     if (p.response != q.response) return p.response > q.response;
@@ -76,6 +82,85 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   }
   return f;
 }
+
+#if defined(PRISM_HAVE_CUDA)
+Features extract_cuda(sift::CudaExtractor& extractor, const cv::Mat& grey, const FeatureParams& params) {
+  double scale = 1.0;
+  const cv::Mat detect = detection_image(grey, params, &scale);
+  if (detect.cols < 8 || detect.rows < 8) return to_features(grey.cols, grey.rows, scale, {}, cv::Mat(), params);
+  const sift::Result r = extractor.detect_and_compute(detect.isContinuous() ? detect : detect.clone());
+  return to_features(grey.cols, grey.rows, scale, r.keypoints, r.descriptors, params);
+}
+#endif
+
+bool use_cuda(gpu::Device device) {
+  if (device == gpu::Device::kCpu) return false;
+  std::string why;
+  if (gpu::available(&why)) return true;
+  if (device == gpu::Device::kCuda) throw gpu::CudaError("extract_features: device cuda, but " + why);
+  return false;
+}
+
+}  // namespace
+
+Features extract_features(const cv::Mat& image, const FeatureParams& params) {
+  const int max_features = std::clamp(params.max_features, 1, match::kSlot);
+  const cv::Mat grey = to_grey(image);
+#if defined(PRISM_HAVE_CUDA)
+  if (use_cuda(params.device)) {
+    // One extractor per thread and feature count: its buffers and CUDA graph are kept.
+    thread_local std::unique_ptr<sift::CudaExtractor> extractor;
+    thread_local int extractor_features = 0;
+    if (!extractor || extractor_features != max_features) {
+      sift::Params p;
+      p.nfeatures = max_features;
+      extractor = std::make_unique<sift::CudaExtractor>(p);
+      extractor_features = max_features;
+    }
+    return extract_cuda(*extractor, grey, params);
+  }
+#else
+  use_cuda(params.device);
+#endif
+  double scale = 1.0;
+  const cv::Mat detect = detection_image(grey, params, &scale);
+  // cv::SIFT keeps the strongest nfeatures (ties at the cut may add a few); to_features cuts exactly.
+  cv::Ptr<cv::SIFT> sift = cv::SIFT::create(max_features);
+  std::vector<cv::KeyPoint> kps;
+  cv::Mat desc;
+  sift->detectAndCompute(detect, cv::noArray(), kps, desc);
+  return to_features(grey.cols, grey.rows, scale, kps, desc, params);
+}
+
+#if defined(PRISM_HAVE_CUDA)
+struct CudaFeatureExtractor::Impl {
+  FeatureParams params;
+  sift::CudaExtractor sift;
+};
+
+CudaFeatureExtractor::CudaFeatureExtractor(const FeatureParams& params) {
+  sift::Params p;
+  p.nfeatures = std::clamp(params.max_features, 1, match::kSlot);
+  impl_ = std::make_unique<Impl>(Impl{params, sift::CudaExtractor(p)});
+}
+CudaFeatureExtractor::~CudaFeatureExtractor() = default;
+CudaFeatureExtractor::CudaFeatureExtractor(CudaFeatureExtractor&&) noexcept = default;
+CudaFeatureExtractor& CudaFeatureExtractor::operator=(CudaFeatureExtractor&&) noexcept = default;
+
+Features CudaFeatureExtractor::extract(const cv::Mat& image) {
+  return extract_cuda(impl_->sift, to_grey(image), impl_->params);
+}
+
+Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch, int width, int height) {
+  const FeatureParams& p = impl_->params;
+  if (p.max_side > 0 && std::max(width, height) > p.max_side)
+    throw std::invalid_argument("extract_device: a " + std::to_string(width) + "x" + std::to_string(height) +
+                                " image is larger than max_side " + std::to_string(p.max_side) +
+                                " and the device path does not shrink yet");
+  const sift::Result r = impl_->sift.detect_and_compute_device(grey, pitch, width, height);
+  return to_features(width, height, 1.0, r.keypoints, r.descriptors, p);
+}
+#endif
 
 double sharpness(const cv::Mat& grey, cv::Mat* scratch) {
   cv::Mat local;

@@ -1,12 +1,15 @@
-// Texture features: SIFT keypoints (OpenCV's cv::SIFT, Lowe 2004), the strongest kMaxFeatures per
-// image, with RootSIFT descriptors in 8 bits (match/match.h: COLMAP's round(512 x), what the gallery
-// stores and the index matches) and each keypoint's geometry for the geometric verification.
+// Texture features: SIFT keypoints (Lowe 2004: OpenCV's cv::SIFT on the CPU, or kernels/sift's CUDA
+// path, interchangeable with it within sift.h's tolerance), the strongest kMaxFeatures per image, with RootSIFT
+// descriptors in 8 bits (match/match.h: COLMAP's round(512 x), what the gallery stores and the index matches) and each
+// keypoint's geometry for the geometric verification.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <opencv2/core.hpp>
 
+#include "common/gpu.h"
 #include "match/match.h"
 
 namespace prism::texture {
@@ -37,11 +40,36 @@ struct FeatureParams {
   int max_side = 1024;
   bool keep_fp16 = false;  // also fill Features::descriptors_fp16
   bool keep_fp32 = false;  // also fill Features::descriptors_fp32
+  // Which SIFT: kCpu is OpenCV's cv::SIFT; kCuda is kernels/sift on the current GPU (a per-thread
+  // extractor, kept between calls); kAuto is CUDA when a usable GPU is present. A gallery enrolled
+  // with one is searched with the other (docs/TEXTUREID.md has the mixed runs).
+  gpu::Device device = gpu::Device::kCpu;
 };
 
 // Features of an 8-bit image with 1, 3 (BGR) or 4 (BGRA) channels. Throws std::invalid_argument on
 // an empty image or another type.
 Features extract_features(const cv::Mat& image, const FeatureParams& params = {});
+
+#if defined(PRISM_HAVE_CUDA)
+// kernels/sift's CUDA path with its buffers kept between calls, for a caller that owns its CUDA
+// context and stream (an element): one per thread. FeatureParams::device is ignored.
+class CudaFeatureExtractor {
+ public:
+  explicit CudaFeatureExtractor(const FeatureParams& params = {});
+  ~CudaFeatureExtractor();
+  CudaFeatureExtractor(CudaFeatureExtractor&&) noexcept;
+  CudaFeatureExtractor& operator=(CudaFeatureExtractor&&) noexcept;
+  // As extract_features.
+  Features extract(const cv::Mat& image);
+  // An 8-bit grey image in device memory, `pitch` bytes per row, its writes ordered before the
+  // call by the caller. Throws std::invalid_argument when a side exceeds params.max_side.
+  Features extract_device(const uint8_t* grey, size_t pitch, int width, int height);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+#endif
 
 // Variance of the Laplacian of an 8-bit grey image: a cheap sharpness measure (blurred or defocused
 // frames score low).

@@ -62,7 +62,9 @@ constexpr const char* kUsage =
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (pinned on the GPU;\n"
     "                       default: half of the available memory); more products than both fail\n"
     "  --json               machine-readable output (one JSON object per line)\n"
-    "  --device D           auto (default), cpu or cuda: where descriptors are matched\n"
+    "  --device D           auto (default), cpu or cuda: where features are extracted (SIFT: OpenCV's\n"
+    "                       on the CPU, ours on the GPU; either finds what the other enrolled) and\n"
+    "                       descriptors matched\n"
     "  --min-significance S decision threshold on the inliers' significance, -log10 of the chance\n"
     "                       that a wrong product is as consistent (default 3.6: 1:1 FAR 0.1%)\n"
     "  --min-inliers N      RANSAC inliers needed besides (default 5)\n"
@@ -81,6 +83,13 @@ struct Options {
   int top = 1;
   std::vector<std::string> args;
 };
+
+// Where SIFT runs follows --device: auto extracts on the GPU when there is one.
+texture::FeatureParams feature_params(const Options& o) {
+  texture::FeatureParams p;
+  p.device = o.device;
+  return p;
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -185,7 +194,7 @@ int enroll(const Options& o) {
           e.id = jobs[i].first;
           e.source = jobs[i].second;
           e.collection = o.collection.value_or("");
-          e.features = texture::extract_features(load_grey(jobs[i].second));
+          e.features = texture::extract_features(load_grey(jobs[i].second), feature_params(o));
         } catch (const std::exception& ex) {
           errors[i - b0] = ex.what();
         }
@@ -282,7 +291,7 @@ int search_or_verify(const Options& o, bool verify) {
                  index.device_description().c_str());
   bool all = true;
   for (const auto& image : o.args) {
-    const texture::Features q = texture::extract_features(load_grey(image));
+    const texture::Features q = texture::extract_features(load_grey(image), feature_params(o));
     const texture::SearchResult r = verify ? index.verify(q, o.id, o.search) : index.search(q, o.search);
     print_result(o, image, r, verify ? "verify" : "search");
     all = all && r.identified;
@@ -417,7 +426,7 @@ int texture_command(int argc, char** argv) {
     if (o.sub == "update") {
       if (o.id.empty() || o.args.size() != 1) throw UsageError("update takes --id ID and one IMAGE");
       Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // repairs a damaged entry
-      GalleryEntry e{o.id, o.args[0], 0, texture::extract_features(load_grey(o.args[0]))};
+      GalleryEntry e{o.id, o.args[0], 0, texture::extract_features(load_grey(o.args[0]), feature_params(o))};
       if (o.collection) {
         e.collection = *o.collection;
       } else {

@@ -38,7 +38,8 @@ constexpr const char* kServeUsage =
     "  --max-pixels N       largest image, in pixels, checked before decoding (default 50000000)\n"
     "  --deadline MS        default request deadline, up to 120000 (default 10000; clients may\n"
     "                       set deadline_ms up to 120000)\n"
-    "  --device D           auto (default), cpu or cuda: where descriptors are matched (--gallery)\n"
+    "  --device D           auto (default), cpu or cuda: where features are extracted (SIFT) and\n"
+    "                       descriptors matched (--gallery)\n"
     "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
     "  --min-significance S the default decision threshold (default 3.6)\n"
@@ -87,7 +88,7 @@ ServeOptions parse_serve(int argc, char** argv) {
     else if (a == "--deadline")
       o.api.deadline = std::chrono::milliseconds(parse_int(a, value(), 1, int(o.api.max_deadline.count())));
     else if (a == "--device")
-      o.index.device = parse_device(a, value());
+      o.api.features.device = o.index.device = parse_device(a, value());
     else if (a == "--gpu-memory")
       o.index.gpu_budget = parse_size(a, value());
     else if (a == "--host-memory")
