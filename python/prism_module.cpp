@@ -66,9 +66,10 @@ py::array_t<uint8_t, py::array::c_style> u8_image(const py::handle& obj, const c
 
 int channels_of(const py::array& a) { return a.ndim() == 2 ? 1 : int(a.shape(2)); }
 
-// A header over the array's pixels (no copy): valid while the array lives.
-cv::Mat mat_of(py::array_t<uint8_t, py::array::c_style>& a) {
-  return cv::Mat(int(a.shape(0)), int(a.shape(1)), CV_8UC(channels_of(a)), a.mutable_data());
+// A header over the array's pixels (no copy), only read: valid while the array lives. (data(), not
+// mutable_data(): a read-only array, e.g. np.frombuffer of bytes, is a valid input.)
+cv::Mat mat_of(const py::array_t<uint8_t, py::array::c_style>& a) {
+  return cv::Mat(int(a.shape(0)), int(a.shape(1)), CV_8UC(channels_of(a)), const_cast<uint8_t*>(a.data()));
 }
 
 void ensure_gstreamer() {
@@ -382,9 +383,17 @@ poisson::CloneMode mode_of(const py::handle& mode) {
   throw py::type_error("mode: expected a string or an int");
 }
 
-poisson::PackedImage packed(py::array_t<uint8_t, py::array::c_style>& a, bool rgb) {
+// The overlay is only read; the background is our own output array.
+poisson::PackedImage packed(const py::array_t<uint8_t, py::array::c_style>& a, bool rgb) {
   const int c = channels_of(a);
-  return {a.mutable_data(), int(a.shape(1)), int(a.shape(0)), int64_t(a.shape(1)) * c, c, rgb ? 0 : 2, 1, rgb ? 2 : 0};
+  return {const_cast<uint8_t*>(a.data()),
+          int(a.shape(1)),
+          int(a.shape(0)),
+          int64_t(a.shape(1)) * c,
+          c,
+          rgb ? 0 : 2,
+          1,
+          rgb ? 2 : 0};
 }
 
 py::array seamless_clone(const py::handle& src, const py::handle& dst, const py::handle& mask,

@@ -61,6 +61,11 @@ def main():
             assert (ours == theirs).all(), f"{name}: {np.count_nonzero(diff)} values differ"
             assert (prism.seamless_clone(src, dst, mask, center, flag) == ours).all()  # cv2's flags work too
 
+    # Inputs are only read: read-only and non-contiguous arrays are taken as they are.
+    src_ro, dst_view = src.copy(), np.ascontiguousarray(dst[:, ::-1])[:, ::-1]
+    src_ro.flags.writeable = False
+    assert (prism.seamless_clone(src_ro, dst_view, mask, center, "mixed") == out).all()
+
     # A box reaching outside dst: OpenCV raises, we clip.
     clipped = prism.seamless_clone(src, dst, mask, (5, 5))
     assert clipped.shape == dst.shape and (clipped[100:, 100:] == dst[100:, 100:]).all()

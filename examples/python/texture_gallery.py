@@ -77,6 +77,10 @@ def main():
         x, y, w, hgt = result.best.query_box
         assert 0 <= x and 0 <= y and x + w <= 180 and y + hgt <= 200
 
+        # A read-only array is read as it is.
+        frozen = np.frombuffer(query.tobytes(), np.uint8).reshape(query.shape)
+        assert not frozen.flags.writeable and gallery.search(frozen).best.id == "tile-2"
+
         # Search within collections: the poster is in none.
         assert not gallery.search(texture(100), collections=["lot-1"]).identified
         assert gallery.search(texture(100)).best.id == "poster"
