@@ -40,6 +40,9 @@ void init_gstreamer(int* argc, char*** argv) {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     scan_if_present(exe.parent_path() / ".." / "lib" / "gstreamer-1.0");
+#ifdef PRISM_INSTALL_PLUGINDIR
+    scan_if_present(exe.parent_path() / ".." / PRISM_INSTALL_PLUGINDIR);  // where `cmake --install` puts it
+#endif
     scan_if_present(exe.parent_path() / ".." / "plugins");
   }
   if (const char* env = std::getenv("PRISM_PLUGIN_DIR"); env && *env) scan_if_present(env);
