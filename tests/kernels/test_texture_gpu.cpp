@@ -55,6 +55,52 @@ TEST(TextureGpu, IndexMatchesTheCpuPath) {
   }
 }
 
+// kernels/sift against cv::SIFT where it matters: a gallery enrolled with one extractor and queried
+// with the other identifies what the all-CPU path identifies (the same product, inliers within a
+// few), in both directions, on re-captured (warped, blurred, noisy) fresh random textures.
+TEST(TextureGpu, MixedExtractorsIdentifyAsTheCpuPath) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::FeatureParams on_cpu, on_gpu;
+  on_gpu.device = gpu::Device::kCuda;
+  std::vector<cv::Mat> images;
+  std::vector<texture::GalleryEntry> by_cpu, by_gpu;
+  for (int i = 0; i < 30; ++i) {
+    images.push_back(test::random_texture(rng, 480, 360));
+    by_cpu.push_back({"t" + std::to_string(i), "", 0, texture::extract_features(images.back(), on_cpu)});
+    by_gpu.push_back({"t" + std::to_string(i), "", 0, texture::extract_features(images.back(), on_gpu)});
+  }
+  texture::TextureIndex cpu_enrolled(texture::Device::kCuda), gpu_enrolled(texture::Device::kCuda);
+  cpu_enrolled.build(by_cpu);
+  gpu_enrolled.build(by_gpu);
+  int identified[3] = {0, 0, 0};
+  const int queries = 12;
+  for (int n = 0; n < queries; ++n) {
+    const int i = int(rng() % images.size());
+    const cv::Mat q = test::noisy_capture(images[i], rng);
+    const texture::Features qc = texture::extract_features(q, on_cpu), qg = texture::extract_features(q, on_gpu);
+    const texture::SearchResult all_cpu = cpu_enrolled.search(qc, {});
+    const texture::SearchResult gpu_query = cpu_enrolled.search(qg, {});  // enrolled on the CPU, query on the GPU
+    const texture::SearchResult cpu_query = gpu_enrolled.search(qc, {});  // and the other way round
+    const std::string want = "t" + std::to_string(i);
+    identified[0] += all_cpu.identified && all_cpu.best.id == want;
+    identified[1] += gpu_query.identified && gpu_query.best.id == want;
+    identified[2] += cpu_query.identified && cpu_query.best.id == want;
+    EXPECT_EQ(gpu_query.identified, all_cpu.identified) << want;
+    EXPECT_EQ(cpu_query.identified, all_cpu.identified) << want;
+    if (all_cpu.identified) {
+      EXPECT_EQ(gpu_query.best.id, all_cpu.best.id);
+      EXPECT_EQ(cpu_query.best.id, all_cpu.best.id);
+      const int in = all_cpu.best.geometry.inliers;
+      EXPECT_NEAR(gpu_query.best.geometry.inliers, in, 3 + in / 20) << want;
+      EXPECT_NEAR(cpu_query.best.geometry.inliers, in, 3 + in / 20) << want;
+    }
+  }
+  std::cout << "identified of " << queries << ": all CPU " << identified[0] << ", CPU gallery + GPU query "
+            << identified[1] << ", GPU gallery + CPU query " << identified[2] << "\n";
+  EXPECT_GE(identified[0], queries - 1);
+}
+
 // Takes all of the GPU's free memory (in ever smaller pieces) until destroyed. Raw cudaMalloc on
 // purpose: its failures are the loop's end, not errors (DeviceArray would throw on each).
 class MemoryHog {
