@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -108,25 +109,30 @@ std::vector<cv::KeyPoint> dedupe_sort_cut(std::vector<cv::KeyPoint> kps, int nfe
 
 }  // namespace
 
-std::vector<cv::KeyPoint> select_keypoints(std::vector<cv::KeyPoint> kps, int nfeatures) {
+std::vector<cv::KeyPoint> select_keypoints(const RawKeypoint* raw, size_t count, int nfeatures) {
+  auto keypoints = [&](float cut) {
+    std::vector<cv::KeyPoint> kps;
+    for (size_t i = 0; i < count; ++i)
+      if (raw[i].response >= cut)
+        kps.emplace_back(raw[i].x, raw[i].y, raw[i].size, raw[i].angle, raw[i].response, raw[i].octave);
+    return kps;
+  };
   std::vector<cv::KeyPoint> out;
   // Thousands of keypoints, hundreds kept: first everything as strong as the strongest
   // nfeatures + 1/8 (ties included), which holds the answer unless duplicates removed more than
   // the margin; then the full selection only in that rare case.
   const size_t margin = size_t(nfeatures) + size_t(nfeatures) / 8 + 8;
-  if (nfeatures > 0 && kps.size() > 2 * margin) {
-    std::vector<float> responses(kps.size());
-    for (size_t i = 0; i < kps.size(); ++i) responses[i] = kps[i].response;
+  if (nfeatures > 0 && count > 2 * margin) {
+    std::vector<float> responses(count);
+    for (size_t i = 0; i < count; ++i) responses[i] = raw[i].response;
     std::nth_element(responses.begin(), responses.begin() + (margin - 1), responses.end(), std::greater<float>());
-    const float cut = responses[margin - 1];
-    std::vector<cv::KeyPoint> strong;
-    for (const cv::KeyPoint& k : kps)
-      if (k.response >= cut) strong.push_back(k);
+    std::vector<cv::KeyPoint> strong = keypoints(responses[margin - 1]);
     const size_t candidates = strong.size();
     out = dedupe_sort_cut(std::move(strong), nfeatures);
-    if (out.size() < size_t(nfeatures) && candidates < kps.size()) out = dedupe_sort_cut(std::move(kps), nfeatures);
+    if (out.size() < size_t(nfeatures) && candidates < count)
+      out = dedupe_sort_cut(keypoints(-std::numeric_limits<float>::infinity()), nfeatures);
   } else {
-    out = dedupe_sort_cut(std::move(kps), nfeatures);
+    out = dedupe_sort_cut(keypoints(-std::numeric_limits<float>::infinity()), nfeatures);
   }
   for (cv::KeyPoint& k : out) {  // firstOctave = -1: back to the input's coordinates
     k.octave = (k.octave & ~255) | ((k.octave - 1) & 255);
@@ -200,7 +206,7 @@ Result detect_and_compute_cpu(const cv::Mat& grey, const Params& params) {
     }
   }
 
-  std::vector<cv::KeyPoint> raw;
+  std::vector<RawKeypoint> raw;
   std::vector<float> partial(kOriBins * kLanes), summed(kDescHistLen);
   std::vector<long long> fixed(kDescHistLen);
   for (int o = 0; o < plan.octaves; ++o) {
@@ -232,13 +238,13 @@ Result detect_and_compute_cpu(const cv::Mat& grey, const Params& params) {
           }
           for (int j = 0; j < kOriBins; ++j) {
             const float angle = orientation_peak(hist, max_value, j);
-            if (angle >= 0) raw.emplace_back(e.x, e.y, e.size, angle, e.response, e.packed_octave);
+            if (angle >= 0) raw.push_back({e.x, e.y, e.size, angle, e.response, e.packed_octave});
           }
         }
   }
 
   Result out;
-  out.keypoints = select_keypoints(std::move(raw), params.nfeatures);
+  out.keypoints = select_keypoints(raw.data(), raw.size(), params.nfeatures);
   out.descriptors.create(int(out.keypoints.size()), kDescriptorSize, CV_32F);
   for (size_t i = 0; i < out.keypoints.size(); ++i) {
     const DescriptorSource src = descriptor_source(out.keypoints[i]);

@@ -58,21 +58,31 @@ struct BlurWeights {
 __global__ void blur_kernel(const float* __restrict__ src, float* __restrict__ dst, int rows, int cols,
                             const BlurWeights weights, const float* __restrict__ below, float* __restrict__ dog) {
   extern __shared__ float tile[];
-  const float* kernel = weights.w;
   const int ksize = weights.ksize;
   const int r = ksize / 2, in_w = kBlurTile + 2 * r, in_h = kBlurTile + 2 * r;
   float* in = tile;                 // [in_h][in_w]
   float* mid = tile + in_w * in_h;  // [in_h][kBlurTile]
   const int x0 = blockIdx.x * kBlurTile, y0 = blockIdx.y * kBlurTile;
-  const int tid = threadIdx.y * kBlurTile + threadIdx.x, threads = kBlurTile * kBlurThreadsY;
-  for (int i = tid; i < in_w * in_h; i += threads) {
-    const int ty = i / in_w, tx = i % in_w;
-    in[i] = src[size_t(reflect101(y0 - r + ty, rows)) * cols + reflect101(x0 - r + tx, cols)];
+  for (int ty = threadIdx.y; ty < in_h; ty += kBlurThreadsY) {
+    const float* row = src + size_t(reflect101(y0 - r + ty, rows)) * cols;
+    for (int tx = threadIdx.x; tx < in_w; tx += kBlurTile) in[ty * in_w + tx] = row[reflect101(x0 - r + tx, cols)];
   }
   __syncthreads();
-  for (int i = tid; i < in_h * kBlurTile; i += threads) {
-    const float* row = in + (i / kBlurTile) * in_w + i % kBlurTile;
-    mid[i] = blur_row(kernel, ksize, [&](int k) { return row[k]; });
+  // Row pass, 4 outputs per thread from one sliding window of taps; each output's chain of FMAs
+  // is blur_row's (sift_core.h), so the result is the CPU path's bit for bit.
+  constexpr int kRun = 4;
+  for (int i = threadIdx.y * kBlurTile + threadIdx.x; i < in_h * (kBlurTile / kRun); i += kBlurTile * kBlurThreadsY) {
+    const int ty = i / (kBlurTile / kRun), tx = (i % (kBlurTile / kRun)) * kRun;
+    const float* row = in + ty * in_w + tx;
+    float s[kRun] = {0.f, 0.f, 0.f, 0.f}, window[kRun];
+    for (int q = 0; q < kRun - 1; ++q) window[q + 1] = row[q];
+    for (int k = 0; k < ksize; ++k) {
+      for (int q = 0; q < kRun - 1; ++q) window[q] = window[q + 1];
+      window[kRun - 1] = row[k + kRun - 1];
+      const float w = weights.w[k];
+      for (int q = 0; q < kRun; ++q) s[q] = fmaf(window[q], w, s[q]);
+    }
+    for (int q = 0; q < kRun; ++q) mid[ty * kBlurTile + tx + q] = s[q];
   }
   __syncthreads();
   const int x = x0 + threadIdx.x;
@@ -81,7 +91,7 @@ __global__ void blur_kernel(const float* __restrict__ src, float* __restrict__ d
     const int y = y0 + ty;
     if (y >= rows) break;
     const float* column = mid + (ty + r) * kBlurTile + threadIdx.x;
-    const float v = blur_column(kernel, ksize, [&](int k) { return column[k * kBlurTile]; });
+    const float v = blur_column(weights.w, ksize, [&](int k) { return column[k * kBlurTile]; });
     const size_t i = size_t(y) * cols + x;
     dst[i] = v;
     if (below) dog[i] = v - below[i];
@@ -132,12 +142,6 @@ __global__ void refine_kernel(OctaveTable t, const float* __restrict__ dogs, con
   if (!refine_extremum(d, k.octave, k.layer, k.r, k.c, t.layers, contrast, edge, sigma, &e)) return;
   out[atomicAdd(count, 1u)] = e;  // at most one per candidate: within the capacity
 }
-
-// A keypoint as the orientation kernel emits it (cv::KeyPoint's fields, octave-0 coordinates).
-struct RawKeypoint {
-  float x, y, size, angle, response;
-  int32_t octave;
-};
 
 constexpr int kWarpsPerBlock = 4;
 
@@ -403,15 +407,8 @@ struct CudaExtractor::Impl {
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     timings.orientation = ms_since(clock);
-    std::vector<cv::KeyPoint> found;
-    found.reserve(kps);
-    for (unsigned i = 0; i < kps; ++i) {
-      const RawKeypoint& k = host_raw[i];
-      found.emplace_back(k.x, k.y, k.size, k.angle, k.response, k.octave);
-    }
-
     Result out;
-    out.keypoints = select_keypoints(std::move(found), params.nfeatures);
+    out.keypoints = select_keypoints(host_raw.data(), kps, params.nfeatures);
     const int m = int(out.keypoints.size());
     out.descriptors.create(m, kDescriptorSize, CV_32F);
     timings.select = ms_since(clock);

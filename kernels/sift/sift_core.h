@@ -159,25 +159,25 @@ struct DogOctave {
   PRISM_HD float at(int l, int r, int c) const { return base[size_t(l) * plane + size_t(r) * step + c]; }
 };
 
-// findScaleSpaceExtrema's test: |v| above the threshold and >= (or <=) all 26 neighbours.
+// findScaleSpaceExtrema's test: |v| above the threshold and >= (or <=) all 26 neighbours. The
+// pixel's own layer is looked at first, its 8 neighbours loaded together (no early exit between
+// them, so that a GPU thread has them in flight at once): most pixels fail there.
+PRISM_HD bool extremum_in(const float* p, int step, float val, bool is_max, bool skip_centre) {
+  float v[9];
+  for (int dr = -1; dr <= 1; ++dr)
+    for (int dc = -1; dc <= 1; ++dc) v[(dr + 1) * 3 + dc + 1] = p[dr * step + dc];
+  bool ok = true;
+  for (int k = 0; k < 9; ++k)
+    if (!(skip_centre && k == 4)) ok = ok && (is_max ? val >= v[k] : val <= v[k]);
+  return ok;
+}
 PRISM_HD bool is_extremum(const DogOctave& d, int l, int r, int c, int threshold) {
-  const float val = d.at(l, r, c);
-  if (!(fabsf(val) > float(threshold))) return false;
-  if (val > 0) {
-    for (int dl = -1; dl <= 1; ++dl)
-      for (int dr = -1; dr <= 1; ++dr)
-        for (int dc = -1; dc <= 1; ++dc)
-          if (!(val >= d.at(l + dl, r + dr, c + dc))) return false;
-    return true;
-  }
-  if (val < 0) {
-    for (int dl = -1; dl <= 1; ++dl)
-      for (int dr = -1; dr <= 1; ++dr)
-        for (int dc = -1; dc <= 1; ++dc)
-          if (!(val <= d.at(l + dl, r + dr, c + dc))) return false;
-    return true;
-  }
-  return false;
+  const float* p = d.base + size_t(l) * d.plane + size_t(r) * d.step + c;
+  const float val = *p;
+  if (!(fabsf(val) > float(threshold)) || val == 0) return false;
+  const bool is_max = val > 0;
+  return extremum_in(p, d.step, val, is_max, true) && extremum_in(p - d.plane, d.step, val, is_max, false) &&
+         extremum_in(p + d.plane, d.step, val, is_max, false);
 }
 
 // A refined extremum, before its orientations: OpenCV's KeyPoint fields in octave-`octave`
@@ -286,26 +286,25 @@ PRISM_HD OrientationWindow orientation_window(const Extremum& e) {
   return {round_even(kOriRadius * scl_octv), -1.f / (2.f * sigma * sigma)};
 }
 
-// One lane's share of the raw orientation histogram: rows i = -radius + lane, + kLanes, ...
-// `hist[bin * stride]`, kOriBins bins, zeroed by the caller.
+// One lane's share of the raw orientation histogram: samples lane, lane + kLanes, ... of the
+// window in row-major order (so every lane has the same count, give or take one), added in that
+// order to `hist[bin * stride]`, kOriBins bins, zeroed by the caller.
 PRISM_HD void orientation_partial(const Level& img, const Extremum& e, const OrientationWindow& w, int lane,
                                   float* hist, int stride) {
-  for (int i = -w.radius + lane; i <= w.radius; i += kLanes) {
-    const int y = e.r + i;
-    if (y <= 0 || y >= img.rows - 1) continue;
-    for (int j = -w.radius; j <= w.radius; ++j) {
-      const int x = e.c + j;
-      if (x <= 0 || x >= img.cols - 1) continue;
-      const float dx = img.at(y, x + 1) - img.at(y, x - 1);
-      const float dy = img.at(y - 1, x) - img.at(y + 1, x);
-      const float weight = exp_f(float(i * i + j * j) * w.exp_scale);
-      const float ori = atan2_deg(dy, dx);
-      const float mag = sqrtf(fmaf(dx, dx, dy * dy));
-      int bin = round_even((kOriBins / 360.f) * ori);
-      if (bin >= kOriBins) bin -= kOriBins;
-      if (bin < 0) bin += kOriBins;
-      hist[bin * stride] += weight * mag;
-    }
+  const int side = 2 * w.radius + 1, count = side * side;
+  for (int k = lane; k < count; k += kLanes) {
+    const int i = k / side - w.radius, j = k % side - w.radius;
+    const int y = e.r + i, x = e.c + j;
+    if (y <= 0 || y >= img.rows - 1 || x <= 0 || x >= img.cols - 1) continue;
+    const float dx = img.at(y, x + 1) - img.at(y, x - 1);
+    const float dy = img.at(y - 1, x) - img.at(y + 1, x);
+    const float weight = exp_f(float(i * i + j * j) * w.exp_scale);
+    const float ori = atan2_deg(dy, dx);
+    const float mag = sqrtf(fmaf(dx, dx, dy * dy));
+    int bin = round_even((kOriBins / 360.f) * ori);
+    if (bin >= kOriBins) bin -= kOriBins;
+    if (bin < 0) bin += kOriBins;
+    hist[bin * stride] += weight * mag;
   }
 }
 

@@ -1,6 +1,7 @@
 // Host-side pieces shared by kernels/sift's CPU and CUDA paths: the pyramid's shape and blur
 // kernels, and the selection of keypoints (duplicates out, strongest first, cut). Not public.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -22,11 +23,17 @@ struct Pyramid {
 // support (more than 5 octave layers).
 Pyramid plan_pyramid(int width, int height, const Params& params);
 
-// Extrema found in the pyramid (coordinates of octave 0, octave field packed with the pyramid
-// octave) to cv::SIFT's keypoints: duplicates removed (KeyPointsFilter::removeDuplicatedSorted),
-// sorted strongest first in a total order, cut to `nfeatures` (0: all), and mapped back to the
-// input image's coordinates (the first octave was upsampled).
-std::vector<cv::KeyPoint> select_keypoints(std::vector<cv::KeyPoint> raw, int nfeatures);
+// A keypoint as the orientation stage emits it: cv::KeyPoint's fields in the coordinates of
+// octave 0 (the upsampled image), the octave field packed with the pyramid octave.
+struct RawKeypoint {
+  float x, y, size, angle, response;
+  int32_t octave;
+};
+
+// The keypoints found in the pyramid to cv::SIFT's: duplicates removed
+// (KeyPointsFilter::removeDuplicatedSorted), sorted strongest first in a total order, cut to
+// `nfeatures` (0: all), and mapped back to the input image's coordinates.
+std::vector<cv::KeyPoint> select_keypoints(const RawKeypoint* raw, size_t count, int nfeatures);
 
 // The pyramid octave and layer a selected keypoint's descriptor is computed on, and its position
 // and scale there.
