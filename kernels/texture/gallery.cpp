@@ -888,7 +888,9 @@ void Gallery::write_entry(GalleryEntry entry, Write mode) {
   WriterLock lock(dir_);
   const fs::path final = entry_path(entry.id);
   const bool exists = fs::exists(final);
-  if (mode == Write::kAdd && exists) throw GalleryError("product '" + entry.id + "' is already enrolled (use update)");
+  if (mode == Write::kAdd && exists)
+    throw GalleryError("product '" + entry.id + "' is already enrolled: to replace it, `prism texture update --id " +
+                       entry.id + " IMAGE` (or enroll --update); to skip it, leave it out");
   if (mode == Write::kUpdate && !exists) throw GalleryError("product '" + entry.id + "' is not enrolled");
   auto it = std::lower_bound(entries_.begin(), entries_.end(), entry.id,
                              [](const GalleryEntry& e, const std::string& k) { return e.id < k; });

@@ -85,6 +85,12 @@ TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("already enrolled"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prism texture update --id box IMAGE"), std::string::npos) << r.output;
+  // A batch search goes past a bad file, reports it and exits 2.
+  r = run_prism({"texture", "search", "--gallery", g, img + "/no-such.png", img + "/box_in_scene.png"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no-such.png"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("box_in_scene.png: box ("), std::string::npos) << r.output;
   r = run_prism({"texture", "update", "--gallery", g, "--id", "box", img + "/fruits.jpg"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   r = run_prism({"texture", "verify", "--gallery", g, "--id", "box", img + "/box_in_scene.png"});
@@ -94,6 +100,24 @@ TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   r = run_prism({"texture", "list", "--gallery", g});
   EXPECT_EQ(r.output.find("graf1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("baboon"), std::string::npos) << r.output;
+}
+
+// Every subcommand answers --help with its usage, exit 0.
+TEST(TextureCli, EverySubcommandAnswersHelp) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"texture", "enroll", "--help"},
+                                             {"texture", "search", "--gallery", "x", "-h"},
+                                             {"texture", "delete", "--help"},
+                                             {"texture", "eval", "--help"},
+                                             {"texture", "serve", "--help"},
+                                             {"bow", "train", "--help"},
+                                             {"bow", "classify", "-h"},
+                                             {"run", "--help"},
+                                             {"inspect", "--help"}}) {
+    const auto r = run_prism(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << " " << args[1] << ": " << r.output;
+    EXPECT_NE(r.output.find("usage"), std::string::npos) << args[0] << " " << args[1] << ": " << r.output;
+  }
 }
 
 // eval's precision option: an unknown one is refused naming it (before any data is read).

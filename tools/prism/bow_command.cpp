@@ -359,6 +359,11 @@ int classify(const Options& o) {
 }  // namespace
 
 int bow_command(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)  // `prism bow train --help`
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
   try {
     const Options o = parse(argc, argv);
     init_gstreamer();  // images are decoded by GStreamer

@@ -289,14 +289,26 @@ int search_or_verify(const Options& o, bool verify) {
   if (!o.json)
     std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(),
                  index.device_description().c_str());
-  bool all = true;
+  // A bad query image is reported and the others still searched: exit 2 if any failed, else 1 if
+  // any was not identified.
+  bool all = true, failed = false;
   for (const auto& image : o.args) {
-    const texture::Features q = texture::extract_features(load_grey(image), feature_params(o));
-    const texture::SearchResult r = verify ? index.verify(q, o.id, o.search) : index.search(q, o.search);
-    print_result(o, image, r, verify ? "verify" : "search");
-    all = all && r.identified;
+    try {
+      const texture::Features q = texture::extract_features(load_grey(image), feature_params(o));
+      const texture::SearchResult r = verify ? index.verify(q, o.id, o.search) : index.search(q, o.search);
+      print_result(o, image, r, verify ? "verify" : "search");
+      all = all && r.identified;
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      failed = true;
+      if (o.json)
+        std::printf("{\"query\":%s,\"error\":%s}\n", json_string(image).c_str(), json_string(e.what()).c_str());
+      std::fprintf(stderr, "prism texture %s: error: %s\n", verify ? "verify" : "search", e.what());
+    }
+    std::fflush(stdout);
   }
-  return all ? 0 : 1;
+  return failed ? 2 : all ? 0 : 1;
 }
 
 int remove_products(const Options& o) {
@@ -419,6 +431,11 @@ int texture_command(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "eval") == 0) return texture_eval_command(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) return texture_serve_command(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "shard") == 0) return texture_shard_command({argv + 2, argv + argc});
+  for (int i = 2; i < argc; ++i)  // `prism texture enroll --help`
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
   try {
     const Options o = parse(argc, argv);
     init_gstreamer();
