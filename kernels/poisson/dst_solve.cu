@@ -27,7 +27,8 @@ void check_cufft(cufftResult r, const char* what) {
   if (r != CUFFT_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: cufftResult " + std::to_string(r));
 }
 void check_cublas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw gpu::CudaError(std::string(what) + " failed: " + cublasGetStatusString(s));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw gpu::CudaError(std::string(what) + " failed: " + gpu::cublas().status_string(s));
 }
 
 namespace {
@@ -230,8 +231,9 @@ void DstSolve::sine_transform_2d(cublasHandle_t blas, double* x, double* tmp, bo
   auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const double* A, int lda,
                   long long sa, const double* B, int ldb, long long sb, double* C) {
     if (m == 0 || n == 0 || k == 0) return;
-    check_cublas(cublasDgemmStridedBatched(blas, ta, tb, m, n, k, &one, A, lda, sa, B, ldb, sb, &zero, C, P, plane, 3),
-                 "cublasDgemmStridedBatched");
+    check_cublas(
+        gpu::cublas().dgemm_strided_batched(blas, ta, tb, m, n, k, &one, A, lda, sa, B, ldb, sb, &zero, C, P, plane, 3),
+        "cublasDgemmStridedBatched");
   };
   // N axis: rows [0, ne) of X^T with E_N, rows [odd_col, odd_col + no) with O_N.
   gemm(left, CUBLAS_OP_N, L.ne, L.M, L.ne, e_n.data(), ld_e_n, 0, x, P, plane, tmp);
@@ -249,17 +251,17 @@ void DstSolve::solve_fft(const float* rhs, const float* fx, const float* fy, con
   const int N = g.W - 2, M = g.H - 2;
   const dim3 pix_block(32, 8), pix_grid((N + 31) / 32, (M + 7) / 8);
   run_exact(rhs, N, M, s);
-  check_cufft(cufftExecD2Z(plan_x.get(), ext_x.data(), spec_x.data()), "cufftExecD2Z");
+  check_cufft(gpu::cufft().exec_d2z(plan_x.get(), ext_x.data(), spec_x.data()), "cufftExecD2Z");
   if (exact) splice_rows_fft_kernel<<<dim3(M, 3), kExactLow, 0, s>>>(e1.data(), M, N, K, spec_x.data());
   transpose_imag_kernel<<<dim3((N + 31) / 32, (M + 31) / 32, 3), dim3(32, 8), 0, s>>>(spec_x.data(), M, N, ext_y.data(),
                                                                                       2 * M + 2);
-  check_cufft(cufftExecD2Z(plan_y.get(), ext_y.data(), spec_y.data()), "cufftExecD2Z");
+  check_cufft(gpu::cufft().exec_d2z(plan_y.get(), ext_y.data(), spec_y.data()), "cufftExecD2Z");
   if (exact) splice_corner_fft_kernel<<<dim3(K, 3), kExactLow, 0, s>>>(e2.data(), N, M, K, Lc, spec_y.data());
   divide_fft_kernel<<<dim3((M + 127) / 128, N, 3), 128, 0, s>>>(spec_y.data(), N, M, fx, fy, ext_y.data());
-  check_cufft(cufftExecD2Z(plan_y.get(), ext_y.data(), spec_y.data()), "cufftExecD2Z");
+  check_cufft(gpu::cufft().exec_d2z(plan_y.get(), ext_y.data(), spec_y.data()), "cufftExecD2Z");
   transpose_imag_kernel<<<dim3((M + 31) / 32, (N + 31) / 32, 3), dim3(32, 8), 0, s>>>(spec_y.data(), N, M, ext_x.data(),
                                                                                       2 * N + 2);
-  check_cufft(cufftExecD2Z(plan_x.get(), ext_x.data(), spec_x.data()), "cufftExecD2Z");
+  check_cufft(gpu::cufft().exec_d2z(plan_x.get(), ext_x.data(), spec_x.data()), "cufftExecD2Z");
   // Four transforms of -2 DST-I: 16 S^4 = 4 (N+1)(M+1) times the identity.
   output_kernel<true>
       <<<pix_grid, pix_block, 0, s>>>(spec_x.data(), g, SplitLayout{}, 1.0 / (4.0 * (N + 1) * (M + 1)), bg);

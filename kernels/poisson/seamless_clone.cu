@@ -260,9 +260,9 @@ CudaCloner::CudaCloner(cudaStream_t stream, DstMethod method) : impl_(std::make_
   impl_->stream = stream;
   impl_->method = method;
   impl_->fast_fp64 = device_has_fast_fp64();
-  check_cublas(cublasSetStream(impl_->blas.get(), stream), "cublasSetStream");
+  check_cublas(gpu::cublas().set_stream(impl_->blas.get(), stream), "cublasSetStream");
   // DGEMM only: full FP64 (Hopper's FP64 tensor cores are IEEE double); TF32 cannot apply.
-  check_cublas(cublasSetMathMode(impl_->blas.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check_cublas(gpu::cublas().set_math_mode(impl_->blas.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 }
 
 // The stream may still use the buffers; a destructor cannot throw, and the owners free regardless.

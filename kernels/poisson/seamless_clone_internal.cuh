@@ -13,6 +13,8 @@
 #include <cublas_v2.h>
 #include <cufft.h>
 
+#include "common/cuda_libs.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -43,16 +45,17 @@ class FftPlan {
  public:
   FftPlan() = default;
   ~FftPlan() {
-    if (made_) cufftDestroy(plan_);
+    if (made_) gpu::cufft().destroy(plan_);
   }
   FftPlan(const FftPlan&) = delete;
   FftPlan& operator=(const FftPlan&) = delete;
   // Batched 1-D D2Z transforms of `length` doubles (input rows `length` apart, output rows `out_dist`
   // complex values apart).
   void make_d2z(int length, int out_dist, int batch, cudaStream_t stream, const char* what) {
-    check_cufft(cufftPlanMany(&plan_, 1, &length, nullptr, 1, length, nullptr, 1, out_dist, CUFFT_D2Z, batch), what);
+    check_cufft(gpu::cufft().plan_many(&plan_, 1, &length, nullptr, 1, length, nullptr, 1, out_dist, CUFFT_D2Z, batch),
+                what);
     made_ = true;
-    check_cufft(cufftSetStream(plan_, stream), "cufftSetStream");
+    check_cufft(gpu::cufft().set_stream(plan_, stream), "cufftSetStream");
   }
   cufftHandle get() const { return plan_; }
 
@@ -64,8 +67,8 @@ class FftPlan {
 // A cuBLAS handle, destroyed with its owner.
 class BlasHandle {
  public:
-  BlasHandle() { check_cublas(cublasCreate(&handle_), "cublasCreate"); }
-  ~BlasHandle() { cublasDestroy(handle_); }
+  BlasHandle() { check_cublas(gpu::cublas().create(&handle_), "cublasCreate"); }
+  ~BlasHandle() { gpu::cublas().destroy(handle_); }
   BlasHandle(const BlasHandle&) = delete;
   BlasHandle& operator=(const BlasHandle&) = delete;
   cublasHandle_t get() const { return handle_; }
