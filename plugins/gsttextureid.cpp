@@ -11,11 +11,13 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "gst/prism/gstprismcudamemory.h" /* GstPrismContextScope: the index lives in the element's context */
 #include "gst/prism/gstprismgrey.h"
 #include "gst/prism/gstprismmessage.h"
+#include "texture/detection_image.h"
 #include "texture/features.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
@@ -26,6 +28,8 @@ GST_DEBUG_CATEGORY_STATIC(gst_texture_id_debug);
 namespace texture = prism::texture;
 
 #define FORMATS PRISM_GREY_FORMATS
+/* In GPU memory: the formats nvh264dec and cudaupload give whose grey is cheap on the device. */
+#define CUDA_FORMATS "{ NV12, I420, RGBA }"
 
 typedef enum { MODE_SEARCH, MODE_VERIFY } TextureIdMode;
 #define GST_TYPE_TEXTURE_ID_MODE (texture_id_mode_get_type())
@@ -62,8 +66,15 @@ struct State {
   guint64 frame = 0;         // frames seen since start
   bool attempted = false;    // an identification has run
   guint64 last_attempt = 0;  // its frame
-  cv::Mat grey;              // RGB-ish frames converted here (reused: no per-frame allocation)
+  cv::Mat grey;              // RGB-ish frames converted here, a CUDA frame's grey for min-sharpness (reused)
   cv::Mat laplacian;         // min-sharpness scratch (reused)
+#if defined(PRISM_HAVE_CUDA)
+  /* GPU path: kernels/sift's CUDA SIFT for every frame, host or device, so both memory kinds give
+   * the same features (made at start in the element's context; device frames are read on its
+   * stream). */
+  std::unique_ptr<texture::CudaFeatureExtractor> extractor;
+  prism::GstPrismDeviceArray<uint8_t> device_grey; /* RGBA caps on the GPU path: the grey (set_info) */
+#endif
   explicit State(const texture::IndexOptions &o) : index(o) {}
 };
 
@@ -244,6 +255,17 @@ static gboolean start(GstBaseTransform *trans) {
   {
     prism::GstPrismContextScope scope(cuda);
     ok = build_index(self, options, gallery, mode, claimed, &st);
+#if defined(PRISM_HAVE_CUDA)
+    if (ok && cuda->use_cuda) {
+      try {
+        st->extractor = std::make_unique<texture::CudaFeatureExtractor>();
+      } catch (const std::exception &e) {
+        GST_ELEMENT_ERROR(self, LIBRARY, INIT,
+                          ("textureid: property 'device': the CUDA SIFT cannot start: %s", e.what()), (nullptr));
+        ok = false;
+      }
+    }
+#endif
     if (!ok) st.reset(); /* its GPU buffers are freed in the context */
   }
   if (!ok) {
@@ -283,8 +305,87 @@ static double ms_since(std::chrono::steady_clock::time_point t0) {
 /* Pixels are only read: a read map of shared memory copies nothing. */
 static GstMapFlags map_flags_ip(GstPrismCudaFilter *, GstBuffer *) { return GST_MAP_READ; }
 
-/* A frame on the host (system memory only, for now: SIFT runs on the CPU). On the GPU path the base
- * class has pushed the element's context, so the index matches in it. */
+/* RGBA on the GPU path: the device grey of a CUDA frame, in the element's context. */
+static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, const GstVideoInfo *) {
+#if defined(PRISM_HAVE_CUDA)
+  GstTextureId *self = GST_TEXTURE_ID(filter);
+  GstPrismCuda *cuda = cuda_of(self);
+  if (!self->state || !cuda->use_cuda || GST_VIDEO_INFO_FORMAT(in) != GST_VIDEO_FORMAT_RGBA) return TRUE;
+  const cudaError_t err = self->state->device_grey.reserve(
+      cuda->context, size_t(GST_VIDEO_INFO_WIDTH(in)) * size_t(GST_VIDEO_INFO_HEIGHT(in)));
+  if (err != cudaSuccess) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("textureid: cannot allocate the GPU grey image"),
+                      ("%s", cudaGetErrorString(err)));
+    return FALSE;
+  }
+#else
+  (void)filter, (void)in;
+#endif
+  return TRUE;
+}
+
+/* A due frame's features into *q, or false when it is not sharp enough (*sharp: the sharpness, when
+ * measured). A host frame (system memory, or another context's GPU memory, which GstCudaMemory
+ * downloads) is made grey on the host; a device frame (GPU memory of the element's context) is
+ * read where it lies: the Y plane, or RGBA made grey on the extractor's stream. Only min-sharpness
+ * moves anything of a device frame to the host: its grey, for cv::Laplacian. On the GPU path both
+ * go to the CUDA SIFT, which shrinks large frames as the host does, so both give the same features.
+ * Throws. */
+static bool frame_features(GstTextureId *self, State &st, const GstVideoInfo *info, const GstPrismFrame *frame,
+                           guint64 index, double min_sharpness, double *sharp, double *features_ms,
+                           texture::Features *q) {
+  const int W = GST_VIDEO_INFO_WIDTH(info), H = GST_VIDEO_INFO_HEIGHT(info);
+  auto sharp_enough = [&](const cv::Mat &grey) {
+    if (min_sharpness <= 0) return true;
+    *sharp = texture::sharpness(grey, &st.laplacian);
+    if (*sharp >= min_sharpness) return true;
+    GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": sharpness %.1f < min-sharpness %.1f, not identified", index,
+                     *sharp, min_sharpness);
+    return false;
+  };
+  if (!frame->device) {
+    const cv::Mat grey = prism::frame_grey(info, frame->data[0], size_t(frame->stride[0]), st.grey);
+    if (!sharp_enough(grey)) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+#if defined(PRISM_HAVE_CUDA)
+    *q = st.extractor ? st.extractor->extract(grey) : texture::extract_features(grey);
+#else
+    *q = texture::extract_features(grey);
+#endif
+    *features_ms = ms_since(t0);
+    return true;
+  }
+#if defined(PRISM_HAVE_CUDA)
+  if (!st.extractor) throw std::logic_error("a device frame without the CUDA SIFT");
+  texture::CudaFeatureExtractor &extractor = *st.extractor;
+  const cudaStream_t stream = extractor.stream();
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint8_t *grey = frame->data[0];
+  size_t pitch = size_t(frame->stride[0]);
+  if (GST_VIDEO_INFO_FORMAT(info) == GST_VIDEO_FORMAT_RGBA) {
+    if (st.device_grey.size() < size_t(W) * size_t(H)) throw std::logic_error("RGBA frame without its grey buffer");
+    texture::grey_from_rgba_cuda(grey, pitch, W, H, st.device_grey.data(), size_t(W), stream);
+    grey = st.device_grey.data();
+    pitch = size_t(W);
+  }
+  if (min_sharpness > 0) {
+    st.grey.create(H, W, CV_8UC1);
+    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(st.grey.data, st.grey.step, grey, pitch, size_t(W), size_t(H),
+                                       cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (!sharp_enough(st.grey)) return false;
+  }
+  *q = extractor.extract_device(grey, pitch, W, H);
+  *features_ms = ms_since(t0);
+  return true;
+#else
+  (void)W, (void)H;
+  throw std::logic_error("a device frame in a build without CUDA");
+#endif
+}
+
+/* A frame on the host or, with CUDA caps on the GPU path, in GPU memory (frame_features). On the GPU
+ * path the base class has pushed the element's context, so SIFT and the index run in it. */
 static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, const GstPrismFrame *pixels) {
   GstTextureId *self = GST_TEXTURE_ID(filter);
   GstBaseTransform *trans = GST_BASE_TRANSFORM(filter);
@@ -318,18 +419,8 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
   texture::SearchResult r;
   double sharp = -1, features_ms = 0;
   try {
-    const cv::Mat grey = prism::frame_grey(info, pixels->data[0], size_t(pixels->stride[0]), st.grey);
-    if (min_sharpness > 0) {
-      sharp = texture::sharpness(grey, &st.laplacian);
-      if (sharp < min_sharpness) {
-        GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": sharpness %.1f < min-sharpness %.1f, not identified",
-                         frame, sharp, min_sharpness);
-        return GST_FLOW_OK;
-      }
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const texture::Features q = texture::extract_features(grey);
-    features_ms = ms_since(t0);
+    texture::Features q;
+    if (!frame_features(self, st, info, pixels, frame, min_sharpness, &sharp, &features_ms, &q)) return GST_FLOW_OK;
     if (mode == MODE_VERIFY) {
       if (st.index.find(claimed) < 0) {
         GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
@@ -343,8 +434,10 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
       r = st.index.search(q, params);
     }
   } catch (const std::exception &e) {
-    GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("textureid: frame %" G_GUINT64_FORMAT ": %s", frame, e.what()),
-                      (nullptr));
+    GST_ELEMENT_ERROR(
+        self, LIBRARY, FAILED,
+        ("textureid: frame %" G_GUINT64_FORMAT "%s: %s", frame, pixels->device ? " (GPU memory)" : "", e.what()),
+        (nullptr));
     return GST_FLOW_ERROR;
   }
   st.attempted = true;
@@ -474,14 +567,18 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
       "RANSAC verification): 1:M search or 1:1 verify, every N frames or when sharp; results as region-of-interest "
       "meta and 'prism-textureid' element messages. Pixels pass through.",
       "Prism developers");
-  /* System memory only: frames are mapped on the host for SIFT (no cuda_formats). */
-  gst_prism_cuda_filter_class_add_pad_templates(element_class, FORMATS, nullptr);
+  /* NV12/I420/RGBA in memory:CUDAMemory (read in place on the GPU path), every grey-readable format
+   * in system memory. */
+  gst_prism_cuda_filter_class_add_pad_templates(element_class, FORMATS, CUDA_FORMATS);
   trans_class->start = GST_DEBUG_FUNCPTR(start);
   trans_class->stop = GST_DEBUG_FUNCPTR(stop);
   /* In place, never passthrough: the base class hands process_ip a writable buffer for the meta (a
    * shallow copy when the input is shared: the pixels are only read, never copied). */
+  filter_class->set_info = set_info;
   filter_class->process_ip = process_ip;
   filter_class->map_flags_ip = map_flags_ip;
+  /* System memory is made grey on the host (cv::cvtColor) and goes to SIFT from there: no staging
+   * of whole frames through the device. */
   filter_class->ip_host_frames = TRUE;
   GST_DEBUG_CATEGORY_INIT(gst_texture_id_debug, "textureid", 0, "Prism texture identification");
 }

@@ -4,8 +4,12 @@
  * passthrough (the buffer is made writable for the meta; its pixels are only read).
  *
  * Inputs:
- *   sink: video/x-raw GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12 or I420, system memory only
- *   (SIFT runs on the host): GRAY8/NV12/I420 give their grey (Y) plane, the others cv::cvtColor's grey.
+ *   sink: video/x-raw NV12, I420 or RGBA in memory:CUDAMemory (GPU path; from nvh264dec or
+ *   cudaupload): frames of the element's context are read on the GPU where they lie (the Y plane, or
+ *   RGBA made grey by cv::cvtColor's integer formula in a CUDA kernel), another context's on the
+ *   host. GRAY8, RGBA, BGRA, BGRx, RGBx, RGB, BGR, NV12 or I420 in system memory: GRAY8/NV12/I420
+ *   give their grey (Y) plane, the others cv::cvtColor's grey, on the host. device=cpu offers no
+ *   CUDA caps (upstream then gives system memory, or negotiation fails).
  *
  * Outputs:
  *   src: the input buffer, same caps.
@@ -34,20 +38,29 @@
  * Device memory:
  *   GPU path (an sm_80+ GPU), in the element's GstCudaContext, at start: the gallery's FP16
  *   descriptors, per-image counts and scores and a query slot (texture::TextureIndex, which also
- *   creates its own CUDA stream for the matching); the per-candidate verification buffers (device,
- *   and pinned host) grow on the first identifications to the shortlist's size and are kept. Freed
- *   at stop in the same context. No frame goes to the device: only the query's descriptors.
+ *   creates its own CUDA stream for the matching), and the CUDA SIFT (texture::CudaFeatureExtractor:
+ *   its stream, pyramid and keypoint buffers grow to the largest frame and are kept; the shrink's
+ *   tables are made once per frame size); with RGBA caps a W x H grey image (set_info); the
+ *   per-candidate verification buffers (device, and pinned host) grow on the first identifications
+ *   to the shortlist's size and are kept. Freed at stop in the same context. System-memory frames
+ *   are not staged by the base class (ip_host_frames): SIFT uploads the grey image.
  *
  * Notes:
- *   Features are extracted on the CPU (OpenCV's SIFT, Lowe 2004, made RootSIFT: Arandjelovic &
- *   Zisserman 2012); the ratio-test matching of the query against the whole gallery runs on the GPU
- *   (or the CPU, the same function); the shortlist is verified by a RANSAC homography
- *   (cv::findHomography) and scored by the significance of its inliers (texture::chance_significance).
- *   With device=auto a GPU older than sm_80 means the CPU, said once as an INFO message;
- *   device=cuda then fails at start. Each identification waits for its matching (a host sync on the
- *   index's stream); the frames in between are only counted. At start the gallery is streamed
- *   into the index from its pack (one entry in memory at a time, so a large gallery is never held
- *   twice); one that does not fit the budgets fails there, naming gpu-memory and host-memory.
+ *   Features: SIFT (Lowe 2004) made RootSIFT (Arandjelovic & Zisserman 2012). On the CPU path OpenCV's
+ *   cv::SIFT; on the GPU path kernels/sift's CUDA SIFT (interchangeable with cv::SIFT within
+ *   sift.h's tolerance) for frames in either memory kind, which give the same features: a frame
+ *   whose longer side exceeds 1024 is shrunk as cv::resize(INTER_AREA) shrinks it, on the host for
+ *   system memory and bit for bit the same on the device for CUDA memory
+ *   (texture/detection_image.h). A CUDA frame never goes to the host, except its grey when
+ *   min-sharpness is set (cv::Laplacian runs on the host). The ratio-test matching of the query
+ *   against the whole gallery runs on the GPU (or the CPU, the same function); the shortlist is
+ *   verified by a RANSAC homography (cv::findHomography) and scored by the significance of its
+ *   inliers (texture::chance_significance). With device=auto a GPU older than sm_80 means matching
+ *   on the CPU, said once as an INFO message; device=cuda then fails at start. Each identification
+ *   waits for its features and its matching (host syncs on the SIFT's and the index's streams); the
+ *   frames in between are only counted. At start the gallery is streamed into the index from its pack (one entry in
+ * memory at a time, so a large gallery is never held twice); one that does not fit the budgets fails there, naming
+ * gpu-memory and host-memory.
  */
 #pragma once
 

@@ -473,5 +473,6 @@ Result CudaExtractor::detect_and_compute_device(const uint8_t* grey, size_t pitc
 }
 
 const CudaExtractor::Timings& CudaExtractor::last_timings() const { return impl_->timings; }
+cudaStream_t CudaExtractor::stream() const { return impl_->stream; }
 
 }  // namespace prism::sift

@@ -32,6 +32,10 @@
 
 #include <opencv2/core.hpp>
 
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
 namespace prism::sift {
 
 constexpr int kDescriptorSize = 128;  // 4 x 4 cells x 8 orientations
@@ -82,6 +86,9 @@ class CudaExtractor {
     double pyramid = 0, orientation = 0, select = 0, descriptors = 0;
   };
   const Timings& last_timings() const;
+  // The stream every call works on (made in the context current at construction): work a caller
+  // enqueues there is ordered before the next call reads its input, with no event or host sync.
+  cudaStream_t stream() const;
 
  private:
   struct Impl;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "sift/sift.h"
+#include "texture/detection_image.h"
 
 namespace prism::texture {
 
@@ -31,15 +32,13 @@ cv::Mat to_grey(const cv::Mat& image) {
 namespace {
 
 // The detection image: grey, shrunk (INTER_AREA) when its longer side exceeds max_side; `scale`
-// = original / detection coordinates.
+// = original / detection coordinates. CudaFeatureExtractor::extract_device shrinks on the device
+// to the same bits (detection_image.h).
 cv::Mat detection_image(const cv::Mat& grey, const FeatureParams& params, double* scale) {
-  *scale = 1.0;
-  const int side = std::max(grey.cols, grey.rows);
-  if (params.max_side <= 0 || side <= params.max_side) return grey;
-  *scale = double(side) / params.max_side;
+  const cv::Size size = detection_size(grey.cols, grey.rows, params.max_side, scale);
+  if (*scale == 1.0) return grey;
   cv::Mat detect;
-  cv::resize(grey, detect, cv::Size(int(grey.cols / *scale + 0.5), int(grey.rows / *scale + 0.5)), 0, 0,
-             cv::INTER_AREA);
+  cv::resize(grey, detect, size, 0, 0, cv::INTER_AREA);
   return detect;
 }
 
@@ -136,12 +135,14 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
 struct CudaFeatureExtractor::Impl {
   FeatureParams params;
   sift::CudaExtractor sift;
+  CudaAreaResize shrink;             // extract_device's shrink: tables per size
+  gpu::DeviceArray<uint8_t> shrunk;  // ... and its output, grown to the largest seen
 };
 
 CudaFeatureExtractor::CudaFeatureExtractor(const FeatureParams& params) {
   sift::Params p;
   p.nfeatures = std::clamp(params.max_features, 1, match::kSlot);
-  impl_ = std::make_unique<Impl>(Impl{params, sift::CudaExtractor(p)});
+  impl_ = std::make_unique<Impl>(Impl{params, sift::CudaExtractor(p), {}, {}});
 }
 CudaFeatureExtractor::~CudaFeatureExtractor() = default;
 CudaFeatureExtractor::CudaFeatureExtractor(CudaFeatureExtractor&&) noexcept = default;
@@ -152,14 +153,28 @@ Features CudaFeatureExtractor::extract(const cv::Mat& image) {
 }
 
 Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch, int width, int height) {
-  const FeatureParams& p = impl_->params;
-  if (p.max_side > 0 && std::max(width, height) > p.max_side)
+  Impl& m = *impl_;
+  const FeatureParams& p = m.params;
+  if (!grey) throw std::invalid_argument("extract_device: null device image");
+  if (width < 1 || height < 1 || pitch < size_t(width))
     throw std::invalid_argument("extract_device: a " + std::to_string(width) + "x" + std::to_string(height) +
-                                " image is larger than max_side " + std::to_string(p.max_side) +
-                                " and the device path does not shrink yet");
-  const sift::Result r = impl_->sift.detect_and_compute_device(grey, pitch, width, height);
-  return to_features(width, height, 1.0, r.keypoints, r.descriptors, p);
+                                " image with a pitch of " + std::to_string(pitch) + " bytes");
+  double scale = 1.0;
+  const cv::Size size = detection_size(width, height, p.max_side, &scale);
+  // As extract(): too small a detection image has no features.
+  if (size.width < 8 || size.height < 8) return to_features(width, height, scale, {}, cv::Mat(), p);
+  if (scale != 1.0) {
+    m.shrink.prepare(width, height, size.width, size.height);
+    m.shrunk.reserve(size_t(size.area()));
+    m.shrink.run(grey, pitch, m.shrunk.data(), size_t(size.width), m.sift.stream());
+    grey = m.shrunk.data();
+    pitch = size_t(size.width);
+  }
+  const sift::Result r = m.sift.detect_and_compute_device(grey, pitch, size.width, size.height);
+  return to_features(width, height, scale, r.keypoints, r.descriptors, p);
 }
+
+cudaStream_t CudaFeatureExtractor::stream() const { return impl_->sift.stream(); }
 #endif
 
 double sharpness(const cv::Mat& grey, cv::Mat* scratch) {

@@ -62,8 +62,14 @@ class CudaFeatureExtractor {
   // As extract_features.
   Features extract(const cv::Mat& image);
   // An 8-bit grey image in device memory, `pitch` bytes per row, its writes ordered before the
-  // call by the caller. Throws std::invalid_argument when a side exceeds params.max_side.
+  // call by the caller (or enqueued on stream()). The same features as extract() of the same pixels:
+  // an image with a side over params.max_side is shrunk on the device as extract() shrinks it on the
+  // host (cv::resize INTER_AREA, bit for bit: texture/detection_image.h), into a buffer kept between
+  // calls; the shrink's tables are made once per size.
   Features extract_device(const uint8_t* grey, size_t pitch, int width, int height);
+  // The stream extract_device works on (kernels/sift's): a caller that makes the grey image on the
+  // device (textureid's RGBA frames) enqueues that work here and needs no sync of its own.
+  cudaStream_t stream() const;
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "prism_run_util.h"
@@ -266,6 +267,44 @@ TEST_F(TextureId, HasTheDevicePropertiesOfEveryCudaElement) {
   gst_util_set_object_arg(G_OBJECT(e), "device", "cpu");
   gst_util_set_object_arg(G_OBJECT(e), "device", "auto");
   gst_object_unref(other);
+  gst_object_unref(e);
+}
+
+// The sink takes GPU memory in NV12, I420 and RGBA (a CUDA build), system memory in every grey-readable
+// format; device=cpu offers no memory:CUDAMemory, so an uploader upstream keeps system memory (and
+// a CUDA-only upstream fails to negotiate).
+TEST_F(TextureId, TakesCudaMemoryInNv12I420RgbaButNotWithDeviceCpu) {
+  GstElement* e = gst_element_factory_make("textureid", nullptr);
+  ASSERT_NE(e, nullptr);
+  GstPad* pad = gst_element_get_static_pad(e, "sink");
+  auto cuda_formats = [](GstCaps* caps) {
+    std::set<std::string> out;
+    for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+      GstCapsFeatures* f = gst_caps_get_features(caps, i);
+      if (!f || gst_caps_features_is_any(f) || !gst_caps_features_contains(f, "memory:CUDAMemory")) continue;
+      const GValue* v = gst_structure_get_value(gst_caps_get_structure(caps, i), "format");
+      for (guint k = 0; v && GST_VALUE_HOLDS_LIST(v) && k < gst_value_list_get_size(v); ++k)
+        out.insert(g_value_get_string(gst_value_list_get_value(v, k)));
+    }
+    return out;
+  };
+  GstCaps* templ = gst_pad_get_pad_template_caps(pad);
+#if defined(PRISM_HAVE_CUDA)
+  EXPECT_EQ(cuda_formats(templ), (std::set<std::string>{"NV12", "I420", "RGBA"}));
+#else
+  EXPECT_TRUE(cuda_formats(templ).empty());
+#endif
+  gst_caps_unref(templ);
+  gst_util_set_object_arg(G_OBJECT(e), "device", "cpu");
+  GstCaps* caps = gst_pad_query_caps(pad, nullptr);
+  ASSERT_FALSE(gst_caps_is_empty(caps));
+  EXPECT_TRUE(cuda_formats(caps).empty());
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    GstCapsFeatures* f = gst_caps_get_features(caps, i);
+    EXPECT_FALSE(f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, "memory:CUDAMemory")) << i;
+  }
+  gst_caps_unref(caps);
+  gst_object_unref(pad);
   gst_object_unref(e);
 }
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,7 +83,8 @@ inline void build_gallery() {
   g_gallery = dir;
 }
 
-// A frame in `info`'s layout from a packed single-plane image.
+// A frame in `info`'s layout from a packed single-plane image (the Y plane of NV12/I420, whose
+// chroma planes are grey: 128).
 inline GstBuffer* make_buffer(const prism::ImageFile& im, const GstVideoInfo& info, guint64 index) {
   GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
   GstVideoFrame f;
@@ -91,6 +93,10 @@ inline GstBuffer* make_buffer(const prism::ImageFile& im, const GstVideoInfo& in
   for (int y = 0; y < im.height; ++y)
     std::memcpy((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, 0) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0),
                 im.pixels.data() + y * row, row);
+  for (guint p = 1; p < GST_VIDEO_FRAME_N_PLANES(&f); ++p)
+    for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&f, p); ++y)
+      std::memset((uint8_t*)GST_VIDEO_FRAME_PLANE_DATA(&f, p) + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, p), 128,
+                  GST_VIDEO_FRAME_PLANE_STRIDE(&f, p));
   gst_video_frame_unmap(&f);
   GST_BUFFER_PTS(buf) = index * GST_SECOND / 30;
   GST_BUFFER_DURATION(buf) = GST_SECOND / 30;
@@ -129,14 +135,17 @@ inline std::vector<Roi> rois_of(GstBuffer* b) {
   return out;
 }
 
-// Pushes `frames` through `description` (a bin description ending in textureid) with input caps
-// `caps`; `out_caps` are the harness sink's (empty: the same as `caps`).
+// Pushes `frames` through `description` (a bin description with textureid) with input caps
+// `caps`; `out_caps` are the harness sink's (empty: the same as `caps`); `setup` (optional) sees
+// the harness's element (the bin) before the first push.
 inline void run_harness(Outcome& o, const std::string& description, const std::string& caps,
-                        const std::vector<const prism::ImageFile*>& frames, const std::string& out_caps = "") {
+                        const std::vector<const prism::ImageFile*>& frames, const std::string& out_caps = "",
+                        const std::function<void(GstElement*)>& setup = {}) {
   GstHarness* h = gst_harness_new_parse(description.c_str());
   GstBus* bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);
   gst_harness_set_caps_str(h, caps.c_str(), (out_caps.empty() ? caps : out_caps).c_str());
+  if (setup) setup(h->element);
   GstVideoInfo info;
   GstCaps* c = gst_caps_from_string(caps.c_str());
   EXPECT_TRUE(gst_video_info_from_caps(&info, c));
