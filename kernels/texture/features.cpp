@@ -40,6 +40,7 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
     cv::resize(grey, detect, cv::Size(int(grey.cols / scale + 0.5), int(grey.rows / scale + 0.5)), 0, 0,
                cv::INTER_AREA);
   }
+  detect = normalise(detect, params.normalisation);
 
   // cv::SIFT keeps the strongest nfeatures (ties at the cut may add a few): sort and cut exactly.
   cv::Ptr<cv::SIFT> sift = cv::SIFT::create(max_features);

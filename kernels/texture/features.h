@@ -8,6 +8,7 @@
 #include <opencv2/core.hpp>
 
 #include "match/match.h"
+#include "texture/normalise.h"
 
 namespace prism::texture {
 
@@ -35,6 +36,10 @@ struct FeatureParams {
   // Images whose longer side exceeds this are downscaled for detection (keypoints are reported in
   // the original image's coordinates); 0 keeps every size.
   int max_side = 1024;
+  // The contrast normalisation applied to the grey image after the shrink and before SIFT
+  // (normalise.h): a gallery's entries and its queries must use the same one, the gallery's
+  // (Gallery::normalisation). None by default.
+  Normalisation normalisation{};
   bool keep_fp16 = false;  // also fill Features::descriptors_fp16
   bool keep_fp32 = false;  // also fill Features::descriptors_fp32
 };
