@@ -58,6 +58,7 @@ constexpr guint kDefaultInterval = 10;
 /* Made at start(), gone at stop(). */
 struct State {
   std::string gallery;
+  texture::FeatureParams features; /* the gallery's normalisation (its record), as at its enrolment */
   texture::TextureIndex index;
   guint64 frame = 0;         // frames seen since start
   bool attempted = false;    // an identification has run
@@ -221,9 +222,11 @@ static gboolean start(GstBaseTransform *trans) {
     return FALSE;
   }
   /* The folder is checked here (marker, format, entries/) so that a wrong gallery is named before
-   * anything else; its entries are read into the index below. */
+   * anything else; its entries are read into the index below. Frames are extracted with the
+   * normalisation the gallery records. */
+  texture::FeatureParams features;
   try {
-    texture::Gallery::open(gallery, false, texture::Gallery::Load::kNoEntries);
+    features.normalisation = texture::Gallery::open(gallery, false, texture::Gallery::Load::kNoEntries).normalisation();
   } catch (const texture::GalleryError &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
                       ("textureid: property 'gallery': cannot open '%s': %s", gallery.c_str(), e.what()), (nullptr));
@@ -259,6 +262,7 @@ static gboolean start(GstBaseTransform *trans) {
   GST_INFO_OBJECT(self, "gallery %s: %zu products, matching on %s", gallery.c_str(), st->index.size(),
                   st->index.device_description().c_str());
   st->gallery = gallery;
+  st->features = features;
   delete self->state;
   self->state = st.release();
   return TRUE;
@@ -328,7 +332,7 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
       }
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const texture::Features q = texture::extract_features(grey);
+    const texture::Features q = texture::extract_features(grey, st.features);
     features_ms = ms_since(t0);
     if (mode == MODE_VERIFY) {
       if (st.index.find(claimed) < 0) {

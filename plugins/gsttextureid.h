@@ -39,10 +39,11 @@
  *
  * Notes:
  *   Features are extracted on the CPU (OpenCV's SIFT, Lowe 2004, made RootSIFT: Arandjelovic &
- *   Zisserman 2012); the ratio-test matching of the query against the whole gallery runs on the GPU
- *   (or the CPU, the same function); the shortlist is verified by a RANSAC homography
- *   (cv::findHomography) and scored by the significance of its inliers (texture::chance_significance).
- *   With device=auto a GPU older than sm_80 means the CPU, said once as an INFO message;
+ *   Zisserman 2012), after the contrast normalisation the gallery records (texture/normalise.h:
+ *   its entries were enrolled with it, so its queries must use it too; none for older galleries); the ratio-test
+ * matching of the query against the whole gallery runs on the GPU (or the CPU, the same function); the shortlist is
+ * verified by a RANSAC homography (cv::findHomography) and scored by the significance of its inliers
+ * (texture::chance_significance). With device=auto a GPU older than sm_80 means the CPU, said once as an INFO message;
  *   device=cuda then fails at start. Each identification waits for its matching (a host sync on the
  *   index's stream); the frames in between are only counted. At start the gallery is streamed
  *   into the index from its pack (one entry in memory at a time, so a large gallery is never held
