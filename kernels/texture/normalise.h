@@ -30,7 +30,8 @@ struct Normalisation {
 };
 
 // What parse_normalisation accepts, for usage texts and errors.
-constexpr const char* kNormalisationNames = "none, or clahe-CLIP-TILES with CLIP 1..40 and TILES 1..32 (e.g. clahe-2-8)";
+constexpr const char* kNormalisationNames =
+    "none, or clahe-CLIP-TILES with CLIP 1..40 and TILES 1..32 (e.g. clahe-2-8)";
 constexpr int kMaxClaheClip = 40, kMaxClaheTiles = 32;
 
 // "none" or "clahe-CLIP-TILES" (whole numbers in range, no other spelling). Throws

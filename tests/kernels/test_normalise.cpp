@@ -75,7 +75,8 @@ TEST(Normalise, ClaheEqualsOpenCvOnRealImages) {
     grey.convertTo(dark, CV_8U, 0.25);
     for (const cv::Mat& g : {grey, dark})
       for (const auto& [clip, tiles] : {std::pair<int, int>{2, 8}, {4, 8}, {2, 4}, {3, 16}}) {
-        const Normalisation n = texture::parse_normalisation("clahe-" + std::to_string(clip) + "-" + std::to_string(tiles));
+        const Normalisation n =
+            texture::parse_normalisation("clahe-" + std::to_string(clip) + "-" + std::to_string(tiles));
         EXPECT_EQ(differing(texture::normalise(g, n), opencv_clahe(g, clip, tiles, tiles)), 0)
             << path << " " << n.name() << " mean " << cv::mean(g)[0];
       }
@@ -103,9 +104,9 @@ TEST(Normalise, NamesRoundTripAndBadOnesAreRefusedByName) {
   EXPECT_EQ(n.clip, 4);
   EXPECT_EQ(n.tiles, 16);
   EXPECT_EQ(texture::poor_light_normalisation().name(), "clahe-4-8");
-  for (const char* bad : {"", "None", "clahe", "clahe-2", "clahe-2-", "clahe--8", "clahe-0-8", "clahe-2-0", "clahe-41-8",
-                          "clahe-2-33", "clahe-02-8", "clahe-+2-8", "clahe-2.5-8", "clahe-2-8-1", "clahe-2-8x8",
-                          "equalize", "clahe-999999999999-8"}) {
+  for (const char* bad :
+       {"", "None", "clahe", "clahe-2", "clahe-2-", "clahe--8", "clahe-0-8", "clahe-2-0", "clahe-41-8", "clahe-2-33",
+        "clahe-02-8", "clahe-+2-8", "clahe-2.5-8", "clahe-2-8-1", "clahe-2-8x8", "equalize", "clahe-999999999999-8"}) {
     try {
       texture::parse_normalisation(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
