@@ -62,6 +62,7 @@ constexpr guint kDefaultInterval = 10;
 /* Made at start(), gone at stop(). */
 struct State {
   std::string gallery;
+  texture::FeatureParams features; /* the gallery's normalisation (its record), as at its enrolment */
   texture::TextureIndex index;
   guint64 frame = 0;         // frames seen since start
   bool attempted = false;    // an identification has run
@@ -232,9 +233,11 @@ static gboolean start(GstBaseTransform *trans) {
     return FALSE;
   }
   /* The folder is checked here (marker, format, entries/) so that a wrong gallery is named before
-   * anything else; its entries are read into the index below. */
+   * anything else; its entries are read into the index below. Frames are extracted with the
+   * normalisation the gallery records. */
+  texture::FeatureParams features;
   try {
-    texture::Gallery::open(gallery, false, texture::Gallery::Load::kNoEntries);
+    features.normalisation = texture::Gallery::open(gallery, false, texture::Gallery::Load::kNoEntries).normalisation();
   } catch (const texture::GalleryError &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
                       ("textureid: property 'gallery': cannot open '%s': %s", gallery.c_str(), e.what()), (nullptr));
@@ -258,7 +261,7 @@ static gboolean start(GstBaseTransform *trans) {
 #if defined(PRISM_HAVE_CUDA)
     if (ok && cuda->use_cuda) {
       try {
-        st->extractor = std::make_unique<texture::CudaFeatureExtractor>();
+        st->extractor = std::make_unique<texture::CudaFeatureExtractor>(features);
       } catch (const std::exception &e) {
         GST_ELEMENT_ERROR(self, LIBRARY, INIT,
                           ("textureid: property 'device': the CUDA SIFT cannot start: %s", e.what()), (nullptr));
@@ -281,6 +284,7 @@ static gboolean start(GstBaseTransform *trans) {
   GST_INFO_OBJECT(self, "gallery %s: %zu products, matching on %s", gallery.c_str(), st->index.size(),
                   st->index.device_description().c_str());
   st->gallery = gallery;
+  st->features = features;
   delete self->state;
   self->state = st.release();
   return TRUE;
@@ -348,9 +352,9 @@ static bool frame_features(GstTextureId *self, State &st, const GstVideoInfo *in
     if (!sharp_enough(grey)) return false;
     const auto t0 = std::chrono::steady_clock::now();
 #if defined(PRISM_HAVE_CUDA)
-    *q = st.extractor ? st.extractor->extract(grey) : texture::extract_features(grey);
+    *q = st.extractor ? st.extractor->extract(grey) : texture::extract_features(grey, st.features);
 #else
-    *q = texture::extract_features(grey);
+    *q = texture::extract_features(grey, st.features);
 #endif
     *features_ms = ms_since(t0);
     return true;

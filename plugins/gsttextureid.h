@@ -46,7 +46,9 @@
  *   are not staged by the base class (ip_host_frames): SIFT uploads the grey image.
  *
  * Notes:
- *   Features: SIFT (Lowe 2004) made RootSIFT (Arandjelovic & Zisserman 2012). On the CPU path OpenCV's
+ *   Features: SIFT (Lowe 2004) made RootSIFT (Arandjelovic & Zisserman 2012), after the contrast
+ *   normalisation the gallery records (texture/normalise.h: its entries were enrolled with it, so
+ *   its queries must use it too; none for older galleries). On the CPU path OpenCV's
  *   cv::SIFT; on the GPU path kernels/sift's CUDA SIFT (interchangeable with cv::SIFT within
  *   sift.h's tolerance) for frames in either memory kind, which give the same features: a frame
  *   whose longer side exceeds 1024 is shrunk as cv::resize(INTER_AREA) shrinks it, on the host for

@@ -36,10 +36,9 @@ namespace {
 // to the same bits (detection_image.h).
 cv::Mat detection_image(const cv::Mat& grey, const FeatureParams& params, double* scale) {
   const cv::Size size = detection_size(grey.cols, grey.rows, params.max_side, scale);
-  if (*scale == 1.0) return grey;
-  cv::Mat detect;
-  cv::resize(grey, detect, size, 0, 0, cv::INTER_AREA);
-  return detect;
+  cv::Mat detect = grey;
+  if (*scale != 1.0) cv::resize(grey, detect, size, 0, 0, cv::INTER_AREA);
+  return normalise(detect, params.normalisation);  // after the shrink, before SIFT
 }
 
 // SIFT keypoints and float descriptors (either extractor's) to Features: the strongest
@@ -159,6 +158,9 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
   if (width < 1 || height < 1 || pitch < size_t(width))
     throw std::invalid_argument("extract_device: a " + std::to_string(width) + "x" + std::to_string(height) +
                                 " image with a pitch of " + std::to_string(pitch) + " bytes");
+  if (p.normalisation.kind != Normalisation::Kind::kNone)
+    throw std::invalid_argument("extract_device: normalisation " + p.normalisation.name() +
+                                " is not on the device yet: give frames in system memory");
   double scale = 1.0;
   const cv::Size size = detection_size(width, height, p.max_side, &scale);
   // As extract(): too small a detection image has no features.

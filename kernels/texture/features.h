@@ -11,6 +11,7 @@
 
 #include "common/gpu.h"
 #include "match/match.h"
+#include "texture/normalise.h"
 
 namespace prism::texture {
 
@@ -38,6 +39,10 @@ struct FeatureParams {
   // Images whose longer side exceeds this are downscaled for detection (keypoints are reported in
   // the original image's coordinates); 0 keeps every size.
   int max_side = 1024;
+  // The contrast normalisation applied to the grey image after the shrink and before SIFT
+  // (normalise.h): a gallery's entries and its queries must use the same one, the gallery's
+  // (Gallery::normalisation). None by default.
+  Normalisation normalisation{};
   bool keep_fp16 = false;  // also fill Features::descriptors_fp16
   bool keep_fp32 = false;  // also fill Features::descriptors_fp32
   // Which SIFT: kCpu is OpenCV's cv::SIFT; kCuda is kernels/sift on the current GPU (a per-thread

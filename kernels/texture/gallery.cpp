@@ -28,6 +28,21 @@ constexpr uint32_t kVersion = 2;  // written; 1 (FP16 descriptors, no collection
 constexpr const char* kMarker = "gallery.prism";
 constexpr const char* kMarkerText = "prism texture gallery, format 1\n";        // entry files only (older builds)
 constexpr const char* kMarkerTextPacked = "prism texture gallery, format 2\n";  // entry files and pack.log
+// Format 2 and a contrast normalisation (issue 22) on the next line, "normalise NAME": an older
+// build refuses the gallery (unknown format) instead of extracting without it.
+constexpr const char* kMarkerTextNormalised = "prism texture gallery, format 3\n";
+
+// What the marker says: whether the gallery has a pack (format 2 or 3) and its normalisation.
+struct Marker {
+  bool packed = false;
+  Normalisation normalisation;
+};
+
+// The marker text of a packed gallery with normalisation `n` (format 2 when none).
+std::string marker_text(const Normalisation& n) {
+  if (n.kind == Normalisation::Kind::kNone) return kMarkerTextPacked;
+  return std::string(kMarkerTextNormalised) + "normalise " + n.name() + "\n";
+}
 constexpr const char* kPack = "pack.log";
 constexpr const char* kDirty = "pack.dirty";
 
@@ -356,8 +371,35 @@ void write_pack(const fs::path& dir,
   fsync_dir(dir);
 }
 
-void set_marker(const fs::path& dir, const char* text) {
-  const std::string t = text;
+// The gallery's marker: format 1 (entry files only), 2 (and the pack) or 3 (2 and a normalisation).
+Marker read_marker(const fs::path& dir) {
+  const fs::path marker = dir / kMarker;
+  const std::vector<uint8_t> marker_bytes = read_regular(marker);
+  std::istringstream m(std::string(marker_bytes.begin(), marker_bytes.end()));
+  std::string first;
+  std::getline(m, first);
+  Marker out;
+  if (first + "\n" == kMarkerText) return out;
+  out.packed = true;
+  if (first + "\n" == kMarkerTextPacked) return out;
+  if (first + "\n" == kMarkerTextNormalised) {
+    std::string line, key, name, rest;
+    std::getline(m, line);
+    std::istringstream fields(line);
+    if (!(fields >> key >> name) || key != "normalise" || (fields >> rest))
+      throw GalleryError(marker.string() + ":2: expected 'normalise NAME', not '" + line + "'");
+    try {
+      out.normalisation = parse_normalisation(name);
+    } catch (const std::invalid_argument& e) {
+      throw GalleryError(marker.string() + ":2: " + e.what() + " (a newer Prism wrote it?)");
+    }
+    return out;
+  }
+  throw GalleryError(marker.string() + ":1: unknown gallery format '" + first +
+                     "' (this build reads formats 1, 2 and 3; a newer Prism wrote it?)");
+}
+
+void set_marker(const fs::path& dir, const std::string& t) {
   write_atomically(dir / (std::string(".tmp-marker-") + std::to_string(::getpid())), dir / kMarker,
                    std::vector<uint8_t>(t.begin(), t.end()));
   fsync_dir(dir);
@@ -386,8 +428,7 @@ void rebuild_pack(const fs::path& dir) {
       put(make_record(id, &bytes));
     }
   });
-  const std::vector<uint8_t> m = read_regular(dir / kMarker);
-  if (std::string(m.begin(), m.end()) != kMarkerTextPacked) set_marker(dir, kMarkerTextPacked);
+  if (!read_marker(dir).packed) set_marker(dir, kMarkerTextPacked);  // format 1 had no normalisation
   ::unlink((dir / kDirty).c_str());
 }
 
@@ -417,8 +458,7 @@ std::vector<uint8_t> record_from_file(const fs::path& dir, const std::string& id
 // its id is appended from its entry file as it is (old or new: the write was never acknowledged).
 // Returns the log's size and inode.
 std::pair<uint64_t, uint64_t> prepare_pack(const fs::path& dir) {
-  const std::vector<uint8_t> m = read_regular(dir / kMarker);
-  const bool packed = std::string(m.begin(), m.end()) == kMarkerTextPacked;
+  const bool packed = read_marker(dir).packed;
   const Dirty d = read_dirty(dir);
   {
     Fd fd(::open((dir / kPack).c_str(), O_RDONLY | O_CLOEXEC));
@@ -565,19 +605,6 @@ GalleryEntry Gallery::decode(const std::vector<uint8_t>& bytes, const std::strin
 
 namespace {
 
-// The gallery's marker: whether it has a pack (format 2) or only entry files (format 1).
-bool read_marker_packed(const fs::path& dir) {
-  const fs::path marker = dir / kMarker;
-  const std::vector<uint8_t> marker_bytes = read_regular(marker);
-  std::istringstream m(std::string(marker_bytes.begin(), marker_bytes.end()));
-  std::string first;
-  std::getline(m, first);
-  if (first + "\n" == kMarkerText) return false;
-  if (first + "\n" == kMarkerTextPacked) return true;
-  throw GalleryError(marker.string() + ":1: unknown gallery format '" + first +
-                     "' (this build reads formats 1 and 2; a newer Prism wrote it?)");
-}
-
 // entries/ID.tex read and checked as open() does; nullopt when it is not there (deleted since).
 std::optional<GalleryEntry> read_entry_file(const fs::path& path) {
   const std::string file = path.string();
@@ -721,7 +748,7 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
 PackRead read_gallery(const fs::path& dir, const EntrySink& sink) {
   std::string why;
   std::optional<PackRead> r;
-  if (read_marker_packed(dir)) {
+  if (read_marker(dir).packed) {
     r = read_pack(dir, sink, why);
   } else {
     why = (dir / kMarker).string() + ": format 1, no pack yet";
@@ -775,7 +802,7 @@ PackRead read_gallery(const fs::path& dir, const EntrySink& sink) {
 
 }  // namespace
 
-Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
+Gallery Gallery::open(const fs::path& dir, bool create, Load load, const Normalisation& normalisation) {
   Gallery g;
   g.dir_ = dir;
   std::error_code ec;
@@ -791,10 +818,11 @@ Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
     if (ec) throw GalleryError(dir.string() + ": cannot create: " + ec.message());
     WriterLock lock(dir);
     write_pack(dir, [](const std::function<void(const std::vector<uint8_t>&)>&) {});  // empty, before the marker
-    set_marker(dir, kMarkerTextPacked);
+    set_marker(dir, marker_text(normalisation));
+    g.normalisation_ = normalisation;
     return g;
   }
-  read_marker_packed(dir);
+  g.normalisation_ = read_marker(dir).normalisation;
   const fs::path entries = dir / "entries";
   if (!fs::is_directory(entries, ec)) throw GalleryError(entries.string() + ": missing");
   if (load == Load::kEntries) {
@@ -804,6 +832,15 @@ Gallery Gallery::open(const fs::path& dir, bool create, Load load) {
     g.pack_total_ = r.total;
   }
   return g;
+}
+
+Normalisation Gallery::read_normalisation(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / kMarker, ec)) {
+    if (!fs::exists(dir, ec)) throw GalleryError(dir.string() + ": no such gallery directory");
+    throw GalleryError(dir.string() + ": not a Prism texture gallery (no " + kMarker + ")");
+  }
+  return read_marker(dir).normalisation;
 }
 
 Gallery::ReadSummary Gallery::for_each_entry(const fs::path& dir, const std::function<void(GalleryEntry&&)>& on_entry) {

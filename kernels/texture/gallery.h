@@ -5,7 +5,12 @@
 //
 //   DIR/gallery.prism        marker and format version: "format 2" once the gallery has a pack (an
 //                            older build, which reads only "format 1", then refuses the gallery
-//                            instead of writing entries the pack would never see)
+//                            instead of writing entries the pack would never see); "format 3" is
+//                            format 2 with a second line "normalise NAME": the contrast
+//                            normalisation (normalise.h) its entries were extracted with and its
+//                            queries must use, chosen at creation (issue 22). Formats 1 and 2
+//                            mean none, so galleries made before it keep working; an older build
+//                            refuses format 3 rather than extract without the normalisation.
 //   DIR/.lock                flock()ed by writers (one writer at a time; readers take no lock and
 //                            skip an entry deleted between listing the folder and opening it)
 //   DIR/entries/ID.tex       an entry: header, id, source, collection, keypoints, 8-bit RootSIFT,
@@ -81,7 +86,17 @@ class Gallery {
   // Opens the gallery in `dir` and reads every entry (unless told not to); with `create` an absent
   // or empty directory becomes a new gallery, and a non-empty one that is not a gallery is refused
   // untouched. Throws GalleryError.
-  static Gallery open(const std::filesystem::path& dir, bool create = false, Load load = Load::kEntries);
+  // A gallery created here records `normalisation` (none: format 2, as older builds write).
+  static Gallery open(const std::filesystem::path& dir, bool create = false, Load load = Load::kEntries,
+                      const Normalisation& normalisation = {});
+
+  // The contrast normalisation of this gallery's entries, which every extraction against it
+  // (enrolment, search, verify) must apply: FeatureParams::normalisation. None for a gallery that
+  // records none (format 1 or 2).
+  const Normalisation& normalisation() const { return normalisation_; }
+  // The same, read from the marker of the gallery in `dir` alone (what a streaming reader needs
+  // before for_each_entry). Throws GalleryError as open() does.
+  static Normalisation read_normalisation(const std::filesystem::path& dir);
 
   // How a read went: the entries passed on, whether the pack was used, and otherwise (or when it
   // was repaired or compacted on the way) a sentence saying what happened, for the user.
@@ -140,6 +155,7 @@ class Gallery {
   std::filesystem::path dir_;
   std::vector<GalleryEntry> entries_;
   std::string pack_note_;
+  Normalisation normalisation_;
   // Live and total record bytes of pack.log as this object last knew them (0: unknown, as after
   // Load::kNoEntries): a writer that knows compacts when more than half is dead.
   uint64_t pack_live_ = 0, pack_total_ = 0;

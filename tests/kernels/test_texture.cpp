@@ -978,15 +978,15 @@ TEST(TextureGalleryPack, MarkerVersionsAreHandledClearly) {
       << opened.pack_note();
   EXPECT_EQ(text_of(g / "gallery.prism"), "prism texture gallery, format 2\n");
   EXPECT_TRUE(fs::exists(g / "pack.log"));
-  std::ofstream(g / "gallery.prism", std::ios::trunc) << "prism texture gallery, format 3\n";
+  std::ofstream(g / "gallery.prism", std::ios::trunc) << "prism texture gallery, format 4\n";
   for (auto load : {Gallery::Load::kEntries, Gallery::Load::kNoEntries}) {
     try {
       Gallery::open(g, false, load);
-      ADD_FAILURE() << "opened a format-3 gallery";
+      ADD_FAILURE() << "opened a format-4 gallery";
     } catch (const GalleryError& e) {
       EXPECT_EQ(std::string(e.what()), (g / "gallery.prism").string() +
-                                           ":1: unknown gallery format 'prism texture gallery, format 3' (this "
-                                           "build reads formats 1 and 2; a newer Prism wrote it?)");
+                                           ":1: unknown gallery format 'prism texture gallery, format 4' (this "
+                                           "build reads formats 1, 2 and 3; a newer Prism wrote it?)");
     }
   }
 }

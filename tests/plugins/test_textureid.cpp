@@ -229,6 +229,45 @@ TEST_F(TextureId, MinSharpnessSkipsBlurredFramesAndTriesTheNext) {
 
 // ---- settings that fail at the state change ------------------------------------------------
 
+// Poor light (issue 22): frames are extracted with the normalisation the gallery records. A gallery
+// enrolled with the poor-light CLAHE and a quarter-light frame of the box scene: the element's
+// inliers and significance are the kernels' with the normalised query, not with the plain one.
+TEST_F(TextureId, FramesAreNormalisedAsTheGalleryRecords) {
+  NEED_IMAGES();
+  prism::test::TempDir dir;
+  const std::string gallery = dir.file("clahe");
+  texture::FeatureParams fp;
+  fp.normalisation = texture::poor_light_normalisation();
+  {
+    texture::Gallery g = texture::Gallery::open(gallery, true, texture::Gallery::Load::kEntries, fp.normalisation);
+    for (const char* n : {"box.png", "graf1.png"}) {
+      const prism::ImageFile im = load(n, GST_VIDEO_FORMAT_GRAY8);
+      g.add({fs::path(n).stem().string(), n, 0,
+             texture::extract_features(cv::Mat(im.height, im.width, CV_8UC1, (void*)im.pixels.data()), fp)});
+    }
+  }
+  prism::ImageFile dark = load(kScene, GST_VIDEO_FORMAT_GRAY8);
+  for (uint8_t& v : dark.pixels) v = uint8_t(v / 4);
+  const cv::Mat frame(dark.height, dark.width, CV_8UC1, dark.pixels.data());
+
+  texture::IndexOptions io;
+  io.device = texture::Device::kCpu;
+  texture::TextureIndex index(io);
+  index.build(texture::Gallery::open(gallery).entries());
+  const texture::SearchResult want = index.search(texture::extract_features(frame, fp), {});
+  const texture::SearchResult plain = index.search(texture::extract_features(frame), {});
+  ASSERT_EQ(want.best.id, "box");
+  ASSERT_NE(want.best.geometry.inliers, plain.best.geometry.inliers) << "the test cannot tell the two apart";
+
+  Outcome o;
+  run_harness(o, "textureid gallery=\"" + gallery + "\" device=cpu interval=1", caps_of("GRAY8", dark), {&dark});
+  ASSERT_EQ(o.error, "");
+  ASSERT_EQ(o.messages.size(), 1u);
+  EXPECT_EQ(str(o.messages[0], "id"), "box") << gst_structure_to_string(o.messages[0]);
+  EXPECT_EQ(integer(o.messages[0], "inliers"), want.best.geometry.inliers) << gst_structure_to_string(o.messages[0]);
+  EXPECT_DOUBLE_EQ(real(o.messages[0], "score"), want.best.significance) << gst_structure_to_string(o.messages[0]);
+}
+
 TEST_F(TextureId, AMissingGalleryFailsNamingThePath) {
   const std::string missing = dir.file("no-such-gallery");
   std::string error;

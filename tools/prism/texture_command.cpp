@@ -53,6 +53,11 @@ constexpr const char* kUsage =
     "\n"
     "options:\n"
     "  --gallery DIR        the gallery directory (enroll creates it in a new or empty folder)\n"
+    "  --normalise NAME     enroll into a new gallery: the contrast normalisation applied before SIFT,\n"
+    "                       recorded in the gallery and applied by every enrol, search and verify\n"
+    "                       against it: none (the default; also what older galleries mean) or\n"
+    "                       clahe-CLIP-TILES; clahe-4-8 is the choice for dim captures (see\n"
+    "                       docs/TEXTUREID.md); elsewhere it must match the gallery's record\n"
     "  --collection C       enroll, update: the collection the products belong to (a lot, a factory,\n"
     "                       a line; update keeps the product's own when not given; \"\" for none)\n"
     "                       search: search only collection C (repeat it for several)\n"
@@ -76,6 +81,7 @@ struct Options {
   std::string sub, gallery, id, list;
   std::optional<std::string> collection;
   std::vector<std::string> collections;  // every --collection (search scope)
+  std::optional<texture::Normalisation> normalise;
   int64_t gpu_memory = texture::kDefaultBudget, host_memory = texture::kDefaultBudget;
   bool json = false, update = false;
   texture::Device device = texture::Device::kAuto;
@@ -83,13 +89,6 @@ struct Options {
   int top = 1;
   std::vector<std::string> args;
 };
-
-// Where SIFT runs follows --device: auto extracts on the GPU when there is one.
-texture::FeatureParams feature_params(const Options& o) {
-  texture::FeatureParams p;
-  p.device = o.device;
-  return p;
-}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -107,7 +106,14 @@ Options parse(int argc, char** argv) {
       o.id = value();
     else if (a == "--list")
       o.list = value();
-    else if (a == "--collection") {
+    else if (a == "--normalise") {
+      const std::string name = value();
+      try {
+        o.normalise = texture::parse_normalisation(name);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError("--normalise: " + std::string(e.what()));
+      }
+    } else if (a == "--collection") {
       o.collection = value();
       if (!texture::valid_collection(*o.collection))
         throw UsageError("--collection: invalid collection '" + *o.collection +
@@ -141,6 +147,18 @@ Options parse(int argc, char** argv) {
   if (o.gallery.empty()) throw UsageError("--gallery DIR is required");
   if (o.sub == "search") o.search.collections = o.collections;
   return o;
+}
+
+// The feature extraction a gallery's entries were made with and its queries must use: its record
+// (Gallery::normalisation). A --normalise that differs is refused: the gallery decides.
+texture::FeatureParams feature_params(const Options& o, const texture::Normalisation& recorded) {
+  if (o.normalise && *o.normalise != recorded)
+    throw UsageError("--normalise " + o.normalise->name() + ": the gallery " + o.gallery + " records normalisation " +
+                     recorded.name() + " (chosen when it was created; omit --normalise)");
+  texture::FeatureParams p;
+  p.normalisation = recorded;
+  p.device = o.device;  // where SIFT runs follows --device: auto extracts on the GPU when there is one
+  return p;
 }
 
 // Enrolment jobs: (id, image path).
@@ -177,8 +195,12 @@ void print_pack_note(const std::string& note) {
 
 int enroll(const Options& o) {
   const auto jobs = enrol_jobs(o);
-  Gallery gallery = Gallery::open(o.gallery, /*create=*/true);
+  // A new gallery records --normalise, none by default: `prism texture serve` extracts without
+  // one still, and would search a normalised gallery with unnormalised queries.
+  Gallery gallery = Gallery::open(o.gallery, /*create=*/true, Gallery::Load::kEntries,
+                                  o.normalise.value_or(texture::Normalisation{}));
   print_pack_note(gallery.pack_note());
+  const texture::FeatureParams fparams = feature_params(o, gallery.normalisation());
   Progress progress("enrol", int(jobs.size()), !o.json || !isatty(STDOUT_FILENO));
   int done = 0, failed = 0;
   // Features are extracted in parallel batches; entries are written (and acknowledged) in order.
@@ -194,7 +216,7 @@ int enroll(const Options& o) {
           e.id = jobs[i].first;
           e.source = jobs[i].second;
           e.collection = o.collection.value_or("");
-          e.features = texture::extract_features(load_grey(jobs[i].second), feature_params(o));
+          e.features = texture::extract_features(load_grey(jobs[i].second), fparams);
         } catch (const std::exception& ex) {
           errors[i - b0] = ex.what();
         }
@@ -283,6 +305,7 @@ texture::IndexOptions index_options(const Options& o) {
 int search_or_verify(const Options& o, bool verify) {
   if (o.args.empty()) throw UsageError("give the query IMAGE");
   if (verify && (o.id.empty() || o.args.size() != 1)) throw UsageError("verify takes --id ID and one IMAGE");
+  const texture::FeatureParams fparams = feature_params(o, Gallery::read_normalisation(o.gallery));
   texture::TextureIndex index(index_options(o));
   // Streamed: one entry in memory at a time besides the index (IndexFull names the budget: exit 2).
   print_pack_note(Gallery::for_each_entry(o.gallery, [&](GalleryEntry&& e) { index.add(e); }).note);
@@ -294,7 +317,7 @@ int search_or_verify(const Options& o, bool verify) {
   bool all = true, failed = false;
   for (const auto& image : o.args) {
     try {
-      const texture::Features q = texture::extract_features(load_grey(image), feature_params(o));
+      const texture::Features q = texture::extract_features(load_grey(image), fparams);
       const texture::SearchResult r = verify ? index.verify(q, o.id, o.search) : index.search(q, o.search);
       print_result(o, image, r, verify ? "verify" : "search");
       all = all && r.identified;
@@ -352,6 +375,7 @@ int stats(const Options& o) {
   size_t n = 0, features = 0, file_bytes = 0, format1 = 0;
   int fewest = match::kSlot, most = 0;
   std::map<std::string, size_t> collections;  // products per collection ("" = none)
+  const std::string normalisation = Gallery::read_normalisation(o.gallery).name();
   print_pack_note(Gallery::for_each_entry(o.gallery, [&](GalleryEntry&& e) {
                     ++n;
                     ++collections[e.collection];
@@ -379,19 +403,20 @@ int stats(const Options& o) {
     for (const auto& [name, count] : collections)
       if (!name.empty()) c += (c.empty() ? "" : ",") + json_string(name) + ":" + std::to_string(count);
     std::printf(
-        "{\"products\":%zu,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_bytes\":%zu,"
+        "{\"products\":%zu,\"normalisation\":%s,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_"
+        "bytes\":%zu,"
         "\"search_memory_mb\":%.1f,\"format1_entries\":%zu,\"no_collection\":%zu,\"collections\":{%s},"
         "\"index\":{\"device\":%s,\"gpu_products\":%zu,\"host_products\":%zu,\"gpu_capacity\":%zu,"
         "\"host_capacity\":%zu,\"unplaced\":%zu}}\n",
-        n, features, fewest, most, file_bytes, search_mb, format1, collections.count("") ? collections[""] : 0,
-        c.c_str(), json_string(is.device).c_str(), in_gpu, in_host, is.gpu_capacity, is.host_capacity,
-        n - in_gpu - in_host);
+        n, json_string(normalisation).c_str(), features, fewest, most, file_bytes, search_mb, format1,
+        collections.count("") ? collections[""] : 0, c.c_str(), json_string(is.device).c_str(), in_gpu, in_host,
+        is.gpu_capacity, is.host_capacity, n - in_gpu - in_host);
   } else {
     std::printf(
-        "gallery %s\n  products        %zu\n  features        %zu (%.1f per product, %d..%d)\n"
+        "gallery %s\n  products        %zu\n  normalisation   %s\n  features        %zu (%.1f per product, %d..%d)\n"
         "  on disk         %.1f MB\n  search memory   %.1f MB (8-bit, %d slots per product)\n",
-        o.gallery.c_str(), n, features, n ? double(features) / n : 0.0, fewest, most, file_bytes / 1e6, search_mb,
-        match::kSlot);
+        o.gallery.c_str(), n, normalisation.c_str(), features, n ? double(features) / n : 0.0, fewest, most,
+        file_bytes / 1e6, search_mb, match::kSlot);
     if (format1)
       std::printf("  format 1        %zu entries (FP16, converted when read; `prism texture migrate` rewrites them)\n",
                   format1);
@@ -443,7 +468,8 @@ int texture_command(int argc, char** argv) {
     if (o.sub == "update") {
       if (o.id.empty() || o.args.size() != 1) throw UsageError("update takes --id ID and one IMAGE");
       Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // repairs a damaged entry
-      GalleryEntry e{o.id, o.args[0], 0, texture::extract_features(load_grey(o.args[0]), feature_params(o))};
+      GalleryEntry e{o.id, o.args[0], 0,
+                     texture::extract_features(load_grey(o.args[0]), feature_params(o, gallery.normalisation()))};
       if (o.collection) {
         e.collection = *o.collection;
       } else {

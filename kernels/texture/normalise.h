@@ -1,0 +1,58 @@
+// Contrast normalisation of the grey image before SIFT (issue 22, poor light). SIFT's contrast
+// threshold is absolute (0.04 of the full grey range, after its 1/3 per-octave scaling), so a dark,
+// low-contrast capture (a mean grey under 40) yields tens of keypoints where its enrolled image had
+// hundreds, and is not identified. Equalising each region's grey levels first restores them.
+// Enrolment and query must apply the same normalisation, so a gallery records the one its entries
+// were extracted with (Gallery::normalisation) and every extraction against it uses that one.
+//
+// The normalisation is CLAHE (Zuiderveld 1994) as OpenCV 4.6's cv::CLAHE computes it on 8-bit
+// images, written here (normalise_pixel.h) in integer and single-rounding float arithmetic that a
+// CUDA kernel reproduces bit for bit; chosen by measurement in `prism texture eval` against global
+// histogram equalisation, other CLAHE settings and a local mean/std normalisation
+// (docs/TEXTUREID.md, "Poor light (issue 22)").
+#pragma once
+#include <string>
+
+#include <opencv2/core.hpp>
+
+namespace prism::texture {
+
+struct Normalisation {
+  enum class Kind { kNone, kClahe };
+  Kind kind = Kind::kNone;
+  int clip = 0;   // kClahe: cv::CLAHE's clipLimit (a level may hold clip x the mean count per level)
+  int tiles = 0;  // kClahe: the tile grid, tiles x tiles (cv::CLAHE's tileGridSize)
+
+  // The canonical name, which parse_normalisation reads back: "none" or "clahe-CLIP-TILES".
+  std::string name() const;
+  bool operator==(const Normalisation& o) const { return kind == o.kind && clip == o.clip && tiles == o.tiles; }
+  bool operator!=(const Normalisation& o) const { return !(*this == o); }
+};
+
+// What parse_normalisation accepts, for usage texts and errors.
+constexpr const char* kNormalisationNames =
+    "none, or clahe-CLIP-TILES with CLIP 1..40 and TILES 1..32 (e.g. clahe-2-8)";
+constexpr int kMaxClaheClip = 40, kMaxClaheTiles = 32;
+
+// "none" or "clahe-CLIP-TILES" (whole numbers in range, no other spelling). Throws
+// std::invalid_argument naming `name` and what is accepted.
+Normalisation parse_normalisation(const std::string& name);
+
+// The normalisation `prism texture eval` chose for poor light (docs/TEXTUREID.md): what
+// `prism texture enroll --normalise` names for a new gallery that must identify dim captures, and
+// the eval's default. New galleries record none unless told (`prism texture serve` does not read
+// the record yet).
+Normalisation poor_light_normalisation();
+
+// `grey` (8-bit, one channel) normalised; kNone returns `grey` itself (no copy). Throws
+// std::invalid_argument on another image type or an invalid setting.
+cv::Mat normalise(const cv::Mat& grey, const Normalisation& n);
+
+// CLAHE of an 8-bit grey image with cv::CLAHE's clipLimit `clip` (0: no clipping) and a
+// tiles_x x tiles_y grid; equal to cv::createCLAHE(clip, {tiles_x, tiles_y})->apply(grey, out)
+// (tests/kernels/test_normalise.cpp). An image whose sides are not multiples of the grid is padded
+// at the right and bottom by reflection (BORDER_REFLECT_101) for the tiles' histograms, as OpenCV does
+// (both sides by tiles - side % tiles, a side that divides by a whole tile).
+void clahe(const cv::Mat& grey, double clip, int tiles_x, int tiles_y, cv::Mat& out);
+
+}  // namespace prism::texture
