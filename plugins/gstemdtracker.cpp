@@ -1,5 +1,6 @@
 #include "gstemdtracker.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -58,6 +59,9 @@ enum {
   PROP_DEDUP,
   PROP_THRESHOLD,
   PROP_MIN_AREA,
+  PROP_MAX_AREA,
+  PROP_MERGE_GAP,
+  PROP_MAX_AGE,
   PROP_HEATMAP_MAX,
   PROP_OPACITY,
   PROP_DRAW_BOXES,
@@ -75,7 +79,8 @@ struct _GstEmdTracker {
   gboolean dedup;
   gfloat threshold, heatmap_max, opacity;
   gboolean draw_boxes;
-  gint64 min_area;
+  gint64 min_area, max_area;
+  gint merge_gap, max_age;
   /* streaming: the pipeline, configured per caps; on the GPU path its device memory is in our
    * context, so it is configured and reset with that context pushed */
   emd::Tracker *tracker;
@@ -121,6 +126,9 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_DEDUP: self->dedup = g_value_get_boolean(value); break;
     case PROP_THRESHOLD: self->threshold = g_value_get_float(value); break;
     case PROP_MIN_AREA: self->min_area = g_value_get_int64(value); break;
+    case PROP_MAX_AREA: self->max_area = g_value_get_int64(value); break;
+    case PROP_MERGE_GAP: self->merge_gap = g_value_get_int(value); break;
+    case PROP_MAX_AGE: self->max_age = g_value_get_int(value); break;
     case PROP_HEATMAP_MAX: self->heatmap_max = g_value_get_float(value); break;
     case PROP_OPACITY: self->opacity = g_value_get_float(value); break;
     case PROP_DRAW_BOXES: self->draw_boxes = g_value_get_boolean(value); break;
@@ -147,6 +155,9 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_DEDUP: g_value_set_boolean(value, self->dedup); break;
     case PROP_THRESHOLD: g_value_set_float(value, self->threshold); break;
     case PROP_MIN_AREA: g_value_set_int64(value, self->min_area); break;
+    case PROP_MAX_AREA: g_value_set_int64(value, self->max_area); break;
+    case PROP_MERGE_GAP: g_value_set_int(value, self->merge_gap); break;
+    case PROP_MAX_AGE: g_value_set_int(value, self->max_age); break;
     case PROP_HEATMAP_MAX: g_value_set_float(value, self->heatmap_max); break;
     case PROP_OPACITY: g_value_set_float(value, self->opacity); break;
     case PROP_DRAW_BOXES: g_value_set_boolean(value, self->draw_boxes); break;
@@ -326,18 +337,24 @@ static void draw_boxes(GstEmdTracker *self, const std::vector<emd::Detection> &d
 static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *outbuf, const GstPrismFrame *out) {
   GstEmdTracker *self = GST_EMD_TRACKER(filter);
   emd::Tracker &t = *self->tracker;
+  emd::ObjectParams objects;
+  emd::TrackParams tracks;
   GST_OBJECT_LOCK(self);
-  const gint64 min_area = self->min_area;
+  objects.min_area = self->min_area;
+  objects.max_area = self->max_area;
+  objects.merge_gap = self->merge_gap;
+  tracks.max_age = self->max_age;
   const bool draw = self->draw_boxes;
   GST_OBJECT_UNLOCK(self);
-  emd::Tracker::Result r;
+  const emd::Tracker::Result *result = nullptr;
   try {
-    r = t.end_frame(min_area);
-    if (draw && !t.shape().distance_out && !r.detections.empty()) draw_boxes(self, r.detections, out);
+    result = &t.end_frame(objects, tracks);
+    if (draw && !t.shape().distance_out && !result->detections.empty()) draw_boxes(self, result->detections, out);
   } catch (...) {
     post_error(self);
     return GST_FLOW_ERROR;
   }
+  const emd::Tracker::Result &r = *result;
   GstStructure *stats = nullptr;
   if (r.solved)
     stats = gst_structure_new("stats", "solved", G_TYPE_INT64, (gint64)r.stats.solved, "duplicates", G_TYPE_INT64,
@@ -364,9 +381,26 @@ static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *outbuf, const
     gst_structure_free(s);
     gst_value_list_append_and_take_value(&list, &v);
   }
+  /* the tracks: their filtered (or, while they coast, predicted) boxes */
+  GValue track_list = G_VALUE_INIT;
+  g_value_init(&track_list, GST_TYPE_LIST);
+  for (const emd::Track &k : r.tracks) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    const int x0 = (int)std::lround(k.cx - k.w / 2), y0 = (int)std::lround(k.cy - k.h / 2);
+    GstStructure *s =
+        gst_structure_new("track", "track-id", G_TYPE_INT64, (gint64)k.id, "x", G_TYPE_INT, x0, "y", G_TYPE_INT, y0,
+                          "width", G_TYPE_INT, (int)std::lround(k.cx + k.w / 2) - x0, "height", G_TYPE_INT,
+                          (int)std::lround(k.cy + k.h / 2) - y0, "vx", G_TYPE_DOUBLE, k.vx, "vy", G_TYPE_DOUBLE, k.vy,
+                          "age", G_TYPE_INT, k.age, "hits", G_TYPE_INT64, (gint64)k.hits, nullptr);
+    gst_value_set_structure(&v, s);
+    gst_structure_free(s);
+    gst_value_list_append_and_take_value(&track_list, &v);
+  }
   GstStructure *msg = gst_prism_frame_message_new("emdtracker", &GST_BASE_TRANSFORM(self)->segment, outbuf, r.frame);
   gst_structure_set(msg, "target-known", G_TYPE_BOOLEAN, t.target_known(), nullptr);
   gst_structure_take_value(msg, "detections", &list);
+  gst_structure_take_value(msg, "tracks", &track_list);
   if (stats) {
     gst_structure_set(msg, "stats", GST_TYPE_STRUCTURE, stats, nullptr);
     gst_structure_free(stats);
@@ -447,8 +481,18 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
   install(PROP_THRESHOLD,
           g_param_spec_float("threshold", "Threshold", "Detection: pixels at this EMD or less are on target", 0.f,
                              G_MAXFLOAT, 1.f, (GParamFlags)(rw | GST_PARAM_CONTROLLABLE)));
-  install(PROP_MIN_AREA,
-          g_param_spec_int64("min-area", "Minimum area", "Detection: fewest on-target pixels", 1, G_MAXINT64, 64, rw));
+  install(PROP_MIN_AREA, g_param_spec_int64("min-area", "Minimum area",
+                                            "Detection: fewest on-target pixels of an object", 1, G_MAXINT64, 64, rw));
+  install(PROP_MAX_AREA, g_param_spec_int64("max-area", "Maximum area", "Detection: most on-target pixels of an object",
+                                            1, G_MAXINT64, G_MAXINT64, rw));
+  install(PROP_MERGE_GAP, g_param_spec_int("merge-gap", "Merge gap",
+                                           "Detection: regions whose boxes are at most this many pixels apart "
+                                           "(horizontally and vertically) are one object",
+                                           0, 4096, emd::ObjectParams{}.merge_gap, rw));
+  install(PROP_MAX_AGE,
+          g_param_spec_int("max-age", "Maximum age",
+                           "Tracking: frames a track is kept without a matching object (its id is kept meanwhile)", 0,
+                           10000, emd::TrackParams{}.max_age, rw));
   install(PROP_HEATMAP_MAX, g_param_spec_float("heatmap-max", "Heat map range",
                                                "Distance shown as blue (0: 3 x threshold)", 0.f, G_MAXFLOAT, 0.f, rw));
   install(PROP_OPACITY,
@@ -491,6 +535,9 @@ static void gst_emd_tracker_init(GstEmdTracker *self) {
   self->dedup = TRUE;
   self->threshold = 1.f;
   self->min_area = 64;
+  self->max_area = G_MAXINT64;
+  self->merge_gap = emd::ObjectParams{}.merge_gap;
+  self->max_age = emd::TrackParams{}.max_age;
   self->heatmap_max = 0.f;
   self->opacity = 0.6f;
   self->draw_boxes = TRUE;

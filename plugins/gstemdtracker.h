@@ -25,7 +25,8 @@
  *   brings its channels and the target and ground distance must match them. ground-distance:
  *   abs-diff (default), squared-diff, wavelengths (|w_i - w_j| of `wavelengths`) or matrix
  *   (ground-distance-location: n lines of n numbers). normalization: flow (Rubner's, default) or
- *   larger-mass (cv::EMD's). Detection: threshold (controllable, read per frame) and min-area.
+ *   larger-mass (cv::EMD's). Detection: threshold (controllable, read per frame), min-area, max-area,
+ *   merge-gap; tracking: max-age.
  *   Picture: heatmap-max (0: 3 x threshold), opacity, draw-boxes. cache-size and dedup change the
  *   work, never a result. The settings are checked at start (READY -> PAUSED) and read when caps are
  *   set; errors name the property (and a file's line).
@@ -35,14 +36,16 @@
  *   "emd" param: distance (double), track-id, pixels (int64).
  *   Per frame, an element message "prism-emdtracker": timestamp, stream-time, running-time,
  *   duration, frame (gst_prism_frame_message_new), then target-known (boolean), detections (a list
- *   of "detection" structures: x, y, width, height, distance, track-id, pixels) and, once the target
- *   is known, stats (a "stats" structure: solved, duplicates, cache-hits, hit-rate, dedup-ratio,
+ *   of "detection" structures: x, y, width, height, distance, track-id, pixels), tracks (a list of
+ *   "track" structures: track-id, x, y, width, height (the filtered box, or the predicted one while
+ *   the track coasts), vx, vy (pixels per frame), age (frames since its last object), hits) and,
+ *   once the target is known, stats (a "stats" structure: solved, duplicates, cache-hits, hit-rate, dedup-ratio,
  *   pivots, cache-flushed).
  *
  * Device memory:
  *   On the GPU path, per caps in set_info (the previous caps' freed, with the element's
- *   GstCudaContext pushed): the tracker's signature, distance, grid and box buffers (device, and
- *   pinned host for the grid and boxes) and, when the target is given, the EMD map (target, cost
+ *   GstCudaContext pushed): the tracker's signature, distance, mask and box buffers (device, and
+ *   pinned host for the mask and boxes) and, when the target is given, the EMD map (target, cost
  *   matrix, counters). A target learned from target-rect makes the EMD map on the frame that learns
  *   it, once. The map's cache table starts on the first frame it computes at two frames' signatures
  *   and doubles when the cache and a frame would not fit (at most cache-size entries plus one
@@ -53,11 +56,14 @@
  *   The EMD is exact: the transportation simplex (Dantzig; Rubner et al. 2000 for its use as the
  *   EMD), one problem per CUDA thread, after a frame-to-frame cache keyed by the signature's exact
  *   bits and in-frame deduplication: a fixed camera sees mostly the same signatures. Video input is
- *   spectralized as the reference system simulated multispectral input. A detection is a
- *   connected group of 8x8 cells in which at least half the pixels are within threshold; it takes
- *   the track id of the previous frame's box it overlaps most (IoU >= 0.2), else a new one. The
+ *   spectralized as the reference system simulated multispectral input. A detection is an object
+ *   (kernels/emd/objects.h): 8-connected regions of the full-resolution mask of pixels within
+ *   threshold, regions whose boxes come within merge-gap pixels joined, kept when their on-target
+ *   pixels are within [min-area, max-area]. Tracks: IoU (>= 0.2) against each track's predicted box
+ *   (a constant-velocity alpha-beta filter), greedily by IoU; a track keeps its id through up to
+ *   max-age frames without an object; only unmatched objects get new ids. The
  *   first 64 boxes are drawn, all are reported. Host syncs on the GPU path: the base class's, before
- *   finish (the grid comes back in pinned memory); besides, once on the frame that learns the target
+ *   finish (the mask, W x H / 4 bytes, comes back in pinned memory); besides, once on the frame that learns the target
  *   (its rectangle comes to the host), once each time the cache table grows, and after drawing boxes
  *   on a device frame. New caps start over: the frame count (and so target-frame and the message's
  *   `frame`), a learned target and the tracks.

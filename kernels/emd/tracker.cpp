@@ -142,7 +142,9 @@ void Tracker::setup(const TrackerConfig& config, const Shape& shape) {
   shape_ = shape;
   ground_ = std::make_unique<GroundDistance>(std::move(s.ground));
   target_ = std::move(s.target);
-  grid_.resize(static_cast<size_t>(grid_width(shape.width)) * grid_height(shape.height));
+  mask_.resize(static_cast<size_t>(mask_words_per_row(shape.width)) * shape.height);
+  objects_.configure(shape.width, shape.height);
+  tracks_.reserve(256);
 }
 
 void Tracker::configure(const TrackerConfig& config, const Shape& shape) {
@@ -158,8 +160,8 @@ void Tracker::reset() {
   cuda_map_.reset();  // first: it waits for the stream
   d_sig_.reset();
   d_dist_.reset();
-  d_grid_.reset();
-  h_grid_.reset();
+  d_mask_.reset();
+  h_mask_.reset();
   d_boxes_.reset();
   h_boxes_.reset();
   stream_ = nullptr;
@@ -168,13 +170,14 @@ void Tracker::reset() {
   cpu_map_.reset();
   sig_ = {};
   dist_ = {};
-  grid_ = {};
+  mask_ = {};
   ground_.reset();
   target_.clear();
   frame_ = 0;
   solved_ = false;
   tracks_.reset();
   stats_ = {};
+  result_ = {};
 }
 
 // Once the target is known: at configure, or on the frame that learns it.
@@ -266,7 +269,7 @@ void Tracker::process_cpu(const Input& in, const Output& out, const FrameParams&
       throw SettingError("cache-size", e.what());
     }
     solved_ = true;
-    reduce_grid_cpu(dist_.data(), W, H, p.threshold, grid_.data());
+    make_mask_cpu(dist_.data(), W, H, p.threshold, mask_.data());
   } else {
     std::fill(dist_.begin(), dist_.end(), NAN);  // no target yet: no distance
   }
@@ -279,19 +282,24 @@ void Tracker::process_cpu(const Input& in, const Output& out, const FrameParams&
   }
 }
 
-Tracker::Result Tracker::end_frame(int64_t min_area) {
-  Result r;
+const Tracker::Result& Tracker::end_frame(const ObjectParams& objects, const TrackParams& tracks) {
+  Result& r = result_;
+  r.detections.clear();
+  r.tracks.clear();
+  r.stats = {};
   r.frame = frame_++;
   r.solved = solved_;
   if (!solved_) return r;
-  const GridCell* grid = grid_.data();
+  const MaskWord* mask = mask_.data();
 #if defined(PRISM_HAVE_CUDA)
   if (cuda_) {
-    grid = h_grid_.data();
+    mask = h_mask_.data();
     stats_ = cuda_map_->last_stats();
   }
 #endif
-  r.detections = tracks_.update(grid, shape_.width, shape_.height, min_area);
+  r.detections = objects_.find(mask, objects);
+  tracks_.update(r.detections, tracks);
+  r.tracks = tracks_.tracks();
   r.stats = stats_;
   return r;
 }
@@ -315,8 +323,8 @@ void Tracker::configure(const TrackerConfig& config, const Shape& shape, cudaStr
   const size_t pixels = static_cast<size_t>(shape.width) * shape.height;
   d_sig_.resize(pixels * ground_->bins());
   d_dist_.resize(pixels);
-  d_grid_.resize(grid_.size());
-  h_grid_.resize(grid_.size());
+  d_mask_.resize(mask_.size());
+  h_mask_.resize(mask_.size());
   d_boxes_.resize(kMaxDrawnBoxes);
   h_boxes_.resize(kMaxDrawnBoxes);
   // all-ones bits: NaN, no distance until the target is known
@@ -349,8 +357,8 @@ void Tracker::process_cuda(const Input& in, const Output& out, const FrameParams
       throw SettingError("cache-size", e.what());
     }
     solved_ = true;
-    reduce_grid_cuda(d_dist_.data(), W, H, p.threshold, d_grid_.data(), s);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_grid_.data(), d_grid_.data(), h_grid_.bytes(), cudaMemcpyDeviceToHost, s));
+    make_mask_cuda(d_dist_.data(), W, H, p.threshold, d_mask_.data(), s);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(h_mask_.data(), d_mask_.data(), h_mask_.bytes(), cudaMemcpyDeviceToHost, s));
   }
   if (shape_.distance_out) {
     PRISM_CUDA_CHECK(cudaMemcpy2DAsync(out.data, out.stride, d_dist_.data(), sizeof(float) * W, sizeof(float) * W, H,

@@ -1,7 +1,7 @@
 // emdtracker's per-frame pipeline without GStreamer: signatures (spectralized grey frames, or a
-// signature tensor taken as it is or converted), the EMD map against the target, the detection
-// grid, the heat map or the distance map, detections with track ids, box outlines; on the CPU or
-// on one CUDA stream. Also the element's settings as text (ground distance, target, target-rect)
+// signature tensor taken as it is or converted), the EMD map against the target, the on-target
+// mask, the heat map or the distance map, objects with track ids (objects.h), box outlines; on the
+// CPU or on one CUDA stream. Also the element's settings as text (ground distance, target, target-rect)
 // parsed and checked here, so their errors read the same wherever they are used and are tested
 // without a pipeline.
 //
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "emd/emd_map.h"
+#include "emd/objects.h"
 #include "emd/tracking.h"
 #include "tensor/tensor.h"
 
@@ -111,6 +112,7 @@ class Tracker {
     uint64_t frame = 0;   // this frame's number, from 0
     bool solved = false;  // the map was computed (the target is known)
     std::vector<Detection> detections;
+    std::vector<Track> tracks;  // after this frame's update: matched (age 0) and coasting
     FrameStats stats;
   };
 
@@ -137,9 +139,10 @@ class Tracker {
   // for its rectangle, once). Throws as process_cpu, and gpu::CudaError.
   void process_cuda(const Input& in, const Output& out, const FrameParams& params);
 #endif
-  // After process_* (on the CUDA path after the stream sync): the detections with track ids and
-  // the frame's statistics (none before the target is known); counts the frame.
-  Result end_frame(int64_t min_area);
+  // After process_* (on the CUDA path after the stream sync): the objects with track ids, the
+  // tracks and the frame's statistics (none before the target is known); counts the frame.
+  // The result is the tracker's, valid until the next end_frame (its vectors keep their capacity).
+  const Result& end_frame(const ObjectParams& objects, const TrackParams& tracks);
 
   // Outlines of the first kMaxDrawnBoxes detections on an RGBA frame of the configured size.
   void draw_boxes_cpu(const std::vector<Detection>& detections, uint8_t* rgba, int64_t stride) const;
@@ -166,19 +169,21 @@ class Tracker {
   std::vector<float> target_;  // empty until known
   uint64_t frame_ = 0;
   bool solved_ = false;  // this frame's map was computed
-  DetectionTracker tracks_;
+  ObjectFinder objects_;
+  MotionTracker tracks_;
   FrameStats stats_;
+  Result result_;
   // CPU path
   std::unique_ptr<CpuEmdMap> cpu_map_;
   std::vector<float> sig_, dist_;
-  std::vector<GridCell> grid_;
+  std::vector<MaskWord> mask_;
 #if defined(PRISM_HAVE_CUDA)
   cudaStream_t stream_ = nullptr;
   bool cuda_ = false;
   std::unique_ptr<CudaEmdMap> cuda_map_;
   gpu::DeviceArray<float> d_sig_, d_dist_;
-  gpu::DeviceArray<GridCell> d_grid_;
-  gpu::PinnedArray<GridCell> h_grid_;
+  gpu::DeviceArray<MaskWord> d_mask_;
+  gpu::PinnedArray<MaskWord> h_mask_;
   gpu::DeviceArray<Box> d_boxes_;
   gpu::PinnedArray<Box> h_boxes_;
 #endif

@@ -1,5 +1,4 @@
-// CUDA path of the heat map and the detection grid (tracking.h): one thread per pixel, and one
-// 8x8 block per grid cell with a shared-memory reduction.
+// CUDA path of the heat map and the box outlines (tracking.h): one thread per pixel.
 #include "common/gpu.h"
 #include "emd/tracking.h"
 
@@ -12,30 +11,6 @@ __global__ void heatmap_kernel(const float* d, const uint8_t* grey, int64_t grey
   if (x >= width || y >= height) return;
   heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p,
              rgba + y * rgba_stride + 4 * x);
-}
-
-__global__ void grid_kernel(const float* d, int width, int height, float threshold, GridCell* grid) {
-  __shared__ int hits[kGridCell * kGridCell];
-  __shared__ float low[kGridCell * kGridCell];
-  const int x = blockIdx.x * kGridCell + threadIdx.x, y = blockIdx.y * kGridCell + threadIdx.y;
-  const int t = threadIdx.y * kGridCell + threadIdx.x;
-  float v = INFINITY;
-  int h = 0;
-  if (x < width && y < height) {
-    v = d[static_cast<int64_t>(y) * width + x];
-    h = v <= threshold ? 1 : 0;
-  }
-  hits[t] = h;
-  low[t] = v;
-  __syncthreads();
-  for (int s = kGridCell * kGridCell / 2; s > 0; s >>= 1) {
-    if (t < s) {
-      hits[t] += hits[t + s];
-      low[t] = fminf(low[t], low[t + s]);
-    }
-    __syncthreads();
-  }
-  if (t == 0) grid[blockIdx.y * gridDim.x + blockIdx.x] = GridCell{hits[0], low[0]};
 }
 
 // One thread per pixel of the boxes' bounding rectangles: box k's rectangle is blockIdx.z.
@@ -61,12 +36,6 @@ void render_heatmap_cuda(const float* d, const uint8_t* grey, int64_t grey_strid
                          const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride, cudaStream_t stream) {
   heatmap_kernel<<<dim3((width + 31) / 32, (height + 7) / 8), dim3(32, 8), 0, stream>>>(d, grey, grey_stride, width,
                                                                                         height, p, rgba, rgba_stride);
-  PRISM_CUDA_CHECK(cudaGetLastError());
-}
-
-void reduce_grid_cuda(const float* d, int width, int height, float threshold, GridCell* grid, cudaStream_t stream) {
-  grid_kernel<<<dim3(grid_width(width), grid_height(height)), dim3(kGridCell, kGridCell), 0, stream>>>(d, width, height,
-                                                                                                       threshold, grid);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,7 +1,6 @@
-// From a per-pixel EMD map to what emdtracker outputs: a false-colour heat map for viewing, a
-// coarse grid of the cells where the target is, and detections with track ids stable across
-// frames. The heat map and the grid have a CPU and a CUDA path (the same per-pixel functions);
-// components and tracks are small host work on the grid.
+// From a per-pixel EMD map to what emdtracker shows: a false-colour heat map for viewing and box
+// outlines, with a CPU and a CUDA path (the same per-pixel functions). The detections themselves
+// (objects and tracks) are objects.h's.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -13,8 +12,6 @@
 #endif
 
 namespace prism::emd {
-
-constexpr int kGridCell = 8;  // detection grid: 8x8 pixels per cell
 
 struct HeatmapParams {
   float max_distance;  // distances from 0 (red) to this (blue) and beyond
@@ -63,23 +60,13 @@ PRISM_HD void heat_pixel(float d, uint8_t grey, const HeatmapParams& p, uint8_t*
   rgba[3] = 255;
 }
 
-// Per grid cell (kGridCell x kGridCell pixels, partial cells at the edges): the number of pixels
-// at distance <= threshold and the smallest distance.
-struct GridCell {
-  int hits;
-  float min_distance;
-};
-
 // Views of frames: distances [height][width] contiguous; grey with its stride (null: black, for
 // input that has no picture of its own, such as a multispectral cube); rgba with its stride.
 void render_heatmap_cpu(const float* distances, const uint8_t* grey, int64_t grey_stride, int width, int height,
                         const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride);
-void reduce_grid_cpu(const float* distances, int width, int height, float threshold, GridCell* grid);
 #if defined(PRISM_HAVE_CUDA)
 void render_heatmap_cuda(const float* distances, const uint8_t* grey, int64_t grey_stride, int width, int height,
                          const HeatmapParams& p, uint8_t* rgba, int64_t rgba_stride, cudaStream_t stream);
-void reduce_grid_cuda(const float* distances, int width, int height, float threshold, GridCell* grid,
-                      cudaStream_t stream);
 #endif
 
 // White 2-pixel outlines of boxes (x, y, w, h in pixels, clipped) on an RGBA frame.
@@ -96,33 +83,5 @@ void draw_boxes_cpu(const std::vector<Box>& boxes, int width, int height, uint8_
 void draw_boxes_cuda(const Box* boxes, int count, int width, int height, uint8_t* rgba, int64_t rgba_stride,
                      cudaStream_t stream);
 #endif
-
-inline int grid_width(int width) { return (width + kGridCell - 1) / kGridCell; }
-inline int grid_height(int height) { return (height + kGridCell - 1) / kGridCell; }
-
-struct Detection {
-  int x, y, w, h;  // pixels
-  float distance;  // the smallest EMD inside
-  int64_t pixels;  // pixels at distance <= threshold
-  int64_t track_id;
-};
-
-// Connected groups of cells with at least half their pixels on target (8-connectivity), as
-// boxes, largest first, those with at least min_pixels pixels on target; then tracks: each
-// detection takes the id of the previous frame's detection it overlaps most (IoU >= 0.2),
-// greedily by size, else a new id.
-class DetectionTracker {
- public:
-  std::vector<Detection> update(const GridCell* grid, int width, int height, int64_t min_pixels);
-  void reset() {
-    previous_.clear();
-    next_id_ = 1;
-  }
-
- private:
-  std::vector<Detection> previous_;
-  int64_t next_id_ = 1;
-  std::vector<int> label_, stack_;  // scratch kept across frames
-};
 
 }  // namespace prism::emd

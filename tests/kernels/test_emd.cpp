@@ -456,9 +456,9 @@ TEST(EmdTrackerSettings, HugeCacheSizeIsRefused) {
   EXPECT_EQ(setting_error([&] { emd::check_config(c, 0); }), "no error");
 }
 
-// emd::Tracker on the CPU against the kernels composed as emdtracker did before they moved into
-// it: spectralize, the target learned as the rectangle's mean signature, the cached map, the grid,
-// detections and tracks, the heat map (grey only before the target is known), the boxes.
+// emd::Tracker on the CPU against the kernels composed by hand: spectralize, the target learned as
+// the rectangle's mean signature, the cached map, the mask, objects and tracks, the heat map (grey
+// only before the target is known), the boxes.
 TEST(EmdTrackerCpu, IsTheKernelsComposed) {
   const int W = 96, H = 72, n = 11, frames = 5;
   const int64_t stride = W + 8, out_stride = 4 * W + 16;
@@ -471,18 +471,22 @@ TEST(EmdTrackerCpu, IsTheKernelsComposed) {
   emd::Tracker::FrameParams p;
   p.threshold = 0.5f;
   p.opacity = 0.7f;
-  const int64_t min_area = 30;
+  emd::ObjectParams op;
+  op.min_area = 30;
+  const emd::TrackParams tp;
 
   std::unique_ptr<emd::CpuEmdMap> map;
-  emd::DetectionTracker tracks;
+  emd::ObjectFinder finder;
+  finder.configure(W, H);
+  emd::MotionTracker tracks;
   std::vector<float> sig(static_cast<size_t>(W) * H * n), dist(static_cast<size_t>(W) * H);
-  std::vector<emd::GridCell> grid(static_cast<size_t>(emd::grid_width(W)) * emd::grid_height(H));
+  std::vector<emd::MaskWord> mask(static_cast<size_t>(emd::mask_words_per_row(W)) * H);
   size_t detected = 0;
   for (int f = 0; f < frames; ++f) {
     const std::vector<uint8_t> grey = test::tracker_scene(W, H, stride, f);
     std::vector<uint8_t> got(static_cast<size_t>(out_stride) * H, 0), want = got;
     tracker.process_cpu({grey.data(), stride, {}}, {got.data(), out_stride}, p);
-    const emd::Tracker::Result r = tracker.end_frame(min_area);
+    const emd::Tracker::Result r = tracker.end_frame(op, tp);
     if (!r.detections.empty()) tracker.draw_boxes_cpu(r.detections, got.data(), out_stride);
 
     spectral::spectralize_cpu(grey.data(), W, H, stride, {n, 11}, sig.data());
@@ -499,8 +503,9 @@ TEST(EmdTrackerCpu, IsTheKernelsComposed) {
     emd::FrameStats stats;
     if (map) {
       stats = map->compute(sig.data(), static_cast<int64_t>(W) * H, dist.data());
-      emd::reduce_grid_cpu(dist.data(), W, H, p.threshold, grid.data());
-      dets = tracks.update(grid.data(), W, H, min_area);
+      emd::make_mask_cpu(dist.data(), W, H, p.threshold, mask.data());
+      dets = finder.find(mask.data(), op);
+      tracks.update(dets, tp);
     } else {
       std::fill(dist.begin(), dist.end(), NAN);
     }
@@ -553,7 +558,7 @@ TEST(EmdTrackerCpu, TensorInDistanceMapOut) {
   const int64_t out_stride = 4 * W + 12;
   std::vector<uint8_t> got(static_cast<size_t>(out_stride) * H);
   tracker.process_cpu({frame.data(), layout.row_bytes, layout}, {got.data(), out_stride}, {});
-  const emd::Tracker::Result r = tracker.end_frame(64);
+  const emd::Tracker::Result r = tracker.end_frame({}, {});
   EXPECT_TRUE(r.solved);
 
   std::vector<float> sig(static_cast<size_t>(W) * H * n), want(static_cast<size_t>(W) * H);

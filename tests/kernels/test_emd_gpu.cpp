@@ -14,6 +14,7 @@
 
 #include "common/device_array.h"
 #include "emd/emd_map.h"
+#include "emd/objects.h"
 #include "emd/tracker.h"
 #include "emd_cases.h"
 #include "emd_reference.h"
@@ -280,6 +281,30 @@ TEST_F(EmdGpu, TableGrowsOnDemandLikeTheCpu) {
   }
 }
 
+// The on-target mask's words on the GPU equal the CPU's bit for bit (bits and minima), at widths
+// around the 32-pixel word, with NaN and +infinity pixels.
+TEST_F(EmdGpu, MaskIsTheCpuMask) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.f, 3.f);
+  for (const int W : {1, 31, 32, 33, 100, 768}) {
+    const int H = 13, wpr = emd::mask_words_per_row(W);
+    std::vector<float> d(static_cast<size_t>(W) * H);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = i % 17 == 0 ? NAN : i % 23 == 0 ? INFINITY : u(rng);
+    std::vector<emd::MaskWord> want(static_cast<size_t>(wpr) * H), got(want.size());
+    emd::make_mask_cpu(d.data(), W, H, 1.f, want.data());
+    gpu::DeviceArray<float> d_d(d.size());
+    gpu::DeviceArray<emd::MaskWord> d_m(want.size());
+    check(cudaMemcpy(d_d.data(), d.data(), d_d.bytes(), cudaMemcpyHostToDevice));
+    emd::make_mask_cuda(d_d.data(), W, H, 1.f, d_m.data(), stream);
+    check(cudaStreamSynchronize(stream));
+    check(cudaMemcpy(got.data(), d_m.data(), d_m.bytes(), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_TRUE(got[i].bits == want[i].bits &&
+                  std::memcmp(&got[i].min_distance, &want[i].min_distance, sizeof(float)) == 0)
+          << "width " << W << " word " << i;
+  }
+}
+
 // emd::Tracker on the GPU against itself on the CPU, frame by frame: heat maps with the boxes
 // drawn (bit for bit), detections, track ids and statistics; the target learned in frame 1.
 TEST_F(EmdGpu, TrackerCudaPathIsItsCpuPath) {
@@ -303,14 +328,16 @@ TEST_F(EmdGpu, TrackerCudaPathIsItsCpuPath) {
       const std::vector<uint8_t> grey = test::tracker_scene(W, H, stride, f);
       std::vector<uint8_t> want(static_cast<size_t>(out_stride) * H, 0), got = want;
       cpu.process_cpu({grey.data(), stride, {}}, {want.data(), out_stride}, p);
-      const emd::Tracker::Result a = cpu.end_frame(min_area);
+      emd::ObjectParams op;
+      op.min_area = min_area;
+      const emd::Tracker::Result a = cpu.end_frame(op, {});
       if (!a.detections.empty()) cpu.draw_boxes_cpu(a.detections, want.data(), out_stride);
 
       check(cudaMemcpy(d_in.data(), grey.data(), grey.size(), cudaMemcpyHostToDevice));
       check(cudaMemset(d_out.data(), 0, d_out.bytes()));
       gpu.process_cuda({d_in.data(), stride, {}}, {d_out.data(), out_stride}, p);
       check(cudaStreamSynchronize(stream));
-      const emd::Tracker::Result b = gpu.end_frame(min_area);
+      const emd::Tracker::Result b = gpu.end_frame(op, {});
       if (!b.detections.empty()) gpu.draw_boxes_cuda(b.detections, d_out.data(), out_stride);
       check(cudaMemcpy(got.data(), d_out.data(), got.size(), cudaMemcpyDeviceToHost));
 
@@ -365,7 +392,7 @@ TEST_F(EmdGpu, TrackerCudaDistanceMapIsItsCpuPath) {
                    {d_out.data(), out_stride}, {});
   check(cudaStreamSynchronize(stream));
   check(cudaMemcpy(got.data(), d_out.data(), got.size(), cudaMemcpyDeviceToHost));
-  const emd::Tracker::Result a = cpu.end_frame(64), b = gpu.end_frame(64);
+  const emd::Tracker::Result a = cpu.end_frame({}, {}), b = gpu.end_frame({}, {});
   EXPECT_TRUE(a.solved && b.solved);
   EXPECT_EQ(b.stats.solved, a.stats.solved);
   int64_t differ = 0;
