@@ -18,18 +18,18 @@ namespace prism::test::live {
 
 // A result's meta on a frame that reached the sink.
 struct MetaSeen {
-  size_t at = 0;                   // the index of the frame carrying it
-  guint64 source_frame = 0;        // its param's source-frame
-  guint64 source_timestamp = 0;    // its param's source-timestamp
-  bool has_source = false;         // both fields were there
+  size_t at = 0;                 // the index of the frame carrying it
+  guint64 source_frame = 0;      // its param's source-frame
+  guint64 source_timestamp = 0;  // its param's source-timestamp
+  bool has_source = false;       // both fields were there
 };
 
 struct LiveRun {
   prism::test::RunResult bus;
-  std::vector<GstClockTime> pts;     // per frame at the sink
-  GstClockTimeDiff max_late = 0;     // the latest frame: clock time at the sink - its render time
-  std::vector<MetaSeen> meta;        // the `param` ROI params seen at the sink
-  guint64 skipped = 0;               // the element's frames-skipped after EOS
+  std::vector<GstClockTime> pts;  // per frame at the sink
+  GstClockTimeDiff max_late = 0;  // the latest frame: clock time at the sink - its render time
+  std::vector<MetaSeen> meta;     // the `param` ROI params seen at the sink
+  guint64 skipped = 0;            // the element's frames-skipped after EOS
 };
 
 struct ProbeState {
