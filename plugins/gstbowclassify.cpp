@@ -22,14 +22,13 @@ GST_DEBUG_CATEGORY_STATIC(gst_bow_classify_debug);
 
 namespace bow = prism::bow;
 
-enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY };
+enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY, PROP_ASYNC, PROP_FRAMES_SKIPPED };
 
 constexpr guint kDefaultInterval = 30;
 
 /* Made at start(), gone at stop(). */
 struct State {
   bow::Model model;
-  guint64 frame = 0;
   bool have_result = false;
   guint64 result_frame = 0;
   bow::Prediction result;
@@ -58,6 +57,7 @@ GST_ELEMENT_REGISTER_DEFINE(bowclassify, "bowclassify", GST_RANK_NONE, GST_TYPE_
 
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
+  if (gst_prism_cuda_filter_async_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL:
@@ -73,6 +73,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
+  if (gst_prism_cuda_filter_async_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL: g_value_set_string(value, self->model); break;
@@ -122,6 +123,12 @@ static gboolean start(GstBaseTransform *trans) {
     GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->stop(trans);
     return FALSE;
   }
+  GST_OBJECT_LOCK(self);
+  const gboolean overlay = self->overlay;
+  GST_OBJECT_UNLOCK(self);
+  if (overlay && gst_prism_cuda_filter_is_async(GST_PRISM_CUDA_FILTER(self)))
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("bowclassify: property 'overlay' draws the label only with async=false"), (nullptr));
   GST_INFO_OBJECT(self, "model %s: %zu classes, k = %d, histograms on %s", path.c_str(), st->model.class_names().size(),
                   st->model.config().k, st->model.device_description().c_str());
   delete self->state;
@@ -166,15 +173,16 @@ static std::string label_text(const State &st) {
 }
 
 /* Per frame, before the base class maps it: the frame's number and settings. The frame is mapped
- * for writing only when the label is drawn (a read map of shared memory copies nothing). */
+ * for writing only when the label is drawn (a read map of shared memory copies nothing); in async
+ * mode the frame has left already, so it is never drawn. */
 static GstMapFlags map_flags_ip(GstPrismCudaFilter *filter, GstBuffer *) {
   GstBowClassify *self = GST_BOW_CLASSIFY(filter);
   State &st = *self->state;
   GST_OBJECT_LOCK(self);
   const guint interval = self->interval;
-  st.overlay = self->overlay;
+  st.overlay = self->overlay && !gst_prism_cuda_filter_is_async(filter);
   GST_OBJECT_UNLOCK(self);
-  st.current = st.frame++;
+  st.current = gst_prism_cuda_filter_frame_number(filter);
   st.due = !st.have_result || interval == 0 || st.current - st.result_frame >= interval;
   return st.overlay ? GST_MAP_READWRITE : GST_MAP_READ;
 }
@@ -266,10 +274,11 @@ static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *buf, const Gs
   if (st.due) {
     GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": label '%s' (confidence %.2f), %.1f ms", st.current,
                      label.c_str(), st.result.confidence, latency);
-    GstStructure *s = gst_prism_frame_message_new("bowclassify", &GST_BASE_TRANSFORM(self)->segment, buf, st.current);
+    GstStructure *s =
+        gst_prism_frame_message_new("bowclassify", gst_prism_cuda_filter_frame_segment(filter), buf, st.current);
     gst_structure_set(s, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
     fields(s);
-    gst_prism_post_frame_message(GST_ELEMENT(self), s);
+    gst_prism_cuda_filter_post_frame_message(filter, s);
   }
   return GST_FLOW_OK;
 }
@@ -306,6 +315,8 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
       gobject_class, PROP_OVERLAY,
       g_param_spec_boolean("overlay", "Overlay",
                            "Write the latest label and confidence into the picture's top-left corner", FALSE, playing));
+  /* About 2 s per classification on 2 CPU cores: a live source must not wait for it. */
+  gst_prism_cuda_filter_class_install_async(gobject_class, PROP_ASYNC, PROP_FRAMES_SKIPPED, TRUE);
   gst_element_class_set_static_metadata(
       element_class, "Prism bag-of-words scene classification", "Filter/Analyzer/Video",
       "Labels the scene of video frames every N frames with a bag-of-visual-words model (filter bank, dictionary, "

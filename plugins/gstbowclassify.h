@@ -16,8 +16,12 @@
  *   model (required; read at start, errors name the file and the fault). interval (default 30; 0:
  *   every frame): classify every N frames from frame 0, the frames between carry the last result.
  *   overlay (default false): write the latest label and confidence into the picture's top-left
- *   corner (the grey or Y plane for GRAY8/NV12/I420, every channel of packed RGB). interval and
- *   overlay may change while playing (latched per frame in map_flags_ip). `device` and
+ *   corner (the grey or Y plane for GRAY8/NV12/I420, every channel of packed RGB; only with
+ *   async=false, a warning at start says so). interval and overlay may change while playing
+ *   (latched per frame in map_flags_ip). async (default true; read at start) and frames-skipped
+ *   (read only): GstPrismCudaFilter's asynchronous mode (gstprismcudafilter.h): classification on
+ *   the element's own thread, frames arriving meanwhile skipped and counted, so a live source never
+ *   waits; async=false classifies in the streaming thread (every due frame). `device` and
  *   `cuda-device-id` are the base class's and say where the filter bank and words run.
  *
  * Messages and meta:
@@ -27,7 +31,10 @@
  *   (double: the SVM's softmax or the k-NN vote share). Every frame (frame 0 is always classified)
  *   carries a GstVideoRegionOfInterestMeta of type "scene" over the whole frame with a "bowclassify"
  *   param: frame (uint64: the frame the result comes from), label, class-index, confidence. Both are
- *   made in the finish hook, after the stream sync.
+ *   made in the finish hook, after the stream sync. In async mode the message names the analysed
+ *   frame and adds skipped (uint64: frames skipped so far); the meta of an analysed frame goes on
+ *   the next frame pushed after the result, its param adding source-frame and source-timestamp, and
+ *   frames in between carry none. Frame numbers count every frame, skipped ones too.
  *
  * Device memory:
  *   GPU path, in the element's GstCudaContext: at start, the model's GPU histogrammer (the

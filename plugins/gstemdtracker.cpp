@@ -65,6 +65,8 @@ enum {
   PROP_HEATMAP_MAX,
   PROP_OPACITY,
   PROP_DRAW_BOXES,
+  PROP_ASYNC,
+  PROP_FRAMES_SKIPPED,
 };
 
 struct _GstEmdTracker {
@@ -84,6 +86,9 @@ struct _GstEmdTracker {
   /* streaming: the pipeline, configured per caps; on the GPU path its device memory is in our
    * context, so it is configured and reset with that context pushed */
   emd::Tracker *tracker;
+  /* The base class's number of the first frame of the caps (async: the worker's first job after
+   * new caps, as set_caps waits for the worker), so that messages count frames since the caps. */
+  guint64 caps_frame;
 };
 
 G_DEFINE_TYPE(GstEmdTracker, gst_emd_tracker, GST_TYPE_PRISM_CUDA_FILTER);
@@ -95,6 +100,7 @@ static GstBaseTransformClass *filter_class_parent = nullptr;  // GstPrismCudaFil
 
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstEmdTracker *self = GST_EMD_TRACKER(object);
+  if (gst_prism_cuda_filter_async_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_TARGET:
@@ -139,6 +145,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstEmdTracker *self = GST_EMD_TRACKER(object);
+  if (gst_prism_cuda_filter_async_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_TARGET: g_value_set_string(value, self->target_text); break;
@@ -397,7 +404,12 @@ static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *outbuf, const
     gst_structure_free(s);
     gst_value_list_append_and_take_value(&track_list, &v);
   }
-  GstStructure *msg = gst_prism_frame_message_new("emdtracker", &GST_BASE_TRANSFORM(self)->segment, outbuf, r.frame);
+  /* In async mode the tracker counts the frames it analysed; the message counts every frame. */
+  if (r.frame == 0) self->caps_frame = gst_prism_cuda_filter_frame_number(filter);
+  const guint64 frame =
+      gst_prism_cuda_filter_is_async(filter) ? gst_prism_cuda_filter_frame_number(filter) - self->caps_frame : r.frame;
+  GstStructure *msg =
+      gst_prism_frame_message_new("emdtracker", gst_prism_cuda_filter_frame_segment(filter), outbuf, frame);
   gst_structure_set(msg, "target-known", G_TYPE_BOOLEAN, t.target_known(), nullptr);
   gst_structure_take_value(msg, "detections", &list);
   gst_structure_take_value(msg, "tracks", &track_list);
@@ -405,7 +417,7 @@ static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *outbuf, const
     gst_structure_set(msg, "stats", GST_TYPE_STRUCTURE, stats, nullptr);
     gst_structure_free(stats);
   }
-  gst_prism_post_frame_message(GST_ELEMENT(self), msg);
+  gst_prism_cuda_filter_post_frame_message(filter, msg);
   return GST_FLOW_OK;
 }
 
@@ -442,6 +454,10 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
   gobject_class->finalize = finalize;
   /* device/cuda-device-id stay with the base class's handlers (GObject dispatches by owner). */
   const GParamFlags rw = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  /* Read per frame: may change while playing. Numbers are controllable too (GstController values
+   * are synced at each frame's stream time by GstPrismCudaFilter). */
+  const GParamFlags playing = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
+  const GParamFlags controllable = (GParamFlags)(playing | GST_PARAM_CONTROLLABLE);
   GObjectClass *oc = gobject_class;
   auto install = [&](guint id, GParamSpec *p) { g_object_class_install_property(oc, id, p); };
   oc->set_property = set_property;
@@ -480,7 +496,7 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                                            "Solve each distinct signature of a frame once (and cache)", TRUE, rw));
   install(PROP_THRESHOLD,
           g_param_spec_float("threshold", "Threshold", "Detection: pixels at this EMD or less are on target", 0.f,
-                             G_MAXFLOAT, 1.f, (GParamFlags)(rw | GST_PARAM_CONTROLLABLE)));
+                             G_MAXFLOAT, 1.f, controllable));
   install(PROP_MIN_AREA, g_param_spec_int64("min-area", "Minimum area",
                                             "Detection: fewest on-target pixels of an object", 1, G_MAXINT64, 64, rw));
   install(PROP_MAX_AREA, g_param_spec_int64("max-area", "Maximum area", "Detection: most on-target pixels of an object",
@@ -493,14 +509,17 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
           g_param_spec_int("max-age", "Maximum age",
                            "Tracking: frames a track is kept without a matching object (its id is kept meanwhile)", 0,
                            10000, emd::TrackParams{}.max_age, rw));
-  install(PROP_HEATMAP_MAX, g_param_spec_float("heatmap-max", "Heat map range",
-                                               "Distance shown as blue (0: 3 x threshold)", 0.f, G_MAXFLOAT, 0.f, rw));
+  install(PROP_HEATMAP_MAX,
+          g_param_spec_float("heatmap-max", "Heat map range", "Distance shown as blue (0: 3 x threshold)", 0.f,
+                             G_MAXFLOAT, 0.f, controllable));
   install(PROP_OPACITY,
           g_param_spec_float("opacity", "Opacity",
                              "Heat map colour over the grey frame (video input; over black for tensor input)", 0.f, 1.f,
-                             0.6f, rw));
+                             0.6f, controllable));
   install(PROP_DRAW_BOXES,
-          g_param_spec_boolean("draw-boxes", "Draw boxes", "Outline the detections on the heat map", TRUE, rw));
+          g_param_spec_boolean("draw-boxes", "Draw boxes", "Outline the detections on the heat map", TRUE, playing));
+  /* Tracking needs every frame: off by default, available for a live source on a slow CPU. */
+  gst_prism_cuda_filter_class_install_async(oc, PROP_ASYNC, PROP_FRAMES_SKIPPED, FALSE);
 
   gst_element_class_set_static_metadata(
       element_class, "Prism EMD tracker", "Filter/Analyzer/Video/Hardware",

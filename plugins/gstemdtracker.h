@@ -27,7 +27,13 @@
  *   (ground-distance-location: n lines of n numbers). normalization: flow (Rubner's, default) or
  *   larger-mass (cv::EMD's). Detection: threshold (controllable, read per frame), min-area, max-area,
  *   merge-gap; tracking: max-age.
- *   Picture: heatmap-max (0: 3 x threshold), opacity, draw-boxes. cache-size and dedup change the
+ *   Picture: heatmap-max (0: 3 x threshold), opacity, draw-boxes. threshold, heatmap-max, opacity
+ *   and draw-boxes may change while playing; the numbers among them are controllable (a GstController
+ *   binding gives each frame the value at its stream time). async (default false; read at start)
+ *   and frames-skipped (read only): GstPrismCudaFilter's asynchronous mode (gstprismcudafilter.h):
+ *   frames pass at the source's rate carrying the newest heat map while the worker analyses one
+ *   frame at a time; tracking then sees only the analysed frames (target-frame counts those), so it
+ *   is for a live source on a slow CPU only. cache-size and dedup change the
  *   work, never a result. The settings are checked at start (READY -> PAUSED) and read when caps are
  *   set; errors name the property (and a file's line).
  *
@@ -40,7 +46,9 @@
  *   "track" structures: track-id, x, y, width, height (the filtered box, or the predicted one while
  *   the track coasts), vx, vy (pixels per frame), age (frames since its last object), hits) and,
  *   once the target is known, stats (a "stats" structure: solved, duplicates, cache-hits, hit-rate, dedup-ratio,
- *   pivots, cache-flushed).
+ *   pivots, cache-flushed). In async mode the message names the analysed frame (its number counting
+ *   every frame since the caps) and adds skipped; the meta go on the next frame pushed, their params
+ *   adding source-frame (the base class's count since start) and source-timestamp.
  *
  * Device memory:
  *   On the GPU path, per caps in set_info (the previous caps' freed, with the element's

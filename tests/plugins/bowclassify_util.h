@@ -158,7 +158,8 @@ inline void compare(const GstVideoInfo& info, GstBuffer* in, GstBuffer* out, Out
 // element)` runs before frame i is pushed.
 inline void run(Outcome& o, const std::string& props, const char* format, const std::vector<cv::Mat>& frames,
                 const std::function<void(size_t, GstElement*)>& before = {}, const std::string& upstream = "") {
-  GstHarness* h = gst_harness_new_parse((upstream + "bowclassify " + props).c_str());
+  // async=false: each frame carries its own result (the async mode is tested on its own).
+  GstHarness* h = gst_harness_new_parse((upstream + "bowclassify async=false " + props).c_str());
   GstBus* bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);
   const std::string caps = caps_string(format);

@@ -9,6 +9,7 @@
 #include <gst/video/video.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -91,9 +92,12 @@ using TrackerRun = PipelineRun;
 
 // Runs a gst-launch description ending in `appsink name=out` (or in any sink: then it waits for
 // EOS or an error), feeding `appsrc name=src`, when there is one, with scene_nv12 frames.
-inline PipelineRun run_pipeline(const std::string& launch, int feed_w = 0, int feed_h = 0, int feed_frames = 0) {
+// `before_play` runs on the pipeline before it plays (control bindings, ...).
+inline PipelineRun run_pipeline(const std::string& launch, int feed_w = 0, int feed_h = 0, int feed_frames = 0,
+                                const std::function<void(GstElement*)>& before_play = {}) {
   PipelineRun r;
   RunOptions options;
+  options.before_play = before_play;
   options.message_name = "prism-emdtracker";
   options.after_play = [&](GstElement* p) {
     GstElement* src = gst_bin_get_by_name(GST_BIN(p), "src");
@@ -138,11 +142,12 @@ inline PipelineRun run_pipeline(const std::string& launch, int feed_w = 0, int f
 
 // appsrc (NV12 W x H) ! [upload] emdtracker PROPS ! [download] video/x-raw,format=RGBA ! appsink
 inline void run_tracker(int W, int H, int frames, const std::string& props, TrackerRun& r,
-                        const std::string& upload = "", const std::string& download = "") {
+                        const std::string& upload = "", const std::string& download = "",
+                        const std::function<void(GstElement*)>& before_play = {}) {
   r = run_pipeline("appsrc name=src format=time caps=video/x-raw,format=NV12,width=" + std::to_string(W) +
                        ",height=" + std::to_string(H) + ",framerate=10/1 ! " + upload + " emdtracker name=t " + props +
                        " ! " + download + " video/x-raw,format=RGBA ! appsink name=out sync=false",
-                   W, H, frames);
+                   W, H, frames, before_play);
 }
 
 }  // namespace prism::test::emdt

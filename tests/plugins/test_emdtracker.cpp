@@ -3,6 +3,12 @@
 // and clear errors naming the property for bad settings.
 #include <gtest/gtest.h>
 
+#include <gst/controller/gstdirectcontrolbinding.h>
+#include <gst/controller/gstinterpolationcontrolsource.h>
+
+#include <algorithm>
+#include <tuple>
+
 #include <fstream>
 
 #include "emd/emd_map.h"
@@ -159,6 +165,95 @@ TEST_F(EmdTracker, WavelengthsAndMatrixGroundDistancesRun) {
     EXPECT_EQ(r.error, "") << g;
     EXPECT_EQ(r.frames.size(), 2u) << g;
   }
+}
+
+// threshold under a GstController binding (an interpolation control source, step mode, absolute
+// values): each frame is detected with the value at its stream time, exactly as a run with that
+// threshold fixed detects the same frame. The two fixed thresholds detect differently (else this
+// shows nothing).
+TEST_F(EmdTracker, ControlledThresholdChangesDetectionsFrameByFrame) {
+  const int W = 192, H = 144, frames = 6;
+  const std::string props = "device=cpu target-rect=52,72,24,24 min-area=200 ";
+  const float thresholds[2] = {0.5f, 0.0f};
+  auto boxes = [](const std::vector<Detection>& dets) {
+    std::vector<std::tuple<int, int, int, int>> b;
+    for (const Detection& d : dets) b.emplace_back(d.box.x, d.box.y, d.box.w, d.box.h);
+    std::sort(b.begin(), b.end());
+    return b;
+  };
+  TrackerRun fixed[2];
+  for (int k = 0; k < 2; ++k) {
+    run_tracker(W, H, frames, props + "threshold=" + std::to_string(thresholds[k]), fixed[k]);
+    ASSERT_EQ(fixed[k].error, "");
+    ASSERT_EQ(fixed[k].meta.size(), size_t(frames));
+  }
+  // Frame f (PTS f/10 s) gets thresholds[f % 2].
+  TrackerRun controlled;
+  run_tracker(W, H, frames, props, controlled, "", "", [&](GstElement* p) {
+    GstElement* t = gst_bin_get_by_name(GST_BIN(p), "t");
+    GstControlSource* cs = gst_interpolation_control_source_new();
+    g_object_set(cs, "mode", GST_INTERPOLATION_MODE_NONE, nullptr);
+    for (int f = 0; f < frames; ++f)
+      gst_timed_value_control_source_set(GST_TIMED_VALUE_CONTROL_SOURCE(cs), f * GST_SECOND / 10, thresholds[f % 2]);
+    ASSERT_TRUE(gst_object_add_control_binding(
+        GST_OBJECT(t), gst_direct_control_binding_new_absolute(GST_OBJECT(t), "threshold", cs)));
+    gst_object_unref(cs);
+    gst_object_unref(t);
+  });
+  ASSERT_EQ(controlled.error, "");
+  ASSERT_EQ(controlled.meta.size(), size_t(frames));
+  int differ = 0;
+  for (int f = 0; f < frames; ++f) {
+    EXPECT_EQ(boxes(controlled.meta[f]), boxes(fixed[f % 2].meta[f])) << "frame " << f;
+    differ += boxes(fixed[0].meta[f]) != boxes(fixed[1].meta[f]);
+  }
+  EXPECT_GT(differ, frames / 2) << "the two thresholds detect the same: the test shows nothing";
+}
+
+TEST_F(EmdTracker, PropertiesSayWhatMayChangeWhilePlaying) {
+  GstElement* e = gst_element_factory_make("emdtracker", nullptr);
+  ASSERT_NE(e, nullptr);
+  for (const char* name : {"threshold", "heatmap-max", "opacity"}) {
+    GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
+    ASSERT_NE(ps, nullptr) << name;
+    EXPECT_TRUE(ps->flags & GST_PARAM_CONTROLLABLE) << name;
+    EXPECT_TRUE(ps->flags & GST_PARAM_MUTABLE_PLAYING) << name;
+  }
+  EXPECT_TRUE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "draw-boxes")->flags & GST_PARAM_MUTABLE_PLAYING);
+  // Settings read per caps are not.
+  for (const char* name : {"bins", "window", "target", "cache-size"})
+    EXPECT_FALSE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), name)->flags & GST_PARAM_MUTABLE_PLAYING) << name;
+  gboolean async = TRUE;
+  g_object_get(e, "async", &async, nullptr);
+  EXPECT_FALSE(async) << "tracking needs every frame: async is off by default";
+  gst_object_unref(e);
+}
+
+// async=true: every frame comes out (the newest heat map, of the same size), each frame is either
+// analysed (one message, naming it) or skipped (counted), and the run ends at EOS.
+TEST_F(EmdTracker, AsyncModePassesEveryFrameAndCountsTheSkipped) {
+  const int W = 192, H = 144, frames = 8;
+  TrackerRun r;
+  run_tracker(W, H, frames, kLearn + "async=true", r);
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.frames.size(), size_t(frames));
+  for (const auto& f : r.frames) EXPECT_EQ(f.size(), size_t(W) * H * 4);
+  ASSERT_FALSE(r.messages.empty());
+  guint64 last = 0, skipped = 0;
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    guint64 f = 0, ts = 0;
+    ASSERT_TRUE(gst_structure_get_uint64(r.messages[i], "frame", &f));
+    ASSERT_TRUE(gst_structure_get_uint64(r.messages[i], "timestamp", &ts));
+    ASSERT_TRUE(gst_structure_get_uint64(r.messages[i], "skipped", &skipped));
+    EXPECT_LT(f, guint64(frames));
+    if (i > 0) {
+      EXPECT_GT(f, last);
+    }
+    EXPECT_EQ(ts, f * GST_SECOND / 10);
+    last = f;
+  }
+  // A frame is skipped only while an analysis runs, whose message comes after: the last counts all.
+  EXPECT_EQ(r.messages.size() + skipped, size_t(frames));
 }
 
 }  // namespace

@@ -285,7 +285,7 @@ TEST_F(ResultsBow, PrismresultsWritesBowclassifyResults) {
   const ResultsRun r =
       run_with_results(dir,
                        "videotestsrc num-buffers=3 pattern=ball ! video/x-raw,format=GRAY8,width=96,height=64 "
-                       "! bowclassify name=bow device=cpu interval=2 model=\"" +
+                       "! bowclassify name=bow device=cpu async=false interval=2 model=\"" +
                            model_ + "\" ! prismresults location=\"@OUT@\" ! fakesink",
                        "prism-bowclassify");
   ASSERT_EQ(r.bus.messages.size(), 2u);

@@ -1,9 +1,14 @@
 #include "gst/prism/gstprismcudafilter.h"
 
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
 #include <new>
+#include <thread>
 
 #include "gst/prism/gstprismcudamemory.h"
 #include "gst/prism/gstprismframe.h"
+#include "gst/prism/gstprismmessage.h"
 #include "gst/prism/gstprismtensor.h"
 
 #if defined(PRISM_HAVE_CUDA)
@@ -14,6 +19,30 @@ GST_DEBUG_CATEGORY_STATIC(gst_prism_cuda_filter_debug);
 #define GST_CAT_DEFAULT gst_prism_cuda_filter_debug
 
 enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID };
+
+/* The async mode's worker (header: "The asynchronous mode"). Everything below `m` is guarded by
+ * it; `cv` wakes the worker (a job, quit) and those waiting for it (idle, a picture). */
+struct AsyncWorker {
+  std::mutex m;
+  std::condition_variable cv;
+  std::thread thread;
+  bool quit = false;
+  bool busy = false;                               /* a job waits or runs */
+  GstBuffer *job_in = nullptr, *job_out = nullptr; /* the job (job_out: copy mode) */
+  guint64 job_frame = 0;
+  GstSegment job_segment;
+  GstBuffer *done = nullptr; /* the last finished job's buffer: its ROI meta go on the next frame */
+  guint64 done_frame = 0;
+  GstBuffer *latest = nullptr; /* copy mode: the newest finished output picture */
+  GstFlowReturn error = GST_FLOW_OK;
+  guint64 skipped = 0;
+
+  /* Drops the results not yet delivered (the lock held). */
+  void drop_results() {
+    gst_clear_buffer(&done);
+    gst_clear_buffer(&latest);
+  }
+};
 
 typedef struct {
   GstPrismCuda cuda;              /* device, cuda-device-id, path, context, stream */
@@ -29,6 +58,14 @@ typedef struct {
    * of the GObject private struct: constructed in instance init, destroyed in finalize. */
   prism::GstPrismDeviceArray<guint8> staging_in, staging_out;
 #endif
+  gint async_prop;     /* the `async` property (object lock); -1: not set, the subclass's default */
+  gboolean async_on;   /* latched at start */
+  AsyncWorker *worker; /* async_on: made at start, gone at stop */
+  guint64 frames;      /* frames that reached the element since start (streaming thread) */
+  /* The frame being processed, for process/process_ip/finish: set by the thread that runs them. */
+  guint64 frame_number;
+  const GstSegment *frame_segment;
+  guint64 skipped_at_stop; /* frames-skipped after the worker is gone (object lock) */
 } GstPrismCudaFilterPrivate;
 
 G_DEFINE_ABSTRACT_TYPE_WITH_CODE(GstPrismCudaFilter, gst_prism_cuda_filter, GST_TYPE_BASE_TRANSFORM,
@@ -65,10 +102,24 @@ static gboolean query(GstBaseTransform *trans, GstPadDirection direction, GstQue
 
 /* ---- start / stop: choose the path ---- */
 
-static gboolean start(GstBaseTransform *trans) { return gst_prism_cuda_start(&PRIV(trans)->cuda, GST_ELEMENT(trans)); }
+static void async_start(GstPrismCudaFilter *self);
+static void async_quit(GstPrismCudaFilter *self);
+static void async_free(GstPrismCudaFilter *self);
+static void async_drain(GstPrismCudaFilter *self, gboolean drop);
+
+static gboolean start(GstBaseTransform *trans) {
+  GstPrismCudaFilterPrivate *priv = PRIV(trans);
+  if (!gst_prism_cuda_start(&priv->cuda, GST_ELEMENT(trans))) return FALSE;
+  priv->frames = 0;
+  async_start(GST_PRISM_CUDA_FILTER(trans));
+  return TRUE;
+}
 
 static gboolean stop(GstBaseTransform *trans) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
+  /* The worker was joined in change_state (normally; here too when start failed half way). */
+  async_quit(GST_PRISM_CUDA_FILTER(trans));
+  async_free(GST_PRISM_CUDA_FILTER(trans));
 #if defined(PRISM_HAVE_CUDA)
   priv->staging_in.reset();
   priv->staging_out.reset();
@@ -141,6 +192,8 @@ static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outc
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
   GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(trans);
   const gboolean in_place = klass->process_ip != nullptr;
+  /* The worker may be using the plans set_info replaces, and its results are of the old caps. */
+  async_drain(GST_PRISM_CUDA_FILTER(trans), TRUE);
   /* passthrough_on_same_caps has just made an in-place element (same caps by definition)
    * passthrough: it must see every buffer, writable. */
   if (in_place) gst_base_transform_set_passthrough(trans, FALSE);
@@ -203,6 +256,23 @@ static gboolean decide_allocation(GstBaseTransform *trans, GstQuery *q) {
 
 /* ---- meta: keep what describes content, rescale what describes positions ---- */
 
+/* Adds to `to` a copy of `m`, its box scaled from iw x ih to ow x oh, with every param; `source`
+ * (may be null) is set into each param (the async mode's source-frame and source-timestamp). */
+static void copy_roi(GstBuffer *to, const GstVideoRegionOfInterestMeta *m, gint iw, gint ih, gint ow, gint oh,
+                     const GstStructure *source) {
+  GstVideoRegionOfInterestMeta *n = gst_buffer_add_video_region_of_interest_meta_id(
+      to, m->roi_type, (guint)gst_util_uint64_scale_int(m->x, ow, iw), (guint)gst_util_uint64_scale_int(m->y, oh, ih),
+      (guint)gst_util_uint64_scale_int(m->w, ow, iw), (guint)gst_util_uint64_scale_int(m->h, oh, ih));
+  n->id = m->id;
+  n->parent_id = m->parent_id;
+  for (GList *l = m->params; l; l = l->next) {
+    GstStructure *p = gst_structure_copy((const GstStructure *)l->data);
+    if (source) gst_structure_set_value(p, "source-frame", gst_structure_get_value(source, "source-frame"));
+    if (source) gst_structure_set_value(p, "source-timestamp", gst_structure_get_value(source, "source-timestamp"));
+    gst_video_region_of_interest_meta_add_param(n, p);
+  }
+}
+
 static gboolean transform_meta(GstBaseTransform *trans, GstBuffer *outbuf, GstMeta *meta, GstBuffer *inbuf) {
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
   const GstMetaInfo *info = meta->info;
@@ -212,17 +282,8 @@ static gboolean transform_meta(GstBaseTransform *trans, GstBuffer *outbuf, GstMe
   const gint iw = priv->in_width, ih = priv->in_height, ow = priv->out_width, oh = priv->out_height;
   const gboolean resized = iw != ow || ih != oh;
   if (info->api == GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE && iw > 0 && ih > 0) {
-    /* GStreamer's own scale transform drops the params (detections' scores, track ids): copy
-     * the box scaled to the output size together with every param. */
-    const GstVideoRegionOfInterestMeta *m = (const GstVideoRegionOfInterestMeta *)meta;
-    GstVideoRegionOfInterestMeta *n = gst_buffer_add_video_region_of_interest_meta_id(
-        outbuf, m->roi_type, (guint)gst_util_uint64_scale_int(m->x, ow, iw),
-        (guint)gst_util_uint64_scale_int(m->y, oh, ih), (guint)gst_util_uint64_scale_int(m->w, ow, iw),
-        (guint)gst_util_uint64_scale_int(m->h, oh, ih));
-    n->id = m->id;
-    n->parent_id = m->parent_id;
-    for (GList *l = m->params; l; l = l->next)
-      gst_video_region_of_interest_meta_add_param(n, gst_structure_copy((const GstStructure *)l->data));
+    /* GStreamer's own scale transform drops the params (detections' scores, track ids). */
+    copy_roi(outbuf, (const GstVideoRegionOfInterestMeta *)meta, iw, ih, ow, oh, nullptr);
     return FALSE;
   }
   if (resized && !priv->in_is_tensor && !priv->out_is_tensor &&
@@ -390,22 +451,258 @@ static GstFlowReturn transform_ip_cuda(GstPrismCudaFilter *self, GstBuffer *buf)
 }
 #endif
 
-static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
-  GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
-  if (!GST_PRISM_CUDA_FILTER_GET_CLASS(self)->process) return GST_FLOW_NOT_SUPPORTED; /* in place */
+/* One frame, processed where the caller runs (the streaming thread, or the async worker). */
+static GstFlowReturn run_copy(GstPrismCudaFilter *self, GstBuffer *inbuf, GstBuffer *outbuf) {
 #if defined(PRISM_HAVE_CUDA)
   if (PRIV(self)->cuda.use_cuda) return transform_cuda(self, inbuf, outbuf);
 #endif
   return transform_cpu(self, inbuf, outbuf);
 }
 
-static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
-  GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
-  if (!GST_PRISM_CUDA_FILTER_GET_CLASS(self)->process_ip) return GST_FLOW_NOT_SUPPORTED; /* copy mode */
+static GstFlowReturn run_ip(GstPrismCudaFilter *self, GstBuffer *buf) {
 #if defined(PRISM_HAVE_CUDA)
   if (PRIV(self)->cuda.use_cuda) return transform_ip_cuda(self, buf);
 #endif
   return transform_ip_cpu(self, buf);
+}
+
+/* ---- the async mode (header: "The asynchronous mode") ---- */
+
+static void async_worker_main(GstPrismCudaFilter *self) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  AsyncWorker &w = *priv->worker;
+  std::unique_lock<std::mutex> lk(w.m);
+  for (;;) {
+    w.cv.wait(lk, [&] { return w.quit || w.job_in; });
+    if (w.quit) break;
+    GstBuffer *in = w.job_in, *out = w.job_out;
+    w.job_in = w.job_out = nullptr;
+    const guint64 frame = w.job_frame;
+    const GstSegment segment = w.job_segment;
+    lk.unlock();
+    priv->frame_number = frame;
+    priv->frame_segment = &segment;
+    const GstFlowReturn ret = out ? run_copy(self, in, out) : run_ip(self, in);
+    priv->frame_segment = nullptr;
+    lk.lock();
+    w.busy = false;
+    if (ret != GST_FLOW_OK) {
+      if (w.error == GST_FLOW_OK) w.error = ret;
+    } else {
+      gst_buffer_replace(&w.done, out ? out : in);
+      w.done_frame = frame;
+      if (out) gst_buffer_replace(&w.latest, out);
+    }
+    gst_clear_buffer(&in);
+    gst_clear_buffer(&out);
+    w.cv.notify_all();
+  }
+  gst_clear_buffer(&w.job_in);
+  gst_clear_buffer(&w.job_out);
+  w.busy = false;
+  w.cv.notify_all();
+}
+
+/* `async` as set, else the subclass's default (its pspec; FALSE for elements without one). Not
+ * resolved in instance init: the class there is still the base class's. Object lock held. */
+static gboolean async_value(GstPrismCudaFilter *self) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  if (priv->async_prop >= 0) return priv->async_prop;
+  GParamSpec *async = g_object_class_find_property(G_OBJECT_GET_CLASS(self), "async");
+  return async && G_IS_PARAM_SPEC_BOOLEAN(async) && G_PARAM_SPEC_BOOLEAN(async)->default_value;
+}
+
+static void async_start(GstPrismCudaFilter *self) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  GST_OBJECT_LOCK(self);
+  priv->async_on = async_value(self);
+  GST_OBJECT_UNLOCK(self);
+  priv->skipped_at_stop = 0;
+  if (!priv->async_on || priv->worker) return;
+  priv->worker = new AsyncWorker();
+  gst_segment_init(&priv->worker->job_segment, GST_FORMAT_UNDEFINED);
+  priv->worker->thread = std::thread(async_worker_main, self);
+}
+
+/* Joins the worker: the analysis running ends first (there is no way to cut one short), a job not
+ * yet started is dropped, and so are the results not delivered. Frames that still come (the
+ * streaming thread runs until the pads are deactivated) are counted as skipped. */
+static void async_quit(GstPrismCudaFilter *self) {
+  AsyncWorker *w = PRIV(self)->worker;
+  if (!w || !w->thread.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(w->m);
+    w->quit = true;
+    w->cv.notify_all();
+  }
+  w->thread.join();
+  std::lock_guard<std::mutex> lk(w->m);
+  w->drop_results();
+}
+
+/* In stop(), when no streaming thread can use the worker any more. */
+static void async_free(GstPrismCudaFilter *self) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  AsyncWorker *w = priv->worker;
+  if (!w) return;
+  {
+    std::lock_guard<std::mutex> lk(w->m);
+    w->drop_results();
+    gst_clear_buffer(&w->job_in);
+    gst_clear_buffer(&w->job_out);
+  }
+  GST_OBJECT_LOCK(self);
+  priv->worker = nullptr;
+  priv->skipped_at_stop = w->skipped;
+  GST_OBJECT_UNLOCK(self);
+  delete w;
+}
+
+/* Waits for the analysis running, if any; `drop`: its meta and the newest picture are dropped. */
+static void async_drain(GstPrismCudaFilter *self, gboolean drop) {
+  AsyncWorker *w = PRIV(self)->worker;
+  if (!w) return;
+  std::unique_lock<std::mutex> lk(w->m);
+  w->cv.wait(lk, [&] { return !w->busy; });
+  if (drop) w->drop_results();
+}
+
+/* Moves the ROI meta of the finished job `from` onto `to`, the frame being pushed. */
+static void async_move_results(GstPrismCudaFilter *self, GstBuffer *from, guint64 frame, GstBuffer *to) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  GstStructure *source = gst_structure_new("source", "source-frame", G_TYPE_UINT64, frame, "source-timestamp",
+                                           G_TYPE_UINT64, (guint64)GST_BUFFER_PTS(from), nullptr);
+  gpointer iter = nullptr;
+  GstMeta *meta;
+  while ((meta = gst_buffer_iterate_meta_filtered(from, &iter, GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)))
+    copy_roi(to, (const GstVideoRegionOfInterestMeta *)meta, priv->out_width, priv->out_height, priv->out_width,
+             priv->out_height, source);
+  gst_structure_free(source);
+}
+
+static gboolean remove_roi_meta(GstBuffer *, GstMeta **meta, gpointer) {
+  if ((*meta)->info->api == GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) *meta = nullptr;
+  return TRUE;
+}
+
+/* The worker's buffers for frame `in`: in place, a shallow copy (the frame's memory, shared and
+ * read; its meta but the ROI meta, so that those on it afterwards are the analysis's); copy mode,
+ * the input itself and an output buffer in system memory (staged on the GPU path as any). */
+static void async_job_buffers(GstPrismCudaFilter *self, GstBuffer *in, gboolean copy, GstBuffer **job_in,
+                              GstBuffer **job_out) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  if (copy) {
+    *job_in = gst_buffer_ref(in);
+    *job_out = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&priv->out_info), nullptr);
+    gst_buffer_copy_into(*job_out, in, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  } else {
+    *job_in = gst_buffer_copy(in);
+    gst_buffer_foreach_meta(*job_in, remove_roi_meta, nullptr);
+    *job_out = nullptr;
+  }
+}
+
+/* The streaming thread's part, per frame: the frame becomes the worker's job or is skipped; the
+ * results finished since the last frame go on this one (copy mode: with the newest picture). */
+static GstFlowReturn async_submit(GstPrismCudaFilter *self, GstBuffer *in, GstBuffer *out, guint64 frame) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  AsyncWorker &w = *priv->worker;
+  const gboolean copy = out != nullptr;
+  std::unique_lock<std::mutex> lk(w.m);
+  if (w.error != GST_FLOW_OK) return w.error;
+  if (!w.busy && !w.quit) {
+    w.busy = true; /* only this thread makes jobs: nothing changes that while unlocked */
+    lk.unlock();
+    GstBuffer *job_in, *job_out;
+    async_job_buffers(self, in, copy, &job_in, &job_out);
+    lk.lock();
+    w.job_in = job_in;
+    w.job_out = job_out;
+    w.job_frame = frame;
+    w.job_segment = GST_BASE_TRANSFORM(self)->segment;
+    w.cv.notify_all();
+  } else {
+    w.skipped++;
+  }
+  /* Copy mode: with no picture yet (the first frame), wait for this job's. */
+  if (copy) w.cv.wait(lk, [&] { return w.latest || w.error != GST_FLOW_OK || (!w.busy && !w.job_in); });
+  if (w.error != GST_FLOW_OK) return w.error;
+  GstBuffer *done = w.done, *picture = copy && w.latest ? gst_buffer_ref(w.latest) : nullptr;
+  const guint64 done_frame = w.done_frame;
+  w.done = nullptr;
+  lk.unlock();
+  GstFlowReturn ret = GST_FLOW_OK;
+  if (copy) {
+    GstVideoFrame src, dst;
+    if (!picture) { /* stopping: nothing was analysed */
+      ret = GST_FLOW_FLUSHING;
+    } else if (gst_video_frame_map(&src, &priv->out_info, picture, GST_MAP_READ)) {
+      if (gst_video_frame_map(&dst, &priv->out_info, out, GST_MAP_WRITE)) {
+        if (!gst_video_frame_copy(&dst, &src)) ret = GST_FLOW_ERROR;
+        gst_video_frame_unmap(&dst);
+      } else {
+        ret = GST_FLOW_ERROR;
+      }
+      gst_video_frame_unmap(&src);
+    } else {
+      ret = GST_FLOW_ERROR;
+    }
+    if (ret == GST_FLOW_ERROR)
+      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot copy the newest analysed picture into a frame"), (nullptr));
+    gst_clear_buffer(&picture);
+  }
+  if (done) {
+    if (ret == GST_FLOW_OK) async_move_results(self, done, done_frame, copy ? out : in);
+    gst_buffer_unref(done);
+  }
+  return ret;
+}
+
+static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
+  GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  if (!GST_PRISM_CUDA_FILTER_GET_CLASS(self)->process) return GST_FLOW_NOT_SUPPORTED; /* in place */
+  const guint64 frame = priv->frames++;
+  if (priv->worker) return async_submit(self, inbuf, outbuf, frame);
+  priv->frame_number = frame;
+  priv->frame_segment = &trans->segment;
+  return run_copy(self, inbuf, outbuf);
+}
+
+static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
+  GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  if (!GST_PRISM_CUDA_FILTER_GET_CLASS(self)->process_ip) return GST_FLOW_NOT_SUPPORTED; /* copy mode */
+  const guint64 frame = priv->frames++;
+  if (priv->worker) return async_submit(self, buf, nullptr, frame);
+  priv->frame_number = frame;
+  priv->frame_segment = &trans->segment;
+  return run_ip(self, buf);
+}
+
+/* GstController bindings (GST_PARAM_CONTROLLABLE properties) take their values at each frame's
+ * stream time, before the frame is processed (as GStreamer's own video filters do). */
+static void before_transform(GstBaseTransform *trans, GstBuffer *buf) {
+  const GstClockTime ts = GST_BUFFER_PTS(buf);
+  if (trans->segment.format != GST_FORMAT_TIME || !GST_CLOCK_TIME_IS_VALID(ts)) return;
+  const GstClockTime stream_time = gst_segment_to_stream_time(&trans->segment, GST_FORMAT_TIME, ts);
+  if (GST_CLOCK_TIME_IS_VALID(stream_time)) gst_object_sync_values(GST_OBJECT(trans), stream_time);
+}
+
+/* EOS waits for the running analysis (its message goes before EOS; its meta has no frame to go
+ * on); a flush waits for it and drops what it would deliver after the seek. */
+static gboolean sink_event(GstBaseTransform *trans, GstEvent *event) {
+  GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_EOS) async_drain(self, TRUE);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) async_drain(self, TRUE);
+  return GST_BASE_TRANSFORM_CLASS(gst_prism_cuda_filter_parent_class)->sink_event(trans, event);
+}
+
+/* Going down, the worker is joined before the pads are deactivated and the subclass's stop() frees
+ * what the worker uses. */
+static GstStateChangeReturn change_state(GstElement *element, GstStateChange transition) {
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) async_quit(GST_PRISM_CUDA_FILTER(element));
+  return GST_ELEMENT_CLASS(gst_prism_cuda_filter_parent_class)->change_state(element, transition);
 }
 
 static gboolean get_unit_size(GstBaseTransform *trans, GstCaps *caps, gsize *size) {
@@ -446,6 +743,9 @@ static void gst_prism_cuda_filter_class_init(GstPrismCudaFilterClass *klass) {
   gst_prism_cuda_install_properties(gobject_class, PROP_DEVICE, PROP_CUDA_DEVICE_ID);
 
   element_class->set_context = GST_DEBUG_FUNCPTR(set_context);
+  element_class->change_state = GST_DEBUG_FUNCPTR(change_state);
+  trans_class->before_transform = GST_DEBUG_FUNCPTR(before_transform);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR(sink_event);
   trans_class->passthrough_on_same_caps = TRUE;
   trans_class->start = GST_DEBUG_FUNCPTR(start);
   trans_class->stop = GST_DEBUG_FUNCPTR(stop);
@@ -468,6 +768,7 @@ static void gst_prism_cuda_filter_class_init(GstPrismCudaFilterClass *klass) {
 
 static void gst_prism_cuda_filter_init(GstPrismCudaFilter *self) {
   gst_prism_cuda_init(&PRIV(self)->cuda);
+  PRIV(self)->async_prop = -1;
 #if defined(PRISM_HAVE_CUDA)
   new (&PRIV(self)->staging_in) prism::GstPrismDeviceArray<guint8>();
   new (&PRIV(self)->staging_out) prism::GstPrismDeviceArray<guint8>();
@@ -475,6 +776,71 @@ static void gst_prism_cuda_filter_init(GstPrismCudaFilter *self) {
 }
 
 gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self) { return PRIV(self)->cuda.use_cuda; }
+
+void gst_prism_cuda_filter_class_install_async(GObjectClass *klass, guint prop_async, guint prop_skipped,
+                                               gboolean async_default) {
+  g_object_class_install_property(
+      klass, prop_async,
+      g_param_spec_boolean("async", "Asynchronous",
+                           "Analyse on the element's own thread while frames pass at the source's rate: frames that "
+                           "arrive while it is busy are skipped (counted in frames-skipped), results go on the next "
+                           "frame pushed (false: every frame analysed in the streaming thread)",
+                           async_default,
+                           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
+  g_object_class_install_property(
+      klass, prop_skipped,
+      g_param_spec_uint64("frames-skipped", "Frames skipped",
+                          "async: frames not analysed because the worker was busy, since start", 0, G_MAXUINT64, 0,
+                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+}
+
+gboolean gst_prism_cuda_filter_async_set_property(GstPrismCudaFilter *self, const GValue *value, GParamSpec *pspec) {
+  if (std::strcmp(pspec->name, "async") != 0) return FALSE;
+  GST_OBJECT_LOCK(self);
+  PRIV(self)->async_prop = g_value_get_boolean(value);
+  GST_OBJECT_UNLOCK(self);
+  return TRUE;
+}
+
+gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GValue *value, GParamSpec *pspec) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  if (std::strcmp(pspec->name, "async") == 0) {
+    GST_OBJECT_LOCK(self);
+    g_value_set_boolean(value, async_value(self));
+    GST_OBJECT_UNLOCK(self);
+    return TRUE;
+  }
+  if (std::strcmp(pspec->name, "frames-skipped") != 0) return FALSE;
+  guint64 skipped = 0;
+  GST_OBJECT_LOCK(self); /* the worker is freed under it */
+  if (priv->worker) {
+    std::lock_guard<std::mutex> lk(priv->worker->m);
+    skipped = priv->worker->skipped;
+  } else {
+    skipped = priv->skipped_at_stop;
+  }
+  GST_OBJECT_UNLOCK(self);
+  g_value_set_uint64(value, skipped);
+  return TRUE;
+}
+
+gboolean gst_prism_cuda_filter_is_async(GstPrismCudaFilter *self) { return PRIV(self)->worker != nullptr; }
+
+guint64 gst_prism_cuda_filter_frame_number(GstPrismCudaFilter *self) { return PRIV(self)->frame_number; }
+
+const GstSegment *gst_prism_cuda_filter_frame_segment(GstPrismCudaFilter *self) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  return priv->frame_segment ? priv->frame_segment : &GST_BASE_TRANSFORM(self)->segment;
+}
+
+void gst_prism_cuda_filter_post_frame_message(GstPrismCudaFilter *self, GstStructure *s) {
+  AsyncWorker *w = PRIV(self)->worker;
+  if (w) {
+    std::lock_guard<std::mutex> lk(w->m);
+    gst_structure_set(s, "skipped", G_TYPE_UINT64, w->skipped, nullptr);
+  }
+  gst_prism_post_frame_message(GST_ELEMENT(self), s);
+}
 
 GstPrismCuda *gst_prism_cuda_filter_get_cuda(GstPrismCudaFilter *self) { return &PRIV(self)->cuda; }
 

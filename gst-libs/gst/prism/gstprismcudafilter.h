@@ -103,6 +103,52 @@ struct _GstPrismCudaFilterClass {
   gpointer _reserved[4];
 };
 
+/* ---- The asynchronous mode (issue 23: live sources never wait for an analysis) ----
+ *
+ * An analysis element that offers it calls gst_prism_cuda_filter_class_install_async() in class_init
+ * (its `async` and `frames-skipped` properties) and routes them from its set/get_property. With
+ * async=TRUE (read at start), frames pass through at the source's rate while process/process_ip and
+ * finish run on the element's own worker thread, one frame at a time:
+ *  - a frame that arrives while the worker is idle becomes its job; one that arrives while it is
+ *    busy is not analysed: it is skipped and counted (`frames-skipped`, and the `skipped` field the
+ *    base adds to the messages posted with gst_prism_cuda_filter_post_frame_message()). So every
+ *    frame is either analysed or skipped: analysed + skipped = frames;
+ *  - the worker analyses its own buffer holding the frame's memory (in place: a shallow copy
+ *    without the frame's ROI meta, pixels shared and only read; copy mode: the input's memory and an
+ *    output buffer of the worker's). The message it posts names the analysed frame: timestamps from
+ *    that frame and gst_prism_cuda_filter_frame_segment(), frame number from
+ *    gst_prism_cuda_filter_frame_number(). The ROI meta finish adds cannot go on that frame (it was
+ *    pushed already): they are moved onto the next frame pushed after the result, each param given
+ *    `source-frame` (guint64, the analysed frame's number) and `source-timestamp` (guint64, its PTS);
+ *  - copy mode: every frame pushed carries the newest finished output picture (copied; through the
+ *    host for CUDA memory). The first frame after start, new caps or a flush waits for its own
+ *    result, as there is no earlier picture to show;
+ *  - the worker pushes the element's CUDA context itself (GstPrismContextScope in the same code as
+ *    the synchronous path) and uses the element's stream, which no one else uses then;
+ *  - EOS waits for the running analysis (at most one): its message is posted before EOS goes on,
+ *    its meta is dropped (no frame follows). A flush (seek) and new caps wait for it too and drop
+ *    its meta and the newest picture. A state change to READY or NULL waits for it (one analysis at
+ *    most) and drops the frame waiting for the worker, if any. A failure on the worker is posted
+ *    there and returned by the next frame.
+ * Writes into the picture (an overlay) are not seen in async mode: the worker's buffer shares the
+ * frame's memory only for reading (a write map copies it). */
+void gst_prism_cuda_filter_class_install_async(GObjectClass *klass, guint prop_async, guint prop_skipped,
+                                               gboolean async_default);
+/* From the subclass's set/get_property: TRUE when `pspec` is `async` or `frames-skipped`. */
+gboolean gst_prism_cuda_filter_async_set_property(GstPrismCudaFilter *self, const GValue *value, GParamSpec *pspec);
+gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GValue *value, GParamSpec *pspec);
+/* TRUE when the element runs in async mode (latched at start). */
+gboolean gst_prism_cuda_filter_is_async(GstPrismCudaFilter *self);
+/* In process/process_ip/finish: the number of the frame being processed, counting every frame that
+ * reached the element since start (skipped ones too), from 0. */
+guint64 gst_prism_cuda_filter_frame_number(GstPrismCudaFilter *self);
+/* In process/process_ip/finish: the segment of the frame being processed (use it rather than
+ * GstBaseTransform's, which the streaming thread changes while the worker runs). */
+const GstSegment *gst_prism_cuda_filter_frame_segment(GstPrismCudaFilter *self);
+/* Posts a per-frame message (gst_prism_frame_message_new; `s` taken), adding `skipped` (guint64:
+ * frames skipped since start) in async mode. */
+void gst_prism_cuda_filter_post_frame_message(GstPrismCudaFilter *self, GstStructure *s);
+
 /* TRUE once started on the GPU path. */
 gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self);
 /* The element's CUDA plumbing (gstprismcuda.h): its `device` and `cuda-device-id` (read them with

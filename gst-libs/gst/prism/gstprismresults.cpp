@@ -34,8 +34,8 @@ struct KindRule {
   const char *const *renames;     /* pairs, null-terminated; may be null */
 };
 
-const char *const kTextureInfo[] = {"mode", "latency-ms", "sharpness", nullptr};
-const char *const kBowInfo[] = {"latency-ms", nullptr};
+const char *const kTextureInfo[] = {"mode", "latency-ms", "sharpness", "skipped", nullptr};
+const char *const kBowInfo[] = {"latency-ms", "skipped", nullptr};
 const char *const kEmdRenames[] = {"track-id", "id", nullptr};
 const char *const kBowRenames[] = {"confidence", "score", nullptr};
 
