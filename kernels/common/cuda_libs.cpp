@@ -11,14 +11,19 @@ namespace prism::gpu {
 
 namespace {
 
-// The soname of the toolkit we were built with, then the unversioned name (a developer's setup).
+// The toolkit's library as the build found it (a runfile install without an ld.so.conf entry),
+// then the soname the loader finds (Debian's packages, LD_LIBRARY_PATH). Never another major
+// version: its entry points may differ.
 void* open_library(const std::string& base, int major) {
-  const std::string versioned = base + "." + std::to_string(major);
-  void* lib = dlopen(versioned.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) lib = dlopen(base.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const std::string soname = base + "." + std::to_string(major);
+  void* lib = nullptr;
+#if defined(PRISM_CUDA_LIBRARY_DIR)
+  lib = dlopen((std::string(PRISM_CUDA_LIBRARY_DIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (!lib) lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    throw CudaError(versioned + " could not be loaded (" + (why ? why : "not found") +
+    throw CudaError(soname + " could not be loaded (" + (why ? why : "not found") +
                     "): install the CUDA toolkit's libraries (or put them on LD_LIBRARY_PATH), or use device=cpu");
   }
   return lib;

@@ -45,9 +45,12 @@ void check_grey(const cv::Mat& grey) {
 }
 
 void check_size(int width, int height) {
-  if (width < 8 || height < 8 || width > 16384 || height > 16384)
+  // The pyramid of the upsampled image takes about 176 bytes per input pixel (44 on each of 4
+  // upsampled pixels): 64 Mpx is 11 GiB, past which a caller should shrink first (texture
+  // features shrink to 1024 px).
+  if (width < 8 || height < 8 || width > 16384 || height > 16384 || int64_t(width) * height > (int64_t(1) << 26))
     throw std::invalid_argument("sift: the image is " + std::to_string(width) + "x" + std::to_string(height) +
-                                ", outside 8x8 .. 16384x16384");
+                                ", outside 8x8 .. 16384x16384 or above 64 Mpx");
 }
 
 Pyramid plan_pyramid(int width, int height, const Params& params) {

@@ -9,6 +9,10 @@
 // extrema are found in any order, but the selection sorts them in a total order.
 #include <cuda_runtime.h>
 
+#if defined(__USE_FAST_MATH__)
+#error "kernels/sift must not be built with --use_fast_math: the CPU and CUDA paths would differ"
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -235,6 +239,7 @@ class GraphExec {
     } catch (...) {
       cudaStreamEndCapture(stream, &graph);
       if (graph) cudaGraphDestroy(graph);
+      cudaGetLastError();  // the capture's error is the exception's, not a later check's
       throw;
     }
     PRISM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
@@ -279,11 +284,25 @@ struct CudaExtractor::Impl {
   gpu::DeviceArray<float> descriptors;
   gpu::PinnedArray<float> host_descriptors;
   cv::Size planned;
-  // The pyramid and extrema launches (about 100 for a 640x480 image) as one graph, per size and
-  // extremum capacity.
+  // The pyramid and extrema launches (about 50 for a 640x480 image) as one graph. It holds the
+  // pointers and sizes it was captured with: any change (a new size, a grown buffer, or a growth
+  // that failed half way and freed one) means a new capture, never a launch on freed memory.
   GraphExec front;
-  cv::Size front_size;
-  size_t front_capacity = 0;
+  std::vector<const void*> front_key;
+  std::vector<const void*> key(int width, int height) const {
+    return {input.data(),
+            gauss.data(),
+            dogs.data(),
+            scratch.data(),
+            candidates.data(),
+            extrema.data(),
+            counters.data(),
+            host_counters.data(),
+            reinterpret_cast<const void*>(size_t(width)),
+            reinterpret_cast<const void*>(size_t(height)),
+            reinterpret_cast<const void*>(candidates.size()),
+            reinterpret_cast<const void*>(extrema.size())};
+  }
   Timings timings;
   Pyramid plan;
   OctaveTable table{};
@@ -291,6 +310,7 @@ struct CudaExtractor::Impl {
 
   void prepare(int width, int height) {
     if (planned == cv::Size(width, height)) return;
+    planned = cv::Size();  // until every buffer below is in place
     plan = plan_pyramid(width, height, params);
     if (plan.octaves > kMaxOctaves) throw std::invalid_argument("sift: the image is too large for the CUDA path");
     table = {};
@@ -353,7 +373,7 @@ struct CudaExtractor::Impl {
              dogs.data() + table.dog[o] + (i - 1) * plane);
     }
     PRISM_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 3 * sizeof(unsigned), stream));
-    const unsigned capacity = unsigned(candidates.size());
+    const unsigned capacity = unsigned(std::min(candidates.size(), extrema.size()));
     if (table.tile_start[plan.octaves] > 0)
       candidates_kernel<<<table.tile_start[plan.octaves], dim3(kExtremaTileW, kExtremaTileH), 0, stream>>>(
           table, dogs.data(), plan.threshold, candidates.data(), counters.data(), capacity);
@@ -369,22 +389,20 @@ struct CudaExtractor::Impl {
     auto clock = std::chrono::steady_clock::now();
     prepare(width, height);
     counters.reserve(3);
-    if (candidates.size() == 0) {
-      candidates.resize(1u << 16);
-      extrema.resize(candidates.size());
-    }
     // Room for more candidates than any image has shown; a rerun with more if not.
+    size_t room = std::max(candidates.size(), size_t(1) << 16);
     for (;;) {
-      if (!front || front_size != planned || front_capacity != candidates.size()) {
+      candidates.reserve(room);
+      extrema.reserve(room);
+      if (!front || front_key != key(width, height)) {
+        front_key.clear();
         front.capture(stream, [&] { enqueue_front(width, height); });
-        front_size = planned;
-        front_capacity = candidates.size();
+        front_key = key(width, height);
       }
       front.launch(stream);
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
       if (host_counters[0] <= candidates.size()) break;
-      candidates.resize(host_counters[0] + host_counters[0] / 4);
-      extrema.resize(candidates.size());
+      room = host_counters[0] + host_counters[0] / 4;
     }
     timings.pyramid = ms_since(clock);
     const unsigned n = host_counters[1];
@@ -437,7 +455,12 @@ struct CudaExtractor::Impl {
 };
 
 CudaExtractor::CudaExtractor(const Params& params) : impl_(std::make_unique<Impl>()) {
-  plan_pyramid(64, 64, params);  // validates the parameters now rather than at the first image
+  // Validates the parameters now rather than at the first image.
+  for (const auto& k : plan_pyramid(64, 64, params).kernel)
+    if (int(k.size()) > kMaxKernel)
+      throw std::invalid_argument("sift: octave_layers " + std::to_string(params.octave_layers) + " with sigma " +
+                                  std::to_string(params.sigma) + " needs a blur of " + std::to_string(k.size()) +
+                                  " taps; the CUDA path takes at most " + std::to_string(kMaxKernel));
   // The largest descriptor window (layer = nOctaveLayers, xi < 0.5) must keep the fixed-point
   // sums' 32-bit halves exact (descriptor_kernel).
   const double scl = params.sigma * std::pow(2., (params.octave_layers + 0.5) / params.octave_layers);
@@ -465,6 +488,9 @@ Result CudaExtractor::detect_and_compute(const cv::Mat& grey) {
 Result CudaExtractor::detect_and_compute_device(const uint8_t* grey, size_t pitch, int width, int height) {
   if (!grey) throw std::invalid_argument("sift: null device image");
   check_size(width, height);
+  if (pitch < size_t(width))
+    throw std::invalid_argument("sift: a pitch of " + std::to_string(pitch) + " bytes for rows of " +
+                                std::to_string(width));
   Impl& m = *impl_;
   m.input.reserve(size_t(width) * height);
   PRISM_CUDA_CHECK(cudaMemcpy2DAsync(m.input.data(), size_t(width), grey, pitch, size_t(width), size_t(height),

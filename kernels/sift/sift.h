@@ -42,7 +42,9 @@ constexpr int kDescriptorSize = 128;  // 4 x 4 cells x 8 orientations
 
 // cv::SIFT::create's parameters, with its defaults.
 struct Params {
-  int nfeatures = 0;  // keep the strongest this many (0: all)
+  // Keep exactly the strongest this many in the total order below (0: all). cv::SIFT keeps every
+  // tie at the cut too (N + 1 to N + 3 at times); texture/features.cpp cuts its output the same way.
+  int nfeatures = 0;
   int octave_layers = 3;
   double contrast_threshold = 0.04;
   double edge_threshold = 10;

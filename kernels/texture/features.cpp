@@ -4,11 +4,18 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
 #include "sift/sift.h"
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 #include "texture/detection_image.h"
 
 namespace prism::texture {
@@ -91,6 +98,65 @@ Features extract_cuda(sift::CudaExtractor& extractor, const cv::Mat& grey, const
 }
 #endif
 
+#if defined(PRISM_HAVE_CUDA)
+// The CUDA extractors extract_features shares among its calling threads: each holds about 250 MB
+// of GPU buffers for 1024-pixel images, so one per thread of a 16- or 128-thread pool would hold
+// gigabytes for work the GPU does one image at a time anyway. At most kPoolSize per device and
+// feature count; a thread borrows one for a call, or waits for one.
+class ExtractorLease {
+ public:
+  explicit ExtractorLease(int max_features) {
+    int device = 0;
+    PRISM_CUDA_CHECK(cudaGetDevice(&device));
+    pool_ = &pool_for(device, max_features);
+    std::unique_lock<std::mutex> lock(pool_->mutex);
+    pool_->freed.wait(lock, [&] { return !pool_->idle.empty() || pool_->created < kPoolSize; });
+    if (!pool_->idle.empty()) {
+      extractor_ = std::move(pool_->idle.back());
+      pool_->idle.pop_back();
+      return;
+    }
+    ++pool_->created;
+    lock.unlock();
+    try {
+      sift::Params p;
+      p.nfeatures = max_features;
+      extractor_ = std::make_unique<sift::CudaExtractor>(p);
+    } catch (...) {
+      std::lock_guard<std::mutex> relock(pool_->mutex);
+      --pool_->created;
+      pool_->freed.notify_one();
+      throw;
+    }
+  }
+  ~ExtractorLease() {
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    pool_->idle.push_back(std::move(extractor_));
+    pool_->freed.notify_one();
+  }
+  ExtractorLease(const ExtractorLease&) = delete;
+  ExtractorLease& operator=(const ExtractorLease&) = delete;
+  sift::CudaExtractor& get() { return *extractor_; }
+
+ private:
+  static constexpr int kPoolSize = 8;
+  struct Pool {
+    std::mutex mutex;
+    std::condition_variable freed;
+    std::vector<std::unique_ptr<sift::CudaExtractor>> idle;
+    int created = 0;
+  };
+  static Pool& pool_for(int device, int max_features) {
+    static std::mutex pools_mutex;
+    static std::map<std::pair<int, int>, Pool> pools;  // never shrinks: a few entries per process
+    std::lock_guard<std::mutex> lock(pools_mutex);
+    return pools[{device, max_features}];
+  }
+  Pool* pool_ = nullptr;
+  std::unique_ptr<sift::CudaExtractor> extractor_;
+};
+#endif
+
 bool use_cuda(gpu::Device device) {
   if (device == gpu::Device::kCpu) return false;
   std::string why;
@@ -106,16 +172,8 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   const cv::Mat grey = to_grey(image);
 #if defined(PRISM_HAVE_CUDA)
   if (use_cuda(params.device)) {
-    // One extractor per thread and feature count: its buffers and CUDA graph are kept.
-    thread_local std::unique_ptr<sift::CudaExtractor> extractor;
-    thread_local int extractor_features = 0;
-    if (!extractor || extractor_features != max_features) {
-      sift::Params p;
-      p.nfeatures = max_features;
-      extractor = std::make_unique<sift::CudaExtractor>(p);
-      extractor_features = max_features;
-    }
-    return extract_cuda(*extractor, grey, params);
+    ExtractorLease lease(max_features);
+    return extract_cuda(lease.get(), grey, params);
   }
 #else
   use_cuda(params.device);

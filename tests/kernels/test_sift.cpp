@@ -46,7 +46,9 @@ TEST(Sift, MatchesOpenCvOnRealImages) {
 }
 
 TEST(Sift, MatchesOpenCvOnRandomTextures) {
-  std::mt19937 rng(std::random_device{}());
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   for (int i = 0; i < 2; ++i) {
     const cv::Mat grey = test::random_texture(rng, 320 + int(rng() % 64), 240 + int(rng() % 48));
     expect_interchangeable(grey, "random texture " + std::to_string(i));

@@ -43,7 +43,9 @@ std::vector<std::pair<std::string, cv::Mat>> cases() {
     cv::cvtColor(bgr, grey, cv::COLOR_BGR2GRAY);
     out.emplace_back(name, grey);
   }
-  std::mt19937 rng(std::random_device{}());
+  const unsigned seed = std::random_device{}();
+  std::cout << "random textures from seed " << seed << "\n";
+  std::mt19937 rng(seed);
   for (int i = 0; i < 3; ++i)
     out.emplace_back("random texture " + std::to_string(i),
                      test::random_texture(rng, 200 + int(rng() % 500), 150 + int(rng() % 400)));
@@ -91,6 +93,17 @@ TEST(SiftGpu, ReadsPitchedDeviceImages) {
               "pitched");
   EXPECT_THROW(x.detect_and_compute_device(nullptr, pitch, grey.cols, grey.rows), std::invalid_argument);
   EXPECT_THROW(x.detect_and_compute_device(dev.data(), pitch, 4, 4), std::invalid_argument);
+  EXPECT_THROW(x.detect_and_compute_device(dev.data(), 100, grey.cols, grey.rows), std::invalid_argument);  // pitch
+  // Parameters the CUDA path cannot run are refused at construction, naming them (one octave
+  // layer needs a 91-tap blur at sigma 1.6; the CUDA blur takes 63).
+  sift::Params one_layer;
+  one_layer.octave_layers = 1;
+  try {
+    sift::CudaExtractor bad(one_layer);
+    ADD_FAILURE() << "octave_layers 1 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("octave_layers 1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SiftGpu, InterchangeableWithOpenCv) {
