@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/border.h"
 #include "common/hostdevice.h"
 
 namespace prism::sift::detail {
@@ -101,13 +102,6 @@ PRISM_HD void sincos_f(float a, float* s, float* c) {
   const float sv = (k & 1) ? cr : sr, cv = (k & 1) ? sr : cr;
   *s = (k & 2) ? -sv : sv;
   *c = ((k + 1) & 2) ? -cv : cv;
-}
-
-// OpenCV's BORDER_REFLECT_101 (borderInterpolate), folding as often as a tiny octave needs.
-PRISM_HD int reflect101(int p, int len) {
-  if (len == 1) return 0;
-  while (p < 0 || p >= len) p = p < 0 ? -p : 2 * len - 2 - p;
-  return p;
 }
 
 // One output of the separable Gaussian blur (OpenCV's RowVec_32f / SymmColumnVec_32f on AVX2+FMA):

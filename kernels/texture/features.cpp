@@ -194,12 +194,14 @@ struct CudaFeatureExtractor::Impl {
   sift::CudaExtractor sift;
   CudaAreaResize shrink;             // extract_device's shrink: tables per size
   gpu::DeviceArray<uint8_t> shrunk;  // ... and its output, grown to the largest seen
+  CudaNormaliser normaliser;         // extract_device's normalisation (the gallery's)
+  gpu::DeviceArray<uint8_t> normalised;
 };
 
 CudaFeatureExtractor::CudaFeatureExtractor(const FeatureParams& params) {
   sift::Params p;
   p.nfeatures = std::clamp(params.max_features, 1, match::kSlot);
-  impl_ = std::make_unique<Impl>(Impl{params, sift::CudaExtractor(p), {}, {}});
+  impl_ = std::make_unique<Impl>(Impl{params, sift::CudaExtractor(p), {}, {}, {}, {}});
 }
 CudaFeatureExtractor::~CudaFeatureExtractor() = default;
 CudaFeatureExtractor::CudaFeatureExtractor(CudaFeatureExtractor&&) noexcept = default;
@@ -216,9 +218,6 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
   if (width < 1 || height < 1 || pitch < size_t(width))
     throw std::invalid_argument("extract_device: a " + std::to_string(width) + "x" + std::to_string(height) +
                                 " image with a pitch of " + std::to_string(pitch) + " bytes");
-  if (p.normalisation.kind != Normalisation::Kind::kNone)
-    throw std::invalid_argument("extract_device: normalisation " + p.normalisation.name() +
-                                " is not on the device yet: give frames in system memory");
   double scale = 1.0;
   const cv::Size size = detection_size(width, height, p.max_side, &scale);
   // As extract(): too small a detection image has no features.
@@ -228,6 +227,13 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
     m.shrunk.reserve(size_t(size.area()));
     m.shrink.run(grey, pitch, m.shrunk.data(), size_t(size.width), m.sift.stream());
     grey = m.shrunk.data();
+    pitch = size_t(size.width);
+  }
+  if (p.normalisation.kind != Normalisation::Kind::kNone) {  // after the shrink, as on the host
+    m.normalised.reserve(size_t(size.area()));
+    m.normaliser.run(p.normalisation, grey, pitch, size.width, size.height, m.normalised.data(), size_t(size.width),
+                     m.sift.stream());
+    grey = m.normalised.data();
     pitch = size_t(size.width);
   }
   const sift::Result r = m.sift.detect_and_compute_device(grey, pitch, size.width, size.height);

@@ -5,20 +5,12 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/border.h"
 #include "texture/normalise_pixel.h"
 
 namespace prism::texture {
 
-namespace {
-
-// OpenCV's BORDER_REFLECT_101 index (cv::borderInterpolate): ... 2 1 | 0 1 2 ... n-1 | n-2 n-3 ...
-int reflect101(int p, int n) {
-  if (n == 1) return 0;
-  while (p < 0 || p >= n) p = p < 0 ? -p : 2 * (n - 1) - p;
-  return p;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string Normalisation::name() const {
   if (kind == Kind::kNone) return "none";
@@ -67,13 +59,8 @@ void clahe(const cv::Mat& image, double clip, int tiles_x, int tiles_y, cv::Mat&
   const cv::Mat grey = out.data == image.data ? image.clone() : image;  // in place: read a copy
   if (tiles_x < 1 || tiles_y < 1) throw std::invalid_argument("clahe: the tile grid must be at least 1 x 1");
   const int W = grey.cols, H = grey.rows;
-  // The histograms' image: when a side does not divide into the grid, OpenCV pads both sides by
-  // (tiles - side % tiles), so a side that did divide gains a whole extra row or column of tiles' worth.
-  const bool pad = W % tiles_x != 0 || H % tiles_y != 0;
-  const int ext_w = pad ? W + tiles_x - W % tiles_x : W, ext_h = pad ? H + tiles_y - H % tiles_y : H;
-  const int tw = ext_w / tiles_x, th = ext_h / tiles_y;
-  const int clip_count = clahe_clip_count(clip, tw * th);
-  const float lut_scale = clahe_lut_scale(tw * th);
+  const ClaheGeometry geo = clahe_geometry(W, H, clip, tiles_x, tiles_y);
+  const int tw = geo.tile_w, th = geo.tile_h, ext_w = tw * tiles_x;
 
   std::vector<uint8_t> luts(size_t(tiles_x) * tiles_y * 256);
   std::vector<int> col(ext_w);
@@ -86,17 +73,16 @@ void clahe(const cv::Mat& image, double clip, int tiles_x, int tiles_y, cv::Mat&
         const uint8_t* row = grey.ptr<uint8_t>(reflect101(y, H));
         for (int x = tx * tw; x < (tx + 1) * tw; ++x) ++hist[row[col[x]]];
       }
-      clahe_tile_lut(hist, clip_count, lut_scale, &luts[size_t(k) * 256]);
+      clahe_tile_lut(hist, geo.clip_count, geo.lut_scale, &luts[size_t(k) * 256]);
     }
   });
 
   out.create(H, W, CV_8UC1);
-  const float inv_w = clahe_inv_size(tw), inv_h = clahe_inv_size(th);
   std::vector<ClaheAxis> ax(W);
-  for (int x = 0; x < W; ++x) ax[x] = clahe_axis(x, inv_w, tiles_x);
+  for (int x = 0; x < W; ++x) ax[x] = clahe_axis(x, geo.inv_w, tiles_x);
   cv::parallel_for_(cv::Range(0, H), [&](const cv::Range& r) {
     for (int y = r.start; y < r.end; ++y) {
-      const ClaheAxis ay = clahe_axis(y, inv_h, tiles_y);
+      const ClaheAxis ay = clahe_axis(y, geo.inv_h, tiles_y);
       const uint8_t* top = &luts[size_t(ay.lo) * tiles_x * 256];
       const uint8_t* bottom = &luts[size_t(ay.hi) * tiles_x * 256];
       const uint8_t* src = grey.ptr<uint8_t>(y);

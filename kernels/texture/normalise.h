@@ -15,6 +15,12 @@
 
 #include <opencv2/core.hpp>
 
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+
+#include "common/device_array.h"
+#endif
+
 namespace prism::texture {
 
 struct Normalisation {
@@ -54,5 +60,21 @@ cv::Mat normalise(const cv::Mat& grey, const Normalisation& n);
 // at the right and bottom by reflection (BORDER_REFLECT_101) for the tiles' histograms, as OpenCV does
 // (both sides by tiles - side % tiles, a side that divides by a whole tile).
 void clahe(const cv::Mat& grey, double clip, int tiles_x, int tiles_y, cv::Mat& out);
+
+#if defined(PRISM_HAVE_CUDA)
+// normalise() on the GPU, equal to it bit for bit (normalise_pixel.h's arithmetic): one block per
+// tile builds the tile's histogram with integer shared-memory atomics (a sum in any order) and its
+// LUT, then one thread per pixel blends. The LUTs' buffer is kept between calls.
+class CudaNormaliser {
+ public:
+  // `grey` (device, `pitch` bytes per row) normalised into `out` (device), enqueued on `stream`.
+  // Throws std::invalid_argument for kNone or an invalid setting (the caller skips kNone).
+  void run(const Normalisation& n, const uint8_t* grey, size_t pitch, int width, int height, uint8_t* out,
+           size_t out_pitch, cudaStream_t stream);
+
+ private:
+  gpu::DeviceArray<uint8_t> luts_;
+};
+#endif
 
 }  // namespace prism::texture

@@ -69,6 +69,21 @@ PRISM_HD float clahe_lut_scale(int area) { return clahe_div(255.0f, float(area))
 // The reciprocal of a tile side, as the blend uses it: float(1) / float(size).
 PRISM_HD float clahe_inv_size(int size) { return clahe_div(1.0f, float(size)); }
 
+// A grid's tiles, clip count and scales for a width x height image. The histograms' image: when a
+// side does not divide into the grid, OpenCV pads both sides by (tiles - side % tiles), so a side
+// that did divide gains a whole extra row or column of tiles' worth.
+struct ClaheGeometry {
+  int tile_w, tile_h, clip_count;
+  float lut_scale, inv_w, inv_h;
+};
+PRISM_HD ClaheGeometry clahe_geometry(int width, int height, double clip, int tiles_x, int tiles_y) {
+  const bool pad = width % tiles_x != 0 || height % tiles_y != 0;
+  const int ext_w = pad ? width + tiles_x - width % tiles_x : width;
+  const int ext_h = pad ? height + tiles_y - height % tiles_y : height;
+  const int tw = ext_w / tiles_x, th = ext_h / tiles_y;
+  return {tw, th, clahe_clip_count(clip, tw * th), clahe_lut_scale(tw * th), clahe_inv_size(tw), clahe_inv_size(th)};
+}
+
 // One tile's histogram `hist` (256 counts, changed in place) clipped at `clip_count` with the
 // excess spread over all levels (the remainder one level at a time, every 256/remainder-th level
 // from 0), then its equalising LUT.

@@ -17,6 +17,7 @@
 #include "prism_test.h"
 #include "texture/detection_image.h"
 #include "texture/features.h"
+#include "texture/normalise.h"
 #include "texture_cases.h"
 
 namespace prism {
@@ -113,6 +114,55 @@ TEST(DetectionImageGpu, ExtractDeviceEqualsExtractOfTheSamePixels) {
     }
   }
   EXPECT_THROW(extractor.extract_device(nullptr, 640, 640, 480), std::invalid_argument);
+}
+
+// The poor-light normalisation (CLAHE, texture/normalise.h) on the device equals the CPU path's bits,
+// which test_normalise.cpp holds equal to cv::CLAHE: sizes that divide into the grid and sizes that
+// do not, from 1 to 32 tiles, clip limits 1 to 40, dark and bright contents, pitched input.
+TEST(DetectionImageGpu, NormaliserEqualsTheCpuPath) {
+  PRISM_NEED_GPU();
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  texture::CudaNormaliser normaliser;
+  const std::vector<std::pair<cv::Size, std::string>> cases = {
+      {{640, 480}, "clahe-4-8"}, {{1024, 576}, "clahe-4-8"}, {{333, 251}, "clahe-2-8"}, {{64, 64}, "clahe-40-32"},
+      {{1000, 17}, "clahe-1-3"}, {{9, 9}, "clahe-3-16"},     {{1, 1}, "clahe-4-1"},     {{517, 1023}, "clahe-7-5"}};
+  for (const auto& [size, name] : cases) {
+    cv::Mat grey = test::random_texture(rng, std::max(size.width, 8), std::max(size.height, 8));
+    grey = grey(cv::Rect(0, 0, size.width, size.height)).clone();
+    grey.convertTo(grey, CV_8U, 0.2 + 0.6 * (rng() % 100) / 100.0);  // dark to mid
+    const texture::Normalisation n = texture::parse_normalisation(name);
+    const cv::Mat want = texture::normalise(grey, n);
+    const DeviceImage in(grey);
+    gpu::DeviceArray<uint8_t> out(size_t(size.area()));
+    normaliser.run(n, in.data.data(), in.pitch, size.width, size.height, out.data(), size_t(size.width), nullptr);
+    PRISM_CUDA_CHECK(cudaDeviceSynchronize());
+    const cv::Mat got = download(out.data(), size_t(size.width), size.width, size.height);
+    EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << name << " " << size;
+  }
+  gpu::DeviceArray<uint8_t> out(16);
+  EXPECT_THROW(normaliser.run(texture::Normalisation{}, out.data(), 4, 4, 4, out.data(), 4, nullptr),
+               std::invalid_argument);
+}
+
+// A gallery that records a normalisation: extract_device normalises on the device and gives
+// exactly extract()'s features (normalised on the host), with and without the shrink.
+TEST(DetectionImageGpu, ExtractDeviceNormalisesAsExtract) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::FeatureParams p;
+  p.normalisation = texture::poor_light_normalisation();
+  texture::CudaFeatureExtractor extractor(p);
+  for (const cv::Size size : {cv::Size(640, 480), cv::Size(1920, 1080)}) {
+    cv::Mat grey = test::random_texture(rng, size.width, size.height);
+    grey.convertTo(grey, CV_8U, 0.25);  // a dim capture
+    const texture::Features host = extractor.extract(grey);
+    EXPECT_GT(host.count(), 100) << size;
+    const DeviceImage in(grey);
+    expect_same(extractor.extract_device(in.data.data(), in.pitch, size.width, size.height), host,
+                std::to_string(size.width) + "x" + std::to_string(size.height) + " normalised");
+  }
 }
 
 }  // namespace
