@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "common/gpu.h"
 #include "gallery_cases.h"
 #include "local_backend.h"
 #include "process.h"
@@ -595,6 +596,25 @@ TEST(ShardedBackend, RedisRestartedDuringWritesIsRecoveredFrom) {
     EXPECT_TRUE(front.get(id, in(5s))) << id;
   }
   EXPECT_EQ(worker.error(), "");
+}
+
+// `--device cuda:N` places the worker on GPU N's NUMA node before its index allocates (pinned
+// host memory lands where its threads run) and says so in one line at start; without a GPU the
+// line gives the reason there is no placement and the worker then refuses to run on no GPU.
+TEST(ShardCli, OneGpuWorkerLogsItsNumaPlacement) {
+  test::TempDir tmp;
+  std::string out;
+  // `timeout`: with a GPU the worker would wait for a Redis that is not there.
+  const int status = test::run_command("timeout 20 " + std::string(PRISM_EXE) +
+                                           " texture shard --redis redis://127.0.0.1:1 --shard 0 --shards 3"
+                                           " --device cuda:0 --gallery " +
+                                           tmp.file("g"),
+                                       out);
+  EXPECT_NE(out.find("prism texture shard: shard 0: "), std::string::npos) << out;
+  if (!gpu::available()) {
+    EXPECT_EQ(status, 2) << out;
+    EXPECT_NE(out.find("no NUMA preference"), std::string::npos) << out;
+  }
 }
 
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
