@@ -79,16 +79,15 @@ std::string sysfs_pci_address(const std::string& cuda_bus_id) {
     return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
   });
   if (!plain || cuda_bus_id.size() > 32 ||
-      std::sscanf(cuda_bus_id.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4 ||
-      bus > 0xff || device > 0x1f || function > 7)
+      std::sscanf(cuda_bus_id.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4 || bus > 0xff ||
+      device > 0x1f || function > 7)
     throw std::invalid_argument("not a PCI address: '" + cuda_bus_id + "'");
   char out[32];
   std::snprintf(out, sizeof out, "%04x:%02x:%02x.%x", domain, bus, device, function);
   return out;
 }
 
-Placement placement_of_pci(const std::string& pci, const std::vector<int>& allowed,
-                           const std::filesystem::path& sys) {
+Placement placement_of_pci(const std::string& pci, const std::vector<int>& allowed, const std::filesystem::path& sys) {
   Placement p;
   p.pci = pci;
   const std::filesystem::path node_file = sys / "bus/pci/devices" / pci / "numa_node";
@@ -168,8 +167,8 @@ void bind_process(const std::vector<int>& cpus) {
   if (tids.empty()) tids.push_back(pid_t(syscall(SYS_gettid)));
   for (pid_t tid : tids)
     if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH)  // ESRCH: that thread has ended
-      throw std::runtime_error("sched_setaffinity(CPUs " + format_cpulist(cpus) + ") of thread " +
-                               std::to_string(tid) + ": " + std::strerror(errno));
+      throw std::runtime_error("sched_setaffinity(CPUs " + format_cpulist(cpus) + ") of thread " + std::to_string(tid) +
+                               ": " + std::strerror(errno));
 }
 
 std::string apply(const Placement& p) {

@@ -42,8 +42,8 @@ TEST(Numa, PciAddressesBecomeSysfsNames) {
   EXPECT_EQ(sysfs_pci_address("00000000:1B:00.0"), "0000:1b:00.0");  // nvidia-smi's 8-digit domain
   EXPECT_EQ(sysfs_pci_address("0000:C1:00.1"), "0000:c1:00.1");
   EXPECT_EQ(sysfs_pci_address("10000:01:00.0"), "10000:01:00.0");  // a VMD domain keeps its digits
-  for (const char* bad : {"", "1B:00.0", "0000:1B:00", "0000:1B:00.0x", "0000:100:00.0", "../0000:1b:00.0",
-                          "-1:1b:00.0"})
+  for (const char* bad :
+       {"", "1B:00.0", "0000:1B:00", "0000:1B:00.0x", "0000:100:00.0", "../0000:1b:00.0", "-1:1b:00.0"})
     EXPECT_THROW(sysfs_pci_address(bad), std::invalid_argument) << bad;
 }
 
