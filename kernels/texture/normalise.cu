@@ -55,7 +55,7 @@ void CudaNormaliser::run(const Normalisation& n, const uint8_t* grey, size_t pit
   const ClaheGeometry geo = clahe_geometry(width, height, n.clip, n.tiles, n.tiles);
   luts_.reserve(size_t(n.tiles) * n.tiles * 256);
   clahe_luts_kernel<<<n.tiles * n.tiles, kHistThreads, 0, stream>>>(grey, pitch, width, height, n.tiles, geo,
-                                                                     luts_.data());
+                                                                    luts_.data());
   const dim3 block(32, 8), grid((width + 31) / 32, (height + 7) / 8);
   clahe_blend_kernel<<<grid, block, 0, stream>>>(grey, pitch, width, height, n.tiles, n.tiles, geo, luts_.data(), out,
                                                  out_pitch);

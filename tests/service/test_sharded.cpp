@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "common/gpu.h"
 #include "gallery_cases.h"
 #include "local_backend.h"
 #include "process.h"
@@ -368,6 +369,104 @@ TEST(ShardedBackend, AWorkerKilledMidStreamLosesNoAcknowledgedWrite) {
             << " products in shard 0\n";
 }
 
+// Issue 24: a shard worker without a replica killed during a search load (several clients, no
+// allow_partial). Until it is back, every search fails with 503 naming the shard, by its deadline
+// (bounded here generously: a hang check, not a timing), and no answer claims a coverage it lacks;
+// a search in flight at the kill either answered whole before it or fails the same way. After the
+// restart, searches are whole again and every acknowledged product is found. (Writes during a kill:
+// AWorkerKilledMidStreamLosesNoAcknowledgedWrite; with a replica:
+// AReplicaKilledMidStreamLeavesSearchesWholeAndCatchesUp.)
+TEST(ShardedBackend, AWorkerKilledDuringASearchLoadFailsSearchesClearlyUntilItReturns) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  const std::vector<std::string> argv = shard_argv(server.url(), 0, 2, "w0", tmp.path() / "shard0");
+  auto child = std::make_unique<test::ChildProcess>(argv, tmp.file("w0.log"));
+  Worker w1(server.url(), 1, 2, "w1", tmp.path() / "shard1");
+  ShardedBackend front(front_options(server.url(), 2));
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 600 && !done(); ++i) std::this_thread::sleep_for(50ms);
+    return done();
+  };
+  const std::map<int, std::vector<std::string>> all_live = {{0, {"w0"}}, {1, {"w1"}}};
+  ASSERT_TRUE(wait_for([&] { return front.live_workers() == all_live; })) << tmp.file("w0.log");
+  std::mt19937 rng(24);
+  std::vector<GalleryEntry> enrolled;
+  for (int i = 0; i < 30; ++i) {
+    GalleryEntry e = test::random_gallery_entry("s" + std::to_string(i), rng, 40);
+    e.features.descriptors_fp16.clear();
+    ASSERT_EQ(front.write(e, false, in(10s)).outcome, WriteOutcome::kCreated) << e.id;
+    enrolled.push_back(std::move(e));
+  }
+  const size_t on_shard0 = size_t(std::count_if(enrolled.begin(), enrolled.end(),
+                                                [](const GalleryEntry& e) { return shard::shard_of(e.id, 2) == 0; }));
+  ASSERT_GT(on_shard0, 3u);
+
+  // 0: worker up, 1: being killed, 2: dead, 3: restarting, 4: answered again since the restart.
+  const auto deadline = 1500ms;
+  std::atomic<int> phase{0};
+  std::atomic<int> whole[5] = {0, 0, 0, 0, 0}, failed[5] = {0, 0, 0, 0, 0}, whole_while_dead{0}, failed_while_up{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c)
+    clients.emplace_back([&, c] {
+      for (size_t i = size_t(c); !stop && !::testing::Test::HasFailure(); i += 4) {
+        const GalleryEntry& e = enrolled[i % enrolled.size()];
+        const int started = phase;
+        SearchQuery q;
+        q.features = e.features;
+        q.top_k = 3;
+        q.deadline = in(deadline);
+        const auto t0 = Clock::now();
+        SCOPED_TRACE("search for " + e.id + " begun in phase " + std::to_string(started));
+        try {
+          const SearchAnswer s = front.search(q);
+          EXPECT_EQ(s.shards, 2);
+          EXPECT_EQ(s.shards_answered, 2);
+          EXPECT_TRUE(s.missing_shards.empty());
+          EXPECT_EQ(s.gallery_size, enrolled.size());
+          EXPECT_TRUE(s.identified);
+          EXPECT_EQ(s.candidates.empty() ? "" : s.candidates[0].id, e.id);
+          const int ended = phase;
+          if (started == 3 && ended == 3) phase = 4;
+          if (started == 2 && ended == 2) ++whole_while_dead;  // a search that never met a live shard 0
+          ++whole[started];
+        } catch (const ServiceError& x) {
+          EXPECT_EQ(x.status, 503) << x.what();
+          EXPECT_NE(std::string(x.what()).find("shard 0 did not answer"), std::string::npos) << x.what();
+          EXPECT_LT(Clock::now() - t0, deadline + 3s) << "a failing search must end by its deadline";
+          if (started == 0 && phase == 0) ++failed_while_up;  // not one in flight at the kill
+          ++failed[started];
+        }
+      }
+    });
+  EXPECT_TRUE(wait_for([&] { return whole[0] >= 8; }));
+  phase = 1;
+  child->signal(SIGKILL);
+  EXPECT_EQ(child->wait(10), 128 + SIGKILL);
+  phase = 2;
+  EXPECT_TRUE(wait_for([&] { return failed[2] >= 8; })) << "searches while shard 0 is dead";
+  phase = 3;
+  child = std::make_unique<test::ChildProcess>(argv, tmp.file("w0.log"));
+  EXPECT_TRUE(wait_for([&] { return whole[4] >= 8; })) << tmp.file("w0.log");
+  stop = true;
+  for (std::thread& t : clients) t.join();
+
+  // (A search begun while it was dead may be answered whole by the restarted worker in time.)
+  EXPECT_EQ(whole_while_dead, 0) << "a search begun and ended while shard 0 was dead claimed to be whole";
+  EXPECT_EQ(failed_while_up, 0);
+  EXPECT_EQ(failed[4], 0) << "searches failed after the restarted worker answered again";
+  // Every acknowledged product, on the restarted worker's shard too, is there.
+  for (const GalleryEntry& e : enrolled) EXPECT_TRUE(front.get(e.id, in(5s))) << e.id << " was acknowledged but lost";
+  child->signal(SIGTERM);
+  EXPECT_EQ(child->wait(10), 0) << tmp.file("w0.log");
+  EXPECT_EQ(w1.error(), "");
+  std::cerr << "whole searches: " << whole[0] + whole[1] << " begun before the kill, " << whole[2]
+            << " begun while it was dead (answered after the restart), " << whole[3] << " + " << whole[4]
+            << " after the restart; failed (503 naming shard 0): " << failed[0] + failed[1]
+            << " in flight at the kill, " << failed[2] << " while dead, " << failed[3] << " while restarting\n";
+}
+
 // What XINFO GROUPS says of the consumer group `group` of `stream`.
 struct GroupState {
   std::string last_delivered;  // the last entry delivered to the group
@@ -595,6 +694,25 @@ TEST(ShardedBackend, RedisRestartedDuringWritesIsRecoveredFrom) {
     EXPECT_TRUE(front.get(id, in(5s))) << id;
   }
   EXPECT_EQ(worker.error(), "");
+}
+
+// `--device cuda:N` places the worker on GPU N's NUMA node before its index allocates (pinned
+// host memory lands where its threads run) and says so in one line at start; without a GPU the
+// line gives the reason there is no placement and the worker then refuses to run on no GPU.
+TEST(ShardCli, OneGpuWorkerLogsItsNumaPlacement) {
+  test::TempDir tmp;
+  std::string out;
+  // `timeout`: with a GPU the worker would wait for a Redis that is not there.
+  const int status = test::run_command("timeout 20 " + std::string(PRISM_EXE) +
+                                           " texture shard --redis redis://127.0.0.1:1 --shard 0 --shards 3"
+                                           " --device cuda:0 --gallery " +
+                                           tmp.file("g"),
+                                       out);
+  EXPECT_NE(out.find("prism texture shard: shard 0: "), std::string::npos) << out;
+  if (!gpu::available()) {
+    EXPECT_EQ(status, 2) << out;
+    EXPECT_NE(out.find("no NUMA preference"), std::string::npos) << out;
+  }
 }
 
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {

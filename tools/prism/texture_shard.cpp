@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/numa.h"
 #include "shard_worker.h"
 #include "texture_util.h"
 
@@ -36,7 +37,8 @@ constexpr const char* kUsage =
     "  --replica NAME       this replica's name (each replica of a shard applies every write;\n"
     "                       default: the host name); a restarted worker must keep its name\n"
     "  --readers N          threads answering reads (default 2)\n"
-    "  --device D           auto (default), cpu, cuda or cuda:N (GPU N only, for this worker)\n"
+    "  --device D           auto (default), cpu, cuda or cuda:N (GPU N only, for this worker; its\n"
+    "                       threads run on GPU N's NUMA node, where its pinned memory then lands)\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n";
 
@@ -50,6 +52,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
   service::ShardWorkerOptions o;
   o.local.index.device = texture::Device::kAuto;
   bool have_shard = false;
+  bool one_gpu = false;  // --device cuda:N
   try {
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
@@ -90,6 +93,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
                              " GPUs");
           setenv("CUDA_VISIBLE_DEVICES", visible.empty() ? std::to_string(n).c_str() : visible[size_t(n)].c_str(), 1);
           o.local.index.device = gpu::Device::kCuda;
+          one_gpu = true;
         } else {
           o.local.index.device = parse_device(a, v);
         }
@@ -123,6 +127,17 @@ int texture_shard_command(const std::vector<std::string>& args) {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     std::signal(SIGPIPE, SIG_IGN);  // a connection Redis closed is an error to handle, not a death
+    if (one_gpu) {
+      // Before the index's pinned host tier is allocated (ShardWorker opens it): its pages are
+      // first touched, and so placed, on the CPUs the threads run on (kernels/common/numa.h).
+      std::string placed;
+      try {
+        placed = numa::apply(numa::placement_of_gpu(0));
+      } catch (const std::exception& e) {  // a sysfs file we cannot read as documented
+        placed = std::string(e.what()) + ": threads left unbound";
+      }
+      std::fprintf(stderr, "prism texture shard: shard %d: %s\n", o.shard, placed.c_str());
+    }
     service::ShardWorker worker(o);
     worker.run(g_stop);
     return 0;
