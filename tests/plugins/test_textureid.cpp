@@ -476,6 +476,35 @@ TEST_F(TextureId, TextureIdConfigRuns) {
   EXPECT_NE(output.find("texture-gallery' does not exist"), std::string::npos) << output;
 }
 
+// configs/live-rtsp.yaml (README "Live sources") runs end to end without a camera: its uridecodebin
+// takes any URI, here the box scene as a file: one frame through the leaky queue into textureid in
+// async mode, whose identification EOS waits for (a JSON line on standard output). The RTSP and
+// camera sources themselves are validated by tests/pipelines (RepositoryConfigs).
+TEST_F(TextureId, LiveRtspConfigRunsOnAFileUri) {
+  NEED_IMAGES();
+  const std::string exe = prism::test::prism_executable();
+  if (exe.empty()) GTEST_SKIP() << "no prism binary (" << PRISM_EXE << " or on PATH)";
+  const std::string config = prism::test::source_config("live-rtsp.yaml");
+  if (!fs::exists(config)) GTEST_SKIP() << "no " << config << " (set PRISM_SOURCE_DIR)";
+  for (const char* f : {"uridecodebin", "pngdec", "videoconvert"}) {
+    GstElementFactory* factory = gst_element_factory_find(f);
+    if (!factory) GTEST_SKIP() << f << " is not installed";
+    gst_object_unref(factory);
+  }
+  gchar* uri = gst_filename_to_uri(image_path(kScene).c_str(), nullptr);
+  ASSERT_NE(uri, nullptr);
+  const std::string command = "'" + exe + "' run '" + config + "' --quiet --results - --set uri='" + uri +
+                              "' --set gallery='" + gallery_dir() + "' 2>/dev/null";
+  g_free(uri);
+  std::string output;
+  EXPECT_EQ(prism::test::run_command(command, output), 0) << command << "\n" << output;
+  EXPECT_NE(output.find("\"factory\":\"textureid\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"id\":\"box\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"identified\":true"), std::string::npos) << output;
+  EXPECT_NE(output.find("\"skipped\":0"), std::string::npos) << "async mode: the results count skipped frames\n"
+                                                             << output;
+}
+
 // configs/texture-video.yaml on the real video: the brick front cropped from its first frame (as the
 // config's comment says), enrolled among unrelated photos, is identified in later decoded frames.
 TEST_F(TextureId, TextureVideoConfigIdentifiesTheEnrolledFrontInTheVideo) {
