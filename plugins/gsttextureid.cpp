@@ -55,6 +55,8 @@ enum {
   PROP_COLLECTIONS,
   PROP_GPU_MEMORY,
   PROP_HOST_MEMORY,
+  PROP_ASYNC,
+  PROP_FRAMES_SKIPPED,
 };
 
 constexpr guint kDefaultInterval = 10;
@@ -64,7 +66,6 @@ struct State {
   std::string gallery;
   texture::FeatureParams features; /* the gallery's normalisation (its record), as at its enrolment */
   texture::TextureIndex index;
-  guint64 frame = 0;         // frames seen since start
   bool attempted = false;    // an identification has run
   guint64 last_attempt = 0;  // its frame
   cv::Mat grey;              // RGB-ish frames converted here, a CUDA frame's grey for min-sharpness (reused)
@@ -101,6 +102,7 @@ GST_ELEMENT_REGISTER_DEFINE(textureid, "textureid", GST_RANK_NONE, GST_TYPE_TEXT
 
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstTextureId *self = GST_TEXTURE_ID(object);
+  if (gst_prism_cuda_filter_async_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_GALLERY:
@@ -131,6 +133,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstTextureId *self = GST_TEXTURE_ID(object);
+  if (gst_prism_cuda_filter_async_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_GALLERY: g_value_set_string(value, self->gallery); break;
@@ -389,12 +392,14 @@ static bool frame_features(GstTextureId *self, State &st, const GstVideoInfo *in
 }
 
 /* A frame on the host or, with CUDA caps on the GPU path, in GPU memory (frame_features). On the GPU
- * path the base class has pushed the element's context, so SIFT and the index run in it. */
+ * path the base class has pushed the element's context, so SIFT and the index run in it. In async
+ * mode this runs on the base class's worker with its own buffer of the frame (the frame's memory,
+ * only read; the meta added here go on a later frame), and frames that came meanwhile are counted
+ * by the base class: the frame number counts them too, so `interval` counts every frame. */
 static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, const GstPrismFrame *pixels) {
   GstTextureId *self = GST_TEXTURE_ID(filter);
-  GstBaseTransform *trans = GST_BASE_TRANSFORM(filter);
   State &st = *self->state;
-  const guint64 frame = st.frame++;
+  const guint64 frame = gst_prism_cuda_filter_frame_number(filter);
   GST_OBJECT_LOCK(self);
   const guint interval = self->interval;
   const double min_sharpness = self->min_sharpness;
@@ -480,14 +485,14 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
     fields(p);
     gst_video_region_of_interest_meta_add_param(m, p);
   }
-  GstStructure *s = gst_prism_frame_message_new("textureid", &trans->segment, buf, frame);
+  GstStructure *s = gst_prism_frame_message_new("textureid", gst_prism_cuda_filter_frame_segment(filter), buf, frame);
   gst_structure_set(s, "mode", G_TYPE_STRING, mode == MODE_VERIFY ? "verify" : "search", nullptr);
   fields(s);
   if (r.identified)
     gst_structure_set(s, "x", G_TYPE_INT, x0, "y", G_TYPE_INT, y0, "width", G_TYPE_INT, x1 - x0, "height", G_TYPE_INT,
                       y1 - y0, nullptr);
   if (sharp >= 0) gst_structure_set(s, "sharpness", G_TYPE_DOUBLE, sharp, nullptr);
-  gst_prism_post_frame_message(GST_ELEMENT(trans), s);
+  gst_prism_cuda_filter_post_frame_message(filter, s);
   return GST_FLOW_OK;
 }
 
@@ -564,6 +569,8 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                              "Bytes of host memory (pinned on the GPU path) for the descriptors beyond gpu-memory; "
                              "-1: half of the available memory; a gallery larger than both fails at start naming them",
                              -1, G_MAXINT64, texture::kDefaultBudget, ready));
+  /* About 1 s per identification on 2 CPU cores: a live source must not wait for it. */
+  gst_prism_cuda_filter_class_install_async(oc, PROP_ASYNC, PROP_FRAMES_SKIPPED, TRUE);
 
   gst_element_class_set_static_metadata(
       element_class, "Prism texture identification", "Filter/Analyzer/Video",

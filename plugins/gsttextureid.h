@@ -20,7 +20,11 @@
  *   min-sharpness (variance of the grey Laplacian; a due frame below it is skipped and the next one
  *   tried) decide which frames are identified. The decision: min-significance (default 3.6,
  *   calibrated in docs/TEXTUREID.md) and min-inliers; search verifies the best `shortlist` images.
- *   All but gallery and mode may change while playing. `device` (auto, cuda, cpu) and
+ *   All but gallery, mode, gpu-memory, host-memory and async may change while playing. async
+ *   (default true; read at start) and frames-skipped (read only): GstPrismCudaFilter's asynchronous
+ *   mode (gstprismcudafilter.h): identification on the element's own thread, frames arriving
+ *   meanwhile skipped and counted, so a live source never waits; async=false identifies in the
+ *   streaming thread (every due frame: files, tests). `device` (auto, cuda, cpu) and
  *   `cuda-device-id` are the base class's and say where the gallery is matched.
  *
  * Messages and meta:
@@ -32,8 +36,11 @@
  *   width, height (int: the ROI meta's box) and, with min-sharpness set, sharpness. An identified
  *   frame also gets a GstVideoRegionOfInterestMeta of type "texture" over the inliers' bounding box
  *   (the whole frame without one) with a "textureid" param: id, identified, inliers, matches, score,
- *   latency-ms. Frames not identified, and frames skipped,
- *   carry no meta and post nothing.
+ *   latency-ms. Frames not identified carry no meta; frames not due, or below min-sharpness, post
+ *   nothing. In async mode the message names the analysed frame and adds skipped (uint64: frames
+ *   skipped so far); the meta of an identified frame goes on the next frame pushed after the result,
+ *   its param adding source-frame and source-timestamp. Frame numbers count every frame, skipped
+ *   ones too, and so does interval.
  *
  * Device memory:
  *   GPU path (an sm_80+ GPU), in the element's GstCudaContext, at start: the gallery's FP16
@@ -48,21 +55,24 @@
  * Notes:
  *   Features: SIFT (Lowe 2004) made RootSIFT (Arandjelovic & Zisserman 2012), after the contrast
  *   normalisation the gallery records (texture/normalise.h: its entries were enrolled with it, so
- *   its queries must use it too; none for older galleries). On the CPU path OpenCV's
- *   cv::SIFT; on the GPU path kernels/sift's CUDA SIFT (interchangeable with cv::SIFT within
- *   sift.h's tolerance) for frames in either memory kind, which give the same features: a frame
- *   whose longer side exceeds 1024 is shrunk as cv::resize(INTER_AREA) shrinks it, on the host for
- *   system memory and bit for bit the same on the device for CUDA memory
- *   (texture/detection_image.h). A CUDA frame never goes to the host, except its grey when
- *   min-sharpness is set (cv::Laplacian runs on the host). The ratio-test matching of the query
- *   against the whole gallery runs on the GPU (or the CPU, the same function); the shortlist is
- *   verified by a RANSAC homography (cv::findHomography) and scored by the significance of its
- *   inliers (texture::chance_significance). With device=auto a GPU older than sm_80 means matching
- *   on the CPU, said once as an INFO message; device=cuda then fails at start. Each identification
- *   waits for its features and its matching (host syncs on the SIFT's and the index's streams); the
- *   frames in between are only counted. At start the gallery is streamed into the index from its pack (one entry in
- * memory at a time, so a large gallery is never held twice); one that does not fit the budgets fails there, naming
- * gpu-memory and host-memory.
+ *   its queries must use it too; none for older galleries). On the CPU path OpenCV's cv::SIFT; on
+ *   the GPU path kernels/sift's CUDA SIFT (interchangeable with cv::SIFT within sift.h's tolerance)
+ *   for frames in either memory kind, which give the same features: a frame whose longer side
+ *   exceeds 1024 is shrunk as cv::resize(INTER_AREA) shrinks it, on the host for system memory and
+ *   bit for bit the same on the device for CUDA memory (texture/detection_image.h). In async mode
+ *   the worker reads a CUDA frame through its own buffer holding the frame's GstCudaMemory (a
+ *   reference, mapped for reading on the device until the identification has synchronised its
+ *   streams), so the frame pushed meanwhile is never written under it and its pool cannot reuse the
+ *   memory before. A CUDA frame never goes to the host, except its grey when min-sharpness is set
+ *   (cv::Laplacian runs on the host). The ratio-test matching of the query against the whole gallery
+ *   runs on the GPU (or the CPU, the same function); the shortlist is verified by a RANSAC
+ *   homography (cv::findHomography) and scored by the significance of its inliers
+ *   (texture::chance_significance). With device=auto a GPU older than sm_80 means matching on the
+ *   CPU, said once as an INFO message; device=cuda then fails at start. Each identification waits
+ *   for its features and its matching (host syncs on the SIFT's and the index's streams); the frames
+ *   in between are only counted. At start the gallery is streamed into the index from its pack (one
+ *   entry in memory at a time, so a large gallery is never held twice); one that does not fit the
+ *   budgets fails there, naming gpu-memory and host-memory.
  */
 #pragma once
 

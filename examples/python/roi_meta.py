@@ -10,7 +10,9 @@ by its id: GstVideo.buffer_get_video_region_of_interest_meta_id(buffer, id) (tex
 bowclassify's id is 0; emdtracker's are the track ids of its bus message).
 
 Here: a gallery with one product (enrolled with the prism module), then a scene showing that
-product, pushed through appsrc ! textureid ! appsink.
+product, pushed through appsrc ! textureid ! appsink. async=false: each frame carries its own result
+(with the default async=true, for live sources, a result goes on the next frame pushed after it,
+its param adding source-frame and source-timestamp; README "Live sources").
 
 Run with the plugin on GST_PLUGIN_PATH and the module on PYTHONPATH:
     GST_PLUGIN_PATH=build/plugins PYTHONPATH=build/python python3 examples/python/roi_meta.py
@@ -57,7 +59,7 @@ def main():
         prism.Gallery(gallery_dir, create=True).enroll("tile-3", product)
         pipeline = Gst.parse_launch(
             f"appsrc name=src format=time caps=video/x-raw,format=GRAY8,width={W},height={H},framerate=10/1 ! "
-            f"textureid gallery={gallery_dir} interval=0 ! appsink name=sink sync=false"
+            f"textureid gallery={gallery_dir} interval=0 async=false ! appsink name=sink sync=false"
         )
         src, sink = pipeline.get_by_name("src"), pipeline.get_by_name("sink")
         pipeline.set_state(Gst.State.PLAYING)

@@ -3,8 +3,10 @@
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 
 #include "gst_setup.h"
 #include "launch_line.h"
@@ -615,6 +617,99 @@ links:
               errors);
     EXPECT_TRUE(errors.empty()) << links << "\n" << joined(errors);
   }
+}
+
+// ---- the repository's configs/ -------------------------------------------------------------------
+
+std::string factory_of(const PipelineConfig& config, const std::string& element) {
+  const ElementSpec* spec = config.find_element(element);
+  return spec ? spec->factory : "<no element '" + element + "'>";
+}
+
+// Loads configs/NAME from the repository; an element this machine lacks (a GStreamer plugin that is
+// not installed) skips loudly rather than failing, any other error fails.
+PipelineConfig load_repo_config(const std::string& name, const std::vector<Override>& overrides, bool& skipped) {
+  test::init_gst_once();
+  std::vector<ConfigError> errors;
+  TempDir cwd;
+  PipelineConfig config =
+      load_pipeline_config(std::string(PRISM_REPO_CONFIGS) + "/" + name, overrides, errors, cwd.path().string());
+  skipped = !errors.empty() && std::all_of(errors.begin(), errors.end(), [](const ConfigError& e) {
+    return e.to_string().find("unknown element") != std::string::npos;
+  });
+  if (skipped) {
+    std::cerr << "*** SKIPPING " << name << ": " << joined(errors) << " ***\n";
+  } else {
+    EXPECT_TRUE(errors.empty()) << name << ":\n" << joined(errors);
+  }
+  return config;
+}
+
+// Every config of configs/ validates against this machine's registry (elements, properties, values,
+// links), as `prism run` does before it starts anything: no camera, stream or data file is needed.
+TEST(RepositoryConfigs, EveryConfigValidates) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(PRISM_REPO_CONFIGS))
+    if (e.path().extension() == ".yaml") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const char* wanted : {"live-camera.yaml", "live-rtsp.yaml", "demo.yaml"})
+    EXPECT_NE(std::find(names.begin(), names.end(), wanted), names.end()) << wanted;
+  for (const std::string& name : names) {
+    bool skipped = false;
+    load_repo_config(name, {}, skipped);
+  }
+}
+
+// The live configs (README "Live sources") carry the advice a live source needs: a live source
+// (v4l2src; rtspsrc through uridecodebin for rtsp://), a leaky queue one frame deep right before
+// the analysis, the analysis in async mode, a sink that does not wait for the clock by default, and
+// a latency budget (render-delay) for sync=true; each of those may be changed with --set.
+TEST(RepositoryConfigs, LiveConfigsQueueLeakilyBeforeAnAsyncAnalysis) {
+  for (const char* name : {"live-camera.yaml", "live-rtsp.yaml"}) {
+    SCOPED_TRACE(name);
+    bool skipped = false;
+    const PipelineConfig config = load_repo_config(name, {}, skipped);
+    if (skipped || HasFailure()) continue;
+    const bool camera = std::string(name) == "live-camera.yaml";
+    EXPECT_EQ(factory_of(config, "src"), camera ? "v4l2src" : "uridecodebin");
+    if (!camera) EXPECT_EQ(property(config, "src", "uri").rfind("rtsp://", 0), 0u) << property(config, "src", "uri");
+    EXPECT_EQ(factory_of(config, "q"), "queue");
+    EXPECT_EQ(property(config, "q", "leaky"), "downstream");
+    EXPECT_EQ(property(config, "q", "max-size-buffers"), "1");
+    EXPECT_EQ(property(config, "q", "max-size-bytes"), "0");
+    EXPECT_EQ(property(config, "q", "max-size-time"), "0");
+    EXPECT_EQ(factory_of(config, "id"), "textureid");
+    EXPECT_EQ(property(config, "id", "async"), "true");
+    EXPECT_EQ(property(config, "sink", "sync"), "false");
+    EXPECT_EQ(property(config, "sink", "render-delay"), "0");
+    // The queue comes right before the analysis, in the one chain from the source to the sink.
+    ASSERT_EQ(config.chains.size(), 1u);
+    std::vector<std::string> order;
+    for (const LinkItem& item : config.chains[0])
+      if (item.kind != LinkItem::Kind::Caps) order.push_back(item.element);
+    const auto q = std::find(order.begin(), order.end(), "q");
+    ASSERT_NE(q, order.end());
+    ASSERT_NE(q + 1, order.end());
+    EXPECT_EQ(*(q + 1), "id");
+    EXPECT_EQ(order.front(), "src");
+    EXPECT_EQ(order.back(), "sink");
+    const std::string line = to_launch_line(config);
+    EXPECT_NE(line.find("queue name=q leaky=downstream max-size-buffers=1"), std::string::npos) << line;
+    // A latency budget instead of sync=false, and the synchronous mode, are one --set away.
+    const PipelineConfig budget = load_repo_config(
+        name, {{"sync", "true"}, {"render_delay", "100000000"}, {"async", "false"}, {"interval", "0"}}, skipped);
+    if (skipped) continue;
+    EXPECT_EQ(property(budget, "sink", "sync"), "true");
+    EXPECT_EQ(property(budget, "sink", "render-delay"), "100000000");
+    EXPECT_EQ(property(budget, "id", "async"), "false");
+  }
+  // A wrong value in the advice is refused naming the config's line, as any.
+  test::init_gst_once();
+  std::vector<ConfigError> errors;
+  load_pipeline_config(std::string(PRISM_REPO_CONFIGS) + "/live-rtsp.yaml", {{"async", "sometimes"}}, errors);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(joined(errors).find("live-rtsp.yaml:"), std::string::npos) << joined(errors);
+  EXPECT_NE(joined(errors).find("'async'"), std::string::npos) << joined(errors);
 }
 
 TEST(PipelineConfigErrors, MissingFile) {

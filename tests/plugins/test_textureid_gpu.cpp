@@ -28,8 +28,8 @@ TEST_F(TextureId, DeviceCudaAgreesWithTheCpu) {
   const prism::ImageFile scene = load(kScene, GST_VIDEO_FORMAT_GRAY8);
   Outcome cpu, gpu;
   run_harness(cpu, element("interval=1"), caps_of("GRAY8", scene), {&scene});
-  run_harness(gpu, "textureid gallery=\"" + gallery_dir() + "\" device=cuda interval=1", caps_of("GRAY8", scene),
-              {&scene});
+  run_harness(gpu, "textureid gallery=\"" + gallery_dir() + "\" device=cuda async=false interval=1",
+              caps_of("GRAY8", scene), {&scene});
   ASSERT_EQ(gpu.error, "");
   ASSERT_EQ(gpu.messages.size(), 1u);
   ASSERT_EQ(cpu.messages.size(), 1u);
@@ -76,7 +76,7 @@ TEST_F(TextureId, CudaMemoryIdentifiesAsSystemMemory) {
     gst_object_unref(factory);
   }
   const prism::ImageFile grey = load(kScene, GST_VIDEO_FORMAT_GRAY8), rgba = load(kScene, GST_VIDEO_FORMAT_RGBA);
-  const std::string props = " gallery=\"" + gallery_dir() + "\" device=cuda interval=1 min-sharpness=1";
+  const std::string props = " gallery=\"" + gallery_dir() + "\" device=cuda async=false interval=1 min-sharpness=1";
   for (const cv::Size size : {cv::Size(640, 480), cv::Size(1920, 1080)}) {
     for (const char* format : {"NV12", "I420", "RGBA"}) {
       const std::string what =
@@ -117,6 +117,88 @@ TEST_F(TextureId, CudaMemoryIdentifiesAsSystemMemory) {
       EXPECT_EQ(check.touched_on_host.load(), 0) << what;
       EXPECT_TRUE(device.pixels_unchanged) << what;
     }
+  }
+}
+
+// The async mode on frames in GPU memory: the worker reads frame 0 through its own buffer holding
+// the frame's GstCudaMemory while the frame itself has gone on (cudadownload maps it on the host)
+// and the harness has dropped it; the result equals the synchronous one on the same frame (id,
+// inliers, matches, score, box, sharpness from the device grey), and its meta rides on a later
+// frame, naming frame 0. Later frames are pushed once frame 0's message is on the bus.
+TEST_F(TextureId, AsyncReadsCudaFramesInTheWorker) {
+  NEED_IMAGES();
+  PRISM_NEED_GPU();
+  for (const char* f : {"cudaupload", "cudadownload"}) {
+    GstElementFactory* factory = gst_element_factory_find(f);
+    if (!factory) {
+      if (g_getenv("PRISM_REQUIRE_GPU")) FAIL() << f << " (GStreamer's nvcodec plugin) is missing";
+      GTEST_SKIP() << f << " (GStreamer's nvcodec plugin) is not installed";
+    }
+    gst_object_unref(factory);
+  }
+  const prism::ImageFile grey = load(kScene, GST_VIDEO_FORMAT_GRAY8), rgba = load(kScene, GST_VIDEO_FORMAT_RGBA);
+  const std::string props = " gallery=\"" + gallery_dir() + "\" device=cuda interval=0 min-sharpness=1";
+  for (const char* format : {"NV12", "RGBA"}) {
+    const prism::ImageFile frame = frame_of(std::string(format) == "RGBA" ? rgba : grey, cv::Size(640, 480));
+    const std::string caps = caps_of(format, frame);
+    const std::string chain = "cudaupload ! video/x-raw(memory:CUDAMemory) ! textureid name=t";
+    Outcome sync;
+    run_harness(sync, chain + props + " async=false ! cudadownload", caps, {&frame});
+    ASSERT_EQ(sync.error, "") << format;
+    ASSERT_EQ(sync.messages.size(), 1u) << format;
+
+    GstHarness* h = gst_harness_new_parse((chain + props + " async=true ! cudadownload").c_str());
+    GstBus* bus = gst_bus_new();
+    gst_element_set_bus(h->element, bus);
+    gst_harness_set_caps_str(h, caps.c_str(), caps.c_str());
+    GstVideoInfo info;
+    GstCaps* c = gst_caps_from_string(caps.c_str());
+    ASSERT_TRUE(gst_video_info_from_caps(&info, c));
+    gst_caps_unref(c);
+    Outcome async;
+    ASSERT_EQ(gst_harness_push(h, make_buffer(frame, info, 0)), GST_FLOW_OK) << format;
+    GstBuffer* out0 = gst_harness_pull(h);
+    ASSERT_NE(out0, nullptr);
+    async.rois.push_back(rois_of(out0));
+    gst_buffer_unref(out0);  // frame 0 is gone; the worker still reads its memory
+    for (int i = 0; i < 600 && async.messages.empty() && async.error.empty(); ++i) {
+      g_usleep(50 * 1000);
+      async.drain(bus);
+    }
+    ASSERT_EQ(async.error, "") << format;
+    ASSERT_EQ(async.messages.size(), 1u) << format << ": no result within 30 s";
+    // The worker may still be finishing (stream sync) as the message arrives: frames go on until one
+    // carries the result (the next frame pushed after it).
+    for (guint64 i = 1; i <= 20 && (async.rois.size() < 2 || async.rois.back().empty()); ++i) {
+      if (i > 1) g_usleep(100 * 1000);
+      ASSERT_EQ(gst_harness_push(h, make_buffer(frame, info, i)), GST_FLOW_OK) << format;
+      GstBuffer* out = gst_harness_pull(h);
+      ASSERT_NE(out, nullptr);
+      async.rois.push_back(rois_of(out));
+      gst_buffer_unref(out);
+    }
+    gst_harness_teardown(h);
+    async.drain(bus);
+    gst_object_unref(bus);
+
+    const GstStructure *s = sync.messages[0], *a = async.messages[0];
+    EXPECT_EQ(frame_of(a), 0u) << format;
+    EXPECT_EQ(str(a, "id"), str(s, "id")) << format;
+    EXPECT_TRUE(boolean(a, "identified")) << format;
+    for (const char* field : {"inliers", "matches", "x", "y", "width", "height"})
+      EXPECT_EQ(integer(a, field), integer(s, field)) << format << " " << field;
+    EXPECT_EQ(real(a, "score"), real(s, "score")) << format;
+    EXPECT_EQ(real(a, "sharpness"), real(s, "sharpness")) << format;
+    EXPECT_TRUE(gst_structure_has_field(a, "skipped")) << format;
+    EXPECT_TRUE(async.rois[0].empty()) << format << ": frame 0 left before its result";
+    ASSERT_EQ(async.rois.back().size(), 1u) << format << ": no frame carried the result";
+    const Roi& r = async.rois.back()[0];
+    EXPECT_EQ(r.x, integer(s, "x")) << format;
+    EXPECT_EQ(r.w, integer(s, "width")) << format;
+    ASSERT_NE(r.param, nullptr);
+    guint64 source = G_MAXUINT64;
+    EXPECT_TRUE(gst_structure_get_uint64(r.param, "source-frame", &source));
+    EXPECT_EQ(source, 0u) << format;
   }
 }
 

@@ -291,8 +291,9 @@ class TextureId : public ::testing::Test {
     g_dir = nullptr;
     g_gallery.clear();
   }
+  // async=false: each frame carries its own result (the async mode is tested on its own).
   std::string element(const std::string& props = "") const {
-    return "textureid gallery=\"" + gallery_dir() + "\" device=cpu " + props;
+    return "textureid gallery=\"" + gallery_dir() + "\" device=cpu async=false " + props;
   }
   prism::test::TempDir dir;
 };
