@@ -239,6 +239,9 @@ static void gst_envi_src_class_init(GstEnviSrcClass *klass) {
   oc->get_property = get_property;
   oc->finalize = finalize;
   const GParamFlags rw = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  /* Read by create() for each cube: may change while playing. location (checked at start, and the
+   * caps come from its first cube) and framerate (in the caps) may not. */
+  const GParamFlags playing = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   g_object_class_install_property(
       oc, PROP_LOCATION,
       g_param_spec_string("location", "Location",
@@ -246,13 +249,13 @@ static void gst_envi_src_class_init(GstEnviSrcClass *klass) {
                           nullptr, rw));
   g_object_class_install_property(
       oc, PROP_START_INDEX,
-      g_param_spec_int("start-index", "Start index", "First index of a sequence", 0, G_MAXINT, 0, rw));
+      g_param_spec_int("start-index", "Start index", "First index of a sequence", 0, G_MAXINT, 0, playing));
   g_object_class_install_property(
       oc, PROP_STOP_INDEX,
       g_param_spec_int("stop-index", "Stop index", "Last index of a sequence (-1: until a file is missing)", -1,
-                       G_MAXINT, -1, rw));
-  g_object_class_install_property(oc, PROP_LOOP,
-                                  g_param_spec_boolean("loop", "Loop", "Start again after the last cube", FALSE, rw));
+                       G_MAXINT, -1, playing));
+  g_object_class_install_property(
+      oc, PROP_LOOP, g_param_spec_boolean("loop", "Loop", "Start again after the last cube", FALSE, playing));
   g_object_class_install_property(oc, PROP_FRAMERATE,
                                   gst_param_spec_fraction("framerate", "Frame rate", "Frames per second of the output",
                                                           0, 1, G_MAXINT, 1, 30, 1, rw));

@@ -16,7 +16,8 @@
  *   location: one header, or a numbered sequence with one %d or %0Nd ("scene_%03d.hdr"; "%%" is a
  *   '%'), read from start-index until a file is missing or past stop-index (-1: no limit), like
  *   multifilesrc. loop: start again after the last cube (one file: repeat it). framerate (default
- *   30/1).
+ *   30/1). start-index, stop-index and loop may change while playing (read for each cube: a loop
+ *   then starts again at the new start-index); location and framerate are read at start.
  *
  * Messages and meta:
  *   No message, no meta. Errors name the file (a header's also the line): no location, a missing

@@ -99,7 +99,8 @@ static void gst_poisson_blend_pad_class_init(GstPoissonBlendPadClass *klass) {
                         "previous ones, as repeated cv::seamlessClone calls; default: the number of sink "
                         "pads when the pad was requested. The background pad 'sink' ignores it",
                         0, G_MAXUINT, 0,
-                        (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE | G_PARAM_STATIC_STRINGS)));
+                        (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_CONTROLLABLE | GST_PARAM_MUTABLE_PLAYING |
+                                      G_PARAM_STATIC_STRINGS)));
   vpad_class->prepare_frame = GST_DEBUG_FUNCPTR(pad_prepare_frame);
   vpad_class->clean_frame = GST_DEBUG_FUNCPTR(pad_clean_frame);
 }

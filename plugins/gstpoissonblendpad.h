@@ -13,8 +13,8 @@
  *   None: the element reads the pads' current buffers in aggregate_frames and maps them itself.
  *
  * Properties:
- *   Overlay pads; all but mask-location controllable with GstController (synced to each output
- *   frame's stream time).
+ *   Overlay pads; all may change while playing (read for each output frame), and all but
+ *   mask-location are controllable with GstController (synced to each output frame's stream time).
  *   xpos, ypos     where the centre of the mask's bounding box lands in the background: exactly
  *                  the `p` of cv::seamlessClone (the box's top-left is xpos - w/2, ypos - h/2)
  *   mode           normal, mixed, monochrome-transfer (cv::NORMAL_CLONE, MIXED_CLONE,

@@ -5,11 +5,31 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 namespace prism::test {
+
+// The names of the properties of `object` (an element or a pad) that Prism's own classes install
+// and whose flags have `flag` (GST_PARAM_MUTABLE_PLAYING, GST_PARAM_CONTROLLABLE), sorted; the
+// properties of GStreamer's base classes (GstAggregator's latency, GstBaseSrc's num-buffers, ...)
+// are left out.
+inline std::vector<std::string> own_properties_with(gpointer object, guint flag) {
+  std::vector<std::string> names;
+  guint n = 0;
+  GParamSpec** all = g_object_class_list_properties(G_OBJECT_GET_CLASS(object), &n);
+  for (guint i = 0; i < n; ++i) {
+    const std::string owner = g_type_name(all[i]->owner_type);
+    const bool ours = all[i]->owner_type == G_OBJECT_TYPE(object) || owner.rfind("GstPrism", 0) == 0 ||
+                      owner.rfind("GstPoissonBlend", 0) == 0;
+    if (ours && (all[i]->flags & flag)) names.push_back(all[i]->name);
+  }
+  g_free(all);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // Runs one buffer through `description` (a gst-launch bin description, e.g. "prismconvert") with
 // the given caps and returns the output frame's pixels, packed (no padding), or an empty vector.

@@ -28,6 +28,7 @@
 #include "bad_input.h"
 #include "colorconvert/colorconvert.h"
 #include "gst/prism/gstprismimagefile.h"
+#include "harness_util.h"
 #include "poisson/seamless_clone.h"
 #include "poissonblend_util.h"
 #include "prism_run_util.h"
@@ -84,6 +85,30 @@ TEST_F(PoissonBlend, IsRegisteredWithDocumentedControllableProperties) {
   gst_object_unref(pad2);
   gst_element_release_request_pad(e, pad);
   gst_object_unref(pad);
+  gst_object_unref(e);
+}
+
+// What may change while playing is what is read for each output frame: every overlay pad property
+// (zorder, the solving order, included), all but mask-location controllable. The element's own
+// properties (device, cuda-device-id) are read at start.
+TEST_F(PoissonBlend, PropertiesSayWhatMayChangeWhilePlaying) {
+  using V = std::vector<std::string>;
+  GstElement* e = gst_element_factory_make("poissonblend", nullptr);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_MUTABLE_PLAYING), V{});
+  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_CONTROLLABLE), V{});
+  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_MUTABLE_READY), (V{"cuda-device-id", "device"}));
+  GstPad* overlay = gst_element_request_pad_simple(e, "overlay_%u");
+  ASSERT_NE(overlay, nullptr);
+  EXPECT_EQ(prism::test::own_properties_with(overlay, GST_PARAM_MUTABLE_PLAYING),
+            (V{"mask-location", "mode", "xpos", "ypos", "zorder"}));
+  EXPECT_EQ(prism::test::own_properties_with(overlay, GST_PARAM_CONTROLLABLE), (V{"mode", "xpos", "ypos", "zorder"}));
+  GstPad* bg = gst_element_get_static_pad(e, "sink");
+  ASSERT_NE(bg, nullptr);
+  EXPECT_EQ(prism::test::own_properties_with(bg, GST_PARAM_MUTABLE_PLAYING), V{"zorder"});  // ignored there
+  gst_object_unref(bg);
+  gst_element_release_request_pad(e, overlay);
+  gst_object_unref(overlay);
   gst_object_unref(e);
 }
 

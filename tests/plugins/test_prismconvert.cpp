@@ -70,6 +70,18 @@ struct ConvertCase {
 
 // Colour conversion against videoconvert, same size. Tolerances are the documented ones
 // (README "prismconvert"); differences come from chroma siting and videoconvert's orc paths.
+// Nothing of prismconvert changes while playing: its settings (device, cuda-device-id) are read at
+// start, and what it converts to is the caps'.
+TEST_F(Prismconvert, PropertiesSayWhatMayChangeWhilePlaying) {
+  using V = std::vector<std::string>;
+  GstElement* e = gst_element_factory_make("prismconvert", nullptr);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_MUTABLE_PLAYING), V{});
+  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_CONTROLLABLE), V{});
+  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_MUTABLE_READY), (V{"cuda-device-id", "device"}));
+  gst_object_unref(e);
+}
+
 TEST_F(Prismconvert, ConvertsLikeVideoconvert) {
   const ConvertCase cases[] = {
       {"BGR", "I420", 2, 0.6}, {"RGBA", "NV12", 2, 0.6}, {"I420", "RGBA", 8, 2.2}, {"NV12", "BGRx", 64, 2.2},

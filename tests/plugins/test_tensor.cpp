@@ -11,6 +11,8 @@
 #include "emd_reference.h"
 #include "envi/envi.h"
 #include "emdtracker_util.h"
+#include "harness_util.h"
+#include "pipeline_run.h"
 #include "prism_test.h"
 #include "spectral/spectralize.h"
 
@@ -197,6 +199,59 @@ TEST_F(Tensor, EnviSequenceIsTrackedWithOneStableTrack) {
     EXPECT_EQ(centre[0], 255);
     EXPECT_EQ(centre[2], 0);
   }
+}
+
+// What may change while playing is what is read per frame: envisrc reads start-index, stop-index
+// and loop for each cube; spectralize's bins and window make its caps, and envisrc's location and
+// framerate give its caps. None is controllable (no number there is a value to animate).
+TEST_F(Tensor, PropertiesSayWhatMayChangeWhilePlaying) {
+  using V = std::vector<std::string>;
+  GstElement* src = gst_element_factory_make("envisrc", nullptr);
+  GstElement* spec = gst_element_factory_make("spectralize", nullptr);
+  ASSERT_NE(src, nullptr);
+  ASSERT_NE(spec, nullptr);
+  EXPECT_EQ(test::own_properties_with(src, GST_PARAM_MUTABLE_PLAYING), (V{"loop", "start-index", "stop-index"}));
+  EXPECT_EQ(test::own_properties_with(src, GST_PARAM_MUTABLE_READY), (V{"framerate", "location"}));
+  EXPECT_EQ(test::own_properties_with(src, GST_PARAM_CONTROLLABLE), V{});
+  EXPECT_EQ(test::own_properties_with(spec, GST_PARAM_MUTABLE_PLAYING), V{});
+  EXPECT_EQ(test::own_properties_with(spec, GST_PARAM_CONTROLLABLE), V{});
+  EXPECT_EQ(test::own_properties_with(spec, GST_PARAM_MUTABLE_READY),
+            (V{"bins", "cuda-device-id", "device", "window"}));
+  gst_object_unref(spec);
+  gst_object_unref(src);
+}
+
+// envisrc's loop, changed while playing, takes effect at the next cube: a looping sequence of 10
+// cubes ends after the pass in which loop is turned off.
+TEST_F(Tensor, EnvisrcLoopChangedWhilePlayingEndsTheStream) {
+  const std::string loc = std::string(PRISM_SOURCE_DIR_STR) + "/configs/data/envi/scene_%03d.hdr";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(("envisrc name=src loop=true location=" + loc + " ! fakesink").c_str(), &err);
+  ASSERT_NE(p, nullptr) << (err ? err->message : "");
+  GstElement* src = gst_bin_get_by_name(GST_BIN(p), "src");
+  GstPad* pad = gst_element_get_static_pad(src, "src");
+  struct Count {
+    GstElement* src;
+    int buffers = 0;
+  } count{src};
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad*, GstPadProbeInfo*, gpointer data) {
+        auto* c = static_cast<Count*>(data);
+        if (++c->buffers == 15) g_object_set(c->src, "loop", FALSE, nullptr);  // in the second pass
+        return GST_PAD_PROBE_OK;
+      },
+      &count, nullptr);
+  gst_object_unref(pad);
+  test::RunOptions o;
+  o.appsink = "";
+  o.idle_timeout = 20 * GST_SECOND;
+  const test::RunResult r = test::run_to_end(p, o);
+  gst_element_set_state(p, GST_STATE_NULL);
+  EXPECT_TRUE(r.eos) << r.error;
+  EXPECT_EQ(count.buffers, 20) << "two passes of the 10 cubes";
+  gst_object_unref(src);
+  gst_object_unref(p);
 }
 
 std::string error_of(const std::string& launch) { return test::emdt::run_pipeline(launch + " ! fakesink").error; }

@@ -575,17 +575,17 @@ static std::string bars_gallery(prism::test::TempDir& dir, int W, int H) {
   return gallery;
 }
 
-// A live 30 fps source into textureid, whose identification of a 640x480 frame takes longer than a
-// frame time on the CPU (features alone 50-80 ms here): with async (the default) no frame reaches the
-// sink later than one frame time after its render time (with bowclassify's slack for a loaded
-// machine), the frames that came while the worker was busy are counted (skipped = frames - analysed),
-// and the results and their meta name real, analysed frames; with async=false the frames fall behind.
+// A live 30 fps source into textureid, whose identification of a 1024x768 frame takes longer than a
+// frame time on the CPU (640x480 took 30 ms on an idle 2-core machine, too close): with async (the default) no frame
+// reaches the sink later than one frame time after its render time (with bowclassify's slack for a loaded machine), the
+// frames that came while the worker was busy are counted (skipped = frames - analysed), and the results and their meta
+// name real, analysed frames; with async=false the frames fall behind.
 TEST_F(TextureId, LiveSourceIsNeverLateInAsyncMode) {
-  const int frames = 45, W = 640, H = 480;
+  const int frames = 45, W = 1024, H = 768;
   const std::string gallery = bars_gallery(dir, W, H);
   ASSERT_FALSE(gallery.empty());
   const std::string source = "videotestsrc is-live=true pattern=smpte num-buffers=" + std::to_string(frames) +
-                             " ! video/x-raw,format=GRAY8,width=640,height=480,framerate=30/1 ! ";
+                             " ! video/x-raw,format=GRAY8,width=1024,height=768,framerate=30/1 ! ";
   const prism::test::live::LiveRun r = prism::test::live::run_live(
       source + "textureid name=t device=cpu interval=0 gallery=\"" + gallery + "\" ! fakesink name=sink sync=true", "t",
       "prism-textureid", "textureid");
@@ -642,7 +642,7 @@ TEST_F(TextureId, LiveSourceIsNeverLateInAsyncMode) {
 
   // The same source with async=false: frames wait for their identification and fall behind.
   const prism::test::live::LiveRun sync = prism::test::live::run_live(
-      "videotestsrc is-live=true pattern=smpte num-buffers=10 ! video/x-raw,format=GRAY8,width=640,height=480,"
+      "videotestsrc is-live=true pattern=smpte num-buffers=10 ! video/x-raw,format=GRAY8,width=1024,height=768,"
       "framerate=30/1 ! textureid name=t device=cpu interval=0 async=false gallery=\"" +
           gallery + "\" ! fakesink name=sink sync=true",
       "t", "prism-textureid", "textureid");
