@@ -20,6 +20,7 @@
 // match; only unmatched objects start new tracks. Kalman's gains settle to an alpha-beta filter's
 // for this motion model, so the fixed gains lose little and need no tuning per video.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
