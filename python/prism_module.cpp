@@ -107,18 +107,19 @@ std::optional<std::string> path_of(const py::handle& obj) {
 
 // Features of `image` (a path or an array), the work done without the GIL. `source` receives the
 // path, or a description of the array.
-texture::Features features_of(const py::handle& image, std::string* source) {
+// `params`: the gallery's normalisation (its record: entries and queries must use the same).
+texture::Features features_of(const py::handle& image, std::string* source, const texture::FeatureParams& params) {
   if (auto path = path_of(image)) {
     *source = *path;
     py::gil_scoped_release release;
-    return texture::extract_features(load_grey_file(*path));
+    return texture::extract_features(load_grey_file(*path), params);
   }
   auto a = u8_image(image, "image", {1, 3, 4});
   *source = "numpy array " + std::to_string(a.shape(0)) + "x" + std::to_string(a.shape(1)) + "x" +
             std::to_string(channels_of(a));
   const cv::Mat m = mat_of(a);
   py::gil_scoped_release release;
-  return texture::extract_features(m);
+  return texture::extract_features(m, params);
 }
 
 gpu::Device device_of(const std::string& d) {
@@ -217,6 +218,12 @@ class PyGallery {
 
   std::string path() const { return gallery_.dir().string(); }
   std::string pack_note() const { return gallery_.pack_note(); }
+  // The gallery's recorded normalisation, as `prism texture` extracts with it.
+  texture::FeatureParams feature_params() const {
+    texture::FeatureParams p;
+    p.normalisation = gallery_.normalisation();
+    return p;
+  }
   size_t size() const { return gallery_.entries().size(); }
   bool contains(const std::string& id) const { return gallery_.find(id) != nullptr; }
 
@@ -282,7 +289,7 @@ class PyGallery {
                   double min_significance, int min_inliers, double ratio, int shortlist) {
     const auto p = search_params(top, collections, min_significance, min_inliers, ratio, shortlist);
     std::string source;
-    const texture::Features q = features_of(image, &source);
+    const texture::Features q = features_of(image, &source, feature_params());
     texture::SearchResult r;
     {
       py::gil_scoped_release release;
@@ -296,7 +303,7 @@ class PyGallery {
                   double ratio) {
     const auto p = search_params(1, {}, min_significance, min_inliers, ratio, 1);
     std::string source;
-    const texture::Features q = features_of(image, &source);
+    const texture::Features q = features_of(image, &source, feature_params());
     texture::SearchResult r;
     {
       py::gil_scoped_release release;
@@ -320,14 +327,13 @@ class PyGallery {
                                   "with . or -)");
   }
 
-  static GalleryEntry make_entry(const std::string& id, const py::handle& image,
-                                 const std::optional<std::string>& collection,
-                                 const std::optional<std::string>& source) {
+  GalleryEntry make_entry(const std::string& id, const py::handle& image, const std::optional<std::string>& collection,
+                          const std::optional<std::string>& source) const {
     if (collection && !texture::valid_collection(*collection))
       throw std::invalid_argument("collection: invalid collection '" + *collection + "'");
     GalleryEntry e;
     e.id = id;
-    e.features = features_of(image, &e.source);
+    e.features = features_of(image, &e.source, feature_params());
     if (source) e.source = *source;
     e.collection = collection.value_or("");
     return e;

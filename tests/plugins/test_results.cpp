@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -258,6 +259,12 @@ TEST_F(Results, AppendAddsToTheFileAndOtherwiseItIsEmptied) {
 
 // location=- writes to standard output: gst-launch-1.0 -q prints nothing else there.
 TEST_F(Results, LocationDashWritesToStandardOutput) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The system's gst-launch-1.0 is not instrumented: it cannot load the sanitizer build's plugin
+  // (the ASan runtime must come first). The regular build runs this test.
+  std::cerr << "*** SKIPPING under AddressSanitizer: gst-launch-1.0 cannot load an ASan plugin ***\n";
+  GTEST_SKIP() << "gst-launch-1.0 cannot load the ASan plugin";
+#endif
   std::string out;
   const std::string err = dir.file("stderr.txt");
   // a subshell: run_command adds 2>&1 to the whole command

@@ -616,16 +616,24 @@ static GstFlowReturn async_submit(GstPrismCudaFilter *self, GstBuffer *in, GstBu
     GstBuffer *job_in, *job_out;
     async_job_buffers(self, in, copy, &job_in, &job_out);
     lk.lock();
-    w.job_in = job_in;
-    w.job_out = job_out;
-    w.job_frame = frame;
-    w.job_segment = GST_BASE_TRANSFORM(self)->segment;
-    w.cv.notify_all();
+    if (w.quit) { /* shut down while the job was made: no worker will take it */
+      gst_buffer_unref(job_in);
+      if (job_out) gst_buffer_unref(job_out);
+      w.busy = false;
+      w.skipped++;
+      w.cv.notify_all();
+    } else {
+      w.job_in = job_in;
+      w.job_out = job_out;
+      w.job_frame = frame;
+      w.job_segment = GST_BASE_TRANSFORM(self)->segment;
+      w.cv.notify_all();
+    }
   } else {
     w.skipped++;
   }
   /* Copy mode: with no picture yet (the first frame), wait for this job's. */
-  if (copy) w.cv.wait(lk, [&] { return w.latest || w.error != GST_FLOW_OK || (!w.busy && !w.job_in); });
+  if (copy) w.cv.wait(lk, [&] { return w.latest || w.quit || w.error != GST_FLOW_OK || (!w.busy && !w.job_in); });
   if (w.error != GST_FLOW_OK) return w.error;
   GstBuffer *done = w.done, *picture = copy && w.latest ? gst_buffer_ref(w.latest) : nullptr;
   const guint64 done_frame = w.done_frame;
