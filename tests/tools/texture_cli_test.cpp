@@ -126,6 +126,11 @@ TEST(TextureCli, EvalRefusesAnUnknownPrecision) {
   const auto r = run_prism({"texture", "eval", "--precision", "fp32", "--data", "/nonexistent"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--precision takes u8, fp16 or both, not 'fp32'"), std::string::npos) << r.output;
+  for (const char* opt : {"--enrol-device", "--query-device", "--device"}) {
+    const auto d = run_prism({"texture", "eval", opt, "gpu", "--data", "/nonexistent"});
+    EXPECT_EQ(d.exit_code, 2) << d.output;
+    EXPECT_NE(d.output.find(std::string(opt) + " takes auto, cpu or cuda, not 'gpu'"), std::string::npos) << d.output;
+  }
 }
 
 // Poor light (issue 22): a new gallery records its contrast normalisation (--normalise; none by

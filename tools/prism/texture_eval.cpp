@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu.h"
 #include "gst_setup.h"
 #include "texture/index.h"
 #include "texture/verify.h"
@@ -57,18 +58,30 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kEvalUsage =
     "usage: prism texture eval [--data DIR] [--out DIR] [--textures N] [--impostors N] [--device D] [--seed S]\n"
     "                          [--precision u8|fp16|both] [--normalise NAME] [--candidates]\n"
+    "                          [--enrol-device D] [--query-device D]\n"
     "\n"
     "  --data DIR       ../shared/data (sun8/, textures/skimage/, textures/kth-tips-gray/, oxford-affine/)\n"
     "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
     "  --textures N     sun8 photos enrolled (default 1000)\n"
     "  --impostors N    sun8 photos not enrolled, searched as open-set impostors (default 400)\n"
-    "  --device D       auto, cpu or cuda (the CPU matcher is slow for large galleries)\n"
+    "  --device D       the matcher: auto, cpu or cuda (the CPU matcher is slow for large galleries)\n"
+    "  --enrol-device D the SIFT that enrols the gallery: cpu (OpenCV's cv::SIFT, the default), cuda\n"
+    "                   (kernels/sift) or auto\n"
+    "  --query-device D the SIFT that extracts every query (default cpu): a gallery enrolled with one\n"
+    "                   SIFT and queried with the other is the mixed run\n"
     "  --precision P    the index's descriptors: u8, fp16 or both side by side (default both)\n"
     "  --normalise N    contrast normalisation at enrolment and query: none or clahe-CLIP-TILES\n"
     "                   (default: the poor-light choice, clahe-4-8)\n"
     "  --candidates     first compare the candidate normalisations on the synthetic perturbations\n"
     "                   (none, equalizeHist, CLAHE settings, local mean/std) and report them\n"
     "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
+
+// The SIFT a FeatureParams::device selects, as the report names it.
+std::string sift_name(gpu::Device d) {
+  if (d == gpu::Device::kCpu) return "cv::SIFT (CPU)";
+  if (d == gpu::Device::kCuda) return "kernels/sift (CUDA)";
+  return gpu::available() ? "kernels/sift (CUDA, auto)" : "cv::SIFT (CPU, auto)";
+}
 
 struct Item {
   std::string id, path;
@@ -355,6 +368,7 @@ int texture_eval_command(int argc, char** argv) {
   int textures = 1000, impostors = 400;
   unsigned seed = 5;
   texture::Device device = texture::Device::kAuto;
+  gpu::Device enrol_device = gpu::Device::kCpu, query_device = gpu::Device::kCpu;
   std::vector<texture::Precision> precisions = {texture::Precision::kU8, texture::Precision::kFp16};
   texture::Normalisation normalisation = texture::poor_light_normalisation();
   bool candidates = false;
@@ -378,10 +392,13 @@ int texture_eval_command(int argc, char** argv) {
         impostors = std::stoi(value());
       else if (a == "--seed")
         seed = unsigned(std::stoul(value()));
-      else if (a == "--device") {
-        const std::string d = value();
-        device = d == "cpu" ? texture::Device::kCpu : d == "cuda" ? texture::Device::kCuda : texture::Device::kAuto;
-      } else if (a == "--precision") {
+      else if (a == "--device")
+        device = parse_device(a, value());
+      else if (a == "--enrol-device")
+        enrol_device = parse_device(a, value());
+      else if (a == "--query-device")
+        query_device = parse_device(a, value());
+      else if (a == "--precision") {
         const std::string p = value();
         if (p == "u8")
           precisions = {texture::Precision::kU8};
@@ -431,6 +448,9 @@ int texture_eval_command(int argc, char** argv) {
     texture::FeatureParams fparams;
     fparams.keep_fp16 = true;
     fparams.normalisation = normalisation;
+    fparams.device = enrol_device;
+    texture::FeatureParams qparams = fparams;  // every query, and the open-set impostors
+    qparams.device = query_device;
     std::vector<cv::Mat> images;
     for (const auto& g : gallery) images.push_back(g.grey);
     // The synthetic queries of perturbation p: one per gallery image, seeded by (seed, p, image).
@@ -562,7 +582,7 @@ int texture_eval_command(int argc, char** argv) {
     // Every query against every precision's index, with the same impostor claims.
     auto run_queries = [&](const std::string& set, const std::vector<cv::Mat>& queries, const std::vector<int>& truth) {
       order.push_back(set);
-      const std::vector<texture::Features> qf = features_of(queries, fparams);
+      const std::vector<texture::Features> qf = features_of(queries, qparams);
       QueryStats& qs = query_stats[set];
       for (const cv::Mat& q : queries) qs.dark += cv::mean(q)[0] < 40;
       qs.keypoints = keypoint_median_min(qf);
@@ -627,7 +647,7 @@ int texture_eval_command(int argc, char** argv) {
     }
     run_queries("oxford-affine", oxq, oxt);
     // Corner error of the recovered query->gallery homography against the ground truth (img1->imgN).
-    const std::vector<texture::Features> oxf = features_of(oxq, fparams);
+    const std::vector<texture::Features> oxf = features_of(oxq, qparams);
     for (PrecisionRun& run : runs) {
       run.corner_error.assign(oxq.size(), -1);
       for (size_t q = 0; q < oxq.size(); ++q) {
@@ -647,7 +667,7 @@ int texture_eval_command(int argc, char** argv) {
     {
       std::vector<cv::Mat> q;
       for (const auto& o : outsiders) q.push_back(o.grey);
-      const std::vector<texture::Features> qf = features_of(q, fparams);
+      const std::vector<texture::Features> qf = features_of(q, qparams);
       for (PrecisionRun& run : runs)
         for (size_t i = 0; i < qf.size(); ++i) {
           const texture::SearchResult r = run.index->search(qf[i], params);
@@ -709,11 +729,13 @@ int texture_eval_command(int argc, char** argv) {
     {
       texture::FeatureParams dparams = fparams;
       dparams.keep_fp32 = true;
+      texture::FeatureParams dqparams = dparams;
+      dqparams.device = query_device;
       for (size_t si = 0; si < pair_sets.size(); ++si) {
         Progress progress("decisions " + pair_sets[si].name, int(pair_sets[si].pairs.size()), true);
         for (const auto& [gpath, qpath] : pair_sets[si].pairs) {
           const texture::Features g = texture::extract_features(load_grey(gpath), dparams);
-          const texture::Features q = texture::extract_features(load_grey(qpath), dparams);
+          const texture::Features q = texture::extract_features(load_grey(qpath), dqparams);
           const float ratio = params.ratio;
           const auto ref = texture::reference_decisions(q.descriptors_fp32.data(), q.count(), g.descriptors_fp32.data(),
                                                         g.count(), ratio);
@@ -825,7 +847,8 @@ int texture_eval_command(int argc, char** argv) {
     head << "Gallery: " << entries.size() << " products (" << textures
          << " sun8 photos, 3 skimage textures, 8 Oxford img1); "
          << "mean " << int(mean_features + 0.5) << " RootSIFT features each, contrast normalisation "
-         << normalisation.name() << " at enrolment and query. Matching on " << first.device_description()
+         << normalisation.name() << " at enrolment and query. SIFT: " << sift_name(enrol_device) << " at enrolment, "
+         << sift_name(query_device) << " for the queries. Matching on " << first.device_description()
          << ". Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%, calibrated per precision by "
             "the same rule):";
     for (const auto& run : runs) head << " " << run.name << " **" << cv::format("%.1f", run.threshold) << "**";
