@@ -125,6 +125,10 @@ class Backend {
   virtual ServiceStats stats(Clock::time_point deadline) = 0;
   // Empty when the backend can serve; otherwise why not (GET /healthz answers 503 with it).
   virtual std::string health() = 0;
+  // The contrast normalisation its products were enrolled with (the gallery's record; for shards,
+  // the deployment's prism:normalise), which HttpApi applies to every image it extracts: a query
+  // extracted otherwise would silently match worse.
+  virtual texture::Normalisation normalisation() = 0;
 };
 
 // One shard's part of a search: its verified shortlist (texture::TextureIndex::search, every

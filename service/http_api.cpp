@@ -336,7 +336,9 @@ struct HttpApi::Impl {
   texture::Features features_of(const Input& in, double& extract_ms) const {
     const auto t0 = Clock::now();
     const cv::Mat grey = decode_grey(in.image(), "image", options.max_image_pixels);
-    texture::Features f = texture::extract_features(grey, options.features);
+    texture::FeatureParams params = options.features;
+    params.normalisation = backend.normalisation();  // the gallery's, never the caller's choice
+    texture::Features f = texture::extract_features(grey, params);
     extract_ms = ms_between(t0, Clock::now());
     return f;
   }

@@ -44,9 +44,9 @@ struct ApiOptions {
   std::chrono::milliseconds deadline{10'000}, max_deadline{120'000};
   int threads = 16;  // the server's thread pool
   int max_top_k = 100;
-  texture::SearchParams search;  // defaults of verify and search (threshold: min_significance)
-  texture::FeatureParams features;
-  bool log_requests = false;  // one line per request on stderr
+  texture::SearchParams search;     // defaults of verify and search (threshold: min_significance)
+  texture::FeatureParams features;  // its normalisation is replaced by Backend::normalisation()
+  bool log_requests = false;        // one line per request on stderr
 };
 
 class HttpApi {

@@ -32,8 +32,13 @@ bool same_features(const texture::Features& a, const texture::Features& b) {
 
 LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
     : options_(options),
-      gallery_(texture::Gallery::open(options.gallery, /*create=*/true, texture::Gallery::Load::kNoEntries)),
+      gallery_(texture::Gallery::open(options.gallery, /*create=*/true, texture::Gallery::Load::kNoEntries,
+                                      options.normalisation.value_or(texture::Normalisation{}))),
       index_(options.index) {
+  if (options.normalisation && *options.normalisation != gallery_.normalisation())
+    throw texture::GalleryError("normalisation " + options.normalisation->name() + ": the gallery " +
+                                options.gallery.string() + " records normalisation " + gallery_.normalisation().name() +
+                                " (chosen when it was created)");
   size_t done = 0;
   texture::Gallery::for_each_entry(options.gallery, [&](texture::GalleryEntry&& e) {
     index_.add(e);

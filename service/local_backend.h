@@ -13,6 +13,7 @@
 #include <functional>
 #include <atomic>
 #include <mutex>
+#include <optional>
 
 #include "backend.h"
 
@@ -22,6 +23,9 @@ struct LocalOptions {
   std::filesystem::path gallery;  // created when absent or empty
   texture::IndexOptions index;
   int shard = 0;  // the shard this gallery is (for stats)
+  // The contrast normalisation: a new gallery records it; an existing one must record the same
+  // (GalleryError naming both). Unset: the gallery's record decides (none for a new gallery).
+  std::optional<texture::Normalisation> normalisation;
 };
 
 class LocalBackend : public Backend {
@@ -38,6 +42,7 @@ class LocalBackend : public Backend {
   SearchAnswer search(const SearchQuery& query) override;
   ServiceStats stats(Clock::time_point deadline) override;
   std::string health() override { return {}; }
+  texture::Normalisation normalisation() override { return gallery_.normalisation(); }
 
   // This shard's part of a search (what a shard worker sends to the front).
   ShardSearch search_part(const texture::Features& query, const texture::SearchParams& params);

@@ -39,6 +39,28 @@ int agree_shard_count(Redis& redis, int shards) {
   return there;
 }
 
+std::optional<texture::Normalisation> agree_normalisation(Redis& redis,
+                                                          const std::optional<texture::Normalisation>& n) {
+  if (n) {
+    const Reply set = redis.command({"SET", kNormaliseKey, n->name(), "NX"});
+    if (set.error()) throw RedisError("Redis at " + redis.url() + " refused SET " + kNormaliseKey + ": " + set.str);
+  }
+  const Reply got = redis.command({"GET", kNormaliseKey});
+  if (got.error()) throw RedisError("Redis at " + redis.url() + " refused GET " + kNormaliseKey + ": " + got.str);
+  if (got.nil()) return std::nullopt;
+  texture::Normalisation there;
+  try {
+    there = texture::parse_normalisation(got.type == Reply::Type::kString ? got.str : std::string("?"));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(kNormaliseKey + " at " + redis.url() + " is not a normalisation: " + e.what());
+  }
+  if (n && *n != there)
+    throw std::runtime_error("normalisation mismatch: this gallery or front uses " + n->name() + " but " +
+                             kNormaliseKey + " at " + redis.url() + " says " + there.name() +
+                             " (every shard and front of a deployment extracts alike)");
+  return there;
+}
+
 StreamId StreamId::parse(const std::string& s) {
   const size_t dash = s.find('-');
   try {

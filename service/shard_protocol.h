@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace prism::service::shard {
 using nlohmann::json;
 
 inline const std::string kShardsKey = "prism:shards";
+inline const std::string kNormaliseKey = "prism:normalise";
 inline const std::string kReadersGroup = "readers";
 std::string writes_key(int shard);
 std::string reads_key(int shard);
@@ -33,6 +35,13 @@ inline int shard_of(const std::string& id, int shards) { return int(fnv1a64(id) 
 // when absent). Returns the count. RedisError when Redis is unreachable or not ready (an error
 // reply such as LOADING).
 int agree_shard_count(Redis& redis, int shards);
+
+// The deployment's contrast normalisation in prism:normalise (texture/normalise.h names): every
+// shard's gallery and every front's query extraction must use the same one. With `n` given it is
+// set when absent (SET NX) and must equal what is there (std::runtime_error naming both); without,
+// it is read. Returns it; nullopt when not set yet (no worker nor front has said). RedisError as
+// agree_shard_count.
+std::optional<texture::Normalisation> agree_normalisation(Redis& redis, const std::optional<texture::Normalisation>& n);
 
 // A stream entry ID "MS-SEQ", ordered as Redis orders them.
 struct StreamId {

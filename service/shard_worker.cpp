@@ -128,6 +128,15 @@ void ShardWorker::prepare(Redis& redis) {
   if (options_.shard >= n)
     throw std::runtime_error("shard " + std::to_string(options_.shard) + " is not below the shard count " +
                              std::to_string(n) + " of " + shard::kShardsKey + " at " + redis.url());
+  // The gallery's record is the deployment's (fronts extract queries with it), or this worker may
+  // not serve: its products would be searched with queries extracted otherwise.
+  try {
+    shard::agree_normalisation(redis, backend_->normalisation());
+  } catch (const RedisError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("gallery " + options_.local.gallery.string() + ": " + e.what());
+  }
   shard::ensure_group(redis, shard::writes_key(options_.shard), shard::replica_group(options_.replica));
   shard::ensure_group(redis, shard::reads_key(options_.shard), shard::kReadersGroup);
 }

@@ -74,11 +74,21 @@ ShardedBackend::ShardedBackend(const ShardedOptions& options)
   {
     RedisPool::Lease redis = pool_.acquire();
     shards_ = shard::agree_shard_count(*redis, options_.shards);
+    normalisation_ = shard::agree_normalisation(*redis, options_.normalisation);
   }
   std::random_device rd;
   char id[64];
   std::snprintf(id, sizeof id, "%08x%08x-%d", rd(), rd(), int(getpid()));
   front_id_ = id;
+}
+
+texture::Normalisation ShardedBackend::normalisation() {
+  std::lock_guard lock(normalisation_mutex_);
+  if (!normalisation_) {
+    RedisPool::Lease redis = pool_.acquire();
+    normalisation_ = shard::agree_normalisation(*redis, std::nullopt);
+  }
+  return normalisation_.value_or(texture::Normalisation{});
 }
 
 Clock::time_point ShardedBackend::deadline_of(Clock::time_point deadline) const {

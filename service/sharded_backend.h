@@ -18,6 +18,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "backend.h"
@@ -32,6 +34,9 @@ struct ShardedOptions {
   // The deadline of a call given none (Clock::time_point::max()).
   std::chrono::milliseconds default_timeout{10000};
   size_t idle_connections = 16;  // kept open in the pool
+  // The contrast normalisation of the deployment (prism:normalise, shard_protocol.h): given, it is
+  // agreed with Redis at start; unset, the workers' record is followed (none until one has said).
+  std::optional<texture::Normalisation> normalisation;
 };
 
 class ShardedBackend : public Backend {
@@ -40,6 +45,8 @@ class ShardedBackend : public Backend {
   // a count that disagrees with prism:shards (naming both) or none at all, RedisError when Redis
   // cannot be reached.
   explicit ShardedBackend(const ShardedOptions& options);
+  // prism:normalise once known (then kept: it never changes in a deployment), none before.
+  texture::Normalisation normalisation() override;
 
   WriteResult write(const texture::GalleryEntry& entry, bool replace, Clock::time_point deadline) override;
   bool remove(const std::string& id, Clock::time_point deadline) override;
@@ -71,6 +78,8 @@ class ShardedBackend : public Backend {
   int shards_ = 1;
   std::string front_id_;
   std::atomic<uint64_t> seq_{0};
+  std::mutex normalisation_mutex_;
+  std::optional<texture::Normalisation> normalisation_;  // prism:normalise once read
 };
 
 }  // namespace prism::service

@@ -95,11 +95,12 @@ class ApiServer {
 // The API on a fresh gallery of its own.
 class Server {
  public:
-  explicit Server(ApiOptions options = {}) {
+  explicit Server(ApiOptions options = {}, std::optional<texture::Normalisation> normalisation = std::nullopt) {
     gst_init(nullptr, nullptr);
     LocalOptions lo;
     lo.gallery = dir_.path() / "gallery";
     lo.index = cpu_index();
+    lo.normalisation = normalisation;
     backend_ = std::make_unique<LocalBackend>(lo);
     api_ = std::make_unique<ApiServer>(*backend_, options);
   }
@@ -187,6 +188,57 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
   const json scoped = body_of(post_image(c, "/v1/search?collections=odd", test::noisy_capture(products[2], rng)));
   EXPECT_EQ(scoped["searched"], 3) << scoped.dump();
   EXPECT_EQ(scoped["identified"], false);
+}
+
+// Poor light (issue 22): a gallery recording a contrast normalisation is served with it. The API
+// extracts every enrolment and query with the gallery's normalisation, so its answers equal an
+// index of the same gallery searched with queries extracted as `prism texture search` does; a
+// server told another normalisation than the record refuses to start, naming both.
+TEST(HttpApi, ExtractsWithTheGalleryNormalisation) {
+  const texture::Normalisation clahe = texture::parse_normalisation("clahe-4-8");
+  Server server({}, clahe);
+  EXPECT_EQ(texture::Gallery::read_normalisation(server.gallery()), clahe);
+  httplib::Client c = server.client();
+  const std::vector<cv::Mat> products = textures(3, std::random_device{}());
+  texture::FeatureParams with;
+  with.normalisation = clahe;
+  for (size_t i = 0; i < products.size(); ++i) {
+    const httplib::Result r = post_image(c, "/v1/products/p" + std::to_string(i), products[i]);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 201) << r->body;
+  }
+  const texture::Gallery gallery = texture::Gallery::open(server.gallery());
+  for (size_t i = 0; i < products.size(); ++i) {  // enrolled exactly as with the normalisation
+    const texture::GalleryEntry* e = gallery.find("p" + std::to_string(i));
+    ASSERT_NE(e, nullptr);
+    const texture::Features want = texture::extract_features(products[i], with);
+    EXPECT_EQ(e->features.descriptors, want.descriptors) << i;
+    EXPECT_NE(e->features.descriptors, texture::extract_features(products[i]).descriptors) << i;
+  }
+  texture::TextureIndex index(cpu_index());
+  index.build(gallery.entries());
+  std::mt19937 rng(11);
+  // Dark captures: where the normalisation changes the query's features the most.
+  for (size_t i = 0; i < products.size(); ++i) {
+    cv::Mat dark;
+    test::noisy_capture(products[i], rng).convertTo(dark, -1, 0.3, 0);
+    const texture::SearchResult want = index.search(texture::extract_features(dark, with), {});
+    const json got = body_of(post_image(c, "/v1/search", dark));
+    ASSERT_TRUE(got.contains("candidates")) << got.dump();
+    EXPECT_EQ(got["id"], want.best.id) << got.dump();
+    EXPECT_EQ(got["candidates"][0]["inliers"], want.best.geometry.inliers) << got.dump();
+  }
+  LocalOptions other;
+  other.gallery = server.gallery();
+  other.index = cpu_index();
+  other.normalisation = texture::Normalisation{};
+  try {
+    LocalBackend refused(other);
+    ADD_FAILURE() << "a gallery recording clahe-4-8 was opened with none";
+  } catch (const texture::GalleryError& e) {
+    EXPECT_NE(std::string(e.what()).find("normalisation none"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("records normalisation clahe-4-8"), std::string::npos) << e.what();
+  }
 }
 
 TEST(HttpApi, WritesAreIdempotentAndDurable) {

@@ -715,6 +715,56 @@ TEST(ShardCli, OneGpuWorkerLogsItsNumaPlacement) {
   }
 }
 
+// Every shard and front of a deployment extracts alike: a worker's gallery normalisation becomes
+// prism:normalise, which a front without one of its own follows (read once known); a worker whose
+// gallery records another, or a front told another, is refused naming both.
+TEST(ShardedBackend, NormalisationIsAgreedAcrossTheDeployment) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  const texture::Normalisation clahe = texture::parse_normalisation("clahe-4-8");
+  ShardedBackend front(front_options(server.url(), 1));
+  EXPECT_EQ(front.normalisation(), texture::Normalisation{});  // nobody has said yet
+  ShardWorkerOptions wo = Worker::options(server.url(), 0, 1, "w", tmp.path() / "clahe");
+  wo.local.normalisation = clahe;
+  ShardWorker worker(wo);
+  std::atomic<bool> stop{false};
+  std::string worker_error;
+  std::thread runner([&] {
+    try {
+      worker.run(stop);
+    } catch (const std::exception& e) {
+      worker_error = e.what();
+    }
+  });
+  EXPECT_EQ(health_when_live(front), "");
+  EXPECT_EQ(front.normalisation(), clahe);
+  EXPECT_EQ(texture::Gallery::read_normalisation(tmp.path() / "clahe"), clahe);
+
+  ShardWorker plain(Worker::options(server.url(), 0, 1, "x", tmp.path() / "plain"));  // a new gallery: none
+  std::atomic<bool> no{false};
+  try {
+    plain.run(no);
+    ADD_FAILURE() << "a worker with a gallery of no normalisation ran in a clahe-4-8 deployment";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("normalisation mismatch"), std::string::npos) << what;
+    EXPECT_NE(what.find((tmp.path() / "plain").string()), std::string::npos) << what;
+    EXPECT_NE(what.find("says clahe-4-8"), std::string::npos) << what;
+  }
+  ShardedOptions told = front_options(server.url(), 1);
+  told.normalisation = texture::Normalisation{};
+  try {
+    ShardedBackend other(told);
+    ADD_FAILURE() << "a front told none joined a clahe-4-8 deployment";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("uses none but prism:normalise"), std::string::npos) << e.what();
+  }
+  stop = true;
+  runner.join();
+  EXPECT_EQ(worker_error, "");
+}
+
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;

@@ -106,14 +106,9 @@ Options parse(int argc, char** argv) {
       o.id = value();
     else if (a == "--list")
       o.list = value();
-    else if (a == "--normalise") {
-      const std::string name = value();
-      try {
-        o.normalise = texture::parse_normalisation(name);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError("--normalise: " + std::string(e.what()));
-      }
-    } else if (a == "--collection") {
+    else if (a == "--normalise")
+      o.normalise = parse_normalise(a, value());
+    else if (a == "--collection") {
       o.collection = value();
       if (!texture::valid_collection(*o.collection))
         throw UsageError("--collection: invalid collection '" + *o.collection +

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,10 @@ constexpr const char* kServeUsage =
     "                       descriptors matched (--gallery)\n"
     "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
+    "  --normalise NAME     the contrast normalisation before SIFT (none, clahe-CLIP-TILES): what a\n"
+    "                       new --gallery records; an existing gallery's record decides and must\n"
+    "                       agree; with --redis, agreed with the workers through prism:normalise.\n"
+    "                       Queries and enrolments are always extracted with the gallery's\n"
     "  --min-significance S the default decision threshold (default 3.6)\n"
     "  --log                one line per request on stderr\n";
 
@@ -50,6 +55,7 @@ struct ServeOptions {
   int port = 8080, shards = 0;
   service::ApiOptions api;
   texture::IndexOptions index;
+  std::optional<texture::Normalisation> normalisation;
 };
 
 bool loopback(const std::string& host) {
@@ -93,6 +99,8 @@ ServeOptions parse_serve(int argc, char** argv) {
       o.index.gpu_budget = parse_size(a, value());
     else if (a == "--host-memory")
       o.index.host_budget = parse_size(a, value());
+    else if (a == "--normalise")
+      o.normalisation = parse_normalise(a, value());
     else if (a == "--min-significance")
       o.api.search.min_significance = parse_number(a, value(), 0, 1000);
     else if (a == "--log")
@@ -117,6 +125,7 @@ std::unique_ptr<service::Backend> sharded_front(const ServeOptions& o) {
   so.redis = o.redis;
   so.shards = o.shards;
   so.default_timeout = o.api.deadline;
+  so.normalisation = o.normalisation;
   try {
     return std::make_unique<service::ShardedBackend>(so);
   } catch (const std::invalid_argument& e) {
@@ -151,8 +160,10 @@ int texture_serve_command(int argc, char** argv) {
       service::LocalOptions lo;
       lo.gallery = o.gallery;
       lo.index = o.index;
+      lo.normalisation = o.normalisation;
       auto local = std::make_unique<service::LocalBackend>(lo);
-      what = "gallery " + o.gallery + ": " + std::to_string(local->size()) + " products";
+      what = "gallery " + o.gallery + ": " + std::to_string(local->size()) + " products, normalisation " +
+             local->normalisation().name();
       backend = std::move(local);
     } else {
       backend = sharded_front(o);

@@ -39,6 +39,9 @@ constexpr const char* kUsage =
     "  --readers N          threads answering reads (default 2)\n"
     "  --device D           auto (default), cpu, cuda or cuda:N (GPU N only, for this worker; its\n"
     "                       threads run on GPU N's NUMA node, where its pinned memory then lands)\n"
+    "  --normalise NAME     a new gallery's contrast normalisation (none, clahe-CLIP-TILES; an existing\n"
+    "                       gallery's record decides and must agree); agreed with Redis's\n"
+    "                       prism:normalise, which every front then applies to its queries\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n";
 
@@ -97,7 +100,9 @@ int texture_shard_command(const std::vector<std::string>& args) {
         } else {
           o.local.index.device = parse_device(a, v);
         }
-      } else if (a == "--gpu-memory")
+      } else if (a == "--normalise")
+        o.local.normalisation = parse_normalise(a, value());
+      else if (a == "--gpu-memory")
         o.local.index.gpu_budget = parse_size(a, value());
       else if (a == "--host-memory")
         o.local.index.host_budget = parse_size(a, value());

@@ -32,6 +32,14 @@ gpu::Device parse_device(const std::string& opt, const std::string& v) {
   throw UsageError(opt + " takes auto, cpu or cuda, not '" + v + "'");
 }
 
+texture::Normalisation parse_normalise(const std::string& opt, const std::string& v) {
+  try {
+    return texture::parse_normalisation(v);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(opt + ": " + e.what());
+  }
+}
+
 double parse_number(const std::string& opt, const std::string& v, double lo, double hi) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);

@@ -10,6 +10,7 @@
 #include <opencv2/core.hpp>
 
 #include "common/gpu.h"
+#include "texture/normalise.h"
 
 namespace prism::cli {
 
@@ -25,6 +26,8 @@ double parse_number(const std::string& opt, const std::string& v, double lo, dou
 int64_t parse_size(const std::string& opt, const std::string& v);
 // auto, cpu or cuda (UsageError).
 gpu::Device parse_device(const std::string& opt, const std::string& v);
+// --normalise NAME (texture/normalise.h names), UsageError naming the option otherwise.
+texture::Normalisation parse_normalise(const std::string& opt, const std::string& v);
 
 // An image file as 8-bit grey (decoded by GStreamer; grey = OpenCV's BGR2GRAY). Throws
 // std::runtime_error naming the file.
