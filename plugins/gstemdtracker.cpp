@@ -65,6 +65,7 @@ enum {
   PROP_HEATMAP_MAX,
   PROP_OPACITY,
   PROP_DRAW_BOXES,
+  PROP_LEGEND,
   PROP_ASYNC,
   PROP_FRAMES_SKIPPED,
 };
@@ -80,7 +81,7 @@ struct _GstEmdTracker {
   gint64 cache_size;
   gboolean dedup;
   gfloat threshold, heatmap_max, opacity;
-  gboolean draw_boxes;
+  gboolean draw_boxes, legend;
   gint64 min_area, max_area;
   gint merge_gap, max_age;
   /* streaming: the pipeline, configured per caps; on the GPU path its device memory is in our
@@ -138,6 +139,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_HEATMAP_MAX: self->heatmap_max = g_value_get_float(value); break;
     case PROP_OPACITY: self->opacity = g_value_get_float(value); break;
     case PROP_DRAW_BOXES: self->draw_boxes = g_value_get_boolean(value); break;
+    case PROP_LEGEND: self->legend = g_value_get_boolean(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -168,6 +170,7 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_HEATMAP_MAX: g_value_set_float(value, self->heatmap_max); break;
     case PROP_OPACITY: g_value_set_float(value, self->opacity); break;
     case PROP_DRAW_BOXES: g_value_set_boolean(value, self->draw_boxes); break;
+    case PROP_LEGEND: g_value_set_boolean(value, self->legend); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -301,6 +304,7 @@ static GstFlowReturn process(GstPrismCudaFilter *filter, const GstPrismFrame *in
   params.threshold = self->threshold;
   params.heatmap_max = self->heatmap_max;
   params.opacity = self->opacity;
+  params.legend = self->legend;
   GST_OBJECT_UNLOCK(self);
   emd::Tracker::Input input;
   input.data = in->data[0];
@@ -518,6 +522,11 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                              0.6f, controllable));
   install(PROP_DRAW_BOXES,
           g_param_spec_boolean("draw-boxes", "Draw boxes", "Outline the detections on the heat map", TRUE, playing));
+  install(PROP_LEGEND, g_param_spec_boolean("legend", "Legend",
+                                            "Draw the heat map's legend in its bottom-left corner (the colour ramp "
+                                            "from distance 0 to heatmap-max, the threshold marked; frames of "
+                                            "160x60 or more)",
+                                            TRUE, playing));
   /* Tracking needs every frame: off by default, available for a live source on a slow CPU. */
   gst_prism_cuda_filter_class_install_async(oc, PROP_ASYNC, PROP_FRAMES_SKIPPED, FALSE);
 
@@ -560,5 +569,6 @@ static void gst_emd_tracker_init(GstEmdTracker *self) {
   self->heatmap_max = 0.f;
   self->opacity = 0.6f;
   self->draw_boxes = TRUE;
+  self->legend = TRUE;
   self->tracker = new emd::Tracker();
 }

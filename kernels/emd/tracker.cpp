@@ -195,7 +195,9 @@ void Tracker::make_map() {
 
 HeatmapParams Tracker::heatmap(const FrameParams& p) const {
   // Without a grey frame under it (tensor input) the colour is shown alone.
-  return {p.heatmap_max > 0 ? p.heatmap_max : 3.f * p.threshold, shape_.channels > 0 ? 1.f : p.opacity};
+  HeatmapParams h{p.heatmap_max > 0 ? p.heatmap_max : 3.f * p.threshold, shape_.channels > 0 ? 1.f : p.opacity};
+  if (p.legend) h.legend = legend_layout(shape_.width, shape_.height, h.max_distance, p.threshold);
+  return h;
 }
 
 // The frame's signatures as packed floats [pixels][n]: spectralized from video, or the input

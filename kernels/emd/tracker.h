@@ -107,6 +107,7 @@ class Tracker {
     float threshold = 1.f;    // pixels at this distance or less are on target
     float heatmap_max = 0.f;  // distance shown as blue; 0: 3 x threshold
     float opacity = 0.6f;     // of the colour over the grey frame (tensor input: 1, nothing under it)
+    bool legend = false;      // draw the heat map's legend (tracking.h; emdtracker's default is on)
   };
   struct Result {
     uint64_t frame = 0;   // this frame's number, from 0

@@ -9,8 +9,9 @@ __global__ void heatmap_kernel(const float* d, const uint8_t* grey, int64_t grey
                                HeatmapParams p, uint8_t* rgba, int64_t rgba_stride) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= width || y >= height) return;
-  heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p,
-             rgba + y * rgba_stride + 4 * x);
+  uint8_t* px = rgba + y * rgba_stride + 4 * x;
+  heat_pixel(d[static_cast<int64_t>(y) * width + x], grey ? grey[y * grey_stride + x] : uint8_t(0), p, px);
+  legend_pixel(p.legend, x, y, px);
 }
 
 // One thread per pixel of the boxes' bounding rectangles: box k's rectangle is blockIdx.z.

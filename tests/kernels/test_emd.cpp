@@ -570,5 +570,86 @@ TEST(EmdTrackerCpu, TensorInDistanceMapOut) {
         << "row " << y;
 }
 
+// The heat map's legend (issue 23): the ramp is heat_colour's from 0 to max_distance, the tick sits
+// at the threshold, the labels are the three values in the 3x5 font, the panel darkens what is
+// under it to 30%, nothing outside the panel changes, and frames under 160x60 get none.
+TEST(EmdLegend, DrawsTheRampTheTickAndTheValues) {
+  const int W = 320, H = 240;
+  const float max = 6.f, threshold = 2.f;
+  const emd::Legend L = emd::legend_layout(W, H, max, threshold);
+  ASSERT_TRUE(L.on);
+  EXPECT_TRUE(L.panel_x0 >= 0 && L.panel_x1 <= W && L.panel_y0 >= 0 && L.panel_y1 <= H);
+  EXPECT_TRUE(L.bar_x0 > L.panel_x0 && L.bar_x1 < L.panel_x1 && L.bar_y0 > L.panel_y0 && L.bar_y1 < L.panel_y1);
+  const int bar_w = L.bar_x1 - L.bar_x0;
+  EXPECT_EQ(bar_w, 256);
+  EXPECT_EQ(L.tick_x, L.bar_x0 + int(std::lround(threshold / max * (bar_w - 1))));
+  ASSERT_EQ(L.label_count, 3);
+  EXPECT_STREQ(L.labels[0].text, "0");
+  EXPECT_STREQ(L.labels[1].text, "6");
+  EXPECT_STREQ(L.labels[2].text, "2");
+  EXPECT_EQ(L.labels[0].x, L.bar_x0);
+  EXPECT_EQ(L.labels[1].x + 6, L.bar_x1);  // one glyph, 6 pixels wide, right-aligned
+
+  std::vector<float> dist(static_cast<size_t>(W) * H);
+  for (int i = 0; i < W * H; ++i) dist[i] = float(i % 97) / 10.f;
+  const std::vector<uint8_t> grey(static_cast<size_t>(W) * H, 100);
+  std::vector<uint8_t> plain(static_cast<size_t>(W) * H * 4), drawn(plain.size());
+  emd::HeatmapParams p{max, 0.6f};
+  emd::render_heatmap_cpu(dist.data(), grey.data(), W, W, H, p, plain.data(), W * 4);
+  p.legend = L;
+  emd::render_heatmap_cpu(dist.data(), grey.data(), W, W, H, p, drawn.data(), W * 4);
+  auto at = [&](const std::vector<uint8_t>& img, int x, int y) { return &img[(static_cast<size_t>(y) * W + x) * 4]; };
+  int white = 0, ramp = 0, dark = 0;
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      const uint8_t *a = at(plain, x, y), *b = at(drawn, x, y);
+      const bool in_panel = x >= L.panel_x0 && x < L.panel_x1 && y >= L.panel_y0 && y < L.panel_y1;
+      if (!in_panel) {
+        ASSERT_EQ(std::memcmp(a, b, 4), 0) << x << "," << y << " outside the legend changed";
+        continue;
+      }
+      ASSERT_EQ(b[3], 255);
+      if (b[0] == 255 && b[1] == 255 && b[2] == 255) {
+        ++white;
+      } else if (x >= L.bar_x0 && x < L.bar_x1 && y >= L.bar_y0 && y < L.bar_y1) {
+        uint8_t c[3];
+        emd::heat_colour(max * float(x - L.bar_x0) / float(bar_w - 1), max, c);
+        ASSERT_EQ(std::memcmp(b, c, 3), 0) << "ramp at " << x;
+        ++ramp;
+      } else {
+        for (int k = 0; k < 3; ++k) ASSERT_EQ(b[k], (a[k] * 3 + 5) / 10) << x << "," << y;
+        ++dark;
+      }
+    }
+  EXPECT_GT(ramp, 0);
+  EXPECT_GT(dark, 0);
+  // The ramp runs from red (distance 0, on target) to blue (max).
+  const uint8_t *left = at(drawn, L.bar_x0, L.bar_y0), *right = at(drawn, L.bar_x1 - 1, L.bar_y0);
+  EXPECT_TRUE(left[0] == 255 && left[2] == 0);
+  EXPECT_TRUE(right[0] == 0 && right[2] == 255);
+  // The tick: both columns white from 3 rows above the bar to its bottom.
+  for (int y = L.bar_y0 - 3; y < L.bar_y1; ++y)
+    for (int x : {L.tick_x, L.tick_x + 1}) EXPECT_EQ(at(drawn, x, y)[1], 255) << x << "," << y;
+  // "0": the glyph's corners lit (2x2 pixels each), its hollow centre not.
+  const emd::LegendLabel& zero = L.labels[0];
+  EXPECT_EQ(at(drawn, zero.x, zero.y)[2], 255);
+  EXPECT_EQ(at(drawn, zero.x + 5, zero.y + 9)[2], 255);
+  EXPECT_NE(at(drawn, zero.x + 2, zero.y + 4)[2], 255);
+  // Every lit pixel is the tick's or a label's: 2 x (bar height + 3) for the tick and 4 pixels per
+  // lit glyph bit ("0": 12 bits, "6": 12, "2": 11).
+  EXPECT_EQ(white, 2 * (L.bar_y1 - L.bar_y0 + 3) + 4 * (12 + 12 + 11));
+
+  // Labels of other values, and the threshold's dropped where it would crowd the others.
+  const emd::Legend big = emd::legend_layout(W, H, 1234567.f, 0.35f);
+  ASSERT_EQ(big.label_count, 2);
+  EXPECT_STREQ(big.labels[1].text, "1.23e+06");
+  const emd::Legend mid = emd::legend_layout(W, H, 1.5f, 0.35f);
+  ASSERT_EQ(mid.label_count, 3);
+  EXPECT_STREQ(mid.labels[2].text, "0.35");
+  EXPECT_EQ(emd::legend_layout(W, H, 2.f, 5.f).tick_x, -1);  // a threshold beyond the ramp
+  EXPECT_FALSE(emd::legend_layout(159, H, max, threshold).on);
+  EXPECT_FALSE(emd::legend_layout(W, 59, max, threshold).on);
+  EXPECT_FALSE(emd::legend_layout(W, H, 0.f, threshold).on);
+}
 }  // namespace
 }  // namespace prism

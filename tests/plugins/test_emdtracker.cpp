@@ -70,11 +70,13 @@ TEST_F(EmdTracker, TracksAMovingPatchWithOneTrackId) {
   }
 }
 
-TEST_F(EmdTracker, HeatMapIsTheKernelsResult) {
-  // The element's output equals spectralize + EMD (no cache) + heat map computed directly.
-  const int W = 96, H = 80;
+// The element's output equals spectralize + EMD (no cache) + heat map computed directly: at 96x80
+// without a legend (too small for one), at 320x240 with the legend (on by default) and without it
+// (legend=false).
+static void expect_kernels_heat_map(int W, int H, const std::string& extra, bool legend) {
   TrackerRun r;
-  run_tracker(W, H, 1, "device=cpu target=\"0,0,0,0,0,0,0,0,0,0,121\" threshold=2 draw-boxes=false opacity=0.7", r);
+  run_tracker(W, H, 1, "device=cpu target=\"0,0,0,0,0,0,0,0,0,0,121\" threshold=2 draw-boxes=false opacity=0.7" + extra,
+              r);
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.frames.size(), 1u);
   const std::vector<uint8_t> img = scene_nv12(W, H, 0);
@@ -87,8 +89,17 @@ TEST_F(EmdTracker, HeatMapIsTheKernelsResult) {
   emd::CpuEmdMap map(emd::GroundDistance::abs_diff(11), target, plain);
   map.compute(sig.data(), static_cast<int64_t>(W) * H, dist.data());
   std::vector<uint8_t> want(static_cast<size_t>(W) * H * 4);
-  emd::render_heatmap_cpu(dist.data(), img.data(), W, W, H, {6.f, 0.7f}, want.data(), W * 4);
-  EXPECT_EQ(r.frames[0], want);
+  emd::HeatmapParams p{6.f, 0.7f};
+  if (legend) p.legend = emd::legend_layout(W, H, 6.f, 2.f);
+  EXPECT_EQ(p.legend.on, legend);
+  emd::render_heatmap_cpu(dist.data(), img.data(), W, W, H, p, want.data(), W * 4);
+  EXPECT_TRUE(r.frames[0] == want) << W << "x" << H << extra;
+}
+
+TEST_F(EmdTracker, HeatMapIsTheKernelsResult) {
+  expect_kernels_heat_map(96, 80, "", false);
+  expect_kernels_heat_map(320, 240, "", true);
+  expect_kernels_heat_map(320, 240, " legend=false", false);
 }
 
 TEST_F(EmdTracker, BadSettingsNameTheProperty) {
