@@ -11,9 +11,10 @@ GST_DEBUG_CATEGORY_STATIC(gst_prism_convert_debug);
 
 namespace cc = prism::colorconvert;
 
-#define SYSTEM_FORMATS "{ NV12, I420, RGBA, BGRx, BGR, GRAY8 }"
-/* GstCudaMemory in 1.22 cannot hold GRAY8 (its allocator has no pitch rule for it). */
-#define CUDA_FORMATS "{ NV12, I420, RGBA, BGRx, BGR }"
+#define SYSTEM_FORMATS "{ NV12, I420, YUY2, UYVY, RGBA, BGRA, RGBx, BGRx, RGB, BGR, GRAY8 }"
+/* GstCudaMemory in 1.22 cannot hold GRAY8 (its allocator has no pitch rule for it); the 4:2:2
+ * packed formats are converted in system memory only (not verified with 1.22's allocator). */
+#define CUDA_FORMATS "{ NV12, I420, RGBA, BGRA, RGBx, BGRx, RGB, BGR }"
 
 struct _GstPrismConvert {
   GstPrismCudaFilter parent;
@@ -30,7 +31,8 @@ static GstCaps *transform_structure(GstPrismCudaFilter *, GstPadDirection, const
                               nullptr);
   GValue formats = G_VALUE_INIT;
   g_value_init(&formats, GST_TYPE_LIST);
-  for (const char *f : {"NV12", "I420", "RGBA", "BGRx", "BGR", "GRAY8"}) {
+  for (const cc::PixelFormat pf : cc::kAllFormats) {
+    const char *f = cc::format_name(pf);
     GValue v = G_VALUE_INIT;
     g_value_init(&v, G_TYPE_STRING);
     g_value_set_static_string(&v, f);
@@ -86,9 +88,11 @@ static GstCaps *fixate_caps(GstBaseTransform *, GstPadDirection direction, GstCa
   /* Keep the input's colorimetry when both sides are YUV of the same family. */
   const gchar *colorimetry = gst_structure_get_string(in, "colorimetry");
   const gchar *out_format = gst_structure_get_string(out, "format");
-  if (colorimetry && in_format && out_format && (g_str_equal(in_format, "NV12") || g_str_equal(in_format, "I420")) &&
-      (g_str_equal(out_format, "NV12") || g_str_equal(out_format, "I420")) &&
-      !gst_structure_has_field(out, "colorimetry"))
+  auto yuv = [](const gchar *name) {
+    cc::PixelFormat f;
+    return name && cc::format_from_name(name, &f) && (cc::is_yuv420(f) || cc::is_yuv422(f));
+  };
+  if (colorimetry && yuv(in_format) && yuv(out_format) && !gst_structure_has_field(out, "colorimetry"))
     gst_structure_set(out, "colorimetry", G_TYPE_STRING, colorimetry, nullptr);
   (void)direction;
   return gst_caps_fixate(othercaps);
@@ -152,9 +156,9 @@ static void gst_prism_convert_class_init(GstPrismConvertClass *klass) {
 
   gst_element_class_set_static_metadata(
       element_class, "Prism colour converter and scaler", "Filter/Converter/Video/Scaler/Hardware",
-      "Converts between NV12, I420, RGBA, BGRx, BGR and GRAY8 and scales (bilinear, as "
+      "Converts between NV12, I420, YUY2, UYVY, RGBA, BGRA, RGBx, BGRx, RGB, BGR and GRAY8 and scales (bilinear, as "
       "videoscale), in CUDA memory on the GPU or in system memory on the CPU. Colour matrix as "
-      "videoconvert's 8-bit path; GRAY8 travels in system memory only; I420 in CUDA memory needs "
+      "videoconvert's 8-bit path; GRAY8, YUY2 and UYVY travel in system memory only; I420 in CUDA memory needs "
       "an even height.",
       "Prism developers");
   gst_prism_cuda_filter_class_add_pad_templates(element_class, SYSTEM_FORMATS, CUDA_FORMATS);

@@ -13,7 +13,9 @@ enum class Model { RGB, YUV, GRAY };
 Model model_of(PixelFormat f) {
   switch (f) {
     case PixelFormat::NV12:
-    case PixelFormat::I420: return Model::YUV;
+    case PixelFormat::I420:
+    case PixelFormat::YUY2:
+    case PixelFormat::UYVY: return Model::YUV;
     case PixelFormat::GRAY8: return Model::GRAY;
     default: return Model::RGB;
   }
@@ -162,13 +164,17 @@ const char* format_name(PixelFormat f) {
     case PixelFormat::BGRx: return "BGRx";
     case PixelFormat::BGR: return "BGR";
     case PixelFormat::GRAY8: return "GRAY8";
+    case PixelFormat::RGB: return "RGB";
+    case PixelFormat::BGRA: return "BGRA";
+    case PixelFormat::RGBx: return "RGBx";
+    case PixelFormat::YUY2: return "YUY2";
+    case PixelFormat::UYVY: return "UYVY";
   }
   return "?";
 }
 
 bool format_from_name(const std::string& name, PixelFormat* out) {
-  for (PixelFormat f : {PixelFormat::NV12, PixelFormat::I420, PixelFormat::RGBA, PixelFormat::BGRx, PixelFormat::BGR,
-                        PixelFormat::GRAY8}) {
+  for (PixelFormat f : kAllFormats) {
     if (name == format_name(f)) {
       *out = f;
       return true;
@@ -180,5 +186,7 @@ bool format_from_name(const std::string& name, PixelFormat* out) {
 int plane_count(PixelFormat f) { return f == PixelFormat::NV12 ? 2 : f == PixelFormat::I420 ? 3 : 1; }
 
 bool is_yuv420(PixelFormat f) { return f == PixelFormat::NV12 || f == PixelFormat::I420; }
+
+bool is_yuv422(PixelFormat f) { return f == PixelFormat::YUY2 || f == PixelFormat::UYVY; }
 
 }  // namespace prism::colorconvert

@@ -1,4 +1,5 @@
-// Colour conversion and scaling between 8-bit video formats (NV12, I420, RGBA, BGRx, BGR, GRAY8),
+// Colour conversion and scaling between 8-bit video formats (NV12, I420, YUY2, UYVY, RGBA, BGRA,
+// RGBx, BGRx, RGB, BGR, GRAY8),
 // one fused pass: each output pixel samples the source bilinearly, applies a fixed-point
 // colour matrix and is packed into the destination format. The CPU path and the CUDA path run the
 // same per-pixel code (colorconvert_pixel.h) in integer arithmetic, so they agree bit for bit.
@@ -6,7 +7,8 @@
 // What it matches: GStreamer 1.22 videoconvert's 8-bit colour matrix (coefficients rounded to
 // 1/256, result floored: video-converter.c prepare_matrix/matrix8) and videoscale's default
 // "bilinear" method (2 taps per axis, pixel centres aligned, edge pixels repeated).
-// Chroma of 4:2:0 sources is replicated over its 2x2 block; 4:2:0 output averages each 2x2 block.
+// Chroma of 4:2:0 sources is replicated over its 2x2 block, of 4:2:2 sources over its pixel pair;
+// 4:2:0 output averages each 2x2 block, 4:2:2 output each pair.
 // tests/kernels/test_colorconvert.cpp and tests/plugins measure the difference to videoconvert.
 #pragma once
 
@@ -19,7 +21,7 @@
 
 namespace prism::colorconvert {
 
-enum class PixelFormat : int { NV12, I420, RGBA, BGRx, BGR, GRAY8 };
+enum class PixelFormat : int { NV12, I420, RGBA, BGRx, BGR, GRAY8, RGB, BGRA, RGBx, YUY2, UYVY };
 
 // Colour matrix of Y'CbCr data (ignored for RGB and GRAY8).
 enum class YuvMatrix : int { BT601, BT709, BT2020 };
@@ -30,7 +32,8 @@ struct Colorimetry {
 };
 
 // A frame in host or device memory. Plane pointers and strides (bytes) follow GstVideoInfo's
-// layout: NV12 has Y and interleaved UV; I420 has Y, U, V; packed formats use plane 0.
+// layout: NV12 has Y and interleaved UV; I420 has Y, U, V; packed formats (YUY2 and UYVY too: one
+// U and V per pixel pair) use plane 0.
 struct Image {
   PixelFormat format = PixelFormat::RGBA;
   int width = 0;
@@ -74,5 +77,10 @@ bool format_from_name(const std::string& name, PixelFormat* out);
 // Bytes per pixel of plane 0 and the number of planes.
 int plane_count(PixelFormat f);
 bool is_yuv420(PixelFormat f);
+bool is_yuv422(PixelFormat f);  // YUY2, UYVY
+// Every format, in enum order.
+constexpr PixelFormat kAllFormats[] = {PixelFormat::NV12, PixelFormat::I420,  PixelFormat::RGBA, PixelFormat::BGRx,
+                                       PixelFormat::BGR,  PixelFormat::GRAY8, PixelFormat::RGB,  PixelFormat::BGRA,
+                                       PixelFormat::RGBx, PixelFormat::YUY2,  PixelFormat::UYVY};
 
 }  // namespace prism::colorconvert

@@ -9,8 +9,26 @@ namespace prism::colorconvert::detail {
 
 PRISM_HD int clamp_u8(int v) { return v < 0 ? 0 : (v > 255 ? 255 : v); }
 
+// Byte layout of a packed RGB format: bytes per pixel, the offsets of R, G and B, and of the fourth
+// byte (-1: none), which is alpha or padding (read as 255, written as 255).
+struct PackedRgb {
+  int bytes, r, g, b, a;
+  bool alpha;
+};
+PRISM_HD PackedRgb packed_rgb(PixelFormat f) {
+  switch (f) {
+    case PixelFormat::RGBA: return {4, 0, 1, 2, 3, true};
+    case PixelFormat::BGRA: return {4, 2, 1, 0, 3, true};
+    case PixelFormat::RGBx: return {4, 0, 1, 2, 3, false};
+    case PixelFormat::BGRx: return {4, 2, 1, 0, 3, false};
+    case PixelFormat::RGB: return {3, 0, 1, 2, -1, false};
+    default: return {3, 2, 1, 0, -1, false};  // BGR
+  }
+}
+
 // Source components at integer pixel (x, y): R,G,B,A for RGB formats, Y,U,V,255 for YUV
-// formats and GRAY8 (U = V = 128). 4:2:0 chroma is replicated over its 2x2 block.
+// formats and GRAY8 (U = V = 128). 4:2:0 chroma is replicated over its 2x2 block, 4:2:2 chroma over
+// its pixel pair.
 PRISM_HD void fetch(const Image& im, int x, int y, int c[4]) {
   const uint8_t* row = im.plane[0] + static_cast<int64_t>(y) * im.stride[0];
   switch (im.format) {
@@ -29,28 +47,28 @@ PRISM_HD void fetch(const Image& im, int x, int y, int c[4]) {
       c[3] = 255;
       break;
     }
-    case PixelFormat::RGBA: {
-      const uint8_t* p = row + 4 * x;
-      c[0] = p[0];
-      c[1] = p[1];
-      c[2] = p[2];
-      c[3] = p[3];
-      break;
-    }
-    case PixelFormat::BGRx: {
-      const uint8_t* p = row + 4 * x;
-      c[0] = p[2];
-      c[1] = p[1];
-      c[2] = p[0];
+    case PixelFormat::YUY2:
+    case PixelFormat::UYVY: {
+      const uint8_t* p = row + 4 * (x >> 1);  // Y0 U Y1 V, or U Y0 V Y1
+      const int yuy2 = im.format == PixelFormat::YUY2;
+      c[0] = p[yuy2 ? 2 * (x & 1) : 1 + 2 * (x & 1)];
+      c[1] = p[yuy2 ? 1 : 0];
+      c[2] = p[yuy2 ? 3 : 2];
       c[3] = 255;
       break;
     }
+    case PixelFormat::RGBA:
+    case PixelFormat::BGRA:
+    case PixelFormat::RGBx:
+    case PixelFormat::BGRx:
+    case PixelFormat::RGB:
     case PixelFormat::BGR: {
-      const uint8_t* p = row + 3 * x;
-      c[0] = p[2];
-      c[1] = p[1];
-      c[2] = p[0];
-      c[3] = 255;
+      const PackedRgb k = packed_rgb(im.format);
+      const uint8_t* p = row + k.bytes * x;
+      c[0] = p[k.r];
+      c[1] = p[k.g];
+      c[2] = p[k.b];
+      c[3] = k.alpha ? p[k.a] : 255;
       break;
     }
     case PixelFormat::GRAY8:
@@ -127,6 +145,7 @@ PRISM_HD void convert_block(const Plan& p, const Image& src, const Image& dst, i
     const int y = by + j;
     if (y >= dst.height) break;
     uint8_t* row = dst.plane[0] + static_cast<int64_t>(y) * dst.stride[0];
+    int pair_u = 0, pair_v = 0, pair_n = 0;  // 4:2:2: this row's pair
     for (int i = 0; i < 2; ++i) {
       const int x = bx + i;
       if (x >= dst.width) break;
@@ -141,31 +160,36 @@ PRISM_HD void convert_block(const Plan& p, const Image& src, const Image& dst, i
           v_sum += c[2];
           ++n;
           break;
-        case PixelFormat::RGBA: {
-          uint8_t* q = row + 4 * x;
-          q[0] = c[0];
-          q[1] = c[1];
-          q[2] = c[2];
-          q[3] = c[3];
+        case PixelFormat::YUY2:
+        case PixelFormat::UYVY:
+          row[4 * (x >> 1) + (dst.format == PixelFormat::YUY2 ? 2 * (x & 1) : 1 + 2 * (x & 1))] =
+              static_cast<uint8_t>(c[0]);
+          pair_u += c[1];
+          pair_v += c[2];
+          ++pair_n;
           break;
-        }
-        case PixelFormat::BGRx: {
-          uint8_t* q = row + 4 * x;
-          q[0] = c[2];
-          q[1] = c[1];
-          q[2] = c[0];
-          q[3] = 255;
-          break;
-        }
+        case PixelFormat::RGBA:
+        case PixelFormat::BGRA:
+        case PixelFormat::RGBx:
+        case PixelFormat::BGRx:
+        case PixelFormat::RGB:
         case PixelFormat::BGR: {
-          uint8_t* q = row + 3 * x;
-          q[0] = c[2];
-          q[1] = c[1];
-          q[2] = c[0];
+          const PackedRgb k = packed_rgb(dst.format);
+          uint8_t* q = row + k.bytes * x;
+          q[k.r] = static_cast<uint8_t>(c[0]);
+          q[k.g] = static_cast<uint8_t>(c[1]);
+          q[k.b] = static_cast<uint8_t>(c[2]);
+          if (k.a >= 0) q[k.a] = static_cast<uint8_t>(k.alpha ? c[3] : 255);
           break;
         }
         case PixelFormat::GRAY8: row[x] = static_cast<uint8_t>(c[0]); break;
       }
+    }
+    if (pair_n > 0) {  // 4:2:2: the pair's chroma, rounded as 4:2:0's
+      uint8_t* q = row + 4 * (bx >> 1);
+      const int yuy2 = dst.format == PixelFormat::YUY2;
+      q[yuy2 ? 1 : 0] = static_cast<uint8_t>((pair_u + pair_n / 2) / pair_n);
+      q[yuy2 ? 3 : 2] = static_cast<uint8_t>((pair_v + pair_n / 2) / pair_n);
     }
   }
   if (n == 0) return;

@@ -180,6 +180,106 @@ TEST(ColorConvert, PackedRgbReorderIsExact) {
     }
 }
 
+// The six packed RGB layouts against OpenCV's byte orders: RGBA -> each, byte for byte as
+// cv::cvtColor orders them (the padding byte of RGBx/BGRx is 255, alpha kept where there is one),
+// and each back to RGBA.
+TEST(ColorConvert, EveryPackedRgbLayoutIsOpenCVsByteOrder) {
+  const int W = 45, H = 23;
+  const cv::Mat rgb = real_rgb(W, H);
+  HostImage rgba = from_mat_rgb(rgb, PixelFormat::RGBA);
+  const cv::Mat rgba_mat(H, W, CV_8UC4, rgba.view.plane[0], size_t(rgba.view.stride[0]));
+  struct Case {
+    PixelFormat f;
+    int code;  // cv::cvtColor from RGBA; -1: copy
+    bool pad;  // 4th byte is padding, 255
+  };
+  for (const Case& c :
+       {Case{PixelFormat::RGBA, -1, false}, Case{PixelFormat::BGRA, cv::COLOR_RGBA2BGRA, false},
+        Case{PixelFormat::RGBx, -1, true}, Case{PixelFormat::BGRx, cv::COLOR_RGBA2BGRA, true},
+        Case{PixelFormat::RGB, cv::COLOR_RGBA2RGB, false}, Case{PixelFormat::BGR, cv::COLOR_RGBA2BGR, false}}) {
+    HostImage out = make_image(c.f, W, H);
+    run(rgba, out);
+    cv::Mat want = rgba_mat.clone();
+    if (c.code >= 0) cv::cvtColor(rgba_mat, want, c.code);
+    if (c.pad) want.forEach<cv::Vec4b>([](cv::Vec4b& p, const int*) { p[3] = 255; });
+    const size_t row = size_t(W) * want.elemSize();
+    for (int y = 0; y < H; ++y)
+      ASSERT_EQ(std::memcmp(out.view.plane[0] + y * out.view.stride[0], want.ptr(y), row), 0)
+          << format_name(c.f) << " row " << y;
+    HostImage back = make_image(PixelFormat::RGBA, W, H);
+    run(out, back);
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x)
+        for (int k = 0; k < 4; ++k) {
+          const int a = rgba.view.plane[0][y * rgba.view.stride[0] + 4 * x + k];
+          const int b = back.view.plane[0][y * back.view.stride[0] + 4 * x + k];
+          const bool alpha = c.f == PixelFormat::RGBA || c.f == PixelFormat::BGRA;
+          ASSERT_EQ(b, k < 3 || alpha ? a : 255) << format_name(c.f) << " " << x << "," << y << " byte " << k;
+        }
+  }
+}
+
+// YUY2 and UYVY: 4:2:2 bytes read and written where they lie. Their luma is I420's exactly both
+// ways; I420 -> 4:2:2 repeats each 4:2:0 chroma sample on both rows of its block; 4:2:2 -> I420
+// averages the two rows' samples (rounded half up); and 4:2:2 -> RGB matches OpenCV's
+// COLOR_YUV2RGB_YUY2 / _UYVY as I420 does.
+TEST(ColorConvert, PackedYuv422IsWhereItLies) {
+  const int W = 64, H = 40;
+  std::mt19937 rng(42);
+  HostImage i420 = make_image(PixelFormat::I420, W, H);
+  for (int p = 0; p < 3; ++p)
+    for (uint8_t& b : i420.storage[p]) b = uint8_t(16 + rng() % 220);
+  for (PixelFormat f : {PixelFormat::YUY2, PixelFormat::UYVY}) {
+    const bool yuy2 = f == PixelFormat::YUY2;
+    const int yo = yuy2 ? 0 : 1, uo = yuy2 ? 1 : 0, vo = yuy2 ? 3 : 2;
+    HostImage packed = make_image(f, W, H);
+    run(i420, packed);
+    for (int y = 0; y < H; ++y) {
+      const uint8_t* row = packed.view.plane[0] + y * packed.view.stride[0];
+      for (int x = 0; x < W; ++x)
+        ASSERT_EQ(row[4 * (x / 2) + yo + 2 * (x % 2)], i420.view.plane[0][y * i420.view.stride[0] + x]);
+      for (int x = 0; x < W / 2; ++x) {
+        ASSERT_EQ(row[4 * x + uo], i420.view.plane[1][(y / 2) * i420.view.stride[1] + x]) << y << "," << x;
+        ASSERT_EQ(row[4 * x + vo], i420.view.plane[2][(y / 2) * i420.view.stride[2] + x]) << y << "," << x;
+      }
+    }
+    // Rows of the packed frame with chroma of their own, then back to I420.
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W / 2; ++x) {
+        packed.view.plane[0][y * packed.view.stride[0] + 4 * x + uo] = uint8_t(16 + rng() % 220);
+        packed.view.plane[0][y * packed.view.stride[0] + 4 * x + vo] = uint8_t(16 + rng() % 220);
+      }
+    HostImage back = make_image(PixelFormat::I420, W, H);
+    run(packed, back);
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x)
+        ASSERT_EQ(back.view.plane[0][y * back.view.stride[0] + x],
+                  packed.view.plane[0][y * packed.view.stride[0] + 4 * (x / 2) + yo + 2 * (x % 2)]);
+    for (int cy = 0; cy < H / 2; ++cy)
+      for (int cx = 0; cx < W / 2; ++cx)
+        for (int k = 1; k <= 2; ++k) {
+          const int o = k == 1 ? uo : vo;
+          const int a = packed.view.plane[0][(2 * cy) * packed.view.stride[0] + 4 * cx + o];
+          const int b = packed.view.plane[0][(2 * cy + 1) * packed.view.stride[0] + 4 * cx + o];
+          // Each row's pair averages two equal samples, then the block averages four: (2a + 2b + 2) / 4.
+          ASSERT_EQ(back.view.plane[k][cy * back.view.stride[k] + cx], (2 * a + 2 * b + 2) / 4) << cy << "," << cx;
+        }
+    // Against OpenCV (BT.601, limited range, as ours by default), on a real photo.
+    const cv::Mat rgb = real_rgb(320, 240);
+    HostImage src = from_mat_rgb(rgb, PixelFormat::RGBA);
+    HostImage yuv = make_image(f, 320, 240, 0);
+    run(src, yuv);
+    const cv::Mat yuv_mat(240, 320, CV_8UC2, yuv.view.plane[0], size_t(yuv.view.stride[0]));
+    HostImage ours = make_image(PixelFormat::RGB, 320, 240, 0);
+    run(yuv, ours);
+    cv::Mat ref;
+    cv::cvtColor(yuv_mat, ref, yuy2 ? cv::COLOR_YUV2RGB_YUY2 : cv::COLOR_YUV2RGB_UYVY);
+    const DiffStats s = diff(ours.storage[0].data(), ref.data, ref.total() * 3);
+    EXPECT_LE(s.max, 2) << format_name(f) << " mean " << s.mean;
+    EXPECT_LT(s.mean, 0.6) << format_name(f);
+  }
+}
+
 // Upscaling is bilinear with centred pixels, as OpenCV's INTER_LINEAR.
 TEST(ColorConvert, UpscaleMatchesOpenCVBilinear) {
   cv::Mat rgb = real_rgb(160, 90);
@@ -235,7 +335,7 @@ TEST(ColorConvert, DownscaleMatchesDoubleBilinear) {
 
 // Odd sizes through 4:2:0 and back stay close to the original and touch no padding.
 TEST(ColorConvert, OddSizesRoundTripAndRespectStrides) {
-  for (PixelFormat yuv : {PixelFormat::NV12, PixelFormat::I420}) {
+  for (PixelFormat yuv : {PixelFormat::NV12, PixelFormat::I420, PixelFormat::YUY2, PixelFormat::UYVY}) {
     cv::Mat rgb = real_rgb(33, 17);
     cv::GaussianBlur(rgb, rgb, cv::Size(5, 5), 2.0);  // smooth, so 4:2:0 loses little
     HostImage src = from_mat_rgb(rgb, PixelFormat::RGBA);

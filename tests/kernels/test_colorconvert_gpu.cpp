@@ -30,8 +30,7 @@ struct DeviceImage {
   }
 };
 
-const PixelFormat kAll[] = {PixelFormat::NV12, PixelFormat::I420, PixelFormat::RGBA,
-                            PixelFormat::BGRx, PixelFormat::BGR,  PixelFormat::GRAY8};
+const auto& kAll = kAllFormats;  // every format, 4:2:2 and the six packed RGB layouts included
 
 }  // namespace
 

@@ -30,10 +30,18 @@ inline void plane_geometry(colorconvert::PixelFormat f, int w, int h, int plane,
       *rows = plane == 0 ? h : ch;
       break;
     case PixelFormat::RGBA:
+    case PixelFormat::BGRA:
+    case PixelFormat::RGBx:
     case PixelFormat::BGRx:
       *row_bytes = 4 * w;
       *rows = h;
       break;
+    case PixelFormat::YUY2:
+    case PixelFormat::UYVY:
+      *row_bytes = 4 * cw;  // a pair per 4 bytes; an odd width's last pair is half used
+      *rows = h;
+      break;
+    case PixelFormat::RGB:
     case PixelFormat::BGR:
       *row_bytes = 3 * w;
       *rows = h;
