@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "bow/model.h"
 #include "common/gpu.h"
@@ -248,6 +249,21 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *, const G
   return GST_FLOW_OK;
 }
 
+/* `scores`: every class's score in the model's class order, what the decision is made on
+ * (bow::Prediction::scores), as a GstValueArray of structures "class" with `label` and `score`. */
+static void set_scores(GstStructure *s, const std::vector<std::string> &names, const std::vector<double> &scores) {
+  GValue array = G_VALUE_INIT;
+  g_value_init(&array, GST_TYPE_ARRAY);
+  for (size_t c = 0; c < names.size() && c < scores.size(); ++c) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    g_value_take_boxed(&v, gst_structure_new("class", "label", G_TYPE_STRING, names[c].c_str(), "score", G_TYPE_DOUBLE,
+                                             scores[c], nullptr));
+    gst_value_array_append_and_take_value(&array, &v);
+  }
+  gst_structure_take_value(s, "scores", &array);
+}
+
 /* After the stream sync (the label is in the picture): the result as meta on every frame, and as
  * a message on the frames that were classified, with the time it took. */
 static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *buf, const GstPrismFrame *) {
@@ -266,6 +282,7 @@ static GstFlowReturn finish(GstPrismCudaFilter *filter, GstBuffer *buf, const Gs
   auto fields = [&](GstStructure *s) {
     gst_structure_set(s, "label", G_TYPE_STRING, label.c_str(), "class-index", G_TYPE_INT, st.result.label,
                       "confidence", G_TYPE_DOUBLE, st.result.confidence, nullptr);
+    set_scores(s, st.model.class_names(), st.result.scores);
   };
   GstVideoRegionOfInterestMeta *m = gst_buffer_add_video_region_of_interest_meta(buf, "scene", 0, 0, W, H);
   GstStructure *param = gst_structure_new("bowclassify", "frame", G_TYPE_UINT64, st.result_frame, nullptr);

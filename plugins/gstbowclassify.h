@@ -28,9 +28,12 @@
  *   Per classified frame, an element message "prism-bowclassify": timestamp, stream-time,
  *   running-time, duration, frame (gst_prism_frame_message_new), then latency-ms (double: the
  *   classification's wall time, label included), label (string), class-index (int), confidence
- *   (double: the SVM's softmax or the k-NN vote share). Every frame (frame 0 is always classified)
- *   carries a GstVideoRegionOfInterestMeta of type "scene" over the whole frame with a "bowclassify"
- *   param: frame (uint64: the frame the result comes from), label, class-index, confidence. Both are
+ *   (double: the SVM's softmax or the k-NN vote share), scores (a GstValueArray, one structure
+ *   "class" per class in the model's class order with label and score: what the decision is made
+ *   on, bow::Prediction::scores: the SVM's decision values, whose argmax is the label, or the k-NN
+ *   vote shares). Every frame (frame 0 is always classified) carries a GstVideoRegionOfInterestMeta
+ *   of type "scene" over the whole frame with a "bowclassify" param: frame (uint64: the frame the
+ *   result comes from), label, class-index, confidence, scores. Both are
  *   made in the finish hook, after the stream sync. In async mode the message names the analysed
  *   frame and adds skipped (uint64: frames skipped so far); the meta of an analysed frame goes on
  *   the next frame pushed after the result, its param adding source-frame and source-timestamp, and

@@ -21,6 +21,7 @@
 #include "texture/features.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
+#include "texture/verify.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_texture_id_debug);
 #define GST_CAT_DEFAULT gst_texture_id_debug
@@ -463,10 +464,19 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
                    id.c_str(), b.geometry.inliers, b.geometry.matches, b.significance, latency, features_ms, r.match_ms,
                    r.verify_ms);
 
+  /* Where the gallery image lies in the frame, when identified: the frame's own pixels (keypoints
+   * are reported unshrunk), gallery -> frame (the inverse of the verification's homography). */
+  const texture::GalleryInQuery placed =
+      r.identified ? texture::gallery_in_query(b.geometry.homography, b.gallery_size) : texture::GalleryInQuery{};
   auto fields = [&](GstStructure *s) {
     gst_structure_set(s, "id", G_TYPE_STRING, id.c_str(), "identified", G_TYPE_BOOLEAN, (gboolean)r.identified,
                       "inliers", G_TYPE_INT, b.geometry.inliers, "matches", G_TYPE_INT, b.geometry.matches, "score",
                       G_TYPE_DOUBLE, b.significance, "latency-ms", G_TYPE_DOUBLE, latency, nullptr);
+    if (!placed.valid) return;
+    double quad[8];
+    for (int i = 0; i < 4; ++i) quad[2 * i] = placed.quad[i].x, quad[2 * i + 1] = placed.quad[i].y;
+    gst_prism_structure_set_doubles(s, "homography", placed.homography.val, 9);
+    gst_prism_structure_set_doubles(s, "quad", quad, 8);
   };
   /* The inliers' box in frame pixels, rounded outwards and clipped; the whole frame without one. */
   int x0 = 0, y0 = 0, x1 = W, y1 = H;

@@ -33,14 +33,20 @@
  *   id (the identified or claimed product; not identified in search mode, the best candidate; ""
  *   with none), identified (boolean), inliers, matches (int), score (double: the significance the
  *   decision is made on), latency-ms (features + matching + verification), when identified x, y,
- *   width, height (int: the ROI meta's box) and, with min-sharpness set, sharpness. An identified
- *   frame also gets a GstVideoRegionOfInterestMeta of type "texture" over the inliers' bounding box
- *   (the whole frame without one) with a "textureid" param: id, identified, inliers, matches, score,
- *   latency-ms. Frames not identified carry no meta; frames not due, or below min-sharpness, post
- *   nothing. In async mode the message names the analysed frame and adds skipped (uint64: frames
- *   skipped so far); the meta of an identified frame goes on the next frame pushed after the result,
- *   its param adding source-frame and source-timestamp. Frame numbers count every frame, skipped
- *   ones too, and so does interval.
+ *   width, height (int: the ROI meta's box), homography and quad (below) and, with min-sharpness
+ *   set, sharpness. An identified frame also gets a GstVideoRegionOfInterestMeta of type "texture"
+ *   over the inliers' bounding box (the whole frame without one) with a "textureid" param: id,
+ *   identified, inliers, matches, score, latency-ms, homography, quad. Where the gallery image lies
+ *   in the frame (texture::gallery_in_query): homography, a GstValueArray of 9 doubles, row-major,
+ *   mapping gallery-image pixels to frame pixels ([2][2] = 1; the inverse of the verification's
+ *   frame -> gallery fit), and quad, 8 doubles x0 y0 ... x3 y3: the gallery image's outer corners
+ *   (top-left, top-right, bottom-right, bottom-left) mapped into the frame. Both in the frame's own
+ *   pixels, also when SIFT ran on a shrunk copy, pixel centres at integers (cv::warpPerspective's
+ *   convention); absent when the fit is degenerate (a corner at infinity). Frames not identified carry no meta; frames
+ * not due, or below min-sharpness, post nothing. In async mode the message names the analysed frame and adds skipped
+ * (uint64: frames skipped so far); the meta of an identified frame goes on the next frame pushed after the result, its
+ * param adding source-frame and source-timestamp. Frame numbers count every frame, skipped ones too, and so does
+ * interval.
  *
  * Device memory:
  *   GPU path (an sm_80+ GPU), in the element's GstCudaContext, at start: the gallery's FP16

@@ -3,7 +3,8 @@
 
 textureid identifies a texture in each due frame; an identified frame carries a region-of-interest
 meta of type "texture" over the matched area with a "textureid" param (id, identified, inliers,
-matches, score, latency-ms). emdtracker's metas are of type "emd-target" with an "emd" param
+matches, score, latency-ms, and where the enrolled image lies in the frame: homography, 9 numbers
+mapping its pixels to the frame's, and quad, its 4 corners in the frame). emdtracker's metas are of type "emd-target" with an "emd" param
 (distance, track-id, pixels), one per detection, their meta id being the track id; bowclassify's is
 "scene" over the whole frame. PyGObject 1.22 cannot iterate a buffer's metas, so a meta is fetched
 by its id: GstVideo.buffer_get_video_region_of_interest_meta_id(buffer, id) (textureid's and
@@ -88,6 +89,12 @@ def main():
         x, y, w, h = r["box"]
         # The box bounds the inliers, all on the product's image at (120, 50, 160, 160).
         assert 115 <= x and 45 <= y and x + w <= 285 and y + h <= 215 and w > 80 and h > 80, r["box"]
+        # The product's 160x160 image as the frame shows it: its outer corners (top-left, top-right,
+        # bottom-right, bottom-left; pixel centres at integers) where it was pasted, within 3 px.
+        quad = [float(v) for v in t["quad"]]
+        want = [119.5, 49.5, 279.5, 49.5, 279.5, 209.5, 119.5, 209.5]
+        assert len(t["homography"]) == 9 and len(quad) == 8, t
+        assert all(abs(a - b) < 3 for a, b in zip(quad, want)), quad
     print("roi_meta: OK")
 
 

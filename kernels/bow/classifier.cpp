@@ -43,6 +43,8 @@ Prediction knn_chi2(const cv::Mat& train, const std::vector<int>& labels, int cl
     if (p.label < 0 || votes[c] > votes[p.label] || (votes[c] == votes[p.label] && spread[c] < spread[p.label]))
       p.label = c;
   p.confidence = double(votes[p.label]) / k;
+  p.scores.resize(classes);
+  for (int c = 0; c < classes; ++c) p.scores[c] = double(votes[c]) / k;
   return p;
 }
 
@@ -108,8 +110,9 @@ std::vector<double> LinearSvm::decision(const float* x) const {
 }
 
 Prediction LinearSvm::predict(const float* x) const {
-  const std::vector<double> d = decision(x);
   Prediction p;
+  p.scores = decision(x);
+  const std::vector<double>& d = p.scores;
   p.label = 0;  // the largest value, NaN below everything, a tie to the lower class
   for (int c = 1; c < int(d.size()); ++c)
     if (d[c] > d[p.label] || (std::isnan(d[p.label]) && !std::isnan(d[c]))) p.label = c;

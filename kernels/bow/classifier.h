@@ -19,6 +19,13 @@ struct Prediction {
   // k-NN: share of the votes; SVM: softmax of the decision values, or 0 when one of them is not
   // finite (weights so large that the dot product overflowed). Never NaN.
   double confidence = 0;
+  // One per class, in class order: what the decision is made on, so that an application can rank
+  // the other classes too. k-NN: each class's share of the K votes (the label has the most; between
+  // classes with as many, the one whose voters are closer in total, then the lower). SVM: the
+  // one-vs-rest decision values w.x + b (margins: positive says "this class" by that class's SVM;
+  // the label is the largest, a tie to the lower class, NaN lowest; confidence is the softmax of
+  // the label's). May hold non-finite values when the SVM's dot products overflow.
+  std::vector<double> scores;
 };
 
 // `train`: N x D CV_32F histograms with `labels` in [0, classes). Votes of the K nearest; a tie

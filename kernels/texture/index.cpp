@@ -210,6 +210,7 @@ struct TextureIndex::Impl {
     int tier = kHostTier;
     int slot = 0;
     std::vector<cv::Point2f> points;  // keypoint positions for verification; the descriptors live in a slot
+    cv::Size size;                    // the image's (Features::width/height)
   };
   std::vector<Entry> entries;  // dense: removal moves the last entry into the hole
   std::unordered_map<std::string, int> by_id;
@@ -526,6 +527,7 @@ void TextureIndex::add(const GalleryEntry& entry) {
 
   const int e = int(m.entries.size());
   en.points = points_of(entry.features);
+  en.size = cv::Size(entry.features.width, entry.features.height);
   m.entries.push_back(std::move(en));
   try {
     const size_t s = m.append_slot(tier, e);
@@ -554,6 +556,7 @@ void TextureIndex::update(const GalleryEntry& entry) {
   Impl::Entry& en = m.entries[it->second];
   m.write_slot(m.tiers[en.tier], en.slot, entry.features);
   en.points = points_of(entry.features);
+  en.size = cv::Size(entry.features.width, entry.features.height);
   const int c = m.collection_id(entry.collection, true);
   if (c != en.collection) {
     m.leave(it->second);
@@ -856,6 +859,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     const auto matches = fp16 ? ratio_matches(&best_dot[o], &second_dot[o], &index[o], query.count(), params.ratio)
                               : ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
     cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
+    cands[c].gallery_size = entries[cands[c].index].size;
     cands[c].significance = cands[c].geometry.significance - tests;
   }
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {

@@ -57,6 +57,9 @@ struct Candidate {
   std::string id;
   int score = 0;  // ratio-test matches counted by the matcher
   Verification geometry;
+  // The enrolled image's size in its own pixels (Features::width/height; not shrunk), which
+  // geometry.homography maps the query into: gallery_in_query (verify.h) needs it for the quad.
+  cv::Size gallery_size{};  // (initialised: candidates written as {index, id, score, {}} stay warning-free)
   // The decision score: geometry.significance less log10 of the number of candidates verified
   // (Bonferroni: a search that tries 8 wrong products gets 8 chances at a chance fit); equal to it
   // for verify (1:1).

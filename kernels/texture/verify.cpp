@@ -178,6 +178,32 @@ double chance_significance(int inliers, int matches) {
   return -(top + std::log(sum)) / std::log(10.0);
 }
 
+GalleryInQuery gallery_in_query(const cv::Matx33d& query_to_gallery, cv::Size gallery) {
+  GalleryInQuery out;
+  if (gallery.width <= 0 || gallery.height <= 0) return out;
+  bool ok = false;
+  cv::Matx33d inv = query_to_gallery.inv(cv::DECOMP_LU, &ok);
+  if (!ok || !std::isfinite(inv(2, 2)) || std::abs(inv(2, 2)) < 1e-12) return out;
+  inv *= 1.0 / inv(2, 2);
+  const double w = gallery.width - 0.5, h = gallery.height - 0.5;
+  const cv::Point2d corners[4] = {{-0.5, -0.5}, {w, -0.5}, {w, h}, {-0.5, h}};
+  cv::Point2d quad[4];
+  for (int i = 0; i < 4; ++i) {
+    const cv::Vec3d p = inv * cv::Vec3d(corners[i].x, corners[i].y, 1.0);
+    // The horizon (z = 0) must not cross the image: with [2][2] = 1 its inside has z > 0.
+    if (!(p[2] > 1e-9)) return out;
+    quad[i] = {p[0] / p[2], p[1] / p[2]};
+    if (!std::isfinite(quad[i].x) || !std::isfinite(quad[i].y)) return out;
+  }
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c)
+      if (!std::isfinite(inv(r, c))) return out;
+  out.valid = true;
+  out.homography = inv;
+  std::copy(quad, quad + 4, out.quad);
+  return out;
+}
+
 Verification verify_geometry(const Features& query, const std::vector<cv::Point2f>& gallery,
                              const std::vector<Correspondence>& matches, const VerifyParams& params) {
   Verification v;

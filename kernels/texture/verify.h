@@ -79,8 +79,11 @@ struct Verification {
   int matches = 0;          // ratio-test matches (one-to-one)
   int inliers = 0;          // consistent with the homography; 0 when none was found or it is degenerate
   double significance = 0;  // chance_significance(inliers, matches)
-  cv::Matx33d homography = cv::Matx33d::eye();  // query -> gallery
-  cv::Rect2f query_box;                         // bounding box of the inliers in the query image
+  // Query-image pixels -> gallery-image pixels (findHomography from the query's keypoints to the
+  // gallery's), both in the images' own coordinates (keypoints are reported unshrunk, Keypoint), pixel
+  // centres at integers. gallery_in_query gives the other direction, which results report.
+  cv::Matx33d homography = cv::Matx33d::eye();
+  cv::Rect2f query_box;  // bounding box of the inliers in the query image
 };
 
 // The chance that a wrong product's matches are this consistent: RANSAC's 4-point sample is always
@@ -91,6 +94,22 @@ struct Verification {
 // 0 below 5 inliers. The threshold on it is calibrated by `prism texture eval` (docs/TEXTUREID.md).
 constexpr double kChanceInlier = 0.01;
 double chance_significance(int inliers, int matches);
+
+// Where the gallery image lies in the query image (a frame): what textureid reports, so that a user
+// can draw the texture's outline or warp the gallery image onto the frame (cv::warpPerspective with
+// `homography`). `homography` is Verification::homography inverted (gallery-image pixels -> query
+// pixels), scaled so that its [2][2] is 1; `quad` is the gallery image's outline, its corners
+// (-0.5, -0.5), (w - 0.5, -0.5), (w - 0.5, h - 0.5), (-0.5, h - 0.5) (top-left, top-right,
+// bottom-right, bottom-left: clockwise, the outer edges of its corner pixels) mapped by it. Pixel
+// centres are at integers in both images, as for keypoints. `valid` is false (and the rest identity
+// and zeros) when the homography is singular or a corner maps to infinity or beyond it (the
+// horizon crosses the gallery image: no view of a flat surface does that).
+struct GalleryInQuery {
+  bool valid = false;
+  cv::Matx33d homography = cv::Matx33d::eye();
+  cv::Point2d quad[4];
+};
+GalleryInQuery gallery_in_query(const cv::Matx33d& query_to_gallery, cv::Size gallery);
 
 // `gallery`: the gallery image's keypoint positions (all the index keeps of its geometry: 8 bytes
 // per keypoint instead of the 24 of a Keypoint).

@@ -16,6 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "bow/classifier.h"
 #include "bow/filter_bank.h"
@@ -257,6 +258,61 @@ TEST(BowClassifier, Chi2KnnAndLinearSvmOnSeparableData) {
   EXPECT_THROW(svm.train(x, std::vector<int>(3, 0), classes), std::invalid_argument);
 }
 
+// The per-class scores (issue 23): one per class, in class order, the values the decision is made
+// on. On random (overlapping) histograms, k-NN's are the vote shares of a brute-force K nearest in
+// double, and the label has the most (ties by the voters' distance); the SVM's are its decision
+// values, the label their argmax and the confidence the softmax at the label.
+TEST(BowClassifier, ScoresAreOnePerClassAndTheLabelIsTheirArgmax) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  const int classes = 5, n = 60, d = 8, K = 7;
+  cv::Mat hist(n, d, CV_32F);
+  std::vector<int> labels(n);
+  for (int i = 0; i < n; ++i) {
+    labels[i] = i % classes;
+    for (int j = 0; j < d; ++j) hist.at<float>(i, j) = u(rng) + (j == labels[i] ? 0.5f : 0.f);
+    hist.row(i) /= cv::sum(hist.row(i))[0];
+  }
+  for (int t = 0; t < 40; ++t) {
+    std::vector<float> q(d);
+    for (float& v : q) v = u(rng);
+    std::vector<std::pair<double, int>> dist;
+    for (int i = 0; i < n; ++i) {
+      double s = 0;
+      for (int j = 0; j < d; ++j) {
+        const double a = hist.at<float>(i, j), b = q[j];
+        if (a + b > 0) s += 0.5 * (a - b) * (a - b) / (a + b);
+      }
+      dist.push_back({s, i});
+    }
+    std::sort(dist.begin(), dist.end());
+    std::vector<double> votes(classes, 0);
+    for (int i = 0; i < K; ++i) votes[labels[dist[i].second]] += 1.0 / K;
+    const bow::Prediction p = bow::knn_chi2(hist, labels, classes, q.data(), K);
+    ASSERT_EQ(p.scores.size(), size_t(classes));
+    for (int c = 0; c < classes; ++c) EXPECT_NEAR(p.scores[c], votes[c], 1e-12) << c;
+    EXPECT_NEAR(std::accumulate(p.scores.begin(), p.scores.end(), 0.0), 1.0, 1e-12);
+    const double top = *std::max_element(p.scores.begin(), p.scores.end());
+    EXPECT_EQ(p.scores[p.label], top);
+    EXPECT_EQ(p.confidence, p.scores[p.label]);
+  }
+
+  bow::LinearSvm svm;
+  svm.train(hist, labels, classes);
+  std::set<int> seen;
+  for (int i = 0; i < n; ++i) {
+    const bow::Prediction p = svm.predict(hist.ptr<float>(i));
+    const std::vector<double> want = svm.decision(hist.ptr<float>(i));
+    ASSERT_EQ(p.scores, want);
+    EXPECT_EQ(p.label, int(std::max_element(want.begin(), want.end()) - want.begin()));
+    double z = 0;
+    for (double v : want) z += std::exp(v - want[p.label]);
+    EXPECT_NEAR(p.confidence, 1.0 / z, 1e-12);
+    seen.insert(p.label);
+  }
+  EXPECT_GT(seen.size(), 1u);  // the check saw more than one winner
+}
+
 // Finite weights so large that the decision values overflow (+-infinity, or NaN from inf - inf)
 // made the softmax NaN. The rule: the label is the largest value (NaN lowest, a tie to the lower
 // class), and the confidence 0 whenever a value is not finite; finite values keep the softmax.
@@ -296,6 +352,9 @@ TEST(BowClassifier, LinearSvmOverflowGivesAStableLabelAndConfidenceZero) {
     EXPECT_EQ(p.label, c.label) << ::testing::PrintToString(c.values);
     EXPECT_TRUE(std::isfinite(p.confidence)) << ::testing::PrintToString(c.values);
     EXPECT_NEAR(p.confidence, c.confidence, 1e-15) << ::testing::PrintToString(c.values);
+    ASSERT_EQ(p.scores.size(), c.values.size());  // the scores are the values, overflowed or not
+    for (size_t r = 0; r < d.size(); ++r)
+      EXPECT_TRUE(p.scores[r] == c.values[r] || (std::isnan(p.scores[r]) && std::isnan(c.values[r]))) << r;
   }
 }
 

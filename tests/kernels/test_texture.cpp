@@ -119,6 +119,58 @@ TEST(TextureVerify, RecoversAKnownHomography) {
   // The recovered homography maps the query (warped) to the gallery (original): the inverse of h.
   EXPECT_LT(corner_error(r.best.geometry.homography, h.inv(), img.cols, img.rows), 3.0);
   EXPECT_GT(r.best.geometry.query_box.area(), 0.3 * img.total());
+  // What textureid reports: the gallery image's corners in the query, where h put them.
+  EXPECT_EQ(r.best.gallery_size, img.size());
+  const texture::GalleryInQuery g = texture::gallery_in_query(r.best.geometry.homography, r.best.gallery_size);
+  ASSERT_TRUE(g.valid);
+  EXPECT_LT(corner_error(g.homography, h, img.cols, img.rows), 3.0);
+}
+
+// The point p mapped by m, written out (x' = (m00 x + m01 y + m02) / (m20 x + m21 y + m22), ...).
+cv::Point2d map_point(const cv::Matx33d& m, double x, double y) {
+  const double z = m(2, 0) * x + m(2, 1) * y + m(2, 2);
+  return {(m(0, 0) * x + m(0, 1) * y + m(0, 2)) / z, (m(1, 0) * x + m(1, 1) * y + m(1, 2)) / z};
+}
+
+// gallery_in_query inverts the query -> gallery homography verification finds: against random
+// gallery -> query homographies g (their inverse given), it returns g scaled to [2][2] = 1 and the
+// gallery image's outer corners mapped by g, clockwise from the top-left; degenerate cases are not
+// valid.
+TEST(TextureVerify, GalleryInQueryIsTheInverseWithTheGalleryCorners) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<double> scale(0.3, 3.0), shift(-200, 200);
+  for (int t = 0; t < 200; ++t) {
+    const int w = 50 + int(rng() % 600), h = 50 + int(rng() % 600);
+    cv::Matx33d g = random_homography(rng, w, h);
+    const double s = scale(rng);
+    g = cv::Matx33d(s, 0, shift(rng), 0, s, shift(rng), 0, 0, 1) * g * (0.5 + scale(rng));  // any overall scale
+    const texture::GalleryInQuery r = texture::gallery_in_query(g.inv(), cv::Size(w, h));
+    ASSERT_TRUE(r.valid);
+    for (int i = 0; i < 9; ++i)
+      EXPECT_NEAR(r.homography.val[i], g.val[i] / g(2, 2), 1e-9 * (1 + std::abs(g.val[i] / g(2, 2))));
+    const cv::Point2d corners[4] = {{-0.5, -0.5}, {w - 0.5, -0.5}, {w - 0.5, h - 0.5}, {-0.5, h - 0.5}};
+    for (int i = 0; i < 4; ++i) {
+      const cv::Point2d want = map_point(g, corners[i].x, corners[i].y);
+      EXPECT_NEAR(r.quad[i].x, want.x, 1e-6);
+      EXPECT_NEAR(r.quad[i].y, want.y, 1e-6);
+    }
+    // clockwise on screen (y down): positive signed area of the shoelace formula
+    double area = 0;
+    for (int i = 0; i < 4; ++i) area += r.quad[i].x * r.quad[(i + 1) % 4].y - r.quad[(i + 1) % 4].x * r.quad[i].y;
+    EXPECT_GT(area, 0);
+  }
+  // A translation by (10, 20): the corners moved by it exactly.
+  const texture::GalleryInQuery moved =
+      texture::gallery_in_query(cv::Matx33d(1, 0, -10, 0, 1, -20, 0, 0, 1), cv::Size(100, 50));
+  ASSERT_TRUE(moved.valid);
+  EXPECT_EQ(moved.quad[0], cv::Point2d(9.5, 19.5));
+  EXPECT_EQ(moved.quad[2], cv::Point2d(109.5, 69.5));
+  // Singular, an empty gallery image, and a horizon through the image (a corner at or past infinity).
+  EXPECT_FALSE(texture::gallery_in_query(cv::Matx33d::zeros(), cv::Size(100, 50)).valid);
+  EXPECT_FALSE(texture::gallery_in_query(cv::Matx33d::eye(), cv::Size(0, 50)).valid);
+  const cv::Matx33d horizon(1, 0, 0, 0, 1, 0, -0.02, 0, 1);  // z = 1 - 0.02 x: 0 at x = 50
+  EXPECT_FALSE(texture::gallery_in_query(horizon.inv(), cv::Size(100, 50)).valid);
+  EXPECT_TRUE(texture::gallery_in_query(horizon.inv(), cv::Size(40, 50)).valid);
 }
 
 // The significance is -log10 of a binomial upper tail: against a direct sum in long double over

@@ -23,6 +23,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bow/model.h"
@@ -230,6 +231,20 @@ inline std::string text(const GstStructure* s) {
   g_free(t);
   return r;
 }
+// The `scores` field (label, score) in order; empty when absent or not an array of structures.
+inline std::vector<std::pair<std::string, double>> scores_of(const GstStructure* s) {
+  std::vector<std::pair<std::string, double>> out;
+  const GValue* a = s ? gst_structure_get_value(s, "scores") : nullptr;
+  if (!a || !GST_VALUE_HOLDS_ARRAY(a)) return out;
+  for (guint i = 0; i < gst_value_array_get_size(a); ++i) {
+    const GValue* v = gst_value_array_get_value(a, i);
+    if (!GST_VALUE_HOLDS_STRUCTURE(v)) return {};
+    const GstStructure* c = gst_value_get_structure(v);
+    out.emplace_back(str(c, "label"), real(c, "score"));
+  }
+  return out;
+}
+
 inline std::vector<guint64> frames_of(const std::vector<GstStructure*>& messages) {
   std::vector<guint64> r;
   for (const GstStructure* m : messages) r.push_back(u64(m, "frame"));

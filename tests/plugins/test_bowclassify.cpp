@@ -10,6 +10,7 @@
 #include <gst/gst.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -86,6 +87,66 @@ TEST_F(BowClassify, LabelsEachSceneInEveryFormat) {
         EXPECT_EQ(u64(p, "frame"), i) << text(p);
       }
       EXPECT_FALSE(o.any_changed) << "overlay is off: pixels must pass untouched";
+    }
+  }
+}
+
+// The per-class scores (issue 23): in the message and the meta, one per class in the model's class
+// order, with the model's names; the label is their argmax and the confidence their softmax at it
+// (SVM: the scores are its decision values), and they are the kernel's for the same frame. The same
+// with a k-NN model, whose scores are vote shares: the label's is the largest and they sum to 1.
+TEST_F(BowClassify, ScoresHaveOnePerClassInModelOrderAndTheLabelIsTheirArgmax) {
+  std::mt19937 rng(std::random_device{}());
+  bow::TrainConfig knn_config;
+  knn_config.k = 24;
+  knn_config.samples_per_image = 100;
+  knn_config.levels = 1;
+  knn_config.classifier = bow::ClassifierKind::kKnn;
+  knn_config.knn = 5;
+  knn_config.device = prism::gpu::Device::kCpu;
+  std::vector<cv::Mat> images;
+  std::vector<int> labels;
+  for (int i = 0; i < 30; ++i) images.push_back(scene(rng, i % 3)), labels.push_back(i % 3);
+  prism::test::TempDir dir;
+  const std::string knn_model = (dir.path() / "knn.bow").string();
+  bow::Model::train(images, labels, kClasses, knn_config).save(knn_model);
+
+  for (const std::string& path : {model_, knn_model}) {
+    const bow::Model model = bow::Model::load(path);
+    const bool svm = model.config().classifier == bow::ClassifierKind::kSvm;
+    SCOPED_TRACE(svm ? "svm" : "knn");
+    std::vector<cv::Mat> frames;
+    for (int kind = 0; kind < 3; ++kind) frames.push_back(scene(rng, kind));
+    Outcome o;
+    run(o, "device=cpu interval=1 model=\"" + path + "\"", "GRAY8", frames);
+    ASSERT_EQ(o.error, "");
+    ASSERT_EQ(o.messages.size(), frames.size());
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const GstStructure* m = o.messages[i];
+      const auto scores = scores_of(m);
+      ASSERT_EQ(scores.size(), kClasses.size()) << text(m);
+      for (size_t c = 0; c < scores.size(); ++c) EXPECT_EQ(scores[c].first, kClasses[c]) << text(m);
+      int best = 0;
+      for (int c = 1; c < int(scores.size()); ++c)
+        if (scores[c].second > scores[best].second) best = c;
+      EXPECT_EQ(scores[integer(m, "class-index")].second, scores[best].second) << text(m);
+      if (svm) {
+        EXPECT_EQ(integer(m, "class-index"), best) << text(m);
+        double z = 0;
+        for (const auto& sc : scores) z += std::exp(sc.second - scores[best].second);
+        EXPECT_NEAR(real(m, "confidence"), 1.0 / z, 1e-12) << text(m);
+      } else {
+        double sum = 0;
+        for (const auto& sc : scores) sum += sc.second;
+        EXPECT_NEAR(sum, 1.0, 1e-12) << text(m);
+        EXPECT_EQ(real(m, "confidence"), scores[best].second) << text(m);
+      }
+      EXPECT_EQ(str(m, "label"), kClasses[integer(m, "class-index")]);
+      // the kernel's scores for the same pixels, and the meta's
+      const bow::Prediction p = model.classify(frames[i]);
+      ASSERT_EQ(p.scores.size(), scores.size());
+      for (size_t c = 0; c < scores.size(); ++c) EXPECT_EQ(scores[c].second, p.scores[c]) << c;
+      EXPECT_EQ(scores_of(o.params[i]), scores);
     }
   }
 }
@@ -231,6 +292,9 @@ TEST_F(BowClassify, OverflowingSvmScoresPostConfidenceZeroNeverNan) {
       EXPECT_EQ(real(s, "confidence"), 0.0) << text(s);    // not NaN (NaN == 0 is false)
       EXPECT_EQ(integer(s, "class-index"), 0) << text(s);  // every value +inf: the tie goes to class 0
       EXPECT_EQ(str(s, "label"), kClasses[0]) << text(s);
+      const auto scores = scores_of(s);  // the decision values themselves: all +inf
+      ASSERT_EQ(scores.size(), kClasses.size()) << text(s);
+      for (const auto& sc : scores) EXPECT_EQ(sc.second, HUGE_VAL) << text(s);
     }
   }
 }

@@ -26,8 +26,12 @@ TEST_F(BowClassify, DeviceCudaLabelsAsTheCpu) {
   run(gpu, "device=cuda interval=1 model=\"" + model_ + "\"", "GRAY8", frames);
   ASSERT_EQ(gpu.error, "");
   ASSERT_EQ(gpu.messages.size(), cpu.messages.size());
-  for (size_t i = 0; i < cpu.messages.size(); ++i)
+  for (size_t i = 0; i < cpu.messages.size(); ++i) {
     EXPECT_EQ(str(gpu.messages[i], "label"), str(cpu.messages[i], "label")) << i;
+    const auto scores = scores_of(gpu.messages[i]);  // the same fields as the CPU path's
+    ASSERT_EQ(scores.size(), kClasses.size()) << text(gpu.messages[i]);
+    for (size_t c = 0; c < scores.size(); ++c) EXPECT_EQ(scores[c].first, kClasses[c]);
+  }
 }
 
 // Frames in GPU memory (cudaupload ! video/x-raw(memory:CUDAMemory) ! bowclassify ! cudadownload):

@@ -10,9 +10,11 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bowclassify_util.h"
+#include "gst/prism/gstprismmessage.h"
 #include "gst/prism/gstprismresults.h"
 #include "pipeline_run.h"
 #include "process.h"
@@ -125,10 +127,14 @@ TEST_F(Results, TheConverterMapsTextureidAndBowclassifyMessages) {
                     "inliers", G_TYPE_INT, 12, "matches", G_TYPE_INT, 20, "score", G_TYPE_DOUBLE, 9.5, "latency-ms",
                     G_TYPE_DOUBLE, 3.0, "x", G_TYPE_INT, 1, "y", G_TYPE_INT, 2, "width", G_TYPE_INT, 3, "height",
                     G_TYPE_INT, 4, "sharpness", G_TYPE_DOUBLE, 150.0, nullptr);
+  const double homography[9] = {2, 0, 10, 0, 2, 20, 0, 0, 1}, quad[8] = {9, 19, 209, 19, 209, 119, 9, 119};
+  gst_prism_structure_set_doubles(s, "homography", homography, 9);
+  gst_prism_structure_set_doubles(s, "quad", quad, 8);
   Json line = line_of("textureid", "tid", s);
-  EXPECT_EQ(
-      line.at("results"),
-      R"([{"id":"box","score":9.5,"box":{"x":1,"y":2,"w":3,"h":4},"identified":true,"inliers":12,"matches":20}])"_json)
+  EXPECT_EQ(line.at("results"),
+            R"([{"id":"box","score":9.5,"box":{"x":1,"y":2,"w":3,"h":4},"identified":true,"inliers":12,"matches":20,
+                 "homography":[2.0,0.0,10.0,0.0,2.0,20.0,0.0,0.0,1.0],
+                 "quad":[9.0,19.0,209.0,19.0,209.0,119.0,9.0,119.0]}])"_json)
       << line.dump();
   EXPECT_EQ(line.at("info"), R"({"mode":"search","latency_ms":3.0,"sharpness":150.0})"_json);
   EXPECT_EQ(line.at("stream_time"), nullptr);
@@ -145,8 +151,21 @@ TEST_F(Results, TheConverterMapsTextureidAndBowclassifyMessages) {
   s = frame_message("prism-bowclassify", 0, 30);
   gst_structure_set(s, "latency-ms", G_TYPE_DOUBLE, 12.5, "label", G_TYPE_STRING, "vertical", "class-index", G_TYPE_INT,
                     1, "confidence", G_TYPE_DOUBLE, 0.75, nullptr);
+  GValue scores = G_VALUE_INIT;  // as bowclassify makes them: an array of "class" structures
+  g_value_init(&scores, GST_TYPE_ARRAY);
+  const std::pair<const char*, double> classes[] = {{"horizontal", -0.5}, {"vertical", 1.25}, {"blobs", HUGE_VAL}};
+  for (const auto& [label, score] : classes) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    g_value_take_boxed(
+        &v, gst_structure_new("class", "label", G_TYPE_STRING, label, "score", G_TYPE_DOUBLE, score, nullptr));
+    gst_value_array_append_and_take_value(&scores, &v);
+  }
+  gst_structure_take_value(s, "scores", &scores);
   line = line_of("bowclassify", "bow", s);
-  EXPECT_EQ(line.at("results"), R"([{"label":"vertical","score":0.75,"class_index":1}])"_json) << line.dump();
+  EXPECT_EQ(line.at("results"), R"([{"label":"vertical","score":0.75,"class_index":1,"scores":[
+                {"label":"horizontal","score":-0.5},{"label":"vertical","score":1.25},{"label":"blobs","score":null}]}])"_json)
+      << line.dump();
   EXPECT_EQ(line.at("info"), R"({"latency_ms":12.5})"_json);
   EXPECT_EQ(line.at("frame"), 30);
 }
@@ -314,6 +333,16 @@ TEST_F(ResultsBow, PrismresultsWritesBowclassifyResults) {
     EXPECT_EQ(res.at("score").get<double>(), confidence);
     EXPECT_FALSE(res.contains("box"));  // about the whole frame
     EXPECT_EQ(line.at("info").at("latency_ms").get<double>(), latency);
+    // every class's score in the model's order; the label's is the largest
+    const Json& scores = res.at("scores");
+    const auto want = test::bowclassify::scores_of(m);
+    ASSERT_EQ(scores.size(), test::bowclassify::kClasses.size()) << res.dump();
+    ASSERT_EQ(want.size(), scores.size());
+    for (size_t c = 0; c < scores.size(); ++c) {
+      EXPECT_EQ(scores[c].at("label"), test::bowclassify::kClasses[c]);
+      EXPECT_EQ(scores[c].at("score").get<double>(), want[c].second);
+      EXPECT_LE(scores[c].at("score").get<double>(), scores[index].at("score").get<double>());
+    }
   }
 }
 
@@ -351,6 +380,15 @@ TEST_F(ResultsTexture, PrismresultsWritesTextureidResults) {
   EXPECT_LT(res.at("box").at("x").get<int>() + res.at("box").at("w").get<int>(), 300);
   EXPECT_EQ(line.at("info").at("mode"), "search");
   EXPECT_EQ(line.at("info").at("latency_ms").get<double>(), real(m, "latency-ms"));
+  // where box.png lies: its homography (9 numbers, [2][2] = 1) and quad (8), as in the message
+  ASSERT_EQ(res.at("homography").size(), 9u) << res.dump();
+  ASSERT_EQ(res.at("quad").size(), 8u) << res.dump();
+  EXPECT_EQ(res.at("homography").get<std::vector<double>>(), doubles_of(m, "homography"));
+  EXPECT_EQ(res.at("quad").get<std::vector<double>>(), doubles_of(m, "quad"));
+  EXPECT_EQ(res.at("homography")[8].get<double>(), 1.0);
+  // its top-left corner near the inliers' box's (box.png's corner is among its features)
+  EXPECT_NEAR(res.at("quad")[0].get<double>(), res.at("box").at("x").get<double>(), 40);
+  EXPECT_NEAR(res.at("quad")[1].get<double>(), res.at("box").at("y").get<double>(), 40);
 }
 
 }  // namespace

@@ -13,6 +13,9 @@
 #include <set>
 #include <string>
 
+#include <opencv2/calib3d.hpp>
+#include <opencv2/features2d.hpp>
+
 #include "live_util.h"
 #include "prism_run_util.h"
 #include "prism_test.h"
@@ -129,8 +132,129 @@ TEST_F(TextureId, AnUnenrolledTextureIsNotIdentifiedAndGetsNoMeta) {
   ASSERT_EQ(o.messages.size(), 1u);
   EXPECT_FALSE(boolean(o.messages[0], "identified")) << gst_structure_to_string(o.messages[0]);
   EXPECT_LT(real(o.messages[0], "score"), texture::SearchParams{}.min_significance);
+  EXPECT_FALSE(gst_structure_has_field(o.messages[0], "homography"));  // only where it is identified
+  EXPECT_FALSE(gst_structure_has_field(o.messages[0], "quad"));
   ASSERT_EQ(o.rois.size(), 1u);
   EXPECT_TRUE(o.rois[0].empty());
+}
+
+// ---- where the texture is: homography and quad (issue 23) ----------------------------------------
+
+namespace {
+
+// The gallery image's outer corners (pixel centres at integers), clockwise from the top-left.
+std::vector<cv::Point2d> outline(int w, int h) {
+  return {{-0.5, -0.5}, {w - 0.5, -0.5}, {w - 0.5, h - 0.5}, {-0.5, h - 0.5}};
+}
+
+cv::Point2d map_point(const cv::Matx33d& m, cv::Point2d p) {
+  const cv::Vec3d v = m * cv::Vec3d(p.x, p.y, 1);
+  return {v[0] / v[2], v[1] / v[2]};
+}
+
+// The message's and the meta's homography and quad: the same in both, 9 and 8 numbers, the quad the
+// outline of the gallery image (w x h) mapped by the homography. Returns the quad's corners.
+std::vector<cv::Point2d> placed_quad(const Outcome& o, int w, int h) {
+  EXPECT_EQ(o.messages.size(), 1u);
+  EXPECT_EQ(o.rois.size(), 1u);
+  if (o.messages.size() != 1 || o.rois.size() != 1 || o.rois[0].size() != 1) return {};
+  const GstStructure* m = o.messages[0];
+  const std::vector<double> hom = doubles_of(m, "homography"), quad = doubles_of(m, "quad");
+  EXPECT_EQ(hom.size(), 9u) << text(m);
+  EXPECT_EQ(quad.size(), 8u) << text(m);
+  if (hom.size() != 9 || quad.size() != 8) return {};
+  EXPECT_EQ(hom[8], 1.0);
+  EXPECT_EQ(doubles_of(o.rois[0][0].param, "homography"), hom);
+  EXPECT_EQ(doubles_of(o.rois[0][0].param, "quad"), quad);
+  const cv::Matx33d g(hom.data());
+  std::vector<cv::Point2d> corners;
+  const std::vector<cv::Point2d> out = outline(w, h);
+  for (int i = 0; i < 4; ++i) {
+    corners.emplace_back(quad[2 * i], quad[2 * i + 1]);
+    const cv::Point2d want = map_point(g, out[i]);
+    EXPECT_NEAR(corners[i].x, want.x, 1e-6) << i;
+    EXPECT_NEAR(corners[i].y, want.y, 1e-6) << i;
+  }
+  return corners;
+}
+
+double worst_corner(const std::vector<cv::Point2d>& a, const std::vector<cv::Point2d>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, cv::norm(a[i] - b[i]));
+  return a.size() == b.size() ? worst : HUGE_VAL;
+}
+
+}  // namespace
+
+// box.png in box_in_scene.png: the quad against an independent estimate, OpenCV's SIFT with
+// brute-force matching, Lowe's ratio test (0.75) and cv::findHomography (RANSAC, 3 px) from box.png
+// to the scene, computed here on the same grey pixels.
+TEST_F(TextureId, TheQuadIsWhereBoxPngLiesInTheScene) {
+  NEED_IMAGES();
+  const prism::ImageFile scene = load(kScene, GST_VIDEO_FORMAT_GRAY8);
+  const prism::ImageFile box = load("box.png", GST_VIDEO_FORMAT_GRAY8);
+  Outcome o;
+  run_harness(o, element("interval=1"), caps_of("GRAY8", scene), {&scene});
+  ASSERT_EQ(o.error, "");
+  expect_identified(o, 0, 0, "box", "search", scene.width, scene.height);
+  const std::vector<cv::Point2d> quad = placed_quad(o, box.width, box.height);
+  ASSERT_EQ(quad.size(), 4u);
+
+  const cv::Mat a(box.height, box.width, CV_8UC1, const_cast<uint8_t*>(box.pixels.data()));
+  const cv::Mat b(scene.height, scene.width, CV_8UC1, const_cast<uint8_t*>(scene.pixels.data()));
+  cv::Ptr<cv::SIFT> sift = cv::SIFT::create();
+  std::vector<cv::KeyPoint> ka, kb;
+  cv::Mat da, db;
+  sift->detectAndCompute(a, cv::noArray(), ka, da);
+  sift->detectAndCompute(b, cv::noArray(), kb, db);
+  std::vector<std::vector<cv::DMatch>> knn;
+  cv::BFMatcher(cv::NORM_L2).knnMatch(da, db, knn, 2);
+  std::vector<cv::Point2f> from, to;
+  for (const auto& m : knn)
+    if (m.size() == 2 && m[0].distance < 0.75f * m[1].distance)
+      from.push_back(ka[m[0].queryIdx].pt), to.push_back(kb[m[0].trainIdx].pt);
+  ASSERT_GE(from.size(), 20u);
+  const cv::Mat ref = cv::findHomography(from, to, cv::RANSAC, 3.0);
+  ASSERT_FALSE(ref.empty());
+  std::vector<cv::Point2d> want;
+  for (const cv::Point2d& c : outline(box.width, box.height)) want.push_back(map_point(cv::Matx33d(ref), c));
+  EXPECT_LT(worst_corner(quad, want), 2.0)
+      << ::testing::PrintToString(quad) << " vs " << ::testing::PrintToString(want);
+  // the inliers' box (the ROI) lies within the quad's bounding box, give or take a pixel
+  const Roi& r = o.rois[0][0];
+  const cv::Rect2d qb = cv::boundingRect(std::vector<cv::Point2f>(quad.begin(), quad.end()));
+  EXPECT_GE(r.x, qb.x - 1);
+  EXPECT_GE(r.y, qb.y - 1);
+  EXPECT_LE(r.x + r.w, qb.x + qb.width + 1);
+  EXPECT_LE(r.y + r.h, qb.y + qb.height + 1);
+}
+
+// A frame larger than the 1024 px the features are detected at (it is shrunk 1.5625x): box.png
+// warped into a 1600x1200 grey frame by a known homography; the reported quad is where that warp put
+// its corners, in the frame's own pixels, and the homography maps the gallery image as the warp did.
+TEST_F(TextureId, TheQuadIsInTheFramesOwnPixelsWhenTheFrameIsShrunk) {
+  NEED_IMAGES();
+  const prism::ImageFile box = load("box.png", GST_VIDEO_FORMAT_GRAY8);
+  const cv::Mat a(box.height, box.width, CV_8UC1, const_cast<uint8_t*>(box.pixels.data()));
+  const std::vector<cv::Point2d> src = outline(box.width, box.height);
+  const std::vector<cv::Point2d> dst = {{420, 260}, {1180, 330}, {1150, 900}, {380, 840}};
+  std::vector<cv::Point2f> s32(src.begin(), src.end()), d32(dst.begin(), dst.end());
+  const cv::Matx33d truth(cv::getPerspectiveTransform(s32, d32));
+  cv::Mat frame(1200, 1600, CV_8UC1);
+  cv::warpPerspective(a, frame, cv::Mat(truth), frame.size(), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar(128));
+  prism::ImageFile im;
+  im.width = frame.cols, im.height = frame.rows, im.channels = 1;
+  im.pixels.assign(frame.datastart, frame.dataend);
+  Outcome o;
+  run_harness(o, element("interval=1"), caps_of("GRAY8", im), {&im});
+  ASSERT_EQ(o.error, "");
+  expect_identified(o, 0, 0, "box", "search", im.width, im.height);
+  const std::vector<cv::Point2d> quad = placed_quad(o, box.width, box.height);
+  EXPECT_LT(worst_corner(quad, dst), 3.0) << ::testing::PrintToString(quad);
+  const std::vector<double> hom = doubles_of(o.messages[0], "homography");
+  ASSERT_EQ(hom.size(), 9u);
+  for (const cv::Point2d p : {cv::Point2d(162, 111), cv::Point2d(40, 30), cv::Point2d(300, 200)})
+    EXPECT_LT(cv::norm(map_point(cv::Matx33d(hom.data()), p) - map_point(truth, p)), 3.0) << p;
 }
 
 // `collections` limits the search to their members: the gallery's products belong to none, so a

@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ TEST_F(TextureId, DeviceCudaAgreesWithTheCpu) {
   expect_identified(gpu, 0, 0, "box", "search", scene.width, scene.height);
   const int ci = integer(cpu.messages[0], "inliers"), gi = integer(gpu.messages[0], "inliers");
   EXPECT_NEAR(gi, ci, 5 + ci / 5);
+  // the same place for box.png: the quads' corners within a few pixels (the SIFTs differ slightly)
+  const std::vector<double> cq = doubles_of(cpu.messages[0], "quad"), gq = doubles_of(gpu.messages[0], "quad");
+  ASSERT_EQ(cq.size(), 8u);
+  ASSERT_EQ(gq.size(), 8u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_LT(std::hypot(gq[2 * i] - cq[2 * i], gq[2 * i + 1] - cq[2 * i + 1]), 4.0) << "corner " << i;
 }
 
 // `scene` scaled to fit `size` (INTER_LINEAR), centred on mid grey: a frame of a camera that sees

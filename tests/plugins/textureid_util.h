@@ -235,6 +235,19 @@ inline guint64 frame_of(const GstStructure* s) {
   return v;
 }
 
+// The numbers of an array field (textureid's homography and quad); empty when absent.
+inline std::vector<double> doubles_of(const GstStructure* s, const char* field) {
+  std::vector<double> out;
+  const GValue* a = gst_structure_get_value(s, field);
+  if (!a || !GST_VALUE_HOLDS_ARRAY(a)) return out;
+  for (guint i = 0; i < gst_value_array_get_size(a); ++i) {
+    const GValue* v = gst_value_array_get_value(a, i);
+    EXPECT_TRUE(G_VALUE_HOLDS_DOUBLE(v)) << field << "[" << i << "]";
+    out.push_back(G_VALUE_HOLDS_DOUBLE(v) ? g_value_get_double(v) : NAN);
+  }
+  return out;
+}
+
 // The message and the meta of a frame identified as `id`.
 inline void expect_identified(const Outcome& o, size_t message, size_t buffer, const std::string& id, const char* mode,
                               int width, int height) {
@@ -278,6 +291,11 @@ inline void expect_identified(const Outcome& o, size_t message, size_t buffer, c
   EXPECT_EQ(real(r.param, "score"), score);
   EXPECT_EQ(integer(r.param, "matches"), integer(m, "matches"));
   EXPECT_TRUE(gst_structure_has_field(r.param, "latency-ms"));
+  // where the gallery image lies (test_textureid.cpp checks the values): in the message and the meta
+  EXPECT_EQ(doubles_of(m, "homography").size(), 9u) << gst_structure_to_string(m);
+  EXPECT_EQ(doubles_of(m, "quad").size(), 8u) << gst_structure_to_string(m);
+  EXPECT_EQ(doubles_of(r.param, "homography"), doubles_of(m, "homography"));
+  EXPECT_EQ(doubles_of(r.param, "quad"), doubles_of(m, "quad"));
 }
 
 class TextureId : public ::testing::Test {

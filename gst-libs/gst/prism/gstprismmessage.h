@@ -24,6 +24,10 @@ G_BEGIN_DECLS
 GstStructure *gst_prism_frame_message_new(const gchar *element_kind, const GstSegment *segment, GstBuffer *buf,
                                           guint64 frame);
 
+/* Sets `field` of `s` to a GstValueArray of the `n` doubles of `values`: an ordered list of numbers
+ * (textureid's homography and quad), a JSON array in the results' lines. */
+void gst_prism_structure_set_doubles(GstStructure *s, const gchar *field, const gdouble *values, guint n);
+
 /* Posts `s` (taken) as an element message from `element`. */
 void gst_prism_post_frame_message(GstElement *element, GstStructure *s);
 
