@@ -296,6 +296,10 @@ static gboolean start(GstBaseTransform *trans) {
 
 static gboolean stop(GstBaseTransform *trans) {
   GstTextureId *self = GST_TEXTURE_ID(trans);
+  /* The async worker runs process_ip on the state: joined before it is freed (change_state has
+   * done so on PAUSED->READY, but stop() is reached without it too: a pad deactivated alone).
+   * The base's stop() comes last, as it releases the context the state is freed in. */
+  gst_prism_cuda_filter_join_worker(GST_PRISM_CUDA_FILTER(trans));
   {
     prism::GstPrismContextScope scope(cuda_of(self));
     delete self->state;

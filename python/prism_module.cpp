@@ -224,8 +224,19 @@ class PyGallery {
     p.normalisation = gallery_.normalisation();
     return p;
   }
-  size_t size() const { return gallery_.entries().size(); }
-  bool contains(const std::string& id) const { return gallery_.find(id) != nullptr; }
+  // Under the lock as every other call: another thread may be enrolling (the entries' vector and
+  // index change under an unlocked read). The GIL is released while waiting, as the writers hold
+  // the lock without it.
+  size_t size() const {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return gallery_.entries().size();
+  }
+  bool contains(const std::string& id) const {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return gallery_.find(id) != nullptr;
+  }
 
   // Enrols `image` as `id` (GalleryError when enrolled already, unless replace; then its
   // collection is kept unless one is given: `prism texture enroll --update`).

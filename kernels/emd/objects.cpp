@@ -34,6 +34,7 @@ void ObjectFinder::configure(int width, int height) {
   regions_.clear();
   regions_.reserve(runs / 4);
   region_parent_.reserve(runs / 4);
+  grid_.resize(static_cast<size_t>((width + kCell - 1) / kCell) * ((height + kCell - 1) / kCell));
   objects_.clear();
   objects_.reserve(256);
 }
@@ -113,7 +114,7 @@ const std::vector<Detection>& ObjectFinder::find(const MaskWord* words, const Ob
     int& region = run_region_[root];
     if (region < 0) {
       region = static_cast<int>(regions_.size());
-      regions_.push_back({W, H, -1, -1, INFINITY, 0, region});
+      regions_.push_back({W, H, -1, -1, INFINITY, 0, 0, -1, 0, -1});
       region_parent_.push_back(region);
     }
     Region& g = regions_[region];
@@ -128,26 +129,64 @@ const std::vector<Detection>& ObjectFinder::find(const MaskWord* words, const Ob
   }
   // Pass 3: join regions whose boxes are within merge_gap (Chebyshev distance between the boxes),
   // until no two groups' boxes are: a joined box is larger and may reach another region. The result
-  // does not depend on the order (boxes only grow, so a pair once close stays close).
+  // does not depend on the order (boxes only grow, so a pair once close stays close: every join is
+  // one any order makes), so it equals the naive sweep over all pairs, without its O(n^2) per sweep
+  // on a speckle mask. A uniform grid (the broad phase of collision detection; Ericson, Real-Time
+  // Collision Detection, 7.1) lists in each cell the groups whose boxes reach it. Each group in turn
+  // absorbs the groups listed in the cells its box widened by gap + 1 reaches that are close to it,
+  // looking again while its box grows, then is listed in its new cells. A group absorbed leaves the
+  // lists as they are visited (its absorber is listed wherever it was). As every other group is
+  // listed in the cells of its current box, a group that is done has no close group left, and one
+  // that grows later is the one that looks; so no two groups at the end are close.
   const int gap = std::max(0, p.merge_gap);
   const int n = static_cast<int>(regions_.size());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int a = 0; a < n; ++a) {
-      if (region_parent_[a] != a) continue;
-      for (int b = a + 1; b < n; ++b) {
-        if (region_parent_[b] != b) continue;
-        Region &ra = regions_[a], &rb = regions_[b];
-        if (interval_gap(ra.x0, ra.x1, rb.x0, rb.x1) > gap || interval_gap(ra.y0, ra.y1, rb.y0, rb.y1) > gap) continue;
-        ra.x0 = std::min(ra.x0, rb.x0);
-        ra.y0 = std::min(ra.y0, rb.y0);
-        ra.x1 = std::max(ra.x1, rb.x1);
-        ra.y1 = std::max(ra.y1, rb.y1);
-        ra.pixels += rb.pixels;
-        ra.distance = std::min(ra.distance, rb.distance);
-        region_parent_[b] = a;
-        changed = true;
-      }
+  const int cell = std::max(kCell, gap);
+  const int gw = (W + cell - 1) / cell, gh = (H + cell - 1) / cell;
+  if (grid_.size() < static_cast<size_t>(gw) * gh) grid_.resize(static_cast<size_t>(gw) * gh);
+  for (size_t c = 0; c < static_cast<size_t>(gw) * gh; ++c) grid_[c].clear();
+  // Lists region r in the cells of its box that it is not listed in yet (boxes only grow).
+  auto list_region = [&](int r) {
+    Region& g = regions_[r];
+    const int cx0 = g.x0 / cell, cx1 = g.x1 / cell, cy0 = g.y0 / cell, cy1 = g.y1 / cell;
+    for (int cy = cy0; cy <= cy1; ++cy)
+      for (int cx = cx0; cx <= cx1; ++cx)
+        if (cx < g.cx0 || cx > g.cx1 || cy < g.cy0 || cy > g.cy1) grid_[static_cast<size_t>(cy) * gw + cx].push_back(r);
+    g.cx0 = cx0, g.cx1 = cx1, g.cy0 = cy0, g.cy1 = cy1;
+  };
+  for (int r = 0; r < n; ++r) list_region(r);
+  for (int a = 0; a < n; ++a) {
+    if (region_parent_[a] != a) continue;
+    Region& ra = regions_[a];
+    for (bool grew = true; grew;) {
+      grew = false;
+      // close: gap or fewer pixels strictly between, so the box widened by gap + 1 reaches it
+      const int reach = gap + 1;
+      const int qx0 = std::max(0, ra.x0 - reach) / cell, qx1 = std::min(W - 1, ra.x1 + reach) / cell;
+      const int qy0 = std::max(0, ra.y0 - reach) / cell, qy1 = std::min(H - 1, ra.y1 + reach) / cell;
+      for (int cy = qy0; cy <= qy1; ++cy)
+        for (int cx = qx0; cx <= qx1; ++cx) {
+          std::vector<int>& list = grid_[static_cast<size_t>(cy) * gw + cx];
+          size_t kept = 0;
+          for (const int b : list) {
+            if (region_parent_[b] != b) continue;  // absorbed: dropped from the list
+            const Region& rb = regions_[b];
+            if (b != a && interval_gap(ra.x0, ra.x1, rb.x0, rb.x1) <= gap &&
+                interval_gap(ra.y0, ra.y1, rb.y0, rb.y1) <= gap) {
+              ra.x0 = std::min(ra.x0, rb.x0);
+              ra.y0 = std::min(ra.y0, rb.y0);
+              ra.x1 = std::max(ra.x1, rb.x1);
+              ra.y1 = std::max(ra.y1, rb.y1);
+              ra.pixels += rb.pixels;
+              ra.distance = std::min(ra.distance, rb.distance);
+              region_parent_[b] = a;
+              grew = true;
+              continue;
+            }
+            list[kept++] = b;
+          }
+          list.resize(kept);
+        }
+      if (grew) list_region(a);
     }
   }
   objects_.clear();

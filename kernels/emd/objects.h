@@ -85,13 +85,16 @@ class ObjectFinder {
     int x0, y0, x1, y1;  // inclusive
     float distance;
     int64_t pixels;
-    int parent;  // union-find over regions (the gap merge)
+    int cx0, cx1, cy0, cy1;  // the grid cells it is listed in (the gap merge; empty: cx1 < cx0)
   };
+  static constexpr int kCell = 32;  // pixels per side of the gap merge's grid cells (at least the gap)
   int find_root(std::vector<int>& parent, int i);
   int width_ = 0, height_ = 0;
   std::vector<Run> runs_;
-  std::vector<int> run_parent_, run_region_, region_parent_;
+  std::vector<int> run_parent_, run_region_;
+  std::vector<int> region_parent_;  // the gap merge: the group a region joined (itself while it leads one)
   std::vector<Region> regions_;
+  std::vector<std::vector<int>> grid_;  // per grid cell, the groups whose boxes reach it (scratch)
   std::vector<Detection> objects_;
 };
 

@@ -817,10 +817,18 @@ Gallery Gallery::open(const fs::path& dir, bool create, Load load, const Normali
     fs::create_directories(dir / "entries", ec);
     if (ec) throw GalleryError(dir.string() + ": cannot create: " + ec.message());
     WriterLock lock(dir);
-    write_pack(dir, [](const std::function<void(const std::vector<uint8_t>&)>&) {});  // empty, before the marker
-    set_marker(dir, marker_text(normalisation));
-    g.normalisation_ = normalisation;
-    return g;
+    // Checked again under the lock: another creator may have passed the checks above at the same
+    // time and written its marker (its normalisation) while this one waited. Then the gallery is
+    // theirs, and this open goes on as the open of an existing gallery (the caller compares its
+    // normalisation, as for any existing gallery); writing ours now would relabel their entries.
+    if (!fs::exists(marker, ec)) {
+      if (!fresh_folder(dir))
+        throw GalleryError(dir.string() + ": not a Prism texture gallery and not empty; choose a new or empty folder");
+      write_pack(dir, [](const std::function<void(const std::vector<uint8_t>&)>&) {});  // empty, before the marker
+      set_marker(dir, marker_text(normalisation));
+      g.normalisation_ = normalisation;
+      return g;
+    }
   }
   g.normalisation_ = read_marker(dir).normalisation;
   const fs::path entries = dir / "entries";

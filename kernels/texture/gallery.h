@@ -86,7 +86,10 @@ class Gallery {
   // Opens the gallery in `dir` and reads every entry (unless told not to); with `create` an absent
   // or empty directory becomes a new gallery, and a non-empty one that is not a gallery is refused
   // untouched. Throws GalleryError.
-  // A gallery created here records `normalisation` (none: format 2, as older builds write).
+  // A gallery created here records `normalisation` (none: format 2, as older builds write). Of
+  // two creators racing for one new folder, the first to take the writer lock creates it; the other
+  // opens it as an existing gallery, whose normalisation() is the first's (compare it with the one
+  // asked for, as with any existing gallery: `prism texture enroll --normalise` refuses a mismatch).
   static Gallery open(const std::filesystem::path& dir, bool create = false, Load load = Load::kEntries,
                       const Normalisation& normalisation = {});
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "emd/objects.h"
@@ -114,6 +115,37 @@ TEST(EmdObjects, MaskWordsAreThePixels) {
   }
 }
 
+// The finder's objects of distance map `d` against the reference's, object by object; returns how
+// many were compared.
+int expect_reference_objects(const std::vector<float>& d, int W, int H, const emd::ObjectParams& p,
+                             emd::ObjectFinder& finder, const std::string& what) {
+  std::vector<emd::MaskWord> m(static_cast<size_t>(emd::mask_words_per_row(W)) * H);
+  emd::make_mask_cpu(d.data(), W, H, 1.f, m.data());
+  finder.configure(W, H);
+  const std::vector<emd::Detection> got = finder.find(m.data(), p);
+  std::vector<RefObject> want = reference(d, W, H, 1.f, p);
+  std::sort(want.begin(), want.end(), [](const RefObject& a, const RefObject& b) {
+    if (a.pixels != b.pixels) return a.pixels > b.pixels;
+    return a.y0 != b.y0 ? a.y0 < b.y0 : a.x0 < b.x0;
+  });
+  EXPECT_EQ(got.size(), want.size()) << what << " " << W << "x" << H << " gap " << p.merge_gap;
+  if (got.size() != want.size()) return 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    const emd::Detection& g = got[k];
+    const RefObject& r = want[k];
+    EXPECT_TRUE(g.x == r.x0 && g.y == r.y0 && g.w == r.x1 - r.x0 + 1 && g.h == r.y1 - r.y0 + 1 && g.pixels == r.pixels)
+        << what << " object " << k << ": " << g.x << "," << g.y << " " << g.w << "x" << g.h << " " << g.pixels
+        << " want " << r.x0 << "," << r.y0 << " " << r.x1 - r.x0 + 1 << "x" << r.y1 - r.y0 + 1 << " " << r.pixels;
+    // exact when no other object can share a 32-pixel row segment; never above the true minimum
+    if (p.merge_gap >= 31) {
+      EXPECT_EQ(g.distance, r.distance) << what << " object " << k;
+    }
+    EXPECT_LE(g.distance, r.distance) << what << " object " << k;
+    EXPECT_EQ(g.track_id, 0);
+  }
+  return static_cast<int>(want.size());
+}
+
 TEST(EmdObjects, MatchFloodFillAndNaiveMerge) {
   std::mt19937 rng(17);
   emd::ObjectFinder finder;
@@ -125,34 +157,89 @@ TEST(EmdObjects, MatchFloodFillAndNaiveMerge) {
     p.merge_gap = static_cast<int>(trial % 2 ? rng() % 6 : 31 + rng() % 10);  // fragments; exact distances
     p.min_area = 1 + static_cast<int64_t>(rng() % 20);
     p.max_area = trial % 3 == 0 ? static_cast<int64_t>(W) * H / 8 + 1 : INT64_MAX;
-    std::vector<emd::MaskWord> m(static_cast<size_t>(emd::mask_words_per_row(W)) * H);
-    emd::make_mask_cpu(d.data(), W, H, 1.f, m.data());
-    finder.configure(W, H);
-    const std::vector<emd::Detection> got = finder.find(m.data(), p);
-    std::vector<RefObject> want = reference(d, W, H, 1.f, p);
-    std::sort(want.begin(), want.end(), [](const RefObject& a, const RefObject& b) {
-      if (a.pixels != b.pixels) return a.pixels > b.pixels;
-      return a.y0 != b.y0 ? a.y0 < b.y0 : a.x0 < b.x0;
-    });
-    ASSERT_EQ(got.size(), want.size()) << "trial " << trial << " " << W << "x" << H << " gap " << p.merge_gap;
-    for (size_t k = 0; k < want.size(); ++k) {
-      const emd::Detection& g = got[k];
-      const RefObject& r = want[k];
-      EXPECT_TRUE(g.x == r.x0 && g.y == r.y0 && g.w == r.x1 - r.x0 + 1 && g.h == r.y1 - r.y0 + 1 &&
-                  g.pixels == r.pixels)
-          << "trial " << trial << " object " << k << ": " << g.x << "," << g.y << " " << g.w << "x" << g.h << " "
-          << g.pixels << " want " << r.x0 << "," << r.y0 << " " << r.x1 - r.x0 + 1 << "x" << r.y1 - r.y0 + 1 << " "
-          << r.pixels;
-      // exact when no other object can share a 32-pixel row segment; never above the true minimum
-      if (p.merge_gap >= 31) EXPECT_EQ(g.distance, r.distance) << "trial " << trial << " object " << k;
-      EXPECT_LE(g.distance, r.distance) << "trial " << trial << " object " << k;
-      EXPECT_EQ(g.track_id, 0);
-      ++compared;
-    }
-    merged_cases += want.size() > 0;
+    const int n = expect_reference_objects(d, W, H, p, finder, "trial " + std::to_string(trial));
+    compared += n;
+    merged_cases += n > 0;
   }
   EXPECT_GT(compared, 80);
   EXPECT_GT(merged_cases, 50);
+}
+
+// Speckle (many tiny regions: specks of 1 to 4 pixels, some touching) at densities from sparse to
+// dense enough that the gap merge chains across the frame, with gaps from 0 past the grid's cell
+// (32 pixels) and masks smaller and larger than a cell: the grid merge equals the naive one.
+TEST(EmdObjects, SpeckleMatchesTheNaiveMerge) {
+  std::mt19937 rng(23);
+  emd::ObjectFinder finder;
+  int compared = 0;
+  const int gaps[] = {0, 1, 2, 3, 5, 8, 13, 31, 40};
+  for (int trial = 0; trial < 60; ++trial) {
+    const int W = 1 + static_cast<int>(rng() % 160), H = 1 + static_cast<int>(rng() % 90);
+    std::vector<float> d(static_cast<size_t>(W) * H, 3.f);
+    const int specks = static_cast<int>(rng() % (1 + W * H / (trial % 3 == 0 ? 8 : 40)));
+    for (int k = 0; k < specks && k < 250; ++k) {
+      const int x = static_cast<int>(rng() % W), y = static_cast<int>(rng() % H);
+      const int sw = 1 + static_cast<int>(rng() % 2), sh = 1 + static_cast<int>(rng() % 2);
+      for (int yy = y; yy < std::min(H, y + sh); ++yy)
+        for (int xx = x; xx < std::min(W, x + sw); ++xx)
+          d[static_cast<size_t>(yy) * W + xx] = static_cast<float>(rng() % 100) / 100.f;
+    }
+    emd::ObjectParams p;
+    p.merge_gap = gaps[trial % 9];
+    p.min_area = 1 + static_cast<int64_t>(rng() % 3);
+    compared += expect_reference_objects(d, W, H, p, finder, "speckle trial " + std::to_string(trial));
+  }
+  EXPECT_GT(compared, 300);
+}
+
+// A 1080p speckle mask of 50,000 isolated specks (what a noisy threshold gives): the merge completes
+// (the naive sweep is 1.25 billion pair tests per pass here) and keeps every pixel, in groups no two
+// of which are within the gap.
+TEST(EmdObjects, LargeSpeckleMaskCompletes) {
+  const int W = 1920, H = 1080, wpr = emd::mask_words_per_row(W);
+  std::mt19937 rng(29);
+  std::vector<emd::MaskWord> m(static_cast<size_t>(wpr) * H, {0u, INFINITY});
+  int64_t set = 0;
+  // specks on a 3-pixel lattice (never touching): exactly 50,000 regions before the merge
+  std::vector<int> sites(static_cast<size_t>(W / 3) * (H / 3));
+  for (size_t i = 0; i < sites.size(); ++i) sites[i] = static_cast<int>(i);
+  std::shuffle(sites.begin(), sites.end(), rng);
+  for (int k = 0; k < 50000; ++k) {
+    const int x = 3 * (sites[k] % (W / 3)), y = 3 * (sites[k] / (W / 3));
+    emd::MaskWord& w = m[static_cast<size_t>(y) * wpr + x / 32];
+    w.bits |= 1u << (x % 32);
+    w.min_distance = 0.5f;
+    ++set;
+  }
+  emd::ObjectFinder finder;
+  finder.configure(W, H);
+  for (const int gap : {0, 1, 2, 8}) {
+    emd::ObjectParams p;
+    p.merge_gap = gap;
+    p.min_area = 1;
+    const std::vector<emd::Detection> got = finder.find(m.data(), p);
+    int64_t pixels = 0;
+    for (const emd::Detection& o : got) pixels += o.pixels;
+    EXPECT_EQ(pixels, set) << "gap " << gap;
+    // Specks 3 apart on the lattice are 2 pixels apart: gap 0 and 1 keep them (50,000 objects),
+    // gap 2 joins neighbours on the lattice into groups, gap 8 into larger ones.
+    if (gap < 2) {
+      EXPECT_EQ(got.size(), 50000u) << "gap " << gap;
+    } else {
+      EXPECT_LT(got.size(), 50000u) << "gap " << gap;
+    }
+    // No two objects are within the gap (a sweep over the boxes sorted by x, as the test's own check).
+    std::vector<emd::Detection> by_x = got;
+    std::sort(by_x.begin(), by_x.end(), [](const emd::Detection& a, const emd::Detection& b) { return a.x < b.x; });
+    int close = 0;
+    for (size_t i = 0; i < by_x.size(); ++i)
+      for (size_t j = i + 1; j < by_x.size() && by_x[j].x <= by_x[i].x + by_x[i].w + gap; ++j) {
+        const emd::Detection &a = by_x[i], &b = by_x[j];
+        const int gy = std::max(a.y, b.y) - std::min(a.y + a.h, b.y + b.h);  // pixels strictly between
+        close += gy <= gap;
+      }
+    EXPECT_EQ(close, 0) << "gap " << gap;
+  }
 }
 
 TEST(EmdObjects, GapJoinsFragmentsAndAreasBound) {

@@ -2,17 +2,23 @@
 // arithmetic a CUDA kernel shares) against OpenCV 4.6's cv::CLAHE, which it must equal bit for bit
 // on random and real images of sizes that do and do not divide into the tile grid; the names
 // `--normalise` and the gallery record use; and extract_features applying it after the shrink.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "prism_test.h"
 #include "test_env.h"
@@ -232,6 +238,52 @@ TEST(GalleryNormalisation, ABadRecordIsRefusedNamingTheLine) {
       }
     }
   }
+}
+
+// Two creators of one new folder with different normalisations (two `prism texture enroll
+// --normalise` at once): both pass the fresh-folder check, then wait for the writer lock the test
+// holds. The first to get it records its normalisation; the other must open the gallery as it now
+// is and report the first's record, never write its own over it (which would relabel the first's
+// entries). Each round, the two objects and the marker agree.
+TEST(GalleryNormalisation, RacingCreatorsAgreeOnTheRecord) {
+  test::TempDir dir;
+  const Normalisation none{}, clahe = texture::poor_light_normalisation();
+  int won[2] = {0, 0};
+  for (int round = 0; round < 6; ++round) {
+    const auto g = dir.path() / ("g" + std::to_string(round));
+    std::filesystem::create_directories(g);
+    // the writer lock, held while both creators start (an empty folder with .lock is still fresh)
+    const int lock = ::open((g / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(lock, 0);
+    ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+    Normalisation seen[2];
+    std::string errors[2];
+    std::thread creators[2];
+    for (int i = 0; i < 2; ++i)
+      creators[i] = std::thread([&, i] {
+        try {
+          seen[i] =
+              texture::Gallery::open(g, true, texture::Gallery::Load::kNoEntries, i ? clahe : none).normalisation();
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    // Give both time to reach the lock (a sequencing aid, not an assertion: one that comes later
+    // finds the marker and opens the gallery, which must give the same answer).
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::close(lock);
+    for (std::thread& t : creators) t.join();
+    ASSERT_EQ(errors[0], "") << "round " << round;
+    ASSERT_EQ(errors[1], "") << "round " << round;
+    const Normalisation recorded = texture::Gallery::read_normalisation(g);
+    EXPECT_EQ(seen[0], recorded) << "round " << round << ": creator 0 (none) believes " << seen[0].name()
+                                 << ", the marker says " << recorded.name();
+    EXPECT_EQ(seen[1], recorded) << "round " << round << ": creator 1 (" << clahe.name() << ") believes "
+                                 << seen[1].name() << ", the marker says " << recorded.name();
+    ++won[recorded == clahe];
+    EXPECT_EQ(texture::Gallery::open(g).entries().size(), 0u);
+  }
+  std::cout << "rounds won: none " << won[0] << ", " << clahe.name() << " " << won[1] << "\n";
 }
 
 }  // namespace

@@ -554,6 +554,34 @@ TEST_F(BowClassify, EosDuringAsyncAnalysisDeliversItsMessage) {
   EXPECT_LE(skipped + r.messages.size(), guint64(frames));
 }
 
+// stop() reached without the PAUSED->READY state change (the sink pad deactivated on its own, which
+// stops a GstBaseTransform) while the worker classifies: the worker is joined before the model it
+// reads is freed (under AddressSanitizer a use after free otherwise), and the element still goes
+// to NULL cleanly, with no GLib CRITICAL or WARNING.
+TEST_F(BowClassify, StopWithoutAStateChangeJoinsTheWorkerFirst) {
+  prism::test::GlibLogRecorder log;
+  const std::string launch =
+      "videotestsrc is-live=true pattern=ball ! video/x-raw,format=GRAY8,width=640,height=480,framerate=30/1 ! "
+      "bowclassify name=b device=cpu interval=0 model=\"" +
+      model_ + "\" ! fakesink name=sink sync=true";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(launch.c_str(), &err);
+  ASSERT_NE(p, nullptr) << (err ? err->message : "");
+  GstElement* b = gst_bin_get_by_name(GST_BIN(p), "b");
+  GstPad* sink = gst_element_get_static_pad(b, "sink");
+  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  g_usleep(300 * 1000);  // frames flow, the worker classifies one, others come meanwhile
+  EXPECT_TRUE(gst_pad_set_active(sink, FALSE));
+  guint64 skipped = 0;
+  g_object_get(b, "frames-skipped", &skipped, nullptr);
+  EXPECT_GT(skipped, 0u) << "the worker was not busy";
+  EXPECT_EQ(gst_element_set_state(p, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref(sink);
+  gst_object_unref(b);
+  gst_object_unref(p);
+  EXPECT_EQ(log.joined(), "");
+}
+
 // Set to NULL (and back to PLAYING, and to NULL again) while the worker classifies: the state
 // changes return (bounded: the running classification ends first), no GLib CRITICAL or WARNING.
 TEST_F(BowClassify, NullDuringAsyncAnalysisReturnsCleanly) {

@@ -1,8 +1,13 @@
 // Results as JSON lines (prism.results/1, docs/RESULTS.md): the converter of gst-libs/gst/prism/gstprismresults
 // on hand-made messages, and the prismresults element in real CPU pipelines of each analysis element, every line
 // checked against the bus message it comes from. Bad locations are rows of test_bad_input.cpp.
+#include <fcntl.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -299,6 +304,50 @@ TEST_F(Results, LocationDashWritesToStandardOutput) {
     EXPECT_EQ(line.at("frame"), n++);
   }
   EXPECT_EQ(n, 3);
+}
+
+// A reader that has gone is a write error naming the output (EPIPE), not a death by SIGPIPE; the
+// process's disposition and the thread's mask are as they were, and no SIGPIPE is left pending.
+TEST_F(Results, AClosedReaderIsAnErrorNotASignal) {
+  const std::string fifo = dir.file("r.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  ResultsWriter writer;
+  std::string error;
+  ASSERT_TRUE(writer.open(fifo, FALSE, &error)) << error;
+  ASSERT_TRUE(writer.write_line("{\"a\":1}", &error)) << error;
+  ::close(reader);
+  struct sigaction before;
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &before), 0);
+  ASSERT_EQ(before.sa_handler, SIG_DFL) << "the test needs SIGPIPE's default (fatal) disposition";
+  EXPECT_FALSE(writer.write_line("{\"a\":2}", &error));  // without the block, SIGPIPE ends the test here
+  EXPECT_NE(error.find("results file '" + fifo + "': cannot write: Broken pipe"), std::string::npos) << error;
+  EXPECT_FALSE(writer.write_line("{\"a\":3}", &error));  // again: still an error, still no signal
+  struct sigaction after;
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &after), 0);
+  EXPECT_EQ(after.sa_handler, SIG_DFL);
+  sigset_t mask, pending;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &mask), 0);
+  EXPECT_FALSE(sigismember(&mask, SIGPIPE));
+  ASSERT_EQ(sigpending(&pending), 0);
+  EXPECT_FALSE(sigismember(&pending, SIGPIPE));
+}
+
+// prismresults location=- with its standard output closed (gst-launch-1.0 ... | head -1): the
+// pipeline ends with the element's error naming its property, not killed by SIGPIPE.
+TEST_F(Results, PrismresultsToAClosedPipeEndsWithAnError) {
+#if defined(__SANITIZE_ADDRESS__)
+  std::cerr << "*** SKIPPING under AddressSanitizer: gst-launch-1.0 cannot load an ASan plugin ***\n";
+  GTEST_SKIP() << "gst-launch-1.0 cannot load the ASan plugin";
+#endif
+  std::string errors;
+  const int status = test::run_command_to_closed_pipe(
+      std::string("gst-launch-1.0 -q ") + kEmd + "! prismresults location=- ! fakesink", errors);
+  EXPECT_EQ(status, 1) << "141 is a death by SIGPIPE\n" << errors;
+  EXPECT_NE(errors.find("prismresults: property 'location': results file 'standard output': cannot write: Broken pipe"),
+            std::string::npos)
+      << errors;
 }
 
 // bowclassify: one line per classified frame (interval=2: frames 0 and 2), label and score.

@@ -215,6 +215,19 @@ TEST(PrismCli, ResultsToStandardOutputAreJsonLinesOnly) {
   EXPECT_EQ(n, 3) << out;
 }
 
+// `prism run --results - | head -1`: when the reader has gone, the run ends with the documented
+// pipeline error (exit 1) naming --results, not by SIGPIPE (141).
+TEST(PrismCli, ResultsToAClosedPipeEndWithAnError) {
+  TempDir dir;
+  const std::string config = dir.write("r.yaml", results_config());
+  std::string errors;
+  const int status =
+      test::run_command_to_closed_pipe(shell_quote(PRISM_EXE) + " run " + shell_quote(config) + " --results -", errors);
+  EXPECT_EQ(status, 1) << "141 is a death by SIGPIPE\n" << errors;
+  EXPECT_NE(errors.find("--results: results file 'standard output': cannot write: Broken pipe"), std::string::npos)
+      << errors;
+}
+
 // --results FILE and the prismresults element write the same lines.
 TEST(PrismCli, ResultsFileHasTheLinesOfPrismresults) {
   TempDir dir;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,6 +195,59 @@ TEST(TextureCli, NormalisationIsRecordedAndFollowed) {
   ASSERT_TRUE(a.find("graf1") && b.find("graf1") && c.find("graf1"));
   EXPECT_NE(a.find("graf1")->features.descriptors, b.find("graf1")->features.descriptors);
   EXPECT_EQ(a.find("graf1")->features.descriptors, c.find("graf1")->features.descriptors);
+}
+
+// Two `prism texture enroll --normalise` into one new folder at once (issue 23): both pass the
+// fresh-folder check while the test holds the gallery's writer lock; the first to get the lock
+// creates the gallery with its normalisation, and the other is refused naming that record (exit 2,
+// nothing enrolled) when it asked for another, or enrols beside it when they agree. The gallery
+// holds exactly the enrolments that succeeded, under the winner's record.
+TEST(TextureCli, RacingEnrolmentsIntoANewFolderAgreeOnTheNormalisation) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string chosen = texture::poor_light_normalisation().name();
+  for (const bool differ : {true, false}) {
+    const fs::path g = dir.path() / (differ ? "differ" : "agree");
+    fs::create_directories(g);
+    const int lock = ::open((g / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);  // not inherited
+    ASSERT_GE(lock, 0);
+    ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+    const std::string norms[2] = {differ ? "none" : chosen, chosen};
+    const std::string ids[2] = {"box", "graf1"};
+    test::BackgroundPrism runs[2];
+    for (int i = 0; i < 2; ++i)
+      runs[i] = test::start_prism({"texture", "enroll", "--gallery", g.string(), "--normalise", norms[i], "--device",
+                                   "cpu", img + "/" + ids[i] + ".png"},
+                                  (dir.path() / ("log" + std::to_string(i) + "-" + g.filename().string())).string());
+    // Time for both to reach the lock (a sequencing aid: a later one opens the gallery as it is,
+    // which must end the same way).
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    ::close(lock);
+    test::CommandResult r[2];
+    for (int i = 0; i < 2; ++i) r[i] = test::wait_prism(runs[i], 120);
+    const std::string recorded = texture::Gallery::read_normalisation(g).name();
+    const texture::Gallery gallery = texture::Gallery::open(g);
+    if (!differ) {
+      EXPECT_EQ(r[0].exit_code, 0) << r[0].output;
+      EXPECT_EQ(r[1].exit_code, 0) << r[1].output;
+      EXPECT_EQ(recorded, chosen);
+      EXPECT_EQ(gallery.entries().size(), 2u);
+      continue;
+    }
+    ASSERT_EQ((r[0].exit_code == 0) + (r[1].exit_code == 0), 1) << "exactly one wins\n"
+                                                                << r[0].output << "\n"
+                                                                << r[1].output;
+    const int winner = r[0].exit_code == 0 ? 0 : 1, loser = 1 - winner;
+    EXPECT_EQ(recorded, norms[winner]);
+    EXPECT_EQ(r[loser].exit_code, 2) << r[loser].output;
+    EXPECT_NE(r[loser].output.find("--normalise " + norms[loser] + ": the gallery " + g.string() +
+                                   " records normalisation " + norms[winner]),
+              std::string::npos)
+        << r[loser].output;
+    ASSERT_EQ(gallery.entries().size(), 1u);
+    EXPECT_EQ(gallery.entries()[0].id, ids[winner]);
+    EXPECT_EQ(gallery.normalisation().name(), norms[winner]);
+  }
 }
 
 // The eval's low-light perturbation (issue 22) on a small set (2 sun8 photos, the 3 skimage

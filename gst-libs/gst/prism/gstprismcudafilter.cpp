@@ -832,6 +832,8 @@ gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GVal
   return TRUE;
 }
 
+void gst_prism_cuda_filter_join_worker(GstPrismCudaFilter *self) { async_quit(self); }
+
 gboolean gst_prism_cuda_filter_is_async(GstPrismCudaFilter *self) { return PRIV(self)->worker != nullptr; }
 
 guint64 gst_prism_cuda_filter_frame_number(GstPrismCudaFilter *self) { return PRIV(self)->frame_number; }

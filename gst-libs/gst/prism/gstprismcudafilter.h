@@ -137,6 +137,12 @@ void gst_prism_cuda_filter_class_install_async(GObjectClass *klass, guint prop_a
 /* From the subclass's set/get_property: TRUE when `pspec` is `async` or `frames-skipped`. */
 gboolean gst_prism_cuda_filter_async_set_property(GstPrismCudaFilter *self, const GValue *value, GParamSpec *pspec);
 gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GValue *value, GParamSpec *pspec);
+/* Joins the async worker (waits for the analysis running, drops a job not yet started); nothing in
+ * sync mode, and nothing the second time. A subclass's stop() calls it before freeing what
+ * process/process_ip/finish use: the base joins the worker on PAUSED->READY already, but stop() is
+ * also reached without that state change (a pad deactivated on its own, a start that fails half
+ * way), and the state must not go while the worker may still read it. */
+void gst_prism_cuda_filter_join_worker(GstPrismCudaFilter *self);
 /* TRUE when the element runs in async mode (latched at start). */
 gboolean gst_prism_cuda_filter_is_async(GstPrismCudaFilter *self);
 /* In process/process_ip/finish: the number of the frame being processed, counting every frame that

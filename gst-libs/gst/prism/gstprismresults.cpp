@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -248,6 +250,46 @@ std::string results_json_line(GstMessage *msg) {
 
 /* ResultsWriter */
 
+namespace {
+
+/* SIGPIPE blocked in the calling thread for a scope, so that a write to a pipe or FIFO whose reader
+ * has gone fails with EPIPE (an error naming the output) instead of killing the process: a library
+ * and an element must not change the process's disposition, and the signal a failed write raises
+ * is directed at the writing thread, so blocking it there is enough. The blocked signal stays
+ * pending; discard() takes it back (sigtimedwait with no wait) unless one was pending before, which
+ * is the process's own. The thread's mask is restored on leaving. The approach of OpenSSL's and
+ * libcurl's write paths on systems without MSG_NOSIGNAL for pipes. */
+class SigpipeBlock {
+ public:
+  SigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
+  }
+  ~SigpipeBlock() {
+    if (blocked_) pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlock(const SigpipeBlock &) = delete;
+  SigpipeBlock &operator=(const SigpipeBlock &) = delete;
+
+  /* After a write failed with EPIPE: the SIGPIPE it raised is taken back. */
+  void discard() {
+    if (!blocked_ || was_pending_) return;
+    const struct timespec no_wait = {0, 0};
+    while (sigtimedwait(&pipe_, nullptr, &no_wait) < 0 && errno == EINTR) {
+    }
+  }
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false, blocked_ = false;
+};
+
+}  // namespace
+
 gboolean ResultsWriter::open(const std::string &location, gboolean append, std::string *error) {
   close();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -291,12 +333,16 @@ gboolean ResultsWriter::write_line(const std::string &line, std::string *error) 
     return FALSE;
   }
   const std::string text = line + '\n';
+  SigpipeBlock no_sigpipe;
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      *error = "results file '" + location_ + "': cannot write: " + std::strerror(n < 0 ? errno : EIO);
+      const int why = n < 0 ? errno : EIO;
+      if (why == EPIPE) no_sigpipe.discard();
+      *error = "results file '" + location_ + "': cannot write: " + std::strerror(why) +
+               (why == EPIPE ? " (its reader has closed it)" : "");
       return FALSE;
     }
     done += size_t(n);

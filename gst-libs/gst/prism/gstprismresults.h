@@ -58,7 +58,9 @@ class ResultsWriter {
    * permission). */
   gboolean open(const std::string &location, gboolean append, std::string *error);
   /* Appends `line` and a newline. FALSE with `error` naming the location (a full disk, a closed
-   * pipe); the writer stays open. */
+   * pipe); the writer stays open. A pipe whose reader has gone (`prism run --results - | head -1`)
+   * is that error (EPIPE), not a death by SIGPIPE: the signal is blocked in the writing thread
+   * around the write and the one it raises is taken back; the process's disposition is untouched. */
   gboolean write_line(const std::string &line, std::string *error);
   void close();
   gboolean is_open() const;
