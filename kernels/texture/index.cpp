@@ -866,7 +866,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     if (a.geometry.significance != b.geometry.significance) return a.geometry.significance > b.geometry.significance;
     if (a.geometry.inliers != b.geometry.inliers) return a.geometry.inliers > b.geometry.inliers;
     if (a.score != b.score) return a.score > b.score;
-    return a.index < b.index;
+    return a.id < b.id;  // as merge_search
   });
   result.verify_ms = ms_since(t0);
   return cands.front();
@@ -902,9 +902,11 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   std::vector<int> order(s.size());
   std::iota(order.begin(), order.end(), 0);
   const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
-  // Ties by entry position, so that the order does not depend on where the entries live.
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : entry_of[a] < entry_of[b]; });
+  // Ties by product id, so that the order depends neither on where the entries live nor on the
+  // order they were added: a sharded search (service/backend.cpp merge_search) cuts the same way.
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return s[a] != s[b] ? s[a] > s[b] : m.entries[entry_of[a]].id < m.entries[entry_of[b]].id;
+  });
   for (size_t i = 0; i < k; ++i) {
     const int e = entry_of[order[i]];
     if (s[order[i]] >= 4) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});  // RANSAC needs 4
