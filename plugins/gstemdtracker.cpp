@@ -288,6 +288,9 @@ static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, con
 
 static gboolean stop(GstBaseTransform *trans) {
   GstEmdTracker *self = GST_EMD_TRACKER(trans);
+  /* The async worker (async=true) runs process() on the tracker: joined before its buffers are
+   * freed, as textureid and bowclassify do; the base's stop() comes last (it releases the context). */
+  gst_prism_cuda_filter_join_worker(GST_PRISM_CUDA_FILTER(trans));
   const gboolean pushed = gst_prism_cuda_filter_push_context(GST_PRISM_CUDA_FILTER(trans));
   self->tracker->reset();
   if (pushed) gst_prism_cuda_filter_pop_context();

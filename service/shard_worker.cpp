@@ -135,7 +135,11 @@ void ShardWorker::prepare(Redis& redis) {
   } catch (const RedisError&) {
     throw;
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error("gallery " + options_.local.gallery.string() + ": " + e.what());
+    std::string how;
+    if (backend_->size() == 0)  // a new folder took none before Redis was asked
+      how = "; the gallery is empty: remove " + options_.local.gallery.string() +
+            " and start again with --normalise set as the deployment's";
+    throw std::runtime_error("gallery " + options_.local.gallery.string() + ": " + e.what() + how);
   }
   shard::ensure_group(redis, shard::writes_key(options_.shard), shard::replica_group(options_.replica));
   shard::ensure_group(redis, shard::reads_key(options_.shard), shard::kReadersGroup);

@@ -85,8 +85,12 @@ ShardedBackend::ShardedBackend(const ShardedOptions& options)
 texture::Normalisation ShardedBackend::normalisation() {
   std::lock_guard lock(normalisation_mutex_);
   if (!normalisation_) {
-    RedisPool::Lease redis = pool_.acquire();
-    normalisation_ = shard::agree_normalisation(*redis, std::nullopt);
+    try {
+      RedisPool::Lease redis = pool_.acquire();
+      normalisation_ = shard::agree_normalisation(*redis, std::nullopt);
+    } catch (const RedisError& e) {
+      throw unreachable(e);  // 503 naming Redis, as every other call
+    }
   }
   return normalisation_.value_or(texture::Normalisation{});
 }

@@ -190,6 +190,7 @@ PRISM_HD void convert_block(const Plan& p, const Image& src, const Image& dst, i
       const int yuy2 = dst.format == PixelFormat::YUY2;
       q[yuy2 ? 1 : 0] = static_cast<uint8_t>((pair_u + pair_n / 2) / pair_n);
       q[yuy2 ? 3 : 2] = static_cast<uint8_t>((pair_v + pair_n / 2) / pair_n);
+      if (pair_n == 1) q[yuy2 ? 2 : 3] = q[yuy2 ? 0 : 1];  // an odd width's last pair: Y1 repeats Y0
     }
   }
   if (n == 0) return;
