@@ -245,6 +245,24 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
       set_size_error(error, path, declared.width, declared.height, declared.w == 0 || declared.h == 0, max_pixels);
       return FALSE;
     }
+    // Binary PNM, P4-P6: the whole header must parse here (width, height and, but for P4, maxval
+    // 1..65535, within the first 4096 bytes). pnmdec's own header parser asserts on some malformed
+    // ones (found by the image fuzzer: a comment running into the data gave GStreamer-Base-CRITICAL
+    // gst_adapter_flush 'flush <= adapter->size').
+    if (head.size() >= 3 && head[0] == 'P' && head[1] >= '4' && head[1] <= '6' && g_ascii_isspace(head[2])) {
+      size_t pos = 2;
+      std::string digits;
+      guint64 w = 0, h = 0, maxval = 255;
+      const bool ok = pnm_number(head, &pos, &digits, &w) && pnm_number(head, &pos, &digits, &h) &&
+                      (head[1] == '4' || (pnm_number(head, &pos, &digits, &maxval) && maxval >= 1 && maxval <= 65535));
+      if (!ok) {
+        g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
+                    "image file '%s' has a malformed or incomplete binary PNM (P%c) header: netpbm's magic, width, "
+                    "height%s, separated by whitespace or '#' comments ending with a line break",
+                    path, head[1], head[1] == '4' ? "" : " and maxval (1..65535)");
+        return FALSE;
+      }
+    }
     // Plain (ASCII) PNM, P1-P3: pnmdec asserts on malformed sample text (found by the image fuzzer:
     // a P1 header followed by binary bytes gave GStreamer-Video-CRITICAL
     // gst_video_decoder_allocate_output_frame_with_params 'decoder->priv->output_state'). Those
