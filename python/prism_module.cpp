@@ -209,8 +209,16 @@ PyResult result_of(const texture::SearchResult& r, const texture::SearchParams& 
 // serialised: one object may be shared between threads.
 class PyGallery {
  public:
-  PyGallery(const std::string& path, bool create, const std::string& device, int64_t gpu_memory, int64_t host_memory)
-      : gallery_(Gallery::open(path, create)) {
+  // `normalise` empty: a new gallery records the CLI's default (poor_light_normalisation); an
+  // existing one keeps its record. Named: a new gallery records it; an existing one must agree.
+  PyGallery(const std::string& path, bool create, const std::string& device, int64_t gpu_memory, int64_t host_memory,
+            const std::string& normalise)
+      : gallery_(Gallery::open(path, create, Gallery::Load::kEntries,
+                               normalise.empty() ? texture::poor_light_normalisation()
+                                                 : texture::parse_normalisation(normalise))) {
+    if (!normalise.empty() && gallery_.normalisation() != texture::parse_normalisation(normalise))
+      throw std::invalid_argument("normalise " + normalise + ": the gallery " + path + " records normalisation " +
+                                  gallery_.normalisation().name() + " (chosen when it was created)");
     options_.device = device_of(device);
     options_.gpu_budget = gpu_memory;
     options_.host_budget = host_memory;
@@ -514,18 +522,24 @@ PYBIND11_MODULE(prism, m) {
 
   py::class_<PyGallery>(m, "Gallery", R"(A texture gallery directory (the one `prism texture` and textureid use).
 
-Gallery(path, create=False, device="auto", gpu_memory=-1, host_memory=-1)
+Gallery(path, create=False, device="auto", gpu_memory=-1, host_memory=-1, normalise="")
 
-create makes a new gallery in an absent or empty folder. device is where searches match
+create makes a new gallery in an absent or empty folder; it records normalise, the contrast
+normalisation applied before SIFT ("none" or "clahe-CLIP-TILES"; "": clahe-4-8, as
+`prism texture enroll`), and every enrol, search and verify applies the gallery's record. device is where searches match
 ("auto": the GPU when usable, else the CPU). gpu_memory/host_memory: bytes of descriptor slots
 per tier (-1: the defaults of `prism texture`). Writes are durable when they return. The object
 sees the gallery as opened plus its own writes; reopen it to see other processes' writes.)")
-      .def(py::init<const std::string&, bool, const std::string&, int64_t, int64_t>(), py::arg("path"),
-           py::arg("create") = false, py::arg("device") = "auto", py::arg("gpu_memory") = tx::kDefaultBudget,
-           py::arg("host_memory") = tx::kDefaultBudget)
+      .def(py::init<const std::string&, bool, const std::string&, int64_t, int64_t, const std::string&>(),
+           py::arg("path"), py::arg("create") = false, py::arg("device") = "auto",
+           py::arg("gpu_memory") = tx::kDefaultBudget, py::arg("host_memory") = tx::kDefaultBudget,
+           py::arg("normalise") = "")
       .def_property_readonly("path", &PyGallery::path)
       .def_property_readonly("pack_note", &PyGallery::pack_note,
                              "what opening said about the gallery's pack ('' when it was read as it was)")
+      .def_property_readonly(
+          "normalisation", [](const PyGallery& g) { return g.feature_params().normalisation.name(); },
+          "the contrast normalisation the gallery records, e.g. 'clahe-4-8' or 'none'")
       .def_property_readonly("device", &PyGallery::device, "where searches match, e.g. 'cpu (...)'")
       .def("__len__", &PyGallery::size)
       .def("__contains__", &PyGallery::contains)

@@ -33,7 +33,7 @@ bool same_features(const texture::Features& a, const texture::Features& b) {
 LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
     : options_(options),
       gallery_(texture::Gallery::open(options.gallery, /*create=*/true, texture::Gallery::Load::kNoEntries,
-                                      options.normalisation.value_or(texture::Normalisation{}))),
+                                      options.normalisation.value_or(texture::poor_light_normalisation()))),
       index_(options.index) {
   if (options.normalisation && *options.normalisation != gallery_.normalisation())
     throw texture::GalleryError("normalisation " + options.normalisation->name() + ": the gallery " +

@@ -35,6 +35,14 @@ def write_pgm(path, grey):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         gallery = prism.Gallery(os.path.join(tmp, "gallery"), create=True)
+        # A new gallery records the contrast normalisation applied before SIFT (the CLI's default,
+        # chosen for dim captures); reopening with another one is refused.
+        assert gallery.normalisation == "clahe-4-8", gallery.normalisation
+        try:
+            prism.Gallery(os.path.join(tmp, "gallery"), normalise="none")
+            raise AssertionError("a gallery was reopened with another normalisation")
+        except ValueError as e:
+            print("refused:", e)
         products = {f"tile-{i}": texture(i) for i in range(4)}
         for pid, img in products.items():
             n = gallery.enroll(pid, img, collection="lot-1")

@@ -44,10 +44,10 @@ constexpr int kMaxClaheClip = 40, kMaxClaheTiles = 32;
 // std::invalid_argument naming `name` and what is accepted.
 Normalisation parse_normalisation(const std::string& name);
 
-// The normalisation `prism texture eval` chose for poor light (docs/TEXTUREID.md): what
-// `prism texture enroll --normalise` names for a new gallery that must identify dim captures, and
-// the eval's default. New galleries record none unless told (`prism texture serve` does not read
-// the record yet).
+// The normalisation `prism texture eval` chose for poor light (docs/TEXTUREID.md), and the default
+// that `prism texture enroll`, `serve`, `shard` and Python's Gallery(create=True) record in a new
+// gallery: on the full evaluation it identifies better in every perturbation, dim captures above
+// all. Gallery::open's own default stays none (the meaning of a gallery without a record).
 Normalisation poor_light_normalisation();
 
 // `grey` (8-bit, one channel) normalised; kNone returns `grey` itself (no copy). Throws

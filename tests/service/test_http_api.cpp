@@ -156,12 +156,17 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
   }
   // The same gallery read by an index of its own: what `prism texture search|verify` answer.
   texture::TextureIndex index(cpu_index());
-  index.build(texture::Gallery::open(server.gallery()).entries());
+  const texture::Gallery stored = texture::Gallery::open(server.gallery());
+  index.build(stored.entries());
   ASSERT_EQ(index.size(), products.size());
+  // A new gallery's default, which the server applied to every upload.
+  EXPECT_EQ(stored.normalisation(), texture::poor_light_normalisation());
+  texture::FeatureParams fparams;
+  fparams.normalisation = stored.normalisation();
   std::mt19937 rng(7);
   for (size_t i = 0; i < products.size(); ++i) {
     const cv::Mat query = test::noisy_capture(products[i], rng);
-    const texture::Features qf = texture::extract_features(query);
+    const texture::Features qf = texture::extract_features(query, fparams);
     const texture::SearchParams params;
     const texture::SearchResult want = index.search(qf, params);
     const json got = body_of(post_image(c, "/v1/search?top_k=3", query));

@@ -741,7 +741,9 @@ TEST(ShardedBackend, NormalisationIsAgreedAcrossTheDeployment) {
   EXPECT_EQ(front.normalisation(), clahe);
   EXPECT_EQ(texture::Gallery::read_normalisation(tmp.path() / "clahe"), clahe);
 
-  ShardWorker plain(Worker::options(server.url(), 0, 1, "x", tmp.path() / "plain"));  // a new gallery: none
+  ShardWorkerOptions po = Worker::options(server.url(), 0, 1, "x", tmp.path() / "plain");
+  po.local.normalisation = texture::Normalisation{};  // a new gallery of none
+  ShardWorker plain(po);
   std::atomic<bool> no{false};
   try {
     plain.run(no);

@@ -170,8 +170,14 @@ TEST(TextureCli, NormalisationIsRecordedAndFollowed) {
   r = run_prism({"texture", "enroll", "--gallery", g, img + "/baboon.jpg"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
 
-  // The default, none: format 2 exactly as galleries made before the record, which mean none.
-  r = run_prism({"texture", "enroll", "--gallery", none, img + "/box.png", img + "/graf1.png"});
+  // A new gallery without --normalise records the poor-light choice.
+  const std::string plain = (dir.path() / "plain").string();
+  r = run_prism({"texture", "enroll", "--gallery", plain, img + "/box.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(texture::Gallery::read_normalisation(plain), texture::poor_light_normalisation());
+
+  // --normalise none: format 2 exactly as galleries made before the record, which mean none.
+  r = run_prism({"texture", "enroll", "--gallery", none, "--normalise", "none", img + "/box.png", img + "/graf1.png"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   {
     std::ifstream m(none + "/gallery.prism");

@@ -55,9 +55,9 @@ constexpr const char* kUsage =
     "  --gallery DIR        the gallery directory (enroll creates it in a new or empty folder)\n"
     "  --normalise NAME     enroll into a new gallery: the contrast normalisation applied before SIFT,\n"
     "                       recorded in the gallery and applied by every enrol, search and verify\n"
-    "                       against it: none (the default; also what older galleries mean) or\n"
-    "                       clahe-CLIP-TILES; clahe-4-8 is the choice for dim captures (see\n"
-    "                       docs/TEXTUREID.md); elsewhere it must match the gallery's record\n"
+    "                       against it: clahe-CLIP-TILES (default clahe-4-8, chosen for dim\n"
+    "                       captures; see docs/TEXTUREID.md) or none (what galleries without a\n"
+    "                       record mean); elsewhere it must match the gallery's record\n"
     "  --collection C       enroll, update: the collection the products belong to (a lot, a factory,\n"
     "                       a line; update keeps the product's own when not given; \"\" for none)\n"
     "                       search: search only collection C (repeat it for several)\n"
@@ -190,10 +190,9 @@ void print_pack_note(const std::string& note) {
 
 int enroll(const Options& o) {
   const auto jobs = enrol_jobs(o);
-  // A new gallery records --normalise, none by default: `prism texture serve` extracts without
-  // one still, and would search a normalised gallery with unnormalised queries.
+  // A new gallery records --normalise, the poor-light choice by default.
   Gallery gallery = Gallery::open(o.gallery, /*create=*/true, Gallery::Load::kEntries,
-                                  o.normalise.value_or(texture::Normalisation{}));
+                                  o.normalise.value_or(texture::poor_light_normalisation()));
   print_pack_note(gallery.pack_note());
   const texture::FeatureParams fparams = feature_params(o, gallery.normalisation());
   Progress progress("enrol", int(jobs.size()), !o.json || !isatty(STDOUT_FILENO));

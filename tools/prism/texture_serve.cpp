@@ -44,9 +44,10 @@ constexpr const char* kServeUsage =
     "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
     "  --normalise NAME     the contrast normalisation before SIFT (none, clahe-CLIP-TILES): what a\n"
-    "                       new --gallery records; an existing gallery's record decides and must\n"
-    "                       agree; with --redis, agreed with the workers through prism:normalise.\n"
-    "                       Queries and enrolments are always extracted with the gallery's\n"
+    "                       new --gallery records (default clahe-4-8); an existing gallery's\n"
+    "                       record decides and must agree; with --redis, agreed with the workers\n"
+    "                       through prism:normalise. Queries and enrolments are always extracted\n"
+    "                       with the gallery's normalisation\n"
     "  --min-significance S the default decision threshold (default 3.6)\n"
     "  --log                one line per request on stderr\n";
 
