@@ -45,7 +45,8 @@ constexpr const char* kServeUsage =
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
     "  --normalise NAME     the contrast normalisation before SIFT (none, clahe-CLIP-TILES): what a\n"
     "                       new --gallery records; an existing gallery's record decides and must\n"
-    "                       agree; with --redis, agreed with the workers through prism:normalise.\n"
+    "                       agree; with --redis, agreed with the workers through prism:normalise\n"
+    "                       (until a worker has set it, uploads are refused with 503).\n"
     "                       Queries and enrolments are always extracted with the gallery's\n"
     "  --min-significance S the default decision threshold (default 3.6)\n"
     "  --log                one line per request on stderr\n";
