@@ -213,9 +213,9 @@ class PyGallery {
   // existing one keeps its record. Named: a new gallery records it; an existing one must agree.
   PyGallery(const std::string& path, bool create, const std::string& device, int64_t gpu_memory, int64_t host_memory,
             const std::string& normalise)
-      : gallery_(Gallery::open(path, create, Gallery::Load::kEntries,
-                               normalise.empty() ? texture::poor_light_normalisation()
-                                                 : texture::parse_normalisation(normalise))) {
+      : gallery_(Gallery::open(
+            path, create, Gallery::Load::kEntries,
+            normalise.empty() ? texture::poor_light_normalisation() : texture::parse_normalisation(normalise))) {
     if (!normalise.empty() && gallery_.normalisation() != texture::parse_normalisation(normalise))
       throw std::invalid_argument("normalise " + normalise + ": the gallery " + path + " records normalisation " +
                                   gallery_.normalisation().name() + " (chosen when it was created)");

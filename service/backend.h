@@ -31,12 +31,14 @@ inline double ms_between(Clock::time_point a, Clock::time_point b) {
 void check_deadline(Clock::time_point deadline, const char* step);
 
 // An error that the API reports to the client: an HTTP status, the request field it concerns
-// (empty when none) and a sentence. Thrown by backends and by request parsing.
+// (empty when none) and a sentence. Thrown by backends and by request parsing. `retry_after_s` > 0
+// for a refusal that is expected to pass by itself (the API sends it as Retry-After).
 struct ServiceError : std::runtime_error {
-  ServiceError(int status, std::string field, const std::string& message)
-      : std::runtime_error(message), status(status), field(std::move(field)) {}
+  ServiceError(int status, std::string field, const std::string& message, int retry_after_s = 0)
+      : std::runtime_error(message), status(status), field(std::move(field)), retry_after_s(retry_after_s) {}
   int status;
   std::string field;
+  int retry_after_s;
 };
 
 // What GET /v1/products/{id} returns (no descriptors).
@@ -127,7 +129,9 @@ class Backend {
   virtual std::string health() = 0;
   // The contrast normalisation its products were enrolled with (the gallery's record; for shards,
   // the deployment's prism:normalise), which HttpApi applies to every image it extracts: a query
-  // extracted otherwise would silently match worse.
+  // extracted otherwise would silently match worse. ServiceError 503 (with retry_after_s) while it
+  // is not known yet (a sharded front before any worker has announced it): an image extracted
+  // with a guess would be enrolled or searched with the wrong features, silently.
   virtual texture::Normalisation normalisation() = 0;
 };
 

@@ -333,11 +333,15 @@ struct HttpApi::Impl {
     return id;
   }
 
-  texture::Features features_of(const Input& in, double& extract_ms) const {
+  // `normalisation`: the backend's (Backend::normalisation), the gallery's, never the caller's
+  // choice; asked for at the start of a request, so that one that cannot be served yet is refused
+  // before any other work.
+  texture::Features features_of(const Input& in, const texture::Normalisation& normalisation,
+                                double& extract_ms) const {
     const auto t0 = Clock::now();
     const cv::Mat grey = decode_grey(in.image(), "image", options.max_image_pixels);
     texture::FeatureParams params = options.features;
-    params.normalisation = backend.normalisation();  // the gallery's, never the caller's choice
+    params.normalisation = normalisation;
     texture::Features f = texture::extract_features(grey, params);
     extract_ms = ms_between(t0, Clock::now());
     return f;
@@ -365,6 +369,7 @@ struct HttpApi::Impl {
     const auto start = Clock::now();
     const Input f(req, {"collection", "deadline_ms"}, true);
     const std::string id = product_id(req);
+    const texture::Normalisation normalisation = backend.normalisation();
     texture::GalleryEntry e;
     e.id = id;
     if (const std::string* c = f.get("collection")) {
@@ -381,7 +386,7 @@ struct HttpApi::Impl {
       if (!f.get("collection")) e.collection = p->collection;
     }
     double extract_ms = 0;
-    e.features = features_of(f, extract_ms);
+    e.features = features_of(f, normalisation, extract_ms);
     if (e.features.count() < texture::kMinFeatures)
       bad("image",
           "the image has " + std::to_string(e.features.count()) + " features, fewer than the " +
@@ -420,8 +425,9 @@ struct HttpApi::Impl {
     const Input f(req, {"threshold", "deadline_ms"}, true);
     const std::string id = product_id(req);
     const texture::SearchParams params = search_params(f);
+    const texture::Normalisation normalisation = backend.normalisation();
     double extract_ms = 0;
-    const texture::Features q = features_of(f, extract_ms);
+    const texture::Features q = features_of(f, normalisation, extract_ms);
     const VerifyAnswer a = backend.verify(id, q, params, deadline_of(f, start));
     json out = api_json(a.match);
     out["decision"] = a.match.accepted ? "accepted" : "rejected";
@@ -443,8 +449,9 @@ struct HttpApi::Impl {
     if (const std::string* v = f.get("top_k")) q.top_k = parse_int_field("top_k", *v, 1, options.max_top_k);
     if (const std::string* v = f.get("allow_partial")) q.allow_partial = parse_bool_field("allow_partial", *v);
     q.deadline = deadline_of(f, start);
+    const texture::Normalisation normalisation = backend.normalisation();
     double extract_ms = 0;
-    q.features = features_of(f, extract_ms);
+    q.features = features_of(f, normalisation, extract_ms);
     const SearchAnswer a = backend.search(q);
     json cands = json::array();
     for (const Match& m : a.candidates) cands.push_back(api_json(m));
@@ -502,6 +509,7 @@ struct HttpApi::Impl {
       res.set_content(json_text(out), "application/json");
     } catch (const ServiceError& e) {
       error(res, e.status, e.field, e.what());
+      if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     } catch (const texture::GalleryError& e) {
       error(res, 500, "", e.what());
     } catch (const std::bad_alloc&) {

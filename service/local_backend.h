@@ -24,8 +24,8 @@ struct LocalOptions {
   texture::IndexOptions index;
   int shard = 0;  // the shard this gallery is (for stats)
   // The contrast normalisation: a new gallery records it; an existing one must record the same
-  // (GalleryError naming both). Unset: the gallery's record decides (clahe-4-8, texture::poor_light_normalisation(), for a new
-  // gallery).
+  // (GalleryError naming both). Unset: the gallery's record decides (clahe-4-8, texture::poor_light_normalisation(),
+  // for a new gallery).
   std::optional<texture::Normalisation> normalisation;
 };
 

@@ -92,7 +92,15 @@ texture::Normalisation ShardedBackend::normalisation() {
       throw unreachable(e);  // 503 naming Redis, as every other call
     }
   }
-  return normalisation_.value_or(texture::Normalisation{});
+  // Extracting with "none" meanwhile would enrol unnormalised features into a CLAHE shard, or
+  // search one with unnormalised queries: both silently worse, so nothing is extracted until known.
+  if (!normalisation_)
+    throw ServiceError(503, "",
+                       "no shard worker has announced the gallery's contrast normalisation yet (" +
+                           shard::kNormaliseKey + " is not set at " + pool_.url() +
+                           "): enrolments, updates, verifies and searches wait for a worker to start",
+                       kNormalisationRetryAfterSeconds);
+  return *normalisation_;
 }
 
 Clock::time_point ShardedBackend::deadline_of(Clock::time_point deadline) const {

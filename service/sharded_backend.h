@@ -45,8 +45,12 @@ class ShardedBackend : public Backend {
   // a count that disagrees with prism:shards (naming both) or none at all, RedisError when Redis
   // cannot be reached.
   explicit ShardedBackend(const ShardedOptions& options);
-  // prism:normalise once known (then kept: it never changes in a deployment), none before.
+  // prism:normalise once known (then kept: it never changes in a deployment); until a worker (or
+  // a front given one) has set it, ServiceError 503 saying so, with a Retry-After of
+  // kNormalisationRetryAfterSeconds: enrolments, updates, verifies and searches wait for it, while
+  // gets, deletes and stats, which extract nothing, are served.
   texture::Normalisation normalisation() override;
+  static constexpr int kNormalisationRetryAfterSeconds = 5;
 
   WriteResult write(const texture::GalleryEntry& entry, bool replace, Clock::time_point deadline) override;
   bool remove(const std::string& id, Clock::time_point deadline) override;

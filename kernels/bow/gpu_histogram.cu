@@ -9,6 +9,7 @@
 
 #include "bow/gpu_words.h"
 #include "bow/histogram.h"
+#include "common/border.h"
 #include "common/device_array.h"
 #include "common/gpu.h"
 
@@ -44,13 +45,6 @@ struct alignas(16) BankTaps {
   int radius[kMaxSizes];
   int sizes;
 };
-
-// BORDER_REFLECT_101 (gfedcb|abcdefgh|gfedcba), also for offsets longer than the image.
-__device__ __forceinline__ int reflect101(int i, int n) {
-  if (n == 1) return 0;
-  while (i < 0 || i >= n) i = i < 0 ? -i : 2 * n - 2 - i;
-  return i;
-}
 
 // out[v] += taps[j].<kernel> * window[v + j] for 8 taps and 8 outputs (the caller picks the kernel).
 template <int N, class Tap>

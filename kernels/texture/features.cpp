@@ -4,6 +4,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -36,6 +37,15 @@ cv::Mat to_grey(const cv::Mat& image) {
 
 }  // namespace
 
+bool strongest_first(const cv::KeyPoint& p, const cv::KeyPoint& q) {
+  if (p.response != q.response) return p.response > q.response;
+  if (p.pt.y != q.pt.y) return p.pt.y < q.pt.y;
+  if (p.pt.x != q.pt.x) return p.pt.x < q.pt.x;
+  if (p.size != q.size) return p.size < q.size;
+  if (p.angle != q.angle) return p.angle < q.angle;
+  return p.octave < q.octave;
+}
+
 namespace {
 
 // The detection image: grey, shrunk (INTER_AREA) when its longer side exceeds max_side; `scale`
@@ -48,28 +58,24 @@ cv::Mat detection_image(const cv::Mat& grey, const FeatureParams& params, double
   return normalise(detect, params.normalisation);  // after the shrink, before SIFT
 }
 
+// How to_features takes its keypoints: cv::SIFT's in the order its threads found them (sorted
+// here), or kernels/sift's, strongest first in strongest_first's order already (sift.h; sorting
+// them again would leave them in place: TextureFeatures.OurSiftListsKeypointsInTheFeaturesOrder).
+enum class KeypointOrder { kAny, kStrongestFirst };
+
 // SIFT keypoints and float descriptors (either extractor's) to Features: the strongest
 // max_features in a total order, coordinates back in the original image, RootSIFT.
 Features to_features(int width, int height, double scale, const std::vector<cv::KeyPoint>& kps, const cv::Mat& desc,
-                     const FeatureParams& params) {
+                     const FeatureParams& params, KeypointOrder given) {
   const int max_features = std::clamp(params.max_features, 1, match::kSlot);
   Features f;
   f.width = width;
   f.height = height;
   std::vector<int> order(kps.size());
   std::iota(order.begin(), order.end(), 0);
-  // A total order: cv::SIFT gathers its keypoints from per-thread lists, whose order varies from
-  // run to run (kernels/sift's output is in this order already).
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    const cv::KeyPoint &p = kps[a], &q = kps[b];
-    if (p.response != q.response) return p.response > q.response;
-    if (p.pt.y != q.pt.y) return p.pt.y < q.pt.y;
-    if (p.pt.x != q.pt.x) return p.pt.x < q.pt.x;
-    if (p.size != q.size) return p.size < q.size;
-    if (p.angle != q.angle) return p.angle < q.angle;
-    if (p.octave != q.octave) return p.octave < q.octave;
-    return a < b;
-  });
+  if (given == KeypointOrder::kAny)  // stable: equal keypoints (none after SIFT's dedupe) keep their order
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return strongest_first(kps[a], kps[b]); });
+  assert(given == KeypointOrder::kAny || std::is_sorted(kps.begin(), kps.end(), strongest_first));
   if (int(order.size()) > max_features) order.resize(max_features);
 
   f.keypoints.reserve(order.size());
@@ -92,9 +98,10 @@ Features to_features(int width, int height, double scale, const std::vector<cv::
 Features extract_cuda(sift::CudaExtractor& extractor, const cv::Mat& grey, const FeatureParams& params) {
   double scale = 1.0;
   const cv::Mat detect = detection_image(grey, params, &scale);
-  if (detect.cols < 8 || detect.rows < 8) return to_features(grey.cols, grey.rows, scale, {}, cv::Mat(), params);
+  if (detect.cols < 8 || detect.rows < 8)
+    return to_features(grey.cols, grey.rows, scale, {}, cv::Mat(), params, KeypointOrder::kStrongestFirst);
   const sift::Result r = extractor.detect_and_compute(detect.isContinuous() ? detect : detect.clone());
-  return to_features(grey.cols, grey.rows, scale, r.keypoints, r.descriptors, params);
+  return to_features(grey.cols, grey.rows, scale, r.keypoints, r.descriptors, params, KeypointOrder::kStrongestFirst);
 }
 #endif
 
@@ -185,7 +192,7 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   std::vector<cv::KeyPoint> kps;
   cv::Mat desc;
   sift->detectAndCompute(detect, cv::noArray(), kps, desc);
-  return to_features(grey.cols, grey.rows, scale, kps, desc, params);
+  return to_features(grey.cols, grey.rows, scale, kps, desc, params, KeypointOrder::kAny);
 }
 
 #if defined(PRISM_HAVE_CUDA)
@@ -221,7 +228,8 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
   double scale = 1.0;
   const cv::Size size = detection_size(width, height, p.max_side, &scale);
   // As extract(): too small a detection image has no features.
-  if (size.width < 8 || size.height < 8) return to_features(width, height, scale, {}, cv::Mat(), p);
+  if (size.width < 8 || size.height < 8)
+    return to_features(width, height, scale, {}, cv::Mat(), p, KeypointOrder::kStrongestFirst);
   if (scale != 1.0) {
     m.shrink.prepare(width, height, size.width, size.height);
     m.shrunk.reserve(size_t(size.area()));
@@ -237,7 +245,7 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
     pitch = size_t(size.width);
   }
   const sift::Result r = m.sift.detect_and_compute_device(grey, pitch, size.width, size.height);
-  return to_features(width, height, scale, r.keypoints, r.descriptors, p);
+  return to_features(width, height, scale, r.keypoints, r.descriptors, p, KeypointOrder::kStrongestFirst);
 }
 
 cudaStream_t CudaFeatureExtractor::stream() const { return impl_->sift.stream(); }

@@ -55,6 +55,13 @@ struct FeatureParams {
 // an empty image or another type.
 Features extract_features(const cv::Mat& image, const FeatureParams& params = {});
 
+// The order of Features::keypoints, on the detection image's keypoints: strongest response first,
+// then y, x, size, angle and octave ascending. A total order on distinct keypoints, so that the
+// features do not depend on the order an extractor found them in (cv::SIFT's varies from run to
+// run); kernels/sift lists its keypoints in this order already (sift.h), so its output is taken
+// as it comes, and only cv::SIFT's is sorted.
+bool strongest_first(const cv::KeyPoint& a, const cv::KeyPoint& b);
+
 #if defined(PRISM_HAVE_CUDA)
 // kernels/sift's CUDA path with its buffers kept between calls, for a caller that owns its CUDA
 // context and stream (an element): one per thread. FeatureParams::device is ignored.

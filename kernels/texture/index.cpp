@@ -17,6 +17,7 @@
 
 #include "common/device_array.h"
 #include "common/gpu.h"
+#include "common/stopwatch.h"
 #include "match/match.h"
 
 #if defined(PRISM_HAVE_CUDA)
@@ -28,7 +29,6 @@ namespace prism::texture {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 constexpr size_t kSlotBytes = match::kSlotBytes;
 enum TierId { kGpuTier = 0, kHostTier = 1 };

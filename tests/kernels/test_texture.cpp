@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <opencv2/features2d.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <atomic>
@@ -18,14 +20,18 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "common/durable_file.h"
 #include "prism_test.h"
 #include "gallery_v1.h"
+#include "sift/sift.h"
+#include "test_env.h"
 #include "texture_cases.h"
 #include "texture/index.h"
 #include "texture/verify.h"
@@ -98,6 +104,81 @@ TEST(TextureFeatures, StrongestFirstUnitRootSiftAndOriginalCoordinates) {
   EXPECT_GT(max_x, 400.f);  // not squeezed into the 320-pixel detection image
   small.max_features = 50;
   EXPECT_EQ(texture::extract_features(img, small).count(), 50);
+}
+
+// The real images of kernels/sift's tests (under test::data_dir()), shrunk to at most 640 pixels
+// wide: our CPU SIFT is one plain thread.
+const char* const kRealImages[] = {"images/box.png", "oxford-affine/graf/img1.png", "images/butterfly.jpg",
+                                   "textures/kth-tips-gray/aluminium_foil/15-scale_1_im_1_grey.png"};
+cv::Mat real_image(const std::string& path) {
+  cv::Mat grey = cv::imread(path, cv::IMREAD_GRAYSCALE);
+  if (grey.cols > 640) cv::resize(grey, grey, cv::Size(640, grey.rows * 640 / grey.cols), 0, 0, cv::INTER_AREA);
+  return grey;
+}
+
+// cv::SIFT's keypoints, from per-thread lists in no fixed order, come out of extract_features
+// sorted by an independent statement of the order (response descending, then y, x, size, angle,
+// octave, then as found): the same keypoints and descriptors in the same order on real images.
+TEST(TextureFeatures, OpenCvsKeypointsAreSortedStrongestFirst) {
+  for (const char* name : kRealImages) {
+    const std::string path = test::data_dir() + "/" + name;
+    PRISM_NEED_FILE(path);
+    const cv::Mat grey = real_image(path);
+    ASSERT_FALSE(grey.empty()) << path;
+    std::vector<cv::KeyPoint> kps;
+    cv::Mat desc;
+    cv::SIFT::create(match::kSlot)->detectAndCompute(grey, cv::noArray(), kps, desc);
+    std::vector<int> want(kps.size());
+    std::iota(want.begin(), want.end(), 0);
+    std::sort(want.begin(), want.end(), [&](int a, int b) {
+      const auto key = [&](int i) {
+        const cv::KeyPoint& k = kps[size_t(i)];
+        return std::make_tuple(-k.response, k.pt.y, k.pt.x, k.size, k.angle, k.octave, i);
+      };
+      return key(a) < key(b);
+    });
+    want.resize(std::min(want.size(), size_t(match::kSlot)));
+    const texture::Features f = texture::extract_features(grey);
+    ASSERT_EQ(f.count(), int(want.size())) << name;
+    std::vector<uint8_t> root(match::kDim);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const cv::KeyPoint& k = kps[size_t(want[i])];
+      ASSERT_EQ(f.keypoints[i].x, k.pt.x) << name << " " << i;
+      ASSERT_EQ(f.keypoints[i].y, k.pt.y) << name << " " << i;
+      ASSERT_EQ(f.keypoints[i].response, k.response) << name << " " << i;
+      ASSERT_EQ(f.keypoints[i].octave, k.octave) << name << " " << i;
+      match::rootsift_u8(desc.ptr<float>(want[i]), 1, root.data());
+      ASSERT_TRUE(std::equal(root.begin(), root.end(), f.descriptors.begin() + long(i) * match::kDim))
+          << name << " " << i;
+    }
+  }
+}
+
+// kernels/sift lists its keypoints strongest first in texture::strongest_first's order, strictly
+// (no two equal), so to_features takes them as they come: sorting them again, as it sorts
+// cv::SIFT's, would leave every keypoint in place. The CPU path stands for the CUDA path here
+// (SiftGpu.EqualsTheCpuPathBitForBit: the same keypoints in the same order).
+TEST(TextureFeatures, OurSiftListsKeypointsInTheFeaturesOrder) {
+  sift::Params p;
+  p.nfeatures = match::kSlot;  // as extract_features asks
+  for (const char* name : kRealImages) {
+    const std::string path = test::data_dir() + "/" + name;
+    PRISM_NEED_FILE(path);
+    const cv::Mat grey = real_image(path);
+    ASSERT_FALSE(grey.empty()) << path;
+    const sift::Result r = sift::detect_and_compute_cpu(grey, p);
+    ASSERT_GT(r.keypoints.size(), 100u) << name;
+    for (size_t i = 1; i < r.keypoints.size(); ++i) {
+      ASSERT_TRUE(texture::strongest_first(r.keypoints[i - 1], r.keypoints[i])) << name << " " << i;
+      ASSERT_FALSE(texture::strongest_first(r.keypoints[i], r.keypoints[i - 1])) << name << " " << i;
+    }
+    std::vector<cv::KeyPoint> sorted = r.keypoints;
+    std::stable_sort(sorted.begin(), sorted.end(), texture::strongest_first);
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      ASSERT_EQ(sorted[i].pt, r.keypoints[i].pt) << name << " " << i;
+      ASSERT_EQ(sorted[i].response, r.keypoints[i].response) << name << " " << i;
+    }
+  }
 }
 
 TEST(TextureFeatures, BadImagesAreRefusedAndFlatImagesHaveNone) {

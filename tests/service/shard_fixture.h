@@ -67,7 +67,8 @@ class Worker {
  public:
   Worker(const std::string& url, int shard, int shards, const std::string& replica, const std::filesystem::path& dir,
          texture::Device device = texture::Device::kCpu)
-      : worker_(std::make_unique<ShardWorker>(options(url, shard, shards, replica, dir, device))) {
+      : Worker(options(url, shard, shards, replica, dir, device)) {}
+  explicit Worker(const ShardWorkerOptions& o) : worker_(std::make_unique<ShardWorker>(o)) {
     thread_ = std::thread([this] {
       try {
         worker_->run(stop_);

@@ -66,8 +66,10 @@ class ApiServer {
     port_ = api_.bind("127.0.0.1", 0);
     thread_ = std::thread([this] { api_.serve(); });
     httplib::Client c = client();
-    for (int i = 0; i < 200; ++i) {  // at most 2 s for the listener to start
-      if (auto r = c.Get("/healthz"); r && r->status == 200) return;
+    // At most 2 s for the listener to start (any answer: a sharded front without workers is
+    // rightly unhealthy).
+    for (int i = 0; i < 200; ++i) {
+      if (auto r = c.Get("/healthz"); r) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ADD_FAILURE() << "the server did not answer /healthz";
@@ -508,6 +510,70 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   }
   EXPECT_GE(identified, 18) << "of 20 photos of enrolled products";
   for (auto& w : workers) EXPECT_EQ(w->error(), "");
+}
+
+// A front started before any worker (issue 22): until prism:normalise is set it cannot know how the
+// gallery's images are extracted, so it refuses enrolments, updates, verifies and searches with 503
+// and a Retry-After, sending nothing to the shards (an image extracted with a guess would be
+// enrolled into, or searched in, a CLAHE shard with unnormalised features: silently worse). Gets,
+// deletes and stats extract nothing and are not held back. Once a clahe-4-8 worker has started,
+// the same enrolment succeeds and stores the normalised features.
+TEST(HttpApi, AShardedFrontExtractsNothingUntilAWorkerAnnouncesTheNormalisation) {
+  PRISM_NEED_REDIS();
+  gst_init(nullptr, nullptr);
+  TempDir dir;
+  test::RedisServer redis(dir.path() / "redis");
+  ShardedBackend front(test_support::front_options(redis.url(), 1));
+  ApiServer server(front, {});
+  httplib::Client c = server.client();
+  const std::vector<cv::Mat> images = textures(1, 23);
+  const std::string image = test::pgm_bytes(images[0]), type = "image/x-portable-graymap";
+  auto expect_refused = [&](const httplib::Result& r, const std::string& what) {
+    ASSERT_TRUE(r) << what << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 503) << what << ": " << r->body;
+    EXPECT_NE(r->body.find("no shard worker has announced the gallery's contrast normalisation yet"), std::string::npos)
+        << what << ": " << r->body;
+    EXPECT_NE(r->body.find("prism:normalise is not set at " + redis.url()), std::string::npos) << r->body;
+    EXPECT_EQ(r->get_header_value("Retry-After"), std::to_string(ShardedBackend::kNormalisationRetryAfterSeconds))
+        << what;
+  };
+  expect_refused(c.Post("/v1/products/p0", image, type.c_str()), "enrol");
+  expect_refused(c.Put("/v1/products/p0", image, type.c_str()), "update");
+  expect_refused(c.Post("/v1/products/p0/verify", image, type.c_str()), "verify");
+  expect_refused(c.Post("/v1/search", image, type.c_str()), "search");
+  Redis r(redis.url());
+  EXPECT_EQ(r.command({"XLEN", shard::writes_key(0)}).integer, 0) << "a refused write reached the shard";
+  EXPECT_EQ(r.command({"XLEN", shard::reads_key(0)}).integer, 0) << "a refused read reached the shard";
+  // With no worker these wait for their shard like any read or write, and time out saying so.
+  for (const httplib::Result& got :
+       {c.Get("/v1/products/p0?deadline_ms=300"), c.Delete("/v1/products/gone?deadline_ms=300")}) {
+    ASSERT_TRUE(got) << httplib::to_string(got.error());
+    EXPECT_EQ(got->status, 503) << got->body;
+    EXPECT_NE(got->body.find("shard 0 did not answer"), std::string::npos) << got->body;
+  }
+  const json stats = body_of(c.Get("/v1/stats?deadline_ms=300"));
+  EXPECT_EQ(stats["shards_expected"], 1) << stats.dump();
+  EXPECT_EQ(stats["shards"].size(), 0u) << stats.dump();
+
+  const texture::Normalisation clahe = texture::parse_normalisation("clahe-4-8");
+  ShardWorkerOptions wo = test_support::Worker::options(redis.url(), 0, 1, "w", dir.path() / "shard0");
+  wo.local.normalisation = clahe;
+  test_support::Worker worker(wo);
+  ASSERT_EQ(test_support::health_when_live(front), "");
+  const httplib::Result enrolled = c.Post("/v1/products/p0", image, type.c_str());
+  ASSERT_TRUE(enrolled) << httplib::to_string(enrolled.error());
+  ASSERT_EQ(enrolled->status, 201) << enrolled->body;
+  EXPECT_EQ(worker.error(), "");
+  texture::FeatureParams with;
+  with.normalisation = clahe;
+  const texture::Gallery gallery = texture::Gallery::open(dir.path() / "shard0");
+  EXPECT_EQ(gallery.normalisation(), clahe);
+  const texture::GalleryEntry* e = gallery.find("p0");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->features.descriptors, texture::extract_features(images[0], with).descriptors);
+  EXPECT_NE(e->features.descriptors, texture::extract_features(images[0]).descriptors);
+  const json found = body_of(c.Post("/v1/search", test::pgm_bytes(images[0]), type.c_str()));
+  EXPECT_EQ(found["id"], "p0") << found.dump();
 }
 
 // The status of the raw `request` sent to 127.0.0.1:port (0: no answer within 5 s).

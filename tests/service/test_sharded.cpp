@@ -716,15 +716,25 @@ TEST(ShardCli, OneGpuWorkerLogsItsNumaPlacement) {
 }
 
 // Every shard and front of a deployment extracts alike: a worker's gallery normalisation becomes
-// prism:normalise, which a front without one of its own follows (read once known); a worker whose
-// gallery records another, or a front told another, is refused naming both.
+// prism:normalise, which a front without one of its own follows (read once known; before, 503 with
+// a Retry-After, never a guess); a worker whose gallery records another, or a front told another,
+// is refused naming both.
 TEST(ShardedBackend, NormalisationIsAgreedAcrossTheDeployment) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
   test::RedisServer server(tmp.path() / "redis");
   const texture::Normalisation clahe = texture::parse_normalisation("clahe-4-8");
   ShardedBackend front(front_options(server.url(), 1));
-  EXPECT_EQ(front.normalisation(), texture::Normalisation{});  // nobody has said yet
+  try {  // nobody has said yet
+    front.normalisation();
+    ADD_FAILURE() << "a normalisation before any worker announced one";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.status, 503);
+    EXPECT_EQ(e.retry_after_s, ShardedBackend::kNormalisationRetryAfterSeconds);
+    EXPECT_NE(std::string(e.what()).find("no shard worker has announced the gallery's contrast normalisation yet"),
+              std::string::npos)
+        << e.what();
+  }
   ShardWorkerOptions wo = Worker::options(server.url(), 0, 1, "w", tmp.path() / "clahe");
   wo.local.normalisation = clahe;
   ShardWorker worker(wo);

@@ -46,8 +46,9 @@ constexpr const char* kServeUsage =
     "  --normalise NAME     the contrast normalisation before SIFT (none, clahe-CLIP-TILES): what a\n"
     "                       new --gallery records (default clahe-4-8); an existing gallery's\n"
     "                       record decides and must agree; with --redis, agreed with the workers\n"
-    "                       through prism:normalise. Queries and enrolments are always extracted\n"
-    "                       with the gallery's normalisation\n"
+    "                       through prism:normalise (until a worker has set it, uploads are\n"
+    "                       refused with 503). Queries and enrolments are always extracted with\n"
+    "                       the gallery's normalisation\n"
     "  --min-significance S the default decision threshold (default 3.6)\n"
     "  --log                one line per request on stderr\n";
 
