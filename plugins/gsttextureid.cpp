@@ -21,6 +21,7 @@
 #include "texture/features.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
+#include "texture/sharpness.h"
 #include "texture/verify.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_texture_id_debug);
@@ -70,7 +71,6 @@ struct State {
   bool attempted = false;    // an identification has run
   guint64 last_attempt = 0;  // its frame
   cv::Mat grey;              // RGB-ish frames converted here, a CUDA frame's grey for min-sharpness (reused)
-  cv::Mat laplacian;         // min-sharpness scratch (reused)
 #if defined(PRISM_HAVE_CUDA)
   /* GPU path: kernels/sift's CUDA SIFT for every frame, host or device, so both memory kinds give
    * the same features (made at start in the element's context; device frames are read on its
@@ -349,7 +349,7 @@ static bool frame_features(GstTextureId *self, State &st, const GstVideoInfo *in
   const int W = GST_VIDEO_INFO_WIDTH(info), H = GST_VIDEO_INFO_HEIGHT(info);
   auto sharp_enough = [&](const cv::Mat &grey) {
     if (min_sharpness <= 0) return true;
-    *sharp = texture::sharpness(grey, &st.laplacian);
+    *sharp = texture::sharpness(grey);
     if (*sharp >= min_sharpness) return true;
     GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": sharpness %.1f < min-sharpness %.1f, not identified", index,
                      *sharp, min_sharpness);
