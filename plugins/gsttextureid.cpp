@@ -16,11 +16,13 @@
 
 #include "gst/prism/gstprismcudamemory.h" /* GstPrismContextScope: the index lives in the element's context */
 #include "gst/prism/gstprismgrey.h"
+#include "common/stopwatch.h"
 #include "gst/prism/gstprismmessage.h"
 #include "texture/detection_image.h"
 #include "texture/features.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
+#include "texture/sharpness.h"
 #include "texture/verify.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_texture_id_debug);
@@ -69,14 +71,15 @@ struct State {
   texture::TextureIndex index;
   bool attempted = false;    // an identification has run
   guint64 last_attempt = 0;  // its frame
-  cv::Mat grey;              // RGB-ish frames converted here, a CUDA frame's grey for min-sharpness (reused)
-  cv::Mat laplacian;         // min-sharpness scratch (reused)
+  cv::Mat grey;              // RGB-ish host frames converted here (reused)
 #if defined(PRISM_HAVE_CUDA)
   /* GPU path: kernels/sift's CUDA SIFT for every frame, host or device, so both memory kinds give
    * the same features (made at start in the element's context; device frames are read on its
    * stream). */
   std::unique_ptr<texture::CudaFeatureExtractor> extractor;
   prism::GstPrismDeviceArray<uint8_t> device_grey; /* RGBA caps on the GPU path: the grey (set_info) */
+  /* min-sharpness of device frames, measured where they lie (its two sums' buffers made at start) */
+  std::unique_ptr<texture::CudaSharpness> sharpness;
 #endif
   explicit State(const texture::IndexOptions &o) : index(o) {}
 };
@@ -266,6 +269,7 @@ static gboolean start(GstBaseTransform *trans) {
     if (ok && cuda->use_cuda) {
       try {
         st->extractor = std::make_unique<texture::CudaFeatureExtractor>(features);
+        st->sharpness = std::make_unique<texture::CudaSharpness>();
       } catch (const std::exception &e) {
         GST_ELEMENT_ERROR(self, LIBRARY, INIT,
                           ("textureid: property 'device': the CUDA SIFT cannot start: %s", e.what()), (nullptr));
@@ -310,10 +314,6 @@ static gboolean stop(GstBaseTransform *trans) {
 
 /* ---- per frame ---- */
 
-static double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 /* Pixels are only read: a read map of shared memory copies nothing. */
 static GstMapFlags map_flags_ip(GstPrismCudaFilter *, GstBuffer *) { return GST_MAP_READ; }
 
@@ -339,17 +339,16 @@ static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, con
 /* A due frame's features into *q, or false when it is not sharp enough (*sharp: the sharpness, when
  * measured). A host frame (system memory, or another context's GPU memory, which GstCudaMemory
  * downloads) is made grey on the host; a device frame (GPU memory of the element's context) is
- * read where it lies: the Y plane, or RGBA made grey on the extractor's stream. Only min-sharpness
- * moves anything of a device frame to the host: its grey, for cv::Laplacian. On the GPU path both
- * go to the CUDA SIFT, which shrinks large frames as the host does, so both give the same features.
- * Throws. */
+ * read where it lies: the Y plane, or RGBA made grey on the extractor's stream; its min-sharpness
+ * is measured there too (texture::CudaSharpness, equal to the host's bit for bit), so nothing but
+ * two sums comes to the host. On the GPU path both go to the CUDA SIFT, which shrinks large frames
+ * as the host does, so both give the same features. Throws. */
 static bool frame_features(GstTextureId *self, State &st, const GstVideoInfo *info, const GstPrismFrame *frame,
                            guint64 index, double min_sharpness, double *sharp, double *features_ms,
                            texture::Features *q) {
   const int W = GST_VIDEO_INFO_WIDTH(info), H = GST_VIDEO_INFO_HEIGHT(info);
-  auto sharp_enough = [&](const cv::Mat &grey) {
-    if (min_sharpness <= 0) return true;
-    *sharp = texture::sharpness(grey, &st.laplacian);
+  auto sharp_enough = [&](double measured) {
+    *sharp = measured;
     if (*sharp >= min_sharpness) return true;
     GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": sharpness %.1f < min-sharpness %.1f, not identified", index,
                      *sharp, min_sharpness);
@@ -357,14 +356,14 @@ static bool frame_features(GstTextureId *self, State &st, const GstVideoInfo *in
   };
   if (!frame->device) {
     const cv::Mat grey = prism::frame_grey(info, frame->data[0], size_t(frame->stride[0]), st.grey);
-    if (!sharp_enough(grey)) return false;
+    if (min_sharpness > 0 && !sharp_enough(texture::sharpness(grey))) return false;
     const auto t0 = std::chrono::steady_clock::now();
 #if defined(PRISM_HAVE_CUDA)
     *q = st.extractor ? st.extractor->extract(grey) : texture::extract_features(grey, st.features);
 #else
     *q = texture::extract_features(grey, st.features);
 #endif
-    *features_ms = ms_since(t0);
+    *features_ms = prism::ms_since(t0);
     return true;
   }
 #if defined(PRISM_HAVE_CUDA)
@@ -380,15 +379,9 @@ static bool frame_features(GstTextureId *self, State &st, const GstVideoInfo *in
     grey = st.device_grey.data();
     pitch = size_t(W);
   }
-  if (min_sharpness > 0) {
-    st.grey.create(H, W, CV_8UC1);
-    PRISM_CUDA_CHECK(cudaMemcpy2DAsync(st.grey.data, st.grey.step, grey, pitch, size_t(W), size_t(H),
-                                       cudaMemcpyDeviceToHost, stream));
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (!sharp_enough(st.grey)) return false;
-  }
+  if (min_sharpness > 0 && !sharp_enough(st.sharpness->measure(grey, pitch, W, H, stream))) return false;
   *q = extractor.extract_device(grey, pitch, W, H);
-  *features_ms = ms_since(t0);
+  *features_ms = prism::ms_since(t0);
   return true;
 #else
   (void)W, (void)H;

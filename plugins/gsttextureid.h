@@ -53,7 +53,8 @@
  *   descriptors, per-image counts and scores and a query slot (texture::TextureIndex, which also
  *   creates its own CUDA stream for the matching), and the CUDA SIFT (texture::CudaFeatureExtractor:
  *   its stream, pyramid and keypoint buffers grow to the largest frame and are kept; the shrink's
- *   tables are made once per frame size); with RGBA caps a W x H grey image (set_info); the
+ *   tables are made once per frame size) and the two 64-bit sums of min-sharpness (device and
+ *   pinned host); with RGBA caps a W x H grey image (set_info); the
  *   per-candidate verification buffers (device, and pinned host) grow on the first identifications
  *   to the shortlist's size and are kept. Freed at stop in the same context. System-memory frames
  *   are not staged by the base class (ip_host_frames): SIFT uploads the grey image.
@@ -69,8 +70,9 @@
  *   the worker reads a CUDA frame through its own buffer holding the frame's GstCudaMemory (a
  *   reference, mapped for reading on the device until the identification has synchronised its
  *   streams), so the frame pushed meanwhile is never written under it and its pool cannot reuse the
- *   memory before. A CUDA frame never goes to the host, except its grey when min-sharpness is set
- *   (cv::Laplacian runs on the host). The ratio-test matching of the query against the whole gallery
+ *   memory before. A CUDA frame never goes to the host: with min-sharpness set its sharpness is
+ *   measured on the device too (texture/sharpness.h: the host's value bit for bit; only two sums
+ *   are downloaded). The ratio-test matching of the query against the whole gallery
  *   runs on the GPU (or the CPU, the same function); the shortlist is verified by a RANSAC
  *   homography (cv::findHomography) and scored by the significance of its inliers
  *   (texture::chance_significance). With device=auto a GPU older than sm_80 means matching on the

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/device_array.h"
+#include "common/stopwatch.h"
 #include "common/gpu.h"
 #include "sift/sift.h"
 #include "sift/sift_core.h"
@@ -254,13 +255,6 @@ class GraphExec {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-double ms_since(std::chrono::steady_clock::time_point& t) {
-  const auto now = std::chrono::steady_clock::now();
-  const double ms = std::chrono::duration<double, std::milli>(now - t).count();
-  t = now;
-  return ms;
-}
-
 dim3 grid_for(int cols, int rows, dim3 block) {
   return dim3((cols + block.x - 1) / block.x, (rows + block.y - 1) / block.y);
 }
@@ -404,7 +398,7 @@ struct CudaExtractor::Impl {
       if (host_counters[0] <= candidates.size()) break;
       room = host_counters[0] + host_counters[0] / 4;
     }
-    timings.pyramid = ms_since(clock);
+    timings.pyramid = lap_ms(clock);
     const unsigned n = host_counters[1];
     const unsigned capacity = n * kMaxOrientations;
     raw.reserve(std::max(capacity, 1u));
@@ -424,12 +418,12 @@ struct CudaExtractor::Impl {
           cudaMemcpyAsync(host_raw.data(), raw.data(), kps * sizeof(RawKeypoint), cudaMemcpyDeviceToHost, stream));
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
-    timings.orientation = ms_since(clock);
+    timings.orientation = lap_ms(clock);
     Result out;
     out.keypoints = select_keypoints(host_raw.data(), kps, params.nfeatures);
     const int m = int(out.keypoints.size());
     out.descriptors.create(m, kDescriptorSize, CV_32F);
-    timings.select = ms_since(clock);
+    timings.select = lap_ms(clock);
     timings.descriptors = 0;
     if (m == 0) return out;
     host_jobs.reserve(m);
@@ -449,7 +443,7 @@ struct CudaExtractor::Impl {
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::copy(host_descriptors.data(), host_descriptors.data() + size_t(m) * kDescriptorSize,
               out.descriptors.ptr<float>());
-    timings.descriptors = ms_since(clock);
+    timings.descriptors = lap_ms(clock);
     return out;
   }
 };

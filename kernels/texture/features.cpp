@@ -251,13 +251,4 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
 cudaStream_t CudaFeatureExtractor::stream() const { return impl_->sift.stream(); }
 #endif
 
-double sharpness(const cv::Mat& grey, cv::Mat* scratch) {
-  cv::Mat local;
-  cv::Mat& lap = scratch ? *scratch : local;
-  cv::Laplacian(grey, lap, CV_32F);
-  cv::Scalar mean, stddev;
-  cv::meanStdDev(lap, mean, stddev);
-  return stddev[0] * stddev[0];
-}
-
 }  // namespace prism::texture

@@ -89,9 +89,4 @@ class CudaFeatureExtractor {
 };
 #endif
 
-// Variance of the Laplacian of an 8-bit grey image: a cheap sharpness measure (blurred or defocused
-// frames score low).
-// `scratch` (optional) holds the Laplacian between calls, so a video element allocates it once.
-double sharpness(const cv::Mat& grey, cv::Mat* scratch = nullptr);
-
 }  // namespace prism::texture

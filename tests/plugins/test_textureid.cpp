@@ -19,6 +19,7 @@
 #include "live_util.h"
 #include "prism_run_util.h"
 #include "prism_test.h"
+#include "texture/sharpness.h"
 #include "textureid_util.h"
 
 using namespace prism::test::textureid;

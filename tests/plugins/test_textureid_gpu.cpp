@@ -16,6 +16,7 @@
 #include "cuda_pipeline_util.h"
 #include "pipeline_run.h"
 #include "prism_test.h"
+#include "texture/sharpness.h"
 #include "textureid_util.h"
 
 using namespace prism::test::textureid;
@@ -67,9 +68,10 @@ static prism::ImageFile frame_of(const prism::ImageFile& scene, cv::Size size) {
 // Frames in GPU memory (cudaupload ! video/x-raw(memory:CUDAMemory) ! textureid ! cudadownload)
 // give exactly the identification of the same frames in system memory on the GPU path (both run the
 // CUDA SIFT; the device grey and shrink equal the host's cv::cvtColor and cv::resize bit for bit):
-// the same id, inliers, matches, score, box and sharpness (min-sharpness=1 downloads the device
-// grey for it), for NV12, I420 and RGBA at 640x480 and at 1920x1080 (shrunk to 1024x576 on the
-// device). Every buffer leaving textureid is GstCudaMemory of CUDA caps never mapped on the host.
+// the same id, inliers, matches, score, box and sharpness (min-sharpness=1: measured on the device,
+// equal to texture::sharpness of the frame's grey on the host), for NV12, I420 and RGBA at 640x480
+// and at 1920x1080 (shrunk to 1024x576 on the device). Every buffer leaving textureid is
+// GstCudaMemory of CUDA caps never mapped on the host.
 TEST_F(TextureId, CudaMemoryIdentifiesAsSystemMemory) {
   NEED_IMAGES();
   PRISM_NEED_GPU();
@@ -91,6 +93,12 @@ TEST_F(TextureId, CudaMemoryIdentifiesAsSystemMemory) {
       const prism::ImageFile frame = frame_of(std::string(format) == "RGBA" ? rgba : grey, size);
       const std::vector<const prism::ImageFile*> frames{&frame, &frame};
       const std::string caps = caps_of(format, frame);
+      // the CPU's sharpness of the grey the element reads: the Y plane (the grey frame) or RGBA made grey
+      const cv::Mat pixels(frame.height, frame.width, CV_8UC(frame.channels),
+                           const_cast<uint8_t*>(frame.pixels.data()));
+      cv::Mat frame_grey = pixels;
+      if (frame.channels == 4) cv::cvtColor(pixels, frame_grey, cv::COLOR_RGBA2GRAY);
+      const double cpu_sharpness = texture::sharpness(frame_grey);
       Outcome host, device;
       run_harness(host, "textureid" + props, caps, frames);
       prism::test::cuda_pipeline::PadCheck check;
@@ -117,6 +125,7 @@ TEST_F(TextureId, CudaMemoryIdentifiesAsSystemMemory) {
           EXPECT_EQ(integer(d, field), integer(h, field)) << what << " " << field;
         EXPECT_EQ(real(d, "score"), real(h, "score")) << what;
         EXPECT_EQ(real(d, "sharpness"), real(h, "sharpness")) << what;
+        EXPECT_EQ(real(d, "sharpness"), cpu_sharpness) << what;
       }
       EXPECT_EQ(check.buffers.load(), int(frames.size())) << what;
       EXPECT_EQ(check.not_cuda.load(), 0) << what;
