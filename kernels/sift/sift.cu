@@ -7,6 +7,10 @@
 // Host work per image: the selection of keypoints (sift_plan.h's, shared with the CPU path), with
 // three small copies back (extremum count, keypoints, descriptors). Results are deterministic: the
 // extrema are found in any order, but the selection sorts them in a total order.
+//
+// Batches: B images of one size are one pyramid array B times as long; every kernel takes the
+// image from its grid (blockIdx.z for the image-shaped passes, the block or the record's `image`
+// for the rest), so a batch costs the launches and host syncs of one image.
 #include <cuda_runtime.h>
 
 #if defined(__USE_FAST_MATH__)
@@ -16,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -42,12 +47,15 @@ struct OctaveTable {
   // The extremum search's 32x8 tiles: per octave, tiles across and the first tile's index (all
   // its layers' tiles follow); tile_start[count] = the total.
   int tiles_x[kMaxOctaves], tiles_y[kMaxOctaves], tile_start[kMaxOctaves + 1];
+  size_t gauss_stride, dog_stride;  // one image's Gaussian and DoG pyramids, in floats
 };
 constexpr int kExtremaTileW = 32, kExtremaTileH = 8;
 
 __global__ void upsample_kernel(const uint8_t* src, size_t pitch, int w, int h, float* dst) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= 2 * w || y >= 2 * h) return;
+  src += blockIdx.z * pitch * h;
+  dst += blockIdx.z * size_t(4) * w * h;
   dst[size_t(y) * 2 * w + x] = upsample2x([&](int sx, int sy) { return src[size_t(sy) * pitch + sx]; }, w, h, x, y);
 }
 
@@ -60,9 +68,17 @@ struct BlurWeights {
   float w[kMaxKernel];
   int ksize;
 };
+// Strides: one image's plane array in src, in dst (and below), in dog (blockIdx.z is the image).
 __global__ void blur_kernel(const float* __restrict__ src, float* __restrict__ dst, int rows, int cols,
-                            const BlurWeights weights, const float* __restrict__ below, float* __restrict__ dog) {
+                            const BlurWeights weights, const float* __restrict__ below, float* __restrict__ dog,
+                            size_t src_stride, size_t dst_stride, size_t dog_stride) {
   extern __shared__ float tile[];
+  src += blockIdx.z * src_stride;
+  dst += blockIdx.z * dst_stride;
+  if (below) {
+    below += blockIdx.z * dst_stride;
+    dog += blockIdx.z * dog_stride;
+  }
   const int ksize = weights.ksize;
   const int r = ksize / 2, in_w = kBlurTile + 2 * r, in_h = kBlurTile + 2 * r;
   float* in = tile;                 // [in_h][in_w]
@@ -103,26 +119,29 @@ __global__ void blur_kernel(const float* __restrict__ src, float* __restrict__ d
   }
 }
 
-__global__ void halve_kernel(const float* __restrict__ src, int src_cols, float* __restrict__ dst, int rows, int cols) {
+__global__ void halve_kernel(const float* __restrict__ src, int src_cols, float* __restrict__ dst, int rows, int cols,
+                             size_t stride) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= cols || y >= rows) return;
-  dst[size_t(y) * cols + x] = src[size_t(2 * y) * src_cols + 2 * x];
+  dst[blockIdx.z * stride + size_t(y) * cols + x] = src[blockIdx.z * stride + size_t(2 * y) * src_cols + 2 * x];
 }
 
 // A pixel passing the 26-neighbour test, before refinement.
 struct Candidate {
   int16_t octave, layer;
-  int r, c;
+  int r, c, image;
 };
 
-// One block per 32x8 tile of one DoG layer of one octave, all octaves in one launch (tile_start).
-// Light on registers so that the many threads that find nothing leave fast; the few candidates
-// are refined by refine_kernel.
+// One block per 32x8 tile of one DoG layer of one octave of one image, all in one launch
+// (tile_start per image). Light on registers so that the many threads that find nothing leave
+// fast; the few candidates are refined by refine_kernel.
 __global__ void candidates_kernel(OctaveTable t, const float* __restrict__ dogs, int threshold, Candidate* out,
                                   unsigned* count, unsigned capacity) {
+  const int image = int(blockIdx.x) / t.tile_start[t.count], block = int(blockIdx.x) % t.tile_start[t.count];
+  dogs += image * t.dog_stride;
   int octave = 0;
-  while (int(blockIdx.x) >= t.tile_start[octave + 1]) ++octave;
-  const int local = int(blockIdx.x) - t.tile_start[octave], per_layer = t.tiles_x[octave] * t.tiles_y[octave];
+  while (block >= t.tile_start[octave + 1]) ++octave;
+  const int local = block - t.tile_start[octave], per_layer = t.tiles_x[octave] * t.tiles_y[octave];
   const int layer = local / per_layer + 1, tile = local % per_layer;
   const int c = (tile % t.tiles_x[octave]) * kExtremaTileW + threadIdx.x + kBorder;
   const int r = (tile / t.tiles_x[octave]) * kExtremaTileH + threadIdx.y + kBorder;
@@ -131,27 +150,30 @@ __global__ void candidates_kernel(OctaveTable t, const float* __restrict__ dogs,
                     t.cols[octave]};
   if (!is_extremum(d, layer, r, c, threshold)) return;
   const unsigned i = atomicAdd(count, 1u);
-  if (i < capacity) out[i] = {int16_t(octave), int16_t(layer), r, c};
+  if (i < capacity) out[i] = {int16_t(octave), int16_t(layer), r, c, image};
 }
 
 // One thread per candidate (the grid covers the capacity; the count is read on the device).
 __global__ void refine_kernel(OctaveTable t, const float* __restrict__ dogs, const Candidate* __restrict__ candidates,
                               const unsigned* counts, unsigned capacity, float contrast, float edge, float sigma,
-                              Extremum* out, unsigned* count) {
+                              Extremum* out, int* out_image, unsigned* count) {
   const unsigned index = blockIdx.x * blockDim.x + threadIdx.x;
   if (index >= min(counts[0], capacity)) return;
   const Candidate k = candidates[index];
-  const DogOctave d{dogs + t.dog[k.octave], size_t(t.rows[k.octave]) * t.cols[k.octave], t.rows[k.octave],
-                    t.cols[k.octave], t.cols[k.octave]};
+  const DogOctave d{dogs + k.image * t.dog_stride + t.dog[k.octave], size_t(t.rows[k.octave]) * t.cols[k.octave],
+                    t.rows[k.octave], t.cols[k.octave], t.cols[k.octave]};
   Extremum e;
   if (!refine_extremum(d, k.octave, k.layer, k.r, k.c, t.layers, contrast, edge, sigma, &e)) return;
-  out[atomicAdd(count, 1u)] = e;  // at most one per candidate: within the capacity
+  const unsigned i = atomicAdd(count, 1u);  // at most one per candidate: within the capacity
+  out[i] = e;
+  out_image[i] = k.image;
 }
 
 constexpr int kWarpsPerBlock = 4;
 
 __global__ void orientation_kernel(OctaveTable t, const float* __restrict__ gauss, const Extremum* __restrict__ extrema,
-                                   unsigned n, RawKeypoint* out, unsigned* count, unsigned capacity) {
+                                   const int* __restrict__ extremum_image, unsigned n, RawKeypoint* out, int* out_image,
+                                   unsigned* count, unsigned capacity) {
   __shared__ float partial[kWarpsPerBlock][kOriBins * kLanes];
   __shared__ float raw[kWarpsPerBlock][kOriBins], hist[kWarpsPerBlock][kOriBins];
   const int warp = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
@@ -161,7 +183,9 @@ __global__ void orientation_kernel(OctaveTable t, const float* __restrict__ gaus
   float* p = partial[warp];
   for (int b = 0; b < kOriBins; ++b) p[b * kLanes + lane] = 0.f;
   const size_t plane = size_t(t.rows[e.octave]) * t.cols[e.octave];
-  const Level img{gauss + t.gauss[e.octave] + e.layer * plane, t.rows[e.octave], t.cols[e.octave], t.cols[e.octave]};
+  const int image = extremum_image[index];
+  const Level img{gauss + image * t.gauss_stride + t.gauss[e.octave] + e.layer * plane, t.rows[e.octave],
+                  t.cols[e.octave], t.cols[e.octave]};
   orientation_partial(img, e, orientation_window(e), lane, p + lane, kLanes);
   __syncwarp();
   for (int b = lane; b < kOriBins; b += kLanes) {
@@ -181,13 +205,17 @@ __global__ void orientation_kernel(OctaveTable t, const float* __restrict__ gaus
     const float angle = orientation_peak(hist[warp], local_max, j);
     if (angle < 0) continue;
     const unsigned i = atomicAdd(count, 1u);
-    if (i < capacity) out[i] = {e.x, e.y, e.size, angle, e.response, e.packed_octave};
+    if (i < capacity) {
+      out[i] = {e.x, e.y, e.size, angle, e.response, e.packed_octave};
+      out_image[i] = image;
+    }
   }
 }
 
 struct DescriptorJob {
   int octave, layer;
   float x, y, scl, angle;
+  int image;
 };
 
 // One block per keypoint: a warp's lanes take 32 different rows (spread over several cells, so
@@ -204,7 +232,8 @@ __global__ void descriptor_kernel(OctaveTable t, const float* __restrict__ gauss
   __syncthreads();
   const DescriptorJob job = jobs[blockIdx.x];
   const int rows = t.rows[job.octave], cols = t.cols[job.octave];
-  const Level img{gauss + t.gauss[job.octave] + job.layer * size_t(rows) * cols, rows, cols, cols};
+  const Level img{gauss + job.image * t.gauss_stride + t.gauss[job.octave] + job.layer * size_t(rows) * cols, rows,
+                  cols, cols};
   const DescriptorWindow w = descriptor_window(job.x, job.y, job.angle, job.scl, rows, cols);
   descriptor_samples(img, w, tid % kLanes, kLanes, tid / kLanes, kDescriptorThreads / kLanes,
                      [&](int bin, long long v) {
@@ -265,35 +294,41 @@ struct CudaExtractor::Impl {
   Params params;
   gpu::Stream stream = gpu::Stream::create();
   gpu::PinnedArray<uint8_t> staging;
-  gpu::DeviceArray<uint8_t> input;
+  gpu::DeviceArray<uint8_t> input;  // `batch` packed images
   gpu::DeviceArray<float> gauss, dogs, scratch;
   gpu::DeviceArray<Candidate> candidates;
   gpu::DeviceArray<Extremum> extrema;
+  gpu::DeviceArray<int> extremum_image, raw_image;  // the image of each extremum, each keypoint
   gpu::DeviceArray<RawKeypoint> raw;
   gpu::DeviceArray<unsigned> counters;  // [0] candidates, [1] extrema, [2] keypoints
   gpu::PinnedArray<unsigned> host_counters{3};
   gpu::PinnedArray<RawKeypoint> host_raw;
+  gpu::PinnedArray<int> host_raw_image;
   gpu::DeviceArray<DescriptorJob> jobs;
   gpu::PinnedArray<DescriptorJob> host_jobs;
   gpu::DeviceArray<float> descriptors;
   gpu::PinnedArray<float> host_descriptors;
   cv::Size planned;
-  // The pyramid and extrema launches (about 50 for a 640x480 image) as one graph. It holds the
-  // pointers and sizes it was captured with: any change (a new size, a grown buffer, or a growth
-  // that failed half way and freed one) means a new capture, never a launch on freed memory.
+  int planned_batch = 0;
+  // The pyramid and extrema launches (about 50 for a 640x480 image, as many for a batch) as one
+  // graph. It holds the pointers and sizes it was captured with: any change (a new size or batch, a
+  // grown buffer, or a growth that failed half way and freed one) means a new capture, never a
+  // launch on freed memory.
   GraphExec front;
   std::vector<const void*> front_key;
-  std::vector<const void*> key(int width, int height) const {
+  std::vector<const void*> key(int width, int height, int batch) const {
     return {input.data(),
             gauss.data(),
             dogs.data(),
             scratch.data(),
             candidates.data(),
             extrema.data(),
+            extremum_image.data(),
             counters.data(),
             host_counters.data(),
             reinterpret_cast<const void*>(size_t(width)),
             reinterpret_cast<const void*>(size_t(height)),
+            reinterpret_cast<const void*>(size_t(batch)),
             reinterpret_cast<const void*>(candidates.size()),
             reinterpret_cast<const void*>(extrema.size())};
   }
@@ -302,9 +337,10 @@ struct CudaExtractor::Impl {
   OctaveTable table{};
   std::vector<BlurWeights> weights;
 
-  void prepare(int width, int height) {
+  // One image's pyramid plan for this size (the table's strides are per image).
+  void plan_size(int width, int height) {
     if (planned == cv::Size(width, height)) return;
-    planned = cv::Size();  // until every buffer below is in place
+    planned = cv::Size();  // until the table and weights below are in place
     plan = plan_pyramid(width, height, params);
     if (plan.octaves > kMaxOctaves) throw std::invalid_argument("sift: the image is too large for the CUDA path");
     table = {};
@@ -323,9 +359,8 @@ struct CudaExtractor::Impl {
       table.tiles_y[o] = std::max(0, (table.rows[o] - 2 * kBorder + kExtremaTileH - 1) / kExtremaTileH);
       table.tile_start[o + 1] = table.tile_start[o] + table.tiles_x[o] * table.tiles_y[o] * plan.layers;
     }
-    gauss.reserve(g);
-    dogs.reserve(d);
-    scratch.reserve(size_t(plan.size[0].area()));
+    table.gauss_stride = g;
+    table.dog_stride = d;
     weights.clear();
     for (const auto& v : plan.kernel) {
       if (int(v.size()) > kMaxKernel) throw std::invalid_argument("sift: sigma is too large for the CUDA path");
@@ -336,62 +371,83 @@ struct CudaExtractor::Impl {
     }
     planned = cv::Size(width, height);
   }
-
-  void blur(const float* src, float* dst, int rows, int cols, int level, const float* below, float* dog) {
-    const int ksize = int(plan.kernel[level].size()), r = ksize / 2;
-    const dim3 block(kBlurTile, kBlurThreadsY);
-    const dim3 grid((cols + kBlurTile - 1) / kBlurTile, (rows + kBlurTile - 1) / kBlurTile);
-    const size_t shared = size_t(kBlurTile + 2 * r) * (kBlurTile + 2 * r + kBlurTile) * sizeof(float);
-    blur_kernel<<<grid, block, shared, stream>>>(src, dst, rows, cols, weights[level], below, dog);
+  // Device bytes one image of this size takes (pyramids, upsampled input, 8-bit input).
+  size_t image_bytes(int width, int height) {
+    plan_size(width, height);
+    return (table.gauss_stride + table.dog_stride + size_t(plan.size[0].area())) * sizeof(float) +
+           size_t(width) * height;
+  }
+  void prepare(int width, int height, int batch) {
+    plan_size(width, height);
+    gauss.reserve(table.gauss_stride * batch);
+    dogs.reserve(table.dog_stride * batch);
+    scratch.reserve(size_t(plan.size[0].area()) * batch);
+    planned_batch = batch;
   }
 
-  // The pyramid from `input`, the candidates and the extrema, their counts copied to host_counters[0..1].
-  void enqueue_front(int width, int height) {
+  void blur(const float* src, float* dst, int rows, int cols, int level, const float* below, float* dog,
+            size_t src_stride, int batch) {
+    const int ksize = int(plan.kernel[level].size()), r = ksize / 2;
+    const dim3 block(kBlurTile, kBlurThreadsY);
+    const dim3 grid((cols + kBlurTile - 1) / kBlurTile, (rows + kBlurTile - 1) / kBlurTile, batch);
+    const size_t shared = size_t(kBlurTile + 2 * r) * (kBlurTile + 2 * r + kBlurTile) * sizeof(float);
+    blur_kernel<<<grid, block, shared, stream>>>(src, dst, rows, cols, weights[level], below, dog, src_stride,
+                                                 table.gauss_stride, table.dog_stride);
+  }
+
+  // The pyramids of the `batch` images in `input`, the candidates and the extrema, their counts
+  // copied to host_counters[0..1].
+  void enqueue_front(int width, int height, int batch) {
     const int L = plan.layers, levels = L + 3;
-    float* up = scratch.data();  // the upsampled input
+    float* up = scratch.data();  // the upsampled inputs
+    const size_t up_stride = size_t(plan.size[0].area());
     const dim3 block(32, 8);
-    upsample_kernel<<<grid_for(plan.size[0].width, plan.size[0].height, block), block, 0, stream>>>(
-        input.data(), size_t(width), width, height, up);
+    dim3 grid = grid_for(plan.size[0].width, plan.size[0].height, block);
+    grid.z = batch;
+    upsample_kernel<<<grid, block, 0, stream>>>(input.data(), size_t(width), width, height, up);
     for (int o = 0; o < plan.octaves; ++o) {
       const int rows = table.rows[o], cols = table.cols[o];
       const size_t plane = size_t(rows) * cols;
       float* g = gauss.data() + table.gauss[o];
       if (o == 0) {
-        blur(up, g, rows, cols, 0, nullptr, nullptr);
+        blur(up, g, rows, cols, 0, nullptr, nullptr, up_stride, batch);
       } else {
         const float* src = gauss.data() + table.gauss[o - 1] + size_t(L) * table.rows[o - 1] * table.cols[o - 1];
-        halve_kernel<<<grid_for(cols, rows, block), block, 0, stream>>>(src, table.cols[o - 1], g, rows, cols);
+        grid = grid_for(cols, rows, block);
+        grid.z = batch;
+        halve_kernel<<<grid, block, 0, stream>>>(src, table.cols[o - 1], g, rows, cols, table.gauss_stride);
       }
       for (int i = 1; i < levels; ++i)
         blur(g + (i - 1) * plane, g + i * plane, rows, cols, i, g + (i - 1) * plane,
-             dogs.data() + table.dog[o] + (i - 1) * plane);
+             dogs.data() + table.dog[o] + (i - 1) * plane, table.gauss_stride, batch);
     }
     PRISM_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 3 * sizeof(unsigned), stream));
     const unsigned capacity = unsigned(std::min(candidates.size(), extrema.size()));
     if (table.tile_start[plan.octaves] > 0)
-      candidates_kernel<<<table.tile_start[plan.octaves], dim3(kExtremaTileW, kExtremaTileH), 0, stream>>>(
+      candidates_kernel<<<table.tile_start[plan.octaves] * batch, dim3(kExtremaTileW, kExtremaTileH), 0, stream>>>(
           table, dogs.data(), plan.threshold, candidates.data(), counters.data(), capacity);
     refine_kernel<<<(capacity + 127) / 128, 128, 0, stream>>>(
         table, dogs.data(), candidates.data(), counters.data(), capacity, float(params.contrast_threshold),
-        float(params.edge_threshold), float(params.sigma), extrema.data(), counters.data() + 1);
+        float(params.edge_threshold), float(params.sigma), extrema.data(), extremum_image.data(), counters.data() + 1);
     PRISM_CUDA_CHECK(
         cudaMemcpyAsync(host_counters.data(), counters.data(), 2 * sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
   }
 
-  // The 8-bit image is in `input` (width x height, packed).
-  Result run(int width, int height) {
+  // The `batch` 8-bit images are in `input` (width x height each, packed, one after the other).
+  std::vector<Result> run(int width, int height, int batch) {
     auto clock = std::chrono::steady_clock::now();
-    prepare(width, height);
+    prepare(width, height, batch);
     counters.reserve(3);
     // Room for more candidates than any image has shown; a rerun with more if not.
     size_t room = std::max(candidates.size(), size_t(1) << 16);
     for (;;) {
       candidates.reserve(room);
       extrema.reserve(room);
-      if (!front || front_key != key(width, height)) {
+      extremum_image.reserve(room);
+      if (!front || front_key != key(width, height, batch)) {
         front_key.clear();
-        front.capture(stream, [&] { enqueue_front(width, height); });
-        front_key = key(width, height);
+        front.capture(stream, [&] { enqueue_front(width, height, batch); });
+        front_key = key(width, height, batch);
       }
       front.launch(stream);
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -402,9 +458,11 @@ struct CudaExtractor::Impl {
     const unsigned n = host_counters[1];
     const unsigned capacity = n * kMaxOrientations;
     raw.reserve(std::max(capacity, 1u));
+    raw_image.reserve(std::max(capacity, 1u));
     if (n) {
       orientation_kernel<<<(n + kWarpsPerBlock - 1) / kWarpsPerBlock, kWarpsPerBlock * kLanes, 0, stream>>>(
-          table, gauss.data(), extrema.data(), n, raw.data(), counters.data() + 2, capacity);
+          table, gauss.data(), extrema.data(), extremum_image.data(), n, raw.data(), raw_image.data(),
+          counters.data() + 2, capacity);
       PRISM_CUDA_CHECK(cudaMemcpyAsync(host_counters.data() + 2, counters.data() + 2, sizeof(unsigned),
                                        cudaMemcpyDeviceToHost, stream));
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -413,36 +471,50 @@ struct CudaExtractor::Impl {
     }
     const unsigned kps = host_counters[2];
     host_raw.reserve(std::max(kps, 1u));
+    host_raw_image.reserve(std::max(kps, 1u));
     if (kps) {
       PRISM_CUDA_CHECK(
           cudaMemcpyAsync(host_raw.data(), raw.data(), kps * sizeof(RawKeypoint), cudaMemcpyDeviceToHost, stream));
+      PRISM_CUDA_CHECK(
+          cudaMemcpyAsync(host_raw_image.data(), raw_image.data(), kps * sizeof(int), cudaMemcpyDeviceToHost, stream));
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     timings.orientation = lap_ms(clock);
-    Result out;
-    out.keypoints = select_keypoints(host_raw.data(), kps, params.nfeatures);
-    const int m = int(out.keypoints.size());
-    out.descriptors.create(m, kDescriptorSize, CV_32F);
+    // Each image's keypoints selected on their own (the selection sorts: their order here is free).
+    std::vector<std::vector<RawKeypoint>> per_image(batch);
+    for (unsigned i = 0; i < kps; ++i) per_image[host_raw_image[i]].push_back(host_raw[i]);
+    std::vector<Result> out(batch);
+    int total = 0;
+    for (int b = 0; b < batch; ++b) {
+      out[b].keypoints = select_keypoints(per_image[b].data(), per_image[b].size(), params.nfeatures);
+      out[b].descriptors.create(int(out[b].keypoints.size()), kDescriptorSize, CV_32F);
+      total += int(out[b].keypoints.size());
+    }
     timings.select = lap_ms(clock);
     timings.descriptors = 0;
-    if (m == 0) return out;
-    host_jobs.reserve(m);
-    for (int i = 0; i < m; ++i) {
-      const DescriptorSource s = descriptor_source(out.keypoints[i]);
-      host_jobs[i] = {s.octave, s.layer, s.x, s.y, s.scl, s.angle};
-    }
-    jobs.reserve(m);
-    descriptors.reserve(size_t(m) * kDescriptorSize);
-    host_descriptors.reserve(size_t(m) * kDescriptorSize);
+    if (total == 0) return out;
+    host_jobs.reserve(total);
+    for (int b = 0, j = 0; b < batch; ++b)
+      for (const cv::KeyPoint& kp : out[b].keypoints) {
+        const DescriptorSource s = descriptor_source(kp);
+        host_jobs[j++] = {s.octave, s.layer, s.x, s.y, s.scl, s.angle, b};
+      }
+    jobs.reserve(total);
+    descriptors.reserve(size_t(total) * kDescriptorSize);
+    host_descriptors.reserve(size_t(total) * kDescriptorSize);
     PRISM_CUDA_CHECK(
-        cudaMemcpyAsync(jobs.data(), host_jobs.data(), m * sizeof(DescriptorJob), cudaMemcpyHostToDevice, stream));
-    descriptor_kernel<<<m, kDescriptorThreads, 0, stream>>>(table, gauss.data(), jobs.data(), descriptors.data());
+        cudaMemcpyAsync(jobs.data(), host_jobs.data(), total * sizeof(DescriptorJob), cudaMemcpyHostToDevice, stream));
+    descriptor_kernel<<<total, kDescriptorThreads, 0, stream>>>(table, gauss.data(), jobs.data(), descriptors.data());
     PRISM_CUDA_CHECK(cudaGetLastError());
     PRISM_CUDA_CHECK(cudaMemcpyAsync(host_descriptors.data(), descriptors.data(),
-                                     size_t(m) * kDescriptorSize * sizeof(float), cudaMemcpyDeviceToHost, stream));
+                                     size_t(total) * kDescriptorSize * sizeof(float), cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::copy(host_descriptors.data(), host_descriptors.data() + size_t(m) * kDescriptorSize,
-              out.descriptors.ptr<float>());
+    const float* d = host_descriptors.data();
+    for (Result& r : out) {
+      const size_t count = size_t(r.descriptors.rows) * kDescriptorSize;
+      if (count) std::copy(d, d + count, r.descriptors.ptr<float>());
+      d += count;
+    }
     timings.descriptors = lap_ms(clock);
     return out;
   }
@@ -467,16 +539,49 @@ CudaExtractor::~CudaExtractor() = default;
 CudaExtractor::CudaExtractor(CudaExtractor&&) noexcept = default;
 CudaExtractor& CudaExtractor::operator=(CudaExtractor&&) noexcept = default;
 
-Result CudaExtractor::detect_and_compute(const cv::Mat& grey) {
-  check_grey(grey);
+Result CudaExtractor::detect_and_compute(const cv::Mat& grey) { return std::move(detect_and_compute_batch({grey})[0]); }
+
+std::vector<Result> CudaExtractor::detect_and_compute_batch(const std::vector<cv::Mat>& greys, size_t max_bytes) {
+  for (size_t i = 0; i < greys.size(); ++i) {
+    try {
+      check_grey(greys[i]);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(e.what()) + " (image " + std::to_string(i) + " of the batch)");
+    }
+  }
   Impl& m = *impl_;
-  const size_t bytes = grey.total();
-  m.staging.reserve(bytes);
-  m.input.reserve(bytes);
-  for (int y = 0; y < grey.rows; ++y)
-    std::copy(grey.ptr(y), grey.ptr(y) + grey.cols, m.staging.data() + size_t(y) * grey.cols);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(m.input.data(), m.staging.data(), bytes, cudaMemcpyHostToDevice, m.stream));
-  return m.run(grey.cols, grey.rows);
+  // Same-sized images together (stable: the batches and so the results do not depend on the
+  // order beyond it), each batch as large as max_bytes allows.
+  std::vector<size_t> order(greys.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  const auto size_less = [&](size_t a, size_t b) {
+    return std::make_pair(greys[a].cols, greys[a].rows) < std::make_pair(greys[b].cols, greys[b].rows);
+  };
+  std::stable_sort(order.begin(), order.end(), size_less);
+  std::vector<Result> out(greys.size());
+  for (size_t first = 0; first < order.size();) {
+    const cv::Mat& g0 = greys[order[first]];
+    const int w = g0.cols, h = g0.rows;
+    const size_t per_image = m.image_bytes(w, h);
+    size_t last = first;
+    while (last < order.size() && greys[order[last]].size() == g0.size() &&
+           (last == first || (last - first + 1) * per_image <= max_bytes))
+      ++last;
+    const int batch = int(last - first);
+    const size_t bytes = size_t(w) * h;
+    m.staging.reserve(bytes * batch);
+    m.input.reserve(bytes * batch);
+    for (int b = 0; b < batch; ++b) {
+      const cv::Mat& g = greys[order[first + b]];
+      for (int y = 0; y < h; ++y) std::copy(g.ptr(y), g.ptr(y) + w, m.staging.data() + b * bytes + size_t(y) * w);
+    }
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(m.input.data(), m.staging.data(), bytes * batch, cudaMemcpyHostToDevice, m.stream));
+    std::vector<Result> results = m.run(w, h, batch);
+    for (int b = 0; b < batch; ++b) out[order[first + b]] = std::move(results[b]);
+    first = last;
+  }
+  return out;
 }
 
 Result CudaExtractor::detect_and_compute_device(const uint8_t* grey, size_t pitch, int width, int height) {
@@ -489,7 +594,7 @@ Result CudaExtractor::detect_and_compute_device(const uint8_t* grey, size_t pitc
   m.input.reserve(size_t(width) * height);
   PRISM_CUDA_CHECK(cudaMemcpy2DAsync(m.input.data(), size_t(width), grey, pitch, size_t(width), size_t(height),
                                      cudaMemcpyDeviceToDevice, m.stream));
-  return m.run(width, height);
+  return std::move(m.run(width, height, 1)[0]);
 }
 
 const CudaExtractor::Timings& CudaExtractor::last_timings() const { return impl_->timings; }

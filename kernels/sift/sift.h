@@ -77,13 +77,19 @@ class CudaExtractor {
 
   // An 8-bit grey image in host memory.
   Result detect_and_compute(const cv::Mat& grey);
+  // Many images, for enrolment: images of one size go through every kernel together (the pyramid
+  // arrays hold the whole batch; each block knows its image), so a batch pays the launches and
+  // host syncs of one image. Each result equals detect_and_compute's for that image, bit for bit,
+  // in the order given. A batch takes at most `max_bytes` of device buffers (one image at least;
+  // about 80 MB per 640x480 image, 200 MB per 1024x768), kept for the next call.
+  std::vector<Result> detect_and_compute_batch(const std::vector<cv::Mat>& greys, size_t max_bytes = size_t(1) << 31);
   // An 8-bit grey image already in device memory (`pitch` bytes per row), read on this
   // extractor's stream: the caller orders its writes before (an event or a synchronised stream).
   Result detect_and_compute_device(const uint8_t* grey, size_t pitch, int width, int height);
 
-  // Where the last call's time went, in host milliseconds: the pyramid and the extrema (up to
-  // their count on the host), the orientations with the keypoints' download, the selection on the
-  // host, and the descriptors with their download.
+  // Where the last call's time went (a batch: its last group of one size), in host milliseconds:
+  // the pyramid and the extrema (up to their count on the host), the orientations with the
+  // keypoints' download, the selection on the host, and the descriptors with their download.
   struct Timings {
     double pyramid = 0, orientation = 0, select = 0, descriptors = 0;
   };

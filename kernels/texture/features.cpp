@@ -195,6 +195,68 @@ Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   return to_features(grey.cols, grey.rows, scale, kps, desc, params, KeypointOrder::kAny);
 }
 
+std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images, const FeatureParams& params) {
+  const int n = int(images.size());
+  std::vector<Features> out(n);
+  std::vector<std::string> errors(n);
+  const auto check = [&] {
+    for (int i = 0; i < n; ++i)
+      if (!errors[i].empty()) throw std::invalid_argument(errors[i] + " (image " + std::to_string(i) + ")");
+  };
+#if defined(PRISM_HAVE_CUDA)
+  if (use_cuda(params.device)) {
+    std::vector<cv::Mat> detect(n);
+    std::vector<double> scale(n, 1.0);
+    std::vector<cv::Size> size(n);
+    cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
+      for (int i = r.start; i < r.end; ++i) {
+        try {
+          const cv::Mat grey = to_grey(images[i]);
+          size[i] = grey.size();
+          detect[i] = detection_image(grey, params, &scale[i]);
+        } catch (const std::invalid_argument& e) {
+          errors[i] = e.what();
+        }
+      }
+    });
+    check();
+    std::vector<int> extracted;  // the images large enough for SIFT (extract_cuda's rule)
+    std::vector<cv::Mat> batch;
+    for (int i = 0; i < n; ++i)
+      if (detect[i].cols >= 8 && detect[i].rows >= 8) {
+        extracted.push_back(i);
+        batch.push_back(detect[i]);
+      }
+    std::vector<sift::Result> results;
+    if (!batch.empty()) {
+      ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
+      results = lease.get().detect_and_compute_batch(batch);
+    }
+    std::vector<const sift::Result*> of(n, nullptr);
+    for (size_t k = 0; k < extracted.size(); ++k) of[extracted[k]] = &results[k];
+    cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
+      for (int i = r.start; i < r.end; ++i)
+        out[i] = of[i] ? to_features(size[i].width, size[i].height, scale[i], of[i]->keypoints, of[i]->descriptors,
+                                     params, KeypointOrder::kStrongestFirst)
+                       : to_features(size[i].width, size[i].height, scale[i], {}, cv::Mat(), params,
+                                     KeypointOrder::kStrongestFirst);
+    });
+    return out;
+  }
+#endif
+  cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
+    for (int i = r.start; i < r.end; ++i) {
+      try {
+        out[i] = extract_features(images[i], params);
+      } catch (const std::invalid_argument& e) {
+        errors[i] = e.what();
+      }
+    }
+  });
+  check();
+  return out;
+}
+
 #if defined(PRISM_HAVE_CUDA)
 struct CudaFeatureExtractor::Impl {
   FeatureParams params;

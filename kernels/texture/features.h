@@ -55,6 +55,12 @@ struct FeatureParams {
 // an empty image or another type.
 Features extract_features(const cv::Mat& image, const FeatureParams& params = {});
 
+// Many images, for enrolment: each result equals extract_features of that image. On the GPU the
+// detection images go through kernels/sift in batches (many images per launch: sift.h's
+// detect_and_compute_batch); on the CPU, one image per thread of OpenCV's pool. Throws as
+// extract_features for the first bad image, naming its position.
+std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images, const FeatureParams& params = {});
+
 // The order of Features::keypoints, on the detection image's keypoints: strongest response first,
 // then y, x, size, angle and octave ascending. A total order on distinct keypoints, so that the
 // features do not depend on the order an extractor found them in (cv::SIFT's varies from run to

@@ -80,6 +80,50 @@ TEST(SiftGpu, SameBitsOnEveryRunAndSize) {
   expect_same(first, sift::CudaExtractor().detect_and_compute(big), "a fresh extractor");
 }
 
+// Enrolment's batches: images of one size share every launch, and each result is the CPU path's
+// for that image, whatever the batch around it (sizes interleaved, one image alone at its size,
+// batches cut by the byte limit, an image too small for any keypoint, a flat one).
+TEST(SiftGpu, BatchesEqualTheCpuPathImageByImage) {
+  PRISM_NEED_GPU();
+  const unsigned seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 14; ++i) {
+    const cv::Size s = i % 3 == 0 ? cv::Size(320, 240) : i % 3 == 1 ? cv::Size(257, 191) : cv::Size(64, 48);
+    images.push_back(test::random_texture(rng, s.width, s.height));
+  }
+  images.push_back(test::random_texture(rng, 401, 333));       // alone at its size
+  images.push_back(cv::Mat(100, 120, CV_8U, cv::Scalar(77)));  // flat: no keypoint
+  images.push_back(cv::Mat(100, 120, CV_8U, cv::Scalar(78)));
+  images.push_back(test::random_texture(rng, 8, 8));        // the smallest accepted
+  images.push_back(images[0](cv::Rect(10, 10, 200, 150)));  // a view: rows not packed
+  sift::Params p768;
+  p768.nfeatures = 768;
+  std::vector<sift::Result> want;
+  for (const cv::Mat& g : images) want.push_back(sift::detect_and_compute_cpu(g, p768));
+  sift::CudaExtractor x(p768);
+  for (const size_t max_bytes : {size_t(1) << 31, size_t(100) << 20, size_t(1)}) {  // all, a few, one per batch
+    const std::vector<sift::Result> got = x.detect_and_compute_batch(images, max_bytes);
+    ASSERT_EQ(got.size(), images.size());
+    for (size_t i = 0; i < images.size(); ++i)
+      expect_same(want[i], got[i],
+                  "image " + std::to_string(i) + " (" + std::to_string(images[i].cols) + "x" +
+                      std::to_string(images[i].rows) + "), max_bytes " + std::to_string(max_bytes));
+  }
+  EXPECT_GT(want[0].keypoints.size(), 50u);
+  EXPECT_TRUE(want[15].keypoints.empty());
+  // Single calls after batches reuse the grown buffers and give the same bits.
+  expect_same(want[1], x.detect_and_compute(images[1]), "single after batches");
+  EXPECT_TRUE(x.detect_and_compute_batch({}).empty());
+  try {
+    x.detect_and_compute_batch({images[0], cv::Mat(4, 4, CV_8U)});
+    ADD_FAILURE() << "a 4x4 image accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("image 1 of the batch"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SiftGpu, ReadsPitchedDeviceImages) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());

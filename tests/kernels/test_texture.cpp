@@ -181,6 +181,35 @@ TEST(TextureFeatures, OurSiftListsKeypointsInTheFeaturesOrder) {
   }
 }
 
+// Enrolment's batch: each image's features as extract_features gives them (sizes, channels, a flat
+// and a tiny image, the shrink of large images, a normalisation), a bad image named by position.
+TEST(TextureFeatures, BatchesEqualOneByOne) {
+  std::mt19937 rng(std::random_device{}());
+  cv::Mat bgr;
+  cv::cvtColor(random_texture(rng, 300, 200), bgr, cv::COLOR_GRAY2BGR);
+  const std::vector<cv::Mat> images = {
+      random_texture(rng, 320, 240), random_texture(rng, 1300, 500), bgr, cv::Mat(200, 200, CV_8U, cv::Scalar(90)),
+      random_texture(rng, 6, 5),     random_texture(rng, 320, 240)};
+  for (const char* n : {"none", "clahe-4-8"}) {
+    texture::FeatureParams p;
+    p.normalisation = texture::parse_normalisation(n);
+    const std::vector<texture::Features> batch = texture::extract_features_batch(images, p);
+    ASSERT_EQ(batch.size(), images.size());
+    for (size_t i = 0; i < images.size(); ++i)
+      EXPECT_EQ(test::features_difference(batch[i], texture::extract_features(images[i], p)), "")
+          << n << ", image " << i;
+    EXPECT_GT(batch[0].count(), 50) << n;
+    EXPECT_EQ(batch[3].count(), 0) << n;
+  }
+  EXPECT_TRUE(texture::extract_features_batch({}).empty());
+  try {
+    texture::extract_features_batch({images[0], cv::Mat(10, 10, CV_32F)});
+    ADD_FAILURE() << "a float image accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("(image 1)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TextureFeatures, BadImagesAreRefusedAndFlatImagesHaveNone) {
   EXPECT_THROW(texture::extract_features(cv::Mat()), std::invalid_argument);
   EXPECT_THROW(texture::extract_features(cv::Mat(10, 10, CV_32F)), std::invalid_argument);

@@ -58,6 +58,26 @@ TEST(TextureGpu, IndexMatchesTheCpuPath) {
 // kernels/sift against cv::SIFT where it matters: a gallery enrolled with one extractor and queried
 // with the other identifies what the all-CPU path identifies (the same product, inliers within a
 // few), in both directions, on re-captured (warped, blurred, noisy) fresh random textures.
+// Enrolment on the GPU: batches through kernels/sift give each image's features as a single
+// extraction on the GPU does (mixed sizes, the shrink of large images, CLAHE, a flat image).
+TEST(TextureGpu, BatchExtractionEqualsOneByOne) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 40; ++i)
+    images.push_back(i % 4 == 3 ? test::random_texture(rng, 1400, 900) : test::random_texture(rng, 480, 360));
+  images.push_back(cv::Mat(300, 300, CV_8U, cv::Scalar(40)));
+  texture::FeatureParams p;
+  p.device = gpu::Device::kCuda;
+  p.normalisation = texture::parse_normalisation("clahe-4-8");
+  const std::vector<texture::Features> batch = texture::extract_features_batch(images, p);
+  ASSERT_EQ(batch.size(), images.size());
+  for (size_t i = 0; i < images.size(); ++i)
+    EXPECT_EQ(test::features_difference(batch[i], texture::extract_features(images[i], p)), "") << "image " << i;
+  EXPECT_GT(batch[0].count(), 100);
+  EXPECT_EQ(batch.back().count(), 0);
+}
+
 TEST(TextureGpu, MixedExtractorsIdentifyAsTheCpuPath) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());

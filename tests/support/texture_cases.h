@@ -4,7 +4,10 @@
 #include <opencv2/imgproc.hpp>
 
 #include <random>
+#include <string>
 #include <vector>
+
+#include "texture/features.h"
 
 namespace prism::test {
 
@@ -39,6 +42,21 @@ inline cv::Mat noisy_capture(const cv::Mat& texture, std::mt19937& rng) {
   wide += noise;
   wide.convertTo(out, CV_8U);
   return out;
+}
+
+// "" when `a` and `b` are the same features bit for bit (size, every keypoint field, the 8-bit
+// descriptors), else the first difference.
+inline std::string features_difference(const texture::Features& a, const texture::Features& b) {
+  if (a.width != b.width || a.height != b.height) return "image size";
+  if (a.count() != b.count()) return "count " + std::to_string(a.count()) + " vs " + std::to_string(b.count());
+  for (int i = 0; i < a.count(); ++i) {
+    const texture::Keypoint &p = a.keypoints[i], &q = b.keypoints[i];
+    if (p.x != q.x || p.y != q.y || p.size != q.size || p.angle != q.angle || p.response != q.response ||
+        p.octave != q.octave)
+      return "keypoint " + std::to_string(i);
+  }
+  if (a.descriptors != b.descriptors) return "descriptors";
+  return "";
 }
 
 }  // namespace prism::test

@@ -197,25 +197,40 @@ int enroll(const Options& o) {
   const texture::FeatureParams fparams = feature_params(o, gallery.normalisation());
   Progress progress("enrol", int(jobs.size()), !o.json || !isatty(STDOUT_FILENO));
   int done = 0, failed = 0;
-  // Features are extracted in parallel batches; entries are written (and acknowledged) in order.
-  const size_t batch = size_t(std::max(4, 4 * cv::getNumThreads()));
+  // Images are decoded in parallel and their features extracted as one batch (on the GPU, many
+  // images per launch); entries are written (and acknowledged) in order.
+  const size_t batch = size_t(std::max(32, 4 * cv::getNumThreads()));
   for (size_t b0 = 0; b0 < jobs.size(); b0 += batch) {
     const size_t b1 = std::min(jobs.size(), b0 + batch);
     std::vector<GalleryEntry> entries(b1 - b0);
     std::vector<std::string> errors(b1 - b0);
+    std::vector<cv::Mat> greys(b1 - b0);
     cv::parallel_for_(cv::Range(int(b0), int(b1)), [&](const cv::Range& r) {
       for (int i = r.start; i < r.end; ++i) {
+        GalleryEntry& e = entries[i - b0];
+        e.id = jobs[i].first;
+        e.source = jobs[i].second;
+        e.collection = o.collection.value_or("");
         try {
-          GalleryEntry& e = entries[i - b0];
-          e.id = jobs[i].first;
-          e.source = jobs[i].second;
-          e.collection = o.collection.value_or("");
-          e.features = texture::extract_features(load_grey(jobs[i].second), fparams);
+          greys[i - b0] = load_grey(jobs[i].second);
         } catch (const std::exception& ex) {
           errors[i - b0] = ex.what();
         }
       }
     });
+    std::vector<size_t> loaded;
+    std::vector<cv::Mat> images;
+    for (size_t i = 0; i < greys.size(); ++i)
+      if (errors[i].empty()) {
+        loaded.push_back(i);
+        images.push_back(greys[i]);
+      }
+    try {
+      std::vector<texture::Features> features = texture::extract_features_batch(images, fparams);
+      for (size_t k = 0; k < loaded.size(); ++k) entries[loaded[k]].features = std::move(features[k]);
+    } catch (const std::exception& ex) {  // reported for each image of the batch, as a decode error is
+      for (size_t i : loaded) errors[i] = ex.what();
+    }
     for (size_t i = 0; i < entries.size(); ++i) {
       GalleryEntry& e = entries[i];
       std::string error = errors[i];

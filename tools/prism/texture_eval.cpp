@@ -221,14 +221,6 @@ void load_all(std::vector<Item>& items) {
   });
 }
 
-std::vector<texture::Features> features_of(const std::vector<cv::Mat>& images, const texture::FeatureParams& params) {
-  std::vector<texture::Features> out(images.size());
-  cv::parallel_for_(cv::Range(0, int(images.size())), [&](const cv::Range& r) {
-    for (int i = r.start; i < r.end; ++i) out[i] = texture::extract_features(images[i], params);
-  });
-  return out;
-}
-
 // A normalisation compared by --candidates: one of ours (texture::normalise) or an OpenCV baseline
 // that only the eval applies (cv::equalizeHist; a local mean/std normalisation).
 struct Candidate {
@@ -256,7 +248,7 @@ std::vector<texture::Features> candidate_features(const std::vector<cv::Mat>& im
   if (c.baseline.empty()) {
     texture::FeatureParams p;
     p.normalisation = c.ours;
-    return features_of(images, p);
+    return texture::extract_features_batch(images, p);
   }
   std::vector<cv::Mat> pre(images.size());
   cv::parallel_for_(cv::Range(0, int(images.size())), [&](const cv::Range& r) {
@@ -274,7 +266,7 @@ std::vector<texture::Features> candidate_features(const std::vector<cv::Mat>& im
         pre[i] = local_std(g);
     }
   });
-  return features_of(pre, {});
+  return texture::extract_features_batch(pre, {});
 }
 
 // Median and minimum of the keypoint counts.
@@ -538,7 +530,7 @@ int texture_eval_command(int argc, char** argv) {
       cand_md << "\n";
     }
     auto t0 = Clock::now();
-    const std::vector<texture::Features> gf = features_of(images, fparams);
+    const std::vector<texture::Features> gf = texture::extract_features_batch(images, fparams);
     const double enrol_s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::vector<texture::GalleryEntry> entries;
     double mean_features = 0;
@@ -582,7 +574,7 @@ int texture_eval_command(int argc, char** argv) {
     // Every query against every precision's index, with the same impostor claims.
     auto run_queries = [&](const std::string& set, const std::vector<cv::Mat>& queries, const std::vector<int>& truth) {
       order.push_back(set);
-      const std::vector<texture::Features> qf = features_of(queries, qparams);
+      const std::vector<texture::Features> qf = texture::extract_features_batch(queries, qparams);
       QueryStats& qs = query_stats[set];
       for (const cv::Mat& q : queries) qs.dark += cv::mean(q)[0] < 40;
       qs.keypoints = keypoint_median_min(qf);
@@ -647,7 +639,7 @@ int texture_eval_command(int argc, char** argv) {
     }
     run_queries("oxford-affine", oxq, oxt);
     // Corner error of the recovered query->gallery homography against the ground truth (img1->imgN).
-    const std::vector<texture::Features> oxf = features_of(oxq, qparams);
+    const std::vector<texture::Features> oxf = texture::extract_features_batch(oxq, qparams);
     for (PrecisionRun& run : runs) {
       run.corner_error.assign(oxq.size(), -1);
       for (size_t q = 0; q < oxq.size(); ++q) {
@@ -667,7 +659,7 @@ int texture_eval_command(int argc, char** argv) {
     {
       std::vector<cv::Mat> q;
       for (const auto& o : outsiders) q.push_back(o.grey);
-      const std::vector<texture::Features> qf = features_of(q, qparams);
+      const std::vector<texture::Features> qf = texture::extract_features_batch(q, qparams);
       for (PrecisionRun& run : runs)
         for (size_t i = 0; i < qf.size(); ++i) {
           const texture::SearchResult r = run.index->search(qf[i], params);
