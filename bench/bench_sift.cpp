@@ -21,6 +21,7 @@
 #include "common/gpu.h"
 #include "ppm.h"
 #include "sift/sift.h"
+#include "texture/features.h"
 #include "texture_cases.h"
 
 using namespace prism;
@@ -97,10 +98,17 @@ int main(int argc, char** argv) {
                 threads > 1 ? "s" : "", total / s);
   }
   // Batched: 64 images per call (detect_and_compute_batch, every kernel over the whole batch).
-  for (int threads : {1, 2, 4}) {
+  for (int threads : {1, 2, 4, 8}) {
     std::vector<sift::CudaExtractor> ex;
     for (int t = 0; t < threads; ++t) ex.emplace_back(params);
     for (auto& e : ex) e.detect_and_compute_batch(images);  // allocate
+    if (threads == 1) {
+      const auto& t = ex[0].last_timings();
+      std::printf(
+          "|   (one batch of 64, host ms: pyramid + extrema %.2f, orientations %.2f, selection %.2f, "
+          "descriptors %.2f) | |\n",
+          t.pyramid, t.orientation, t.select, t.descriptors);
+    }
     const int rounds = 16;
     std::atomic<int> next{0};
     const auto start = std::chrono::steady_clock::now();
@@ -113,6 +121,19 @@ int main(int argc, char** argv) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("| batches of 64, %d extractor%s on %d thread%s | %.0f |\n", threads, threads > 1 ? "s" : "", threads,
                 threads > 1 ? "s" : "", rounds * 64 / s);
+  }
+  {
+    // What enrolment calls: texture::extract_features_batch (RootSIFT, 8-bit; its own extractors).
+    texture::FeatureParams fp;
+    fp.device = gpu::Device::kCuda;
+    std::vector<cv::Mat> many;
+    for (int r = 0; r < 8; ++r) many.insert(many.end(), images.begin(), images.end());
+    texture::extract_features_batch(images, fp);  // allocate
+    const auto start = std::chrono::steady_clock::now();
+    texture::extract_features_batch(many, fp);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("| texture::extract_features_batch (RootSIFT, 8-bit), %zu images | %.0f |\n", many.size(),
+                many.size() / s);
   }
   {
     const int total = 64;

@@ -9,7 +9,9 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <exception>
 #include <stdexcept>
+#include <thread>
 #include <string>
 
 #include "sift/sift.h"
@@ -164,6 +166,9 @@ class ExtractorLease {
 };
 #endif
 
+// extract_features_batch's extractors at once (of the pool's kPoolSize).
+constexpr size_t kBatchExtractors = 4;
+
 bool use_cuda(gpu::Device device) {
   if (device == gpu::Device::kCpu) return false;
   std::string why;
@@ -227,11 +232,30 @@ std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images,
         extracted.push_back(i);
         batch.push_back(detect[i]);
       }
-    std::vector<sift::Result> results;
-    if (!batch.empty()) {
-      ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
-      results = lease.get().detect_and_compute_batch(batch);
-    }
+    // A few extractors at once, each on its share: one's host work (the keypoints' selection, the
+    // copies) overlaps another's kernels (BENCHMARKS.md, "SIFT on the GPU").
+    std::vector<sift::Result> results(batch.size());
+    const size_t workers = std::min<size_t>(kBatchExtractors, (batch.size() + 15) / 16);
+    std::vector<std::exception_ptr> failed(workers);
+    std::vector<std::thread> threads;
+    int device = 0;
+    PRISM_CUDA_CHECK(cudaGetDevice(&device));
+    for (size_t w = 0; w < workers; ++w)
+      threads.emplace_back([&, w] {
+        try {
+          PRISM_CUDA_CHECK(cudaSetDevice(device));  // the caller's device, in this thread too
+          const size_t first = batch.size() * w / workers, last = batch.size() * (w + 1) / workers;
+          ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
+          std::vector<sift::Result> part =
+              lease.get().detect_and_compute_batch(std::vector<cv::Mat>(batch.begin() + first, batch.begin() + last));
+          std::move(part.begin(), part.end(), results.begin() + first);
+        } catch (...) {
+          failed[w] = std::current_exception();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
     std::vector<const sift::Result*> of(n, nullptr);
     for (size_t k = 0; k < extracted.size(); ++k) of[extracted[k]] = &results[k];
     cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
