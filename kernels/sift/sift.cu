@@ -311,11 +311,30 @@ struct CudaExtractor::Impl {
   cv::Size planned;
   int planned_batch = 0;
   // The pyramid and extrema launches (about 50 for a 640x480 image, as many for a batch) as one
-  // graph. It holds the pointers and sizes it was captured with: any change (a new size or batch, a
-  // grown buffer, or a growth that failed half way and freed one) means a new capture, never a
-  // launch on freed memory.
-  GraphExec front;
-  std::vector<const void*> front_key;
+  // graph. It holds the pointers and sizes it was captured with, all of them in its key: any change
+  // (a new size or batch, a grown buffer, or a growth that failed half way and freed one) finds
+  // another graph or captures one, never launches on freed memory. A few are kept, most recent
+  // last, because an enrolment's batches alternate between a full size and a remainder.
+  struct Front {
+    std::vector<const void*> key;
+    GraphExec exec;
+  };
+  static constexpr size_t kFronts = 4;
+  std::vector<std::unique_ptr<Front>> fronts;
+  const GraphExec& front_for(int width, int height, int batch) {
+    const std::vector<const void*> k = key(width, height, batch);
+    for (size_t i = 0; i < fronts.size(); ++i)
+      if (fronts[i]->key == k) {
+        std::rotate(fronts.begin() + i, fronts.begin() + i + 1, fronts.end());
+        return fronts.back()->exec;
+      }
+    auto f = std::make_unique<Front>();
+    f->exec.capture(stream, [&] { enqueue_front(width, height, batch); });
+    f->key = k;
+    if (fronts.size() == kFronts) fronts.erase(fronts.begin());
+    fronts.push_back(std::move(f));
+    return fronts.back()->exec;
+  }
   std::vector<const void*> key(int width, int height, int batch) const {
     return {input.data(),
             gauss.data(),
@@ -444,12 +463,7 @@ struct CudaExtractor::Impl {
       candidates.reserve(room);
       extrema.reserve(room);
       extremum_image.reserve(room);
-      if (!front || front_key != key(width, height, batch)) {
-        front_key.clear();
-        front.capture(stream, [&] { enqueue_front(width, height, batch); });
-        front_key = key(width, height, batch);
-      }
-      front.launch(stream);
+      front_for(width, height, batch).launch(stream);
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
       if (host_counters[0] <= candidates.size()) break;
       room = host_counters[0] + host_counters[0] / 4;
