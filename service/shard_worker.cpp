@@ -136,7 +136,7 @@ void ShardWorker::prepare(Redis& redis) {
     throw;
   } catch (const std::runtime_error& e) {
     std::string how;
-    if (backend_->size() == 0)  // a new folder took none before Redis was asked
+    if (backend_->size() == 0)  // a new folder took the default (clahe-4-8) before Redis was asked
       how = "; the gallery is empty: remove " + options_.local.gallery.string() +
             " and start again with --normalise set as the deployment's";
     throw std::runtime_error("gallery " + options_.local.gallery.string() + ": " + e.what() + how);

@@ -309,7 +309,6 @@ struct CudaExtractor::Impl {
   gpu::DeviceArray<float> descriptors;
   gpu::PinnedArray<float> host_descriptors;
   cv::Size planned;
-  int planned_batch = 0;
   // The pyramid and extrema launches (about 50 for a 640x480 image, as many for a batch) as one
   // graph. It holds the pointers and sizes it was captured with, all of them in its key: any change
   // (a new size or batch, a grown buffer, or a growth that failed half way and freed one) finds
@@ -401,7 +400,6 @@ struct CudaExtractor::Impl {
     gauss.reserve(table.gauss_stride * batch);
     dogs.reserve(table.dog_stride * batch);
     scratch.reserve(size_t(plan.size[0].area()) * batch);
-    planned_batch = batch;
   }
 
   void blur(const float* src, float* dst, int rows, int cols, int level, const float* below, float* dog,
@@ -448,6 +446,7 @@ struct CudaExtractor::Impl {
     refine_kernel<<<(capacity + 127) / 128, 128, 0, stream>>>(
         table, dogs.data(), candidates.data(), counters.data(), capacity, float(params.contrast_threshold),
         float(params.edge_threshold), float(params.sigma), extrema.data(), extremum_image.data(), counters.data() + 1);
+    PRISM_CUDA_CHECK(cudaGetLastError());  // a launch refused while capturing: no graph missing a pass
     PRISM_CUDA_CHECK(
         cudaMemcpyAsync(host_counters.data(), counters.data(), 2 * sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
   }
@@ -458,7 +457,7 @@ struct CudaExtractor::Impl {
     prepare(width, height, batch);
     counters.reserve(3);
     // Room for more candidates than any image has shown; a rerun with more if not.
-    size_t room = std::max(candidates.size(), size_t(1) << 16);
+    size_t room = std::max({candidates.size(), size_t(1) << 16, size_t(batch) << 14});
     for (;;) {
       candidates.reserve(room);
       extrema.reserve(room);
@@ -578,7 +577,8 @@ std::vector<Result> CudaExtractor::detect_and_compute_batch(const std::vector<cv
     const int w = g0.cols, h = g0.rows;
     const size_t per_image = m.image_bytes(w, h);
     size_t last = first;
-    while (last < order.size() && greys[order[last]].size() == g0.size() &&
+    // At most 65535 images: the image-shaped passes take the image from gridDim.z.
+    while (last < order.size() && last - first < 65535 && greys[order[last]].size() == g0.size() &&
            (last == first || (last - first + 1) * per_image <= max_bytes))
       ++last;
     const int batch = int(last - first);

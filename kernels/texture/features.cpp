@@ -240,20 +240,32 @@ std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images,
     std::vector<std::thread> threads;
     int device = 0;
     PRISM_CUDA_CHECK(cudaGetDevice(&device));
-    for (size_t w = 0; w < workers; ++w)
-      threads.emplace_back([&, w] {
-        try {
-          PRISM_CUDA_CHECK(cudaSetDevice(device));  // the caller's device, in this thread too
-          const size_t first = batch.size() * w / workers, last = batch.size() * (w + 1) / workers;
-          ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
-          std::vector<sift::Result> part =
-              lease.get().detect_and_compute_batch(std::vector<cv::Mat>(batch.begin() + first, batch.begin() + last));
-          std::move(part.begin(), part.end(), results.begin() + first);
-        } catch (...) {
-          failed[w] = std::current_exception();
-        }
-      });
-    for (std::thread& t : threads) t.join();
+    // Each worker's pyramids within a share of the free memory (at most sift.h's 2 GiB default),
+    // so that a smaller GPU batches less rather than fails.
+    size_t free_bytes = 0, total_bytes = 0;
+    PRISM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t max_bytes = std::min(size_t(1) << 31, free_bytes / (2 * std::max<size_t>(workers, 1)));
+    const auto join_all = [&] {
+      for (std::thread& t : threads) t.join();
+    };
+    for (size_t w = 0; w < workers; ++w) try {
+        threads.emplace_back([&, w] {
+          try {
+            PRISM_CUDA_CHECK(cudaSetDevice(device));  // the caller's device, in this thread too
+            const size_t first = batch.size() * w / workers, last = batch.size() * (w + 1) / workers;
+            ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
+            std::vector<sift::Result> part = lease.get().detect_and_compute_batch(
+                std::vector<cv::Mat>(batch.begin() + first, batch.begin() + last), max_bytes);
+            std::move(part.begin(), part.end(), results.begin() + first);
+          } catch (...) {
+            failed[w] = std::current_exception();
+          }
+        });
+      } catch (...) {  // no thread: the started ones are joined before the error leaves
+        join_all();
+        throw;
+      }
+    join_all();
     for (const std::exception_ptr& e : failed)
       if (e) std::rethrow_exception(e);
     std::vector<const sift::Result*> of(n, nullptr);

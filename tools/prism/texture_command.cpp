@@ -228,8 +228,12 @@ int enroll(const Options& o) {
     try {
       std::vector<texture::Features> features = texture::extract_features_batch(images, fparams);
       for (size_t k = 0; k < loaded.size(); ++k) entries[loaded[k]].features = std::move(features[k]);
-    } catch (const std::exception& ex) {  // reported for each image of the batch, as a decode error is
-      for (size_t i : loaded) errors[i] = ex.what();
+    } catch (const std::exception&) {  // one at a time, so that each error names its own image
+      for (size_t i : loaded) try {
+          entries[i].features = texture::extract_features(greys[i], fparams);
+        } catch (const std::exception& ex) {
+          errors[i] = ex.what();
+        }
     }
     for (size_t i = 0; i < entries.size(); ++i) {
       GalleryEntry& e = entries[i];
