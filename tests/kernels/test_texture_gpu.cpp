@@ -59,9 +59,6 @@ TEST(TextureGpu, IndexMatchesTheCpuPath) {
   }
 }
 
-// kernels/sift against cv::SIFT where it matters: a gallery enrolled with one extractor and queried
-// with the other identifies what the all-CPU path identifies (the same product, inliers within a
-// few), in both directions, on re-captured (warped, blurred, noisy) fresh random textures.
 // Enrolment on the GPU: batches through kernels/sift give each image's features as a single
 // extraction on the GPU does (mixed sizes, the shrink of large images, CLAHE, a flat image).
 TEST(TextureGpu, BatchExtractionEqualsOneByOne) {
@@ -94,6 +91,9 @@ TEST(TextureGpu, BatchExtractionEqualsOneByOne) {
   EXPECT_EQ(batch[flat].count(), 0);
 }
 
+// kernels/sift against cv::SIFT where it matters: a gallery enrolled with one extractor and queried
+// with the other identifies what the all-CPU path identifies (the same product, inliers within a
+// few), in both directions, on re-captured (warped, blurred, noisy) fresh random textures.
 TEST(TextureGpu, MixedExtractorsIdentifyAsTheCpuPath) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
