@@ -304,6 +304,8 @@ struct CudaExtractor::Impl {
   gpu::PinnedArray<unsigned> host_counters{3};
   gpu::PinnedArray<RawKeypoint> host_raw;
   gpu::PinnedArray<int> host_raw_image;
+  std::vector<RawKeypoint> by_image;      // a batch's keypoints grouped by image (run)
+  std::vector<size_t> image_start, fill;  // where each image's begin in by_image
   gpu::DeviceArray<DescriptorJob> jobs;
   gpu::PinnedArray<DescriptorJob> host_jobs;
   gpu::DeviceArray<float> descriptors;
@@ -494,12 +496,23 @@ struct CudaExtractor::Impl {
     }
     timings.orientation = lap_ms(clock);
     // Each image's keypoints selected on their own (the selection sorts: their order here is free).
-    std::vector<std::vector<RawKeypoint>> per_image(batch);
-    for (unsigned i = 0; i < kps; ++i) per_image[host_raw_image[i]].push_back(host_raw[i]);
+    // A batch's keypoints grouped by image (a counting sort into buffers kept between calls); one
+    // image's are read where they were downloaded.
+    const RawKeypoint* grouped = host_raw.data();
+    image_start.assign(size_t(batch) + 1, 0);
+    for (unsigned i = 0; i < kps; ++i) ++image_start[size_t(host_raw_image[i]) + 1];
+    for (int b = 0; b < batch; ++b) image_start[b + 1] += image_start[b];
+    if (batch > 1) {
+      by_image.resize(kps);
+      fill = image_start;
+      for (unsigned i = 0; i < kps; ++i) by_image[fill[host_raw_image[i]]++] = host_raw[i];
+      grouped = by_image.data();
+    }
     std::vector<Result> out(batch);
     int total = 0;
     for (int b = 0; b < batch; ++b) {
-      out[b].keypoints = select_keypoints(per_image[b].data(), per_image[b].size(), params.nfeatures);
+      out[b].keypoints =
+          select_keypoints(grouped + image_start[b], image_start[b + 1] - image_start[b], params.nfeatures);
       out[b].descriptors.create(int(out[b].keypoints.size()), kDescriptorSize, CV_32F);
       total += int(out[b].keypoints.size());
     }
