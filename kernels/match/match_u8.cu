@@ -33,6 +33,9 @@ using gpu::ldmatrix_x4;
 using gpu::mma_16832_u8;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
+// Three blocks per SM (at most 85 registers): six warps per scheduler hide the mma and min/max latencies
+// better than the four that 102 registers allowed (BENCHMARKS.md, "The 8-bit kernel's ceiling").
+constexpr int kMinBlocks = 3;
 constexpr int kRowsPerWarp = 32;  // two m16 tiles share every B fragment
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int kChunk = 128;        // gallery descriptors per shared-memory stage
@@ -109,7 +112,7 @@ __device__ __forceinline__ void match_chunk(const uint8_t (*tile)[kPitch], const
 }
 
 template <typename TrackIndex>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     match_u8_kernel(const uint8_t* __restrict__ query, int rows, int query_rows, const uint8_t* __restrict__ gallery,
                     const int* __restrict__ counts, const int* __restrict__ slots, int images, float ratio, int* scores,
                     int32_t* out_best, int32_t* out_second, int* out_index) {
@@ -122,18 +125,14 @@ __global__ void __launch_bounds__(kThreads)
   const int n = counts[slot];
   const uint8_t* img = gallery + static_cast<int64_t>(slot) * kSlotBytes;
 
-  // The warp's 32 query rows as A fragments (two m16 tiles) for the 4 k-steps, and their |q|^2:
-  // qn[2m] for row g of tile m, qn[2m + 1] for row g + 8 (the four lanes of a row each sum 32 of
-  // its bytes, then exchange).
+  // The warp's 32 query rows as A fragments (two m16 tiles) for the 4 k-steps.
   uint32_t a[2][4][4];
-  int32_t qn[4];
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
     const int ra = row0 + m * 16 + g, rb = ra + 8;
     auto word = [&](int r, int k) -> uint32_t {
       return r < rows ? *reinterpret_cast<const uint32_t*>(query + static_cast<int64_t>(r) * kDim + k) : 0u;
     };
-    uint32_t sa = 0, sb = 0;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const int k = ks * 32 + t4;
@@ -141,17 +140,7 @@ __global__ void __launch_bounds__(kThreads)
       a[m][ks][1] = word(rb, k);
       a[m][ks][2] = word(ra, k + 16);
       a[m][ks][3] = word(rb, k + 16);
-      sa = __dp4a(a[m][ks][0], a[m][ks][0], sa);
-      sa = __dp4a(a[m][ks][2], a[m][ks][2], sa);
-      sb = __dp4a(a[m][ks][1], a[m][ks][1], sb);
-      sb = __dp4a(a[m][ks][3], a[m][ks][3], sb);
     }
-    for (int mask = 1; mask <= 2; mask <<= 1) {
-      sa += __shfl_xor_sync(0xFFFFFFFFu, sa, mask);
-      sb += __shfl_xor_sync(0xFFFFFFFFu, sb, mask);
-    }
-    qn[2 * m] = int32_t(sa);
-    qn[2 * m + 1] = int32_t(sb);
   }
 
   // top[0..3]: rows g, g + 8 (first m16 tile), g + 16, g + 24 (second) of the warp's 32.
@@ -199,6 +188,27 @@ __global__ void __launch_bounds__(kThreads)
   for (int h = 0; h < 4; ++h)
     for (int mask = 1; mask <= 2; mask <<= 1) merge(top[h], shuffle_xor(top[h], mask));
 
+  // |q|^2 of the rows, from the A fragments once the gallery is done (fewer registers live through the
+  // loop): qn[2m] for row g of tile m, qn[2m + 1] for row g + 8; the four lanes of a row each sum 32
+  // of its bytes, then exchange.
+  int32_t qn[4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    uint32_t sa = 0, sb = 0;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      sa = __dp4a(a[m][ks][0], a[m][ks][0], sa);
+      sa = __dp4a(a[m][ks][2], a[m][ks][2], sa);
+      sb = __dp4a(a[m][ks][1], a[m][ks][1], sb);
+      sb = __dp4a(a[m][ks][3], a[m][ks][3], sb);
+    }
+    for (int mask = 1; mask <= 2; mask <<= 1) {
+      sa += __shfl_xor_sync(0xFFFFFFFFu, sa, mask);
+      sb += __shfl_xor_sync(0xFFFFFFFFu, sb, mask);
+    }
+    qn[2 * m] = int32_t(sa);
+    qn[2 * m + 1] = int32_t(sb);
+  }
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
     int pass = 0;
