@@ -87,6 +87,7 @@ ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(option
                                 "' is invalid (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
   who_ = host_name() + ":" + std::to_string(getpid());
   options_.local.shard = options_.shard;
+  adopt_normalisation_ = !options_.local.normalisation && !texture::Gallery::exists(options_.local.gallery);
   backend_ = std::make_unique<LocalBackend>(options_.local);
   const std::filesystem::path record = options_.local.gallery / kAppliedFile;
   std::error_code ec;
@@ -128,6 +129,20 @@ void ShardWorker::prepare(Redis& redis) {
   if (options_.shard >= n)
     throw std::runtime_error("shard " + std::to_string(options_.shard) + " is not below the shard count " +
                              std::to_string(n) + " of " + shard::kShardsKey + " at " + redis.url());
+  // A gallery this worker has just made with the default takes the deployment's normalisation
+  // instead: a new replica or shard joins an existing deployment without being told it.
+  if (adopt_normalisation_ && backend_->size() == 0) {
+    const std::optional<texture::Normalisation> there = shard::agree_normalisation(redis, std::nullopt);
+    if (there && *there != backend_->normalisation()) {
+      backend_.reset();
+      std::filesystem::remove_all(options_.local.gallery);  // empty, and made by this process
+      options_.local.normalisation = *there;
+      backend_ = std::make_unique<LocalBackend>(options_.local);
+      say("new gallery " + options_.local.gallery.string() + " made with the deployment's normalisation " +
+          there->name() + " (" + shard::kNormaliseKey + ")");
+    }
+    adopt_normalisation_ = false;
+  }
   // The gallery's record is the deployment's (fronts extract queries with it), or this worker may
   // not serve: its products would be searched with queries extracted otherwise.
   try {
@@ -136,9 +151,9 @@ void ShardWorker::prepare(Redis& redis) {
     throw;
   } catch (const std::runtime_error& e) {
     std::string how;
-    if (backend_->size() == 0)  // a new folder took the default (clahe-4-8) before Redis was asked
+    if (backend_->size() == 0)  // made with --normalise, or a gallery left empty by an earlier run
       how = "; the gallery is empty: remove " + options_.local.gallery.string() +
-            " and start again with --normalise set as the deployment's";
+            " and start again with --normalise set as the deployment's, or without --normalise";
     throw std::runtime_error("gallery " + options_.local.gallery.string() + ": " + e.what() + how);
   }
   shard::ensure_group(redis, shard::writes_key(options_.shard), shard::replica_group(options_.replica));

@@ -106,6 +106,9 @@ class ShardWorker {
 
   ShardWorkerOptions options_;
   std::unique_ptr<LocalBackend> backend_;
+  // The gallery was new and no normalisation was asked for: until the deployment's is known (prepare),
+  // it holds the default, and is made again with prism:normalise's if that differs.
+  bool adopt_normalisation_ = false;
   std::string who_;             // HOST:PID
   std::atomic<int> shards_{1};  // N as agreed with prism:shards
   std::mutex applied_mutex_;

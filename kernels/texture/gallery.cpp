@@ -851,6 +851,11 @@ Normalisation Gallery::read_normalisation(const fs::path& dir) {
   return read_marker(dir).normalisation;
 }
 
+bool Gallery::exists(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / kMarker, ec);
+}
+
 Gallery::ReadSummary Gallery::for_each_entry(const fs::path& dir, const std::function<void(GalleryEntry&&)>& on_entry) {
   std::error_code ec;
   if (!fs::exists(dir / kMarker, ec)) {

@@ -100,6 +100,8 @@ class Gallery {
   // The same, read from the marker of the gallery in `dir` alone (what a streaming reader needs
   // before for_each_entry). Throws GalleryError as open() does.
   static Normalisation read_normalisation(const std::filesystem::path& dir);
+  // Whether `dir` holds a gallery (its marker), without reading it.
+  static bool exists(const std::filesystem::path& dir);
 
   // How a read went: the entries passed on, whether the pack was used, and otherwise (or when it
   // was repaired or compacted on the way) a sentence saying what happened, for the user.

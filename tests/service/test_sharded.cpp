@@ -777,6 +777,76 @@ TEST(ShardedBackend, NormalisationIsAgreedAcrossTheDeployment) {
   EXPECT_EQ(worker_error, "");
 }
 
+// A new shard or replica started without --normalise joins the deployment as it is: its new gallery
+// records prism:normalise's normalisation, not the default (clahe-4-8), and serves; an existing
+// gallery of another normalisation is still refused.
+TEST(ShardedBackend, ANewGalleryTakesTheDeploymentsNormalisation) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  ShardWorkerOptions first = Worker::options(server.url(), 0, 1, "a", tmp.path() / "a");
+  first.local.normalisation = texture::Normalisation{};  // an older deployment: none
+  ShardWorker a(first);
+  std::atomic<bool> stop{false};
+  std::string a_error, b_error;
+  std::thread run_a([&] {
+    try {
+      a.run(stop);
+    } catch (const std::exception& e) {
+      a_error = e.what();
+    }
+  });
+  ShardedBackend front(front_options(server.url(), 1));
+  EXPECT_EQ(health_when_live(front), "");
+  EXPECT_EQ(front.normalisation(), texture::Normalisation{});
+
+  ShardWorkerOptions second = Worker::options(server.url(), 0, 1, "b", tmp.path() / "b");
+  ASSERT_FALSE(second.local.normalisation.has_value());
+  std::vector<std::string> said;
+  std::mutex said_mutex;
+  second.log = [&](const std::string& line) {
+    std::lock_guard lock(said_mutex);
+    said.push_back(line);
+  };
+  ShardWorker b(second);
+  std::thread run_b([&] {
+    try {
+      b.run(stop);
+    } catch (const std::exception& e) {
+      b_error = e.what();
+    }
+  });
+  for (int i = 0; i < 200 && !texture::Gallery::exists(tmp.path() / "b"); ++i) std::this_thread::sleep_for(10ms);
+  bool adopted = false;
+  for (int i = 0; i < 500 && !adopted; ++i) {
+    {
+      std::lock_guard lock(said_mutex);
+      for (const std::string& line : said)
+        adopted = adopted || line.find("deployment's normalisation none") != std::string::npos;
+    }
+    if (!adopted) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(adopted);
+  EXPECT_EQ(texture::Gallery::read_normalisation(tmp.path() / "b"), texture::Normalisation{});
+  stop = true;
+  run_a.join();
+  run_b.join();
+  EXPECT_EQ(a_error, "");
+  EXPECT_EQ(b_error, "");
+
+  // An existing (empty) gallery of clahe-4-8 is the operator's choice: refused, naming both.
+  texture::Gallery::open(tmp.path() / "c", true, texture::Gallery::Load::kNoEntries,
+                         texture::parse_normalisation("clahe-4-8"));
+  ShardWorker c(Worker::options(server.url(), 0, 1, "c", tmp.path() / "c"));
+  std::atomic<bool> no{false};
+  try {
+    c.run(no);
+    ADD_FAILURE() << "a clahe-4-8 gallery served in a deployment of none";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("normalisation mismatch"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;

@@ -39,10 +39,10 @@ constexpr const char* kUsage =
     "  --readers N          threads answering reads (default 2)\n"
     "  --device D           auto (default), cpu, cuda or cuda:N (GPU N only, for this worker; its\n"
     "                       threads run on GPU N's NUMA node, where its pinned memory then lands)\n"
-    "  --normalise NAME     a new gallery's contrast normalisation (none, clahe-CLIP-TILES; default\n"
-    "                       clahe-4-8; an existing gallery's record decides and must agree);\n"
-    "                       agreed with Redis's prism:normalise, which every front then applies\n"
-    "                       to its queries\n"
+    "  --normalise NAME     a new gallery's contrast normalisation (none, clahe-CLIP-TILES; default:\n"
+    "                       Redis's prism:normalise when set, else clahe-4-8; an existing gallery's\n"
+    "                       record decides and must agree); agreed with prism:normalise, which\n"
+    "                       every front then applies to its queries\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n";
 
