@@ -26,7 +26,8 @@ namespace {
 bool valid_key_text(const std::string& k) {
   if (k.size() < 16 || k.size() > 256) return false;
   return std::all_of(k.begin(), k.end(),
-                     [](unsigned char c) { return std::isalnum(c) || std::strchr("._~+/=-", c) != nullptr; });
+                     // (strchr finds a NUL: the string's own terminator)
+                     [](unsigned char c) { return std::isalnum(c) || (c && std::strchr("._~+/=-", c) != nullptr); });
 }
 
 // ---- metrics -------------------------------------------------------------------------------------
