@@ -27,8 +27,7 @@ using prism::emd::SettingError;
 using prism::emd::TrackerConfig;
 using prism::emd::TrackerSetup;
 
-const char* const kProperty[] = {"target", "target-location", "ground-distance-location", "wavelengths",
-                                 "target-rect"};
+const char* const kProperty[] = {"target", "target-location", "ground-distance-location", "wavelengths", "target-rect"};
 
 std::string as_text(const std::vector<float>& v, int per_line = 0) {
   std::string s;
@@ -111,8 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TrackerConfig again = c;
   switch (kind) {
     case 0: again.target = as_text(s.target); break;
-    case 1:
-    {
+    case 1: {
       const std::string t = as_text(s.target);
       again.target_location =
           prism::fuzz::write_input("target-again.txt", reinterpret_cast<const uint8_t*>(t.data()), t.size());
