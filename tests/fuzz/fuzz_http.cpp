@@ -3,7 +3,7 @@
 // process on a gallery of two products: cpp-httplib's request parsing, our routing, parameter and
 // body parsing (multipart, JSON, base64), the image loader and the backend behind them.
 // Input: the bytes of one or more requests, as a client would send them.
-// Cheap enough for CI's 60 s (about 5 executions per second before, 60 after): most mutations cut a request
+// Cheap enough for CI's 60 s (about 5 executions per second before, 40 to 60 after): most mutations cut a request
 // or break its Content-Length, and the server waited for the rest (5 s; the client gave up after
 // 1 s). Here the server's read timeout is 50 ms, so it closes such a connection and the client sees
 // that at once; complete requests are parsed, routed and answered exactly as before (the images of
