@@ -26,7 +26,8 @@ namespace {
 bool valid_key_text(const std::string& k) {
   if (k.size() < 16 || k.size() > 256) return false;
   return std::all_of(k.begin(), k.end(),
-                     [](unsigned char c) { return std::isalnum(c) || std::strchr("._~+/=-", c) != nullptr; });
+                     // (strchr finds a NUL: the string's own terminator)
+                     [](unsigned char c) { return std::isalnum(c) || (c && std::strchr("._~+/=-", c) != nullptr); });
 }
 
 // ---- metrics -------------------------------------------------------------------------------------
@@ -615,9 +616,9 @@ HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<
   m.server.set_payload_max_length(m.options.max_body_bytes);
   const size_t threads = size_t(std::max(1, m.options.threads));
   m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // A client that stalls mid-request holds a thread only this long per read; an idle keep-alive
+  // A client that stalls mid-request holds a thread only read_timeout per read; an idle keep-alive
   // connection, 2 s (each connection holds one of the pool's threads).
-  m.server.set_read_timeout(std::chrono::seconds(5));
+  m.server.set_read_timeout(m.options.read_timeout);
   m.server.set_write_timeout(std::chrono::seconds(5));
   m.server.set_keep_alive_timeout(2);
   // Answers go out at once: with Nagle's algorithm a response written in two parts waits for the

@@ -43,6 +43,9 @@ struct ApiOptions {
   // `deadline_ms` (up to max_deadline).
   std::chrono::milliseconds deadline{10'000}, max_deadline{120'000};
   int threads = 16;  // the server's thread pool
+  // A client that stalls mid-request holds a thread this long per read, then its connection is
+  // closed (fuzz_http shortens it: a cut request then ends at once instead of waiting).
+  std::chrono::milliseconds read_timeout{5'000};
   int max_top_k = 100;
   texture::SearchParams search;     // defaults of verify and search (threshold: min_significance)
   texture::FeatureParams features;  // its normalisation is replaced by Backend::normalisation()

@@ -1,5 +1,6 @@
 #include "shard_protocol.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace prism::service::shard {
@@ -121,10 +122,11 @@ int64_t unix_ms(Clock::time_point deadline) {
 }
 
 Clock::time_point steady_from_unix_ms(int64_t ms) {
-  const auto now_unix =
+  const int64_t now_unix =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  return Clock::now() + std::chrono::milliseconds(ms - now_unix);
+  constexpr int64_t kFar = int64_t(1) << 40;  // ms: 35 years, 1.1e18 ns (int64 holds 9.2e18)
+  return Clock::now() + std::chrono::milliseconds(std::clamp(ms, now_unix - kFar, now_unix + kFar) - now_unix);
 }
 
 json params_json(const texture::SearchParams& p) {
@@ -140,13 +142,13 @@ json params_json(const texture::SearchParams& p) {
 
 texture::SearchParams params_from(const json& j) {
   texture::SearchParams p;
-  p.ratio = j.at("ratio").get<float>();
-  p.shortlist = j.at("shortlist").get<int>();
-  p.min_significance = j.at("min_significance").get<double>();
-  p.min_inliers = j.at("min_inliers").get<int>();
-  p.verify.reprojection_px = j.at("reprojection_px").get<double>();
-  p.verify.max_iterations = j.at("max_iterations").get<int>();
-  p.verify.confidence = j.at("confidence").get<double>();
+  p.ratio = number_field<float>(j, "ratio");
+  p.shortlist = number_field<int>(j, "shortlist");
+  p.min_significance = number_field<double>(j, "min_significance");
+  p.min_inliers = number_field<int>(j, "min_inliers");
+  p.verify.reprojection_px = number_field<double>(j, "reprojection_px");
+  p.verify.max_iterations = number_field<int>(j, "max_iterations");
+  p.verify.confidence = number_field<double>(j, "confidence");
   p.collections = j.at("collections").get<std::vector<std::string>>();
   return p;
 }
@@ -167,11 +169,11 @@ Product product_from(const json& j) {
   p.id = j.at("id").get<std::string>();
   p.collection = j.at("collection").get<std::string>();
   p.source = j.at("source").get<std::string>();
-  p.enrolled_unix = j.at("enrolled_unix").get<int64_t>();
-  p.features = j.at("features").get<int>();
-  p.width = j.at("width").get<int>();
-  p.height = j.at("height").get<int>();
-  p.shard = j.at("shard").get<int>();
+  p.enrolled_unix = number_field<int64_t>(j, "enrolled_unix");
+  p.features = number_field<int>(j, "features");
+  p.width = number_field<int>(j, "width");
+  p.height = number_field<int>(j, "height");
+  p.shard = number_field<int>(j, "shard");
   return p;
 }
 
@@ -190,14 +192,15 @@ json match_json(const Match& m) {
 Match match_from(const json& j) {
   Match m;
   m.id = j.at("id").get<std::string>();
-  m.score = j.at("score").get<int>();
-  m.matches = j.at("matches").get<int>();
-  m.inliers = j.at("inliers").get<int>();
-  m.significance = j.at("significance").get<double>();
-  m.geometric_significance = j.at("geometric_significance").get<double>();
+  m.score = number_field<int>(j, "score");
+  m.matches = number_field<int>(j, "matches");
+  m.inliers = number_field<int>(j, "inliers");
+  m.significance = number_field<double>(j, "significance");
+  m.geometric_significance = number_field<double>(j, "geometric_significance");
   m.accepted = j.at("accepted").get<bool>();
   const std::vector<double> h = j.at("homography").get<std::vector<double>>();
-  if (h.size() != 9) throw std::invalid_argument("a homography of " + std::to_string(h.size()) + " values");
+  if (h.size() != 9)  // a malformed answer, as any other
+    throw json::type_error::create(302, "a homography of " + std::to_string(h.size()) + " values", &j);
   for (int i = 0; i < 9; ++i) m.homography.val[i] = h[size_t(i)];
   return m;
 }
@@ -212,12 +215,12 @@ json shard_search_json(const ShardSearch& s) {
 
 ShardSearch shard_search_from(const json& j) {
   ShardSearch s;
-  s.shard = j.at("shard").get<int>();
+  s.shard = number_field<int>(j, "shard");
   for (const json& m : j.at("shortlist")) s.shortlist.push_back(match_from(m));
-  s.searched = j.at("searched").get<size_t>();
-  s.gallery_size = j.at("gallery_size").get<size_t>();
-  s.match_ms = j.at("match_ms").get<double>();
-  s.verify_ms = j.at("verify_ms").get<double>();
+  s.searched = number_field<size_t>(j, "searched");
+  s.gallery_size = number_field<size_t>(j, "gallery_size");
+  s.match_ms = number_field<double>(j, "match_ms");
+  s.verify_ms = number_field<double>(j, "verify_ms");
   return s;
 }
 
@@ -241,20 +244,20 @@ json shard_stats_json(const ShardStats& s) {
 
 ShardStats shard_stats_from(const json& j) {
   ShardStats s;
-  s.shard = j.at("shard").get<int>();
+  s.shard = number_field<int>(j, "shard");
   s.worker = j.at("worker").get<std::string>();
-  s.writes_applied = j.at("writes_applied").get<int64_t>();
+  s.writes_applied = number_field<int64_t>(j, "writes_applied");
   texture::IndexStats& i = s.index;
-  i.images = j.at("images").get<size_t>();
-  i.gpu_images = j.at("gpu_images").get<size_t>();
-  i.host_images = j.at("host_images").get<size_t>();
-  i.gpu_capacity = j.at("gpu_capacity").get<size_t>();
-  i.host_capacity = j.at("host_capacity").get<size_t>();
-  i.gpu_bytes = j.at("gpu_bytes").get<size_t>();
-  i.host_bytes = j.at("host_bytes").get<size_t>();
-  i.gpu_budget = j.at("gpu_budget").get<int64_t>();
-  i.host_budget = j.at("host_budget").get<int64_t>();
-  i.collections = j.at("collections").get<size_t>();
+  i.images = number_field<size_t>(j, "images");
+  i.gpu_images = number_field<size_t>(j, "gpu_images");
+  i.host_images = number_field<size_t>(j, "host_images");
+  i.gpu_capacity = number_field<size_t>(j, "gpu_capacity");
+  i.host_capacity = number_field<size_t>(j, "host_capacity");
+  i.gpu_bytes = number_field<size_t>(j, "gpu_bytes");
+  i.host_bytes = number_field<size_t>(j, "host_bytes");
+  i.gpu_budget = number_field<int64_t>(j, "gpu_budget");
+  i.host_budget = number_field<int64_t>(j, "host_budget");
+  i.collections = number_field<size_t>(j, "collections");
   i.device = j.at("device").get<std::string>();
   return s;
 }
@@ -268,7 +271,78 @@ json error_json(int status, const std::string& field, const std::string& message
 void throw_error(const json& reply) {
   const std::string message = reply.value("error", std::string("shard worker error"));
   if (reply.value("kind", std::string()) == "gallery") throw texture::GalleryError(message);
-  throw ServiceError(reply.value("status", 500), reply.value("field", std::string()), message);
+  const int status = reply.contains("status") ? number_field<int>(reply, "status") : 500;
+  if (status < 400 || status > 599)
+    throw ServiceError(502, "", "a shard answered status " + std::to_string(status) + ": " + message);
+  throw ServiceError(status, reply.value("field", std::string()), message);
+}
+
+namespace {
+
+json params_of(const StreamEntry& e) {
+  const std::string& p = e.field("params");
+  return p.empty() ? json::object() : json::parse(p);
+}
+
+texture::GalleryEntry entry_of(const StreamEntry& e) {
+  const std::string& bytes = e.field("entry");
+  return texture::Gallery::decode(std::vector<uint8_t>(bytes.begin(), bytes.end()), "stream entry " + e.id);
+}
+
+}  // namespace
+
+Request parse_request(const StreamEntry& e, bool write) {
+  Request r;
+  r.op = e.field("op");
+  r.params = params_of(e);
+  if (write) {
+    if (r.op == "post" || r.op == "put") {
+      r.entry = entry_of(e);
+      if (!texture::valid_product_id(r.entry.id))
+        throw ServiceError(400, "id", "invalid product id '" + r.entry.id + "'");
+    } else if (r.op == "delete") {
+      r.id = r.params.at("id").get<std::string>();
+    } else {
+      throw ServiceError(400, "op", "unknown write op '" + r.op + "'");
+    }
+    return r;
+  }
+  r.deadline = steady_from_unix_ms(std::stoll(e.field("deadline_ms")));
+  if (r.op == "get") {
+    r.id = r.params.at("id").get<std::string>();
+  } else if (r.op == "verify" || r.op == "search") {
+    r.entry = entry_of(e);
+    r.search = params_from(r.params);
+    if (r.op == "verify") r.id = r.params.at("id").get<std::string>();
+  } else if (r.op != "stats") {
+    throw ServiceError(400, "op", "unknown read op '" + r.op + "'");
+  }
+  return r;
+}
+
+json answer_from(const std::string& text, bool created_ok) {
+  const json answer = json::parse(text);
+  const int status = answer.contains("status") ? number_field<int>(answer, "status") : 500;
+  if (status != 200 && !(created_ok && status == 201)) throw_error(answer);
+  return answer;
+}
+
+WriteResult write_result_from(const json& a) {
+  WriteResult r;
+  const std::string outcome = a.at("outcome").get<std::string>();
+  r.outcome = outcome == "created"   ? WriteOutcome::kCreated
+              : outcome == "updated" ? WriteOutcome::kUpdated
+                                     : WriteOutcome::kUnchanged;
+  r.product = product_from(a.at("product"));
+  return r;
+}
+
+VerifyAnswer verify_answer_from(const json& a) {
+  VerifyAnswer v;
+  v.match = match_from(a.at("match"));
+  v.match_ms = number_field<double>(a, "match_ms");
+  v.verify_ms = number_field<double>(a, "verify_ms");
+  return v;
 }
 
 }  // namespace prism::service::shard

@@ -5,10 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend.h"
@@ -67,9 +70,34 @@ std::vector<StreamEntry> read_group_entries(const Reply& reply);
 // Creates `group` on `stream` reading from its start (MKSTREAM); an existing group is kept.
 void ensure_group(Redis& redis, const std::string& stream, const std::string& group);
 
-// A steady-clock deadline as unix milliseconds (what crosses hosts) and back.
+// A steady-clock deadline as unix milliseconds (what crosses hosts) and back; a time more than
+// about 30 years from now is taken as that far (the steady clock's nanoseconds would overflow).
 int64_t unix_ms(Clock::time_point deadline);
 Clock::time_point steady_from_unix_ms(int64_t unix_ms);
+
+// A number field of a shard's JSON as T: json::type_error (as get<T> gives for a wrong type) when
+// it is not a number that T holds. nlohmann's own get<int> converts 1e30 with undefined behaviour
+// and 3000000000 to a negative int.
+template <typename T>
+T number_field(const json& j, const char* key) {
+  const json& v = j.at(key);
+  bool fits = v.is_number();
+  if constexpr (std::is_integral_v<T>) {
+    constexpr double lo = double(std::numeric_limits<T>::min()), hi = double(std::numeric_limits<T>::max());
+    if (v.is_number_unsigned())
+      fits = v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+    else if (v.is_number_integer())
+      fits = std::is_signed_v<T> ? v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+                                       (v.get<int64_t>() < 0 || uint64_t(v.get<int64_t>()) <= uint64_t(hi))
+                                 : v.get<int64_t>() >= 0 && uint64_t(v.get<int64_t>()) <= uint64_t(hi);
+    else if (v.is_number_float())  // a whole number well inside T (hi itself may round up past it)
+      fits = std::trunc(v.get<double>()) == v.get<double>() && v.get<double>() >= lo && v.get<double>() < hi;
+  } else {
+    fits = fits && std::abs(v.get<double>()) <= double(std::numeric_limits<T>::max());
+  }
+  if (!fits) throw json::type_error::create(302, std::string("'") + key + "' is not a number in range", &v);
+  return v.get<T>();
+}
 
 json params_json(const texture::SearchParams& p);
 texture::SearchParams params_from(const json& j);  // json::exception on a malformed one
@@ -82,10 +110,34 @@ ShardSearch shard_search_from(const json& j);
 json shard_stats_json(const ShardStats& s);
 ShardStats shard_stats_from(const json& j);
 
+// What a worker reads from a stream entry before its backend acts on it (ShardWorker::apply_write
+// and answer_read), parsed here so that it is checked, and fuzzed, without Redis.
+struct Request {
+  std::string op;
+  json params;                                            // `params`; {} when absent
+  Clock::time_point deadline = Clock::time_point::max();  // reads: `deadline_ms`; writes have none
+  texture::GalleryEntry entry;                            // post, put: the entry; verify, search: the query
+  texture::SearchParams search;                           // verify, search
+  std::string id;                                         // delete, get, verify
+};
+// `write`: an entry of the writes stream (post, put, delete), else of the reads stream (get,
+// verify, search, stats). Throws ServiceError 400 naming `op` (not an op of that stream) or `id`
+// (a post or put of an invalid product id), texture::GalleryError naming the stream entry (an entry
+// that does not decode), json::exception (params that are not JSON, lack a field or hold one out of
+// range) and std::logic_error (a read's deadline_ms that is not a number).
+Request parse_request(const StreamEntry& e, bool write);
+
+// The front's reading of a shard's answer text (ShardedBackend::call and scatter): the answer
+// object when its status is 200 (or 201 with `created_ok`); otherwise what the error answer
+// describes is thrown (throw_error). json::exception when the text is no answer: the caller's 502.
+json answer_from(const std::string& text, bool created_ok);
+WriteResult write_result_from(const json& answer);    // post, put
+VerifyAnswer verify_answer_from(const json& answer);  // verify
+
 // A worker's answer to a failed request: the status, field and message of a ServiceError, or of a
 // texture::GalleryError (kind "gallery", rethrown as one by the front, as LocalBackend throws it).
 json error_json(int status, const std::string& field, const std::string& message, const std::string& kind = "");
-// Throws what error_json describes.
+// Throws what error_json describes; a status outside 400..599 (no error status) is a 502 saying so.
 [[noreturn]] void throw_error(const json& reply);
 
 }  // namespace prism::service::shard

@@ -65,11 +65,6 @@ void send_answer(Redis& redis, const StreamEntry& e, const json& answer) {
   redis.command({"EXPIRE", key, std::to_string(kReplyTtlS)});
 }
 
-json params_of(const StreamEntry& e) {
-  const std::string& p = e.field("params");
-  return p.empty() ? json::object() : json::parse(p);
-}
-
 }  // namespace
 
 ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(options)), who_() {
@@ -375,62 +370,42 @@ json answered(F&& work) {
 
 json ShardWorker::apply_write(const StreamEntry& e) {
   return answered([&]() -> json {
-    const std::string& op = e.field("op");
-    const json params = params_of(e);
-    const Clock::time_point deadline = Clock::time_point::max();  // writes are applied whatever their deadline
-    if (op == "post" || op == "put") {
-      const std::string& bytes = e.field("entry");
-      const texture::GalleryEntry entry =
-          texture::Gallery::decode(std::vector<uint8_t>(bytes.begin(), bytes.end()), "stream entry " + e.id);
-      if (!texture::valid_product_id(entry.id))
-        return shard::error_json(400, "id", "invalid product id '" + entry.id + "'");
-      if (shard::shard_of(entry.id, shards_) != options_.shard)  // a front of another deployment?
-        return shard::error_json(500, "id", "product '" + entry.id + "' belongs to another shard");
-      const WriteResult w = backend_->write(entry, op == "put", deadline);
-      const char* outcome = w.outcome == WriteOutcome::kCreated   ? "created"
-                            : w.outcome == WriteOutcome::kUpdated ? "updated"
-                                                                  : "unchanged";
-      return {{"status", w.outcome == WriteOutcome::kCreated ? 201 : 200},
-              {"outcome", outcome},
-              {"product", shard::product_json(w.product)}};
-    }
-    if (op == "delete")
-      return {{"status", 200}, {"removed", backend_->remove(params.at("id").get<std::string>(), deadline)}};
-    return shard::error_json(400, "op", "unknown write op '" + op + "'");
+    const shard::Request r = shard::parse_request(e, /*write=*/true);  // writes are applied whatever their deadline
+    if (r.op == "delete") return {{"status", 200}, {"removed", backend_->remove(r.id, r.deadline)}};
+    if (shard::shard_of(r.entry.id, shards_) != options_.shard)  // a front of another deployment?
+      return shard::error_json(500, "id", "product '" + r.entry.id + "' belongs to another shard");
+    const WriteResult w = backend_->write(r.entry, r.op == "put", r.deadline);
+    const char* outcome = w.outcome == WriteOutcome::kCreated   ? "created"
+                          : w.outcome == WriteOutcome::kUpdated ? "updated"
+                                                                : "unchanged";
+    return {{"status", w.outcome == WriteOutcome::kCreated ? 201 : 200},
+            {"outcome", outcome},
+            {"product", shard::product_json(w.product)}};
   });
 }
 
 json ShardWorker::answer_read(const StreamEntry& e) {
   return answered([&]() -> json {
-    const std::string& op = e.field("op");
-    const json params = params_of(e);
-    const Clock::time_point deadline = shard::steady_from_unix_ms(std::stoll(e.field("deadline_ms")));
-    if (op == "stats") {
+    const shard::Request r = shard::parse_request(e, /*write=*/false);
+    if (r.op == "stats") {
       ShardStats s = backend_->shard_stats();
       s.worker = options_.replica + " (" + who_ + ")";
       return {{"status", 200}, {"stats", shard::shard_stats_json(s)}};
     }
-    if (op == "get") {
-      const std::optional<Product> p = backend_->get(params.at("id").get<std::string>(), deadline);
+    if (r.op == "get") {
+      const std::optional<Product> p = backend_->get(r.id, r.deadline);
       json j = {{"status", 200}, {"found", bool(p)}};
       if (p) j["product"] = shard::product_json(*p);
       return j;
     }
-    if (op == "verify" || op == "search") {
-      const std::string& bytes = e.field("entry");
-      const texture::GalleryEntry query =
-          texture::Gallery::decode(std::vector<uint8_t>(bytes.begin(), bytes.end()), "stream entry " + e.id);
-      const texture::SearchParams sp = shard::params_from(params);
-      if (op == "search") {
-        json j = shard::shard_search_json(backend_->search_part(query.features, sp));
-        j["status"] = 200;
-        return j;
-      }
-      const VerifyAnswer v = backend_->verify(params.at("id").get<std::string>(), query.features, sp, deadline);
-      return {
-          {"status", 200}, {"match", shard::match_json(v.match)}, {"match_ms", v.match_ms}, {"verify_ms", v.verify_ms}};
+    if (r.op == "search") {
+      json j = shard::shard_search_json(backend_->search_part(r.entry.features, r.search));
+      j["status"] = 200;
+      return j;
     }
-    return shard::error_json(400, "op", "unknown read op '" + op + "'");
+    const VerifyAnswer v = backend_->verify(r.id, r.entry.features, r.search, r.deadline);
+    return {
+        {"status", 200}, {"match", shard::match_json(v.match)}, {"match_ms", v.match_ms}, {"verify_ms", v.verify_ms}};
   });
 }
 

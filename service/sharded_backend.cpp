@@ -135,10 +135,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
       throw ServiceError(503, "",
                          "shard " + std::to_string(shard) + " did not answer within " +
                              std::to_string(whole_ms(start, deadline)) + " ms");
-    const json answer = json::parse(got.elements[1].str);
-    const int status = answer.value("status", 500);
-    if (status != 200 && status != 201) shard::throw_error(answer);
-    return answer;
+    return shard::answer_from(got.elements[1].str, /*created_ok=*/true);
   } catch (const RedisError& e) {
     throw unreachable(e);
   } catch (const json::exception& e) {
@@ -173,10 +170,8 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
           if (!heard.count(k)) send(k);
         continue;
       }
-      json answer = json::parse(got.elements[1].str);
-      const int status = answer.value("status", 500);
-      if (status != 200) shard::throw_error(answer);
-      const int k = op == "stats" ? answer.at("stats").at("shard").get<int>() : answer.at("shard").get<int>();
+      json answer = shard::answer_from(got.elements[1].str, /*created_ok=*/false);
+      const int k = shard::number_field<int>(op == "stats" ? answer.at("stats") : answer, "shard");
       if (k < 0 || k >= shards_ || !heard.insert(k).second) continue;  // a read answered twice (reclaimed)
       answers.push_back(std::move(answer));
     }
@@ -206,15 +201,7 @@ WriteResult ShardedBackend::write(const texture::GalleryEntry& given, bool repla
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));  // the same on every replica
   const int k = shard::shard_of(entry.id, shards_);
   const json a = call(k, true, replace ? "put" : "post", encode(entry), json::object(), deadline);
-  return from_answer(k, [&] {
-    WriteResult r;
-    const std::string outcome = a.at("outcome").get<std::string>();
-    r.outcome = outcome == "created"   ? WriteOutcome::kCreated
-                : outcome == "updated" ? WriteOutcome::kUpdated
-                                       : WriteOutcome::kUnchanged;
-    r.product = shard::product_from(a.at("product"));
-    return r;
-  });
+  return from_answer(k, [&] { return shard::write_result_from(a); });
 }
 
 bool ShardedBackend::remove(const std::string& id, Clock::time_point deadline) {
@@ -238,13 +225,7 @@ VerifyAnswer ShardedBackend::verify(const std::string& id, const texture::Featur
   p["id"] = id;
   const int k = shard::shard_of(id, shards_);
   const json a = call(k, false, "verify", encode_query(query), p, deadline);
-  return from_answer(k, [&] {
-    VerifyAnswer v;
-    v.match = shard::match_from(a.at("match"));
-    v.match_ms = a.at("match_ms").get<double>();
-    v.verify_ms = a.at("verify_ms").get<double>();
-    return v;
-  });
+  return from_answer(k, [&] { return shard::verify_answer_from(a); });
 }
 
 SearchAnswer ShardedBackend::search(const SearchQuery& q) {

@@ -46,6 +46,10 @@ GroundDistance GroundDistance::squared_diff(int n) {
 }
 
 GroundDistance GroundDistance::from_wavelengths(const std::vector<double>& w) {
+  // Before the n x n matrix is allocated: 30,000 wavelengths would take 3.6 GB.
+  if (w.size() < 2 || w.size() > static_cast<size_t>(kMaxBins))
+    throw std::invalid_argument("ground distance: " + std::to_string(w.size()) + " wavelengths; 2 to " +
+                                std::to_string(kMaxBins) + " are supported");
   const int n = static_cast<int>(w.size());
   std::vector<float> c(w.size() * w.size());
   for (int i = 0; i < n; ++i) {

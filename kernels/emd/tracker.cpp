@@ -85,7 +85,8 @@ TrackerSetup check_config(const TrackerConfig& c, int channels) {
     }
     if (!ground) throw std::invalid_argument("unknown ground distance");
     if (ground->bins() != bins && channels >= 0)
-      throw std::invalid_argument("the ground distance has " + std::to_string(ground->bins()) + " bins and " +
+      throw std::invalid_argument((c.ground == GroundKind::Matrix ? c.ground_location + ": " : std::string()) +
+                                  "the ground distance has " + std::to_string(ground->bins()) + " bins and " +
                                   (channels > 0 ? "the input has " + std::to_string(channels) + " channels"
                                                 : "'bins' is " + std::to_string(bins)));
     const int given = !c.target.empty() + !c.target_location.empty() + !c.target_rect.empty();
@@ -103,7 +104,15 @@ TrackerSetup check_config(const TrackerConfig& c, int channels) {
       // An empty file was taken for no target and reported later as an empty target-rect.
       if (target.empty()) throw std::invalid_argument(c.target_location + ": holds no numbers");
     }
-    if (!target.empty()) validate_target(target, channels >= 0 ? bins : static_cast<int>(target.size()));
+    if (!target.empty()) {
+      try {
+        validate_target(target, channels >= 0 ? bins : static_cast<int>(target.size()));
+      } catch (const std::invalid_argument& e) {
+        // What is wrong with a file's target is said with the file.
+        if (c.target_location.empty()) throw;
+        throw std::invalid_argument(c.target_location + ": " + e.what());
+      }
+    }
     if (!c.target_rect.empty()) {
       property = "target-rect";
       target_rect_values(c.target_rect);  // its bounds against the frame: per caps

@@ -185,6 +185,10 @@ TEST(Emd, GroundDistanceValidationAndFiles) {
   EXPECT_NE(message(ragged).find(ragged + ":2:"), std::string::npos) << message(ragged);
   EXPECT_NE(message(dir.file("missing.txt")).find("cannot open"), std::string::npos);
 
+  // Refused before the n x n matrix is allocated (100,000 wavelengths would take 40 GB).
+  EXPECT_THROW(GroundDistance::from_wavelengths(std::vector<double>(100000, 1.0)), std::invalid_argument);
+  EXPECT_THROW(GroundDistance::from_wavelengths({450}), std::invalid_argument);
+
   EXPECT_THROW(emd::validate_target({0, 0, 0}, 3), std::invalid_argument);
   EXPECT_THROW(emd::validate_target({1, 0}, 3), std::invalid_argument);
   EXPECT_THROW(emd::validate_target({1, -1, 0}, 3), std::invalid_argument);
@@ -364,9 +368,21 @@ TEST(EmdTrackerSettings, ErrorsNameThePropertyTheFileAndTheLine) {
   EXPECT_EQ(check(0),
             "target-location|property 'target-location': /nonexistent/t.txt: cannot open: No such file or directory");
   c.target_location = dir.write("t.txt", "# the target\n1 -1 0 0 0\n0 0 0 0 0 0\n");
-  EXPECT_EQ(check(0),
-            "target-location|property 'target-location': target signature bin 1 is -1.000000; bins must be "
-            "finite and >= 0");
+  EXPECT_EQ(check(0), "target-location|property 'target-location': " + c.target_location +
+                          ": target signature bin 1 is -1.000000; bins must be finite and >= 0");
+  // Found by fuzz_emd_settings: a file's target of the wrong size did not name the file, nor did a
+  // ground-distance file of the wrong size.
+  c.target_location = dir.write("t2.txt", "1 2\n");
+  EXPECT_EQ(check(0), "target-location|property 'target-location': " + c.target_location +
+                          ": target signature has 2 bins; the frames have 11");
+  c.target_location = "";
+  c.target = "1,1,1";
+  c.bins = 3;
+  c.ground = emd::GroundKind::Matrix;
+  c.ground_location = dir.write("g2.txt", "0 1\n1 0\n");
+  EXPECT_EQ(check(0), "ground-distance-location|property 'ground-distance-location': " + c.ground_location +
+                          ": the ground distance has 2 bins and 'bins' is 3");
+  c = emd::TrackerConfig{};
   c.target_location = "";
   c.target_rect = "1,2,3,4";
   c.window = 4;

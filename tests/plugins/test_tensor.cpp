@@ -279,8 +279,8 @@ TEST_F(Tensor, BadInputIsNamed) {
             "emdtracker: property 'target': target signature has 3 bins; the frames have 6");
   const std::string m4 = dir.write("m4.txt", "0 1 2 3\n1 0 1 2\n2 1 0 1\n3 2 1 0\n");
   EXPECT_EQ(error_of(one + "target=\"1 1 1 1 1 1\" ground-distance=matrix ground-distance-location=" + m4),
-            "emdtracker: property 'ground-distance-location': the ground distance has 4 bins and the input has 6 "
-            "channels");
+            "emdtracker: property 'ground-distance-location': " + m4 +
+                ": the ground distance has 4 bins and the input has 6 channels");
   // A 1-channel tensor is not a signature: negotiation fails.
   EXPECT_NE(error_of("videotestsrc num-buffers=1 ! video/x-raw,format=GRAY8,width=32,height=16 ! emdtracker "
                      "device=cpu target=\"1 1\" bins=2 ! other/x-prism-tensor ! emdtracker device=cpu target=\"1\""),

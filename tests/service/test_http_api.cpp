@@ -323,6 +323,9 @@ TEST(HttpApi, KeyFileErrorsNameTheLine) {
   EXPECT_NE(error_of("abcdefghijklmnopq read a b\n").find("keys:1: expected KEY ROLE [NAME]"), std::string::npos);
   EXPECT_NE(error_of("abcdefghijklmnopq read\nabcdefghijklmnopq write\n").find("keys:2: this key is listed twice"),
             std::string::npos);
+  // Found by fuzz_service_inputs: a NUL byte passed as a key character.
+  EXPECT_NE(error_of(std::string("abcdefgh") + '\0' + "ijklmnopq read\n").find("keys:1: a key is 16..256"),
+            std::string::npos);
   EXPECT_NE(error_of("# nothing\n").find("no keys"), std::string::npos);
   EXPECT_THROW(load_api_keys(dir.file("absent")), std::runtime_error);
 }

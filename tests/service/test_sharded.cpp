@@ -75,6 +75,58 @@ TEST(RedisClient, CommandsAreBinarySafeAndSurviveARestart) {
   }
 }
 
+// What a worker reads from its stream and the front from an answer, without Redis (the parsing of
+// fuzz_service_inputs): numbers out of their type's range, absurd deadlines and statuses are refused
+// or clamped, never converted with undefined behaviour (UBSan's float-cast-overflow, signed overflow).
+TEST(ShardProtocol, OutOfRangeNumbersDeadlinesAndStatusesAreRefused) {
+  using shard::json;
+  const Clock::time_point now = Clock::now();
+  EXPECT_GT(shard::steady_from_unix_ms(INT64_MAX), now + std::chrono::hours(24 * 365 * 30));
+  EXPECT_LT(shard::steady_from_unix_ms(INT64_MIN), now - std::chrono::hours(24 * 365 * 30));
+  json p = shard::params_json(texture::SearchParams{});
+  p["shortlist"] = 20.0;
+  EXPECT_EQ(shard::params_from(p).shortlist, 20);
+  for (const json bad : {json(1e30), json(3000000000u), json(-3000000000ll), json(2.5), json("20")}) {
+    p["shortlist"] = bad;
+    EXPECT_THROW(shard::params_from(p), json::type_error) << bad;
+  }
+  auto status_of = [](const std::string& answer) {
+    try {
+      shard::answer_from(answer, true);
+    } catch (const ServiceError& e) {
+      return e.status;
+    } catch (const json::exception&) {
+      return -1;  // malformed: the caller's 502
+    }
+    return 0;
+  };
+  EXPECT_EQ(status_of(R"({"status": 201, "outcome": "created"})"), 0);
+  EXPECT_EQ(status_of(R"({"status": 404, "error": "no such product"})"), 404);
+  EXPECT_EQ(status_of(R"({"status": 99, "error": "odd"})"), 502);
+  EXPECT_EQ(status_of(R"({"status": 1e30})"), -1);
+  EXPECT_EQ(status_of(R"([1])"), -1);
+  json v = {{"match", shard::match_json(Match{})}, {"match_ms", 1}, {"verify_ms", 2}};
+  v["match"]["homography"] = {1, 0, 0};
+  EXPECT_THROW(shard::verify_answer_from(v), json::type_error);  // was std::invalid_argument, a 500
+
+  shard::StreamEntry e;
+  e.id = "1-1";
+  e.fields = {{"op", "select"}, {"deadline_ms", "1"}};
+  try {
+    shard::parse_request(e, false);
+    ADD_FAILURE() << "an unknown read op was taken";
+  } catch (const ServiceError& x) {
+    EXPECT_EQ(x.status, 400);
+    EXPECT_EQ(x.field, "op");
+  }
+  e.fields = {{"op", "stats"}, {"deadline_ms", "99999999999999999999"}};
+  EXPECT_THROW(shard::parse_request(e, false), std::out_of_range);
+  e.fields = {{"op", "delete"}, {"params", R"({"id": 7})"}};
+  EXPECT_THROW(shard::parse_request(e, true), json::type_error);
+  e.fields = {{"op", "delete"}, {"params", R"({"id": "p7"})"}};
+  EXPECT_EQ(shard::parse_request(e, true).id, "p7");
+}
+
 TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
