@@ -71,6 +71,10 @@ const std::vector<LaunchCase> kPoissonBlend = {
      "! b.sink videotestsrc num-buffers=2 ! video/x-raw,format=BGRA,width=1,height=1 ! b.overlay_0",
      {},
      ""},
+    {"sink (the background) unlinked while an overlay has data: an error after background-timeout (10 s)",
+     "poissonblend name=b device=cpu ! fakesink videotestsrc num-buffers=5 ! video/x-raw,format=BGRA ! b.overlay_0",
+     {},
+     "pad 'sink' (the background) is not linked"},
     {"still background at framerate 0/1 through jpegdec",
      "videotestsrc num-buffers=1 ! video/x-raw,width=64,height=48 ! jpegenc ! jpegdec ! videoconvert ! "
      "video/x-raw,format=BGR ! poissonblend device=cpu ! fakesink",
