@@ -61,6 +61,8 @@ struct _GstPoissonBlend {
   GstPoissonBlendPad *background; /* the always "sink" pad */
   guint next_pad_index;           /* for overlay_%u names */
   guint next_serial;              /* creation order of overlay pads */
+  guint background_timeout_ms;    /* property: 0 = wait for a background forever */
+  GstClockID background_check;    /* pending check that `sink` got linked (object lock) */
   BlendState *state;
 };
 
@@ -77,16 +79,30 @@ static OverlayState *STATE(gpointer pad) {
 /* Element properties, context, child proxy                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID };
+enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID, PROP_BACKGROUND_TIMEOUT };
+
+#define DEFAULT_BACKGROUND_TIMEOUT_MS 10000
 
 static void set_property(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
-  if (!gst_prism_cuda_set_property(&GST_POISSON_BLEND(object)->cuda, object, value, pspec))
+  GstPoissonBlend *self = GST_POISSON_BLEND(object);
+  if (prop_id == PROP_BACKGROUND_TIMEOUT) {
+    GST_OBJECT_LOCK(self);
+    self->background_timeout_ms = g_value_get_uint(value);
+    GST_OBJECT_UNLOCK(self);
+  } else if (!gst_prism_cuda_set_property(&self->cuda, object, value, pspec)) {
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
 }
 
 static void get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
-  if (!gst_prism_cuda_get_property(&GST_POISSON_BLEND(object)->cuda, object, value, pspec))
+  GstPoissonBlend *self = GST_POISSON_BLEND(object);
+  if (prop_id == PROP_BACKGROUND_TIMEOUT) {
+    GST_OBJECT_LOCK(self);
+    g_value_set_uint(value, self->background_timeout_ms);
+    GST_OBJECT_UNLOCK(self);
+  } else if (!gst_prism_cuda_get_property(&self->cuda, object, value, pspec)) {
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
 }
 
 static void set_context(GstElement *element, GstContext *context) {
@@ -419,6 +435,51 @@ static void post_mask_error(GstPoissonBlend *self, GstPad *pad, const OverlaySta
   g_free(location);
 }
 
+/* An unlinked background leaves GstAggregator waiting for its data forever (as compositor waits
+ * for an unlinked pad): no output, no preroll, no error. It is not refused at start because a
+ * demuxer or decodebin links it a little later (a sometimes pad); instead, if `sink` was unlinked
+ * at start, it must have a peer background-timeout ms later, or the element posts an error naming
+ * it. The check runs on the system clock's thread and holds a ref to the element. */
+static gboolean background_check_fired(GstClock *, GstClockTime, GstClockID id, gpointer data) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(data);
+  GST_OBJECT_LOCK(self);
+  const gboolean pending = self->background_check == id; /* else stop() cancelled it */
+  const guint timeout_ms = self->background_timeout_ms;
+  GST_OBJECT_UNLOCK(self);
+  if (pending && !gst_pad_is_linked(GST_PAD(self->background)))
+    GST_ELEMENT_ERROR(self, CORE, PAD,
+                      ("pad 'sink' (the background) is not linked %u ms after start: no output without a "
+                       "background (link it, or raise background-timeout for a source that links it later)",
+                       timeout_ms),
+                      ("background-timeout=%u", timeout_ms));
+  return TRUE;
+}
+
+static void background_check_arm(GstPoissonBlend *self) {
+  GST_OBJECT_LOCK(self);
+  const guint timeout_ms = self->background_timeout_ms;
+  GST_OBJECT_UNLOCK(self);
+  if (timeout_ms == 0 || gst_pad_is_linked(GST_PAD(self->background))) return;
+  GstClock *clock = gst_system_clock_obtain();
+  GstClockID id = gst_clock_new_single_shot_id(clock, gst_clock_get_time(clock) + timeout_ms * GST_MSECOND);
+  gst_object_unref(clock);
+  GST_OBJECT_LOCK(self);
+  self->background_check = id;
+  GST_OBJECT_UNLOCK(self);
+  if (gst_clock_id_wait_async(id, background_check_fired, gst_object_ref(self), gst_object_unref) != GST_CLOCK_OK)
+    GST_WARNING_OBJECT(self, "cannot schedule the check that pad 'sink' is linked");
+}
+
+static void background_check_cancel(GstPoissonBlend *self) {
+  GST_OBJECT_LOCK(self);
+  GstClockID id = self->background_check;
+  self->background_check = nullptr;
+  GST_OBJECT_UNLOCK(self);
+  if (!id) return;
+  gst_clock_id_unschedule(id);
+  gst_clock_id_unref(id);
+}
+
 static gboolean start(GstAggregator *agg) {
   GstPoissonBlend *self = GST_POISSON_BLEND(agg);
   if (!gst_prism_cuda_start(&self->cuda, GST_ELEMENT(self))) return FALSE;
@@ -449,11 +510,14 @@ static gboolean start(GstAggregator *agg) {
     }
   }
 #endif
-  return GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->start(agg);
+  if (!GST_AGGREGATOR_CLASS(gst_poisson_blend_parent_class)->start(agg)) return FALSE;
+  background_check_arm(self);
+  return TRUE;
 }
 
 static gboolean stop(GstAggregator *agg) {
   GstPoissonBlend *self = GST_POISSON_BLEND(agg);
+  background_check_cancel(self);
   std::vector<OverlayRef> pads = overlays_in_order(self);
   for (auto &p : pads) STATE(p.pad)->reset_stream_state();
   release_overlays(pads);
@@ -938,6 +1002,14 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
   gobject_class->get_property = get_property;
   gobject_class->finalize = finalize;
   gst_prism_cuda_install_properties(gobject_class, PROP_DEVICE, PROP_CUDA_DEVICE_ID);
+  g_object_class_install_property(
+      gobject_class, PROP_BACKGROUND_TIMEOUT,
+      g_param_spec_uint("background-timeout", "Background timeout",
+                        "Milliseconds after start within which pad 'sink' (the background) must be linked, "
+                        "else an error names it instead of waiting forever; a demuxer or decodebin may link it "
+                        "within that time. 0 = wait forever (as compositor does)",
+                        0, G_MAXUINT, DEFAULT_BACKGROUND_TIMEOUT_MS,
+                        (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
 
   GstCaps *bg_caps = gst_prism_cuda_template_caps(BACKGROUND_FORMATS, BACKGROUND_FORMATS);
   GstCaps *ov_caps = gst_prism_cuda_template_caps(OVERLAY_FORMATS, OVERLAY_FORMATS);
@@ -988,6 +1060,7 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
 
 static void gst_poisson_blend_init(GstPoissonBlend *self) {
   gst_prism_cuda_init(&self->cuda);
+  self->background_timeout_ms = DEFAULT_BACKGROUND_TIMEOUT_MS;
   self->state = new BlendState();
   GstPadTemplate *templ = gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "sink");
   self->background = GST_POISSON_BLEND_PAD(

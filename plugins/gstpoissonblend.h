@@ -21,14 +21,15 @@
  *   them.
  *
  * Properties:
- *   Element: only `device` and `cuda-device-id`. Per overlay pad (gstpoissonblendpad.h): xpos, ypos,
- *   mode, mask-location, zorder.
+ *   Element: `device`, `cuda-device-id` and `background-timeout` (ms, default 10000; 0 = wait
+ *   forever). Per overlay pad (gstpoissonblendpad.h): xpos, ypos, mode, mask-location, zorder.
  *
  * Messages and meta:
  *   No element message. The background's metas (GstVideoRegionOfInterestMeta included) are copied
  *   onto the output, except memory-layout metas. WARNINGs, once per pad: a mask box clipped by the
  *   frame's edge, an empty mask. Errors name the pad and the file or sizes: a mask-location that
- *   cannot be decoded, a mask not the overlay's size, an overlay without alpha and no mask-location.
+ *   cannot be decoded, a mask not the overlay's size, an overlay without alpha and no mask-location,
+ *   a `sink` still unlinked `background-timeout` ms after start.
  *
  * Device memory:
  *   On the GPU path, in the element's GstCudaContext:
@@ -57,6 +58,10 @@
  *   stream is synchronised once per output frame (once more for a CUDA overlay whose alpha box is
  *   not cached). The mask's box, found on the host or the device, is cached while the overlay's
  *   memory is shared and unchanged.
+ *   An unlinked `sink` would leave GstAggregator waiting for a background forever (compositor does
+ *   so with an unlinked pad). A check at start would refuse a background that a demuxer or
+ *   decodebin links a little later (a sometimes pad), so a `sink` without a peer at start must have
+ *   one `background-timeout` ms later, else the element posts an error naming it.
  */
 #pragma once
 

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bad_input.h"
@@ -55,7 +56,7 @@ class PoissonBlend : public ::testing::Test {
 TEST_F(PoissonBlend, IsRegisteredWithDocumentedControllableProperties) {
   GstElement* e = gst_element_factory_make("poissonblend", nullptr);
   ASSERT_NE(e, nullptr) << "poissonblend not found; GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
-  for (const char* name : {"device", "cuda-device-id"}) {
+  for (const char* name : {"device", "cuda-device-id", "background-timeout"}) {
     GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
     ASSERT_NE(ps, nullptr) << name;
     EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 20u) << name;
@@ -97,7 +98,8 @@ TEST_F(PoissonBlend, PropertiesSayWhatMayChangeWhilePlaying) {
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_MUTABLE_PLAYING), V{});
   EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_CONTROLLABLE), V{});
-  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_MUTABLE_READY), (V{"cuda-device-id", "device"}));
+  EXPECT_EQ(prism::test::own_properties_with(e, GST_PARAM_MUTABLE_READY),
+            (V{"background-timeout", "cuda-device-id", "device"}));
   GstPad* overlay = gst_element_request_pad_simple(e, "overlay_%u");
   ASSERT_NE(overlay, nullptr);
   EXPECT_EQ(prism::test::own_properties_with(overlay, GST_PARAM_MUTABLE_PLAYING),
@@ -828,6 +830,76 @@ TEST_F(PoissonBlend, UnsupportedOverlayCapsFailWithoutHanging) {
   Result r = run_blend(Background::of(bg), {Overlay{grey, "GRAY8", 30, 20, "", "", -1}});
   ASSERT_NE(r.error, "");
   EXPECT_NE(r.error_debug.find("not-negotiated"), std::string::npos) << r.error << " / " << r.error_debug;
+}
+
+// An unlinked background would leave the aggregator waiting forever (no preroll, no output): after
+// background-timeout the element says which pad, whether an overlay has data, none is linked, or
+// the pipeline is live.
+TEST_F(PoissonBlend, UnlinkedBackgroundIsAnErrorNamingThePad) {
+  const std::string overlay = "video/x-raw,format=BGRA,width=16,height=12 ! b.overlay_0";
+  for (const std::string& tail : {"videotestsrc num-buffers=5 ! " + overlay, std::string(),
+                                  "videotestsrc is-live=true num-buffers=100 ! " + overlay}) {
+    SCOPED_TRACE(tail);
+    prism::test::GlibLogRecorder log;
+    RunOptions options;
+    options.idle_timeout = 20 * GST_SECOND;
+    const RunResult r = run_launch("poissonblend name=b device=cpu background-timeout=200 ! fakesink " + tail, options);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.error_source, "b");
+    EXPECT_NE(r.error.find("pad 'sink' (the background) is not linked 200 ms after start"), std::string::npos)
+        << r.error;
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+  }
+}
+
+// A background linked later, as a decodebin's pad-added handler links it: 100 ms after the
+// pipeline started, from another thread, a background branch is added, linked to `sink` and
+// started. With the default background-timeout it runs to EOS; with 300 ms and live sources the
+// check runs while the stream flows, finds `sink` linked and lets it go on.
+TEST_F(PoissonBlend, BackgroundLinkedLaterStillRuns) {
+  struct Case {
+    std::string props, live;
+    size_t frames;  // at least
+  };
+  for (const Case& c : {Case{"", "", 3}, Case{"background-timeout=300", "is-live=true", 1}}) {
+    SCOPED_TRACE(c.props);
+    std::thread linker;
+    RunOptions options;
+    options.idle_timeout = 20 * GST_SECOND;
+    options.after_play = [&](GstElement* p) {
+      gst_object_ref(p);
+      linker = std::thread([p, live = c.live] {
+        g_usleep(100 * 1000);
+        GError* err = nullptr;
+        GstElement* bg = gst_parse_bin_from_description(
+            ("videotestsrc " + live + " num-buffers=15 ! capsfilter caps=video/x-raw,format=BGR,width=64,height=48")
+                .c_str(),
+            TRUE, &err);
+        ASSERT_NE(bg, nullptr) << err->message;
+        GstElement* b = gst_bin_get_by_name(GST_BIN(p), "b");
+        gst_bin_add(GST_BIN(p), bg);
+        EXPECT_TRUE(gst_element_link_pads(bg, "src", b, "sink"));
+        EXPECT_TRUE(gst_element_sync_state_with_parent(bg));
+        gst_object_unref(b);
+        gst_object_unref(p);
+      });
+    };
+    prism::test::GlibLogRecorder log;
+    const RunResult r = run_launch("poissonblend name=b device=cpu " + c.props +
+                                       " overlay_0::xpos=32 overlay_0::ypos=24 ! appsink name=out sync=false "
+                                       "videotestsrc " +
+                                       c.live +
+                                       " num-buffers=15 ! video/x-raw,format=BGRA,width=16,height=12 ! "
+                                       "b.overlay_0",
+                                   options);
+    if (linker.joinable()) linker.join();
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.error, "") << r.error_debug;
+    EXPECT_TRUE(r.eos);
+    EXPECT_GE(r.frames.size(), c.frames);
+    for (const auto& f : r.frames) EXPECT_EQ(f.width, 64);
+    EXPECT_TRUE(log.messages().empty()) << log.joined();
+  }
 }
 
 TEST_F(PoissonBlend, DeviceCudaWithoutGpuFailsClearly) {

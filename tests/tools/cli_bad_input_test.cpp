@@ -1,14 +1,17 @@
 // Bad input to the prism CLI, one table per command (issue 19): each row is an argv and the files it
 // reads, with the exit status and a substring of the output it must give. test::check_cli_case runs
 // a row in its own folder within a time bound and fails it on a signal, a hang, another status or a
-// GLib CRITICAL/WARNING. Rows already tested in prism_cli_test, texture_cli_test, bow_cli_test and
-// config_loader_test are not repeated here; DEVELOPERS.md ("Bad input") counts the rows.
+// GLib CRITICAL/WARNING. Rows already tested in prism_cli_test, texture_cli_test, bow_cli_test,
+// config_loader_test and test_serve_cli are not repeated here; DEVELOPERS.md ("Bad input") counts the rows.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
 #include "bad_input.h"
+#include "bow/model.h"
+#include "bow_scenes.h"
 #include "cli_support.h"
 
 namespace prism {
@@ -216,13 +219,330 @@ const std::vector<CliCase> kTexture = {
 
 TEST(BadInputCli, Texture) { check_table(kTexture); }
 
+// ---- prism texture update, migrate ----------------------------------------------------------------------
+
+const std::vector<CliCase> kTextureUpdate = {
+    {"update without --id", texture("update", {"i.png"}), gallery(), 2, "update takes --id ID and one IMAGE"},
+    {"update with two images", texture("update", {"--id", "a", "i.png", "j.png"}), gallery(), 2,
+     "update takes --id ID and one IMAGE"},
+    // Was a warning that the entry is damaged and its collection lost, after decoding the image.
+    {"update an id holding '/'", texture("update", {"--id", "a/b", "i.png"}), gallery({fifo("i.png")}), 2,
+     "prism texture: error: --id: invalid product id 'a/b'"},
+    {"update in a missing gallery",
+     texture("update", {"--id", "a", "i.png"}),
+     {png_declaring("i.png", 8, 8)},
+     2,
+     "no such gallery directory"},
+    {"update an image that is a FIFO", texture("update", {"--id", "a", "i.png"}), gallery({fifo("i.png")}), 2,
+     "i.png: not a regular file (a FIFO)"},
+    {"update an image that is /dev/zero", texture("update", {"--id", "a", "i.png"}),
+     gallery({symlink_to("i.png", "/dev/zero")}), 2, "i.png: not a regular file"},
+    {"update an image declaring 100000x100000", texture("update", {"--id", "a", "i.png"}),
+     gallery({png_declaring("i.png", 100000, 100000)}), 2, "100000x100000"},
+    {"update with an invalid --collection", texture("update", {"--id", "a", "--collection", "lot/2", "i.png"}),
+     gallery(), 2, "--collection: invalid collection 'lot/2'"},
+    {"update with a --normalise the gallery does not record",
+     texture("update", {"--id", "a", "--normalise", "clahe-2-8", "i.png"}), gallery({png_declaring("i.png", 8, 8)}), 2,
+     "records normalisation none"},
+};
+
+TEST(BadInputCli, TextureUpdate) { check_table(kTextureUpdate); }
+
+const std::vector<CliCase> kTextureMigrate = {
+    {"migrate a missing gallery", texture("migrate", {}), {}, 2, "g: no such gallery directory"},
+    {"migrate a gallery that is a file", texture("migrate", {}), {text_file("g", "x")}, 2, "g: not a Prism texture"},
+    {"migrate a gallery of a newer format",
+     texture("migrate", {}),
+     {text_file("g/gallery.prism", "prism texture gallery, format 99\n"), folder("g/entries")},
+     2,
+     "g/gallery.prism:1: unknown gallery format"},
+    {"migrate a gallery without its entries folder",
+     texture("migrate", {}),
+     {text_file("g/gallery.prism", "prism texture gallery, format 1\n")},
+     2,
+     "g/entries: missing"},
+    {"migrate with an entry that is a FIFO", texture("migrate", {}), gallery({fifo("g/entries/a.tex")}), 2,
+     "a.tex: not a regular file (a FIFO)"},
+    {"migrate with an entry that is /dev/zero", texture("migrate", {}),
+     gallery({symlink_to("g/entries/a.tex", "/dev/zero")}), 2, "a.tex: not a regular file"},
+    {"migrate with a truncated entry", texture("migrate", {}), gallery({text_file("g/entries/a.tex", "PRISMTEX")}), 2,
+     "a.tex: corrupt gallery entry"},
+    // Was ignored: the gallery given as an argument instead of --gallery.
+    {"migrate with an argument",
+     {"texture", "migrate", "--gallery", "g", "other"},
+     gallery(),
+     2,
+     "migrate takes no argument, not 'other'"},
+    {"list with an argument",
+     {"texture", "list", "--gallery", "g", "other"},
+     gallery(),
+     2,
+     "list takes no argument, not 'other'"},
+};
+
+TEST(BadInputCli, TextureMigrate) { check_table(kTextureMigrate); }
+
+// ---- prism texture eval ------------------------------------------------------------------------------------
+
+std::vector<std::string> eval(std::vector<std::string> rest) {
+  rest.insert(rest.begin(), {"texture", "eval"});
+  return rest;
+}
+// A data folder whose sun8 lists are FILES.
+std::vector<test::CaseFile> sun8(std::vector<test::CaseFile> files) {
+  files.push_back(folder("d/sun8/photos"));
+  return files;
+}
+
+const std::vector<CliCase> kTextureEval = {
+    // --textures, --impostors and --seed said only "stoi"/"stoul"; negative counts made vectors of
+    // negative size.
+    {"eval with --textures x",
+     eval({"--textures", "x", "--data", "d"}),
+     {},
+     2,
+     "--textures takes an integer in 1..1000000, not 'x'"},
+    {"eval with --textures -5",
+     eval({"--textures", "-5", "--data", "d"}),
+     {},
+     2,
+     "--textures takes an integer in 1..1000000, not '-5'"},
+    {"eval with --impostors beyond int",
+     eval({"--impostors", "99999999999", "--data", "d"}),
+     {},
+     2,
+     "--impostors takes an integer in 1..1000000"},
+    {"eval with --seed x", eval({"--seed", "x", "--data", "d"}), {}, 2, "--seed takes an integer"},
+    {"eval with --data without a value", eval({"--data"}), {}, 2, "--data needs a value"},
+    {"eval with an unknown --normalise",
+     eval({"--normalise", "retinex"}),
+     {},
+     2,
+     "--normalise: unknown normalisation 'retinex'"},
+    {"eval with an unknown option", eval({"--bogus"}), {}, 2, "unknown option '--bogus'"},
+    {"eval with a missing --data", eval({"--data", "d", "--out", "o"}), {}, 2, "d/sun8/train.txt: missing"},
+    {"eval with --out a file", eval({"--data", "d", "--out", "o"}), {text_file("o", "x")}, 2, "[o]"},
+    // Were read forever (a FIFO blocked; /dev/zero grew one line to gigabytes).
+    {"eval with a sun8 list that is a FIFO", eval({"--data", "d", "--out", "o"}), sun8({fifo("d/sun8/train.txt")}), 2,
+     "d/sun8/train.txt: not a regular file (a FIFO)"},
+    {"eval with a sun8 list that is /dev/zero", eval({"--data", "d", "--out", "o"}),
+     sun8({symlink_to("d/sun8/train.txt", "/dev/zero")}), 2, "d/sun8/train.txt: not a regular file"},
+    // Images load in parallel: whichever missing one (a sun8 photo, a texture) is named first.
+    {"eval with a sun8 list naming missing photos", eval({"--data", "d", "--out", "o", "--textures", "1"}),
+     sun8({text_file("d/sun8/train.txt", "a.jpg\nb.jpg\n"), text_file("d/sun8/test.txt", "c.jpg\n")}), 2,
+     "prism texture eval: error: image file 'd/"},
+    {"eval with more --textures than sun8 has", eval({"--data", "d", "--out", "o", "--textures", "5"}),
+     sun8({text_file("d/sun8/train.txt", "a.jpg\n"), text_file("d/sun8/test.txt", "")}), 2, "sun8 has only 1 photos"},
+};
+
+TEST(BadInputCli, TextureEval) { check_table(kTextureEval); }
+
+// ---- prism texture serve, shard (refused at start-up: nothing listens, no Redis is needed) --------------------
+
+std::vector<std::string> serve(std::vector<std::string> rest) {
+  rest.insert(rest.begin(), {"texture", "serve", "--listen", "127.0.0.1:0"});
+  return rest;
+}
+const std::string kKey = "0123456789abcdef0123";
+
+const std::vector<CliCase> kTextureServe = {
+    {"serve with --gallery and --redis",
+     serve({"--gallery", "g", "--redis", "redis://127.0.0.1:6379"}),
+     {},
+     2,
+     "give one of --gallery DIR and --redis URL"},
+    {"serve with an http:// --redis",
+     serve({"--redis", "http://127.0.0.1:6379"}),
+     {},
+     2,
+     "--redis: Redis URL 'http://127.0.0.1:6379': not a redis:// URL"},
+    {"serve with a --redis port out of range",
+     serve({"--redis", "redis://127.0.0.1:99999"}),
+     {},
+     2,
+     "port '99999' is not in 1..65535"},
+    {"serve with a --redis database not a number",
+     serve({"--redis", "redis://127.0.0.1:6379/x"}),
+     {},
+     2,
+     "database 'x' is not a number"},
+    {"serve with a --redis without a host", serve({"--redis", "redis://"}), {}, 2, "'redis://': no host"},
+    {"serve with --listen without a host",
+     serve({"--gallery", "g", "--listen", ":8080"}),
+     {},
+     2,
+     "--listen takes HOST:PORT such as 127.0.0.1:8080, not ':8080'"},
+    {"serve with a negative --listen port",
+     serve({"--gallery", "g", "--listen", "127.0.0.1:-1"}),
+     {},
+     2,
+     "--listen's port takes an integer in 0..65535, not '-1'"},
+    {"serve with --max-body 12Q", serve({"--gallery", "g", "--max-body", "12Q"}), {}, 2, "--max-body takes a size"},
+    {"serve with --max-pixels 0", serve({"--gallery", "g", "--max-pixels", "0"}), {}, 2, "--max-pixels"},
+    {"serve with --deadline beyond 120000",
+     serve({"--gallery", "g", "--deadline", "120001"}),
+     {},
+     2,
+     "--deadline takes an integer in 1..120000"},
+    {"serve with --device gpu",
+     serve({"--gallery", "g", "--device", "gpu"}),
+     {},
+     2,
+     "--device takes auto, cpu or cuda, not 'gpu'"},
+    {"serve with an unknown --normalise",
+     serve({"--gallery", "g", "--normalise", "retinex"}),
+     {},
+     2,
+     "unknown normalisation 'retinex'"},
+    {"serve with --min-significance NaN",
+     serve({"--gallery", "g", "--min-significance", "nan"}),
+     {},
+     2,
+     "--min-significance"},
+    {"serve with --threads without a value", serve({"--gallery", "g", "--threads"}), {}, 2, "--threads needs a value"},
+    {"serve a gallery that is a file", serve({"--gallery", "g"}), {text_file("g", "x")}, 2, "g: not a directory"},
+    {"serve a folder of other files",
+     serve({"--gallery", "g"}),
+     {text_file("g/notes.txt", "x")},
+     2,
+     "g: not a Prism texture gallery and not empty"},
+    {"serve a gallery with an entry that is a FIFO", serve({"--gallery", "g"}), gallery({fifo("g/entries/a.tex")}), 2,
+     "a.tex: not a regular file (a FIFO)"},
+    {"serve a gallery with a truncated entry", serve({"--gallery", "g"}),
+     gallery({text_file("g/entries/a.tex", "PRISMTEX")}), 2, "a.tex: corrupt gallery entry"},
+    {"serve with a --normalise the gallery does not record", serve({"--gallery", "g", "--normalise", "clahe-2-8"}),
+     gallery(), 2, "the gallery g records normalisation none"},
+    // Were read forever (--keys FIFO, /dev/zero) or taken for a file without keys (a directory).
+    {"serve with --keys a FIFO", serve({"--gallery", "g", "--keys", "k"}), gallery({fifo("k")}), 2,
+     "k: not a regular file (a FIFO)"},
+    {"serve with --keys /dev/zero", serve({"--gallery", "g", "--keys", "k"}), gallery({symlink_to("k", "/dev/zero")}),
+     2, "k: not a regular file"},
+    {"serve with --keys a directory", serve({"--gallery", "g", "--keys", "k"}), gallery({folder("k")}), 2,
+     "k: not a regular file (a directory)"},
+    {"serve with --keys empty", serve({"--gallery", "g", "--keys", "k"}), gallery({text_file("k", "")}), 2,
+     "k: no keys"},
+    {"serve with a key too short", serve({"--gallery", "g", "--keys", "k"}), gallery({text_file("k", "short read\n")}),
+     2, "k:1: a key is 16..256 characters"},
+    {"serve with a key without a role", serve({"--gallery", "g", "--keys", "k"}),
+     gallery({text_file("k", "# keys\n" + kKey + " admin\n")}), 2, "k:2: the key's role (read or write)"},
+    {"serve with a key listed twice", serve({"--gallery", "g", "--keys", "k"}),
+     gallery({text_file("k", kKey + " read\n" + kKey + " write\n")}), 2, "k:2: this key is listed twice"},
+};
+
+TEST(BadInputCli, TextureServe) { check_table(kTextureServe); }
+
+// An unreachable Redis (port 1) is retried for ever by a worker, so every row is refused before.
+std::vector<std::string> shard(std::vector<std::string> rest) {
+  rest.insert(rest.begin(), {"texture", "shard"});
+  return rest;
+}
+const std::vector<std::string> kShard0 = {"--redis", "redis://127.0.0.1:1", "--shard", "0", "--gallery", "g"};
+std::vector<std::string> shard0(const std::vector<std::string>& more) {
+  std::vector<std::string> args = kShard0;
+  args.insert(args.end(), more.begin(), more.end());
+  return shard(args);
+}
+
+const std::vector<CliCase> kTextureShard = {
+    {"shard without --redis", shard({"--shard", "0", "--gallery", "g"}), {}, 2, "--redis URL is required"},
+    {"shard without --shard",
+     shard({"--redis", "redis://127.0.0.1:1", "--gallery", "g"}),
+     {},
+     2,
+     "--shard K is required"},
+    {"shard without --gallery",
+     shard({"--redis", "redis://127.0.0.1:1", "--shard", "0"}),
+     {},
+     2,
+     "--gallery DIR is required"},
+    {"shard with --shard not below --shards",
+     shard({"--redis", "redis://127.0.0.1:1", "--shard", "3", "--shards", "2", "--gallery", "g"}),
+     {},
+     2,
+     "--shard 3 is not below --shards 2"},
+    {"shard with --shard -1",
+     shard({"--redis", "redis://127.0.0.1:1", "--shard", "-1", "--gallery", "g"}),
+     {},
+     2,
+     "--shard takes an integer in 0..4095, not '-1'"},
+    {"shard with --shards 0", shard0({"--shards", "0"}), {}, 2, "--shards takes an integer in 1..4096, not '0'"},
+    {"shard with --shard without a value",
+     shard({"--redis", "redis://127.0.0.1:1", "--shard"}),
+     {},
+     2,
+     "--shard needs a value"},
+    {"shard with --replica holding '/'", shard0({"--replica", "a/b"}), {}, 2, "--replica: invalid name 'a/b'"},
+    {"shard with --readers 0", shard0({"--readers", "0"}), {}, 2, "--readers takes an integer in 1..64, not '0'"},
+    {"shard with --device gpu", shard0({"--device", "gpu"}), {}, 2, "--device takes auto, cpu or cuda, not 'gpu'"},
+    {"shard with --device cuda:x", shard0({"--device", "cuda:x"}), {}, 2, "--device cuda:N takes an integer"},
+    {"shard with --device cuda:64", shard0({"--device", "cuda:64"}), {}, 2, "in 0..63, not '64'"},
+    {"shard with an unknown --normalise", shard0({"--normalise", "retinex"}), {}, 2, "unknown normalisation 'retinex'"},
+    {"shard with --host-memory 12Q", shard0({"--host-memory", "12Q"}), {}, 2, "--host-memory takes a size"},
+    {"shard with an unknown option", shard0({"--bogus"}), {}, 2, "unknown option '--bogus'"},
+    {"shard with an http:// --redis",
+     shard({"--redis", "http://x:1", "--shard", "0", "--gallery", "g"}),
+     {},
+     2,
+     "--redis: Redis URL 'http://x:1': not a redis:// URL"},
+    {"shard with a --redis port 0",
+     shard({"--redis", "redis://h:0", "--shard", "0", "--gallery", "g"}),
+     {},
+     2,
+     "port '0' is not in 1..65535"},
+    {"shard with a --redis database -1",
+     shard({"--redis", "redis://h:1/-1", "--shard", "0", "--gallery", "g"}),
+     {},
+     2,
+     "database '-1' is not a number"},
+    {"shard a gallery that is a file", shard0({}), {text_file("g", "x")}, 2, "g: not a directory"},
+    {"shard a folder of other files",
+     shard0({}),
+     {text_file("g/notes.txt", "x")},
+     2,
+     "g: not a Prism texture gallery and not empty"},
+    {"shard a gallery with an entry that is a FIFO", shard0({}), gallery({fifo("g/entries/a.tex")}), 2,
+     "a.tex: not a regular file (a FIFO)"},
+    {"shard a gallery with an empty entry", shard0({}), gallery({text_file("g/entries/a.tex", "")}), 2,
+     "a.tex: corrupt gallery entry"},
+};
+
+TEST(BadInputCli, TextureShard) { check_table(kTextureShard); }
+
 // ---- prism bow ----------------------------------------------------------------------------------------------
 
 std::vector<std::string> classify(const std::string& model, const std::string& image) {
   return {"bow", "classify", "--model", model, image};
 }
 
+// A small model that loads and classifies (three synthetic scene classes, a dictionary of 8 words),
+// so that a row gets past the model to the image.
+test::CaseFile small_model(const std::string& name) {
+  return {name, [](const std::string& path) {
+            std::mt19937 rng(7);
+            std::vector<cv::Mat> images;
+            std::vector<int> labels;
+            for (int i = 0; i < 9; ++i)
+              images.push_back(test::bow_scene(rng, i % 3, 48, 32, 0)), labels.push_back(i % 3);
+            bow::TrainConfig c;
+            c.k = 8;
+            c.samples_per_image = 50;
+            c.levels = 0;
+            c.device = gpu::Device::kCpu;
+            bow::Model::train(images, labels, {"h", "v", "b"}, c).save(path);
+          }};
+}
+
 const std::vector<CliCase> kBow = {
+    {"classify an image declaring 100000x100000",
+     classify("m", "i.png"),
+     {small_model("m"), png_declaring("i.png", 100000, 100000)},
+     2,
+     "i.png' declares 100000x100000 pixels"},
+    {"classify two images declaring 100000x100000 (RGBA, RGB)",
+     {"bow", "classify", "--model", "m", "i.png", "j.png"},
+     {small_model("m"), png_declaring("i.png", 100000, 100000, 6), png_declaring("j.png", 100000, 100000, 2)},
+     2,
+     "j.png' declares 100000x100000 pixels"},
     {"classify with a model that is a directory", classify("m", "i.png"), {folder("m")}, 2, "m"},
     {"classify with a model that is a FIFO", classify("m", "i.png"), {fifo("m")}, 2, "m"},
     {"classify with a model that is /dev/zero", classify("m", "i.png"), {symlink_to("m", "/dev/zero")}, 2, "m"},

@@ -140,6 +140,8 @@ Options parse(int argc, char** argv) {
       o.args.push_back(a);
   }
   if (o.gallery.empty()) throw UsageError("--gallery DIR is required");
+  if ((o.sub == "list" || o.sub == "stats" || o.sub == "migrate") && !o.args.empty())
+    throw UsageError(o.sub + " takes no argument, not '" + o.args[0] + "' (the gallery is --gallery DIR)");
   if (o.sub == "search") o.search.collections = o.collections;
   return o;
 }
@@ -480,6 +482,9 @@ int texture_command(int argc, char** argv) {
     if (o.sub == "enroll" || o.sub == "enrol") return enroll(o);
     if (o.sub == "update") {
       if (o.id.empty() || o.args.size() != 1) throw UsageError("update takes --id ID and one IMAGE");
+      if (!texture::valid_product_id(o.id))  // before the image is read, and not as a damaged entry
+        throw UsageError("--id: invalid product id '" + o.id +
+                         "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
       Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // repairs a damaged entry
       GalleryEntry e{o.id, o.args[0], 0,
                      texture::extract_features(load_grey(o.args[0]), feature_params(o, gallery.normalisation()))};

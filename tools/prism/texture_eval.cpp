@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "common/gpu.h"
+#include "common/regular_file.h"
 #include "gst_setup.h"
 #include "texture/index.h"
 #include "texture/verify.h"
@@ -199,8 +201,10 @@ cv::Mat perturb(const cv::Mat& g, const std::string& kind, std::mt19937& rng) {
 std::vector<Item> sun8_items(const fs::path& data) {
   std::vector<std::string> paths;
   for (const char* list : {"train.txt", "test.txt"}) {
-    std::ifstream in(data / "sun8" / list);
-    if (!in) throw std::runtime_error((data / "sun8" / list).string() + ": missing (see ../shared/data/README.md)");
+    const fs::path file = data / "sun8" / list;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) throw std::runtime_error(file.string() + ": missing (see ../shared/data/README.md)");
+    std::istringstream in(RegularFile(file).read_text());  // a FIFO or /dev/zero is refused, not read forever
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) paths.push_back(line);
   }
@@ -379,11 +383,11 @@ int texture_eval_command(int argc, char** argv) {
       else if (a == "--out")
         out = value();
       else if (a == "--textures")
-        textures = std::stoi(value());
+        textures = parse_int(a, value(), 1, 1000000);
       else if (a == "--impostors")
-        impostors = std::stoi(value());
+        impostors = parse_int(a, value(), 1, 1000000);
       else if (a == "--seed")
-        seed = unsigned(std::stoul(value()));
+        seed = unsigned(parse_int(a, value(), 0, INT_MAX));
       else if (a == "--device")
         device = parse_device(a, value());
       else if (a == "--enrol-device")
