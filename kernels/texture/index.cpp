@@ -223,7 +223,7 @@ struct TextureIndex::Impl {
   // stream of overlapping searches cannot starve them (glibc's rwlock prefers readers).
   mutable std::shared_mutex mu;
   mutable std::mutex gate;
-  std::mutex work;  // GPU searches take turns on the streams and scratch buffers
+  std::mutex work;  // GPU searches take turns on the streams and scratch buffers (matching only)
   std::shared_lock<std::shared_mutex> read_lock() const {
     std::lock_guard<std::mutex> g(gate);
     return std::shared_lock<std::shared_mutex>(mu);
@@ -281,7 +281,7 @@ struct TextureIndex::Impl {
   // scores[i] for entry entry_of[i]; then the shortlist re-matched and verified.
   void score(const Features& query, const SearchParams& params, std::vector<int>& scores, std::vector<int>& entry_of);
   Candidate verify_candidates(const Features& query, std::vector<Candidate>& cands, const SearchParams& params,
-                              SearchResult& result);
+                              SearchResult& result, std::unique_lock<std::mutex>& work);
 
   static std::tuple<int64_t, uint64_t, int> age_key(const Entry& e, int slot) { return {e.enrolled, e.seq, slot}; }
 
@@ -775,9 +775,12 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
 }
 
 // Re-matches each candidate for its per-row top-2, verifies it and sorts the candidates by
-// significance (then inliers, score, index). Returns the best.
+// significance (then inliers, score, index). Returns the best. On the GPU the matching takes `work`
+// (a turn on the stream and scratch buffers, not held on entry) and gives it back before the
+// geometric verification, so that another search matches on the GPU meanwhile.
 Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vector<Candidate>& cands,
-                                                const SearchParams& params, SearchResult& result) {
+                                                const SearchParams& params, SearchResult& result,
+                                                std::unique_lock<std::mutex>& work) {
   const auto t0 = Clock::now();
   if (cands.empty()) {
     result.verify_ms = ms_since(t0);
@@ -812,6 +815,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
+    work.lock();
     d_verify.reserve(size_t(k) * slot_bytes);
     d_verify_scores.reserve(k);
     if (fp16)
@@ -851,6 +855,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     std::memcpy(fp16 ? static_cast<void*>(best_dot.data()) : best.data(), hb, n * 4);
     std::memcpy(fp16 ? static_cast<void*>(second_dot.data()) : second.data(), hs, n * 4);
     std::copy_n(hi, n, index.begin());
+    work.unlock();
 #endif
   }
   const double tests = std::log10(std::max(1, k));
@@ -897,6 +902,7 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   const auto t0 = Clock::now();
   std::vector<int> s, entry_of;
   m.score(query, params, s, entry_of);
+  if (work.owns_lock()) work.unlock();  // the scores are on the host; verify_candidates takes a turn again
   r.searched = s.size();
   r.match_ms = ms_since(t0);
   std::vector<int> order(s.size());
@@ -911,7 +917,7 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
     const int e = entry_of[order[i]];
     if (s[order[i]] >= 4) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});  // RANSAC needs 4
   }
-  r.best = m.verify_candidates(query, r.candidates, params, r);
+  r.best = m.verify_candidates(query, r.candidates, params, r, work);
   if (r.best.index < 0 && !order.empty()) {
     const int e = entry_of[order[0]];
     r.best = {e, m.entries[e].id, s[order[0]], {}};
@@ -923,14 +929,13 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
 SearchResult TextureIndex::verify(const Features& query, const std::string& id, const SearchParams& params) {
   Impl& m = *impl_;
   auto lock = m.read_lock();
-  std::unique_lock work(m.work, std::defer_lock);
-  if (m.gpu) work.lock();
+  std::unique_lock work(m.work, std::defer_lock);  // taken by verify_candidates for its GPU matching
   auto it = m.by_id.find(id);
   if (it == m.by_id.end()) throw GalleryError("product '" + id + "' is not enrolled");
   SearchResult r;
   r.searched = 1;
   r.candidates.push_back({it->second, id, 0, {}});
-  r.best = m.verify_candidates(query, r.candidates, params, r);
+  r.best = m.verify_candidates(query, r.candidates, params, r, work);
   r.best.score = r.candidates.front().score = r.best.geometry.matches;
   r.identified = accepted(r.best, params);
   return r;

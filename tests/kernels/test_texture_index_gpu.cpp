@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "match/match.h"
@@ -183,6 +184,55 @@ TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
   EXPECT_TRUE(index.remove("p6"));  // p4, the newest in host memory, moves up
   EXPECT_EQ(gpu_ids(), "p4 p5 p7 ");
   EXPECT_EQ(index.stats().host_images, 4u);
+}
+
+// Searches and verifications from several threads at once (each takes the GPU for its matching only
+// and verifies geometry while another matches) answer exactly as the same calls one at a time.
+TEST(TextureIndexGpu, ConcurrentSearchesAnswerAsOneAtATime) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::TextureIndex index(options(texture::Device::kCuda, 12, 1000));
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 24; ++i) {
+    entries.push_back(random_entry("p" + std::to_string(i), rng, 60 + int(rng() % 300), i % 2 ? "a" : "b"));
+    index.add(entries.back());
+  }
+  struct Ask {
+    texture::Features query;
+    texture::SearchParams params;
+    std::string verify_id;
+  };
+  std::vector<Ask> asks;
+  for (int k = 0; k < 8; ++k) {
+    const GalleryEntry& t = entries[rng() % entries.size()];
+    Ask a{random_entry("q", rng, 200 + int(rng() % 400), "").features, {}, t.id};
+    std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(50) * match::kDim),
+                a.query.descriptors.begin());
+    if (k % 2) a.params.collections = {"a"};
+    asks.push_back(std::move(a));
+  }
+  auto answer = [&](const Ask& a) {
+    const texture::SearchResult s = index.search(a.query, a.params);
+    const texture::SearchResult v = index.verify(a.query, a.verify_id, a.params);
+    std::string out = s.best.id + " " + std::to_string(s.best.score) + " " + std::to_string(s.best.geometry.matches) +
+                      " " + std::to_string(s.best.geometry.inliers) + " " + std::to_string(s.candidates.size());
+    for (const auto& c : s.candidates) out += " " + c.id + ":" + std::to_string(c.score);
+    return out + " | " + std::to_string(v.best.geometry.matches) + " " + std::to_string(v.best.geometry.inliers);
+  };
+  std::vector<std::string> serial;
+  for (const Ask& a : asks) serial.push_back(answer(a));
+  std::vector<std::vector<std::string>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round)
+        for (size_t k = 0; k < asks.size(); ++k) got[t].push_back(answer(asks[(k + t) % asks.size()]));
+    });
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) {
+    ASSERT_EQ(got[t].size(), 3 * asks.size());
+    for (size_t i = 0; i < got[t].size(); ++i) EXPECT_EQ(got[t][i], serial[(i % asks.size() + t) % asks.size()]) << t;
+  }
 }
 
 }  // namespace
