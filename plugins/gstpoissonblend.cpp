@@ -62,7 +62,9 @@ struct _GstPoissonBlend {
   guint next_pad_index;           /* for overlay_%u names */
   guint next_serial;              /* creation order of overlay pads */
   guint background_timeout_ms;    /* property: 0 = wait for a background forever */
-  GstClockID background_check;    /* pending check that `sink` got linked (object lock) */
+  GRecMutex check_lock;           /* background_check, background_check_ms; held while the check posts */
+  GstClockID background_check;    /* the armed check that `sink` got linked; NULL once fired or cancelled */
+  guint background_check_ms;      /* the timeout it was armed with */
   BlendState *state;
 };
 
@@ -81,7 +83,7 @@ static OverlayState *STATE(gpointer pad) {
 
 enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID, PROP_BACKGROUND_TIMEOUT };
 
-#define DEFAULT_BACKGROUND_TIMEOUT_MS 10000
+#define DEFAULT_BACKGROUND_TIMEOUT_MS 30000
 
 static void set_property(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
   GstPoissonBlend *self = GST_POISSON_BLEND(object);
@@ -439,45 +441,76 @@ static void post_mask_error(GstPoissonBlend *self, GstPad *pad, const OverlaySta
  * for an unlinked pad): no output, no preroll, no error. It is not refused at start because a
  * demuxer or decodebin links it a little later (a sometimes pad); instead, if `sink` was unlinked
  * at start, it must have a peer background-timeout ms later, or the element posts an error naming
- * it. The check runs on the system clock's thread and holds a ref to the element. */
+ * it.
+ *
+ * The check runs on the system clock's thread. Its user data is a weak ref, so a check left armed
+ * (READY->PAUSED failing after start(), where GstAggregator calls no stop()) neither keeps the
+ * element alive nor outlives it. check_lock guards the armed id and is held while the check posts:
+ * once background_check_cancel() (stop(), a failed READY->PAUSED, READY->NULL, dispose, a new arm)
+ * has cleared the id, a check that fires after it posts nothing, and one already posting has
+ * finished before cancel returns. It is recursive for a bus sync handler that stops the pipeline
+ * from the check's own post. */
+static void background_check_free_ref(gpointer data) {
+  auto *ref = static_cast<GWeakRef *>(data);
+  g_weak_ref_clear(ref);
+  g_free(ref);
+}
+
 static gboolean background_check_fired(GstClock *, GstClockTime, GstClockID id, gpointer data) {
-  GstPoissonBlend *self = GST_POISSON_BLEND(data);
-  GST_OBJECT_LOCK(self);
-  const gboolean pending = self->background_check == id; /* else stop() cancelled it */
-  const guint timeout_ms = self->background_timeout_ms;
-  GST_OBJECT_UNLOCK(self);
-  if (pending && !gst_pad_is_linked(GST_PAD(self->background)))
-    GST_ELEMENT_ERROR(self, CORE, PAD,
-                      ("pad 'sink' (the background) is not linked %u ms after start: no output without a "
-                       "background (link it, or raise background-timeout for a source that links it later)",
-                       timeout_ms),
-                      ("background-timeout=%u", timeout_ms));
+  auto *self = static_cast<GstPoissonBlend *>(g_weak_ref_get(static_cast<GWeakRef *>(data)));
+  if (!self) return TRUE; /* disposed */
+  g_rec_mutex_lock(&self->check_lock);
+  if (self->background_check == id) { /* else cancelled, or re-armed with another id */
+    self->background_check = nullptr;
+    gst_clock_id_unref(id); /* the element's ref; the clock holds its own while calling back */
+    const guint timeout_ms = self->background_check_ms;
+    if (!gst_pad_is_linked(GST_PAD(self->background)))
+      GST_ELEMENT_ERROR(self, CORE, PAD,
+                        ("pad 'sink' (the background) is not linked %u ms after start: no output without a "
+                         "background (link it, or raise background-timeout for a source that links it later)",
+                         timeout_ms),
+                        ("background-timeout=%u", timeout_ms));
+  }
+  g_rec_mutex_unlock(&self->check_lock);
+  gst_object_unref(self);
   return TRUE;
 }
 
+static void background_check_cancel(GstPoissonBlend *self) {
+  g_rec_mutex_lock(&self->check_lock);
+  GstClockID id = self->background_check;
+  self->background_check = nullptr;
+  g_rec_mutex_unlock(&self->check_lock);
+  if (!id) return;
+  gst_clock_id_unschedule(id);
+  gst_clock_id_unref(id);
+}
+
 static void background_check_arm(GstPoissonBlend *self) {
+  background_check_cancel(self);
   GST_OBJECT_LOCK(self);
   const guint timeout_ms = self->background_timeout_ms;
   GST_OBJECT_UNLOCK(self);
   if (timeout_ms == 0 || gst_pad_is_linked(GST_PAD(self->background))) return;
   GstClock *clock = gst_system_clock_obtain();
-  GstClockID id = gst_clock_new_single_shot_id(clock, gst_clock_get_time(clock) + timeout_ms * GST_MSECOND);
+  GstClockID id =
+      gst_clock_new_single_shot_id(clock, gst_clock_get_time(clock) + (GstClockTime)timeout_ms * GST_MSECOND);
   gst_object_unref(clock);
-  GST_OBJECT_LOCK(self);
+  auto *ref = g_new0(GWeakRef, 1);
+  g_weak_ref_init(ref, self);
+  /* Published before it is scheduled (a short timeout may fire at once); the check waits for the lock. */
+  g_rec_mutex_lock(&self->check_lock);
   self->background_check = id;
-  GST_OBJECT_UNLOCK(self);
-  if (gst_clock_id_wait_async(id, background_check_fired, gst_object_ref(self), gst_object_unref) != GST_CLOCK_OK)
-    GST_WARNING_OBJECT(self, "cannot schedule the check that pad 'sink' is linked");
-}
-
-static void background_check_cancel(GstPoissonBlend *self) {
-  GST_OBJECT_LOCK(self);
-  GstClockID id = self->background_check;
-  self->background_check = nullptr;
-  GST_OBJECT_UNLOCK(self);
-  if (!id) return;
-  gst_clock_id_unschedule(id);
-  gst_clock_id_unref(id);
+  self->background_check_ms = timeout_ms;
+  /* The clock frees ref with the entry. It refuses before taking ref only an invalid time, an unscheduled
+   * id or a clock without async waits, none of which can happen here. */
+  const GstClockReturn ret = gst_clock_id_wait_async(id, background_check_fired, ref, background_check_free_ref);
+  if (ret != GST_CLOCK_OK) {
+    GST_WARNING_OBJECT(self, "cannot schedule the check that pad 'sink' is linked: %d", ret);
+    self->background_check = nullptr;
+  }
+  g_rec_mutex_unlock(&self->check_lock);
+  if (ret != GST_CLOCK_OK) gst_clock_id_unref(id);
 }
 
 static gboolean start(GstAggregator *agg) {
@@ -983,8 +1016,24 @@ static GstFlowReturn aggregate_frames(GstVideoAggregator *vagg, GstBuffer *outbu
 /* Class                                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
+/* A check still armed (READY->PAUSED failed after start(): no stop()) ends with the element. */
+static GstStateChangeReturn change_state(GstElement *element, GstStateChange transition) {
+  GstPoissonBlend *self = GST_POISSON_BLEND(element);
+  const GstStateChangeReturn ret = GST_ELEMENT_CLASS(gst_poisson_blend_parent_class)->change_state(element, transition);
+  if ((transition == GST_STATE_CHANGE_READY_TO_PAUSED && ret == GST_STATE_CHANGE_FAILURE) ||
+      transition == GST_STATE_CHANGE_READY_TO_NULL)
+    background_check_cancel(self);
+  return ret;
+}
+
+static void dispose(GObject *object) {
+  background_check_cancel(GST_POISSON_BLEND(object));
+  G_OBJECT_CLASS(gst_poisson_blend_parent_class)->dispose(object);
+}
+
 static void finalize(GObject *object) {
   GstPoissonBlend *self = GST_POISSON_BLEND(object);
+  g_rec_mutex_clear(&self->check_lock);
   delete self->state;
   self->state = nullptr;
   G_OBJECT_CLASS(gst_poisson_blend_parent_class)->finalize(object);
@@ -1000,6 +1049,7 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
 
   gobject_class->set_property = set_property;
   gobject_class->get_property = get_property;
+  gobject_class->dispose = dispose;
   gobject_class->finalize = finalize;
   gst_prism_cuda_install_properties(gobject_class, PROP_DEVICE, PROP_CUDA_DEVICE_ID);
   g_object_class_install_property(
@@ -1007,7 +1057,8 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
       g_param_spec_uint("background-timeout", "Background timeout",
                         "Milliseconds after start within which pad 'sink' (the background) must be linked, "
                         "else an error names it instead of waiting forever; a demuxer or decodebin may link it "
-                        "within that time. 0 = wait forever (as compositor does)",
+                        "within that time (an RTSP source falling back to TCP can take 20 s). 0 = wait forever (as "
+                        "compositor does)",
                         0, G_MAXUINT, DEFAULT_BACKGROUND_TIMEOUT_MS,
                         (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
 
@@ -1034,6 +1085,7 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
       "and I420 backgrounds make an RGB round trip around each destination box.",
       "Prism developers");
 
+  element_class->change_state = GST_DEBUG_FUNCPTR(change_state);
   element_class->set_context = GST_DEBUG_FUNCPTR(set_context);
   element_class->request_new_pad = GST_DEBUG_FUNCPTR(request_new_pad);
   element_class->release_pad = GST_DEBUG_FUNCPTR(release_pad);
@@ -1061,6 +1113,7 @@ static void gst_poisson_blend_class_init(GstPoissonBlendClass *klass) {
 static void gst_poisson_blend_init(GstPoissonBlend *self) {
   gst_prism_cuda_init(&self->cuda);
   self->background_timeout_ms = DEFAULT_BACKGROUND_TIMEOUT_MS;
+  g_rec_mutex_init(&self->check_lock);
   self->state = new BlendState();
   GstPadTemplate *templ = gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "sink");
   self->background = GST_POISSON_BLEND_PAD(

@@ -21,7 +21,7 @@
  *   them.
  *
  * Properties:
- *   Element: `device`, `cuda-device-id` and `background-timeout` (ms, default 10000; 0 = wait
+ *   Element: `device`, `cuda-device-id` and `background-timeout` (ms, default 30000; 0 = wait
  *   forever). Per overlay pad (gstpoissonblendpad.h): xpos, ypos, mode, mask-location, zorder.
  *
  * Messages and meta:

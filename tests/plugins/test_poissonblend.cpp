@@ -8,6 +8,7 @@
 
 #include <gst/app/gstappsink.h>
 #include <gst/check/gstharness.h>
+#include <gst/check/gsttestclock.h>
 #include <gst/app/gstappsrc.h>
 #include <gst/controller/gstdirectcontrolbinding.h>
 #include <gst/controller/gstinterpolationcontrolsource.h>
@@ -61,6 +62,9 @@ TEST_F(PoissonBlend, IsRegisteredWithDocumentedControllableProperties) {
     ASSERT_NE(ps, nullptr) << name;
     EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 20u) << name;
   }
+  // Room for a background linked late (rtspsrc's TCP fallback can take 20 s).
+  EXPECT_EQ(G_PARAM_SPEC_UINT(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "background-timeout"))->default_value,
+            30000u);
   GstPad* bg = gst_element_get_static_pad(e, "sink");
   ASSERT_NE(bg, nullptr);
   gst_object_unref(bg);
@@ -852,51 +856,78 @@ TEST_F(PoissonBlend, UnlinkedBackgroundIsAnErrorNamingThePad) {
   }
 }
 
-// A background linked later, as a decodebin's pad-added handler links it: 100 ms after the
-// pipeline started, from another thread, a background branch is added, linked to `sink` and
-// started. With the default background-timeout it runs to EOS; with 300 ms and live sources the
-// check runs while the stream flows, finds `sink` linked and lets it go on.
+// A background linked later, as a decodebin's pad-added handler links it: after the pipeline
+// started, from another thread, a background branch is added, linked to `sink` and started. With
+// the default background-timeout (30 s) it runs to EOS. With background-timeout=300 the check must
+// find `sink` linked and let it go on; that case runs on a GstTestClock as the default system clock
+// (the element's check waits on gst_system_clock_obtain()), so no real delay decides the order: the
+// linker waits for the check to be armed 300 ms after the clock's start, links `sink`, then moves
+// the clock to the check's time and fires it, and only then starts the background. The sources are
+// not live and appsink does not sync, so nothing else waits on that clock.
 TEST_F(PoissonBlend, BackgroundLinkedLaterStillRuns) {
-  struct Case {
-    std::string props, live;
-    size_t frames;  // at least
-  };
-  for (const Case& c : {Case{"", "", 3}, Case{"background-timeout=300", "is-live=true", 1}}) {
-    SCOPED_TRACE(c.props);
+  for (const bool test_clock : {false, true}) {
+    SCOPED_TRACE(test_clock ? "background-timeout=300 on a test clock" : "default background-timeout");
+    GstClock* clock = nullptr;
+    if (test_clock) {
+      clock = gst_test_clock_new();
+      gst_system_clock_set_default(clock);
+    }
     std::thread linker;
     RunOptions options;
     options.idle_timeout = 20 * GST_SECOND;
     options.after_play = [&](GstElement* p) {
       gst_object_ref(p);
-      linker = std::thread([p, live = c.live] {
-        g_usleep(100 * 1000);
+      linker = std::thread([p, clock] {
+        GstClockID check = nullptr;
+        if (clock) {
+          GList* ids = nullptr;
+          if (gst_test_clock_timed_wait_for_multiple_pending_ids(GST_TEST_CLOCK(clock), 1, 10000, &ids)) {
+            check = gst_clock_id_ref(ids->data);
+          }
+          g_list_free_full(ids, (GDestroyNotify)gst_clock_id_unref);
+          EXPECT_NE(check, nullptr) << "no background check armed on the system clock";
+          if (check) {
+            EXPECT_EQ(gst_clock_id_get_time(check), 300 * GST_MSECOND);
+          }
+        } else {
+          g_usleep(100 * 1000);
+        }
         GError* err = nullptr;
         GstElement* bg = gst_parse_bin_from_description(
-            ("videotestsrc " + live + " num-buffers=15 ! capsfilter caps=video/x-raw,format=BGR,width=64,height=48")
-                .c_str(),
-            TRUE, &err);
+            "videotestsrc num-buffers=15 ! capsfilter caps=video/x-raw,format=BGR,width=64,height=48", TRUE, &err);
         ASSERT_NE(bg, nullptr) << err->message;
         GstElement* b = gst_bin_get_by_name(GST_BIN(p), "b");
         gst_bin_add(GST_BIN(p), bg);
         EXPECT_TRUE(gst_element_link_pads(bg, "src", b, "sink"));
+        if (check) {
+          // Past the timeout, with `sink` linked: the check fires here, synchronously, and must post nothing.
+          gst_test_clock_set_time(GST_TEST_CLOCK(clock), gst_clock_id_get_time(check));
+          GstClockID fired = gst_test_clock_process_next_clock_id(GST_TEST_CLOCK(clock));
+          EXPECT_EQ(fired, check);
+          if (fired) gst_clock_id_unref(fired);
+          gst_clock_id_unref(check);
+        }
         EXPECT_TRUE(gst_element_sync_state_with_parent(bg));
         gst_object_unref(b);
         gst_object_unref(p);
       });
     };
     prism::test::GlibLogRecorder log;
-    const RunResult r = run_launch("poissonblend name=b device=cpu " + c.props +
-                                       " overlay_0::xpos=32 overlay_0::ypos=24 ! appsink name=out sync=false "
-                                       "videotestsrc " +
-                                       c.live +
-                                       " num-buffers=15 ! video/x-raw,format=BGRA,width=16,height=12 ! "
-                                       "b.overlay_0",
-                                   options);
+    const RunResult r =
+        run_launch(std::string("poissonblend name=b device=cpu ") + (test_clock ? "background-timeout=300" : "") +
+                       " overlay_0::xpos=32 overlay_0::ypos=24 ! appsink name=out sync=false "
+                       "videotestsrc num-buffers=15 ! video/x-raw,format=BGRA,width=16,height=12 ! "
+                       "b.overlay_0",
+                   options);
     if (linker.joinable()) linker.join();
+    if (clock) {
+      gst_system_clock_set_default(nullptr);
+      gst_object_unref(clock);
+    }
     EXPECT_FALSE(r.timed_out);
     EXPECT_EQ(r.error, "") << r.error_debug;
     EXPECT_TRUE(r.eos);
-    EXPECT_GE(r.frames.size(), c.frames);
+    EXPECT_GE(r.frames.size(), 3u);
     for (const auto& f : r.frames) EXPECT_EQ(f.width, 64);
     EXPECT_TRUE(log.messages().empty()) << log.joined();
   }
