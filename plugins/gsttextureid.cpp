@@ -160,7 +160,7 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
 
 static GstPrismCuda *cuda_of(GstTextureId *self) { return gst_prism_cuda_filter_get_cuda(GST_PRISM_CUDA_FILTER(self)); }
 
-/* The index of `gallery`, streamed from its files (one entry in memory at a time: a large gallery is
+/* The index of `gallery`, streamed from its files (a bounded batch in memory: a large gallery is
  * never held twice), on `device`, into *out; posts the error. Runs with the context pushed. */
 static bool build_index(GstTextureId *self, const texture::IndexOptions &options, const std::string &gallery,
                         TextureIdMode mode, const std::string &claimed, std::unique_ptr<State> *out) {
@@ -202,7 +202,7 @@ static bool build_index(GstTextureId *self, const texture::IndexOptions &options
 
 /* The settings and the gallery folder are checked first; then the base class chooses the path
  * (device=cuda without a GPU fails there) and the index is built in the element's context, streamed
- * from the gallery's pack (Gallery::for_each_entry: one entry in memory at a time): on the
+ * from the gallery's pack (Gallery::for_each_entry: a bounded batch in memory): on the
  * GPU path its descriptors, buffers and stream live there, and cuda-device-id picks the GPU. */
 static gboolean start(GstBaseTransform *trans) {
   GstTextureId *self = GST_TEXTURE_ID(trans);

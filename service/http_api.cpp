@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/regular_file.h"
 #include "images.h"
 #include "json_text.h"
 
@@ -258,8 +259,13 @@ json api_json(const Match& m) {
 }  // namespace
 
 std::vector<ApiKey> load_api_keys(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error(file.string() + ": cannot read the API key file");
+  std::string text;
+  try {  // a regular file only: a FIFO or /dev/zero would be read forever, a directory as no keys
+    text = RegularFile(file).read_text();
+  } catch (const FileError& e) {
+    throw std::runtime_error(std::string(e.what()) + " (cannot read the API key file)");
+  }
+  std::istringstream in(text);
   std::vector<ApiKey> keys;
   std::set<std::string> seen;
   std::string line;

@@ -84,12 +84,13 @@ T number_field(const json& j, const char* key) {
   bool fits = v.is_number();
   if constexpr (std::is_integral_v<T>) {
     constexpr double lo = double(std::numeric_limits<T>::min()), hi = double(std::numeric_limits<T>::max());
+    constexpr uint64_t max = uint64_t(std::numeric_limits<T>::max());  // exact, where hi may round up
     if (v.is_number_unsigned())
-      fits = v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+      fits = v.get<uint64_t>() <= max;
     else if (v.is_number_integer())
       fits = std::is_signed_v<T> ? v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
-                                       (v.get<int64_t>() < 0 || uint64_t(v.get<int64_t>()) <= uint64_t(hi))
-                                 : v.get<int64_t>() >= 0 && uint64_t(v.get<int64_t>()) <= uint64_t(hi);
+                                       (v.get<int64_t>() < 0 || uint64_t(v.get<int64_t>()) <= max)
+                                 : v.get<int64_t>() >= 0 && uint64_t(v.get<int64_t>()) <= max;
     else if (v.is_number_float())  // a whole number well inside T (hi itself may round up past it)
       fits = std::trunc(v.get<double>()) == v.get<double>() && v.get<double>() >= lo && v.get<double>() < hi;
   } else {

@@ -125,18 +125,27 @@ void ShardWorker::prepare(Redis& redis) {
     throw std::runtime_error("shard " + std::to_string(options_.shard) + " is not below the shard count " +
                              std::to_string(n) + " of " + shard::kShardsKey + " at " + redis.url());
   // A gallery this worker has just made with the default takes the deployment's normalisation
-  // instead: a new replica or shard joins an existing deployment without being told it.
-  if (adopt_normalisation_ && backend_->size() == 0) {
-    const std::optional<texture::Normalisation> there = shard::agree_normalisation(redis, std::nullopt);
-    if (there && *there != backend_->normalisation()) {
-      backend_.reset();
-      std::filesystem::remove_all(options_.local.gallery);  // empty, and made by this process
-      options_.local.normalisation = *there;
-      backend_ = std::make_unique<LocalBackend>(options_.local);
-      say("new gallery " + options_.local.gallery.string() + " made with the deployment's normalisation " +
-          there->name() + " (" + shard::kNormaliseKey + ")");
-    }
+  // instead, while it is still empty: a new replica or shard joins an existing deployment without
+  // being told it. Only the marker changes (under the gallery's writer lock); the folder stays.
+  if (adopt_normalisation_) {
     adopt_normalisation_ = false;
+    std::optional<texture::Normalisation> there;
+    try {
+      there = shard::agree_normalisation(redis, std::nullopt);
+    } catch (const RedisError&) {
+      adopt_normalisation_ = true;  // asked again on the next connection
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("gallery " + options_.local.gallery.string() + ": " + e.what());
+    }
+    if (there && *there != backend_->normalisation() && backend_->size() == 0 &&
+        texture::Gallery::renormalise_if_empty(options_.local.gallery, *there)) {
+      options_.local.normalisation = *there;
+      backend_.reset();  // its index's memory first: the new one takes the same budgets
+      backend_ = std::make_unique<LocalBackend>(options_.local);
+      say("new gallery " + options_.local.gallery.string() + " takes the deployment's normalisation " + there->name() +
+          " (" + shard::kNormaliseKey + ")");
+    }
   }
   // The gallery's record is the deployment's (fronts extract queries with it), or this worker may
   // not serve: its products would be searched with queries extracted otherwise.

@@ -4,6 +4,8 @@
 // figures and what they showed. Build and run on the GPU machine:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a match_u8_variants.cu -o v && ./v 8192 20 1
 // argv: gallery images (8,192), timed launches per variant (30), 1 = also the wgmma variants.
+// Standalone on purpose (one nvcc line, sm_90a): its mma/ldmatrix/cp.async wrappers, ratio_pass and
+// constants copy kernels/common/mma.cuh and kernels/match/match.h; the kernel in the build is match_u8.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>

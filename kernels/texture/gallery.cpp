@@ -714,8 +714,12 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
     if (r.type == kPut) items.push_back({&id, &r});
   }
   // One item read and decoded; a damaged record falls back to its entry file, with that file's errors.
+  // The largest entry decode() takes (version 1's FP16 descriptors): a record claiming more is
+  // damaged, and is not read into a buffer of its claimed size.
+  constexpr uint64_t kMaxEntryBytes =
+      sizeof(Header) + 128 + 65536 + 128 + uint64_t(match::kSlot) * (sizeof(Keypoint) + 2 * match::kDim) + 4;
   auto load = [&](const Item& item, std::vector<uint8_t>& buf) -> std::optional<GalleryEntry> {
-    if (item.record) {
+    if (item.record && item.record->payload <= kMaxEntryBytes) {
       buf.resize(item.record->payload);
       if (pread_all(fd.get(), item.record->payload_at(), buf.data(), buf.size())) {
         try {
@@ -881,6 +885,15 @@ Normalisation Gallery::read_normalisation(const fs::path& dir) {
 bool Gallery::exists(const fs::path& dir) {
   std::error_code ec;
   return fs::exists(dir / kMarker, ec);
+}
+
+bool Gallery::renormalise_if_empty(const fs::path& dir, const Normalisation& normalisation) {
+  read_normalisation(dir);  // a gallery at all, with a readable marker
+  WriterLock lock(dir);
+  // The entry files decide what a gallery holds (a pack record without its file is not read).
+  if (!list_entry_files(dir).empty()) return false;
+  if (read_marker(dir).normalisation != normalisation) set_marker(dir, marker_text(normalisation));
+  return true;
 }
 
 Gallery::ReadSummary Gallery::for_each_entry(const fs::path& dir, const std::function<void(GalleryEntry&&)>& on_entry) {

@@ -102,6 +102,10 @@ class Gallery {
   static Normalisation read_normalisation(const std::filesystem::path& dir);
   // Whether `dir` holds a gallery (its marker), without reading it.
   static bool exists(const std::filesystem::path& dir);
+  // Makes the gallery in `dir` record `normalisation` instead, under the writer lock, if it holds
+  // no entry (a gallery just created with a default, before its deployment's was known); returns
+  // false, touching nothing, when it holds one. Throws GalleryError as open() does.
+  static bool renormalise_if_empty(const std::filesystem::path& dir, const Normalisation& normalisation);
 
   // How a read went: the entries passed on, whether the pack was used, and otherwise (or when it
   // was repaired or compacted on the way) a sentence saying what happened, for the user.
@@ -110,8 +114,9 @@ class Gallery {
     bool from_pack = false;
     std::string note;  // empty when the pack was read as it was
   };
-  // Streams every entry of the gallery in `dir` to `on_entry`, sorted by id, one entry in memory
-  // at a time: what an index of a million entries is built from (open() would hold them all).
+  // Streams every entry of the gallery in `dir` to `on_entry`, sorted by id, with a bounded batch
+  // in memory (128 entries, decoded on several threads): what an index of a million entries is
+  // built from (open() would hold them all).
   // Same entries and errors as open(); an exception from `on_entry` stops the read there.
   static ReadSummary for_each_entry(const std::filesystem::path& dir,
                                     const std::function<void(GalleryEntry&&)>& on_entry);

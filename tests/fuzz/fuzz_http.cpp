@@ -5,7 +5,7 @@
 // Input: the bytes of one or more requests, as a client would send them.
 // Cheap enough for CI's 60 s (about 5 executions per second before, 40 to 60 after): most mutations cut a request
 // or break its Content-Length, and the server waited for the rest (5 s; the client gave up after
-// 1 s). Here the server's read timeout is 50 ms, so it closes such a connection and the client sees
+// 1 s). Here the server's read timeout is 200 ms, so it closes such a connection and the client sees
 // that at once; complete requests are parsed, routed and answered exactly as before (the images of
 // the corpus are small: decoding and SIFT take milliseconds).
 // Checks: the answer is an HTTP response; never a 500 (the server's own failure); a JSON answer
@@ -94,7 +94,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   options.max_body_bytes = 1 << 20;
   options.max_image_pixels = 1 << 20;
   options.threads = 4;
-  options.read_timeout = std::chrono::milliseconds(50);
+  options.read_timeout = std::chrono::milliseconds(200);
   static HttpApi api(backend, options);
   port = api.bind("127.0.0.1", 0);
   std::thread([] { api.serve(); }).detach();

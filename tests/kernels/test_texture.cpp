@@ -625,6 +625,28 @@ TEST(TextureGallery, DecodeTakesAnEntryWithoutFeaturesAndRefusesImpossibleSizes)
 
 // Creating a gallery takes a new or empty folder (or one a killed creator left behind); a folder of
 // other files is refused untouched, never silently turned into a gallery.
+// A gallery created with a default before its deployment's normalisation was known takes that one
+// while it holds nothing; once it holds an entry it keeps its record (its entries were extracted so).
+TEST(TextureGallery, RenormalisingTouchesOnlyAnEmptyGallery) {
+  test::TempDir dir;
+  std::mt19937 rng(11);
+  const fs::path g = dir.path() / "g";
+  const texture::Normalisation clahe = texture::parse_normalisation("clahe-4-8");
+  Gallery::open(g, true, Gallery::Load::kEntries, clahe);
+  EXPECT_TRUE(Gallery::renormalise_if_empty(g, texture::Normalisation{}));
+  EXPECT_EQ(Gallery::read_normalisation(g), texture::Normalisation{});
+  EXPECT_EQ(Gallery::open(g).normalisation(), texture::Normalisation{});
+  EXPECT_TRUE(Gallery::renormalise_if_empty(g, clahe));
+  {
+    Gallery gallery = Gallery::open(g);
+    gallery.add(small_entry("p1", rng));
+  }
+  EXPECT_FALSE(Gallery::renormalise_if_empty(g, texture::Normalisation{}));
+  EXPECT_EQ(Gallery::read_normalisation(g), clahe);
+  EXPECT_EQ(Gallery::open(g).entries().size(), 1u);
+  EXPECT_THROW(Gallery::renormalise_if_empty(dir.path() / "none", clahe), GalleryError);
+}
+
 TEST(TextureGallery, CreatingRefusesAFolderThatIsNotEmptyAndNotAGallery) {
   test::TempDir dir;
   const fs::path g = dir.path() / "photos";

@@ -322,7 +322,7 @@ int search_or_verify(const Options& o, bool verify) {
   if (verify && (o.id.empty() || o.args.size() != 1)) throw UsageError("verify takes --id ID and one IMAGE");
   const texture::FeatureParams fparams = feature_params(o, Gallery::read_normalisation(o.gallery));
   texture::TextureIndex index(index_options(o));
-  // Streamed: one entry in memory at a time besides the index (IndexFull names the budget: exit 2).
+  // Streamed: a bounded batch of entries in memory besides the index (IndexFull names the budget: exit 2).
   print_pack_note(Gallery::for_each_entry(o.gallery, [&](GalleryEntry&& e) { index.add(e); }).note);
   if (!o.json)
     std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(),
@@ -444,7 +444,7 @@ int stats(const Options& o) {
 
 // Rewrites the format-1 entries; safe to kill and to run again (Gallery::migrate).
 int migrate(const Options& o) {
-  Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // one entry in memory at a time
+  Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // entries streamed, not held
   const size_t total = Gallery::list_entry_files(o.gallery).size();
   Progress progress("migrate", int(total), !o.json || !isatty(STDOUT_FILENO));
   const int migrated = gallery.migrate([&](const std::string& id, bool rewritten) {

@@ -13,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/regular_file.h"
 #include "gst_setup.h"
 #include "http_api.h"
 #include "local_backend.h"
@@ -119,13 +118,7 @@ ServeOptions parse_serve(int argc, char** argv) {
   if (o.shards && o.redis.empty()) throw UsageError("--shards goes with --redis");
   if (o.keys.empty() && !loopback(o.host))
     throw UsageError("--listen " + o.host + " is reachable from other hosts: give --keys FILE");
-  if (!o.keys.empty()) {
-    // A FIFO or /dev/zero would be read forever and a directory read as no keys: only a regular
-    // file (load_api_keys says when there is none).
-    std::error_code ec;
-    if (std::filesystem::exists(o.keys, ec)) check_regular_file(o.keys);
-    o.api.keys = service::load_api_keys(o.keys);
-  }
+  if (!o.keys.empty()) o.api.keys = service::load_api_keys(o.keys);  // a regular file only
   return o;
 }
 
