@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/durable_file.h"
 #include "fuzz_util.h"
 #include "gallery_cases.h"
 #include "texture/gallery.h"
@@ -58,28 +59,16 @@ void template_gallery() {
   g.remove("p3");
 }
 
-void write_file(const fs::path& path, const uint8_t* data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
-  out.close();
-  FUZZ_CHECK(out.good(), path.c_str());
-}
-
-std::vector<uint8_t> file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   template_gallery();
   if (const char* seeds = std::getenv("PRISM_FUZZ_SEED_DIR")) {
-    std::vector<uint8_t> input = file_bytes(template_dir / "gallery.prism");
+    std::vector<uint8_t> input = prism::read_file(template_dir / "gallery.prism");
     input.push_back(0);
-    const std::vector<uint8_t> pack = file_bytes(template_dir / "pack.log");
+    const std::vector<uint8_t> pack = prism::read_file(template_dir / "pack.log");
     input.insert(input.end(), pack.begin(), pack.end());
-    write_file(fs::path(seeds) / "template", input.data(), input.size());
+    prism::fuzz::write_bytes(fs::path(seeds) / "template", input.data(), input.size());
   }
   return 0;
 }
@@ -102,13 +91,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     marker.erase(at + 1);
     has_dirty = true;
   }
-  write_file(dir / "gallery.prism", reinterpret_cast<const uint8_t*>(marker.data()), marker.size());
-  if (nul) write_file(dir / "pack.log", nul + 1, size - size_t(nul - data) - 1);
+  prism::fuzz::write_bytes(dir / "gallery.prism", reinterpret_cast<const uint8_t*>(marker.data()), marker.size());
+  if (nul) prism::fuzz::write_bytes(dir / "pack.log", nul + 1, size - size_t(nul - data) - 1);
   if (has_dirty) {
     struct stat st {};
     const std::string inode = ::stat((dir / "pack.log").c_str(), &st) == 0 ? std::to_string(st.st_ino) : "0";
     for (size_t at; (at = dirty.find("@INODE@")) != std::string::npos;) dirty.replace(at, 7, inode);
-    write_file(dir / "pack.dirty", reinterpret_cast<const uint8_t*>(dirty.data()), dirty.size());
+    prism::fuzz::write_bytes(dir / "pack.dirty", reinterpret_cast<const uint8_t*>(dirty.data()), dirty.size());
   }
 
   const std::string prefix = dir.string() + "/";

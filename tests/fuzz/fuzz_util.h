@@ -39,13 +39,18 @@ inline const std::filesystem::path& scratch_dir() {
   return dir;
 }
 
-// Writes the input to `name` in the scratch folder (replacing it) and returns its path.
-inline std::string write_input(const std::string& name, const uint8_t* data, size_t size) {
-  const std::string path = (scratch_dir() / name).string();
+// Writes `size` bytes to `path`, replacing it.
+inline void write_bytes(const std::filesystem::path& path, const uint8_t* data, size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
   out.close();
   FUZZ_CHECK(out.good(), path.c_str());
+}
+
+// Writes the input to `name` in the scratch folder (replacing it) and returns its path.
+inline std::string write_input(const std::string& name, const uint8_t* data, size_t size) {
+  const std::string path = (scratch_dir() / name).string();
+  write_bytes(path, data, size);
   return path;
 }
 
