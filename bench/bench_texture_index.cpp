@@ -154,17 +154,25 @@ int main(int argc, char** argv) {
   const size_t lots = std::max<size_t>(1, total / collection);
   auto t0 = Clock::now();
   texture::Features target;
-  for (size_t i = 0; i < total; ++i) {
+  size_t added = 0;
+  std::string full;  // the IndexFull that stopped the adds, if one did (the machine's memory)
+  for (size_t i = 0; i < total; ++i, ++added) {
     texture::GalleryEntry e = test::pooled_gallery_entry(pool, rng, "p" + std::to_string(i));
     e.collection = "lot" + std::to_string(i % lots);
     if (i == 12345 % total) target = e.features;  // host-resident by the end (added early)
-    index.add(e);
+    try {
+      index.add(e);
+    } catch (const texture::IndexFull& x) {
+      full = x.what();
+      break;
+    }
     if ((i + 1) % 100000 == 0) std::fprintf(stderr, "bench_texture_index: %zu / %zu added\n", i + 1, total);
   }
   const double add_s = ms_since(t0) / 1e3;
   const texture::IndexStats st = index.stats();
   std::printf("| tiered index: adds (newest to GPU memory, the oldest moved to host) | %zu in %.1f s = %.0f adds/s |\n",
-              total, add_s, total / add_s);
+              added, add_s, added / add_s);
+  if (!full.empty()) std::printf("| capacity: %zu asked, %zu held | %s |\n", total, added, full.c_str());
   std::printf("| capacity in use: GPU tier | %zu images, %.1f GB |\n", st.gpu_images, st.gpu_bytes / 1e9);
   std::printf("| capacity in use: host tier (pinned) | %zu images, %.1f GB |\n", st.host_images, st.host_bytes / 1e9);
   std::fflush(stdout);

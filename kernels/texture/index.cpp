@@ -100,10 +100,12 @@ int64_t mem_available() {  // bytes, from /proc/meminfo (0 when unknown)
   return 0;
 }
 
-std::string gib(int64_t bytes) {  // "75.7 GiB", "196,608 bytes"
+std::string gib(int64_t bytes) {  // "75.7 GiB", "96.0 MiB", "196608 bytes"
   char b[48];
   if (bytes >= (int64_t(1) << 30))
     std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / (1 << 30));
+  else if (bytes >= (int64_t(1) << 20))
+    std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / (1 << 20));
   else
     std::snprintf(b, sizeof b, "%lld bytes", (long long)bytes);
   return b;
@@ -199,7 +201,7 @@ struct TextureIndex::Impl {
   size_t slot_bytes = kSlotBytes;
   std::string description;
   IndexOptions options;
-  int64_t gpu_budget = 0, host_budget = 0;
+  int64_t gpu_budget = 0, host_budget = 0, host_reserve = 0;
 
   struct Entry {
     std::string id;
@@ -317,9 +319,45 @@ struct TextureIndex::Impl {
 #endif
   }
   // A new last slot in `t` for entry `e` (allocating a block when needed); returns it.
+  // One more block for tier t, or IndexFull naming the memory that is short: the host's (the block,
+  // when the tier is in host memory, and its images' keypoint records must leave host_reserve
+  // available) or the GPU's (a GPU budget beyond its free memory).
+  void grow(int t_id) {
+    Tier& t = tiers[t_id];
+    const int64_t available = host_reserve > 0 ? mem_available() : 0;  // 0: unknown, not checked
+    if (available > 0) {
+      const int64_t block = int64_t(t.block_slots) * int64_t(t.slot_bytes);
+      const int64_t records = int64_t(t.block_slots) * match::kSlot * int64_t(sizeof(cv::Point2f));
+      const int64_t need = (t.in_gpu ? 0 : block) + records;
+      if (available - need < host_reserve)
+        throw IndexFull("the texture index is full: host memory: " + std::to_string(tiers[kGpuTier].used()) +
+                        " images in GPU memory and " + std::to_string(tiers[kHostTier].used()) +
+                        " in host memory, and " + std::to_string(t.block_slots) + " more in " +
+                        (t.in_gpu ? "GPU" : "host") + " memory need " + gib(need) + " of host memory while " +
+                        gib(available) + " is available and the index leaves " + gib(host_reserve) +
+                        " to the rest of the machine (host budget " + gib(host_budget) +
+                        "); lower the host budget, remove products or add memory");
+    }
+#if defined(PRISM_HAVE_CUDA)
+    if (t.in_gpu) {
+      try {
+        t.grow(gpu);
+      } catch (const gpu::CudaError& e) {
+        size_t free = 0, total = 0;
+        cudaMemGetInfo(&free, &total);
+        throw IndexFull("the texture index is full: GPU memory: " + std::to_string(t.used()) +
+                        " images in GPU memory and no room for " + std::to_string(t.block_slots) + " more (" +
+                        gib(int64_t(free)) + " free; gpu budget " + gib(gpu_budget) + "): " + e.what() +
+                        "; lower the gpu budget or free GPU memory");
+      }
+      return;
+    }
+#endif
+    t.grow(gpu);
+  }
   size_t append_slot(int t_id, int e) {
     Tier& t = tiers[t_id];
-    if (t.used() == t.allocated()) t.grow(gpu);
+    if (t.used() == t.allocated()) grow(t_id);
     const size_t s = t.used();
     t.entry.push_back(e);
     t.counts.push_back(0);
@@ -351,7 +389,7 @@ struct TextureIndex::Impl {
     const size_t old_slot = en.slot;
     Tier& a = tiers[from];
     Tier& b = tiers[to];
-    if (b.used() == b.allocated()) b.grow(gpu);
+    if (b.used() == b.allocated()) grow(to);
     const size_t s = b.used();
     b.entry.push_back(e);
     b.counts.push_back(0);
@@ -424,6 +462,7 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
   if (!m.gpu) m.description = options.device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
 
   m.host_budget = options.host_budget >= 0 ? options.host_budget : mem_available() / 2;
+  m.host_reserve = std::max<int64_t>(0, options.host_reserve);
   m.gpu_budget = 0;
 #if defined(PRISM_HAVE_CUDA)
   if (m.gpu) {

@@ -77,7 +77,8 @@ struct SearchResult {
   double match_ms = 0, verify_ms = 0;
 };
 
-// Thrown by add (and build) when neither tier has room.
+// Thrown by add (and build) when neither tier has room: both budgets used, or the machine's memory
+// (IndexOptions::host_reserve; a GPU budget larger than the GPU's free memory) is.
 struct IndexFull : GalleryError {
   using GalleryError::GalleryError;
 };
@@ -102,6 +103,12 @@ struct IndexOptions {
   // 0 disables a tier (a GPU budget of 0 streams every image from host memory).
   int64_t gpu_budget = kDefaultBudget;
   int64_t host_budget = kDefaultBudget;
+  // Host memory the index leaves to the rest of the machine. A tier grows a block at a time, and
+  // only while the host's available memory (MemAvailable) stays above this after the block and the
+  // host-side records of its images (keypoint positions, which GPU-tier images keep in host memory
+  // too): pinned memory cannot be swapped, so without this a budget larger than the machine holds
+  // ends in the kernel's OOM killer rather than in IndexFull. 0 turns the check off.
+  int64_t host_reserve = int64_t(2) << 30;
   int streams = 4;         // CUDA streams that stream the host tier
   int host_batch = 256;    // host-tier images per copy (25 MB)
   int block_slots = 1024;  // slots per allocation (96 MiB): tiers grow a block at a time

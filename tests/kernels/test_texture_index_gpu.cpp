@@ -186,6 +186,27 @@ TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
   EXPECT_EQ(index.stats().host_images, 4u);
 }
 
+// A GPU budget beyond the card's memory: the block cudaMalloc refuses ends the add in IndexFull
+// naming GPU memory, and the index is left as it was.
+TEST(TextureIndexGpu, AGpuBudgetBeyondTheCardIsRefusedNamingIt) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(9);
+  texture::IndexOptions o = options(texture::Device::kCuda, int64_t(1) << 21, 10);  // 206 GB of slots
+  o.block_slots = 1 << 21;  // one block: the whole budget at once
+  o.host_reserve = 0;       // the block's keypoint records (13 GB) are not what this test is about
+  texture::TextureIndex index(o);
+  try {
+    index.add(random_entry("p0", rng, 20));
+    FAIL() << "a GPU block beyond the card's memory must throw";
+  } catch (const texture::IndexFull& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("GPU memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("gpu budget"), std::string::npos) << what;
+  }
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_EQ(index.stats().gpu_bytes, 0u);
+}
+
 // Searches and verifications from several threads at once (each takes the GPU for its matching only
 // and verifies geometry while another matches) answer exactly as the same calls one at a time.
 TEST(TextureIndexGpu, ConcurrentSearchesAnswerAsOneAtATime) {
