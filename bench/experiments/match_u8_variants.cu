@@ -3,7 +3,8 @@
 // first variant and a brute-force host reference. BENCHMARKS.md ("The 8-bit kernel's ceiling") gives the
 // figures and what they showed. Build and run on the GPU machine:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a match_u8_variants.cu -o v && ./v 8192 20 1
-// argv: gallery images (8,192), timed launches per variant (30), 1 = also the wgmma variants.
+// argv: gallery images (8,192), timed launches per variant (30), 2 = only the kernels before, the packed
+// 16-bit-key variants (with exact_rows for the rows they cannot decide) and the wgmma ones.
 // Standalone on purpose (one nvcc line, sm_90a): its mma/ldmatrix/cp.async wrappers, ratio_pass and
 // constants copy kernels/common/mma.cuh and kernels/match/match.h; the kernel in the build is match_u8.cu.
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                            \
@@ -73,6 +75,105 @@ __device__ __forceinline__ void offer2(Top2& t, int32_t e0, int32_t e1) {
 __device__ __forceinline__ void merge(Top2& t, const Top2& o) {
   t.second = min(max(t.best, o.best), min(t.second, o.second));
   t.best = min(t.best, o.best);
+}
+
+// Packed top-2 (kPack): rows g and g + 8 of a thread share one 32-bit register per rank, each half the
+// row's key x >> 8 with x = |g|^2 + kBias - 2 q.g (0 <= x < 2^24 for any u8 rows: kBias = 2^23 exceeds
+// every |q|^2). The key is monotone in the distance, so the two smallest keys are the keys of the two
+// smallest distances: the ratio test is decided from their 256-wide ranges and, where a range straddles
+// it, the row is matched again exactly (exact_pass). Two distances take one PRMT and the top-2 of both
+// rows 2.5 16x2 min/max (DPX), against 5 32-bit min/max.
+constexpr int32_t kBias = 1 << 23, kPadKey = 0xFFFFFF;  // a padding column: zero row, x = 0xFFFFFF
+struct P2 {
+  uint32_t best, second;
+};
+__device__ __forceinline__ uint32_t pack_keys(int32_t x_lo, int32_t x_hi) { return __byte_perm(x_lo, x_hi, 0x6521); }
+__device__ __forceinline__ void offer2p(P2& t, uint32_t p0, uint32_t p1) {
+  const uint32_t lo = __vminu2(p0, p1), hi = __vmaxu2(p0, p1);
+  t.second = __vimin3_u16x2(t.second, hi, __vmaxu2(t.best, lo));
+  t.best = __vminu2(t.best, lo);
+}
+__device__ __forceinline__ void mergep(P2& t, const P2& o) {
+  t.second = __vminu2(__vmaxu2(t.best, o.best), __vminu2(t.second, o.second));
+  t.best = __vminu2(t.best, o.best);
+}
+// 0: fails, 1: passes, 2: the key ranges straddle the ratio test.
+__device__ __forceinline__ int decide(int k1, int k2, int32_t qn, float ratio) {
+  auto lo = [&](int k) { return int32_t(max(int64_t(0), int64_t(k) * 256 - kBias + qn)); };
+  auto hi = [&](int k) { return int32_t(min(int64_t(INT32_MAX), int64_t(k) * 256 + 255 - kBias + qn)); };
+  if (ratio_pass(hi(k1), lo(k2), ratio)) return 1;
+  if (!ratio_pass(lo(k1), hi(k2), ratio)) return 0;
+  return 2;
+}
+__device__ unsigned long long g_ambiguous;  // rows re-matched, over all launches (statistics)
+// The rows to match again exactly: (image, row), appended by the scores kernels, consumed by exact_rows.
+constexpr unsigned kListCap = 1u << 22;
+__device__ unsigned g_count;
+__device__ uint2 g_list[kListCap];
+// The ratio test of listed rows against their images, exactly: one warp per row, added to the scores.
+__global__ void exact_rows(const uint8_t* __restrict__ query, int rows, int query_rows,
+                           const uint8_t* __restrict__ gallery, const int* __restrict__ counts, int images, float ratio,
+                           int* scores) {
+  const int lane = threadIdx.x & 31, warps = gridDim.x * (blockDim.x >> 5);
+  const unsigned count = min(g_count, kListCap);
+  for (unsigned w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); w < count; w += warps) {
+    const uint2 e = g_list[w];
+    const int image = int(e.x), r = int(e.y), n = counts[image];
+    const uint8_t* qrow = query + static_cast<int64_t>(r) * kDim;
+    const uint8_t* img = gallery + static_cast<int64_t>(image) * kSlotBytes;
+    int32_t b1 = INT32_MAX, b2 = INT32_MAX;
+    const uint4* q4 = reinterpret_cast<const uint4*>(qrow);
+    for (int j = lane; j < n; j += 32) {
+      const uint4* g4 = reinterpret_cast<const uint4*>(img + static_cast<int64_t>(j) * kDim);
+      uint32_t d = 0;
+#pragma unroll
+      for (int v = 0; v < kDim / 16; ++v) {
+        const uint4 q = q4[v], gg = g4[v];
+        uint32_t x = __vabsdiffu4(q.x, gg.x);
+        d = __dp4a(x, x, d);
+        x = __vabsdiffu4(q.y, gg.y);
+        d = __dp4a(x, x, d);
+        x = __vabsdiffu4(q.z, gg.z);
+        d = __dp4a(x, x, d);
+        x = __vabsdiffu4(q.w, gg.w);
+        d = __dp4a(x, x, d);
+      }
+      b2 = min(b2, max(b1, int32_t(d)));
+      b1 = min(b1, int32_t(d));
+    }
+    for (int mask = 16; mask > 0; mask >>= 1) {
+      const int32_t o1 = __shfl_xor_sync(0xFFFFFFFFu, b1, mask), o2 = __shfl_xor_sync(0xFFFFFFFFu, b2, mask);
+      b2 = min(max(b1, o1), min(b2, o2));
+      b1 = min(b1, o1);
+    }
+    if (lane == 0 && ratio_pass(b1, b2, ratio))
+      atomicAdd(&scores[static_cast<int64_t>(r / query_rows) * images + image], 1);
+  }
+}
+// One packed state per thread row pair (g, g + 8) at the end of an image: the passes of the lanes' rows
+// (the warp's sum on lane 0); rows whose key ranges straddle the test are listed for exact_rows. kForce
+// lists every row (the test of that path).
+template <bool kForce>
+__device__ __forceinline__ int packed_passes(P2 t, int row_a, int rows, const int32_t (&qn)[2], int n, float ratio,
+                                             int image, int lane) {
+  for (int mask = 1; mask <= 2; mask <<= 1)
+    mergep(t, P2{__shfl_xor_sync(0xFFFFFFFFu, t.best, mask), __shfl_xor_sync(0xFFFFFFFFu, t.second, mask)});
+  int pass = 0;
+  if ((lane & 3) == 0)
+    for (int h = 0; h < 2; ++h) {
+      const int r = row_a + h * 8;
+      if (r >= rows || n < 2 || qn[h] <= 0) continue;
+      const int k1 = (t.best >> (16 * h)) & 0xFFFF, k2 = (t.second >> (16 * h)) & 0xFFFF;
+      const int dc = kForce ? 2 : decide(k1, k2, qn[h], ratio);
+      pass += dc == 1;
+      if (dc == 2) {
+        const unsigned i = atomicAdd(&g_count, 1u);
+        if (i < kListCap) g_list[i] = make_uint2(unsigned(image), unsigned(r));
+        atomicAdd(&g_ambiguous, 1ull);
+      }
+    }
+  for (int off = 16; off > 0; off >>= 1) pass += __shfl_down_sync(0xFFFFFFFFu, pass, off);
+  return pass;
 }
 
 // Options: kBatch n-tiles whose mma run before their epilogues; kSwp: the next batch's mma are issued before
@@ -142,7 +243,27 @@ __device__ __forceinline__ void match_chunk(const uint8_t (*tile)[kPitch], const
   }
 }
 
-template <int kBatch, bool kPair, bool kSwp, int kMinBlocks, bool kPersistent, bool kPreNorm = false, int kWarps = 8>
+template <int kBatch>
+__device__ __forceinline__ void match_chunk_packed(const uint8_t (*tile)[kPitch], const int32_t* gnorm,
+                                                   const uint32_t (&a)[2][4][4], P2 (&top)[2], int lane) {
+  const int c2 = (lane & 3) * 2;
+  const uint8_t* lane_row = &tile[lane & 7][(lane >> 3) * 16];
+#pragma unroll(kBatch == 1 ? 2 : 1)
+  for (int nt = 0; nt < kChunk / 8; nt += kBatch) {
+    int32_t c[kBatch][2][4];
+    int2 gn[kBatch];
+    mma_batch<kBatch>(lane_row, gnorm, nt, c2, a, c, gn);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+        offer2p(top[m], pack_keys(gn[u].x - 2 * c[u][m][0], gn[u].x - 2 * c[u][m][2]),
+                pack_keys(gn[u].y - 2 * c[u][m][1], gn[u].y - 2 * c[u][m][3]));
+  }
+}
+
+template <int kBatch, bool kPair, bool kSwp, int kMinBlocks, bool kPersistent, bool kPreNorm = false, int kWarps = 8,
+          int kPack = 0>
 __global__ void __launch_bounds__(32 * kWarps, kMinBlocks)
     kern(const uint8_t* __restrict__ query, int rows, int query_rows, const uint8_t* __restrict__ gallery,
          const int* __restrict__ counts, const int32_t* __restrict__ norms, int images, float ratio, int* scores) {
@@ -182,6 +303,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks)
   Top2 top[4];
 #pragma unroll
   for (int h = 0; h < 4; ++h) top[h] = {INT32_MAX, INT32_MAX};
+  P2 ptop[2] = {{0xFFFFFFFFu, 0xFFFFFFFFu}, {0xFFFFFFFFu, 0xFFFFFFFFu}};
 
   const int first = kPersistent ? blockIdx.x : blockIdx.x;
   const int step = kPersistent ? gridDim.x : images;
@@ -235,15 +357,40 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks)
             s = __dp4a(v.w, v.w, s);
           }
           s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
-          if ((threadIdx.x & 1) == 0) gnorm[buf][d] = chunk * kChunk + d < n ? int32_t(s) : kFar;
+          const bool in = chunk * kChunk + d < n;
+          if (kPack && !in) {
+            uint4* w = reinterpret_cast<uint4*>(&tile[buf][d][(threadIdx.x & 1) * 64]);
+            for (int i = 0; i < 4; ++i) w[i] = make_uint4(0, 0, 0, 0);
+          }
+          if ((threadIdx.x & 1) == 0)
+            gnorm[buf][d] = kPack ? (in ? int32_t(s) + kBias : kPadKey) : in ? int32_t(s) : kFar;
         }
       if (!kPreNorm) __syncthreads();
-      match_chunk<kBatch, kPair, kSwp>(tile[buf], gnorm[buf], a, top, lane);
+      if (kPack)
+        match_chunk_packed<kBatch>(tile[buf], gnorm[buf], a, ptop, lane);
+      else
+        match_chunk<kBatch, kPair, kSwp>(tile[buf], gnorm[buf], a, top, lane);
       __syncthreads();
       buf ^= 1;
       if (si < images) next(si, sc, sn, scc);
     }
-    if (chunk + 1 >= chunks) {  // the image is done: report it and start the next
+    if (kPack && chunk + 1 >= chunks) {
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const int32_t q2[2] = {qn[2 * m], qn[2 * m + 1]};
+        const int pass = packed_passes<kPack == 2>(ptop[m], row0 + m * 16 + g, rows, q2, n, ratio, img, lane);
+        ptop[m] = {0xFFFFFFFFu, 0xFFFFFFFFu};
+        const int tile_row0 = row0 + m * 16;
+        if (lane == 0 && pass > 0 && tile_row0 < rows)
+          atomicAdd(&scores[static_cast<int64_t>(tile_row0 / query_rows) * images + img], pass);
+      }
+      img += step;
+      chunk = 0;
+      if (img < images) {
+        n = counts[img];
+        chunks = (n + kChunk - 1) / kChunk;
+      }
+    } else if (chunk + 1 >= chunks) {  // the image is done: report it and start the next
       Top2 t[4];
 #pragma unroll
       for (int h = 0; h < 4; ++h) {
@@ -445,7 +592,7 @@ __global__ void __launch_bounds__(128 * kWG, kMinBlocks)
 // Persistent wgmma variant: 4 warpgroups (256 query rows) per block, one block per SM; the whole gallery
 // image (768 descriptors, 12 chunks of 64 in the core-matrix layout) and its |g|^2 are staged at once, double
 // buffered across images: two block barriers per image, none per chunk.
-template <int kWGp, int kEpi = 1>
+template <int kWGp, int kEpi = 1, int kPack = 0, int kSplit = 1>
 __global__ void __launch_bounds__(128 * kWGp, 1)
     kern_wgp(const uint8_t* __restrict__ query, int rows, int query_rows, const uint8_t* __restrict__ gallery,
              const int* __restrict__ counts, const int32_t* __restrict__ norms, int images, float ratio, int* scores) {
@@ -500,7 +647,8 @@ __global__ void __launch_bounds__(128 * kWGp, 1)
     for (int i = 0; i < kN / 2; ++i) asm volatile("" : "+r"(acc[i])::"memory");
   };
   int32_t d[2][kN / 2];
-  Top2 top[2];
+  Top2 top[2], tops[2][kSplit > 1 ? kSplit - 1 : 1];  // tops: more running top-2 per row (kSplit)
+  P2 ptop;
   int buf = 0;
   stage(blockIdx.x, 0);
   for (int image = blockIdx.x; image < images; image += gridDim.x, buf ^= 1) {
@@ -512,6 +660,9 @@ __global__ void __launch_bounds__(128 * kWGp, 1)
     const uint8_t* tiles = smem + buf * kImgBytes;
     const int32_t* gimg = gnorm + buf * kSlot + 2 * t;
     top[0] = top[1] = Top2{INT32_MAX, INT32_MAX};
+#pragma unroll
+    for (int s = 0; s < kSplit - 1; ++s) tops[0][s] = tops[1][s] = Top2{INT32_MAX, INT32_MAX};
+    ptop = P2{0xFFFFFFFFu, 0xFFFFFFFFu};
     auto issue = [&](int ch, int32_t(&acc)[kN / 2]) {
       const uint8_t* tile = tiles + ch * (kN * kDim);
       fence_regs(acc);
@@ -524,6 +675,15 @@ __global__ void __launch_bounds__(128 * kWGp, 1)
     };
     auto epilogue = [&](int ch, const int32_t(&acc)[kN / 2]) {
       const int32_t* gn = gimg + ch * kN;
+      if (kPack) {
+#pragma unroll
+        for (int i = 0; i < kN / 8; ++i) {
+          const int2 v = *reinterpret_cast<const int2*>(gn + 8 * i);
+          offer2p(ptop, pack_keys(v.x - 2 * acc[4 * i], v.x - 2 * acc[4 * i + 2]),
+                  pack_keys(v.y - 2 * acc[4 * i + 1], v.y - 2 * acc[4 * i + 3]));
+        }
+        return;
+      }
       if (kEpi == 0) {
 #pragma unroll
         for (int i = 0; i < kN / 2; i += 4) top[0].best ^= acc[i] + acc[i + 1] + acc[i + 2] + acc[i + 3];
@@ -534,8 +694,10 @@ __global__ void __launch_bounds__(128 * kWGp, 1)
 #pragma unroll
         for (int i = 0; i < kN / 8; ++i) {
           const int2 v = *reinterpret_cast<const int2*>(gn + 8 * i);
-          offer2(top[0], v.x - 2 * acc[4 * i] + rep, v.y - 2 * acc[4 * i + 1]);
-          offer2(top[1], v.x - 2 * acc[4 * i + 2] + rep, v.y - 2 * acc[4 * i + 3]);
+          Top2& t0 = i % kSplit == 0 ? top[0] : tops[0][i % kSplit - 1];
+          Top2& t1 = i % kSplit == 0 ? top[1] : tops[1][i % kSplit - 1];
+          offer2(t0, v.x - 2 * acc[4 * i] + rep, v.y - 2 * acc[4 * i + 1]);
+          offer2(t1, v.x - 2 * acc[4 * i + 2] + rep, v.y - 2 * acc[4 * i + 3]);
         }
     };
 #pragma unroll
@@ -551,6 +713,16 @@ __global__ void __launch_bounds__(128 * kWGp, 1)
     fence_regs(d[(kChunks - 1) & 1]);
     epilogue(kChunks - 1, d[(kChunks - 1) & 1]);
     const int n = counts[image];
+    if (kPack) {
+      const int pass = packed_passes<kPack == 2>(ptop, row0 + g, rows, qn, n, ratio, image, lane);
+      if (lane == 0 && pass > 0 && row0 < rows)
+        atomicAdd(&scores[static_cast<int64_t>(row0 / query_rows) * images + image], pass);
+      continue;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int s = 0; s < kSplit - 1; ++s) merge(top[h], tops[h][s]);
     for (int h = 0; h < 2; ++h)
       for (int mask = 1; mask <= 2; mask <<= 1) {
         const Top2 o{__shfl_xor_sync(0xFFFFFFFFu, top[h].best, mask),
@@ -621,6 +793,9 @@ int main(int argc, char** argv) {
       for (int p = 0; p < 6; ++p) d[rng() % kDim] = uint8_t(rng() % 90);
     }
   }
+  for (int i = 0; i < images; ++i)  // rows past the count are zero (the packed kernels rely on it)
+    std::fill(gal.begin() + size_t(i) * kSlotBytes + size_t(counts[i]) * kDim, gal.begin() + size_t(i + 1) * kSlotBytes,
+              uint8_t(0));
   uint8_t *dq, *dg;
   int *dc, *ds;
   CK(cudaMalloc(&dq, q.size()));
@@ -639,9 +814,19 @@ int main(int argc, char** argv) {
              gal[size_t(i) * kSlotBytes + size_t(j) * kDim + k];
       norms[size_t(i) * kSlot + j] = j < counts[i] ? v : kFar;
     }
-  int32_t* dn;
+  int32_t *dn, *dnb;
   CK(cudaMalloc(&dn, sizeof(int32_t) * norms.size()));
   CK(cudaMemcpy(dn, norms.data(), sizeof(int32_t) * norms.size(), cudaMemcpyHostToDevice));
+  for (auto& v : norms) v = v == kFar ? kPadKey : v + kBias;  // the packed kernels' |g|^2 + kBias
+  CK(cudaMalloc(&dnb, sizeof(int32_t) * norms.size()));
+  CK(cudaMemcpy(dnb, norms.data(), sizeof(int32_t) * norms.size(), cudaMemcpyHostToDevice));
+  auto ambiguous = [&](int launches) {
+    unsigned long long a = 0;
+    CK(cudaMemcpyFromSymbol(&a, g_ambiguous, sizeof(a)));
+    const unsigned long long z = 0;
+    CK(cudaMemcpyToSymbol(g_ambiguous, &z, sizeof(z)));
+    return double(a) / launches / (double(images) * rows);
+  };
   std::vector<int> ref(images, -1);
   for (int i = 0; i < 3; ++i) ref[i] = host_score(q, rows, &gal[size_t(i) * kSlotBytes], counts[i], 0.8f);
   ref[5] = host_score(q, rows, &gal[size_t(5) * kSlotBytes], counts[5], 0.8f);
@@ -650,14 +835,19 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
 
+  void* count_ptr = nullptr;
+  CK(cudaGetSymbolAddress(&count_ptr, g_count));
   auto run = [&](const char* name, auto kernel, int blocks_x, int threads = 256) {
+    const bool packed = std::string(name).find("packed") != std::string::npos;
     const dim3 grid(blocks_x, (rows + threads - 1) / threads);
     std::vector<float> ms;
     std::vector<int> out(images);
     for (int r = 0; r < reps + 3; ++r) {
       CK(cudaMemsetAsync(ds, 0, sizeof(int) * images));
       CK(cudaEventRecord(e0));
+      if (packed) CK(cudaMemsetAsync(count_ptr, 0, sizeof(unsigned)));
       kernel<<<grid, threads>>>(dq, rows, rows, dg, dc, dn, images, 0.8f, ds);
+      if (packed) exact_rows<<<prop.multiProcessorCount * 4, 256>>>(dq, rows, rows, dg, dc, images, 0.8f, ds);
       CK(cudaEventRecord(e1));
       CK(cudaEventSynchronize(e1));
       CK(cudaGetLastError());
@@ -682,8 +872,8 @@ int main(int argc, char** argv) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, threads, 0));
     printf(
         "%-34s regs %3d blocks/SM %d  median %8.3f ms  min %8.3f  %6.3f M images/s  ref-mismatch %d  diff-vs-first "
-        "%d\n",
-        name, at.numRegs, occ, med, ms.front(), images / med / 1e3, bad_ref, diff);
+        "%d  rows re-matched %.5f%%\n",
+        name, at.numRegs, occ, med, ms.front(), images / med / 1e3, bad_ref, diff, 100 * ambiguous(reps + 3));
     fflush(stdout);
   };
   int occ = 0;
@@ -725,29 +915,35 @@ int main(int argc, char** argv) {
         name, at.numRegs, occ, med, ms.front(), images / med / 1e3, bad_ref, diff, out[0], first[0]);
     fflush(stdout);
   };
+  const int which = argc > 3 ? atoi(argv[3]) : 0;
   run("base (batch1 offer1)", kern<1, false, false, 1, false>, images);
   run("batch2 pair mb3", kern<2, true, false, 3, false>, images);
-  run("batch2 pair mb3 persistent", kern<2, true, false, 3, true>, pers(kern<2, true, false, 3, true>));
-  run("swp batch1 mb2", kern<1, true, true, 2, false>, images);
-  run("swp batch2 mb2", kern<2, true, true, 2, false>, images);
-  run("swp batch1 mb3", kern<1, true, true, 3, false>, images);
-  run("swp batch2 mb3", kern<2, true, true, 3, false>, images);
-  run("swp batch1 mb2 persistent", kern<1, true, true, 2, true>, pers(kern<1, true, true, 2, true>));
-  run("swp batch2 mb2 persistent", kern<2, true, true, 2, true>, pers(kern<2, true, true, 2, true>));
-  run("prenorm batch2 mb3", kern<2, true, false, 3, false, true>, images);
-  run("prenorm swp batch1 mb2", kern<1, true, true, 2, false, true>, images);
-  run("prenorm swp batch2 mb2 persistent", kern<2, true, true, 2, true, true>,
-      pers(kern<2, true, true, 2, true, true>));
-  run("4 warps batch2 mb6", kern<2, true, false, 6, false, false, 4>, images, 128);
-  run("4 warps swp batch1 mb4", kern<1, true, true, 4, false, false, 4>, images, 128);
-  run("4 warps prenorm swp batch1 mb4", kern<1, true, true, 4, false, true, 4>, images, 128);
+  run("packed batch1 mb3", kern<1, true, false, 3, false, false, 8, 1>, images);
+  run("packed batch2 mb3", kern<2, true, false, 3, false, false, 8, 1>, images);
+  run("packed batch1 mb3 every row exact", kern<1, true, false, 3, false, false, 8, 2>, images);
+  run("packed batch2 mb4", kern<2, true, false, 4, false, false, 8, 1>, images);
+  if (which != 2) {
+    run("batch2 pair mb3 persistent", kern<2, true, false, 3, true>, pers(kern<2, true, false, 3, true>));
+    run("swp batch1 mb2", kern<1, true, true, 2, false>, images);
+    run("swp batch2 mb2", kern<2, true, true, 2, false>, images);
+    run("swp batch1 mb3", kern<1, true, true, 3, false>, images);
+    run("swp batch2 mb3", kern<2, true, true, 3, false>, images);
+    run("swp batch1 mb2 persistent", kern<1, true, true, 2, true>, pers(kern<1, true, true, 2, true>));
+    run("swp batch2 mb2 persistent", kern<2, true, true, 2, true>, pers(kern<2, true, true, 2, true>));
+    run("prenorm batch2 mb3", kern<2, true, false, 3, false, true>, images);
+    run("prenorm swp batch1 mb2", kern<1, true, true, 2, false, true>, images);
+    run("prenorm swp batch2 mb2 persistent", kern<2, true, true, 2, true, true>,
+        pers(kern<2, true, true, 2, true, true>));
+    run("4 warps batch2 mb6", kern<2, true, false, 6, false, false, 4>, images, 128);
+    run("4 warps swp batch1 mb4", kern<1, true, true, 4, false, false, 4>, images, 128);
+    run("4 warps prenorm swp batch1 mb4", kern<1, true, true, 4, false, true, 4>, images, 128);
+  }
   run("base again", kern<1, false, false, 1, false>, images);
-  const int which = argc > 3 ? atoi(argv[3]) : 0;
   auto sm = [](int n, int st) { return size_t(st) * n * kDim + size_t(st) * n * 4; };
   runwg("wg n64 wg4 st4", kern_wg<64, 4, 4, 1, false>, 512, 256, sm(64, 4));
   {
     const size_t smp = 2 * size_t(kSlotBytes) + 2 * kSlot * 4;
-    auto runp = [&](const char* name, auto kernel, int wg, int blocks_x) {
+    auto runp = [&](const char* name, auto kernel, int wg, int blocks_x, const int32_t* nrm = nullptr) {
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smp)));
       const int threads = 128 * wg, rpb = 64 * wg;
       const dim3 grid(blocks_x, (rows + rpb - 1) / rpb);
@@ -756,7 +952,9 @@ int main(int argc, char** argv) {
       for (int r = 0; r < reps + 3; ++r) {
         CK(cudaMemsetAsync(ds, 0, sizeof(int) * images));
         CK(cudaEventRecord(e0));
-        kernel<<<grid, threads, smp>>>(dq, rows, rows, dg, dc, dn, images, 0.8f, ds);
+        if (nrm) CK(cudaMemsetAsync(count_ptr, 0, sizeof(unsigned)));
+        kernel<<<grid, threads, smp>>>(dq, rows, rows, dg, dc, nrm ? nrm : dn, images, 0.8f, ds);
+        if (nrm) exact_rows<<<prop.multiProcessorCount * 4, 256>>>(dq, rows, rows, dg, dc, images, 0.8f, ds);
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         CK(cudaGetLastError());
@@ -776,12 +974,19 @@ int main(int argc, char** argv) {
       CK(cudaFuncGetAttributes(&at, kernel));
       printf(
           "%-34s regs %3d grid %dx%d  median %8.3f ms  min %8.3f  %6.3f M images/s  ref-mismatch %d  diff-vs-first "
-          "%d\n",
-          name, at.numRegs, grid.x, grid.y, med, ms.front(), images / med / 1e3, bad_ref, diff);
+          "%d  rows re-matched %.5f%%\n",
+          name, at.numRegs, grid.x, grid.y, med, ms.front(), images / med / 1e3, bad_ref, diff,
+          100 * ambiguous(reps + 3));
       fflush(stdout);
     };
     const int sms = prop.multiProcessorCount;
     runp("wgp 4wg grid sms/3", kern_wgp<4>, 4, sms / 3);
+    runp("wgp 4wg packed", kern_wgp<4, 1, 1>, 4, sms / 3, dnb);
+    runp("wgp 4wg packed every row exact", kern_wgp<4, 1, 2>, 4, sms / 3, dnb);
+    runp("wgp 4wg no epilogue", kern_wgp<4, 0>, 4, sms / 3);
+    runp("wgp 4wg 2 top-2 per row", kern_wgp<4, 1, 0, 2>, 4, sms / 3);
+    runp("wgp 4wg 4 top-2 per row", kern_wgp<4, 1, 0, 4>, 4, sms / 3);
+    if (which == 2) return 0;
     runp("wgp 4wg grid sms", kern_wgp<4>, 4, sms);
     runp("wgp 4wg no epilogue", kern_wgp<4, 0>, 4, sms / 3);
     runp("wgp 4wg epilogue x2", kern_wgp<4, 2>, 4, sms / 3);
