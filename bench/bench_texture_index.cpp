@@ -3,7 +3,7 @@
 // search latency (p50/p99) over the whole index and over one collection, and the INT8 tensor-core
 // peak (cuBLAS s8 GEMM) for the share of it the matcher reaches.
 //
-//   bench_texture_index [GPU_IMAGES=770000] [HOST_IMAGES=300000] [COLLECTION=10000]
+//   bench_texture_index [GPU_IMAGES=770000] [HOST_IMAGES=300000] [COLLECTION=10000] [STREAMS=4] [HOST_BATCH=256]
 //
 // Generated gallery (no 2 M SIFT extractions): 48 fresh random textures (640x480, smoothed noise at
 // two scales as in the tests) give a pool of real SIFT descriptors with their keypoints; each
@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   const size_t gpu_images = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 770000;
   const size_t host_images = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 300000;
   const size_t collection = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 10000;
+  texture::IndexOptions defaults;
+  const int streams = argc > 4 ? std::atoi(argv[4]) : defaults.streams;
+  const int host_batch = argc > 5 ? std::atoi(argv[5]) : defaults.host_batch;
   std::string why;
   if (!gpu::available(&why)) {
     std::fprintf(stderr, "bench_texture_index: no GPU: %s\n", why.c_str());
@@ -108,8 +111,10 @@ int main(int argc, char** argv) {
   const test::SiftPool pool = test::sift_pool(48, rng);
   const double gbps = h2d_gbps();
   const double tops = int8_peak_tops();
-  std::printf("device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit)\n\n",
-              gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes);
+  std::printf(
+      "device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit); host tier streamed "
+      "on %d streams in batches of %d\n\n",
+      gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes, streams, host_batch);
   std::printf("| measure | value |\n|---|---|\n");
   std::printf("| host-to-device bandwidth (pinned, 256 MiB copies) | %.1f GB/s = %.0f k images/s |\n", gbps,
               gbps * 1e9 / match::kSlotBytes / 1e3);
@@ -126,6 +131,8 @@ int main(int argc, char** argv) {
     o.device = texture::Device::kCuda;
     o.gpu_budget = tier == 0 ? int64_t(tier_n) * slot : 0;
     o.host_budget = tier == 0 ? 0 : int64_t(tier_n) * slot;
+    o.streams = streams;
+    o.host_batch = host_batch;
     texture::TextureIndex index(o);
     for (size_t i = 0; i < tier_n; ++i) {
       texture::GalleryEntry e = test::pooled_gallery_entry(pool, rng, "p" + std::to_string(i));
@@ -149,6 +156,8 @@ int main(int argc, char** argv) {
   o.device = texture::Device::kCuda;
   o.gpu_budget = int64_t(gpu_images) * slot;
   o.host_budget = int64_t(host_images) * slot;
+  o.streams = streams;
+  o.host_batch = host_batch;
   texture::TextureIndex index(o);
   const size_t total = gpu_images + host_images;
   const size_t lots = std::max<size_t>(1, total / collection);

@@ -770,8 +770,27 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
     // The copy streams read the query and the lists uploaded on `stream`.
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
+  // Enqueue order: each tier's runs spread evenly over the search, by the share of their tier's images
+  // done, so that the host tier's copies start at once and the GPU tier's blocks fill the time they
+  // take. In plan order (the GPU tier first), a GPU tier of more than about a thousand blocks filled
+  // CUDA's launch queue, and this thread waited there while PCIe idled (BENCHMARKS.md, "Texture index
+  // at scale").
+  std::vector<size_t> order(runs.size());
+  {
+    size_t in_tier[2] = {0, 0}, done[2] = {0, 0};
+    for (const Run& r : runs) in_tier[r.tier] += size_t(r.images);
+    std::vector<double> share(runs.size());
+    for (size_t k = 0; k < runs.size(); ++k) {
+      done[runs[k].tier] += size_t(runs[k].images);
+      share[k] = double(done[runs[k].tier]) / double(in_tier[runs[k].tier]);
+    }
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return share[a] != share[b] ? share[a] < share[b] : runs[a].tier > runs[b].tier;  // a tie: the copy first
+    });
+  }
   int next = 0;  // round robin over the copy streams
-  for (size_t k = 0; k < runs.size(); ++k) {
+  for (size_t k : order) {
     const Run& r = runs[k];
     const Tier& tier = tiers[r.tier];
     const Tier::Block& blk = *tier.blocks[r.block];
