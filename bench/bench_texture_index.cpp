@@ -182,6 +182,10 @@ int main(int argc, char** argv) {
   std::printf("| tiered index: adds (newest to GPU memory, the oldest moved to host) | %zu in %.1f s = %.0f adds/s |\n",
               added, add_s, added / add_s);
   if (!full.empty()) std::printf("| capacity: %zu asked, %zu held | %s |\n", total, added, full.c_str());
+  if (added <= 12345 % total) {
+    std::fprintf(stderr, "bench_texture_index: the query's image (p%zu) was not added\n", size_t(12345 % total));
+    return 1;
+  }
   std::printf("| capacity in use: GPU tier | %zu images, %.1f GB |\n", st.gpu_images, st.gpu_bytes / 1e9);
   std::printf("| capacity in use: host tier (pinned) | %zu images, %.1f GB |\n", st.host_images, st.host_bytes / 1e9);
   std::fflush(stdout);

@@ -107,7 +107,7 @@ __device__ __forceinline__ int decide(int k1, int k2, int32_t qn, float ratio) {
 }
 __device__ unsigned long long g_ambiguous;  // rows re-matched, over all launches (statistics)
 // The rows to match again exactly: (image, row), appended by the scores kernels, consumed by exact_rows.
-constexpr unsigned kListCap = 1u << 22;
+constexpr unsigned kListCap = 1u << 23;  // every row of 8,192 images x 768 (the forced runs)
 __device__ unsigned g_count;
 __device__ uint2 g_list[kListCap];
 // The ratio test of listed rows against their images, exactly: one warp per row, added to the scores.

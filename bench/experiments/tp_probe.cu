@@ -109,7 +109,7 @@ int main() {
   run<5>("IMAD", d, sms);
   run<6>("PRMT", d, sms);
   run<7>("FMNMX", d, sms);
-  run<8>("vimax_u16x2_relu", d, sms);
+  run<8>("vimax_s16x2_relu", d, sms);
   run<9>("IMNMX + HMNMX2", d, sms);
   run<10>("IMNMX + IMAD", d, sms);
   run<11>("IMNMX + FMNMX", d, sms);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <numeric>
 #include <set>
 #include <shared_mutex>
@@ -90,14 +91,25 @@ struct RowOutputs {
   int* index = nullptr;
 };
 
-int64_t mem_available() {  // bytes, from /proc/meminfo (0 when unknown)
+int64_t meminfo(const std::string& field) {  // bytes of a /proc/meminfo field ("MemAvailable:"); 0 when unknown
   std::ifstream in("/proc/meminfo");
   std::string key;
   int64_t kb = 0;
   std::string unit;
   while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
+    if (key == field) return kb * 1024;
   return 0;
+}
+
+// The memory this process may still take: MemAvailable, or less where a cgroup v2 limit
+// (memory.max less memory.current; containers) is nearer. 0 when unknown.
+int64_t mem_available() {
+  int64_t available = meminfo("MemAvailable:");
+  std::ifstream max_in("/sys/fs/cgroup/memory.max"), cur_in("/sys/fs/cgroup/memory.current");
+  int64_t max = 0, cur = 0;
+  if (available > 0 && (max_in >> max) && (cur_in >> cur) && max > 0)      // "max" (no limit) fails to parse
+    available = std::min(available, std::max<int64_t>(0, max - cur) + 1);  // + 1: a full cgroup is not "unknown"
+  return available;
 }
 
 std::string gib(int64_t bytes) {  // "75.7 GiB", "96.0 MiB", "196608 bytes"
@@ -166,9 +178,12 @@ struct Tier {
 #endif
   size_t bytes() const { return allocated() * slot_bytes; }
 
+  size_t next_block_slots() const {  // slots the next block takes (the last may be short)
+    return std::min(size_t(block_slots), capacity - blocks.size() * size_t(block_slots));
+  }
   void grow(bool cuda) {  // one more block
     auto b = std::make_unique<Block>();
-    const size_t n = std::min(size_t(block_slots), capacity - blocks.size() * size_t(block_slots));
+    const size_t n = next_block_slots();
 #if defined(PRISM_HAVE_CUDA)
     if (in_gpu) {
       b->device.resize(n * slot_bytes);
@@ -321,39 +336,45 @@ struct TextureIndex::Impl {
   // A new last slot in `t` for entry `e` (allocating a block when needed); returns it.
   // One more block for tier t, or IndexFull naming the memory that is short: the host's (the block,
   // when the tier is in host memory, and its images' keypoint records must leave host_reserve
-  // available) or the GPU's (a GPU budget beyond its free memory).
+  // available; an allocation the host refuses) or the GPU's (a GPU budget beyond its free memory).
   void grow(int t_id) {
     Tier& t = tiers[t_id];
+    const int64_t slots = int64_t(t.next_block_slots());
+    const std::string placed = std::to_string(tiers[kGpuTier].used()) + " images in GPU memory and " +
+                               std::to_string(tiers[kHostTier].used()) + " in host memory, and " +
+                               std::to_string(slots) + " more in " + (t.in_gpu ? "GPU" : "host") + " memory";
     const int64_t available = host_reserve > 0 ? mem_available() : 0;  // 0: unknown, not checked
     if (available > 0) {
-      const int64_t block = int64_t(t.block_slots) * int64_t(t.slot_bytes);
-      const int64_t records = int64_t(t.block_slots) * match::kSlot * int64_t(sizeof(cv::Point2f));
-      const int64_t need = (t.in_gpu ? 0 : block) + records;
+      const int64_t records = slots * match::kSlot * int64_t(sizeof(cv::Point2f));
+      const int64_t need = (t.in_gpu ? 0 : slots * int64_t(t.slot_bytes)) + records;
       if (available - need < host_reserve)
-        throw IndexFull("the texture index is full: host memory: " + std::to_string(tiers[kGpuTier].used()) +
-                        " images in GPU memory and " + std::to_string(tiers[kHostTier].used()) +
-                        " in host memory, and " + std::to_string(t.block_slots) + " more in " +
-                        (t.in_gpu ? "GPU" : "host") + " memory need " + gib(need) + " of host memory while " +
-                        gib(available) + " is available and the index leaves " + gib(host_reserve) +
-                        " to the rest of the machine (host budget " + gib(host_budget) +
+        throw IndexFull("the texture index is full: host memory: " + placed + " need " + gib(need) +
+                        " of host memory while " + gib(available) + " is available and the index leaves " +
+                        gib(host_reserve) + " to the rest of the machine (host budget " + gib(host_budget) +
                         "); lower the host budget, remove products or add memory");
     }
+    try {
+      t.grow(gpu);
+    } catch (const std::bad_alloc&) {
+      throw IndexFull("the texture index is full: host memory: " + placed + " could not be allocated (host budget " +
+                      gib(host_budget) + "); lower the host budget, remove products or add memory");
 #if defined(PRISM_HAVE_CUDA)
-    if (t.in_gpu) {
-      try {
-        t.grow(gpu);
-      } catch (const gpu::CudaError& e) {
-        size_t free = 0, total = 0;
-        cudaMemGetInfo(&free, &total);
-        throw IndexFull("the texture index is full: GPU memory: " + std::to_string(t.used()) +
-                        " images in GPU memory and no room for " + std::to_string(t.block_slots) + " more (" +
+    } catch (const gpu::CudaError& e) {
+      // Only an allocation the device or the driver refused becomes IndexFull: a broken context
+      // (cudaMemGetInfo fails too) is the error it is.
+      size_t free = 0, total = 0;
+      if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+        cudaGetLastError();
+        throw;
+      }
+      if (t.in_gpu)
+        throw IndexFull("the texture index is full: GPU memory: " + placed + " could not be allocated (" +
                         gib(int64_t(free)) + " free; gpu budget " + gib(gpu_budget) + "): " + e.what() +
                         "; lower the gpu budget or free GPU memory");
-      }
-      return;
-    }
+      throw IndexFull("the texture index is full: host memory: " + placed + " could not be pinned (host budget " +
+                      gib(host_budget) + "): " + e.what() + "; lower the host budget, remove products or add memory");
 #endif
-    t.grow(gpu);
+    }
   }
   size_t append_slot(int t_id, int e) {
     Tier& t = tiers[t_id];
@@ -462,7 +483,9 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
   if (!m.gpu) m.description = options.device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
 
   m.host_budget = options.host_budget >= 0 ? options.host_budget : mem_available() / 2;
-  m.host_reserve = std::max<int64_t>(0, options.host_reserve);
+  // The default: 2 GiB, or an eighth of a smaller machine's memory.
+  m.host_reserve =
+      options.host_reserve >= 0 ? options.host_reserve : std::min<int64_t>(int64_t(2) << 30, meminfo("MemTotal:") / 8);
   m.gpu_budget = 0;
 #if defined(PRISM_HAVE_CUDA)
   if (m.gpu) {
@@ -772,9 +795,8 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   }
   // Enqueue order: each tier's runs spread evenly over the search, by the share of their tier's images
   // done, so that the host tier's copies start at once and the GPU tier's blocks fill the time they
-  // take. In plan order (the GPU tier first), a GPU tier of more than about a thousand blocks filled
-  // CUDA's launch queue, and this thread waited there while PCIe idled (BENCHMARKS.md, "Texture index
-  // at scale").
+  // take. In plan order (the GPU tier first), a large GPU tier filled CUDA's launch queue, and this
+  // thread waited there while PCIe idled (BENCHMARKS.md, "Texture index at scale").
   std::vector<size_t> order(runs.size());
   {
     size_t in_tier[2] = {0, 0}, done[2] = {0, 0};

@@ -104,11 +104,12 @@ struct IndexOptions {
   int64_t gpu_budget = kDefaultBudget;
   int64_t host_budget = kDefaultBudget;
   // Host memory the index leaves to the rest of the machine. A tier grows a block at a time, and
-  // only while the host's available memory (MemAvailable) stays above this after the block and the
-  // host-side records of its images (keypoint positions, which GPU-tier images keep in host memory
-  // too): pinned memory cannot be swapped, so without this a budget larger than the machine holds
-  // ends in the kernel's OOM killer rather than in IndexFull. 0 turns the check off.
-  int64_t host_reserve = int64_t(2) << 30;
+  // only while the memory this process may still take (MemAvailable, or a nearer cgroup v2 limit)
+  // stays above this after the block and the host-side records of its images (keypoint positions,
+  // which GPU-tier images keep in host memory too): pinned memory cannot be swapped, so without this
+  // a budget larger than the machine holds ends in the kernel's OOM killer rather than in IndexFull.
+  // kDefaultBudget picks 2 GiB, or an eighth of a smaller machine's memory; 0 turns the check off.
+  int64_t host_reserve = kDefaultBudget;
   int streams = 4;         // CUDA streams that stream the host tier
   int host_batch = 256;    // host-tier images per copy (25 MB)
   int block_slots = 1024;  // slots per allocation (96 MiB): tiers grow a block at a time

@@ -4,6 +4,8 @@
 // The FP16 index (IndexOptions::precision) on the GPU against its CPU path, within FP32 tolerance.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -191,9 +193,12 @@ TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
 TEST(TextureIndexGpu, AGpuBudgetBeyondTheCardIsRefusedNamingIt) {
   PRISM_NEED_GPU();
   std::mt19937 rng(9);
-  texture::IndexOptions o = options(texture::Device::kCuda, int64_t(1) << 21, 10);  // 206 GB of slots
-  o.block_slots = 1 << 21;  // one block: the whole budget at once
-  o.host_reserve = 0;       // the block's keypoint records (13 GB) are not what this test is about
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  const int64_t slots = int64_t(total / match::kSlotBytes) + 1;  // one slot more than the card holds
+  texture::IndexOptions o = options(texture::Device::kCuda, slots, 10);
+  o.block_slots = int(slots);  // one block: the whole budget at once
+  o.host_reserve = 0;          // the block's keypoint records in host memory are not what this test is about
   texture::TextureIndex index(o);
   try {
     index.add(random_entry("p0", rng, 20));
