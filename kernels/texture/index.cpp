@@ -333,7 +333,6 @@ struct TextureIndex::Impl {
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
 #endif
   }
-  // A new last slot in `t` for entry `e` (allocating a block when needed); returns it.
   // One more block for tier t, or IndexFull naming the memory that is short: the host's (the block,
   // when the tier is in host memory, and its images' keypoint records must leave host_reserve
   // available; an allocation the host refuses) or the GPU's (a GPU budget beyond its free memory).
@@ -376,6 +375,7 @@ struct TextureIndex::Impl {
 #endif
     }
   }
+  // A new last slot in `t` for entry `e` (allocating a block when needed); returns it.
   size_t append_slot(int t_id, int e) {
     Tier& t = tiers[t_id];
     if (t.used() == t.allocated()) grow(t_id);
