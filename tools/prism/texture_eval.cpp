@@ -31,7 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -386,19 +386,9 @@ int texture_eval_command(int argc, char** argv) {
         textures = parse_int(a, value(), 1, 1000000);
       else if (a == "--impostors")
         impostors = parse_int(a, value(), 1, 1000000);
-      else if (a == "--seed") {  // any 32-bit seed, as before
-        const std::string v = value();
-        size_t used = 0;
-        unsigned long long s = 0;
-        try {
-          s = std::stoull(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (v.empty() || used != v.size() || v[0] == '-' || s > 4294967295ull)
-          throw UsageError(a + " takes an integer in 0..4294967295, not '" + v + "'");
-        seed = unsigned(s);
-      } else if (a == "--device")
+      else if (a == "--seed")  // any 32-bit seed
+        seed = unsigned(parse_int64(a, value(), 0, UINT32_MAX));
+      else if (a == "--device")
         device = parse_device(a, value());
       else if (a == "--enrol-device")
         enrol_device = parse_device(a, value());

@@ -4,6 +4,7 @@
 #include <gst/app/gstappsrc.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,14 +17,17 @@
 
 namespace prism::cli {
 
-int parse_int(const std::string& opt, const std::string& v, int lo, int hi) {
+int64_t parse_int64(const std::string& opt, const std::string& v, int64_t lo, int64_t hi) {
   char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < lo || x > hi)
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno == ERANGE || x < lo || x > hi)
     throw UsageError(opt + " takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v +
                      "'");
-  return int(x);
+  return x;
 }
+
+int parse_int(const std::string& opt, const std::string& v, int lo, int hi) { return int(parse_int64(opt, v, lo, hi)); }
 
 gpu::Device parse_device(const std::string& opt, const std::string& v) {
   if (v == "auto") return gpu::Device::kAuto;

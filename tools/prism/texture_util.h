@@ -21,6 +21,7 @@ struct UsageError : std::runtime_error {
 
 // The value `v` of option `opt` as a whole number in [lo, hi] / a number in [lo, hi] (UsageError).
 int parse_int(const std::string& opt, const std::string& v, int lo, int hi);
+int64_t parse_int64(const std::string& opt, const std::string& v, int64_t lo, int64_t hi);
 double parse_number(const std::string& opt, const std::string& v, double lo, double hi);
 // A byte count such as 40G, 512M or 1000000 (K, M, G, T: powers of 1024) (UsageError).
 int64_t parse_size(const std::string& opt, const std::string& v);
