@@ -132,7 +132,18 @@ int free_port() {
 
 RedisServer::RedisServer(std::filesystem::path dir) : dir_(std::move(dir)), port_(free_port()) {
   std::filesystem::create_directories(dir_);
-  start();
+  // free_port() closes the port before redis-server binds it, and another process (a parallel test's
+  // server or client) may take it meanwhile: the first start retries on a new port. A restart keeps
+  // its port, which the clients hold.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      start();
+      return;
+    } catch (const std::runtime_error&) {
+      if (attempt == 3) throw;
+      port_ = free_port();
+    }
+  }
 }
 
 RedisServer::~RedisServer() { kill(); }
