@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -136,16 +137,26 @@ int main(int argc, char** argv) {
     bench::check(cudaMemsetAsync(ds.data(), 0, size_t(batch) * images * sizeof(int)));
     match::match_cuda(p, {0.8f}, {ds.data()}, nullptr);
   });
-  time_gpu("fused mma.sync m16n8k32 u8 top-2 (ours)", images, [&](int batch) {
-    match::MatchU8Problem p;
-    p.query = dq8.data();
-    p.rows = batch * Q;
-    p.query_rows = Q;
-    p.gallery = dg8.data();
-    p.counts = dc.data();
-    p.images = images;
-    match::match_u8_cuda(p, {0.8f}, {ds.data()}, nullptr);  // writes the scores (its memset is timed)
-  });
+  // The 8-bit kernels, each forced (kAuto takes wgmma here on an H100 or H200).
+  const std::pair<match::GpuPath, const char*> u8_paths[] = {
+      {match::GpuPath::kMmaSync, "fused mma.sync m16n8k32 u8 top-2 (ours)"},
+      {match::GpuPath::kWgmma, "fused wgmma m64n64k32 u8 top-2, whole query per block (ours)"}};
+  for (const auto& [path, name] : u8_paths) {
+    if (!match::gpu_path_available(path)) {
+      std::printf("| %s | - | not on this GPU | | |\n", name);
+      continue;
+    }
+    time_gpu(name, images, [&, path = path](int batch) {
+      match::MatchU8Problem p;
+      p.query = dq8.data();
+      p.rows = batch * Q;
+      p.query_rows = Q;
+      p.gallery = dg8.data();
+      p.counts = dc.data();
+      p.images = images;
+      match::match_u8_cuda(p, {0.8f}, {ds.data()}, nullptr, path);  // writes the scores (its memset is timed)
+    });
+  }
 
   // OpenCV CPU BFMatcher knnMatch k=2 (L2, float32) on the same descriptors, a few images.
   const int bf_images = 8;

@@ -141,10 +141,23 @@ const char* cpu_path_name(CpuPath path);  // "avx512-vnni", "avx2", "scalar"; kA
 void match_u8_cpu(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out,
                   CpuPath path = CpuPath::kAuto);
 #if defined(PRISM_HAVE_CUDA)
-// Device memory, asynchronous on `stream`; out.scores is written (not added to). One fused kernel
-// on the integer tensor cores (mma.sync m16n8k32 u8 x u8 -> s32) with the top-2 and the ratio test
-// in its epilogue; needs sm_80 or newer (it throws otherwise).
-void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out, cudaStream_t stream);
+// The 8-bit matcher's GPU kernels; every one computes the same integers. kAuto takes kWgmma for
+// scores alone on a compute capability 9.0 device (H100, H200) when the batch fills the device and
+// the rows fill its blocks of 768 (match_u8_wgmma.h), kMmaSync otherwise. Tests force each path.
+enum class GpuPath {
+  kAuto,
+  kMmaSync,  // mma.sync m16n8k32, 256 rows per block, sm_80+; the only one with per-row outputs
+  kWgmma,    // wgmma m64n64k32, a whole 768-row query per persistent block, compute capability 9.0
+};
+// Whether `path` runs on the current device (kWgmma: compute capability 9.0 exactly, as sm_90a code).
+bool gpu_path_available(GpuPath path);
+
+// Device memory, asynchronous on `stream`; out.scores is written (not added to). A fused kernel on
+// the integer tensor cores (u8 x u8 -> s32) with the top-2 and the ratio test in its epilogue;
+// needs sm_80 or newer (it throws otherwise). Forcing kWgmma with per-row outputs, or on a device
+// without it, throws std::invalid_argument.
+void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out, cudaStream_t stream,
+                   GpuPath path = GpuPath::kAuto);
 // The plain reference kernel (one thread per query row and image, no tensor cores): the GPU
 // tests' independent check of the fused kernel. Same contract, any GPU; slow.
 void match_u8_cuda_reference(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out,

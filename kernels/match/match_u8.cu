@@ -22,6 +22,7 @@
 #include "common/gpu.h"
 #include "common/mma.cuh"
 #include "match/match.h"
+#include "match/match_u8_wgmma.h"
 
 namespace prism::match {
 namespace {
@@ -278,19 +279,59 @@ void check(const MatchU8Problem& p, const MatchU8Outputs& out, const char* who) 
     throw std::invalid_argument(std::string(who) + ": rows must be whole queries of a multiple of 16 rows");
 }
 
+struct DeviceInfo {
+  int major = 0, minor = 0, sms = 0;
+};
+DeviceInfo current_device() {
+  int device = 0;
+  DeviceInfo d;
+  PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device));
+  return d;
+}
+bool has_wgmma(const DeviceInfo& d) { return d.major == 9 && d.minor == 0; }
+
+// kAuto's choice for scores alone. The wgmma kernel computes whole blocks of 768 rows, the mma.sync
+// one blocks of 256, and at full blocks the first takes 0.73 of the second's time per row (BENCHMARKS.md,
+// "The 8-bit kernel's ceiling"); below one block per multiprocessor the persistent grid would idle.
+bool prefer_wgmma(const MatchU8Problem& p, const DeviceInfo& d) {
+  const int64_t y = (p.rows + detail::kWgmmaRowsPerBlock - 1) / detail::kWgmmaRowsPerBlock;
+  const int64_t wgmma_rows = y * detail::kWgmmaRowsPerBlock;
+  const int64_t mma_rows = (p.rows + kRowsPerBlock - 1) / kRowsPerBlock * int64_t(kRowsPerBlock);
+  return int64_t(p.images) * y >= d.sms && wgmma_rows * 73 < mma_rows * 100;
+}
+
 }  // namespace
 
-void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out, cudaStream_t stream) {
+bool gpu_path_available(GpuPath path) {
+  const DeviceInfo d = current_device();
+  switch (path) {
+    case GpuPath::kAuto:
+    case GpuPath::kMmaSync: return d.major >= 8;
+    case GpuPath::kWgmma: return has_wgmma(d);
+  }
+  return false;
+}
+
+void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out, cudaStream_t stream,
+                   GpuPath path) {
   check(p, out, "match_u8_cuda");
-  int device = 0, major = 0;
-  PRISM_CUDA_CHECK(cudaGetDevice(&device));
-  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 8)
+  const DeviceInfo d = current_device();
+  if (d.major < 8)
     throw gpu::CudaError("match_u8_cuda: needs an sm_80 or newer GPU (mma.sync m16n8k32, cp.async); use match_u8_cpu");
+  const bool per_row = out.best || out.second || out.best_index;
+  if (path == GpuPath::kWgmma && per_row)
+    throw std::invalid_argument("match_u8_cuda: the wgmma kernel computes scores only, not per-row outputs");
+  if (path == GpuPath::kWgmma && !has_wgmma(d))
+    throw std::invalid_argument("match_u8_cuda: the wgmma kernel needs a compute capability 9.0 GPU (H100, H200)");
   if (p.images == 0 || p.rows == 0) return;
   PRISM_CUDA_CHECK(cudaMemsetAsync(out.scores, 0, sizeof(int) * size_t(p.queries()) * p.images, stream));
-  if (out.best || out.second || out.best_index)
+  if (per_row)
     launch<std::true_type>(p, params.ratio, out, stream);
+  else if (path == GpuPath::kWgmma || (path == GpuPath::kAuto && has_wgmma(d) && prefer_wgmma(p, d)))
+    detail::match_u8_scores_wgmma(p, params.ratio, out.scores, d.sms, stream);
   else
     launch<std::false_type>(p, params.ratio, out, stream);
   PRISM_CUDA_CHECK(cudaGetLastError());

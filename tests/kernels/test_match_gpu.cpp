@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -26,6 +27,20 @@ gpu::DeviceArray<T> upload(const std::vector<T>& v) {
 template <class T>
 void download(std::vector<T>& v, const gpu::DeviceArray<T>& d) {
   PRISM_CUDA_CHECK(cudaMemcpy(v.data(), d.data(), v.size() * sizeof(T), cudaMemcpyDeviceToHost));
+}
+
+// The scores-only kernels this device runs. On a compute capability 9.0 GPU (the GPU suite's H100
+// and H200) that includes wgmma; elsewhere its absence is said, not hidden.
+std::vector<match::GpuPath> scores_paths() {
+  std::vector<match::GpuPath> paths = {match::GpuPath::kAuto, match::GpuPath::kMmaSync};
+  if (match::gpu_path_available(match::GpuPath::kWgmma))
+    paths.push_back(match::GpuPath::kWgmma);
+  else
+    std::printf("note: this GPU has no wgmma kernel (not compute capability 9.0): mma.sync only\n");
+  return paths;
+}
+const char* path_name(match::GpuPath p) {
+  return p == match::GpuPath::kWgmma ? "wgmma" : p == match::GpuPath::kMmaSync ? "mma.sync" : "auto";
 }
 
 TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
@@ -103,6 +118,9 @@ TEST(MatchU8Gpu, FusedKernelEqualsTheCpuPathBitForBit) {
       {3, 64, {5, 768, 2, 129, 300}, {}},                         // batched queries
       {5, 16, {64, 63, 768, 0}, {2, 0, 2, 1, 3, 2}},              // 80 rows (not whole warps); a slot list
       {1, 272, {768, 383, 640}, {1, 2, 0}},                       // rows past one block of 256
+      {2, 768, {768, 64, 63, 65, 700, 0, 1}, {}},                 // wgmma: one block per query
+      {3, 256, {768, 191, 2, 768}, {3, 1, 0, 2, 3}},              // wgmma: three queries in one block
+      {1, 1040, {768, 640}, {}},                                  // wgmma: rows past one block of 768
   };
   for (const Shape& s : shapes) {
     const test::MatchU8Case c = test::make_match_u8_case(s.queries, s.query_rows, s.counts, s.slots, rng);
@@ -149,12 +167,50 @@ TEST(MatchU8Gpu, FusedKernelEqualsTheCpuPathBitForBit) {
         ASSERT_EQ(gi[o], ci[o]) << "image " << o / p.rows << " row " << o % p.rows;
       }
     }
-    // Scores alone take the fused kernel's index-free top-2 update: the same scores.
-    std::vector<int> only(n_scores, -1);
-    match::match_u8_cuda(dp, {0.8f}, {d_scores.data()}, nullptr);
+    // Scores alone take the index-free top-2 update, and each kernel: the same scores.
+    for (match::GpuPath path : scores_paths()) {
+      SCOPED_TRACE(path_name(path));
+      std::vector<int> only(n_scores, -1);
+      PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, n_scores * sizeof(int)));
+      match::match_u8_cuda(dp, {0.8f}, {d_scores.data()}, nullptr, path);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      download(only, d_scores);
+      EXPECT_EQ(only, cs);
+    }
+  }
+}
+
+// The wgmma kernel's persistent grid walks many images per block, double buffered: a batch of more
+// images than the device has multiprocessors, with a slot list, scores equal to the CPU path's.
+TEST(MatchU8Gpu, EveryKernelScoresALargeBatchAsTheCpuPath) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<int> counts(180), slots(400);
+  for (int& c : counts) c = rng() % 5 == 0 ? int(rng() % match::kSlot) : match::kSlot;
+  for (int& s : slots) s = int(rng() % counts.size());
+  const test::MatchU8Case c = test::make_match_u8_case(1, 768, counts, slots, rng);
+  const match::MatchU8Problem& p = c.problem;
+  std::vector<int> cs(p.images);
+  match::match_u8_cpu(p, {0.8f}, {cs.data()});
+  int passes = 0;
+  for (int v : cs) passes += v;
+  EXPECT_GT(passes, 0);
+  match::MatchU8Problem dp = p;
+  const gpu::DeviceArray<uint8_t> dq = upload(c.query), dg = upload(c.gallery);
+  const gpu::DeviceArray<int> dc = upload(c.counts), ds = upload(c.slots),
+                              d_scores = upload(std::vector<int>(p.images));
+  dp.query = dq.data();
+  dp.gallery = dg.data();
+  dp.counts = dc.data();
+  dp.slots = ds.data();
+  for (match::GpuPath path : scores_paths()) {
+    SCOPED_TRACE(path_name(path));
+    PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, p.images * sizeof(int)));
+    match::match_u8_cuda(dp, {0.8f}, {d_scores.data()}, nullptr, path);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    download(only, d_scores);
-    EXPECT_EQ(only, cs);
+    std::vector<int> gs(p.images);
+    download(gs, d_scores);
+    EXPECT_EQ(gs, cs);
   }
 }
 
@@ -167,6 +223,11 @@ TEST(MatchU8Gpu, BadRequestsAreRefused) {
   int scores = 0;
   EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {}, nullptr), std::invalid_argument);
   EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
+  // Per-row outputs come from the mma.sync kernel alone; forcing wgmma for them is refused.
+  p.rows = p.query_rows = 16;
+  int best = 0;
+  EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores, &best}, nullptr, match::GpuPath::kWgmma),
+               std::invalid_argument);
 }
 
 }  // namespace
