@@ -54,6 +54,7 @@
 #include "sharded_backend.h"
 #include "test_env.h"
 #include "texture/gallery.h"
+#include "texture/index.h"
 
 using namespace prism;
 using namespace prism::service;
@@ -217,9 +218,9 @@ struct Row {
 Row run_deployment(int w, int gpus, const std::string& redis_url, const fs::path& root, size_t images,
                    size_t gpu_images, int clients, double seconds, const std::vector<texture::GalleryEntry>& queries) {
   Redis(redis_url).command({"FLUSHALL"});  // the shard count is set once per Redis database
-  const int64_t slot = match::kSlotBytes;
+  const int64_t slot = match::kSlotBytes, gpu_slot = int64_t(texture::image_bytes(texture::Precision::kU8, true));
   // Tiers grow a block (1024 slots) at a time: a block of slack each.
-  const int64_t gpu_bytes = int64_t(gpu_images + 1024) * slot;
+  const int64_t gpu_bytes = int64_t(gpu_images + 1024) * gpu_slot;
   const int64_t host_bytes = int64_t(images - std::min(images, gpu_images) + 1024) * slot;
   std::vector<std::unique_ptr<test::ChildProcess>> workers;
   const auto t0 = BenchClock::now();
@@ -450,13 +451,13 @@ int main(int argc, char** argv) {
                                       [](const Row& a, const Row& b) { return a.images_per_s < b.images_per_s; });
   // Capacity (derived, 8-bit slots): a worker's GPU tier defaults to its GPU's memory less 2 GiB,
   // shared by the workers on that GPU; the host tier to half the host's memory, shared by all.
-  const double slot = match::kSlotBytes;
-  const double per_gpu = gpus ? (gpu_total_bytes - 2.0 * (1 << 30)) / slot : 0;
+  const double slot = match::kSlotBytes, gpu_slot = double(texture::image_bytes(texture::Precision::kU8, true));
+  const double per_gpu = gpus ? (gpu_total_bytes - 2.0 * (1 << 30)) / gpu_slot : 0;
   const double host_tier = host_gib * double(1 << 30) / 2 / slot;
   std::printf(
-      "\ncapacity (8-bit, %d bytes per image): per GPU %s images in GPU memory; per host %s "
-      "(%d GPUs) + %s in half the host memory = %s; per worker at W = %d: %s\n",
-      match::kSlotBytes, fmt_count(per_gpu).c_str(), fmt_count(per_gpu * gpus).c_str(), gpus,
+      "\ncapacity (8-bit, %d bytes per image in host memory, %d in GPU memory with |g|^2): per GPU %s images in "
+      "GPU memory; per host %s (%d GPUs) + %s in half the host memory = %s; per worker at W = %d: %s\n",
+      match::kSlotBytes, int(gpu_slot), fmt_count(per_gpu).c_str(), fmt_count(per_gpu * gpus).c_str(), gpus,
       fmt_count(host_tier).c_str(), fmt_count(per_gpu * gpus + host_tier).c_str(), best.workers,
       fmt_count((per_gpu * gpus + host_tier) / best.workers).c_str());
   std::printf(

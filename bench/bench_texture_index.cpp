@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   std::printf("| INT8 tensor-core peak (cuBLAS s8 GEMM 8192^3) | %.0f TOPS |\n", tops);
   std::fflush(stdout);
 
-  const int64_t slot = match::kSlotBytes;
+  const int64_t slot = match::kSlotBytes;  // crosses PCIe per host-tier image
+  const int64_t gpu_slot = int64_t(texture::image_bytes(texture::Precision::kU8, true));  // with |g|^2
   // 1. Rates per tier, on indexes of 100,000 images entirely in one tier.
   const size_t tier_n = 100000;
   double gpu_rate = 0, host_rate = 0;
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
   for (int tier = 0; tier < 2; ++tier) {
     texture::IndexOptions o;
     o.device = texture::Device::kCuda;
-    o.gpu_budget = tier == 0 ? int64_t(tier_n) * slot : 0;
+    o.gpu_budget = tier == 0 ? int64_t(tier_n) * gpu_slot : 0;
     o.host_budget = tier == 0 ? 0 : int64_t(tier_n) * slot;
     o.streams = streams;
     o.host_batch = host_batch;
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
   // 2. The tiered index: GPU_IMAGES in GPU memory, HOST_IMAGES in host memory (the oldest).
   texture::IndexOptions o;
   o.device = texture::Device::kCuda;
-  o.gpu_budget = int64_t(gpu_images) * slot;
+  o.gpu_budget = int64_t(gpu_images) * gpu_slot;
   o.host_budget = int64_t(host_images) * slot;
   o.streams = streams;
   o.host_batch = host_batch;

@@ -568,8 +568,9 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                               nullptr, playing));
   install(PROP_GPU_MEMORY,
           g_param_spec_int64("gpu-memory", "GPU memory",
-                             "Bytes of GPU memory for the gallery's descriptors (98,304 per image; the newest images "
-                             "live there, older ones in host memory); -1: the free memory less 2 GiB; 0: none",
+                             "Bytes of GPU memory for the gallery's descriptors (101,376 per image, their norms "
+                             "included; the newest images live there, older ones in host memory); -1: the free "
+                             "memory less 2 GiB; 0: none",
                              -1, G_MAXINT64, texture::kDefaultBudget, ready));
   install(PROP_HOST_MEMORY,
           g_param_spec_int64("host-memory", "Host memory",

@@ -113,8 +113,17 @@ struct MatchU8Problem {
   int images = 0;                    // gallery images in this batch
   // Optional: batch image b reads gallery slot slots[b] (a search within a scope); null: slot b.
   const int* slots = nullptr;
+  // Optional: |g|^2 of every gallery row ([slots][kSlot], as u8_norms writes; the values of rows
+  // past a slot's count are ignored), read by the wgmma kernel; the others, and this kernel when
+  // null, compute them from the bytes. A gallery that stays in GPU memory keeps them beside its
+  // slots: computing them per search costs the wgmma kernel a tenth of its time (BENCHMARKS.md,
+  // "The 8-bit kernel's ceiling").
+  const int32_t* norms = nullptr;
   int queries() const { return query_rows > 0 ? rows / query_rows : 0; }
 };
+
+// |g|^2 of `rows` 8-bit descriptors (kDim bytes each) into out[0 .. rows): MatchU8Problem::norms.
+void u8_norms(const uint8_t* descriptors, int rows, int32_t* out);
 
 // Per (query row, batch image), when requested: the squared distances to the nearest and second
 // nearest (INT32_MAX when there is none) and the nearest's index (-1). Index [(b * rows) + row].

@@ -246,6 +246,10 @@ void merge_lanes(const LaneTop2& s, int32_t& best, int32_t& second, int& index) 
 
 }  // namespace
 
+void u8_norms(const uint8_t* descriptors, int rows, int32_t* out) {
+  for (int r = 0; r < rows; ++r) out[r] = norm2(descriptors + int64_t(r) * kDim);
+}
+
 bool cpu_path_available(CpuPath path) {
   switch (path) {
     case CpuPath::kAuto:

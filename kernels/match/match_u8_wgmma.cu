@@ -13,7 +13,8 @@
 // One accumulator set per warpgroup: while one warpgroup ranks, the other three keep the tensor
 // cores busy (the overlap a second accumulator set would give costs registers a block of 512 threads
 // does not have). Halfway through an image each thread waits for its own copies of the next one and
-// computes their share of its |g|^2, so that one block barrier per image suffices.
+// computes their share of its |g|^2, so that one block barrier per image suffices. Where the caller
+// keeps |g|^2 beside the gallery (MatchU8Problem::norms), they are staged with the bytes instead.
 //
 // Why whole queries per block: with 256 rows per block every image is staged three times over, its
 // copies and barriers three times; a whole query per block stages it once (BENCHMARKS.md has the
@@ -38,6 +39,7 @@ constexpr size_t kSmemBytes = 2 * size_t(kImageBytes) + 2 * kSlot * sizeof(int32
 constexpr int32_t kFar = 1 << 30;  // |g|^2 of a column past the count (as in match_u8.cu)
 static_assert(kWarpgroups * kTiles * 64 == kWgmmaRowsPerBlock, "a block holds one whole query");
 static_assert(kSlot % kN == 0, "whole chunks per slot");
+static_assert(kSlot / 4 <= kThreads, "one thread per 16-byte piece of a slot's |g|^2");
 
 struct Top2 {
   int32_t best, second;
@@ -97,7 +99,8 @@ __device__ __forceinline__ void fence_regs(int32_t (&acc)[32]) {
 __global__ void __launch_bounds__(kThreads, 1)
     match_u8_wgmma_kernel(const uint8_t* __restrict__ query, int rows, int query_rows,
                           const uint8_t* __restrict__ gallery, const int* __restrict__ counts,
-                          const int* __restrict__ slots, int images, float ratio, int* scores) {
+                          const int* __restrict__ slots, const int32_t* __restrict__ gallery_norms, int images,
+                          float ratio, int* scores) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];  // [2][kImageBytes] images, then [2][kSlot] |g|^2
   int32_t* gnorm = reinterpret_cast<int32_t*>(smem + 2 * kImageBytes);
@@ -141,15 +144,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   auto slot_of = [&](int image) { return slots ? slots[image] : image; };
-  // The whole slot, padding included (its |g|^2 says kFar), into buffer `buf`.
+  // The whole slot, padding included (its |g|^2 says kFar), into buffer `buf`; with gallery_norms,
+  // the slot's |g|^2 too (192 pieces of 16 bytes, by threads 0..191).
   auto stage = [&](int image, int buf) {
     if (image < images) {
-      const uint8_t* img = gallery + static_cast<int64_t>(slot_of(image)) * kSlotBytes;
+      const int64_t slot = slot_of(image);
+      const uint8_t* img = gallery + slot * kSlotBytes;
       uint8_t* dst = smem + buf * kImageBytes;
       for (int v = threadIdx.x; v < kSlot * kDim / 16; v += kThreads) {
         const int r = v >> 3, kc = v & 7;
         gpu::cp_async16(dst + staged_offset(r, kc), img + static_cast<int64_t>(r) * kDim + kc * 16);
       }
+      if (gallery_norms && threadIdx.x < kSlot / 4)
+        gpu::cp_async16(gnorm + buf * kSlot + 4 * threadIdx.x, gallery_norms + slot * kSlot + 4 * threadIdx.x);
     }
     gpu::cp_async_commit();
   };
@@ -159,6 +166,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto norms = [&](int image, int buf) {
     if (image >= images) return;
     const int n = counts[slot_of(image)];
+    if (gallery_norms) {  // staged: only the rows past the count (padding) become kFar, in this thread's piece
+      if (threadIdx.x < kSlot / 4)
+        for (int i = 0; i < 4; ++i)
+          if (4 * int(threadIdx.x) + i >= n) gnorm[buf * kSlot + 4 * threadIdx.x + i] = kFar;
+      return;
+    }
     const uint8_t* src = smem + buf * kImageBytes;
     static_assert(kSlot * kDim / 16 % kThreads == 0, "every lane takes part in every shuffle");
 #pragma unroll 4
@@ -254,7 +267,7 @@ void match_u8_scores_wgmma(const MatchU8Problem& p, float ratio, int* scores, in
   const int blocks_y = (p.rows + kWgmmaRowsPerBlock - 1) / kWgmmaRowsPerBlock;
   const int blocks_x = std::max(1, std::min(p.images, sms / blocks_y));
   match_u8_wgmma_kernel<<<dim3(blocks_x, blocks_y), kThreads, kSmemBytes, stream>>>(
-      p.query, p.rows, p.query_rows, p.gallery, p.counts, p.slots, p.images, ratio, scores);
+      p.query, p.rows, p.query_rows, p.gallery, p.counts, p.slots, p.norms, p.images, ratio, scores);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 

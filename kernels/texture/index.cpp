@@ -151,14 +151,18 @@ class HostBuffer {
 struct Tier {
   struct Block {
 #if defined(PRISM_HAVE_CUDA)
-    gpu::DeviceArray<uint8_t> device;  // the GPU tier's slots
-    gpu::PinnedArray<uint8_t> pinned;  // the host tier's slots on the GPU path
-    gpu::DeviceArray<int> d_counts;    // both tiers on the GPU path: the matcher reads counts there
+    gpu::DeviceArray<uint8_t> device;   // the GPU tier's slots
+    gpu::PinnedArray<uint8_t> pinned;   // the host tier's slots on the GPU path
+    gpu::DeviceArray<int> d_counts;     // both tiers on the GPU path: the matcher reads counts there
+    gpu::DeviceArray<int32_t> d_norms;  // Tier::norms: |g|^2 of every row (MatchU8Problem::norms)
 #endif
     std::vector<uint8_t> plain;  // the host tier's slots on the CPU path
     uint8_t* data = nullptr;
   };
   bool in_gpu = false, pinned = false;
+  // The GPU tier of an 8-bit index keeps |g|^2 of its rows beside the slots (kSlot int32 a slot), so
+  // that a search does not recompute them (MatchU8Problem::norms).
+  bool norms = false;
   size_t slot_bytes = kSlotBytes;
   size_t capacity = 0;  // slots the budget allows
   int block_slots = 1024;
@@ -175,8 +179,13 @@ struct Tier {
   uint8_t* slot_data(size_t s) const { return blocks[s / block_slots]->data + (s % block_slots) * slot_bytes; }
 #if defined(PRISM_HAVE_CUDA)
   int* d_count(size_t s) const { return blocks[s / block_slots]->d_counts.data() + s % block_slots; }
+  int32_t* d_norm(size_t s) const {
+    return blocks[s / block_slots]->d_norms.data() + (s % block_slots) * size_t(match::kSlot);
+  }
 #endif
-  size_t bytes() const { return allocated() * slot_bytes; }
+  // Memory a slot takes: its descriptors, and their |g|^2 where kept.
+  size_t footprint() const { return slot_bytes + (norms ? match::kSlot * sizeof(int32_t) : 0); }
+  size_t bytes() const { return allocated() * footprint(); }
 
   size_t next_block_slots() const {  // slots the next block takes (the last may be short)
     return std::min(size_t(block_slots), capacity - blocks.size() * size_t(block_slots));
@@ -188,6 +197,7 @@ struct Tier {
     if (in_gpu) {
       b->device.resize(n * slot_bytes);
       b->data = b->device.data();
+      if (norms) b->d_norms.resize(n * match::kSlot);
     } else if (pinned) {
       b->pinned.resize(n * slot_bytes);
       b->data = b->pinned.data();
@@ -253,7 +263,7 @@ struct TextureIndex::Impl {
   // Host staging of the GPU path (pinned), used under `work` (searches) or mu exclusively (writes).
   HostBuffer<uint8_t> query_buf, slot_staging;
   HostBuffer<int> scores_buf, list_buf, counts_staging, index_buf;
-  HostBuffer<int32_t> best_buf, second_buf;
+  HostBuffer<int32_t> best_buf, second_buf, norms_staging;
   HostBuffer<float> best_dot_buf, second_dot_buf;
 #if defined(PRISM_HAVE_CUDA)
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
@@ -315,11 +325,21 @@ struct TextureIndex::Impl {
     if (t.in_gpu) {
       pack_slot(f, fp16, staged);
       PRISM_CUDA_CHECK(cudaMemcpyAsync(t.slot_data(s), staged, slot_bytes, cudaMemcpyHostToDevice, stream));
+      if (t.norms) upload_norms(t, s, staged);
     }
     PRISM_CUDA_CHECK(cudaMemcpyAsync(t.d_count(s), count, sizeof(int), cudaMemcpyHostToDevice, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the staging buffers are reused by the next write
 #endif
   }
+#if defined(PRISM_HAVE_CUDA)
+  // |g|^2 of a slot whose bytes are in host memory into tier t's slot s (asynchronous on `stream`;
+  // the caller synchronises before the staging is reused).
+  void upload_norms(Tier& t, size_t s, const uint8_t* host_slot) {
+    int32_t* n = norms_staging.get(match::kSlot, true);
+    match::u8_norms(host_slot, match::kSlot, n);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(t.d_norm(s), n, match::kSlot * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  }
+#endif
   // Copies slot `from` of tier `a` into slot `to` of tier `b` (data and count).
   void copy_slot(Tier& a, size_t from, Tier& b, size_t to) {
     b.counts[to] = a.counts[from];
@@ -330,6 +350,11 @@ struct TextureIndex::Impl {
 #if defined(PRISM_HAVE_CUDA)
     PRISM_CUDA_CHECK(cudaMemcpyAsync(b.slot_data(to), a.slot_data(from), slot_bytes, cudaMemcpyDefault, stream));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(b.d_count(to), a.d_count(from), sizeof(int), cudaMemcpyDeviceToDevice, stream));
+    if (b.norms && a.norms)
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(b.d_norm(to), a.d_norm(from), match::kSlot * sizeof(int32_t),
+                                       cudaMemcpyDeviceToDevice, stream));
+    else if (b.norms)  // up from the host tier, whose pinned bytes the host reads
+      upload_norms(b, to, a.slot_data(from));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
 #endif
   }
@@ -449,6 +474,11 @@ struct TextureIndex::Impl {
   }
 };
 
+size_t image_bytes(Precision precision, bool gpu_tier) {
+  const bool fp16 = precision == Precision::kFp16;
+  return slot_bytes_of(fp16) + (gpu_tier && !fp16 ? match::kSlot * sizeof(int32_t) : 0);
+}
+
 TextureIndex::TextureIndex(Device device)
     : TextureIndex([&] {
         IndexOptions o;
@@ -502,9 +532,10 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
     m.tiers[t].slot_bytes = m.slot_bytes;
     m.tiers[t].in_gpu = t == kGpuTier;
     m.tiers[t].pinned = t == kHostTier && m.gpu;
+    m.tiers[t].norms = t == kGpuTier && !m.fp16;  // as image_bytes says
   }
-  m.tiers[kGpuTier].capacity = size_t(m.gpu_budget) / m.slot_bytes;
-  m.tiers[kHostTier].capacity = size_t(m.host_budget) / m.slot_bytes;
+  m.tiers[kGpuTier].capacity = size_t(m.gpu_budget) / m.tiers[kGpuTier].footprint();
+  m.tiers[kHostTier].capacity = size_t(m.host_budget) / m.tiers[kHostTier].footprint();
 }
 
 TextureIndex::~TextureIndex() = default;
@@ -825,6 +856,7 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
       p.gallery = blk.data + r.first * slot_bytes;
       p.counts = blk.d_counts.data() + r.first;
       p.slots = r.scoped ? d_slots.data() + r.list : nullptr;
+      if (tier.norms) p.norms = blk.d_norms.data() + r.first * match::kSlot;
       match_device(p, params.ratio, out, {}, stream);
       continue;
     }

@@ -95,9 +95,14 @@ constexpr int64_t kDefaultBudget = -1;
 // slot list: a search given collections throws std::invalid_argument).
 enum class Precision { kU8, kFp16 };
 
+// Bytes one image takes in a tier, what a budget is divided by: its descriptor slot (match::kSlotBytes,
+// twice that in FP16) and, in the GPU tier of an 8-bit index, its rows' |g|^2 beside it (kSlot int32,
+// 3% more: a search then does not recompute them, MatchU8Problem::norms).
+size_t image_bytes(Precision precision, bool gpu_tier);
+
 struct IndexOptions {
   Device device = Device::kAuto;
-  // Bytes of descriptor slots per tier; kDefaultBudget picks: GPU, the device's free memory at
+  // Bytes per tier (image_bytes per image); kDefaultBudget picks: GPU, the device's free memory at
   // construction less 2 GiB (the search's own buffers, other users); host, half of the memory
   // available (MemAvailable).
   // 0 disables a tier (a GPU budget of 0 streams every image from host memory).

@@ -6,9 +6,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/device_array.h"
@@ -41,6 +43,16 @@ std::vector<match::GpuPath> scores_paths() {
 }
 const char* path_name(match::GpuPath p) {
   return p == match::GpuPath::kWgmma ? "wgmma" : p == match::GpuPath::kMmaSync ? "mma.sync" : "auto";
+}
+
+// MatchU8Problem::norms for a case's gallery, with the rows past each slot's count poisoned (0, which
+// would be everyone's nearest if it were read): the kernels must take |g|^2 only where it is real.
+gpu::DeviceArray<int32_t> poisoned_norms(const test::MatchU8Case& c) {
+  std::vector<int32_t> n(c.counts.size() * size_t(match::kSlot));
+  match::u8_norms(c.gallery.data(), int(n.size()), n.data());
+  for (size_t s = 0; s < c.counts.size(); ++s)
+    std::fill(n.begin() + s * match::kSlot + c.counts[s], n.begin() + (s + 1) * match::kSlot, 0);
+  return upload(n);
 }
 
 TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
@@ -167,21 +179,27 @@ TEST(MatchU8Gpu, FusedKernelEqualsTheCpuPathBitForBit) {
         ASSERT_EQ(gi[o], ci[o]) << "image " << o / p.rows << " row " << o % p.rows;
       }
     }
-    // Scores alone take the index-free top-2 update, and each kernel: the same scores.
-    for (match::GpuPath path : scores_paths()) {
-      SCOPED_TRACE(path_name(path));
-      std::vector<int> only(n_scores, -1);
-      PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, n_scores * sizeof(int)));
-      match::match_u8_cuda(dp, {0.8f}, {d_scores.data()}, nullptr, path);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      download(only, d_scores);
-      EXPECT_EQ(only, cs);
-    }
+    // Scores alone take the index-free top-2 update, and each kernel, with |g|^2 computed or given:
+    // the same scores.
+    const gpu::DeviceArray<int32_t> d_norms = poisoned_norms(c);
+    for (match::GpuPath path : scores_paths())
+      for (const int32_t* norms : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(d_norms.data())}) {
+        SCOPED_TRACE(std::string(path_name(path)) + (norms ? ", norms given" : ""));
+        std::vector<int> only(n_scores, -1);
+        PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, n_scores * sizeof(int)));
+        match::MatchU8Problem np = dp;
+        np.norms = norms;
+        match::match_u8_cuda(np, {0.8f}, {d_scores.data()}, nullptr, path);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        download(only, d_scores);
+        EXPECT_EQ(only, cs);
+      }
   }
 }
 
 // The wgmma kernel's persistent grid walks many images per block, double buffered: a batch of more
-// images than the device has multiprocessors, with a slot list, scores equal to the CPU path's.
+// images than the device has multiprocessors, with a slot list (and |g|^2 given or not), scores
+// equal to the CPU path's.
 TEST(MatchU8Gpu, EveryKernelScoresALargeBatchAsTheCpuPath) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -203,15 +221,19 @@ TEST(MatchU8Gpu, EveryKernelScoresALargeBatchAsTheCpuPath) {
   dp.gallery = dg.data();
   dp.counts = dc.data();
   dp.slots = ds.data();
-  for (match::GpuPath path : scores_paths()) {
-    SCOPED_TRACE(path_name(path));
-    PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, p.images * sizeof(int)));
-    match::match_u8_cuda(dp, {0.8f}, {d_scores.data()}, nullptr, path);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<int> gs(p.images);
-    download(gs, d_scores);
-    EXPECT_EQ(gs, cs);
-  }
+  const gpu::DeviceArray<int32_t> d_norms = poisoned_norms(c);
+  for (match::GpuPath path : scores_paths())
+    for (const int32_t* norms : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(d_norms.data())}) {
+      SCOPED_TRACE(std::string(path_name(path)) + (norms ? ", norms given" : ""));
+      PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, p.images * sizeof(int)));
+      match::MatchU8Problem np = dp;
+      np.norms = norms;
+      match::match_u8_cuda(np, {0.8f}, {d_scores.data()}, nullptr, path);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<int> gs(p.images);
+      download(gs, d_scores);
+      EXPECT_EQ(gs, cs);
+    }
 }
 
 TEST(MatchU8Gpu, BadRequestsAreRefused) {

@@ -33,9 +33,8 @@ texture::IndexOptions options(texture::Device d, int64_t gpu_slots, int64_t host
   texture::IndexOptions o;
   o.device = d;
   o.precision = precision;
-  const int64_t slot = int64_t(match::kSlotBytes) * (precision == texture::Precision::kFp16 ? 2 : 1);
-  o.gpu_budget = gpu_slots * slot;
-  o.host_budget = host_slots * slot;
+  o.gpu_budget = gpu_slots * int64_t(texture::image_bytes(precision, true));
+  o.host_budget = host_slots * int64_t(texture::image_bytes(precision, false));
   o.block_slots = 4;
   o.host_batch = 3;
   o.streams = 2;
@@ -195,7 +194,7 @@ TEST(TextureIndexGpu, AGpuBudgetBeyondTheCardIsRefusedNamingIt) {
   std::mt19937 rng(9);
   size_t free = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  const int64_t slots = int64_t(total / match::kSlotBytes) + 1;  // one slot more than the card holds
+  const int64_t slots = int64_t(total / texture::image_bytes(texture::Precision::kU8, true)) + 1;  // one more than fits
   texture::IndexOptions o = options(texture::Device::kCuda, slots, 10);
   o.block_slots = int(slots);  // one block: the whole budget at once
   o.host_reserve = 0;          // the block's keypoint records in host memory are not what this test is about
