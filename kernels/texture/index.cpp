@@ -491,7 +491,7 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
   m.options = options;
   m.fp16 = options.precision == Precision::kFp16;
   m.slot_bytes = slot_bytes_of(m.fp16);
-  if (options.streams < 1 || options.host_batch < 1 || options.block_slots < 1)
+  if (options.streams < 1 || options.host_batch < 1 || options.block_slots < 1 || options.gpu_block_slots < 1)
     throw std::invalid_argument("texture index: streams, host batch and block slots must be at least 1");
   std::string why;
   bool usable = gpu::available(&why);
@@ -528,7 +528,7 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
   }
 #endif
   for (int t = 0; t < 2; ++t) {
-    m.tiers[t].block_slots = options.block_slots;
+    m.tiers[t].block_slots = t == kGpuTier ? options.gpu_block_slots : options.block_slots;
     m.tiers[t].slot_bytes = m.slot_bytes;
     m.tiers[t].in_gpu = t == kGpuTier;
     m.tiers[t].pinned = t == kHostTier && m.gpu;

@@ -117,7 +117,11 @@ struct IndexOptions {
   int64_t host_reserve = kDefaultBudget;
   int streams = 4;         // CUDA streams that stream the host tier
   int host_batch = 256;    // host-tier images per copy (25 MB)
-  int block_slots = 1024;  // slots per allocation (96 MiB): tiers grow a block at a time
+  int block_slots = 1024;  // the host tier's slots per allocation (96 MiB): tiers grow a block at a time
+  // The GPU tier's (792 MiB at 8 bits; the last block of a budget is cut to it). Larger, because a
+  // search matches a GPU-tier block in one launch, and each launch's first and last images leave
+  // multiprocessors idle: at 1024 a launch gives each multiprocessor 8 images, at 8192 62.
+  int gpu_block_slots = 8192;
   Precision precision = Precision::kU8;
 };
 

@@ -35,7 +35,7 @@ texture::IndexOptions options(texture::Device d, int64_t gpu_slots, int64_t host
   o.precision = precision;
   o.gpu_budget = gpu_slots * int64_t(texture::image_bytes(precision, true));
   o.host_budget = host_slots * int64_t(texture::image_bytes(precision, false));
-  o.block_slots = 4;
+  o.block_slots = o.gpu_block_slots = 4;  // several blocks in either tier
   o.host_batch = 3;
   o.streams = 2;
   return o;
@@ -196,8 +196,8 @@ TEST(TextureIndexGpu, AGpuBudgetBeyondTheCardIsRefusedNamingIt) {
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
   const int64_t slots = int64_t(total / texture::image_bytes(texture::Precision::kU8, true)) + 1;  // one more than fits
   texture::IndexOptions o = options(texture::Device::kCuda, slots, 10);
-  o.block_slots = int(slots);  // one block: the whole budget at once
-  o.host_reserve = 0;          // the block's keypoint records in host memory are not what this test is about
+  o.gpu_block_slots = int(slots);  // one block: the whole budget at once
+  o.host_reserve = 0;              // the block's keypoint records in host memory are not what this test is about
   texture::TextureIndex index(o);
   try {
     index.add(random_entry("p0", rng, 20));
