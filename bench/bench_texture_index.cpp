@@ -4,6 +4,7 @@
 // peak (cuBLAS s8 GEMM) for the share of it the matcher reaches.
 //
 //   bench_texture_index [GPU_IMAGES=770000] [HOST_IMAGES=300000] [COLLECTION=10000] [STREAMS=4] [HOST_BATCH=256]
+//                       [GPU_NORMS=1] (0: the GPU tier without |g|^2, IndexOptions::gpu_norms)
 //
 // Generated gallery (no 2 M SIFT extractions): 48 fresh random textures (640x480, smoothed noise at
 // two scales as in the tests) give a pool of real SIFT descriptors with their keypoints; each
@@ -102,6 +103,7 @@ int main(int argc, char** argv) {
   texture::IndexOptions defaults;
   const int streams = argc > 4 ? std::atoi(argv[4]) : defaults.streams;
   const int host_batch = argc > 5 ? std::atoi(argv[5]) : defaults.host_batch;
+  const bool gpu_norms = argc > 6 ? std::atoi(argv[6]) != 0 : defaults.gpu_norms;  // 0: the GPU tier without |g|^2
   std::string why;
   if (!gpu::available(&why)) {
     std::fprintf(stderr, "bench_texture_index: no GPU: %s\n", why.c_str());
@@ -112,9 +114,11 @@ int main(int argc, char** argv) {
   const double gbps = h2d_gbps();
   const double tops = int8_peak_tops();
   std::printf(
-      "device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit); host tier streamed "
-      "on %d streams in batches of %d\n\n",
-      gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes, streams, host_batch);
+      "device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit), %zu in GPU memory (|g|^2 "
+      "%s); host tier streamed on %d streams in batches of %d\n\n",
+      gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes,
+      texture::image_bytes(texture::Precision::kU8, true, gpu_norms), gpu_norms ? "kept" : "not kept", streams,
+      host_batch);
   std::printf("| measure | value |\n|---|---|\n");
   std::printf("| host-to-device bandwidth (pinned, 256 MiB copies) | %.1f GB/s = %.0f k images/s |\n", gbps,
               gbps * 1e9 / match::kSlotBytes / 1e3);
@@ -122,7 +126,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   const int64_t slot = match::kSlotBytes;  // crosses PCIe per host-tier image
-  const int64_t gpu_slot = int64_t(texture::image_bytes(texture::Precision::kU8, true));  // with |g|^2
+  const int64_t gpu_slot = int64_t(texture::image_bytes(texture::Precision::kU8, true, gpu_norms));
   // 1. Rates per tier, on indexes of 100,000 images entirely in one tier.
   const size_t tier_n = 100000;
   double gpu_rate = 0, host_rate = 0;
@@ -134,6 +138,7 @@ int main(int argc, char** argv) {
     o.host_budget = tier == 0 ? 0 : int64_t(tier_n) * slot;
     o.streams = streams;
     o.host_batch = host_batch;
+    o.gpu_norms = gpu_norms;
     texture::TextureIndex index(o);
     for (size_t i = 0; i < tier_n; ++i) {
       texture::GalleryEntry e = test::pooled_gallery_entry(pool, rng, "p" + std::to_string(i));
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
   o.host_budget = int64_t(host_images) * slot;
   o.streams = streams;
   o.host_batch = host_batch;
+  o.gpu_norms = gpu_norms;
   texture::TextureIndex index(o);
   const size_t total = gpu_images + host_images;
   const size_t lots = std::max<size_t>(1, total / collection);

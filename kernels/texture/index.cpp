@@ -474,9 +474,9 @@ struct TextureIndex::Impl {
   }
 };
 
-size_t image_bytes(Precision precision, bool gpu_tier) {
+size_t image_bytes(Precision precision, bool gpu_tier, bool gpu_norms) {
   const bool fp16 = precision == Precision::kFp16;
-  return slot_bytes_of(fp16) + (gpu_tier && !fp16 ? match::kSlot * sizeof(int32_t) : 0);
+  return slot_bytes_of(fp16) + (gpu_tier && gpu_norms && !fp16 ? match::kSlot * sizeof(int32_t) : 0);
 }
 
 TextureIndex::TextureIndex(Device device)
@@ -532,7 +532,7 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
     m.tiers[t].slot_bytes = m.slot_bytes;
     m.tiers[t].in_gpu = t == kGpuTier;
     m.tiers[t].pinned = t == kHostTier && m.gpu;
-    m.tiers[t].norms = t == kGpuTier && !m.fp16;  // as image_bytes says
+    m.tiers[t].norms = t == kGpuTier && !m.fp16 && options.gpu_norms;  // as image_bytes says
   }
   m.tiers[kGpuTier].capacity = size_t(m.gpu_budget) / m.tiers[kGpuTier].footprint();
   m.tiers[kHostTier].capacity = size_t(m.host_budget) / m.tiers[kHostTier].footprint();

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -115,6 +116,79 @@ TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
 // The FP16 index sums in FP32 in another order on the GPU, which may flip a ratio test sitting on
 // its edge: scores agree with the CPU path up to the tolerance the FP16 index's test always allowed
 // (a handful per query), the identified product and its verification exactly.
+// The GPU tier's |g|^2 (IndexOptions::gpu_norms) through the kernel that reads them: a GPU tier of at
+// least two images per multiprocessor matched in one run, and queries of more than 512 rows, which
+// kAuto gives the wgmma kernel on an H100 or H200. Removals (the last slot moves into the hole, the
+// newest host image moves up), updates and adds (the oldest moves down) must keep every slot's norms
+// beside it: scores equal to the CPU path's, with the norms kept and without.
+TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
+  PRISM_NEED_GPU();
+  if (!match::gpu_path_available(match::GpuPath::kWgmma))
+    std::printf("note: this GPU has no wgmma kernel: the norms are kept but no kernel reads them\n");
+  std::mt19937 rng(std::random_device{}());
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int gpu_slots = std::max(2 * sms, 300);
+  texture::TextureIndex cpu(options(texture::Device::kCpu, 0, 4 * gpu_slots));
+  texture::IndexOptions with = options(texture::Device::kCuda, gpu_slots, 4 * gpu_slots);
+  with.gpu_block_slots = gpu_slots;  // the whole GPU tier in one run
+  texture::IndexOptions without = with;
+  without.gpu_norms = false;
+  without.gpu_budget = int64_t(gpu_slots) * int64_t(texture::image_bytes(texture::Precision::kU8, true, false));
+  texture::TextureIndex kept(with), computed(without);
+  std::vector<texture::TextureIndex*> gpus{&kept, &computed};
+  std::vector<GalleryEntry> entries;
+  int next_id = 0;
+  auto fresh = [&] {
+    const int n = rng() % 4 == 0 ? match::kSlot : 2 + int(rng() % 700);
+    return random_entry("p" + std::to_string(next_id++), rng, n, rng() % 3 ? "a" : "b");
+  };
+  for (int i = 0; i < gpu_slots + 40; ++i) {
+    entries.push_back(fresh());
+    cpu.add(entries.back());
+    for (auto* g : gpus) g->add(entries.back());
+  }
+  EXPECT_EQ(kept.stats().gpu_images, size_t(gpu_slots));
+  EXPECT_EQ(computed.stats().gpu_images, size_t(gpu_slots));
+  EXPECT_EQ(kept.stats().gpu_bytes, size_t(gpu_slots) * texture::image_bytes(texture::Precision::kU8, true));
+  EXPECT_EQ(computed.stats().gpu_bytes, size_t(gpu_slots) * match::kSlotBytes);
+  auto compare = [&](const char* when) {
+    for (int k = 0; k < 3; ++k) {
+      const GalleryEntry& t = entries[rng() % entries.size()];
+      texture::Features q = random_entry("q", rng, 520 + int(rng() % 249), "").features;  // 528..768 rows padded
+      std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(60) * match::kDim),
+                  q.descriptors.begin());
+      const auto want = scores_by_id(cpu, q, {});
+      int top = 0;
+      for (const auto& [id, score] : want) top = std::max(top, score);
+      EXPECT_GT(top, 0) << when;
+      for (auto* g : gpus) EXPECT_EQ(scores_by_id(*g, q, {}), want) << when << (g == &kept ? ", kept" : ", computed");
+    }
+  };
+  compare("after adds");
+  for (int i = 0; i < 20; ++i) {  // removals anywhere: swaps inside the GPU tier, host images moving up
+    const size_t at = rng() % entries.size();
+    EXPECT_TRUE(cpu.remove(entries[at].id));
+    for (auto* g : gpus) EXPECT_TRUE(g->remove(entries[at].id));
+    entries.erase(entries.begin() + long(at));
+  }
+  for (int i = 0; i < 20; ++i) {  // updates in place, in either tier
+    GalleryEntry& e = entries[rng() % entries.size()];
+    GalleryEntry changed = fresh();
+    changed.id = e.id;
+    e = changed;
+    cpu.update(e);
+    for (auto* g : gpus) g->update(e);
+  }
+  for (int i = 0; i < 30; ++i) {  // adds: the oldest GPU images move to the host tier
+    entries.push_back(fresh());
+    cpu.add(entries.back());
+    for (auto* g : gpus) g->add(entries.back());
+  }
+  EXPECT_EQ(kept.stats().gpu_images, size_t(gpu_slots));
+  compare("after removals, updates and adds");
+}
+
 TEST(TextureIndexGpu, Fp16TiersEqualTheFp16CpuPath) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
