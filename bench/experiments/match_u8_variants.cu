@@ -463,6 +463,36 @@ __device__ __forceinline__ void wgmma_u8<128>(int32_t (&d)[64], const uint32_t (
         "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(0), "r"(scale_d));
 }
+template <>
+__device__ __forceinline__ void wgmma_u8<256>(int32_t (&d)[128], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %134, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.s32.u8.u8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+      "%14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+      "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "
+      "%58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, "
+      "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, "
+      "%120, %121, %122, %123, %124, %125, %126, %127}, "
+      "{%128, %129, %130, %131}, %132, p;\n}\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]),
+        "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]),
+        "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]),
+        "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]),
+        "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]),
+        "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]),
+        "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]),
+        "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]),
+        "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]),
+        "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), "+r"(d[80]),
+        "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]),
+        "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]),
+        "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), "+r"(d[104]),
+        "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), "+r"(d[112]),
+        "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), "+r"(d[120]),
+        "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(0), "r"(scale_d));
+}
 // The wgmma variant: a warpgroup takes 64 query rows (A from registers, the mma.sync m16n8k32 A layout per
 // warp); the block stages chunks of kN gallery descriptors in the no-swizzle K-major core-matrix layout
 // (8 rows x 16 bytes per core matrix; core matrix (nb, kc) at (kc * kN / 8 + nb) * 128 bytes), |g|^2 from
@@ -744,6 +774,155 @@ __global__ void __launch_bounds__(128 * kWGp, 1)
   }
 }
 
+// Larger wgmma tiles and several query tiles per warpgroup (kern_pp): a warpgroup holds kMT tiles of 64
+// query rows in registers and walks the staged image in chunks of kN descriptors; the (chunk, tile) pairs
+// run in order, with kBuf accumulator sets: at 2, pair j's wgmma run while pair j-1's top-2 is done; at 1,
+// only the other warpgroups' wgmma overlap a warpgroup's top-2 (ping-pong left to the scheduler).
+// Rows per block 64 kWG kMT; one block per SM (the whole image staged twice), the grid persistent.
+template <int kN, int kWG, int kMT, int kBuf, int kEpi = 1>
+__global__ void __launch_bounds__(128 * kWG, 1)
+    kern_pp(const uint8_t* __restrict__ query, int rows, int query_rows, const uint8_t* __restrict__ gallery,
+            const int* __restrict__ counts, const int32_t* __restrict__ norms, int images, float ratio, int* scores) {
+  constexpr int kThreads = 128 * kWG, kImgBytes = kSlot * kDim, kChunks = kSlot / kN, kPairs = kChunks * kMT;
+  constexpr int kRowsPerBlock = 64 * kWG * kMT;
+  extern __shared__ __align__(128) uint8_t smem[];
+  int32_t* gnorm = reinterpret_cast<int32_t*>(smem + 2 * kImgBytes);  // [2][kSlot]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  auto row_of = [&](int mt) { return blockIdx.y * kRowsPerBlock + mt * 64 * kWG + warp * 16; };
+  uint32_t a[kMT][4][4];
+  int32_t qn[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    const int ra = row_of(mt) + g, rb = ra + 8;
+    auto word = [&](int r, int k) -> uint32_t {
+      return r < rows ? *reinterpret_cast<const uint32_t*>(query + static_cast<int64_t>(r) * kDim + k) : 0u;
+    };
+    uint32_t sa = 0, sb = 0;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const int k = ks * 32 + t * 4;
+      a[mt][ks][0] = word(ra, k);
+      a[mt][ks][1] = word(rb, k);
+      a[mt][ks][2] = word(ra, k + 16);
+      a[mt][ks][3] = word(rb, k + 16);
+      sa = __dp4a(a[mt][ks][0], a[mt][ks][0], sa);
+      sa = __dp4a(a[mt][ks][2], a[mt][ks][2], sa);
+      sb = __dp4a(a[mt][ks][1], a[mt][ks][1], sb);
+      sb = __dp4a(a[mt][ks][3], a[mt][ks][3], sb);
+    }
+    for (int mask = 1; mask <= 2; mask <<= 1) {
+      sa += __shfl_xor_sync(0xFFFFFFFFu, sa, mask);
+      sb += __shfl_xor_sync(0xFFFFFFFFu, sb, mask);
+    }
+    qn[mt][0] = int32_t(sa);
+    qn[mt][1] = int32_t(sb);
+  }
+  auto stage = [&](int image, int buf) {
+    if (image < images) {
+      const uint8_t* img = gallery + static_cast<int64_t>(image) * kSlotBytes;
+      uint8_t* dst = smem + buf * kImgBytes;
+      for (int v = threadIdx.x; v < kSlot * kDim / 16; v += kThreads) {
+        const int r = v >> 3, kc = v & 7, c = r / kN, rr = r % kN;
+        cpa16(dst + c * (kN * kDim) + (kc * (kN / 8) + (rr >> 3)) * 128 + (rr & 7) * 16,
+              img + static_cast<int64_t>(r) * kDim + kc * 16);
+      }
+      for (int v = threadIdx.x; v < kSlot / 4; v += kThreads)
+        cpa16(gnorm + buf * kSlot + v * 4, norms + static_cast<int64_t>(image) * kSlot + v * 4);
+    }
+    cpa_commit();
+  };
+  auto fence_regs = [](int32_t(&acc)[kN / 2]) {
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) asm volatile("" : "+r"(acc[i])::"memory");
+  };
+  int32_t d[kBuf][kN / 2];
+  Top2 top[kMT][2];
+  int buf = 0;
+  stage(blockIdx.x, 0);
+  for (int image = blockIdx.x; image < images; image += gridDim.x, buf ^= 1) {
+    __syncthreads();  // every warpgroup is done with the other buffer
+    stage(image + gridDim.x, buf ^ 1);
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    const uint8_t* tiles = smem + buf * kImgBytes;
+    const int32_t* gimg = gnorm + buf * kSlot + 2 * t;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) top[mt][0] = top[mt][1] = Top2{INT32_MAX, INT32_MAX};
+    auto issue = [&](int j, int32_t(&acc)[kN / 2]) {
+      const int ch = j / kMT, mt = j % kMT;
+      const uint8_t* tile = tiles + ch * (kN * kDim);
+      fence_regs(acc);
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_u8<kN>(acc, a[mt][ks], smem_desc(tile + ks * 2 * (kN / 8) * 128, (kN / 8) * 128, 128), ks);
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      fence_regs(acc);
+    };
+    auto epilogue = [&](int j, const int32_t(&acc)[kN / 2]) {
+      const int ch = j / kMT, mt = j % kMT;
+      const int32_t* gn = gimg + ch * kN;
+      if (kEpi == 0) {
+#pragma unroll
+        for (int i = 0; i < kN / 2; i += 4) top[mt][0].best ^= acc[i] + acc[i + 1] + acc[i + 2] + acc[i + 3];
+        return;
+      }
+#pragma unroll
+      for (int i = 0; i < kN / 8; ++i) {
+        const int2 v = *reinterpret_cast<const int2*>(gn + 8 * i);
+        offer2(top[mt][0], v.x - 2 * acc[4 * i], v.y - 2 * acc[4 * i + 1]);
+        offer2(top[mt][1], v.x - 2 * acc[4 * i + 2], v.y - 2 * acc[4 * i + 3]);
+      }
+    };
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      if (kBuf == 1) {
+        issue(j, d[0]);
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        fence_regs(d[0]);
+        epilogue(j, d[0]);
+      } else {
+        issue(j, d[j % kBuf]);
+        if (j > 0) {
+          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+          fence_regs(d[(j - 1) % kBuf]);
+          epilogue(j - 1, d[(j - 1) % kBuf]);
+        }
+      }
+    }
+    if (kBuf > 1) {
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      fence_regs(d[(kPairs - 1) % kBuf]);
+      epilogue(kPairs - 1, d[(kPairs - 1) % kBuf]);
+    }
+    const int n = counts[image];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      for (int h = 0; h < 2; ++h)
+        for (int mask = 1; mask <= 2; mask <<= 1) {
+          const Top2 o{__shfl_xor_sync(0xFFFFFFFFu, top[mt][h].best, mask),
+                       __shfl_xor_sync(0xFFFFFFFFu, top[mt][h].second, mask)};
+          merge(top[mt][h], o);
+        }
+      const int row0 = row_of(mt);
+      int pass = 0;
+      if (t == 0)
+        for (int h = 0; h < 2; ++h) {
+          const int r = row0 + g + h * 8;
+          if (r >= rows) continue;
+          const int32_t q = qn[mt][h];
+          const bool some = q > 0 && top[mt][h].best<kFar / 2, two = q> 0 && top[mt][h].second < kFar / 2;
+          const int32_t d1 = some ? q + top[mt][h].best : INT32_MAX, d2 = two ? q + top[mt][h].second : INT32_MAX;
+          pass += n >= 2 && q > 0 && ratio_pass(d1, d2, ratio);
+        }
+      for (int off = 16; off > 0; off >>= 1) pass += __shfl_down_sync(0xFFFFFFFFu, pass, off);
+      if (lane == 0 && pass > 0 && row0 < rows)
+        atomicAdd(&scores[static_cast<int64_t>(row0 / query_rows) * images + image], pass);
+    }
+  }
+}
+
 // Brute force on the host for a few images: scores.
 static int host_score(const std::vector<uint8_t>& q, int rows, const uint8_t* img, int n, float ratio) {
   int pass = 0;
@@ -943,9 +1122,9 @@ int main(int argc, char** argv) {
   runwg("wg n64 wg4 st4", kern_wg<64, 4, 4, 1, false>, 512, 256, sm(64, 4));
   {
     const size_t smp = 2 * size_t(kSlotBytes) + 2 * kSlot * 4;
-    auto runp = [&](const char* name, auto kernel, int wg, int blocks_x, const int32_t* nrm = nullptr) {
+    auto runp = [&](const char* name, auto kernel, int wg, int blocks_x, const int32_t* nrm = nullptr, int mt = 1) {
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smp)));
-      const int threads = 128 * wg, rpb = 64 * wg;
+      const int threads = 128 * wg, rpb = 64 * wg * mt;
       const dim3 grid(blocks_x, (rows + rpb - 1) / rpb);
       std::vector<float> ms;
       std::vector<int> out(images);
@@ -981,6 +1160,24 @@ int main(int argc, char** argv) {
     };
     const int sms = prop.multiProcessorCount;
     runp("wgp 4wg grid sms/3", kern_wgp<4>, 4, sms / 3);
+    if (which == 3) {  // kern_pp: tile shapes; "-" = no top-2 (the tensor cores' ceiling for that shape)
+      auto pp = [&](const char* name, auto kernel, int wg, int mt) {
+        const int y = (rows + 64 * wg * mt - 1) / (64 * wg * mt);
+        runp(name, kernel, wg, sms / y, nullptr, mt);
+      };
+      runp("wgp 4wg no epilogue", kern_wgp<4, 0>, 4, sms / 3);
+      pp("pp n64 wg4 mt3 buf1", kern_pp<64, 4, 3, 1>, 4, 3);
+      pp("pp n64 wg4 mt3 buf2", kern_pp<64, 4, 3, 2>, 4, 3);
+      pp("pp n128 wg4 mt3 buf1", kern_pp<128, 4, 3, 1>, 4, 3);
+      pp("pp n64 wg3 mt4 buf1", kern_pp<64, 3, 4, 1>, 3, 4);
+      pp("pp n128 wg3 mt4 buf1", kern_pp<128, 3, 4, 1>, 3, 4);
+      pp("pp n64 wg2 mt6 buf1", kern_pp<64, 2, 6, 1>, 2, 6);
+      pp("pp n128 wg2 mt6 buf1", kern_pp<128, 2, 6, 1>, 2, 6);
+      pp("pp n64 wg4 mt2 buf1", kern_pp<64, 4, 2, 1>, 4, 2);
+      pp("pp n64 wg4 mt1 buf1", kern_pp<64, 4, 1, 1>, 4, 1);
+      pp("pp n64 wg4 mt3 buf1 again", kern_pp<64, 4, 3, 1>, 4, 3);
+      return 0;
+    }
     runp("wgp 4wg packed", kern_wgp<4, 1, 1>, 4, sms / 3, dnb);
     runp("wgp 4wg packed every row exact", kern_wgp<4, 1, 2>, 4, sms / 3, dnb);
     runp("wgp 4wg no epilogue", kern_wgp<4, 0>, 4, sms / 3);
