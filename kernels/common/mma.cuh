@@ -38,6 +38,26 @@ __device__ __forceinline__ void mma_16832_u8(int32_t c[4], const uint32_t a[4], 
 #endif
 }
 
+// |q|^2 of the two rows a lane's u8 A fragments hold (rows g and g + 8 of an m16 tile, over the four
+// k-steps of a 128-byte row, fragment layout as above): each of a row's four lanes sums its 32 bytes,
+// then the four exchange. Every lane of the warp must call it (shuffles).
+__device__ __forceinline__ void u8_fragment_norms(const uint32_t (&a)[4][4], int32_t& row_g, int32_t& row_g8) {
+  uint32_t sa = 0, sb = 0;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    sa = __dp4a(a[ks][0], a[ks][0], sa);
+    sa = __dp4a(a[ks][2], a[ks][2], sa);
+    sb = __dp4a(a[ks][1], a[ks][1], sb);
+    sb = __dp4a(a[ks][3], a[ks][3], sb);
+  }
+  for (int mask = 1; mask <= 2; mask <<= 1) {
+    sa += __shfl_xor_sync(0xFFFFFFFFu, sa, mask);
+    sb += __shfl_xor_sync(0xFFFFFFFFu, sb, mask);
+  }
+  row_g = int32_t(sa);
+  row_g8 = int32_t(sb);
+}
+
 // Four 8x8 matrices of halves from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

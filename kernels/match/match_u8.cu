@@ -194,22 +194,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // of its bytes, then exchange.
   int32_t qn[4];
 #pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    uint32_t sa = 0, sb = 0;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      sa = __dp4a(a[m][ks][0], a[m][ks][0], sa);
-      sa = __dp4a(a[m][ks][2], a[m][ks][2], sa);
-      sb = __dp4a(a[m][ks][1], a[m][ks][1], sb);
-      sb = __dp4a(a[m][ks][3], a[m][ks][3], sb);
-    }
-    for (int mask = 1; mask <= 2; mask <<= 1) {
-      sa += __shfl_xor_sync(0xFFFFFFFFu, sa, mask);
-      sb += __shfl_xor_sync(0xFFFFFFFFu, sb, mask);
-    }
-    qn[2 * m] = int32_t(sa);
-    qn[2 * m + 1] = int32_t(sb);
-  }
+  for (int m = 0; m < 2; ++m) gpu::u8_fragment_norms(a[m], qn[2 * m], qn[2 * m + 1]);
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
     int pass = 0;

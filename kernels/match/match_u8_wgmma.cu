@@ -124,24 +124,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       a[m][ks][3] = word(rb, k + 16);
     }
   }
-  // |q|^2 of rows g and g + 8 of tile m, from its A fragments (recomputed per image: registers are
-  // what the block is short of, not instructions); the four lanes of a row each sum 32 of its bytes.
-  auto row_norms = [&](int m, int32_t(&qn)[2]) {
-    uint32_t sa = 0, sb = 0;
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      sa = __dp4a(a[m][ks][0], a[m][ks][0], sa);
-      sa = __dp4a(a[m][ks][2], a[m][ks][2], sa);
-      sb = __dp4a(a[m][ks][1], a[m][ks][1], sb);
-      sb = __dp4a(a[m][ks][3], a[m][ks][3], sb);
-    }
-    for (int mask = 1; mask <= 2; mask <<= 1) {
-      sa += __shfl_xor_sync(0xFFFFFFFFu, sa, mask);
-      sb += __shfl_xor_sync(0xFFFFFFFFu, sb, mask);
-    }
-    qn[0] = int32_t(sa);
-    qn[1] = int32_t(sb);
-  };
 
   auto slot_of = [&](int image) { return slots ? slots[image] : image; };
   // The whole slot, padding included (its |g|^2 says kFar), into buffer `buf`; with gallery_norms,
@@ -237,8 +219,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           merge(top[m][h], Top2{__shfl_xor_sync(0xFFFFFFFFu, top[m][h].best, mask),
                                 __shfl_xor_sync(0xFFFFFFFFu, top[m][h].second, mask)});
       const int row0 = tile_row0(m);
+      // |q|^2 of rows g and g + 8 of tile m, from its A fragments: recomputed per image, since registers
+      // are what the block is short of, not instructions.
       int32_t qn[2];
-      row_norms(m, qn);
+      gpu::u8_fragment_norms(a[m], qn[0], qn[1]);
       int pass = 0;
       if (t == 0)
         for (int h = 0; h < 2; ++h) {
