@@ -219,7 +219,7 @@ Row run_deployment(int w, int gpus, const std::string& redis_url, const fs::path
                    size_t gpu_images, int clients, double seconds, const std::vector<texture::GalleryEntry>& queries) {
   Redis(redis_url).command({"FLUSHALL"});  // the shard count is set once per Redis database
   const int64_t slot = match::kSlotBytes, gpu_slot = int64_t(texture::image_bytes(texture::Precision::kU8, true));
-  // Tiers grow a block (1024 slots) at a time: a block of slack each.
+  // Tiers grow a block at a time (1,024 host slots; GPU blocks are cut to the budget): a host block of slack each.
   const int64_t gpu_bytes = int64_t(gpu_images + 1024) * gpu_slot;
   const int64_t host_bytes = int64_t(images - std::min(images, gpu_images) + 1024) * slot;
   std::vector<std::unique_ptr<test::ChildProcess>> workers;

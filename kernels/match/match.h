@@ -113,9 +113,9 @@ struct MatchU8Problem {
   int images = 0;                    // gallery images in this batch
   // Optional: batch image b reads gallery slot slots[b] (a search within a scope); null: slot b.
   const int* slots = nullptr;
-  // Optional: |g|^2 of every gallery row ([slots][kSlot], as u8_norms writes; the values of rows
-  // past a slot's count are ignored), read by the wgmma kernel; the others, and this kernel when
-  // null, compute them from the bytes. A gallery that stays in GPU memory keeps them beside its
+  // Optional: |g|^2 of every gallery row ([slots][kSlot] as u8_norms writes them, 16-byte aligned
+  // like the gallery; rows past a slot's count are ignored), read by the wgmma kernel; the others,
+  // and this kernel when null, compute them from the bytes. A gallery that stays in GPU memory keeps them beside its
   // slots: computing them per search costs the wgmma kernel a tenth of its time (BENCHMARKS.md,
   // "The 8-bit kernel's ceiling").
   const int32_t* norms = nullptr;

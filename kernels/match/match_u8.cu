@@ -15,6 +15,7 @@
 // four lanes that share a row merge their top-2 with shuffles; |q|^2 comes from the A fragments.
 // The scores take one integer atomic per m16 tile (all its rows belong to one query).
 #include <climits>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -309,6 +310,9 @@ void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const Mat
   const bool per_row = out.best || out.second || out.best_index;
   if (path == GpuPath::kWgmma && per_row)
     throw std::invalid_argument("match_u8_cuda: the wgmma kernel computes scores only, not per-row outputs");
+  // cp.async copies 16 bytes at a time: a misaligned source would fault and take the context with it.
+  if (reinterpret_cast<uintptr_t>(p.gallery) % 16 != 0 || reinterpret_cast<uintptr_t>(p.norms) % 16 != 0)
+    throw std::invalid_argument("match_u8_cuda: the gallery and its norms must be 16-byte aligned");
   if (path == GpuPath::kWgmma && !has_wgmma(d))
     throw std::invalid_argument("match_u8_cuda: the wgmma kernel needs a compute capability 9.0 GPU (H100, H200)");
   if (p.images == 0 || p.rows == 0) return;

@@ -202,7 +202,7 @@ struct Tier {
       b->pinned.resize(n * slot_bytes);
       b->data = b->pinned.data();
     }
-    if (cuda) b->d_counts.resize(block_slots);
+    if (cuda) b->d_counts.resize(n);
 #else
     (void)cuda;
 #endif
@@ -491,7 +491,8 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
   m.options = options;
   m.fp16 = options.precision == Precision::kFp16;
   m.slot_bytes = slot_bytes_of(m.fp16);
-  if (options.streams < 1 || options.host_batch < 1 || options.block_slots < 1 || options.gpu_block_slots < 1)
+  if (options.streams < 1 || options.host_batch < 1 || options.block_slots < 1 || options.gpu_block_slots < 1 ||
+      options.gpu_run_slots < 1)
     throw std::invalid_argument("texture index: streams, host batch and block slots must be at least 1");
   std::string why;
   bool usable = gpu::available(&why);
@@ -720,7 +721,13 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
       const size_t bs = size_t(tier.block_slots);
       for (size_t b = 0; b * bs < tier.used(); ++b) {
         const size_t end = std::min(tier.used(), (b + 1) * bs);
-        const size_t step = t == kHostTier ? std::min(batch, bs) : bs;  // the host tier streams in batches
+        // The host tier streams in batches. While it does, the GPU tier's blocks go in runs of
+        // gpu_run_slots: the matcher's persistent grid holds every multiprocessor for a whole launch,
+        // and a streamed batch's matching, which its stream's next copy waits for, must not wait
+        // behind 8,192 images (the search takes the host tier's time anyway).
+        const size_t step = t == kHostTier                       ? std::min(batch, bs)
+                            : tiers[kHostTier].used() > 0 && gpu ? std::min(size_t(options.gpu_run_slots), bs)
+                                                                 : bs;
         for (size_t s = b * bs; s < end; s += step) {
           Run r;
           r.tier = t, r.block = b, r.first = s - b * bs;

@@ -122,6 +122,9 @@ struct IndexOptions {
   // search matches a GPU-tier block in one launch, and each launch's first and last images leave
   // multiprocessors idle: at 1024 a launch gives each multiprocessor 8 images, at 8192 62.
   int gpu_block_slots = 8192;
+  // GPU-tier images per launch in a search that also streams the host tier (whose batches must not wait
+  // behind a whole GPU block for the multiprocessors).
+  int gpu_run_slots = 1024;
   // The GPU tier keeps its rows' |g|^2 (image_bytes): on an H100 the wgmma kernel then matches 5.2 M
   // images/s rather than 4.5 M, for 3% fewer images in the same budget (a node at its memory limit may
   // prefer those). 8-bit only.

@@ -250,6 +250,13 @@ TEST(MatchU8Gpu, BadRequestsAreRefused) {
   int best = 0;
   EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores, &best}, nullptr, match::GpuPath::kWgmma),
                std::invalid_argument);
+  // cp.async reads 16 bytes at a time: a misaligned gallery or norms pointer is refused before any launch.
+  alignas(16) static const uint8_t bytes[64] = {};
+  p.gallery = bytes + 4;
+  EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
+  p.gallery = bytes;
+  p.norms = reinterpret_cast<const int32_t*>(bytes + 8);
+  EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ texture::IndexOptions options(texture::Device d, int64_t gpu_slots, int64_t host
   o.precision = precision;
   o.gpu_budget = gpu_slots * int64_t(texture::image_bytes(precision, true));
   o.host_budget = host_slots * int64_t(texture::image_bytes(precision, false));
-  o.block_slots = o.gpu_block_slots = 4;  // several blocks in either tier
+  o.block_slots = o.gpu_block_slots = 4;  // several blocks in either tier,
+  o.gpu_run_slots = 3;                    // and GPU blocks in two runs while the host tier streams
   o.host_batch = 3;
   o.streams = 2;
   return o;
@@ -113,25 +114,27 @@ TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
   compare("after live updates");
 }
 
-// The FP16 index sums in FP32 in another order on the GPU, which may flip a ratio test sitting on
-// its edge: scores agree with the CPU path up to the tolerance the FP16 index's test always allowed
-// (a handful per query), the identified product and its verification exactly.
 // The GPU tier's |g|^2 (IndexOptions::gpu_norms) through the kernel that reads them: a GPU tier of at
-// least two images per multiprocessor matched in one run, and queries of more than 512 rows, which
-// kAuto gives the wgmma kernel on an H100 or H200. Removals (the last slot moves into the hole, the
+// least two images per multiprocessor, matched in two runs of at least one image per multiprocessor
+// (gpu_run_slots: the host tier streams too), and queries of more than 512 rows, which kAuto gives
+// the wgmma kernel on an H100 or H200 (match_u8.cu, prefer_wgmma); the whole index and a collection
+// of about two thirds of it. Removals (the last slot moves into the hole, the
 // newest host image moves up), updates and adds (the oldest moves down) must keep every slot's norms
 // beside it: scores equal to the CPU path's, with the norms kept and without.
 TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
   PRISM_NEED_GPU();
   if (!match::gpu_path_available(match::GpuPath::kWgmma))
     std::printf("note: this GPU has no wgmma kernel: the norms are kept but no kernel reads them\n");
-  std::mt19937 rng(std::random_device{}());
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   const int gpu_slots = std::max(2 * sms, 300);
   texture::TextureIndex cpu(options(texture::Device::kCpu, 0, 4 * gpu_slots));
   texture::IndexOptions with = options(texture::Device::kCuda, gpu_slots, 4 * gpu_slots);
-  with.gpu_block_slots = gpu_slots;  // the whole GPU tier in one run
+  with.gpu_block_slots = gpu_slots;    // the whole GPU tier in one block,
+  with.gpu_run_slots = gpu_slots / 2;  // matched in two runs, the second from the block's middle
   texture::IndexOptions without = with;
   without.gpu_norms = false;
   without.gpu_budget = int64_t(gpu_slots) * int64_t(texture::image_bytes(texture::Precision::kU8, true, false));
@@ -158,11 +161,17 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
       texture::Features q = random_entry("q", rng, 520 + int(rng() % 249), "").features;  // 528..768 rows padded
       std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(60) * match::kDim),
                   q.descriptors.begin());
-      const auto want = scores_by_id(cpu, q, {});
-      int top = 0;
-      for (const auto& [id, score] : want) top = std::max(top, score);
-      EXPECT_GT(top, 0) << when;
-      for (auto* g : gpus) EXPECT_EQ(scores_by_id(*g, q, {}), want) << when << (g == &kept ? ", kept" : ", computed");
+      texture::SearchParams in_a;
+      in_a.collections = {"a"};
+      for (const texture::SearchParams& p : {texture::SearchParams{}, in_a}) {
+        const auto want = scores_by_id(cpu, q, p);
+        int top = 0;
+        for (const auto& [id, score] : want) top = std::max(top, score);
+        EXPECT_GT(top, 0) << when;
+        for (auto* g : gpus)
+          EXPECT_EQ(scores_by_id(*g, q, p), want)
+              << when << (g == &kept ? ", kept" : ", computed") << (p.collections.empty() ? "" : ", collection a");
+      }
     }
   };
   compare("after adds");
@@ -189,6 +198,9 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
   compare("after removals, updates and adds");
 }
 
+// The FP16 index sums in FP32 in another order on the GPU, which may flip a ratio test sitting on
+// its edge: scores agree with the CPU path up to the tolerance the FP16 index's test always allowed
+// (a handful per query), the identified product and its verification exactly.
 TEST(TextureIndexGpu, Fp16TiersEqualTheFp16CpuPath) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
