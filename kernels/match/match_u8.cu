@@ -16,9 +16,11 @@
 // The scores take one integer atomic per m16 tile (all its rows belong to one query).
 #include <climits>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 
 #include "common/gpu.h"
 #include "common/mma.cuh"
@@ -268,14 +270,20 @@ void check(const MatchU8Problem& p, const MatchU8Outputs& out, const char* who) 
 struct DeviceInfo {
   int major = 0, minor = 0, sms = 0;
 };
+// Read once per device: a search launches the matcher once per run of slots.
 DeviceInfo current_device() {
   int device = 0;
-  DeviceInfo d;
   PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::unordered_map<int, DeviceInfo> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(device);
+  if (it != known.end()) return it->second;
+  DeviceInfo d;
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, device));
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, device));
   PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device));
-  return d;
+  return known.emplace(device, d).first->second;
 }
 bool has_wgmma(const DeviceInfo& d) { return d.major == 9 && d.minor == 0; }
 
