@@ -25,6 +25,13 @@
 // (--normalise, default texture::poor_light_normalisation()); --candidates compares several on the
 // synthetic perturbations first (top-1 and identification per perturbation on an 8-bit index, and
 // the queries' keypoint counts), the table docs/TEXTUREID.md's choice rests on.
+//
+// Digest prefilter (issue 20, --digest ROWS): whether a search that matches only a digest of each
+// gallery image (its ROWS strongest descriptors, 768 / ROWS images' digests packed into one slot as one
+// matcher image) would still rank the genuine product's slot first, the question behind an
+// approximate host tier (a GPU-resident digest of the host tier, the best slots re-matched exactly).
+// Measured on the 8-bit index: the genuine slot's rank among all slots by ratio-test score, against
+// the genuine product's rank in the exact scores.
 #include <opencv2/calib3d.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -46,6 +53,7 @@
 #include "common/gpu.h"
 #include "common/regular_file.h"
 #include "gst_setup.h"
+#include "match/match.h"
 #include "texture/index.h"
 #include "texture/verify.h"
 #include "texture_util.h"
@@ -60,7 +68,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kEvalUsage =
     "usage: prism texture eval [--data DIR] [--out DIR] [--textures N] [--impostors N] [--device D] [--seed S]\n"
     "                          [--precision u8|fp16|both] [--normalise NAME] [--candidates]\n"
-    "                          [--enrol-device D] [--query-device D]\n"
+    "                          [--enrol-device D] [--query-device D] [--digest ROWS[,ROWS...]]\n"
     "\n"
     "  --data DIR       ../shared/data (sun8/, textures/skimage/, textures/kth-tips-gray/, oxford-affine/)\n"
     "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
@@ -76,6 +84,8 @@ constexpr const char* kEvalUsage =
     "                   (default: the poor-light choice, clahe-4-8)\n"
     "  --candidates     first compare the candidate normalisations on the synthetic perturbations\n"
     "                   (none, equalizeHist, CLAHE settings, local mean/std) and report them\n"
+    "  --digest ROWS    also rank each query's product among digests of ROWS strongest rows per image\n"
+    "                   (768 / ROWS images a slot; ROWS a divisor of 768 from 16 to 384; 8-bit)\n"
     "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
 
 // The SIFT a FeatureParams::device selects, as the report names it.
@@ -304,6 +314,42 @@ struct PrecisionRun {
   double threshold = 0;
 };
 
+// --digest: slots of `rows` strongest rows of `per_slot` products each, matched as one image; the rank
+// of the genuine product's slot per query set.
+struct DigestRun {
+  int rows = 0, per_slot = 0;
+  std::unique_ptr<texture::TextureIndex> index;
+  std::vector<int> slot_of;  // exact index position -> digest index position
+  struct Tally {
+    int queries = 0, exact_first = 0, first = 0, top_percent = 0, kept = 0;
+    std::vector<double> margin;  // the genuine slot's score over the best other slot's (+1 each)
+  };
+  std::map<std::string, Tally> tally;
+};
+
+// The digest entries: product p's first `rows` rows (strongest first) at rows [p % per_slot * rows, ...)
+// of slot p / per_slot. A product with fewer rows, and a last slot with fewer products, is padded with
+// rows of 255 (|g|^2 = 8.3 M against about 0.26 M for RootSIFT's rows: never a nearest neighbour).
+std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Features>& products, int rows) {
+  const int per_slot = match::kSlot / rows;
+  std::vector<texture::GalleryEntry> slots;
+  for (size_t first = 0; first < products.size(); first += size_t(per_slot)) {
+    texture::GalleryEntry e;
+    e.id = "digest-" + std::to_string(slots.size());
+    texture::Features& f = e.features;
+    f.width = products[first].width, f.height = products[first].height;
+    f.keypoints.resize(match::kSlot);
+    f.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
+    for (int k = 0; k < per_slot && first + k < products.size(); ++k) {
+      const texture::Features& p = products[first + k];
+      const size_t n = size_t(std::min(rows, p.count())) * match::kDim;
+      std::copy_n(p.descriptors.begin(), n, f.descriptors.begin() + size_t(k) * rows * match::kDim);
+    }
+    slots.push_back(std::move(e));
+  }
+  return slots;
+}
+
 int accepted(const std::vector<Score>& v, double threshold, int parity = -1) {
   return int(std::count_if(v.begin(), v.end(), [&](const Score& s) {
     return s.query >= 0 && (parity < 0 || s.query % 2 == parity) && s.significance >= threshold;
@@ -368,6 +414,7 @@ int texture_eval_command(int argc, char** argv) {
   std::vector<texture::Precision> precisions = {texture::Precision::kU8, texture::Precision::kFp16};
   texture::Normalisation normalisation = texture::poor_light_normalisation();
   bool candidates = false;
+  std::vector<int> digest_rows;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -413,6 +460,15 @@ int texture_eval_command(int argc, char** argv) {
         }
       } else if (a == "--candidates")
         candidates = true;
+      else if (a == "--digest") {
+        std::stringstream list(value());
+        for (std::string item; std::getline(list, item, ',');) {
+          const int rows = parse_int(a, item, 16, match::kSlot / 2);
+          if (match::kSlot % rows != 0)
+            throw std::runtime_error("--digest: " + item + " does not divide " + std::to_string(match::kSlot));
+          digest_rows.push_back(rows);
+        }
+      }
       else
         throw std::runtime_error("unknown option '" + a + "'");
     } catch (const std::exception& e) {
@@ -557,6 +613,21 @@ int texture_eval_command(int argc, char** argv) {
     }
     // Both indexes were built from the same entries in the same order: entry positions agree.
     const texture::TextureIndex& first = *runs.front().index;
+    std::vector<DigestRun> digests;
+    if (!digest_rows.empty() && precisions.front() != texture::Precision::kU8)
+      throw std::runtime_error("--digest measures the 8-bit index: run it with --precision u8 or both");
+    for (int rows : digest_rows) {
+      DigestRun d;
+      d.rows = rows;
+      d.per_slot = match::kSlot / rows;
+      texture::IndexOptions o;
+      o.device = device;
+      d.index = std::make_unique<texture::TextureIndex>(o);
+      d.index->build(digest_entries(gf, rows));
+      for (size_t p = 0; p < entries.size(); ++p)
+        d.slot_of.push_back(d.index->find("digest-" + std::to_string(p / size_t(d.per_slot))));
+      digests.push_back(std::move(d));
+    }
     std::fprintf(
         stderr,
         "eval: %zu products enrolled (%.0f features each on average, %.1f images/s on %d threads), matching on %s\n",
@@ -588,6 +659,29 @@ int texture_eval_command(int argc, char** argv) {
           other = int(pick() % first.size());
           if (other == truth[q]) other = (other + 1) % int(first.size());
         }
+      // --digest: ranks by ratio-test score (ties counted against the genuine one).
+      auto rank = [](const std::vector<int>& s, int i) {
+        int r = 1;
+        for (size_t j = 0; j < s.size(); ++j) r += int(j) != i && s[j] >= s[i];
+        return r;
+      };
+      for (size_t q = 0; q < queries.size() && !digests.empty(); ++q) {
+        const int exact = rank(runs.front().index->scores(qf[q], params), truth[q]);
+        for (DigestRun& d : digests) {
+          const std::vector<int> s = d.index->scores(qf[q], params);
+          const int r = rank(s, d.slot_of[truth[q]]);
+          DigestRun::Tally& t = d.tally[set];
+          ++t.queries;
+          t.exact_first += exact == 1;
+          t.first += r == 1;
+          t.top_percent += r <= std::max<int>(1, int(s.size()) / 100);
+          t.kept += exact == 1 && r == 1;
+          int other = 0;
+          for (size_t j = 0; j < s.size(); ++j)
+            if (int(j) != d.slot_of[truth[q]]) other = std::max(other, s[j]);
+          t.margin.push_back((s[d.slot_of[truth[q]]] + 1.0) / (other + 1.0));
+        }
+      }
       for (PrecisionRun& run : runs) {
         texture::TextureIndex& index = *run.index;
         Tally& t = run.tally[set];
@@ -915,6 +1009,37 @@ int texture_eval_command(int argc, char** argv) {
       const int n = runs.front().tally.at(name).queries;
       md << "| " << name << " | " << n << cv::format(" | %.1f%% (%d) | ", pct(q.dark, n), q.dark) << q.keypoints.first
          << " | " << q.keypoints.second << " |\n";
+    }
+    for (const DigestRun& d : digests) {
+      const int slots = int(d.index->size());
+      md << "\nDigest prefilter (--digest " << d.rows << "): " << d.per_slot << " products' " << d.rows
+         << " strongest rows per slot, " << slots << " slots; ranks by ratio-test score, ties against the genuine.\n\n"
+         << "| queries | n | exact: genuine product first | digest: its slot first | digest: its slot in the top 1% ("
+         << std::max(1, slots / 100)
+         << ") | of those first exactly, first by digest | margin: genuine / best other slot, median (10th percentile) "
+            "|\n|---|---|---|---|---|---|---|\n";
+      auto margins = [](std::vector<double> v) {
+        if (v.empty()) return std::string(" - |");
+        std::sort(v.begin(), v.end());
+        return cv::format(" %.1f (%.1f) |", v[v.size() / 2], v[v.size() / 10]);
+      };
+      DigestRun::Tally all;
+      for (const auto& name : order) {
+        const DigestRun::Tally& t = d.tally.at(name);
+        md << "| " << name << " | " << t.queries
+           << cv::format(" | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", pct(t.exact_first, t.queries), pct(t.first, t.queries),
+                         pct(t.top_percent, t.queries), pct(t.kept, t.exact_first))
+           << margins(t.margin) << "\n";
+        all.queries += t.queries, all.exact_first += t.exact_first, all.first += t.first;
+        all.top_percent += t.top_percent, all.kept += t.kept;
+        all.margin.insert(all.margin.end(), t.margin.begin(), t.margin.end());
+      }
+      md << "| **all** | " << all.queries
+         << cv::format(" | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", pct(all.exact_first, all.queries),
+                       pct(all.first, all.queries), pct(all.top_percent, all.queries), pct(all.kept, all.exact_first))
+         << margins(all.margin) << "\n";
+      std::fprintf(stderr, "eval: digest %d rows: the genuine slot first for %.1f%% of %d queries (exact: %.1f%%)\n",
+                   d.rows, pct(all.first, all.queries), all.queries, pct(all.exact_first, all.queries));
     }
     const std::string report = cand_md.str() + head.str() + md.str();
     std::ofstream(out / "texture-eval.md") << report;
