@@ -5,6 +5,9 @@
 //
 //   bench_texture_index [GPU_IMAGES=770000] [HOST_IMAGES=300000] [COLLECTION=10000] [STREAMS=4] [HOST_BATCH=256]
 //                       [GPU_NORMS=1] (0: the GPU tier without |g|^2, IndexOptions::gpu_norms)
+//                       [DIGEST_ROWS=0] [DIGEST_CANDIDATES=1000] (IndexOptions::host_digest_rows: the host
+//                       tier's digests in GPU memory beside GPU_IMAGES, and the whole index searched through
+//                       them too, SearchParams::digest_candidates digest slots re-matched exactly)
 //
 // Generated gallery (no 2 M SIFT extractions): 48 fresh random textures (640x480, smoothed noise at
 // two scales as in the tests) give a pool of real SIFT descriptors with their keypoints; each
@@ -104,6 +107,8 @@ int main(int argc, char** argv) {
   const int streams = argc > 4 ? std::atoi(argv[4]) : defaults.streams;
   const int host_batch = argc > 5 ? std::atoi(argv[5]) : defaults.host_batch;
   const bool gpu_norms = argc > 6 ? std::atoi(argv[6]) != 0 : defaults.gpu_norms;  // 0: the GPU tier without |g|^2
+  const int digest_rows = argc > 7 ? std::atoi(argv[7]) : 0;
+  const int digest_candidates = argc > 8 ? std::atoi(argv[8]) : 1000;
   std::string why;
   if (!gpu::available(&why)) {
     std::fprintf(stderr, "bench_texture_index: no GPU: %s\n", why.c_str());
@@ -165,6 +170,11 @@ int main(int argc, char** argv) {
   o.streams = streams;
   o.host_batch = host_batch;
   o.gpu_norms = gpu_norms;
+  if (digest_rows > 0) {  // the digests' GPU memory on top of GPU_IMAGES' (host blocks of block_slots)
+    const size_t per = size_t(match::kSlot / digest_rows), b = size_t(o.block_slots);
+    o.host_digest_rows = digest_rows;
+    o.gpu_budget += int64_t(host_images / b * ((b + per - 1) / per) + (host_images % b + per - 1) / per) * slot;
+  }
   texture::TextureIndex index(o);
   const size_t total = gpu_images + host_images;
   const size_t lots = std::max<size_t>(1, total / collection);
@@ -195,6 +205,9 @@ int main(int argc, char** argv) {
   }
   std::printf("| capacity in use: GPU tier | %zu images, %.1f GB |\n", st.gpu_images, st.gpu_bytes / 1e9);
   std::printf("| capacity in use: host tier (pinned) | %zu images, %.1f GB |\n", st.host_images, st.host_bytes / 1e9);
+  if (digest_rows > 0)
+    std::printf("| host tier's digests in GPU memory | %d rows an image, %d a slot: %.1f GB |\n", digest_rows,
+                match::kSlot / digest_rows, st.digest_bytes / 1e9);
   std::fflush(stdout);
 
   std::vector<double> whole, whole_total, scoped, scoped_total;
@@ -217,8 +230,29 @@ int main(int argc, char** argv) {
               percentile(scoped_total, 0.5), percentile(scoped_total, 0.99));
   std::printf("result: whole %s identified=%d, collection %s identified=%d (expected p%zu)\n", r.best.id.c_str(),
               int(r.identified), rs.best.id.c_str(), int(rs.identified), size_t(12345 % total));
+  bool digest_ok = true;
+  if (digest_rows > 0) {
+    texture::SearchParams approx;
+    approx.digest_candidates = digest_candidates;
+    std::vector<double> dm, dt;
+    texture::SearchResult rd;
+    for (int i = 0; i < 21; ++i) {
+      const auto a = Clock::now();
+      rd = index.search(target, approx);
+      if (i) dm.push_back(rd.match_ms), dt.push_back(ms_since(a));
+    }
+    std::printf(
+        "| 1:M over all %zu images through the host tier's digests (%d digest slots re-matched: %zu images matched "
+        "exactly, %zu by digest only): matching p50 / p99 | %.1f / %.1f ms |\n",
+        rd.searched + rd.digested, digest_candidates, rd.searched, rd.digested, percentile(dm, 0.5),
+        percentile(dm, 0.99));
+    std::printf("| the same with verification p50 / p99 | %.1f / %.1f ms |\n", percentile(dt, 0.5),
+                percentile(dt, 0.99));
+    std::printf("result: through the digests %s identified=%d\n", rd.best.id.c_str(), int(rd.identified));
+    digest_ok = rd.identified && rd.best.id == "p" + std::to_string(12345 % total);
+  }
   std::printf("rates: GPU tier %.2f M images/s, host tier %.2f M images/s (%.1f%% of H2D)\n", gpu_rate / 1e6,
               host_rate / 1e6, 100.0 * host_rate * slot / (gbps * 1e9));
   const std::string want = "p" + std::to_string(12345 % total);
-  return r.identified && rs.identified && r.best.id == want && rs.best.id == want ? 0 : 1;
+  return r.identified && rs.identified && r.best.id == want && rs.best.id == want && digest_ok ? 0 : 1;
 }

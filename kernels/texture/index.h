@@ -50,6 +50,11 @@ struct SearchParams {
   // Search only the members of these collections (empty: the whole index). An unknown collection
   // has no members.
   std::vector<std::string> collections;
+  // Approximate host tier (IndexOptions::host_digest_rows): a search of the whole index matches the
+  // host tier's digests, and re-matches exactly only the images of the `digest_candidates` digest slots
+  // that score highest (each holds 768 / host_digest_rows images); the other host-tier images score 0.
+  // 0 (the default), a scoped search, or an index without digests: every image is matched exactly.
+  int digest_candidates = 0;
 };
 
 struct Candidate {
@@ -73,7 +78,8 @@ struct SearchResult {
   bool identified = false;            // best candidate passes min_significance and min_inliers
   Candidate best;                     // index -1 when nothing was searched
   std::vector<Candidate> candidates;  // the verified shortlist, most significant first
-  size_t searched = 0;                // images matched (the scope's size)
+  size_t searched = 0;                // images matched exactly (the scope's size, less `digested`)
+  size_t digested = 0;                // host-tier images ranked by their digest only (digest_candidates)
   double match_ms = 0, verify_ms = 0;
 };
 
@@ -129,6 +135,15 @@ struct IndexOptions {
   // images/s rather than 4.5 M, for 3% fewer images in the same budget (a node at its memory limit may
   // prefer those). 8-bit only.
   bool gpu_norms = true;
+  // A digest of every host-tier image, for approximate searches of the whole index
+  // (SearchParams::digest_candidates): its first `host_digest_rows` descriptors (the strongest
+  // keypoints'), 768 / host_digest_rows images packed into one matcher slot, in GPU memory (taken out
+  // of the GPU budget before the GPU tier's share; on the CPU path in host memory, in the host tier's
+  // footprint). Such a search reads host memory only for the candidates, so it is no longer bound by
+  // PCIe: a digest slot costs what a GPU-tier image costs. The rank of the genuine product's digest
+  // slot on real re-captures is `prism texture eval --digest` (docs/TEXTUREID.md). 0: none; otherwise
+  // a divisor of 768 from 16 to 384; 8-bit only.
+  int host_digest_rows = 0;
   Precision precision = Precision::kU8;
 };
 
@@ -137,6 +152,7 @@ struct IndexStats {
   size_t images = 0, gpu_images = 0, host_images = 0;
   size_t gpu_capacity = 0, host_capacity = 0;  // images the budgets allow
   size_t gpu_bytes = 0, host_bytes = 0;        // allocated for slots
+  size_t digest_bytes = 0;                     // allocated for the host tier's digests (in GPU memory on the GPU path)
   int64_t gpu_budget = 0, host_budget = 0;
   size_t collections = 0;
   std::string device;

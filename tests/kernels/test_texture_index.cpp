@@ -381,5 +381,108 @@ TEST(TextureIndexLive, ConcurrentSearchesSeeEveryReturnedWrite) {
   EXPECT_GT(searches.load(), 0);
 }
 
+// IndexOptions::host_digest_rows: the host tier's digests follow every add, update, removal and
+// swap-with-last. Each image, queried with rows of its own strongest descriptors (within its digest),
+// must be found by a search that re-matches only the best digest slot, with the exact score the index
+// without digests gives it; a search re-matching every digest slot equals the exact search. Host blocks
+// of 8 slots leave each block's last digest slot part-used, and images shorter than the digest leave
+// padding in the middle of a slot.
+TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int rows : {128, 256}) {
+    SCOPED_TRACE("host_digest_rows " + std::to_string(rows));
+    texture::IndexOptions o = small_blocks(1000);
+    o.block_slots = 8;
+    TextureIndex exact(o);
+    o.host_digest_rows = rows;
+    TextureIndex digested(o);
+    const int per = match::kSlot / rows;
+    std::vector<GalleryEntry> entries;
+    int next = 0;
+    auto fresh = [&] { return random_entry("p" + std::to_string(next++), rng, rng() % 3 ? 20 + int(rng() % 749) : 5 + int(rng() % 40)); };
+    auto check = [&](const char* when) {
+      SCOPED_TRACE(when);
+      ASSERT_EQ(digested.size(), exact.size());
+      EXPECT_GT(digested.stats().digest_bytes, 0u);
+      texture::SearchParams one, all;
+      one.digest_candidates = 1;
+      all.digest_candidates = 1 << 20;
+      for (const GalleryEntry& e : entries) {
+        const texture::Features q = query_from(e, rng, std::min(40, rows));
+        const std::vector<int> want = exact.scores(q, {});
+        const std::vector<int> got = digested.scores(q, one);
+        const int at = digested.find(e.id);
+        ASSERT_GE(at, 0) << e.id;
+        EXPECT_GT(got[at], 0) << e.id << " not found by its digest";
+        EXPECT_EQ(got[at], want[exact.find(e.id)]) << e.id;
+        EXPECT_LE(std::count_if(got.begin(), got.end(), [](int v) { return v > 0; }), per) << e.id;
+        const texture::SearchResult r = digested.search(q, one);
+        EXPECT_EQ(r.searched + r.digested, digested.size());
+        EXPECT_LE(r.searched, size_t(per));
+        EXPECT_EQ(digested.scores(q, all), want) << "a digest search of every slot is the exact search";
+      }
+    };
+    for (int i = 0; i < 30; ++i) {
+      entries.push_back(fresh());
+      exact.add(entries.back());
+      digested.add(entries.back());
+    }
+    check("after adds");
+    for (int i = 0; i < 8; ++i) {  // removals anywhere: the last slot moves into the hole
+      const size_t at = rng() % entries.size();
+      EXPECT_TRUE(exact.remove(entries[at].id));
+      EXPECT_TRUE(digested.remove(entries[at].id));
+      entries.erase(entries.begin() + long(at));
+    }
+    for (int i = 0; i < 6; ++i) {  // updates in place
+      GalleryEntry& e = entries[rng() % entries.size()];
+      GalleryEntry changed = fresh();
+      changed.id = e.id;
+      e = changed;
+      exact.update(e);
+      digested.update(e);
+    }
+    for (int i = 0; i < 7; ++i) {
+      entries.push_back(fresh());
+      exact.add(entries.back());
+      digested.add(entries.back());
+    }
+    check("after removals, updates and adds");
+    digested.clear();
+    EXPECT_EQ(digested.stats().digest_bytes, 0u);
+  }
+}
+
+// Digests share the host budget on the CPU path (the GPU's on the GPU path), and bad settings are
+// refused naming the option.
+TEST(TextureIndexDigest, DigestsShareTheBudgetAndBadSettingsAreRefused) {
+  std::mt19937 rng(11);
+  texture::IndexOptions o = small_blocks(30);
+  o.block_slots = 8;
+  o.host_digest_rows = 256;  // 3 images a digest slot
+  TextureIndex index(o);
+  const size_t capacity = index.stats().host_capacity;
+  EXPECT_LT(capacity, 30u);
+  EXPECT_GE(capacity, 20u);
+  for (size_t i = 0; i < capacity; ++i) index.add(random_entry("p" + std::to_string(i), rng, 30));
+  const texture::IndexStats s = index.stats();
+  EXPECT_LE(s.host_bytes + s.digest_bytes, size_t(o.host_budget));
+  EXPECT_THROW(index.add(random_entry("over", rng, 30)), texture::IndexFull);
+  for (int bad : {100, 8, 768, -3}) {
+    o.host_digest_rows = bad;
+    try {
+      TextureIndex refused(o);
+      FAIL() << bad << " must be refused";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("host_digest_rows"), std::string::npos) << e.what();
+    }
+  }
+  texture::IndexOptions f = fp16_blocks();
+  f.host_digest_rows = 256;
+  EXPECT_THROW(TextureIndex{f}, std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace prism

@@ -69,6 +69,7 @@ TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
   }
   EXPECT_EQ(split.stats().gpu_images, 7u);
   EXPECT_EQ(split.stats().host_images, 23u);
+  EXPECT_EQ(all_host.stats().gpu_capacity, 0u);
   EXPECT_EQ(all_host.stats().gpu_images, 0u);
   auto compare = [&](const char* when) {
     for (int k = 0; k < 3; ++k) {
@@ -199,6 +200,90 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
     for (auto* g : gpus) g->add(entries.back());
   }
   EXPECT_EQ(kept.stats().gpu_images, size_t(gpu_slots));
+  compare("after removals, updates and adds");
+}
+
+// Host-tier digests (IndexOptions::host_digest_rows) in GPU memory against the CPU path's in host
+// memory: with every image in the host tier the slots, hence the digests, are laid out alike, so a
+// digest search (the best 2 digest slots re-matched) and a search of every digest slot give the same
+// scores bit for bit, through removals (swap-with-last), updates and adds. The host tier holds three
+// digest slots per multiprocessor, so that a digest search of 768-row queries takes the wgmma kernel
+// where there is one. With a GPU tier beside it, each host image queried with its own strongest rows is
+// found by its digest alone.
+TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
+  PRISM_NEED_GPU();
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int rows = 256, per = match::kSlot / rows;
+  const int images = 3 * per * sms + 40, host_slots = images + 200;
+  auto with_digest = [&](texture::Device d, int64_t gpu_slots) {
+    texture::IndexOptions o = options(d, gpu_slots, host_slots);
+    o.host_digest_rows = rows;
+    o.block_slots = 64;
+    // the digests' GPU memory beside the GPU tier's, exactly: a host block of 64 slots has 22 digest
+    // slots, the last (part-used) block ceil(rest / 3)
+    const int64_t digest_slots = host_slots / 64 * ((64 + per - 1) / per) + (host_slots % 64 + per - 1) / per;
+    o.gpu_budget += digest_slots * int64_t(match::kSlotBytes);
+    if (d == texture::Device::kCpu) o.host_budget = int64_t(host_slots) * 2 * int64_t(match::kSlotBytes);
+    return o;
+  };
+  texture::TextureIndex cpu(with_digest(texture::Device::kCpu, 0));
+  texture::TextureIndex all_host(with_digest(texture::Device::kCuda, 0));
+  texture::TextureIndex split(with_digest(texture::Device::kCuda, 9));
+  std::vector<texture::TextureIndex*> all{&cpu, &all_host, &split};
+  std::vector<GalleryEntry> entries;
+  int next = 0;
+  auto fresh = [&] {
+    const int n = rng() % 4 == 0 ? match::kSlot : 5 + int(rng() % 700);
+    return random_entry("p" + std::to_string(next++), rng, n);
+  };
+  for (int i = 0; i < images; ++i) {
+    entries.push_back(fresh());
+    for (auto* x : all) x->add(entries.back());
+  }
+  EXPECT_EQ(all_host.stats().gpu_capacity, 0u);
+  EXPECT_EQ(all_host.stats().gpu_images, 0u);
+  EXPECT_EQ(split.stats().gpu_images, 9u);
+  EXPECT_EQ(all_host.stats().digest_bytes, cpu.stats().digest_bytes);
+  auto compare = [&](const char* when) {
+    SCOPED_TRACE(when);
+    texture::SearchParams two, every;
+    two.digest_candidates = 2;
+    every.digest_candidates = 1 << 20;
+    for (int k = 0; k < 3; ++k) {
+      const GalleryEntry& t = entries[rng() % entries.size()];
+      texture::Features q = random_entry("q", rng, 700 + int(rng() % 69)).features;
+      std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(60) * match::kDim),
+                  q.descriptors.begin());
+      const auto exact = scores_by_id(cpu, q, {});
+      const auto want = scores_by_id(cpu, q, two);
+      EXPECT_EQ(want.at(t.id), exact.at(t.id)) << t.id << " not found by its digest on the CPU path";
+      EXPECT_EQ(scores_by_id(all_host, q, two), want);
+      EXPECT_EQ(scores_by_id(all_host, q, every), exact);
+      EXPECT_EQ(scores_by_id(split, q, every), exact);
+      EXPECT_EQ(scores_by_id(split, q, two).at(t.id), exact.at(t.id)) << t.id << " not found by its digest";
+    }
+  };
+  compare("after adds");
+  for (int i = 0; i < 25; ++i) {
+    const size_t at = rng() % entries.size();
+    for (auto* x : all) EXPECT_TRUE(x->remove(entries[at].id));
+    entries.erase(entries.begin() + long(at));
+  }
+  for (int i = 0; i < 15; ++i) {
+    GalleryEntry& e = entries[rng() % entries.size()];
+    GalleryEntry changed = fresh();
+    changed.id = e.id;
+    e = changed;
+    for (auto* x : all) x->update(e);
+  }
+  for (int i = 0; i < 20; ++i) {
+    entries.push_back(fresh());
+    for (auto* x : all) x->add(entries.back());
+  }
   compare("after removals, updates and adds");
 }
 
