@@ -402,6 +402,18 @@ TEST(TextureCli, CollectionScopesAndMemoryBudgets) {
   r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--host-memory", "12Q", query});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--host-memory takes a size"), std::string::npos) << r.output;
+  // Through the host tier's digests (every product is in host memory on the CPU): the best digest slot,
+  // holding all three products at 256 rows each, is re-matched; bad digest settings name the option.
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--digest-rows", "256", "--digest-candidates",
+                 "1", query});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("box_in_scene.png: box ("), std::string::npos) << r.output;
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--digest-rows", "100", query});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--digest-rows"), std::string::npos) << r.output;
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--digest-candidates", "4", query});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--digest-candidates needs --digest-rows"), std::string::npos) << r.output;
   r = run_prism({"texture", "stats", "--gallery", g, "--device", "cpu", "--host-memory", "196608", "--json"});
   EXPECT_NE(r.output.find("\"gpu_products\":0,\"host_products\":2,\"gpu_capacity\":0,\"host_capacity\":2,"
                           "\"unplaced\":1"),

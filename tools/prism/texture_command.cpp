@@ -24,6 +24,7 @@
 #include "common/regular_file.h"
 #include "gst/prism/gstprismimagefile.h"
 #include "gst_setup.h"
+#include "match/match.h"
 #include "texture/index.h"
 #include "texture_util.h"
 
@@ -66,6 +67,10 @@ constexpr const char* kUsage =
     "                       memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (pinned on the GPU;\n"
     "                       default: half of the available memory); more products than both fail\n"
+    "  --digest-rows N      search: keep a digest of every host-memory product (its N strongest\n"
+    "                       descriptors; N divides 768, 16..384) in GPU memory, out of --gpu-memory\n"
+    "  --digest-candidates K search with --digest-rows: match the digests and re-match exactly only the\n"
+    "                       products of the K best digest slots (approximate; default 0: exact)\n"
     "  --json               machine-readable output (one JSON object per line)\n"
     "  --device D           auto (default), cpu or cuda: where features are extracted (SIFT: OpenCV's\n"
     "                       on the CPU, ours on the GPU; either finds what the other enrolled) and\n"
@@ -83,6 +88,7 @@ struct Options {
   std::vector<std::string> collections;  // every --collection (search scope)
   std::optional<texture::Normalisation> normalise;
   int64_t gpu_memory = texture::kDefaultBudget, host_memory = texture::kDefaultBudget;
+  int digest_rows = 0;  // IndexOptions::host_digest_rows
   bool json = false, update = false;
   texture::Device device = texture::Device::kAuto;
   texture::SearchParams search;
@@ -118,6 +124,12 @@ Options parse(int argc, char** argv) {
       o.gpu_memory = parse_size(a, value());
     else if (a == "--host-memory")
       o.host_memory = parse_size(a, value());
+    else if (a == "--digest-rows") {
+      o.digest_rows = parse_int(a, value(), 16, match::kSlot / 2);
+      if (match::kSlot % o.digest_rows != 0)
+        throw UsageError("--digest-rows: " + std::to_string(o.digest_rows) + " does not divide 768");
+    } else if (a == "--digest-candidates")
+      o.search.digest_candidates = parse_int(a, value(), 0, 100000000);
     else if (a == "--json")
       o.json = true;
     else if (a == "--update")
@@ -143,6 +155,8 @@ Options parse(int argc, char** argv) {
   if ((o.sub == "list" || o.sub == "stats" || o.sub == "migrate") && !o.args.empty())
     throw UsageError(o.sub + " takes no argument, not '" + o.args[0] + "' (the gallery is --gallery DIR)");
   if (o.sub == "search") o.search.collections = o.collections;
+  if (o.search.digest_candidates > 0 && o.digest_rows == 0)
+    throw UsageError("--digest-candidates needs --digest-rows (the index keeps no digests without it)");
   return o;
 }
 
@@ -314,6 +328,7 @@ texture::IndexOptions index_options(const Options& o) {
   io.device = o.device;
   io.gpu_budget = o.gpu_memory;
   io.host_budget = o.host_memory;
+  io.host_digest_rows = o.digest_rows;
   return io;
 }
 
