@@ -18,6 +18,7 @@
 #include "gst/prism/gstprismgrey.h"
 #include "common/stopwatch.h"
 #include "gst/prism/gstprismmessage.h"
+#include "match/match.h"
 #include "texture/detection_image.h"
 #include "texture/features.h"
 #include "texture/gallery.h"
@@ -29,6 +30,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_texture_id_debug);
 #define GST_CAT_DEFAULT gst_texture_id_debug
 
 namespace texture = prism::texture;
+namespace match = prism::match;
 
 #define FORMATS PRISM_GREY_FORMATS
 /* In GPU memory: the formats nvh264dec and cudaupload give whose grey is cheap on the device. */
@@ -58,6 +60,8 @@ enum {
   PROP_COLLECTIONS,
   PROP_GPU_MEMORY,
   PROP_HOST_MEMORY,
+  PROP_DIGEST_ROWS,
+  PROP_DIGEST_CANDIDATES,
   PROP_ASYNC,
   PROP_FRAMES_SKIPPED,
 };
@@ -95,6 +99,7 @@ struct _GstTextureId {
   gdouble min_significance;
   gchar *collections; /* comma-separated; empty: the whole gallery */
   gint64 gpu_memory, host_memory;
+  gint digest_rows, digest_candidates; /* IndexOptions::host_digest_rows, SearchParams::digest_candidates */
   /* streaming state */
   State *state;
 };
@@ -130,6 +135,8 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
       break;
     case PROP_GPU_MEMORY: self->gpu_memory = g_value_get_int64(value); break;
     case PROP_HOST_MEMORY: self->host_memory = g_value_get_int64(value); break;
+    case PROP_DIGEST_ROWS: self->digest_rows = g_value_get_int(value); break;
+    case PROP_DIGEST_CANDIDATES: self->digest_candidates = g_value_get_int(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -151,6 +158,8 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_COLLECTIONS: g_value_set_string(value, self->collections); break;
     case PROP_GPU_MEMORY: g_value_set_int64(value, self->gpu_memory); break;
     case PROP_HOST_MEMORY: g_value_set_int64(value, self->host_memory); break;
+    case PROP_DIGEST_ROWS: g_value_set_int(value, self->digest_rows); break;
+    case PROP_DIGEST_CANDIDATES: g_value_set_int(value, self->digest_candidates); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -166,6 +175,10 @@ static bool build_index(GstTextureId *self, const texture::IndexOptions &options
                         TextureIdMode mode, const std::string &claimed, std::unique_ptr<State> *out) {
   try {
     *out = std::make_unique<State>(options);
+  } catch (const std::invalid_argument &e) { /* the digests do not fit the budgets */
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("textureid: properties 'digest-rows', 'gpu-memory' and 'host-memory': %s", e.what()), (nullptr));
+    return false;
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("textureid: property 'device': %s", e.what()), (nullptr));
     return false;
@@ -215,7 +228,17 @@ static gboolean start(GstBaseTransform *trans) {
   texture::IndexOptions options;
   options.gpu_budget = self->gpu_memory;
   options.host_budget = self->host_memory;
+  options.host_digest_rows = self->digest_rows;
   GST_OBJECT_UNLOCK(self);
+
+  if (options.host_digest_rows != 0 &&
+      (options.host_digest_rows < 16 || match::kSlot % options.host_digest_rows != 0)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("textureid: property 'digest-rows': %d is not a divisor of 768 from 16 to 384 (0: no digests)",
+                       options.host_digest_rows),
+                      (nullptr));
+    return FALSE;
+  }
 
   if (gallery.empty()) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
@@ -407,6 +430,7 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
   params.min_inliers = self->min_inliers;
   params.min_significance = self->min_significance;
   params.shortlist = self->shortlist;
+  params.digest_candidates = self->digest_candidates;
   if (self->collections && *self->collections) {
     gchar **names = g_strsplit(self->collections, ",", -1);
     for (gchar **n = names; *n; ++n) {
@@ -577,6 +601,16 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                              "Bytes of host memory (pinned on the GPU path) for the descriptors beyond gpu-memory; "
                              "-1: half of the available memory; a gallery larger than both fails at start naming them",
                              -1, G_MAXINT64, texture::kDefaultBudget, ready));
+  install(PROP_DIGEST_ROWS,
+          g_param_spec_int("digest-rows", "Digest rows",
+                           "Keep a digest of every host-memory image (its N strongest descriptors; N divides 768, "
+                           "16..384) in GPU memory, out of gpu-memory, for searches with digest-candidates; 0: none",
+                           0, 384, 0, ready));
+  install(PROP_DIGEST_CANDIDATES,
+          g_param_spec_int("digest-candidates", "Digest candidates",
+                           "mode=search with digest-rows: match the host-memory images' digests and re-match exactly "
+                           "only the images of the K best digest slots (approximate, not bound by PCIe); 0: exact",
+                           0, G_MAXINT, 0, playing));
   /* About 1 s per identification on 2 CPU cores: a live source must not wait for it. */
   gst_prism_cuda_filter_class_install_async(oc, PROP_ASYNC, PROP_FRAMES_SKIPPED, TRUE);
 
@@ -612,4 +646,6 @@ static void gst_texture_id_init(GstTextureId *self) {
   self->shortlist = defaults.shortlist;
   self->gpu_memory = texture::kDefaultBudget;
   self->host_memory = texture::kDefaultBudget;
+  self->digest_rows = 0;
+  self->digest_candidates = 0;
 }

@@ -48,7 +48,8 @@ TEST_F(TextureId, IsRegisteredWithDocumentedProperties) {
   ASSERT_NE(e, nullptr) << "textureid not found; GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
   for (const char* name :
        {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers", "min-significance", "shortlist",
-        "collections", "gpu-memory", "host-memory", "device", "async", "frames-skipped"}) {
+        "collections", "gpu-memory", "host-memory", "digest-rows", "digest-candidates", "device", "async",
+        "frames-skipped"}) {
     GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
     ASSERT_NE(ps, nullptr) << name;
     EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 30u) << name;
@@ -526,6 +527,22 @@ TEST_F(TextureId, AGalleryLargerThanTheHostBudgetFailsNamingHostMemory) {
   EXPECT_NE(error.find("'host-memory'"), std::string::npos) << error;
   EXPECT_NE(error.find("full"), std::string::npos) << error;
   EXPECT_TRUE(starts(element("host-memory=" + std::to_string(4 * prism::match::kSlotBytes)), error)) << error;
+}
+
+// Through the host tier's digests (on the CPU path every image is in host memory): the best of the two
+// digest slots (4 images at 384 rows, 2 a slot) is re-matched and the box still identified; a row count
+// that does not divide 768 fails at start naming the property.
+TEST_F(TextureId, DigestSearchesIdentifyAndBadDigestRowsFailNamingThem) {
+  NEED_IMAGES();
+  const prism::ImageFile scene = load(kScene, GST_VIDEO_FORMAT_GRAY8);
+  Outcome o;
+  run_harness(o, element("interval=1 device=cpu digest-rows=384 digest-candidates=1"), caps_of("GRAY8", scene),
+              {&scene});
+  ASSERT_EQ(o.error, "");
+  expect_identified(o, 0, 0, "box", "search", scene.width, scene.height);
+  std::string error;
+  EXPECT_FALSE(starts(element("device=cpu digest-rows=100"), error));
+  EXPECT_NE(error.find("'digest-rows'"), std::string::npos) << error;
 }
 
 TEST_F(TextureId, VerifyNeedsAnEnrolledClaimedId) {
