@@ -403,8 +403,8 @@ struct TextureIndex::Impl {
       b->data = b->device.data();
       const std::vector<int> counts(b->slots, match::kSlot);
       PRISM_CUDA_CHECK(cudaMemsetAsync(b->data, 255, b->slots * kSlotBytes, stream));
-      PRISM_CUDA_CHECK(cudaMemcpyAsync(b->d_counts.data(), counts.data(), b->slots * sizeof(int),
-                                       cudaMemcpyHostToDevice, stream));
+      PRISM_CUDA_CHECK(
+          cudaMemcpyAsync(b->d_counts.data(), counts.data(), b->slots * sizeof(int), cudaMemcpyHostToDevice, stream));
       PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
 #endif
@@ -642,9 +642,10 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
     };
     if (!m.gpu) {  // in host memory: the host tier's images and their digests share its budget
       host.capacity = size_t(m.host_budget) / (host.footprint() + kSlotBytes / size_t(m.digest.per));
-      while (host.capacity > 0 && host.capacity * host.footprint() + digest_bytes(host.capacity) > size_t(m.host_budget))
+      while (host.capacity > 0 &&
+             host.capacity * host.footprint() + digest_bytes(host.capacity) > size_t(m.host_budget))
         --host.capacity;  // (a block's last digest slot may be part-used: a few images per block)
-    } else {  // in GPU memory: taken from the GPU budget first
+    } else {              // in GPU memory: taken from the GPU budget first
       const size_t need = digest_bytes(host.capacity);
       if (need > size_t(m.gpu_budget))
         throw std::invalid_argument("texture index: the host tier's digests need " + gib(int64_t(need)) +
@@ -858,8 +859,7 @@ std::vector<int> TextureIndex::Impl::digest_choice(const uint8_t* query, int row
       pos += size_t(p.images);
     }
     int* hs = digest_scores_buf.get(total, true);
-    PRISM_CUDA_CHECK(
-        cudaMemcpyAsync(hs, d_digest_scores.data(), total * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, d_digest_scores.data(), total * sizeof(int), cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::copy_n(hs, total, s.begin());
   }
@@ -907,8 +907,7 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
     uint8_t* pinned = query_buf.get(slot_bytes, true);
     rows = pad_query(query, fp16, pinned);
     q = pinned;
-    PRISM_CUDA_CHECK(
-        cudaMemcpyAsync(d_query.data(), pinned, rows * row_bytes(fp16), cudaMemcpyHostToDevice, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), pinned, rows * row_bytes(fp16), cudaMemcpyHostToDevice, stream));
   }
 #endif
   // The plan: runs over whole blocks, or over each block's members of the scope (or of a digest search's
@@ -960,7 +959,7 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
         // gpu_run_slots: the matcher's persistent grid holds every multiprocessor for a whole launch,
         // and a streamed batch's matching, which its stream's next copy waits for, must not wait
         // behind 8,192 images (the search takes the host tier's time anyway).
-        const size_t step = t == kHostTier         ? std::min(batch, bs)
+        const size_t step = t == kHostTier        ? std::min(batch, bs)
                             : host_streams && gpu ? std::min(size_t(options.gpu_run_slots), bs)
                                                   : bs;
         for (size_t s = b * bs; s < end; s += step) {

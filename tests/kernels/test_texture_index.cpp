@@ -401,7 +401,9 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
     const int per = match::kSlot / rows;
     std::vector<GalleryEntry> entries;
     int next = 0;
-    auto fresh = [&] { return random_entry("p" + std::to_string(next++), rng, rng() % 3 ? 20 + int(rng() % 749) : 5 + int(rng() % 40)); };
+    auto fresh = [&] {
+      return random_entry("p" + std::to_string(next++), rng, rng() % 3 ? 20 + int(rng() % 749) : 5 + int(rng() % 40));
+    };
     auto check = [&](const char* when) {
       SCOPED_TRACE(when);
       ASSERT_EQ(digested.size(), exact.size());

@@ -46,10 +46,9 @@ std::string text(const GstStructure* s) {
 TEST_F(TextureId, IsRegisteredWithDocumentedProperties) {
   GstElement* e = gst_element_factory_make("textureid", nullptr);
   ASSERT_NE(e, nullptr) << "textureid not found; GST_PLUGIN_PATH=" << g_getenv("GST_PLUGIN_PATH");
-  for (const char* name :
-       {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers", "min-significance", "shortlist",
-        "collections", "gpu-memory", "host-memory", "digest-rows", "digest-candidates", "device", "async",
-        "frames-skipped"}) {
+  for (const char* name : {"gallery", "mode", "claimed-id", "interval", "min-sharpness", "min-inliers",
+                           "min-significance", "shortlist", "collections", "gpu-memory", "host-memory", "digest-rows",
+                           "digest-candidates", "device", "async", "frames-skipped"}) {
     GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
     ASSERT_NE(ps, nullptr) << name;
     EXPECT_GT(strlen(g_param_spec_get_blurb(ps)), 30u) << name;

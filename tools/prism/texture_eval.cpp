@@ -468,8 +468,7 @@ int texture_eval_command(int argc, char** argv) {
             throw std::runtime_error("--digest: " + item + " does not divide " + std::to_string(match::kSlot));
           digest_rows.push_back(rows);
         }
-      }
-      else
+      } else
         throw std::runtime_error("unknown option '" + a + "'");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "prism texture eval: error: %s\n\n%s", e.what(), kEvalUsage);
@@ -1027,8 +1026,8 @@ int texture_eval_command(int argc, char** argv) {
       for (const auto& name : order) {
         const DigestRun::Tally& t = d.tally.at(name);
         md << "| " << name << " | " << t.queries
-           << cv::format(" | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", pct(t.exact_first, t.queries), pct(t.first, t.queries),
-                         pct(t.top_percent, t.queries), pct(t.kept, t.exact_first))
+           << cv::format(" | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", pct(t.exact_first, t.queries),
+                         pct(t.first, t.queries), pct(t.top_percent, t.queries), pct(t.kept, t.exact_first))
            << margins(t.margin) << "\n";
         all.queries += t.queries, all.exact_first += t.exact_first, all.first += t.first;
         all.top_percent += t.top_percent, all.kept += t.kept;
