@@ -250,7 +250,8 @@ struct TextureIndex::Impl {
   // l / per of digest block s / B (l = s % B, B the host tier's block slots): the digests follow the host
   // slots' indices, so every write or move of a host slot rewrites its digest in place. Rows past an
   // image's count, and places no image holds, are 255s: |g|^2 = 8.3 M against RootSIFT's 0.26 M, never
-  // a nearest or second-nearest neighbour, so they change no ratio test of the images beside them.
+  // a nearest or second-nearest neighbour while a slot holds two real rows (put_digest writes a one-row
+  // image's row twice), so they change no ratio test of the images beside them.
   struct Digest {
     int rows = 0, per = 0;
     struct Block {
@@ -375,14 +376,21 @@ struct TextureIndex::Impl {
     Digest::Block& blk = *digest.blocks[s / B];
     const size_t at = ((l / digest.per) * match::kSlot + (l % digest.per) * digest.rows) * match::kDim;
     const size_t bytes = size_t(digest.rows) * match::kDim;
-    const size_t n = clear ? 0 : size_t(std::min(t.counts[s], digest.rows)) * match::kDim;
+    const int count = clear ? 0 : t.counts[s];
+    // An image of one row has it twice: its nearest and second-nearest distances are then equal, so it
+    // never passes a ratio test, as the matcher's one-row images never do (and a slot of one real row
+    // among 255s would pass every query row).
+    const int copies = count == 1 ? 2 : 1;
+    const size_t row = match::kDim, n = size_t(std::min(count, digest.rows)) * row * size_t(copies);
     if (!gpu) {
-      std::copy_n(t.slot_data(s), n, blk.data + at);
+      for (int c = 0; c < copies; ++c) std::copy_n(t.slot_data(s), n / size_t(copies), blk.data + at + c * row);
       std::fill(blk.data + at + n, blk.data + at + bytes, uint8_t(255));
       return;
     }
 #if defined(PRISM_HAVE_CUDA)
-    if (n > 0) PRISM_CUDA_CHECK(cudaMemcpyAsync(blk.data + at, t.slot_data(s), n, cudaMemcpyHostToDevice, stream));
+    for (int c = 0; c < copies && n > 0; ++c)
+      PRISM_CUDA_CHECK(
+          cudaMemcpyAsync(blk.data + at + c * row, t.slot_data(s), n / size_t(copies), cudaMemcpyHostToDevice, stream));
     if (n < bytes) PRISM_CUDA_CHECK(cudaMemsetAsync(blk.data + at + n, 255, bytes - n, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
 #endif
@@ -450,18 +458,23 @@ struct TextureIndex::Impl {
     const int64_t available = host_reserve > 0 ? mem_available() : 0;  // 0: unknown, not checked
     if (available > 0) {
       const int64_t records = slots * match::kSlot * int64_t(sizeof(cv::Point2f));
-      const int64_t need = (t.in_gpu ? 0 : slots * int64_t(t.slot_bytes)) + records;
+      // (on the CPU path the host block's digests are host memory too)
+      const int64_t digests =
+          !gpu && !t.in_gpu && digest.rows > 0 ? int64_t(digest.slots_for(size_t(slots)) * kSlotBytes) : 0;
+      const int64_t need = (t.in_gpu ? 0 : slots * int64_t(t.slot_bytes)) + digests + records;
       if (available - need < host_reserve)
         throw IndexFull("the texture index is full: host memory: " + placed + " need " + gib(need) +
                         " of host memory while " + gib(available) + " is available and the index leaves " +
                         gib(host_reserve) + " to the rest of the machine (host budget " + gib(host_budget) +
                         "); lower the host budget, remove products or add memory");
     }
+    bool digesting = false;  // the failure, if any, is the digests' (GPU memory on the GPU path)
     try {
       const size_t host_slots = t.next_block_slots();
       t.grow(gpu);
       if (t_id == kHostTier && digest.rows > 0) {
         try {
+          digesting = true;
           grow_digest(host_slots);
         } catch (...) {
           t.blocks.pop_back();
@@ -480,10 +493,10 @@ struct TextureIndex::Impl {
         cudaGetLastError();
         throw;
       }
-      if (t.in_gpu)
-        throw IndexFull("the texture index is full: GPU memory: " + placed + " could not be allocated (" +
-                        gib(int64_t(free)) + " free; gpu budget " + gib(gpu_budget) + "): " + e.what() +
-                        "; lower the gpu budget or free GPU memory");
+      if (t.in_gpu || digesting)
+        throw IndexFull("the texture index is full: GPU memory: " + placed + (digesting ? " (their digests)" : "") +
+                        " could not be allocated (" + gib(int64_t(free)) + " free; gpu budget " + gib(gpu_budget) +
+                        "): " + e.what() + "; lower the gpu budget or free GPU memory");
       throw IndexFull("the texture index is full: host memory: " + placed + " could not be pinned (host budget " +
                       gib(host_budget) + "): " + e.what() + "; lower the host budget, remove products or add memory");
 #endif
@@ -942,7 +955,9 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
       runs.push_back(r);
     }
   };
-  const bool digesting = !scoped && digest.rows > 0 && params.digest_candidates > 0 && tiers[kHostTier].used() > 0;
+  // (K digest slots that name every host image: the exact plan, which streams them without the digests)
+  const bool digesting = !scoped && digest.rows > 0 && params.digest_candidates > 0 && tiers[kHostTier].used() > 0 &&
+                         size_t(params.digest_candidates) * size_t(digest.per) < tiers[kHostTier].used();
   std::vector<int> chosen;  // a digest search's host-tier candidates (entry positions)
   if (digesting) {
     for (int slot : digest_choice(q, rows, params)) chosen.push_back(tiers[kHostTier].entry[size_t(slot)]);
@@ -987,7 +1002,12 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   }
   const size_t total = entry_of.size();
   scores.assign(total, 0);
-  if (total == 0) return;
+  if (total == 0) {
+#if defined(PRISM_HAVE_CUDA)
+    if (gpu) PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the query's copy reads query_buf
+#endif
+    return;
+  }
 
   if (!gpu) {
     for (const Run& r : runs) {

@@ -457,6 +457,33 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
   }
 }
 
+// A one-row image alone in its digest slot (the 7th of a host block of 7, 3 digests a slot): among
+// 255s its row would be every query row's only real neighbour and pass every ratio test, and its
+// slot would outrank the genuine one; written twice, it passes none (as the matcher's one-row images).
+TEST(TextureIndexDigest, AOneRowImageNeverOutranksTheOthers) {
+  std::mt19937 rng(13);
+  texture::IndexOptions o = small_blocks(1000);
+  o.block_slots = 7;
+  TextureIndex exact(o);
+  o.host_digest_rows = 256;
+  TextureIndex digested(o);
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 14; ++i) {
+    entries.push_back(random_entry("p" + std::to_string(i), rng, i == 6 ? 1 : 30 + int(rng() % 170)));
+    exact.add(entries.back());
+    digested.add(entries.back());
+  }
+  texture::SearchParams one;
+  one.digest_candidates = 1;
+  for (const GalleryEntry& e : entries) {
+    if (e.id == "p6") continue;
+    const texture::Features q = query_from(e, rng, 40);
+    const int want = exact.scores(q, {})[exact.find(e.id)];
+    EXPECT_GT(want, 0) << e.id;
+    EXPECT_EQ(digested.scores(q, one)[digested.find(e.id)], want) << e.id << " outranked";
+  }
+}
+
 // Digests share the host budget on the CPU path (the GPU's on the GPU path), and bad settings are
 // refused naming the option.
 TEST(TextureIndexDigest, DigestsShareTheBudgetAndBadSettingsAreRefused) {
