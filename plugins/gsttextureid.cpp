@@ -18,7 +18,6 @@
 #include "gst/prism/gstprismgrey.h"
 #include "common/stopwatch.h"
 #include "gst/prism/gstprismmessage.h"
-#include "match/match.h"
 #include "texture/detection_image.h"
 #include "texture/features.h"
 #include "texture/gallery.h"
@@ -231,8 +230,7 @@ static gboolean start(GstBaseTransform *trans) {
   options.host_digest_rows = self->digest_rows;
   GST_OBJECT_UNLOCK(self);
 
-  if (options.host_digest_rows != 0 &&
-      (options.host_digest_rows < 16 || match::kSlot % options.host_digest_rows != 0)) {
+  if (!texture::valid_host_digest_rows(options.host_digest_rows)) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                       ("textureid: property 'digest-rows': %d is not a divisor of 768 from 16 to 384 (0: no digests)",
                        options.host_digest_rows),

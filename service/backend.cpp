@@ -16,6 +16,7 @@ ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture:
   ShardSearch part;
   part.shard = shard;
   part.searched = r.searched;
+  part.digested = r.digested;
   part.gallery_size = index.size();
   part.match_ms = r.match_ms;
   part.verify_ms = r.verify_ms;
@@ -41,6 +42,7 @@ SearchAnswer merge_search(const std::vector<ShardSearch>& parts, const texture::
   for (const ShardSearch& p : parts) {
     all.insert(all.end(), p.shortlist.begin(), p.shortlist.end());
     a.searched += p.searched;
+    a.digested += p.digested;
     a.gallery_size += p.gallery_size;
     a.match_ms = std::max(a.match_ms, p.match_ms);
     a.verify_ms = std::max(a.verify_ms, p.verify_ms);

@@ -85,7 +85,8 @@ struct SearchQuery {
 struct SearchAnswer {
   bool identified = false;
   std::vector<Match> candidates;  // at most top_k, most significant first
-  size_t searched = 0;            // images matched
+  size_t searched = 0;            // images matched exactly
+  size_t digested = 0;            // host-tier images ranked by their digest only (digest_candidates)
   size_t gallery_size = 0;        // images the shards that answered hold
   int shards = 1, shards_answered = 1;
   std::vector<int> missing_shards;  // with allow_partial: the shards that did not answer in time
@@ -140,7 +141,7 @@ class Backend {
 struct ShardSearch {
   int shard = 0;
   std::vector<Match> shortlist;
-  size_t searched = 0, gallery_size = 0;
+  size_t searched = 0, digested = 0, gallery_size = 0;
   double match_ms = 0, verify_ms = 0;
 };
 ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture::Features& query,

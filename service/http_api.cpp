@@ -85,6 +85,9 @@ class Metrics {
   throw ServiceError(status, field, message);
 }
 
+// As `prism texture search --digest-candidates`: more than an index's digest slots is an exact search.
+constexpr int kMaxDigestCandidates = 100'000'000;
+
 int parse_int_field(const std::string& field, const std::string& v, int lo, int hi) {
   char* end = nullptr;
   errno = 0;
@@ -450,9 +453,13 @@ struct HttpApi::Impl {
   json search(const httplib::Request& req) {
     authenticate(req, false);
     const auto start = Clock::now();
-    const Input f(req, {"top_k", "collections", "threshold", "allow_partial", "deadline_ms"}, true);
+    const Input f(req, {"top_k", "collections", "threshold", "allow_partial", "digest_candidates", "deadline_ms"},
+                  true);
     SearchQuery q;
     q.params = search_params(f);
+    // Approximate through the host tier's digests (0: exact); an index without digests searches exactly.
+    if (const std::string* v = f.get("digest_candidates"))
+      q.params.digest_candidates = parse_int_field("digest_candidates", *v, 0, kMaxDigestCandidates);
     if (const std::string* v = f.get("top_k")) q.top_k = parse_int_field("top_k", *v, 1, options.max_top_k);
     if (const std::string* v = f.get("allow_partial")) q.allow_partial = parse_bool_field("allow_partial", *v);
     q.deadline = deadline_of(f, start);
@@ -468,6 +475,7 @@ struct HttpApi::Impl {
             {"threshold", q.params.min_significance},
             {"query_features", q.features.count()},
             {"searched", a.searched},
+            {"digested", a.digested},
             {"gallery_size", a.gallery_size},
             {"searched_share", a.shards > 0 ? double(a.shards_answered) / a.shards : 0.0},
             {"shards", a.shards},
@@ -498,6 +506,7 @@ struct HttpApi::Impl {
                         {"host_capacity", sh.index.host_capacity},
                         {"gpu_bytes", sh.index.gpu_bytes},
                         {"host_bytes", sh.index.host_bytes},
+                        {"digest_bytes", sh.index.digest_bytes},
                         {"collections", sh.index.collections},
                         {"writes_applied", sh.writes_applied}});
     }
@@ -565,7 +574,8 @@ struct HttpApi::Impl {
     std::ostringstream o;
     o << "# HELP prism_gallery_images Images indexed, by shard and tier.\n# TYPE prism_gallery_images gauge\n";
     std::ostringstream bytes;
-    bytes << "# HELP prism_gallery_bytes Descriptor memory allocated, by shard and tier.\n"
+    bytes << "# HELP prism_gallery_bytes Descriptor memory allocated, by shard and tier (digest: the host tier's "
+             "digests).\n"
              "# TYPE prism_gallery_bytes gauge\n";
     try {
       const ServiceStats s = backend.stats(Clock::now() + std::chrono::seconds(1));
@@ -574,6 +584,7 @@ struct HttpApi::Impl {
         o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_images << "\n";
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_bytes << "\n";
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_bytes << "\n";
+        bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"digest\"} " << sh.index.digest_bytes << "\n";
       }
     } catch (const std::exception&) {
       // The request metrics are still worth scraping when a shard does not answer.

@@ -137,7 +137,8 @@ json params_json(const texture::SearchParams& p) {
           {"reprojection_px", p.verify.reprojection_px},
           {"max_iterations", p.verify.max_iterations},
           {"confidence", p.verify.confidence},
-          {"collections", p.collections}};
+          {"collections", p.collections},
+          {"digest_candidates", p.digest_candidates}};
 }
 
 texture::SearchParams params_from(const json& j) {
@@ -150,6 +151,7 @@ texture::SearchParams params_from(const json& j) {
   p.verify.max_iterations = number_field<int>(j, "max_iterations");
   p.verify.confidence = number_field<double>(j, "confidence");
   p.collections = j.at("collections").get<std::vector<std::string>>();
+  p.digest_candidates = added_count_field<int>(j, "digest_candidates");
   return p;
 }
 
@@ -208,9 +210,13 @@ Match match_from(const json& j) {
 json shard_search_json(const ShardSearch& s) {
   json list = json::array();
   for (const Match& m : s.shortlist) list.push_back(match_json(m));
-  return {{"shard", s.shard},       {"shortlist", list},
-          {"searched", s.searched}, {"gallery_size", s.gallery_size},
-          {"match_ms", s.match_ms}, {"verify_ms", s.verify_ms}};
+  return {{"shard", s.shard},
+          {"shortlist", list},
+          {"searched", s.searched},
+          {"digested", s.digested},
+          {"gallery_size", s.gallery_size},
+          {"match_ms", s.match_ms},
+          {"verify_ms", s.verify_ms}};
 }
 
 ShardSearch shard_search_from(const json& j) {
@@ -218,6 +224,7 @@ ShardSearch shard_search_from(const json& j) {
   s.shard = number_field<int>(j, "shard");
   for (const json& m : j.at("shortlist")) s.shortlist.push_back(match_from(m));
   s.searched = number_field<size_t>(j, "searched");
+  s.digested = added_count_field<size_t>(j, "digested");
   s.gallery_size = number_field<size_t>(j, "gallery_size");
   s.match_ms = number_field<double>(j, "match_ms");
   s.verify_ms = number_field<double>(j, "verify_ms");
@@ -236,6 +243,7 @@ json shard_stats_json(const ShardStats& s) {
           {"host_capacity", i.host_capacity},
           {"gpu_bytes", i.gpu_bytes},
           {"host_bytes", i.host_bytes},
+          {"digest_bytes", i.digest_bytes},
           {"gpu_budget", i.gpu_budget},
           {"host_budget", i.host_budget},
           {"collections", i.collections},
@@ -255,6 +263,7 @@ ShardStats shard_stats_from(const json& j) {
   i.host_capacity = number_field<size_t>(j, "host_capacity");
   i.gpu_bytes = number_field<size_t>(j, "gpu_bytes");
   i.host_bytes = number_field<size_t>(j, "host_bytes");
+  i.digest_bytes = added_count_field<size_t>(j, "digest_bytes");
   i.gpu_budget = number_field<int64_t>(j, "gpu_budget");
   i.host_budget = number_field<int64_t>(j, "host_budget");
   i.collections = number_field<size_t>(j, "collections");

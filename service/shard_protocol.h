@@ -100,6 +100,18 @@ T number_field(const json& j, const char* key) {
   return v.get<T>();
 }
 
+// A count added to the protocol after its first release (digest_candidates, digested,
+// digest_bytes): absent reads as 0, so that fronts and workers of either side of the change can run
+// together through a rolling upgrade (an older worker searches exactly); present, it is a number_field
+// that is not negative.
+template <typename T>
+T added_count_field(const json& j, const char* key) {
+  if (!j.contains(key)) return T(0);
+  const T v = number_field<T>(j, key);
+  if (v < T(0)) throw json::type_error::create(302, std::string("'") + key + "' is negative", &j.at(key));
+  return v;
+}
+
 json params_json(const texture::SearchParams& p);
 texture::SearchParams params_from(const json& j);  // json::exception on a malformed one
 json product_json(const Product& p);

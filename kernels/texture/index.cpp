@@ -577,6 +577,10 @@ struct TextureIndex::Impl {
   }
 };
 
+bool valid_host_digest_rows(int rows) {
+  return rows == 0 || (rows >= 16 && rows <= match::kSlot / 2 && match::kSlot % rows == 0);
+}
+
 size_t image_bytes(Precision precision, bool gpu_tier, bool gpu_norms) {
   const bool fp16 = precision == Precision::kFp16;
   return slot_bytes_of(fp16) + (gpu_tier && gpu_norms && !fp16 ? match::kSlot * sizeof(int32_t) : 0);
@@ -643,7 +647,7 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
   host.capacity = size_t(m.host_budget) / host.footprint();
   if (const int rows = options.host_digest_rows; rows != 0) {
     if (m.fp16) throw std::invalid_argument("texture index: host digests (host_digest_rows) need the 8-bit index");
-    if (rows < 16 || rows > match::kSlot / 2 || match::kSlot % rows != 0)
+    if (!valid_host_digest_rows(rows))
       throw std::invalid_argument("texture index: host_digest_rows " + std::to_string(rows) +
                                   " is not a divisor of 768 from 16 to 384");
     m.digest.rows = rows;

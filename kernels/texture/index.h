@@ -147,6 +147,9 @@ struct IndexOptions {
   Precision precision = Precision::kU8;
 };
 
+// IndexOptions::host_digest_rows that an index accepts: 0, or a divisor of 768 from 16 to 384.
+bool valid_host_digest_rows(int rows);
+
 // What lives where (IndexOptions: budgets as resolved).
 struct IndexStats {
   size_t images = 0, gpu_images = 0, host_images = 0;

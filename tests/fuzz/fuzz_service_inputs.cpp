@@ -61,7 +61,7 @@ bool same_params(const prism::texture::SearchParams& a, const prism::texture::Se
   return a.ratio == b.ratio && a.shortlist == b.shortlist && a.min_significance == b.min_significance &&
          a.min_inliers == b.min_inliers && a.verify.reprojection_px == b.verify.reprojection_px &&
          a.verify.max_iterations == b.verify.max_iterations && a.verify.confidence == b.verify.confidence &&
-         a.collections == b.collections;
+         a.collections == b.collections && a.digest_candidates == b.digest_candidates;
 }
 
 void request(const uint8_t* data, size_t size) {

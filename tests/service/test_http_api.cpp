@@ -97,11 +97,12 @@ class ApiServer {
 // The API on a fresh gallery of its own.
 class Server {
  public:
-  explicit Server(ApiOptions options = {}, std::optional<texture::Normalisation> normalisation = std::nullopt) {
+  explicit Server(ApiOptions options = {}, std::optional<texture::Normalisation> normalisation = std::nullopt,
+                  const texture::IndexOptions& index = cpu_index()) {
     gst_init(nullptr, nullptr);
     LocalOptions lo;
     lo.gallery = dir_.path() / "gallery";
-    lo.index = cpu_index();
+    lo.index = index;
     lo.normalisation = normalisation;
     backend_ = std::make_unique<LocalBackend>(lo);
     api_ = std::make_unique<ApiServer>(*backend_, options);
@@ -195,6 +196,61 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
   const json scoped = body_of(post_image(c, "/v1/search?collections=odd", test::noisy_capture(products[2], rng)));
   EXPECT_EQ(scoped["searched"], 3) << scoped.dump();
   EXPECT_EQ(scoped["identified"], false);
+}
+
+// Approximate searches through the host tier's digests (digest_candidates): the API answers as an
+// index with the same digests searched with the same parameters; a search that re-matches the best
+// digest slot alone (3 products of 9 at 256 rows) still finds each product; without the parameter a
+// search is exact; bad values are 400s naming the field; stats and metrics show the digests' memory.
+TEST(HttpApi, DigestSearchesAnswerAsTheIndexWithTheSameDigests) {
+  texture::IndexOptions io = cpu_index();  // on the CPU every image is in the host tier
+  io.host_digest_rows = 256;
+  Server server({}, std::nullopt, io);
+  httplib::Client c = server.client();
+  const std::vector<cv::Mat> products = textures(9, 2026);
+  for (size_t i = 0; i < products.size(); ++i)
+    ASSERT_EQ(post_image(c, "/v1/products/p" + std::to_string(i), products[i])->status, 201);
+  texture::TextureIndex index(io);
+  const texture::Gallery stored = texture::Gallery::open(server.gallery());
+  index.build(stored.entries());
+  texture::FeatureParams fparams;
+  fparams.normalisation = stored.normalisation();
+  texture::SearchParams one;
+  one.digest_candidates = 1;
+  std::mt19937 rng(5);
+  for (size_t i = 0; i < products.size(); ++i) {
+    SCOPED_TRACE("product " + std::to_string(i));
+    const cv::Mat query = test::noisy_capture(products[i], rng);
+    const texture::SearchResult want = index.search(texture::extract_features(query, fparams), one);
+    const json got = body_of(post_image(c, "/v1/search?digest_candidates=1", query));
+    ASSERT_TRUE(got.contains("digested")) << got.dump();
+    EXPECT_EQ(got["identified"], want.identified);
+    EXPECT_EQ(got["searched"], want.searched);
+    EXPECT_EQ(got["digested"], want.digested);
+    EXPECT_LE(got["searched"].get<int>(), 3);
+    EXPECT_EQ(got["searched"].get<int>() + got["digested"].get<int>(), 9);
+    EXPECT_EQ(got["id"], "p" + std::to_string(i)) << got.dump();
+    if (want.identified) EXPECT_EQ(got["id"], want.best.id);
+    const json exact = body_of(post_image(c, "/v1/search", query));
+    EXPECT_EQ(exact["searched"], 9);
+    EXPECT_EQ(exact["digested"], 0);
+  }
+  const std::string good = test::pgm_bytes(products[0]);
+  for (const char* bad : {"-1", "many", "100000001", "1.5"}) {
+    const httplib::Result r =
+        c.Post(("/v1/search?digest_candidates=" + std::string(bad)).c_str(), good, "image/x-portable-graymap");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad;
+    EXPECT_EQ(body_of(r)["error"]["field"], "digest_candidates") << bad << " " << r->body;
+  }
+  const json stats = body_of(c.Get("/v1/stats"));
+  EXPECT_GT(stats["shards"][0]["digest_bytes"].get<size_t>(), 0u) << stats.dump();
+  const httplib::Result metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("prism_gallery_bytes{shard=\"0\",tier=\"digest\"} " +
+                               std::to_string(stats["shards"][0]["digest_bytes"].get<size_t>())),
+            std::string::npos)
+      << metrics->body;
 }
 
 // Poor light (issue 22): a gallery recording a contrast normalisation is served with it. The API
@@ -428,10 +484,15 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   TempDir dir;
   test::RedisServer redis(dir.path() / "redis");
   redis.start();
+  // The workers keep digests (256 rows: 3 products a digest slot), which searches without
+  // digest_candidates do not use.
   std::vector<std::unique_ptr<test_support::Worker>> workers;
-  for (int k = 0; k < 3; ++k)
-    workers.push_back(
-        std::make_unique<test_support::Worker>(redis.url(), k, 3, "r", dir.path() / ("shard" + std::to_string(k))));
+  for (int k = 0; k < 3; ++k) {
+    ShardWorkerOptions wo =
+        test_support::Worker::options(redis.url(), k, 3, "r", dir.path() / ("shard" + std::to_string(k)));
+    wo.local.index.host_digest_rows = 256;
+    workers.push_back(std::make_unique<test_support::Worker>(wo));
+  }
   ShardedBackend front(test_support::front_options(redis.url(), 3));
   ApiServer server(front, {});
   httplib::Client c = server.client(true);
@@ -471,7 +532,7 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   const int rc = test::run_command(exe + "search" + one + " --top 3" + quoted + " 2>/dev/null", out);
   ASSERT_TRUE(rc == 0 || rc == 1) << out;
   std::istringstream lines(out);
-  int identified = 0;
+  int identified = 0, digest_identified = 0;
   for (size_t q = 0; q < files.size(); ++q) {
     std::string line;
     ASSERT_TRUE(std::getline(lines, line)) << out;
@@ -482,6 +543,12 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
     SCOPED_TRACE("query " + std::to_string(q) + ": CLI " + line + "\nHTTP " + http.dump());
     ASSERT_EQ(http["identified"], cli["identified"]);
     EXPECT_EQ(http["searched"], 300);
+    EXPECT_EQ(http["digested"], 0);
+    // Through the digests, each shard re-matching the products of its 2 best digest slots.
+    const json digest = body_of(c.Post("/v1/search?top_k=3&digest_candidates=2", bytes, "image/x-portable-graymap"));
+    EXPECT_EQ(digest["searched"].get<int>() + digest["digested"].get<int>(), 300) << digest.dump();
+    EXPECT_LE(digest["searched"].get<int>(), 3 * 2 * 3) << digest.dump();
+    if (truth[q] >= 0) digest_identified += digest["id"] == "t" + std::to_string(truth[q]);
     EXPECT_EQ(http["shards_answered"], 3);
     ASSERT_EQ(http["candidates"].size(), cli["candidates"].size());
     for (size_t i = 0; i < cli["candidates"].size(); ++i) {
@@ -512,6 +579,7 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
     }
   }
   EXPECT_GE(identified, 18) << "of 20 photos of enrolled products";
+  EXPECT_GE(digest_identified, 18) << "of 20 photos of enrolled products, through the digests";
   for (auto& w : workers) EXPECT_EQ(w->error(), "");
 }
 

@@ -90,6 +90,24 @@ TEST(ShardProtocol, OutOfRangeNumbersDeadlinesAndStatusesAreRefused) {
     p["shortlist"] = bad;
     EXPECT_THROW(shard::params_from(p), json::type_error) << bad;
   }
+  // digest_candidates, added later: absent (a front of the release before) reads as 0, an exact search.
+  texture::SearchParams digest;
+  digest.digest_candidates = 7;
+  p = shard::params_json(digest);
+  EXPECT_EQ(shard::params_from(p).digest_candidates, 7);
+  p.erase("digest_candidates");
+  EXPECT_EQ(shard::params_from(p).digest_candidates, 0);
+  for (const json bad : {json(-1), json(1e30), json(2.5), json("7")}) {
+    p["digest_candidates"] = bad;
+    EXPECT_THROW(shard::params_from(p), json::type_error) << bad;
+  }
+  ShardSearch part;
+  part.searched = 12;
+  part.digested = 288;
+  json s = shard::shard_search_json(part);
+  EXPECT_EQ(shard::shard_search_from(s).digested, 288u);
+  s.erase("digested");
+  EXPECT_EQ(shard::shard_search_from(s).digested, 0u);
   auto status_of = [](const std::string& answer) {
     try {
       shard::answer_from(answer, true);

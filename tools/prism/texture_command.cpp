@@ -124,11 +124,9 @@ Options parse(int argc, char** argv) {
       o.gpu_memory = parse_size(a, value());
     else if (a == "--host-memory")
       o.host_memory = parse_size(a, value());
-    else if (a == "--digest-rows") {
-      o.digest_rows = parse_int(a, value(), 16, match::kSlot / 2);
-      if (match::kSlot % o.digest_rows != 0)
-        throw UsageError("--digest-rows: " + std::to_string(o.digest_rows) + " does not divide 768");
-    } else if (a == "--digest-candidates")
+    else if (a == "--digest-rows")
+      o.digest_rows = parse_digest_rows(a, value(), false);
+    else if (a == "--digest-candidates")
       o.search.digest_candidates = parse_int(a, value(), 0, 100000000);
     else if (a == "--json")
       o.json = true;

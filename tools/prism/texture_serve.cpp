@@ -44,6 +44,12 @@ constexpr const char* kServeUsage =
     "                       descriptors matched (--gallery)\n"
     "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
+    "  --digest-rows N      keep a digest of every host-memory product (--gallery; its N strongest\n"
+    "                       descriptors, N divides 768, 16..384), out of --gpu-memory, for\n"
+    "                       approximate searches (digest_candidates; default 0: none)\n"
+    "  --digest-candidates K searches re-match exactly only the products of the K best digest slots\n"
+    "                       unless the request says otherwise (default 0: exact; with --redis, sent\n"
+    "                       to the workers, whose --digest-rows decide)\n"
     "  --normalise NAME     the contrast normalisation before SIFT (none, clahe-CLIP-TILES): what a\n"
     "                       new --gallery records (default clahe-4-8); an existing gallery's\n"
     "                       record decides and must agree; with --redis, agreed with the workers\n"
@@ -102,6 +108,10 @@ ServeOptions parse_serve(int argc, char** argv) {
       o.index.gpu_budget = parse_size(a, value());
     else if (a == "--host-memory")
       o.index.host_budget = parse_size(a, value());
+    else if (a == "--digest-rows")
+      o.index.host_digest_rows = parse_digest_rows(a, value(), true);
+    else if (a == "--digest-candidates")
+      o.api.search.digest_candidates = parse_int(a, value(), 0, 100000000);
     else if (a == "--normalise")
       o.normalisation = parse_normalise(a, value());
     else if (a == "--min-significance")
@@ -116,6 +126,9 @@ ServeOptions parse_serve(int argc, char** argv) {
   }
   if (o.gallery.empty() == o.redis.empty()) throw UsageError("give one of --gallery DIR and --redis URL");
   if (o.shards && o.redis.empty()) throw UsageError("--shards goes with --redis");
+  if (o.index.host_digest_rows && o.gallery.empty())
+    throw UsageError(
+        "--digest-rows goes with --gallery (with --redis, each worker's prism texture shard --digest-rows)");
   if (o.keys.empty() && !loopback(o.host))
     throw UsageError("--listen " + o.host + " is reachable from other hosts: give --keys FILE");
   if (!o.keys.empty()) o.api.keys = service::load_api_keys(o.keys);  // a regular file only
@@ -164,7 +177,12 @@ int texture_serve_command(int argc, char** argv) {
       lo.gallery = o.gallery;
       lo.index = o.index;
       lo.normalisation = o.normalisation;
-      auto local = std::make_unique<service::LocalBackend>(lo);
+      std::unique_ptr<service::LocalBackend> local;
+      try {
+        local = std::make_unique<service::LocalBackend>(lo);
+      } catch (const std::invalid_argument& e) {  // the index refused its options: digests too large
+        throw UsageError(std::string("--digest-rows, --gpu-memory, --host-memory: ") + e.what());
+      }
       what = "gallery " + o.gallery + ": " + std::to_string(local->size()) + " products, normalisation " +
              local->normalisation().name();
       backend = std::move(local);

@@ -44,7 +44,10 @@ constexpr const char* kUsage =
     "                       record decides and must agree); agreed with prism:normalise, which\n"
     "                       every front then applies to its queries\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
-    "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n";
+    "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n"
+    "  --digest-rows N      keep a digest of every host-memory product (its N strongest descriptors; N\n"
+    "                       divides 768, 16..384), out of --gpu-memory, for searches that ask for\n"
+    "                       digest_candidates (default 0: none; such searches are then exact)\n";
 
 std::atomic<bool> g_stop{false};
 
@@ -107,6 +110,8 @@ int texture_shard_command(const std::vector<std::string>& args) {
         o.local.index.gpu_budget = parse_size(a, value());
       else if (a == "--host-memory")
         o.local.index.host_budget = parse_size(a, value());
+      else if (a == "--digest-rows")
+        o.local.index.host_digest_rows = parse_digest_rows(a, value(), true);
       else
         throw UsageError("unknown option '" + a + "'");
     }

@@ -14,6 +14,8 @@
 #include <stdexcept>
 
 #include "gst/prism/gstprismimagefile.h"
+#include "match/match.h"
+#include "texture/index.h"
 
 namespace prism::cli {
 
@@ -42,6 +44,13 @@ texture::Normalisation parse_normalise(const std::string& opt, const std::string
   } catch (const std::invalid_argument& e) {
     throw UsageError(opt + ": " + e.what());
   }
+}
+
+int parse_digest_rows(const std::string& opt, const std::string& v, bool allow_none) {
+  const int rows = parse_int(opt, v, allow_none ? 0 : 16, match::kSlot / 2);
+  if (!texture::valid_host_digest_rows(rows))
+    throw UsageError(opt + ": " + v + " is not a divisor of 768 from 16 to 384");
+  return rows;
 }
 
 double parse_number(const std::string& opt, const std::string& v, double lo, double hi) {

@@ -30,6 +30,10 @@ gpu::Device parse_device(const std::string& opt, const std::string& v);
 // --normalise NAME (texture/normalise.h names), UsageError naming the option otherwise.
 texture::Normalisation parse_normalise(const std::string& opt, const std::string& v);
 
+// --digest-rows N (texture::IndexOptions::host_digest_rows; 0 allowed when `allow_none`), UsageError
+// naming the option otherwise.
+int parse_digest_rows(const std::string& opt, const std::string& v, bool allow_none);
+
 // An image file as 8-bit grey (decoded by GStreamer; grey = OpenCV's BGR2GRAY). Throws
 // std::runtime_error naming the file.
 cv::Mat load_grey(const std::string& path);
