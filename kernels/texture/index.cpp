@@ -254,23 +254,14 @@ struct TextureIndex::Impl {
   // image's row twice), so they change no ratio test of the images beside them.
   struct Digest {
     int rows = 0, per = 0;
-    struct Block {
-#if defined(PRISM_HAVE_CUDA)
-      gpu::DeviceArray<uint8_t> device;
-      gpu::DeviceArray<int> d_counts;  // kSlot each: the matcher reads a whole digest slot
-#endif
-      std::vector<uint8_t> plain;  // the CPU path
-      std::vector<int> counts;
-      uint8_t* data = nullptr;
-      size_t slots = 0;
-    };
-    std::vector<std::unique_ptr<Block>> blocks;
+    // The digest slots: in GPU memory on the GPU path, a block beside each host block (slots_for(B) slots
+    // for a host block of B), grown with it; counts kSlot for every allocated slot (the matcher reads a
+    // digest slot whole). Its entry and age stay empty.
+    Tier slots;
     size_t slots_for(size_t host_slots) const { return (host_slots + size_t(per) - 1) / size_t(per); }
-    size_t bytes() const {
-      size_t n = 0;
-      for (const auto& b : blocks) n += b->slots * kSlotBytes;
-      return n;
-    }
+    // The digest slots of the first n host slots (host blocks of B), and host slot s's digest slot.
+    size_t slots_of(size_t n, size_t B) const { return n / B * slots_for(B) + slots_for(n % B); }
+    size_t slot_of(size_t s, size_t B) const { return s / B * slots_for(B) + s % B / size_t(per); }
   } digest;
 
   // Writers exclusive, searches shared. Writers first pass `gate` and hold it while they wait, so a
@@ -363,18 +354,19 @@ struct TextureIndex::Impl {
       if (t.norms) upload_norms(t, s, staged);
     }
     PRISM_CUDA_CHECK(cudaMemcpyAsync(t.d_count(s), count, sizeof(int), cudaMemcpyHostToDevice, stream));
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the staging buffers are reused by the next write
     put_digest(t, s);
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the staging buffers are reused by the next write
 #endif
   }
   // Host slot s's digest from its bytes (host-addressable: plain or pinned), or 255s when `clear`; a
-  // no-op for the GPU tier or without digests.
+  // no-op for the GPU tier or without digests. On the GPU path enqueued on `stream`: the caller
+  // synchronises before the host slot is written again.
   void put_digest(const Tier& t, size_t s, bool clear = false) {
     if (digest.rows == 0 || &t != &tiers[kHostTier]) return;
-    const size_t B = size_t(t.block_slots), l = s % B;
-    if (s / B >= digest.blocks.size()) return;  // (an add whose block could not be allocated)
-    Digest::Block& blk = *digest.blocks[s / B];
-    const size_t at = ((l / digest.per) * match::kSlot + (l % digest.per) * digest.rows) * match::kDim;
+    const size_t B = size_t(t.block_slots);
+    if (s / B >= digest.slots.blocks.size()) return;  // (an add whose block could not be allocated)
+    uint8_t* const at =
+        digest.slots.slot_data(digest.slot_of(s, B)) + s % B % size_t(digest.per) * digest.rows * match::kDim;
     const size_t bytes = size_t(digest.rows) * match::kDim;
     const int count = clear ? 0 : t.counts[s];
     // An image of one row has it twice: its nearest and second-nearest distances are then equal, so it
@@ -383,40 +375,38 @@ struct TextureIndex::Impl {
     const int copies = count == 1 ? 2 : 1;
     const size_t row = match::kDim, n = size_t(std::min(count, digest.rows)) * row * size_t(copies);
     if (!gpu) {
-      for (int c = 0; c < copies; ++c) std::copy_n(t.slot_data(s), n / size_t(copies), blk.data + at + c * row);
-      std::fill(blk.data + at + n, blk.data + at + bytes, uint8_t(255));
+      for (int c = 0; c < copies; ++c) std::copy_n(t.slot_data(s), n / size_t(copies), at + c * row);
+      std::fill(at + n, at + bytes, uint8_t(255));
       return;
     }
 #if defined(PRISM_HAVE_CUDA)
     for (int c = 0; c < copies && n > 0; ++c)
       PRISM_CUDA_CHECK(
-          cudaMemcpyAsync(blk.data + at + c * row, t.slot_data(s), n / size_t(copies), cudaMemcpyHostToDevice, stream));
-    if (n < bytes) PRISM_CUDA_CHECK(cudaMemsetAsync(blk.data + at + n, 255, bytes - n, stream));
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+          cudaMemcpyAsync(at + c * row, t.slot_data(s), n / size_t(copies), cudaMemcpyHostToDevice, stream));
+    if (n < bytes) PRISM_CUDA_CHECK(cudaMemsetAsync(at + n, 255, bytes - n, stream));
 #endif
   }
-  // The digest block beside a new host block of `host_slots` slots (all 255s).
-  void grow_digest(size_t host_slots) {
-    auto b = std::make_unique<Digest::Block>();
-    b->slots = digest.slots_for(host_slots);
-    if (!gpu) {
-      b->plain.assign(b->slots * kSlotBytes, uint8_t(255));
-      b->counts.assign(b->slots, match::kSlot);
-      b->data = b->plain.data();
-    }
+  // The digest block beside a new host block (all 255s).
+  void grow_digest() {
+    Tier& d = digest.slots;
+    const size_t n = d.next_block_slots(), before = d.counts.size();
+    d.grow(gpu);
+    d.counts.resize(before + n, match::kSlot);
+    try {
+      if (!gpu) std::fill_n(d.blocks.back()->data, n * kSlotBytes, uint8_t(255));
 #if defined(PRISM_HAVE_CUDA)
-    else {
-      b->device.resize(b->slots * kSlotBytes);
-      b->d_counts.resize(b->slots);
-      b->data = b->device.data();
-      const std::vector<int> counts(b->slots, match::kSlot);
-      PRISM_CUDA_CHECK(cudaMemsetAsync(b->data, 255, b->slots * kSlotBytes, stream));
-      PRISM_CUDA_CHECK(
-          cudaMemcpyAsync(b->d_counts.data(), counts.data(), b->slots * sizeof(int), cudaMemcpyHostToDevice, stream));
-      PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
+      else {
+        PRISM_CUDA_CHECK(cudaMemsetAsync(d.blocks.back()->data, 255, n * kSlotBytes, stream));
+        PRISM_CUDA_CHECK(cudaMemcpyAsync(d.blocks.back()->d_counts.data(), d.counts.data() + before, n * sizeof(int),
+                                         cudaMemcpyHostToDevice, stream));
+        PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      }
 #endif
-    digest.blocks.push_back(std::move(b));
+    } catch (...) {
+      d.blocks.pop_back();
+      d.counts.resize(before);
+      throw;
+    }
   }
 #if defined(PRISM_HAVE_CUDA)
   // |g|^2 of a slot whose bytes are in host memory into tier t's slot s (asynchronous on `stream`;
@@ -442,8 +432,8 @@ struct TextureIndex::Impl {
                                        cudaMemcpyDeviceToDevice, stream));
     else if (b.norms)  // up from the host tier, whose pinned bytes the host reads
       upload_norms(b, to, a.slot_data(from));
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
     put_digest(b, to);
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
 #endif
   }
   // One more block for tier t, or IndexFull naming the memory that is short: the host's (the block,
@@ -470,12 +460,11 @@ struct TextureIndex::Impl {
     }
     bool digesting = false;  // the failure, if any, is the digests' (GPU memory on the GPU path)
     try {
-      const size_t host_slots = t.next_block_slots();
       t.grow(gpu);
       if (t_id == kHostTier && digest.rows > 0) {
         try {
           digesting = true;
-          grow_digest(host_slots);
+          grow_digest();
         } catch (...) {
           t.blocks.pop_back();
           throw;
@@ -652,11 +641,7 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
                                   " is not a divisor of 768 from 16 to 384");
     m.digest.rows = rows;
     m.digest.per = match::kSlot / rows;
-    // The digest slots of `n` host images, in whole blocks as they are allocated.
-    const auto digest_bytes = [&](size_t n) {
-      const size_t b = size_t(host.block_slots);
-      return (n / b * m.digest.slots_for(b) + m.digest.slots_for(n % b)) * kSlotBytes;
-    };
+    const auto digest_bytes = [&](size_t n) { return m.digest.slots_of(n, size_t(host.block_slots)) * kSlotBytes; };
     if (!m.gpu) {  // in host memory: the host tier's images and their digests share its budget
       host.capacity = size_t(m.host_budget) / (host.footprint() + kSlotBytes / size_t(m.digest.per));
       while (host.capacity > 0 &&
@@ -672,6 +657,10 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
                                     "; lower the host budget or host_digest_rows, or raise the gpu budget");
       m.tiers[kGpuTier].capacity = (size_t(m.gpu_budget) - need) / m.tiers[kGpuTier].footprint();
     }
+    Tier& d = m.digest.slots;
+    d.in_gpu = m.gpu;
+    d.block_slots = int(m.digest.slots_for(size_t(host.block_slots)));
+    d.capacity = m.digest.slots_of(host.capacity, size_t(host.block_slots));
   }
 }
 
@@ -708,7 +697,7 @@ IndexStats TextureIndex::stats() const {
   s.host_capacity = m.tiers[kHostTier].capacity;
   s.gpu_bytes = m.tiers[kGpuTier].bytes();
   s.host_bytes = m.tiers[kHostTier].bytes();
-  s.digest_bytes = m.digest.bytes();
+  s.digest_bytes = m.digest.slots.bytes();
   s.gpu_budget = m.gpu_budget;
   s.host_budget = m.host_budget;
   s.collections = std::count_if(m.members.begin(), m.members.end(), [](const auto& v) { return !v.empty(); });
@@ -725,7 +714,7 @@ void TextureIndex::clear() {
   m.members.clear();
   ids_.clear();
   for (Tier& t : m.tiers) t.clear();
-  m.digest.blocks.clear();
+  m.digest.slots.clear();
 }
 
 void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
@@ -846,18 +835,16 @@ struct Run {
 std::vector<int> TextureIndex::Impl::digest_choice(const uint8_t* query, int rows, const SearchParams& params) {
   const Tier& h = tiers[kHostTier];
   const size_t B = size_t(h.block_slots), used = h.used();
-  const size_t per_block = digest.slots_for(B);  // digest slots of a whole host block
-  size_t total = 0;
-  for (size_t b = 0; b * B < used; ++b) total += digest.slots_for(std::min(B, used - b * B));
+  const Tier& d = digest.slots;
+  const size_t per_block = size_t(d.block_slots), total = digest.slots_of(used, B);
   std::vector<int> s(total);
   match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
   if (!gpu) {
     p.query = query;
     for (size_t b = 0, pos = 0; pos < total; ++b) {
-      const Digest::Block& blk = *digest.blocks[b];
-      p.gallery = blk.data;
-      p.counts = blk.counts.data();
+      p.gallery = d.blocks[b]->data;
+      p.counts = d.counts.data() + pos;
       p.images = int(std::min(per_block, total - pos));
       match_host(p, params.ratio, &s[pos]);
       pos += size_t(p.images);
@@ -868,9 +855,8 @@ std::vector<int> TextureIndex::Impl::digest_choice(const uint8_t* query, int row
     d_digest_scores.reserve(total);
     p.query = d_query.data();
     for (size_t b = 0, pos = 0; pos < total; ++b) {
-      const Digest::Block& blk = *digest.blocks[b];
-      p.gallery = blk.data;
-      p.counts = blk.d_counts.data();
+      p.gallery = d.blocks[b]->data;
+      p.counts = d.blocks[b]->d_counts.data();
       p.images = int(std::min(per_block, total - pos));
       match_device(p, params.ratio, d_digest_scores.data() + pos, {}, stream);
       pos += size_t(p.images);
@@ -886,8 +872,9 @@ std::vector<int> TextureIndex::Impl::digest_choice(const uint8_t* query, int row
   std::vector<int> order(total);
   std::iota(order.begin(), order.end(), 0);
   const size_t k = std::min(total, size_t(params.digest_candidates));
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
+  const auto better = [&](int a, int b) { return s[a] != s[b] ? s[a] > s[b] : a < b; };  // a total order
+  std::nth_element(order.begin(), order.begin() + long(k), order.end(), better);
+  std::sort(order.begin(), order.begin() + long(k), better);
   std::vector<int> chosen;
   for (size_t i = 0; i < k; ++i) {
     const size_t b = size_t(order[i]) / per_block, d = size_t(order[i]) % per_block;
