@@ -8,6 +8,8 @@
 //                       [DIGEST_ROWS=0] [DIGEST_CANDIDATES=1000] (IndexOptions::host_digest_rows: the host
 //                       tier's digests in GPU memory beside GPU_IMAGES, and the whole index searched through
 //                       them too, SearchParams::digest_candidates digest slots re-matched exactly)
+//                       [STREAM_DIGESTS=0] (1: IndexOptions::stream_host_digests, the digests copied from the
+//                       host tier by each search instead of kept in GPU memory)
 //
 // Generated gallery (no 2 M SIFT extractions): 48 fresh random textures (640x480, smoothed noise at
 // two scales as in the tests) give a pool of real SIFT descriptors with their keypoints; each
@@ -109,6 +111,7 @@ int main(int argc, char** argv) {
   const bool gpu_norms = argc > 6 ? std::atoi(argv[6]) != 0 : defaults.gpu_norms;  // 0: the GPU tier without |g|^2
   const int digest_rows = argc > 7 ? std::atoi(argv[7]) : 0;
   const int digest_candidates = argc > 8 ? std::atoi(argv[8]) : 1000;
+  const bool stream_digests = argc > 9 && std::atoi(argv[9]) != 0;
   std::string why;
   if (!gpu::available(&why)) {
     std::fprintf(stderr, "bench_texture_index: no GPU: %s\n", why.c_str());
@@ -170,9 +173,10 @@ int main(int argc, char** argv) {
   o.streams = streams;
   o.host_batch = host_batch;
   o.gpu_norms = gpu_norms;
-  if (digest_rows > 0) {  // the digests' GPU memory on top of GPU_IMAGES' (host blocks of block_slots)
+  o.host_digest_rows = digest_rows;
+  o.stream_host_digests = stream_digests;
+  if (digest_rows > 0 && !stream_digests) {  // the digests' GPU memory on top of GPU_IMAGES' (host blocks)
     const size_t per = size_t(match::kSlot / digest_rows), b = size_t(o.block_slots);
-    o.host_digest_rows = digest_rows;
     o.gpu_budget += int64_t(host_images / b * ((b + per - 1) / per) + (host_images % b + per - 1) / per) * slot;
   }
   texture::TextureIndex index(o);
@@ -205,9 +209,13 @@ int main(int argc, char** argv) {
   }
   std::printf("| capacity in use: GPU tier | %zu images, %.1f GB |\n", st.gpu_images, st.gpu_bytes / 1e9);
   std::printf("| capacity in use: host tier (pinned) | %zu images, %.1f GB |\n", st.host_images, st.host_bytes / 1e9);
-  if (digest_rows > 0)
+  if (digest_rows > 0 && !stream_digests)
     std::printf("| host tier's digests in GPU memory | %d rows an image, %d a slot: %.1f GB |\n", digest_rows,
                 match::kSlot / digest_rows, st.digest_bytes / 1e9);
+  if (stream_digests)
+    std::printf(
+        "| host tier's digests streamed by each digest search | %d rows an image, %d a slot: %.1f GB a search |\n",
+        digest_rows, match::kSlot / digest_rows, double(st.host_images) * digest_rows * match::kDim / 1e9);
   std::fflush(stdout);
 
   std::vector<double> whole, whole_total, scoped, scoped_total;

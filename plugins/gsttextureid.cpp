@@ -61,6 +61,7 @@ enum {
   PROP_HOST_MEMORY,
   PROP_DIGEST_ROWS,
   PROP_DIGEST_CANDIDATES,
+  PROP_STREAM_DIGESTS,
   PROP_ASYNC,
   PROP_FRAMES_SKIPPED,
 };
@@ -99,6 +100,7 @@ struct _GstTextureId {
   gchar *collections; /* comma-separated; empty: the whole gallery */
   gint64 gpu_memory, host_memory;
   gint digest_rows, digest_candidates; /* IndexOptions::host_digest_rows, SearchParams::digest_candidates */
+  gboolean stream_digests;             /* IndexOptions::stream_host_digests */
   /* streaming state */
   State *state;
 };
@@ -136,6 +138,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_HOST_MEMORY: self->host_memory = g_value_get_int64(value); break;
     case PROP_DIGEST_ROWS: self->digest_rows = g_value_get_int(value); break;
     case PROP_DIGEST_CANDIDATES: self->digest_candidates = g_value_get_int(value); break;
+    case PROP_STREAM_DIGESTS: self->stream_digests = g_value_get_boolean(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -159,6 +162,7 @@ static void get_property(GObject *object, guint id, GValue *value, GParamSpec *p
     case PROP_HOST_MEMORY: g_value_set_int64(value, self->host_memory); break;
     case PROP_DIGEST_ROWS: g_value_set_int(value, self->digest_rows); break;
     case PROP_DIGEST_CANDIDATES: g_value_set_int(value, self->digest_candidates); break;
+    case PROP_STREAM_DIGESTS: g_value_set_boolean(value, self->stream_digests); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
   GST_OBJECT_UNLOCK(self);
@@ -228,6 +232,7 @@ static gboolean start(GstBaseTransform *trans) {
   options.gpu_budget = self->gpu_memory;
   options.host_budget = self->host_memory;
   options.host_digest_rows = self->digest_rows;
+  options.stream_host_digests = self->stream_digests;
   GST_OBJECT_UNLOCK(self);
 
   if (!texture::valid_host_digest_rows(options.host_digest_rows)) {
@@ -609,6 +614,11 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                            "mode=search with digest-rows: match the host-memory images' digests and re-match exactly "
                            "only the images of the K best digest slots (approximate, not bound by PCIe); 0: exact",
                            0, G_MAXINT, 0, playing));
+  install(PROP_STREAM_DIGESTS,
+          g_param_spec_boolean("stream-digests", "Stream digests",
+                               "With digest-rows: keep no digests; each digest search copies the host-memory images' "
+                               "first digest-rows rows across PCIe instead (no memory, the same answers, PCIe-bound)",
+                               FALSE, ready));
   /* About 1 s per identification on 2 CPU cores: a live source must not wait for it. */
   gst_prism_cuda_filter_class_install_async(oc, PROP_ASYNC, PROP_FRAMES_SKIPPED, TRUE);
 
@@ -646,4 +656,5 @@ static void gst_texture_id_init(GstTextureId *self) {
   self->host_memory = texture::kDefaultBudget;
   self->digest_rows = 0;
   self->digest_candidates = 0;
+  self->stream_digests = FALSE;
 }

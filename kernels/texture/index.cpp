@@ -1,6 +1,7 @@
 #include "texture/index.h"
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -55,11 +56,18 @@ int pad_query(const Features& q, bool fp16, uint8_t* out) {
   return rows;
 }
 
-// One image's descriptors in a slot's layout (the rest of the slot zero).
+// One image's descriptors in a slot's layout. The matcher reads only a slot's first `count` rows. Past
+// them an 8-bit slot holds 255s (|g|^2 = 8.3 M against RootSIFT's 0.26 M: never a nearest or
+// second-nearest neighbour of a query row), and a one-row image's row is written twice (its nearest
+// and second-nearest distances are then equal: it never passes a ratio test, as the matcher's one-row
+// images never do), so that a slot's first rows are its digest as they are (TextureIndex::Impl::Digest,
+// whose slots the matcher reads whole). The FP16 rest is zero (two 255 bytes are a NaN half).
 void pack_slot(const Features& f, bool fp16, uint8_t* slot) {
   const auto [d, used] = descriptor_bytes(f, fp16);
   std::copy_n(d, used, slot);
-  std::fill(slot + used, slot + slot_bytes_of(fp16), uint8_t(0));
+  const size_t end = !fp16 && used == match::kDim ? 2 * used : used;
+  std::copy_n(d, end - used, slot + used);
+  std::fill(slot + end, slot + slot_bytes_of(fp16), fp16 ? uint8_t(0) : uint8_t(255));
 }
 
 int slot_count(const Features& f) { return std::min(f.count(), match::kSlot); }
@@ -246,14 +254,15 @@ struct TextureIndex::Impl {
   uint64_t next_seq = 0;
   Tier tiers[2];
 
-  // IndexOptions::host_digest_rows. Host slot s's digest is the rows [(l % per) * rows, + rows) of slot
-  // l / per of digest block s / B (l = s % B, B the host tier's block slots): the digests follow the host
-  // slots' indices, so every write or move of a host slot rewrites its digest in place. Rows past an
-  // image's count, and places no image holds, are 255s: |g|^2 = 8.3 M against RootSIFT's 0.26 M, never
-  // a nearest or second-nearest neighbour while a slot holds two real rows (put_digest writes a one-row
-  // image's row twice), so they change no ratio test of the images beside them.
+  // IndexOptions::host_digest_rows. Host slot s's digest, its slot's first `rows` rows (pack_slot), is the
+  // rows [(l % per) * rows, + rows) of slot l / per of digest block s / B (l = s % B, B the host tier's
+  // block slots): the digests follow the host slots' indices, so every write or move of a host slot
+  // rewrites its digest in place. Places no image holds are 255s, which change no ratio test of the
+  // images beside them (pack_slot). Streamed (IndexOptions::stream_host_digests), a search copies the
+  // same rows into the same layout in the copy streams' staging instead (digest_match).
   struct Digest {
     int rows = 0, per = 0;
+    bool streamed = false;  // IndexOptions::stream_host_digests: `slots` stays empty
     // The digest slots: in GPU memory on the GPU path, a block beside each host block (slots_for(B) slots
     // for a host block of B), grown with it; counts kSlot for every allocated slot (the matcher reads a
     // digest slot whole). Its entry and age stay empty.
@@ -289,7 +298,8 @@ struct TextureIndex::Impl {
   std::vector<gpu::DeviceArray<uint8_t>> staging;  // per copy stream: host_batch slots
   gpu::DeviceArray<uint8_t> d_query;               // kSlot rows
   gpu::DeviceArray<int> d_scores, d_slots, d_digest_scores;
-  gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
+  gpu::DeviceArray<int> d_full_counts;  // kSlot, host_batch times: streamed digest slots are matched whole
+  gpu::DeviceArray<uint8_t> d_verify;   // shortlist slots
   gpu::DeviceArray<int> d_verify_scores, d_index;
   gpu::DeviceArray<int32_t> d_best, d_second;
   gpu::DeviceArray<float> d_best_dot, d_second_dot;  // FP16
@@ -326,10 +336,20 @@ struct TextureIndex::Impl {
   // scores[i] for entry entry_of[i]; then the shortlist re-matched and verified.
   void score(const Features& query, const SearchParams& params, std::vector<int>& scores, std::vector<int>& entry_of,
              size_t* digested = nullptr);
-  // A digest search's candidates: the host-tier slots of the `params.digest_candidates` digest slots that
-  // score highest against the query (padded, `rows` rows; on the GPU path already in d_query), ties to the
-  // lower slot, in slot order.
-  std::vector<int> digest_choice(const uint8_t* query, int rows, const SearchParams& params);
+  // A digest search in two halves. digest_match: every digest slot's score against the query (padded,
+  // `rows` rows; on the GPU path already in d_query), into `s` on the CPU path; on the GPU path enqueued on
+  // the copy streams (kept digests matched there, streamed ones copied and matched batch by batch) with
+  // their copy back to digest_scores_buf, so that the GPU tier's matching on `stream` runs meanwhile.
+  // digest_pick: the host-tier slots of the `params.digest_candidates` digest slots that score highest,
+  // ties to the lower slot, in slot order.
+  // `progress(share)` after each batch enqueued: the caller enqueues as much of the GPU tier (as in an
+  // exact search, a long queue of one kind would fill CUDA's launch queue and serialise the two).
+  void digest_match(const uint8_t* query, int rows, float ratio, std::vector<int>& s,
+                    const std::function<void(double)>& progress);
+  std::vector<int> digest_pick(const SearchParams& params, std::vector<int>& s);
+#if defined(PRISM_HAVE_CUDA)
+  void ensure_copy_streams();  // options.streams high-priority streams, each with host_batch slots of staging
+#endif
   Candidate verify_candidates(const Features& query, std::vector<Candidate>& cands, const SearchParams& params,
                               SearchResult& result, std::unique_lock<std::mutex>& work);
 
@@ -358,32 +378,28 @@ struct TextureIndex::Impl {
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the staging buffers are reused by the next write
 #endif
   }
-  // Host slot s's digest from its bytes (host-addressable: plain or pinned), or 255s when `clear`; a
-  // no-op for the GPU tier or without digests. On the GPU path enqueued on `stream`: the caller
-  // synchronises before the host slot is written again.
+  // Host slot s's digest, its slot's first rows (host-addressable: plain or pinned; pack_slot writes them
+  // as a digest), or 255s when `clear`; a no-op for the GPU tier, without digests or with streamed ones.
+  // On the GPU path enqueued on `stream`: the caller synchronises before the host slot is written again.
   void put_digest(const Tier& t, size_t s, bool clear = false) {
     if (digest.rows == 0 || &t != &tiers[kHostTier]) return;
     const size_t B = size_t(t.block_slots);
-    if (s / B >= digest.slots.blocks.size()) return;  // (an add whose block could not be allocated)
+    if (s / B >= digest.slots.blocks.size()) return;  // (streamed, or an add whose block was not allocated)
     uint8_t* const at =
         digest.slots.slot_data(digest.slot_of(s, B)) + s % B % size_t(digest.per) * digest.rows * match::kDim;
     const size_t bytes = size_t(digest.rows) * match::kDim;
-    const int count = clear ? 0 : t.counts[s];
-    // An image of one row has it twice: its nearest and second-nearest distances are then equal, so it
-    // never passes a ratio test, as the matcher's one-row images never do (and a slot of one real row
-    // among 255s would pass every query row).
-    const int copies = count == 1 ? 2 : 1;
-    const size_t row = match::kDim, n = size_t(std::min(count, digest.rows)) * row * size_t(copies);
     if (!gpu) {
-      for (int c = 0; c < copies; ++c) std::copy_n(t.slot_data(s), n / size_t(copies), at + c * row);
-      std::fill(at + n, at + bytes, uint8_t(255));
+      if (clear)
+        std::fill_n(at, bytes, uint8_t(255));
+      else
+        std::copy_n(t.slot_data(s), bytes, at);
       return;
     }
 #if defined(PRISM_HAVE_CUDA)
-    for (int c = 0; c < copies && n > 0; ++c)
-      PRISM_CUDA_CHECK(
-          cudaMemcpyAsync(at + c * row, t.slot_data(s), n / size_t(copies), cudaMemcpyHostToDevice, stream));
-    if (n < bytes) PRISM_CUDA_CHECK(cudaMemsetAsync(at + n, 255, bytes - n, stream));
+    if (clear)
+      PRISM_CUDA_CHECK(cudaMemsetAsync(at, 255, bytes, stream));
+    else
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(at, t.slot_data(s), bytes, cudaMemcpyHostToDevice, stream));
 #endif
   }
   // The digest block beside a new host block (all 255s).
@@ -449,8 +465,9 @@ struct TextureIndex::Impl {
     if (available > 0) {
       const int64_t records = slots * match::kSlot * int64_t(sizeof(cv::Point2f));
       // (on the CPU path the host block's digests are host memory too)
-      const int64_t digests =
-          !gpu && !t.in_gpu && digest.rows > 0 ? int64_t(digest.slots_for(size_t(slots)) * kSlotBytes) : 0;
+      const int64_t digests = !gpu && !t.in_gpu && digest.rows > 0 && !digest.streamed
+                                  ? int64_t(digest.slots_for(size_t(slots)) * kSlotBytes)
+                                  : 0;
       const int64_t need = (t.in_gpu ? 0 : slots * int64_t(t.slot_bytes)) + digests + records;
       if (available - need < host_reserve)
         throw IndexFull("the texture index is full: host memory: " + placed + " need " + gib(need) +
@@ -461,7 +478,7 @@ struct TextureIndex::Impl {
     bool digesting = false;  // the failure, if any, is the digests' (GPU memory on the GPU path)
     try {
       t.grow(gpu);
-      if (t_id == kHostTier && digest.rows > 0) {
+      if (t_id == kHostTier && digest.rows > 0 && !digest.streamed) {
         try {
           digesting = true;
           grow_digest();
@@ -641,6 +658,8 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
                                   " is not a divisor of 768 from 16 to 384");
     m.digest.rows = rows;
     m.digest.per = match::kSlot / rows;
+    m.digest.streamed = options.stream_host_digests;
+    if (m.digest.streamed) return;  // no memory of their own: nothing to budget
     const auto digest_bytes = [&](size_t n) { return m.digest.slots_of(n, size_t(host.block_slots)) * kSlotBytes; };
     if (!m.gpu) {  // in host memory: the host tier's images and their digests share its budget
       host.capacity = size_t(m.host_budget) / (host.footprint() + kSlotBytes / size_t(m.digest.per));
@@ -832,42 +851,106 @@ struct Run {
 
 }  // namespace
 
-std::vector<int> TextureIndex::Impl::digest_choice(const uint8_t* query, int rows, const SearchParams& params) {
+#if defined(PRISM_HAVE_CUDA)
+void TextureIndex::Impl::ensure_copy_streams() {
+  if (!copy_streams.empty()) return;
+  for (int s = 0; s < options.streams; ++s) {
+    // High priority: a streamed batch's matching starts as soon as its copy lands, ahead of the GPU
+    // tier's blocks, so that its stream's next copy is not held up behind them.
+    copy_streams.push_back(gpu::Stream::create_high_priority());
+    staging.emplace_back(size_t(options.host_batch) * slot_bytes);
+  }
+}
+#endif
+
+void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float ratio, std::vector<int>& s,
+                                      const std::function<void(double)>& progress) {
   const Tier& h = tiers[kHostTier];
-  const size_t B = size_t(h.block_slots), used = h.used();
-  const Tier& d = digest.slots;
-  const size_t per_block = size_t(d.block_slots), total = digest.slots_of(used, B);
-  std::vector<int> s(total);
+  const size_t B = size_t(h.block_slots), used = h.used(), per = size_t(digest.per);
+  const size_t total = digest.slots_of(used, B);
+  const size_t bytes = size_t(digest.rows) * match::kDim;  // one image's digest
   match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
   if (!gpu) {
+    s.assign(total, 0);
     p.query = query;
+    const std::vector<int> whole(digest.slots_for(B), match::kSlot);
+    std::vector<uint8_t> packed;  // streamed: a block's digests, packed as kept ones are
     for (size_t b = 0, pos = 0; pos < total; ++b) {
-      p.gallery = d.blocks[b]->data;
-      p.counts = d.counts.data() + pos;
-      p.images = int(std::min(per_block, total - pos));
-      match_host(p, params.ratio, &s[pos]);
+      const size_t n = std::min(B, used - b * B);  // host images in block b
+      p.images = int(digest.slots_for(n));
+      if (digest.streamed) {
+        packed.assign(size_t(p.images) * kSlotBytes, uint8_t(255));
+        for (size_t l = 0; l < n; ++l) std::copy_n(h.slot_data(b * B + l), bytes, packed.data() + l * bytes);
+        p.gallery = packed.data();
+      } else {
+        p.gallery = digest.slots.blocks[b]->data;
+      }
+      p.counts = whole.data();
+      match_host(p, ratio, &s[pos]);
       pos += size_t(p.images);
     }
+    return;
   }
 #if defined(PRISM_HAVE_CUDA)
-  else {
-    d_digest_scores.reserve(total);
-    p.query = d_query.data();
-    for (size_t b = 0, pos = 0; pos < total; ++b) {
-      p.gallery = d.blocks[b]->data;
-      p.counts = d.blocks[b]->d_counts.data();
-      p.images = int(std::min(per_block, total - pos));
-      match_device(p, params.ratio, d_digest_scores.data() + pos, {}, stream);
-      pos += size_t(p.images);
+  ensure_copy_streams();
+  d_digest_scores.reserve(total);
+  // Streamed: batches of host_batch digest slots (a copy as large as an exact search's), each block's
+  // from its start, so that image l of a block lands where a kept digest block holds it: l * bytes.
+  const size_t batch = digest.streamed ? size_t(options.host_batch) * per : B;
+  if (digest.streamed && d_full_counts.size() < size_t(options.host_batch)) {
+    const std::vector<int> whole(size_t(options.host_batch), match::kSlot);
+    d_full_counts.resize(whole.size());
+    PRISM_CUDA_CHECK(
+        cudaMemcpy(d_full_counts.data(), whole.data(), whole.size() * sizeof(int), cudaMemcpyHostToDevice));
+  }
+  PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the copy streams read the query uploaded on `stream`
+  int* hs = digest_scores_buf.get(total, true);
+  p.query = d_query.data();
+  int next = 0;
+  for (size_t b = 0, pos = 0; pos < total; ++b) {
+    const size_t n = std::min(B, used - b * B);
+    for (size_t l = 0; l < n; l += batch, ++next) {
+      const size_t images = std::min(batch, n - l), slots = digest.slots_for(images);
+      const int k = next % options.streams;
+      cudaStream_t cs = copy_streams[k];
+      if (digest.streamed) {
+        uint8_t* dst = staging[k].data();
+        PRISM_CUDA_CHECK(cudaMemcpy2DAsync(dst, bytes, h.slot_data(b * B + l), kSlotBytes, bytes, images,
+                                           cudaMemcpyHostToDevice, cs));
+        if (images < slots * per)  // the last slot's places no image holds
+          PRISM_CUDA_CHECK(cudaMemsetAsync(dst + images * bytes, 255, (slots * per - images) * bytes, cs));
+        p.gallery = dst;
+        p.counts = d_full_counts.data();
+      } else {
+        p.gallery = digest.slots.blocks[b]->data;
+        p.counts = digest.slots.blocks[b]->d_counts.data();
+      }
+      p.images = int(slots);
+      const size_t at = pos + l / per;
+      match_device(p, ratio, d_digest_scores.data() + at, {}, cs);
+      PRISM_CUDA_CHECK(
+          cudaMemcpyAsync(hs + at, d_digest_scores.data() + at, slots * sizeof(int), cudaMemcpyDeviceToHost, cs));
+      if (progress) progress(double(at + slots) / double(total));
     }
-    int* hs = digest_scores_buf.get(total, true);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, d_digest_scores.data(), total * sizeof(int), cudaMemcpyDeviceToHost, stream));
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::copy_n(hs, total, s.begin());
+    pos += digest.slots_for(n);
   }
 #else
   (void)query;
+  (void)progress;
+#endif
+}
+
+std::vector<int> TextureIndex::Impl::digest_pick(const SearchParams& params, std::vector<int>& s) {
+  const Tier& h = tiers[kHostTier];
+  const size_t B = size_t(h.block_slots), used = h.used();
+  const size_t per_block = digest.slots_for(B), total = digest.slots_of(used, B);
+#if defined(PRISM_HAVE_CUDA)
+  if (gpu) {
+    for (auto& cs : copy_streams) PRISM_CUDA_CHECK(cudaStreamSynchronize(cs));
+    const int* hs = digest_scores_buf.get(total, true);
+    s.assign(hs, hs + total);
+  }
 #endif
   std::vector<int> order(total);
   std::iota(order.begin(), order.end(), 0);
@@ -949,12 +1032,8 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   // (K digest slots that name every host image: the exact plan, which streams them without the digests)
   const bool digesting = !scoped && digest.rows > 0 && params.digest_candidates > 0 && tiers[kHostTier].used() > 0 &&
                          size_t(params.digest_candidates) * size_t(digest.per) < tiers[kHostTier].used();
-  std::vector<int> chosen;  // a digest search's host-tier candidates (entry positions)
-  if (digesting) {
-    for (int slot : digest_choice(q, rows, params)) chosen.push_back(tiers[kHostTier].entry[size_t(slot)]);
-    if (digested) *digested = tiers[kHostTier].used() - chosen.size();
-  }
-  const bool host_streams = digesting ? !chosen.empty() : tiers[kHostTier].used() > 0;
+  // Whether copy streams match host-tier batches while the GPU tier is matched (see `step`).
+  const bool host_streams = digesting ? digest.streamed : tiers[kHostTier].used() > 0;
   if (!scoped) {
     for (int t = 0; t < (digesting ? 1 : 2); ++t) {
       const Tier& tier = tiers[t];
@@ -978,7 +1057,6 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
         }
       }
     }
-    if (digesting) plan_listed(chosen);
   } else {
     std::vector<int> members_in_scope;
     std::vector<int> seen;
@@ -990,6 +1068,47 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
       members_in_scope.insert(members_in_scope.end(), m.begin(), m.end());
     }
     plan_listed(members_in_scope);
+  }
+#if defined(PRISM_HAVE_CUDA)
+  // A GPU tier run's matching, on `stream`.
+  const auto launch_gpu_run = [&](const Run& r) {
+    const Tier::Block& blk = *tiers[kGpuTier].blocks[r.block];
+    match::MatchU8Problem p;
+    p.query = d_query.data();
+    p.rows = p.query_rows = rows;
+    p.images = r.images;
+    p.gallery = blk.data + r.first * slot_bytes;
+    p.counts = blk.d_counts.data() + r.first;
+    p.slots = r.scoped ? d_slots.data() + r.list : nullptr;
+    if (tiers[kGpuTier].norms) p.norms = blk.d_norms.data() + r.first * match::kSlot;
+    match_device(p, params.ratio, d_scores.data() + r.pos, {}, stream);
+  };
+#endif
+  size_t early = 0;  // runs already enqueued: a digest search's GPU tier, matched with its digests
+  if (digesting) {
+    std::function<void(double)> progress;
+#if defined(PRISM_HAVE_CUDA)
+    if (gpu) {
+      // Grown now if at all: freeing device or pinned memory would wait for the GPU tier's matching.
+      const size_t most = std::min(tiers[kHostTier].used(), size_t(params.digest_candidates) * size_t(digest.per));
+      d_scores.reserve(entry_of.size() + most);
+      d_slots.reserve(2 * most);
+      list_buf.get(2 * most, true);
+      progress = [&](double share) {
+        while (early < runs.size() && double(early + 1) <= share * double(runs.size())) launch_gpu_run(runs[early++]);
+      };
+    }
+#endif
+    std::vector<int> digest_scores;
+    digest_match(q, rows, params.ratio, digest_scores, progress);
+#if defined(PRISM_HAVE_CUDA)
+    if (gpu)
+      while (early < runs.size()) launch_gpu_run(runs[early++]);
+#endif
+    std::vector<int> chosen;  // the host-tier candidates (entry positions)
+    for (int slot : digest_pick(params, digest_scores)) chosen.push_back(tiers[kHostTier].entry[size_t(slot)]);
+    if (digested) *digested = tiers[kHostTier].used() - chosen.size();
+    plan_listed(chosen);
   }
   const size_t total = entry_of.size();
   scores.assign(total, 0);
@@ -1034,20 +1153,16 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
         h[slot_list.size() + gathered_counts_pos[k] + i] = tier.counts[base + slot_list[runs[k].list + i]];
     }
     d_slots.reserve(list_n);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_slots.data(), h, list_n * sizeof(int), cudaMemcpyHostToDevice, stream));
+    if (early > 0)  // a digest search's candidates: not behind the GPU tier's matching on `stream`
+      PRISM_CUDA_CHECK(cudaMemcpy(d_slots.data(), h, list_n * sizeof(int), cudaMemcpyHostToDevice));
+    else
+      PRISM_CUDA_CHECK(cudaMemcpyAsync(d_slots.data(), h, list_n * sizeof(int), cudaMemcpyHostToDevice, stream));
   }
   const bool streaming = std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.tier == kHostTier; });
   if (streaming) {
-    if (copy_streams.empty()) {
-      for (int s = 0; s < options.streams; ++s) {
-        // High priority: a streamed batch's matching starts as soon as its copy lands, ahead of the
-        // GPU tier's blocks, so that its stream's next copy is not held up behind them.
-        copy_streams.push_back(gpu::Stream::create_high_priority());
-        staging.emplace_back(size_t(options.host_batch) * slot_bytes);
-      }
-    }
-    // The copy streams read the query and the lists uploaded on `stream`.
-    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    ensure_copy_streams();
+    // The copy streams read the query and the lists uploaded on `stream` (a digest search's, already there).
+    if (early == 0) PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   // Enqueue order: each tier's runs spread evenly over the search, by the share of their tier's images
   // done, so that the host tier's copies start at once and the GPU tier's blocks fill the time they
@@ -1069,22 +1184,18 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   }
   int next = 0;  // round robin over the copy streams
   for (size_t k : order) {
+    if (k < early) continue;
     const Run& r = runs[k];
-    const Tier& tier = tiers[r.tier];
-    const Tier::Block& blk = *tier.blocks[r.block];
+    if (r.tier == kGpuTier) {
+      launch_gpu_run(r);
+      continue;
+    }
+    const Tier::Block& blk = *tiers[kHostTier].blocks[r.block];
     match::MatchU8Problem p;
     p.query = d_query.data();
     p.rows = p.query_rows = rows;
     p.images = r.images;
     int* out = d_scores.data() + r.pos;
-    if (r.tier == kGpuTier) {
-      p.gallery = blk.data + r.first * slot_bytes;
-      p.counts = blk.d_counts.data() + r.first;
-      p.slots = r.scoped ? d_slots.data() + r.list : nullptr;
-      if (tier.norms) p.norms = blk.d_norms.data() + r.first * match::kSlot;
-      match_device(p, params.ratio, out, {}, stream);
-      continue;
-    }
     const int s = next++ % options.streams;
     cudaStream_t cs = copy_streams[s];
     uint8_t* dst = staging[s].data();

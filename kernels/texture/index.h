@@ -144,6 +144,13 @@ struct IndexOptions {
   // slot on real re-captures is `prism texture eval --digest` (docs/TEXTUREID.md). 0: none; otherwise
   // a divisor of 768 from 16 to 384; 8-bit only.
   int host_digest_rows = 0;
+  // The digests are not kept: a digest search copies each host-tier slot's first host_digest_rows rows
+  // (which are its digest as stored: they cross PCIe, host_digest_rows / 768 of the host tier's bytes)
+  // into the layout of kept digests and matches them there, while the GPU tier is matched. No memory
+  // beyond the tiers, for a node whose GPU memory the GPU tier fills (an H100 of 80 GB beside 128 GiB of
+  // host memory holds 2 M images and nothing more); bound by PCIe rather than by the matcher. The same
+  // scores, candidates and answers as kept digests.
+  bool stream_host_digests = false;
   Precision precision = Precision::kU8;
 };
 

@@ -398,6 +398,8 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
     TextureIndex exact(o);
     o.host_digest_rows = rows;
     TextureIndex digested(o);
+    o.stream_host_digests = true;
+    TextureIndex streamed(o);  // the same digests, gathered from the host slots by each search
     const int per = match::kSlot / rows;
     std::vector<GalleryEntry> entries;
     int next = 0;
@@ -408,6 +410,7 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
       SCOPED_TRACE(when);
       ASSERT_EQ(digested.size(), exact.size());
       EXPECT_GT(digested.stats().digest_bytes, 0u);
+      EXPECT_EQ(streamed.stats().digest_bytes, 0u);
       texture::SearchParams one, all;
       one.digest_candidates = 1;
       all.digest_candidates = 1 << 20;
@@ -419,6 +422,7 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
         ASSERT_GE(at, 0) << e.id;
         EXPECT_GT(got[at], 0) << e.id << " not found by its digest";
         EXPECT_EQ(got[at], want[exact.find(e.id)]) << e.id;
+        EXPECT_EQ(streamed.scores(q, one), got) << e.id << ": streamed digests";
         EXPECT_LE(std::count_if(got.begin(), got.end(), [](int v) { return v > 0; }), per) << e.id;
         const texture::SearchResult r = digested.search(q, one);
         EXPECT_EQ(r.searched + r.digested, digested.size());
@@ -430,12 +434,14 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
       entries.push_back(fresh());
       exact.add(entries.back());
       digested.add(entries.back());
+      streamed.add(entries.back());
     }
     check("after adds");
     for (int i = 0; i < 8; ++i) {  // removals anywhere: the last slot moves into the hole
       const size_t at = rng() % entries.size();
       EXPECT_TRUE(exact.remove(entries[at].id));
       EXPECT_TRUE(digested.remove(entries[at].id));
+      EXPECT_TRUE(streamed.remove(entries[at].id));
       entries.erase(entries.begin() + long(at));
     }
     for (int i = 0; i < 6; ++i) {  // updates in place
@@ -445,11 +451,13 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
       e = changed;
       exact.update(e);
       digested.update(e);
+      streamed.update(e);
     }
     for (int i = 0; i < 7; ++i) {
       entries.push_back(fresh());
       exact.add(entries.back());
       digested.add(entries.back());
+      streamed.add(entries.back());
     }
     check("after removals, updates and adds");
     digested.clear();
@@ -460,6 +468,7 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
 // A one-row image alone in its digest slot (the 7th of a host block of 7, 3 digests a slot): among
 // 255s its row would be every query row's only real neighbour and pass every ratio test, and its
 // slot would outrank the genuine one; written twice, it passes none (as the matcher's one-row images).
+// Kept and streamed digests alike.
 TEST(TextureIndexDigest, AOneRowImageNeverOutranksTheOthers) {
   std::mt19937 rng(13);
   texture::IndexOptions o = small_blocks(1000);
@@ -467,11 +476,14 @@ TEST(TextureIndexDigest, AOneRowImageNeverOutranksTheOthers) {
   TextureIndex exact(o);
   o.host_digest_rows = 256;
   TextureIndex digested(o);
+  o.stream_host_digests = true;
+  TextureIndex streamed(o);
   std::vector<GalleryEntry> entries;
   for (int i = 0; i < 14; ++i) {
     entries.push_back(random_entry("p" + std::to_string(i), rng, i == 6 ? 1 : 30 + int(rng() % 170)));
     exact.add(entries.back());
     digested.add(entries.back());
+    streamed.add(entries.back());
   }
   texture::SearchParams one;
   one.digest_candidates = 1;
@@ -481,16 +493,20 @@ TEST(TextureIndexDigest, AOneRowImageNeverOutranksTheOthers) {
     const int want = exact.scores(q, {})[exact.find(e.id)];
     EXPECT_GT(want, 0) << e.id;
     EXPECT_EQ(digested.scores(q, one)[digested.find(e.id)], want) << e.id << " outranked";
+    EXPECT_EQ(streamed.scores(q, one)[streamed.find(e.id)], want) << e.id << " outranked, streamed";
   }
 }
 
-// Digests share the host budget on the CPU path (the GPU's on the GPU path), and bad settings are
-// refused naming the option.
+// Digests share the host budget on the CPU path (the GPU's on the GPU path), streamed ones take none,
+// and bad settings are refused naming the option.
 TEST(TextureIndexDigest, DigestsShareTheBudgetAndBadSettingsAreRefused) {
   std::mt19937 rng(11);
   texture::IndexOptions o = small_blocks(30);
   o.block_slots = 8;
   o.host_digest_rows = 256;  // 3 images a digest slot
+  o.stream_host_digests = true;
+  EXPECT_EQ(TextureIndex(o).stats().host_capacity, 30u);
+  o.stream_host_digests = false;
   TextureIndex index(o);
   const size_t capacity = index.stats().host_capacity;
   EXPECT_LT(capacity, 30u);

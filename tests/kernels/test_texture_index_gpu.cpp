@@ -209,7 +209,9 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
 // scores bit for bit, through removals (swap-with-last), updates and adds. The host tier holds three
 // digest slots per multiprocessor, so that a digest search of 768-row queries takes the wgmma kernel
 // where there is one. With a GPU tier beside it, each host image queried with its own strongest rows is
-// found by its digest alone.
+// found by its digest alone. Streamed digests (IndexOptions::stream_host_digests: each search copies the
+// host slots' first rows, in batches of 15 images that leave a block's last digest slot part-used) give
+// the kept digests' scores, with and without a GPU tier beside them.
 TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
   PRISM_NEED_GPU();
   const unsigned seed = std::random_device{}();
@@ -230,10 +232,20 @@ TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
     if (d == texture::Device::kCpu) o.host_budget = int64_t(host_slots) * 2 * int64_t(match::kSlotBytes);
     return o;
   };
+  auto streamed = [&](int64_t gpu_slots) {
+    texture::IndexOptions o = options(texture::Device::kCuda, gpu_slots, host_slots);
+    o.host_digest_rows = rows;
+    o.stream_host_digests = true;
+    o.block_slots = 64;
+    o.host_batch = 5;  // 15 images a streamed batch: 4 in a block of 64, and 4 left (2 digest slots)
+    return o;
+  };
   texture::TextureIndex cpu(with_digest(texture::Device::kCpu, 0));
   texture::TextureIndex all_host(with_digest(texture::Device::kCuda, 0));
   texture::TextureIndex split(with_digest(texture::Device::kCuda, 9));
-  std::vector<texture::TextureIndex*> all{&cpu, &all_host, &split};
+  texture::TextureIndex streamed_host(streamed(0));
+  texture::TextureIndex streamed_split(streamed(9));
+  std::vector<texture::TextureIndex*> all{&cpu, &all_host, &split, &streamed_host, &streamed_split};
   std::vector<GalleryEntry> entries;
   int next = 0;
   auto fresh = [&] {
@@ -248,6 +260,8 @@ TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
   EXPECT_EQ(all_host.stats().gpu_images, 0u);
   EXPECT_EQ(split.stats().gpu_images, 9u);
   EXPECT_EQ(all_host.stats().digest_bytes, cpu.stats().digest_bytes);
+  EXPECT_EQ(streamed_split.stats().gpu_images, 9u);
+  EXPECT_EQ(streamed_split.stats().digest_bytes, 0u);
   auto compare = [&](const char* when) {
     SCOPED_TRACE(when);
     texture::SearchParams two, every;
@@ -264,7 +278,11 @@ TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
       EXPECT_EQ(scores_by_id(all_host, q, two), want);
       EXPECT_EQ(scores_by_id(all_host, q, every), exact);
       EXPECT_EQ(scores_by_id(split, q, every), exact);
-      EXPECT_EQ(scores_by_id(split, q, two).at(t.id), exact.at(t.id)) << t.id << " not found by its digest";
+      const auto split_two = scores_by_id(split, q, two);
+      EXPECT_EQ(split_two.at(t.id), exact.at(t.id)) << t.id << " not found by its digest";
+      EXPECT_EQ(scores_by_id(streamed_host, q, two), want) << "streamed digests";
+      EXPECT_EQ(scores_by_id(streamed_split, q, two), split_two) << "streamed digests beside a GPU tier";
+      EXPECT_EQ(scores_by_id(streamed_split, q, every), exact);
     }
   };
   compare("after adds");

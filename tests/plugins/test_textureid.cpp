@@ -539,6 +539,11 @@ TEST_F(TextureId, DigestSearchesIdentifyAndBadDigestRowsFailNamingThem) {
               {&scene});
   ASSERT_EQ(o.error, "");
   expect_identified(o, 0, 0, "box", "search", scene.width, scene.height);
+  Outcome streamed;
+  run_harness(streamed, element("interval=1 device=cpu digest-rows=384 digest-candidates=1 stream-digests=true"),
+              caps_of("GRAY8", scene), {&scene});
+  ASSERT_EQ(streamed.error, "");
+  expect_identified(streamed, 0, 0, "box", "search", scene.width, scene.height);
   std::string error;
   EXPECT_FALSE(starts(element("device=cpu digest-rows=100"), error));
   EXPECT_NE(error.find("'digest-rows'"), std::string::npos) << error;

@@ -92,6 +92,7 @@ TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
       {"--gallery G --shards 2", "--shards goes with --redis"},
       {"--gallery G --digest-rows 100", "--digest-rows: 100 is not a divisor of 768"},
       {"--gallery G --digest-candidates -1", "--digest-candidates"},
+      {"--gallery G --stream-digests", "--stream-digests needs --digest-rows"},
       {"--redis redis://127.0.0.1:1 --digest-rows 256", "--digest-rows goes with --gallery"},
       {"--gallery G --bogus", "unknown option '--bogus'"},
   };

@@ -408,6 +408,14 @@ TEST(TextureCli, CollectionScopesAndMemoryBudgets) {
                  "1", query});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("box_in_scene.png: box ("), std::string::npos) << r.output;
+  const std::string kept = r.output;
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--digest-rows", "256", "--digest-candidates",
+                 "1", "--stream-digests", query});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, kept) << "streamed digests answer as kept ones";
+  r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--stream-digests", query});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--stream-digests needs --digest-rows"), std::string::npos) << r.output;
   r = run_prism({"texture", "search", "--gallery", g, "--device", "cpu", "--digest-rows", "100", query});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--digest-rows"), std::string::npos) << r.output;

@@ -71,6 +71,8 @@ constexpr const char* kUsage =
     "                       descriptors; N divides 768, 16..384) in GPU memory, out of --gpu-memory\n"
     "  --digest-candidates K search with --digest-rows: match the digests and re-match exactly only the\n"
     "                       products of the K best digest slots (approximate; default 0: exact)\n"
+    "  --stream-digests     with --digest-rows: keep no digests; each search copies the host-memory\n"
+    "                       products' first N rows across PCIe instead (no memory; the same answers)\n"
     "  --json               machine-readable output (one JSON object per line)\n"
     "  --device D           auto (default), cpu or cuda: where features are extracted (SIFT: OpenCV's\n"
     "                       on the CPU, ours on the GPU; either finds what the other enrolled) and\n"
@@ -88,7 +90,8 @@ struct Options {
   std::vector<std::string> collections;  // every --collection (search scope)
   std::optional<texture::Normalisation> normalise;
   int64_t gpu_memory = texture::kDefaultBudget, host_memory = texture::kDefaultBudget;
-  int digest_rows = 0;  // IndexOptions::host_digest_rows
+  int digest_rows = 0;          // IndexOptions::host_digest_rows
+  bool stream_digests = false;  // IndexOptions::stream_host_digests
   bool json = false, update = false;
   texture::Device device = texture::Device::kAuto;
   texture::SearchParams search;
@@ -128,6 +131,8 @@ Options parse(int argc, char** argv) {
       o.digest_rows = parse_digest_rows(a, value(), false);
     else if (a == "--digest-candidates")
       o.search.digest_candidates = parse_int(a, value(), 0, 100000000);
+    else if (a == "--stream-digests")
+      o.stream_digests = true;
     else if (a == "--json")
       o.json = true;
     else if (a == "--update")
@@ -155,6 +160,7 @@ Options parse(int argc, char** argv) {
   if (o.sub == "search") o.search.collections = o.collections;
   if (o.search.digest_candidates > 0 && o.digest_rows == 0)
     throw UsageError("--digest-candidates needs --digest-rows (the index keeps no digests without it)");
+  if (o.stream_digests && o.digest_rows == 0) throw UsageError("--stream-digests needs --digest-rows");
   return o;
 }
 
@@ -327,6 +333,7 @@ texture::IndexOptions index_options(const Options& o) {
   io.gpu_budget = o.gpu_memory;
   io.host_budget = o.host_memory;
   io.host_digest_rows = o.digest_rows;
+  io.stream_host_digests = o.stream_digests;
   return io;
 }
 

@@ -50,6 +50,8 @@ constexpr const char* kServeUsage =
     "  --digest-candidates K searches re-match exactly only the products of the K best digest slots\n"
     "                       unless the request says otherwise (default 0: exact; with --redis, sent\n"
     "                       to the workers, whose --digest-rows decide)\n"
+    "  --stream-digests     with --digest-rows: keep no digests; each digest search copies the\n"
+    "                       host-memory products' first N rows across PCIe (no memory; same answers)\n"
     "  --normalise NAME     the contrast normalisation before SIFT (none, clahe-CLIP-TILES): what a\n"
     "                       new --gallery records (default clahe-4-8); an existing gallery's\n"
     "                       record decides and must agree; with --redis, agreed with the workers\n"
@@ -110,6 +112,8 @@ ServeOptions parse_serve(int argc, char** argv) {
       o.index.host_budget = parse_size(a, value());
     else if (a == "--digest-rows")
       o.index.host_digest_rows = parse_digest_rows(a, value(), true);
+    else if (a == "--stream-digests")
+      o.index.stream_host_digests = true;
     else if (a == "--digest-candidates")
       o.api.search.digest_candidates = parse_int(a, value(), 0, 100000000);
     else if (a == "--normalise")
@@ -126,6 +130,8 @@ ServeOptions parse_serve(int argc, char** argv) {
   }
   if (o.gallery.empty() == o.redis.empty()) throw UsageError("give one of --gallery DIR and --redis URL");
   if (o.shards && o.redis.empty()) throw UsageError("--shards goes with --redis");
+  if (o.index.stream_host_digests && !o.index.host_digest_rows)
+    throw UsageError("--stream-digests needs --digest-rows");
   if (o.index.host_digest_rows && o.gallery.empty())
     throw UsageError(
         "--digest-rows goes with --gallery (with --redis, each worker's prism texture shard --digest-rows)");

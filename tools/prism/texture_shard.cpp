@@ -47,7 +47,9 @@ constexpr const char* kUsage =
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n"
     "  --digest-rows N      keep a digest of every host-memory product (its N strongest descriptors; N\n"
     "                       divides 768, 16..384), out of --gpu-memory, for searches that ask for\n"
-    "                       digest_candidates (default 0: none; such searches are then exact)\n";
+    "                       digest_candidates (default 0: none; such searches are then exact)\n"
+    "  --stream-digests     with --digest-rows: keep no digests; each digest search copies the\n"
+    "                       host-memory products' first N rows across PCIe (no memory; same answers)\n";
 
 std::atomic<bool> g_stop{false};
 
@@ -112,12 +114,16 @@ int texture_shard_command(const std::vector<std::string>& args) {
         o.local.index.host_budget = parse_size(a, value());
       else if (a == "--digest-rows")
         o.local.index.host_digest_rows = parse_digest_rows(a, value(), true);
+      else if (a == "--stream-digests")
+        o.local.index.stream_host_digests = true;
       else
         throw UsageError("unknown option '" + a + "'");
     }
     if (o.redis.empty()) throw UsageError("--redis URL is required");
     if (!have_shard) throw UsageError("--shard K is required");
     if (o.local.gallery.empty()) throw UsageError("--gallery DIR is required");
+    if (o.local.index.stream_host_digests && !o.local.index.host_digest_rows)
+      throw UsageError("--stream-digests needs --digest-rows");
     if (o.shards > 0 && o.shard >= o.shards)
       throw UsageError("--shard " + std::to_string(o.shard) + " is not below --shards " + std::to_string(o.shards));
     if (!o.replica.empty() && !texture::valid_product_id(o.replica))
