@@ -1,6 +1,7 @@
 #include "texture/index.h"
 
 #include <algorithm>
+#include <exception>
 #include <functional>
 #include <chrono>
 #include <climits>
@@ -866,7 +867,7 @@ void TextureIndex::Impl::ensure_copy_streams() {
 void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float ratio, std::vector<int>& s,
                                       const std::function<void(double)>& progress) {
   const Tier& h = tiers[kHostTier];
-  const size_t B = size_t(h.block_slots), used = h.used(), per = size_t(digest.per);
+  const size_t B = size_t(h.block_slots), used = h.used();
   const size_t total = digest.slots_of(used, B);
   const size_t bytes = size_t(digest.rows) * match::kDim;  // one image's digest
   match::MatchU8Problem p;
@@ -895,16 +896,18 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
 #if defined(PRISM_HAVE_CUDA)
   ensure_copy_streams();
   d_digest_scores.reserve(total);
-  // Streamed: batches of host_batch digest slots (a copy as large as an exact search's), each block's
+  // Streamed: batches of at most host_batch digest slots (the staging's size) within a block, each block's
   // from its start, so that image l of a block lands where a kept digest block holds it: l * bytes.
-  const size_t batch = digest.streamed ? size_t(options.host_batch) * per : B;
+  const size_t per = size_t(digest.per), batch = digest.streamed ? size_t(options.host_batch) * per : B;
+  std::vector<int> whole;  // kept alive until `stream` is synchronised below
   if (digest.streamed && d_full_counts.size() < size_t(options.host_batch)) {
-    const std::vector<int> whole(size_t(options.host_batch), match::kSlot);
+    whole.assign(size_t(options.host_batch), match::kSlot);
     d_full_counts.resize(whole.size());
-    PRISM_CUDA_CHECK(
-        cudaMemcpy(d_full_counts.data(), whole.data(), whole.size() * sizeof(int), cudaMemcpyHostToDevice));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_full_counts.data(), whole.data(), whole.size() * sizeof(int),
+                                     cudaMemcpyHostToDevice, stream));
   }
-  PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the copy streams read the query uploaded on `stream`
+  // The copy streams read the query (and the counts) uploaded on `stream`.
+  PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
   int* hs = digest_scores_buf.get(total, true);
   p.query = d_query.data();
   int next = 0;
@@ -980,6 +983,21 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
                                 "', ...) needs the 8-bit index; this FP16 one searches the whole index only");
   check_descriptors(query, "the query");
   if (entries.empty() || query.count() == 0) return;
+#if defined(PRISM_HAVE_CUDA)
+  // A throw past here would leave copies and kernels in flight that read the slots and write the search's
+  // buffers after the locks are given up: they are waited for first (their own errors ignored: the
+  // exception in flight is the one to report).
+  struct Drain {
+    Impl& m;
+    int before = std::uncaught_exceptions();
+    ~Drain() {
+      if (!m.gpu || std::uncaught_exceptions() == before) return;
+      cudaStreamSynchronize(m.stream);
+      for (auto& cs : m.copy_streams) cudaStreamSynchronize(cs);
+      cudaGetLastError();
+    }
+  } drain{*this};
+#endif
   // The query, padded (on the GPU path uploaded to d_query on `stream`).
   std::vector<uint8_t> q_plain;
   const uint8_t* q = nullptr;
@@ -1084,7 +1102,7 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
     match_device(p, params.ratio, d_scores.data() + r.pos, {}, stream);
   };
 #endif
-  size_t early = 0;  // runs already enqueued: a digest search's GPU tier, matched with its digests
+  [[maybe_unused]] size_t early = 0;  // runs already enqueued: a digest search's GPU tier, with its digests
   if (digesting) {
     std::function<void(double)> progress;
 #if defined(PRISM_HAVE_CUDA)
@@ -1153,9 +1171,11 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
         h[slot_list.size() + gathered_counts_pos[k] + i] = tier.counts[base + slot_list[runs[k].list + i]];
     }
     d_slots.reserve(list_n);
-    if (early > 0)  // a digest search's candidates: not behind the GPU tier's matching on `stream`
-      PRISM_CUDA_CHECK(cudaMemcpy(d_slots.data(), h, list_n * sizeof(int), cudaMemcpyHostToDevice));
-    else
+    if (early > 0) {  // a digest search's candidates: not behind the GPU tier's matching on `stream`
+      PRISM_CUDA_CHECK(
+          cudaMemcpyAsync(d_slots.data(), h, list_n * sizeof(int), cudaMemcpyHostToDevice, copy_streams[0]));
+      PRISM_CUDA_CHECK(cudaStreamSynchronize(copy_streams[0]));
+    } else
       PRISM_CUDA_CHECK(cudaMemcpyAsync(d_slots.data(), h, list_n * sizeof(int), cudaMemcpyHostToDevice, stream));
   }
   const bool streaming = std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.tier == kHostTier; });
