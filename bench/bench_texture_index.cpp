@@ -10,6 +10,8 @@
 //                       them too, SearchParams::digest_candidates digest slots re-matched exactly)
 //                       [STREAM_DIGESTS=0] (1: IndexOptions::stream_host_digests, the digests copied from the
 //                       host tier by each search instead of kept in GPU memory)
+//   BENCH_TRACE=DIR: after the timed searches, one exact and one digest search are traced (CUPTI: when
+//   copies and kernels ran, cupti_trace.h), summarised on stdout and written to DIR/*.csv.
 //
 // Generated gallery (no 2 M SIFT extractions): 48 fresh random textures (640x480, smoothed noise at
 // two scales as in the tests) give a pool of real SIFT descriptors with their keypoints; each
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cupti_trace.h"
 #include "common/device_array.h"
 #include "match/match.h"
 #include "texture/index.h"
@@ -258,6 +261,28 @@ int main(int argc, char** argv) {
                 percentile(dt, 0.99));
     std::printf("result: through the digests %s identified=%d\n", rd.best.id.c_str(), int(rd.identified));
     digest_ok = rd.identified && rd.best.id == "p" + std::to_string(12345 % total);
+  }
+  if (const char* dir = std::getenv("BENCH_TRACE")) {
+    const std::string d = dir;
+    if (!bench::CuptiTrace::begin()) {
+      std::fprintf(stderr, "bench_texture_index: CUPTI tracing could not start\n");
+    } else {
+      const auto traced = [&](const char* title, const texture::SearchParams& sp, const std::string& file) {
+        bench::check(cudaDeviceSynchronize());
+        const uint64_t from = bench::CuptiTrace::now();
+        const texture::SearchResult tr = index.search(target, sp);
+        bench::check(cudaDeviceSynchronize());
+        const uint64_t to = bench::CuptiTrace::now();
+        std::printf("traced %s: matching %.1f ms\n", title, tr.match_ms);
+        bench::CuptiTrace::report(title, bench::CuptiTrace::take(from, to), d + "/" + file);
+      };
+      traced("exact", {}, "trace_exact.csv");
+      if (digest_rows > 0) {
+        texture::SearchParams approx;
+        approx.digest_candidates = digest_candidates;
+        traced("digest", approx, "trace_digest.csv");
+      }
+    }
   }
   std::printf("rates: GPU tier %.2f M images/s, host tier %.2f M images/s (%.1f%% of H2D)\n", gpu_rate / 1e6,
               host_rate / 1e6, 100.0 * host_rate * slot / (gbps * 1e9));
