@@ -85,9 +85,6 @@ class Metrics {
   throw ServiceError(status, field, message);
 }
 
-// As `prism texture search --digest-candidates`: more than an index's digest slots is an exact search.
-constexpr int kMaxDigestCandidates = 100'000'000;
-
 int parse_int_field(const std::string& field, const std::string& v, int lo, int hi) {
   char* end = nullptr;
   errno = 0;
@@ -459,7 +456,8 @@ struct HttpApi::Impl {
     q.params = search_params(f);
     // Approximate through the host tier's digests (0: exact); an index without digests searches exactly.
     if (const std::string* v = f.get("digest_candidates"))
-      q.params.digest_candidates = parse_int_field("digest_candidates", *v, 0, kMaxDigestCandidates);
+      q.params.digest_candidates =
+          parse_int_field("digest_candidates", *v, 0, texture::SearchParams::kMaxDigestCandidates);
     if (const std::string* v = f.get("top_k")) q.top_k = parse_int_field("top_k", *v, 1, options.max_top_k);
     if (const std::string* v = f.get("allow_partial")) q.allow_partial = parse_bool_field("allow_partial", *v);
     q.deadline = deadline_of(f, start);

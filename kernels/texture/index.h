@@ -55,6 +55,9 @@ struct SearchParams {
   // that score highest (each holds 768 / host_digest_rows images); the other host-tier images score 0.
   // 0 (the default), a scoped search, or an index without digests: every image is matched exactly.
   int digest_candidates = 0;
+  // The most a request may ask for (CLI flags, the REST parameter): more than any index's digest slots,
+  // which asks for an exact search anyway.
+  static constexpr int kMaxDigestCandidates = 100000000;
 };
 
 struct Candidate {

@@ -130,7 +130,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--digest-rows")
       o.digest_rows = parse_digest_rows(a, value(), false);
     else if (a == "--digest-candidates")
-      o.search.digest_candidates = parse_int(a, value(), 0, 100000000);
+      o.search.digest_candidates = parse_int(a, value(), 0, texture::SearchParams::kMaxDigestCandidates);
     else if (a == "--stream-digests")
       o.stream_digests = true;
     else if (a == "--json")

@@ -115,7 +115,7 @@ ServeOptions parse_serve(int argc, char** argv) {
     else if (a == "--stream-digests")
       o.index.stream_host_digests = true;
     else if (a == "--digest-candidates")
-      o.api.search.digest_candidates = parse_int(a, value(), 0, 100000000);
+      o.api.search.digest_candidates = parse_int(a, value(), 0, texture::SearchParams::kMaxDigestCandidates);
     else if (a == "--normalise")
       o.normalisation = parse_normalise(a, value());
     else if (a == "--min-significance")
