@@ -147,5 +147,37 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// A cudaEvent_t owned like the stream above; without timing (cudaEventDisableTiming) unless asked: an
+// event that only orders one stream after another need not record a time.
+class Event {
+ public:
+  Event() = default;
+  static Event create(unsigned flags = cudaEventDisableTiming) {
+    Event e;
+    PRISM_CUDA_CHECK(cudaEventCreateWithFlags(&e.event_, flags));
+    return e;
+  }
+  ~Event() { reset(); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  Event& operator=(Event&& o) noexcept {
+    if (this != &o) {
+      reset();
+      event_ = std::exchange(o.event_, nullptr);
+    }
+    return *this;
+  }
+  void reset() noexcept {
+    if (event_) cudaEventDestroy(event_);
+    event_ = nullptr;
+  }
+  cudaEvent_t get() const { return event_; }
+  operator cudaEvent_t() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 }  // namespace prism::gpu
 #endif

@@ -119,6 +119,10 @@ struct MatchU8Problem {
   // slots: computing them per search costs the wgmma kernel a tenth of its time (BENCHMARKS.md,
   // "The 8-bit kernel's ceiling").
   const int32_t* norms = nullptr;
+  // GPU: at most this many multiprocessors for the wgmma kernel's persistent grid (0: all of them). A
+  // grid of one block per multiprocessor holds every one for the whole launch; fewer leave room for a
+  // kernel that must run meanwhile (gpu::copy_rows_async streaming a digest search's rows).
+  int grid_sms = 0;
   int queries() const { return query_rows > 0 ? rows / query_rows : 0; }
 };
 

@@ -312,7 +312,9 @@ bool gpu_path_available(GpuPath path) {
 void match_u8_cuda(const MatchU8Problem& p, const MatchParams& params, const MatchU8Outputs& out, cudaStream_t stream,
                    GpuPath path) {
   check(p, out, "match_u8_cuda");
-  const DeviceInfo d = current_device();
+  DeviceInfo d = current_device();
+  if (p.grid_sms < 0) throw std::invalid_argument("match_u8_cuda: grid_sms must be 0 (all) or more");
+  if (p.grid_sms > 0) d.sms = std::min(d.sms, p.grid_sms);
   if (d.major < 8)
     throw gpu::CudaError("match_u8_cuda: needs an sm_80 or newer GPU (mma.sync m16n8k32, cp.async); use match_u8_cpu");
   const bool per_row = out.best || out.second || out.best_index;

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/copy_rows.h"
 #include "common/device_array.h"
 #include "common/gpu.h"
 #include "common/stopwatch.h"
@@ -297,7 +298,11 @@ struct TextureIndex::Impl {
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
   std::vector<gpu::Stream> copy_streams;
   std::vector<gpu::DeviceArray<uint8_t>> staging;  // per copy stream: host_batch slots
-  gpu::DeviceArray<uint8_t> d_query;               // kSlot rows
+  // A streamed digest search's ring over `staging`: landed[k] after its copy into staging[k], freed[k]
+  // after the matching that read it (digest_match).
+  std::vector<gpu::Event> landed, freed;
+  int sms = 0;                        // the device's multiprocessors
+  gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
   gpu::DeviceArray<int> d_scores, d_slots, d_digest_scores;
   gpu::DeviceArray<int> d_full_counts;  // kSlot, host_batch times: streamed digest slots are matched whole
   gpu::DeviceArray<uint8_t> d_verify;   // shortlist slots
@@ -338,9 +343,10 @@ struct TextureIndex::Impl {
   void score(const Features& query, const SearchParams& params, std::vector<int>& scores, std::vector<int>& entry_of,
              size_t* digested = nullptr);
   // A digest search in two halves. digest_match: every digest slot's score against the query (padded,
-  // `rows` rows; on the GPU path already in d_query), into `s` on the CPU path; on the GPU path enqueued on
-  // the copy streams (kept digests matched there, streamed ones copied and matched batch by batch) with
-  // their copy back to digest_scores_buf, so that the GPU tier's matching on `stream` runs meanwhile.
+  // `rows` rows; on the GPU path already in d_query), into `s` on the CPU path; on the GPU path enqueued,
+  // with their copy back to digest_scores_buf: kept digests matched on a copy stream, beside the GPU
+  // tier's matching on `stream`; streamed ones copied batch by batch on a copy stream and matched on
+  // `stream` between the GPU tier's runs.
   // digest_pick: the host-tier slots of the `params.digest_candidates` digest slots that score highest,
   // ties to the lower slot, in slot order.
   // `progress(share)` after each batch enqueued: the caller enqueues as much of the GPU tier (as in an
@@ -350,6 +356,11 @@ struct TextureIndex::Impl {
   std::vector<int> digest_pick(const SearchParams& params, std::vector<int>& s);
 #if defined(PRISM_HAVE_CUDA)
   void ensure_copy_streams();  // options.streams high-priority streams, each with host_batch slots of staging
+  // A streamed digest search's copies run on kGatherBlocks blocks of 512 threads (16 kept 50 GB/s on the
+  // H200; 8, 33: bench/experiments/host_gather.cu); the matchers' grids meanwhile leave them that many
+  // multiprocessors.
+  static constexpr int kGatherBlocks = 16;
+  int gather_grid_sms() const { return std::max(1, sms - kGatherBlocks); }
 #endif
   Candidate verify_candidates(const Features& query, std::vector<Candidate>& cands, const SearchParams& params,
                               SearchResult& result, std::unique_lock<std::mutex>& work);
@@ -860,7 +871,12 @@ void TextureIndex::Impl::ensure_copy_streams() {
     // tier's blocks, so that its stream's next copy is not held up behind them.
     copy_streams.push_back(gpu::Stream::create_high_priority());
     staging.emplace_back(size_t(options.host_batch) * slot_bytes);
+    landed.push_back(gpu::Event::create());
+    freed.push_back(gpu::Event::create());
   }
+  int device = 0;
+  PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
 }
 #endif
 
@@ -908,21 +924,30 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
   }
   // The copy streams read the query (and the counts) uploaded on `stream`.
   PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  int* hs = digest_scores_buf.get(total, true);
+  // Streamed, the rows are copied by gpu::copy_rows_async on one stream into the ring of staging
+  // buffers, each copy waiting only for the matching that read its buffer last. The matching, the digest
+  // batches' and the GPU tier's, goes on `stream`, every grid kGatherBlocks multiprocessors short, so
+  // that the copies always have room (copy_rows.h says why a kernel copies). The scores come back in
+  // one copy at the end.
+  cudaStream_t h2d = copy_streams[0],
+               ms = digest.streamed ? stream.get() : copy_streams[copy_streams.size() > 1 ? 1 : 0];
+  if (digest.streamed) p.grid_sms = gather_grid_sms();
+  const size_t ring = staging.size();
   p.query = d_query.data();
-  int next = 0;
+  size_t next = 0;
   for (size_t b = 0, pos = 0; pos < total; ++b) {
     const size_t n = std::min(B, used - b * B);
     for (size_t l = 0; l < n; l += batch, ++next) {
       const size_t images = std::min(batch, n - l), slots = digest.slots_for(images);
-      const int k = next % options.streams;
-      cudaStream_t cs = copy_streams[k];
       if (digest.streamed) {
+        const size_t k = next % ring;
         uint8_t* dst = staging[k].data();
-        PRISM_CUDA_CHECK(cudaMemcpy2DAsync(dst, bytes, h.slot_data(b * B + l), kSlotBytes, bytes, images,
-                                           cudaMemcpyHostToDevice, cs));
-        if (images < slots * per)  // the last slot's places no image holds
-          PRISM_CUDA_CHECK(cudaMemsetAsync(dst + images * bytes, 255, (slots * per - images) * bytes, cs));
+        if (next >= ring) PRISM_CUDA_CHECK(cudaStreamWaitEvent(h2d, freed[k]));
+        // (255s in the last slot's places no image holds)
+        gpu::copy_rows_async(dst, bytes, h.slot_data(b * B + l), kSlotBytes, bytes, images, slots * per - images, 255,
+                             kGatherBlocks, h2d);
+        PRISM_CUDA_CHECK(cudaEventRecord(landed[k], h2d));
+        PRISM_CUDA_CHECK(cudaStreamWaitEvent(ms, landed[k]));
         p.gallery = dst;
         p.counts = d_full_counts.data();
       } else {
@@ -931,13 +956,14 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
       }
       p.images = int(slots);
       const size_t at = pos + l / per;
-      match_device(p, ratio, d_digest_scores.data() + at, {}, cs);
-      PRISM_CUDA_CHECK(
-          cudaMemcpyAsync(hs + at, d_digest_scores.data() + at, slots * sizeof(int), cudaMemcpyDeviceToHost, cs));
+      match_device(p, ratio, d_digest_scores.data() + at, {}, ms);
+      if (digest.streamed) PRISM_CUDA_CHECK(cudaEventRecord(freed[next % ring], ms));
       if (progress) progress(double(at + slots) / double(total));
     }
     pos += digest.slots_for(n);
   }
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(digest_scores_buf.get(total, true), d_digest_scores.data(), total * sizeof(int),
+                                   cudaMemcpyDeviceToHost, ms));
 #else
   (void)query;
   (void)progress;
@@ -951,6 +977,7 @@ std::vector<int> TextureIndex::Impl::digest_pick(const SearchParams& params, std
 #if defined(PRISM_HAVE_CUDA)
   if (gpu) {
     for (auto& cs : copy_streams) PRISM_CUDA_CHECK(cudaStreamSynchronize(cs));
+    if (digest.streamed) PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // matched there
     const int* hs = digest_scores_buf.get(total, true);
     s.assign(hs, hs + total);
   }
@@ -1099,6 +1126,7 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
     p.counts = blk.d_counts.data() + r.first;
     p.slots = r.scoped ? d_slots.data() + r.list : nullptr;
     if (tiers[kGpuTier].norms) p.norms = blk.d_norms.data() + r.first * match::kSlot;
+    if (digesting && digest.streamed) p.grid_sms = gather_grid_sms();  // beside the digests' copies
     match_device(p, params.ratio, d_scores.data() + r.pos, {}, stream);
   };
 #endif
@@ -1224,10 +1252,13 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
                                        cudaMemcpyHostToDevice, cs));
       p.counts = blk.d_counts.data() + r.first;
     } else {
-      for (int i = 0; i < r.images; ++i)
-        PRISM_CUDA_CHECK(cudaMemcpyAsync(dst + size_t(i) * slot_bytes,
-                                         blk.data + size_t(slot_list[r.list + i]) * slot_bytes, slot_bytes,
-                                         cudaMemcpyHostToDevice, cs));
+      // One copy per range of consecutive slots (a digest slot's candidates are: a block's `per` images).
+      const int* listed = slot_list.data() + r.list;
+      for (int i = 0, j; i < r.images; i = j) {
+        for (j = i + 1; j < r.images && listed[j] == listed[j - 1] + 1;) ++j;
+        PRISM_CUDA_CHECK(cudaMemcpyAsync(dst + size_t(i) * slot_bytes, blk.data + size_t(listed[i]) * slot_bytes,
+                                         size_t(j - i) * slot_bytes, cudaMemcpyHostToDevice, cs));
+      }
       p.counts = d_slots.data() + slot_list.size() + gathered_counts_pos[k];
     }
     p.gallery = dst;

@@ -198,8 +198,8 @@ TEST(MatchU8Gpu, FusedKernelEqualsTheCpuPathBitForBit) {
 }
 
 // The wgmma kernel's persistent grid walks many images per block, double buffered: a batch of more
-// images than the device has multiprocessors, with a slot list (and |g|^2 given or not), scores
-// equal to the CPU path's.
+// images than the device has multiprocessors, with a slot list (and |g|^2 given or not), on every
+// multiprocessor or a few (MatchU8Problem::grid_sms), scores equal to the CPU path's.
 TEST(MatchU8Gpu, EveryKernelScoresALargeBatchAsTheCpuPath) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
@@ -223,17 +223,20 @@ TEST(MatchU8Gpu, EveryKernelScoresALargeBatchAsTheCpuPath) {
   dp.slots = ds.data();
   const gpu::DeviceArray<int32_t> d_norms = poisoned_norms(c);
   for (match::GpuPath path : scores_paths())
-    for (const int32_t* norms : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(d_norms.data())}) {
-      SCOPED_TRACE(std::string(path_name(path)) + (norms ? ", norms given" : ""));
-      PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, p.images * sizeof(int)));
-      match::MatchU8Problem np = dp;
-      np.norms = norms;
-      match::match_u8_cuda(np, {0.8f}, {d_scores.data()}, nullptr, path);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::vector<int> gs(p.images);
-      download(gs, d_scores);
-      EXPECT_EQ(gs, cs);
-    }
+    for (const int32_t* norms : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(d_norms.data())})
+      for (int grid_sms : {0, 7}) {  // 7: the persistent grid of 7 blocks walks 57 images each
+        SCOPED_TRACE(std::string(path_name(path)) + (norms ? ", norms given" : "") + ", grid_sms " +
+                     std::to_string(grid_sms));
+        PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, p.images * sizeof(int)));
+        match::MatchU8Problem np = dp;
+        np.norms = norms;
+        np.grid_sms = grid_sms;
+        match::match_u8_cuda(np, {0.8f}, {d_scores.data()}, nullptr, path);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<int> gs(p.images);
+        download(gs, d_scores);
+        EXPECT_EQ(gs, cs);
+      }
 }
 
 TEST(MatchU8Gpu, BadRequestsAreRefused) {

@@ -1,0 +1,29 @@
+// Rows of a pitched array copied by a kernel rather than by a copy engine.
+//
+// Why: a streamed digest search (texture/index.cpp) brings the first 16 KB of every 96 KB slot of the
+// pinned host tier to the GPU. cudaMemcpy2DAsync does that at 48.5 GB/s from 5 GB of pinned memory
+// on the H200, but at 32.6 GB/s from the 90 GB an index holds, and at 27-31 GB/s while a kernel
+// reads HBM; thread blocks loading the same rows from the mapped memory keep 50 GB/s (44.6 beside
+// that kernel), from 16 blocks of 512 threads up (BENCHMARKS.md, "Streamed digests";
+// bench/experiments/host_gather.cu). The price is multiprocessors: the blocks need room beside the
+// other kernels (MatchU8Problem::grid_sms leaves it).
+#pragma once
+
+#if defined(PRISM_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace prism::gpu {
+
+// dst row r (r < rows) = the `width` bytes at src + r * src_pitch; then `fill_rows` more rows of dst
+// are `fill` bytes. src is device memory or pinned host memory (cudaMallocHost: with unified
+// addressing the kernel reads it through the same pointer, over PCIe). width, both pitches and both
+// pointers must be multiples of 16 (std::invalid_argument otherwise). Enqueued on `stream` with
+// `blocks` blocks of 512 threads; no synchronisation.
+void copy_rows_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
+                     size_t fill_rows, uint8_t fill, int blocks, cudaStream_t stream);
+
+}  // namespace prism::gpu
+#endif
