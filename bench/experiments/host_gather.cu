@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));       \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CHECK(x)                                                                    \
+  do {                                                                              \
+    cudaError_t e = (x);                                                            \
+    if (e != cudaSuccess) {                                                         \
+      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                 \
+    }                                                                               \
   } while (0)
 
 constexpr size_t kSlot = 98304, kBlockSlots = 1024;
@@ -52,7 +52,7 @@ __global__ void hbm_hog(const uint4* src, size_t n, int passes, int* out) {
 int main(int argc, char** argv) {
   const size_t nblocks = argc > 1 ? std::atoi(argv[1]) : 48, w = argc > 2 ? std::atoi(argv[2]) : 16384;
   const bool quick = argc > 3 && std::atoi(argv[3]) != 0;  // 1D, 2D on 1 stream and a gather only
-  const size_t n = nblocks * kBlockSlots, batch = 1536;  // host_batch 256 x 6 digests a slot
+  const size_t n = nblocks * kBlockSlots, batch = 1536;    // host_batch 256 x 6 digests a slot
   std::vector<unsigned char*> blocks(nblocks);
   for (auto& b : blocks) {
     CHECK(cudaMallocHost(&b, kBlockSlots * kSlot));
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     std::vector<float> v;
     for (int r = 0; r < 5; ++r) {
       CHECK(cudaDeviceSynchronize());
-      if (with_hog == 1) hog<<<sms * 2, 1024, 0, hs>>>(200000000LL, d_out);  // about 0.1 s: outlasts every way
+      if (with_hog == 1) hog<<<sms * 2, 1024, 0, hs>>>(200000000LL, d_out);         // about 0.1 s: outlasts every way
       if (with_hog == 2) hbm_hog<<<sms * 2, 1024, 0, hs>>>(hbm, hbm_n, 40, d_out);  // 160 GB: about 0.04 s
       CHECK(cudaEventRecord(a, st[0]));
       for (int s = 1; s < ring; ++s) CHECK(cudaStreamWaitEvent(st[s], a));
@@ -115,12 +115,15 @@ int main(int argc, char** argv) {
       CHECK(cudaDeviceSynchronize());
     }
     std::sort(v.begin(), v.end());
-    std::printf("%-62s %s: %7.2f ms  %6.2f GB/s\n", what, with_hog == 1 ? "SMs" : with_hog == 2 ? "HBM" : "   ", v[2],
-                bytes / v[2] / 1e6);
+    std::printf("%-62s %s: %7.2f ms  %6.2f GB/s\n", what,
+                with_hog == 1   ? "SMs"
+                : with_hog == 2 ? "HBM"
+                                : "   ",
+                v[2], bytes / v[2] / 1e6);
   };
   const double digests = double(n) * w;
-  std::printf("%s, %d SMs; %zu host blocks of %zu slots (%.1f GB pinned), digests of %zu bytes (%.2f GB)\n", "",
-              sms, nblocks, kBlockSlots, n * kSlot / 1e9, w, digests / 1e9);
+  std::printf("%s, %d SMs; %zu host blocks of %zu slots (%.1f GB pinned), digests of %zu bytes (%.2f GB)\n", "", sms,
+              nblocks, kBlockSlots, n * kSlot / 1e9, w, digests / 1e9);
   for (int h : {0, 1, 2}) {
     if (quick && h == 1) continue;
     time("1D whole host blocks (100 MB copies), 1 stream", double(nblocks) * kBlockSlots * kSlot / 4, h, [&] {
@@ -129,31 +132,34 @@ int main(int argc, char** argv) {
     });
     for (int streams : {1, 2, 4})
       if (!quick || streams == 1)
-      time((std::string("2D copies of 1024/1536 rows, ") + std::to_string(streams) + " streams").c_str(), digests, h,
-           [&] {
-             each_batch(streams, [&](size_t first, size_t images, unsigned char* dst, cudaStream_t s) {
-               CHECK(cudaMemcpy2DAsync(dst, w, blocks[first / kBlockSlots] + first % kBlockSlots * kSlot, kSlot, w,
-                                       images, cudaMemcpyHostToDevice, s));
+        time((std::string("2D copies of 1024/1536 rows, ") + std::to_string(streams) + " streams").c_str(), digests, h,
+             [&] {
+               each_batch(streams, [&](size_t first, size_t images, unsigned char* dst, cudaStream_t s) {
+                 CHECK(cudaMemcpy2DAsync(dst, w, blocks[first / kBlockSlots] + first % kBlockSlots * kSlot, kSlot, w,
+                                         images, cudaMemcpyHostToDevice, s));
+               });
              });
-           });
-    if (!quick) time("batched 1D copies (cudaMemcpyBatchAsync), 1 stream", digests, h, [&] {
-      each_batch(1, [&](size_t first, size_t images, unsigned char* dst, cudaStream_t s) {
-        for (size_t i = 0; i < images; ++i) {
-          dsts[i] = dst + i * w;
-          srcs[i] = blocks[(first + i) / kBlockSlots] + (first + i) % kBlockSlots * kSlot;
-        }
-        cudaMemcpyAttributes at{};
-        at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        size_t idx = 0;
-        CHECK(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), images, &at, &idx, 1, s));
-      });
-    });
-    for (int grid : {8, 16, 32, 66, 132, 264})
-      if (!quick || grid == 132) time((std::string("gather kernel, ") + std::to_string(grid) + " blocks of 512, 1 stream").c_str(), digests, h, [&] {
+    if (!quick)
+      time("batched 1D copies (cudaMemcpyBatchAsync), 1 stream", digests, h, [&] {
         each_batch(1, [&](size_t first, size_t images, unsigned char* dst, cudaStream_t s) {
-          gather<<<grid, 512, 0, s>>>(d_blocks, first, images, w / 16, reinterpret_cast<uint4*>(dst));
+          for (size_t i = 0; i < images; ++i) {
+            dsts[i] = dst + i * w;
+            srcs[i] = blocks[(first + i) / kBlockSlots] + (first + i) % kBlockSlots * kSlot;
+          }
+          cudaMemcpyAttributes at{};
+          at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+          size_t idx = 0;
+          CHECK(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), images, &at, &idx, 1, s));
         });
       });
+    for (int grid : {8, 16, 32, 66, 132, 264})
+      if (!quick || grid == 132)
+        time((std::string("gather kernel, ") + std::to_string(grid) + " blocks of 512, 1 stream").c_str(), digests, h,
+             [&] {
+               each_batch(1, [&](size_t first, size_t images, unsigned char* dst, cudaStream_t s) {
+                 gather<<<grid, 512, 0, s>>>(d_blocks, first, images, w / 16, reinterpret_cast<uint4*>(dst));
+               });
+             });
   }
   return 0;
 }

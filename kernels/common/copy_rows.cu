@@ -32,8 +32,8 @@ void copy_rows_async(void* dst, size_t dst_pitch, const void* src, size_t src_pi
   if (width == 0 || rows + fill_rows == 0) return;
   const uint32_t f = 0x01010101u * fill;
   copy_rows_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint4*>(dst), dst_pitch / 16,
-                                                     static_cast<const uint4*>(src), src_pitch / 16, width / 16, rows,
-                                                     fill_rows, make_uint4(f, f, f, f));
+                                                    static_cast<const uint4*>(src), src_pitch / 16, width / 16, rows,
+                                                    fill_rows, make_uint4(f, f, f, f));
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -266,8 +266,9 @@ struct TextureIndex::Impl {
     int rows = 0, per = 0;
     bool streamed = false;  // IndexOptions::stream_host_digests: `slots` stays empty
     // The digest slots: in GPU memory on the GPU path, a block beside each host block (slots_for(B) slots
-    // for a host block of B), grown with it; counts kSlot for every allocated slot (the matcher reads a
-    // digest slot whole). Its entry and age stay empty.
+    // for a host block of B), grown with it. The matcher reads a digest slot whole, so every count is
+    // kSlot: a search passes d_full_counts (CPU path: a vector of kSlot), and the Tier keeps no counts,
+    // entry or age.
     Tier slots;
     size_t slots_for(size_t host_slots) const { return (host_slots + size_t(per) - 1) / size_t(per); }
     // The digest slots of the first n host slots (host blocks of B), and host slot s's digest slot.
@@ -304,8 +305,10 @@ struct TextureIndex::Impl {
   int sms = 0;                        // the device's multiprocessors
   gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
   gpu::DeviceArray<int> d_scores, d_slots, d_digest_scores;
-  gpu::DeviceArray<int> d_full_counts;  // kSlot, host_batch times: streamed digest slots are matched whole
-  gpu::DeviceArray<uint8_t> d_verify;   // shortlist slots
+  // kSlot, as many times as one matcher call takes digest slots (host_batch streamed, a block's kept): the
+  // counts of every digest search (Digest)
+  gpu::DeviceArray<int> d_full_counts;
+  gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
   gpu::DeviceArray<int> d_verify_scores, d_index;
   gpu::DeviceArray<int32_t> d_best, d_second;
   gpu::DeviceArray<float> d_best_dot, d_second_dot;  // FP16
@@ -417,22 +420,18 @@ struct TextureIndex::Impl {
   // The digest block beside a new host block (all 255s).
   void grow_digest() {
     Tier& d = digest.slots;
-    const size_t n = d.next_block_slots(), before = d.counts.size();
-    d.grow(gpu);
-    d.counts.resize(before + n, match::kSlot);
+    const size_t n = d.next_block_slots();
+    d.grow(false);  // (no counts: see Digest)
     try {
       if (!gpu) std::fill_n(d.blocks.back()->data, n * kSlotBytes, uint8_t(255));
 #if defined(PRISM_HAVE_CUDA)
       else {
         PRISM_CUDA_CHECK(cudaMemsetAsync(d.blocks.back()->data, 255, n * kSlotBytes, stream));
-        PRISM_CUDA_CHECK(cudaMemcpyAsync(d.blocks.back()->d_counts.data(), d.counts.data() + before, n * sizeof(int),
-                                         cudaMemcpyHostToDevice, stream));
         PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
       }
 #endif
     } catch (...) {
       d.blocks.pop_back();
-      d.counts.resize(before);
       throw;
     }
   }
@@ -916,8 +915,9 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
   // from its start, so that image l of a block lands where a kept digest block holds it: l * bytes.
   const size_t per = size_t(digest.per), batch = digest.streamed ? size_t(options.host_batch) * per : B;
   std::vector<int> whole;  // kept alive until `stream` is synchronised below
-  if (digest.streamed && d_full_counts.size() < size_t(options.host_batch)) {
-    whole.assign(size_t(options.host_batch), match::kSlot);
+  const size_t most = digest.streamed ? size_t(options.host_batch) : digest.slots_for(B);  // slots a call
+  if (d_full_counts.size() < most) {
+    whole.assign(most, match::kSlot);
     d_full_counts.resize(whole.size());
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_full_counts.data(), whole.data(), whole.size() * sizeof(int),
                                      cudaMemcpyHostToDevice, stream));
@@ -934,6 +934,7 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
   if (digest.streamed) p.grid_sms = gather_grid_sms();
   const size_t ring = staging.size();
   p.query = d_query.data();
+  p.counts = d_full_counts.data();
   size_t next = 0;
   for (size_t b = 0, pos = 0; pos < total; ++b) {
     const size_t n = std::min(B, used - b * B);
@@ -949,10 +950,8 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
         PRISM_CUDA_CHECK(cudaEventRecord(landed[k], h2d));
         PRISM_CUDA_CHECK(cudaStreamWaitEvent(ms, landed[k]));
         p.gallery = dst;
-        p.counts = d_full_counts.data();
       } else {
         p.gallery = digest.slots.blocks[b]->data;
-        p.counts = digest.slots.blocks[b]->d_counts.data();
       }
       p.images = int(slots);
       const size_t at = pos + l / per;
