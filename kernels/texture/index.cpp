@@ -865,17 +865,27 @@ struct Run {
 #if defined(PRISM_HAVE_CUDA)
 void TextureIndex::Impl::ensure_copy_streams() {
   if (!copy_streams.empty()) return;
-  for (int s = 0; s < options.streams; ++s) {
-    // High priority: a streamed batch's matching starts as soon as its copy lands, ahead of the GPU
-    // tier's blocks, so that its stream's next copy is not held up behind them.
-    copy_streams.push_back(gpu::Stream::create_high_priority());
-    staging.emplace_back(size_t(options.host_batch) * slot_bytes);
-    landed.push_back(gpu::Event::create());
-    freed.push_back(gpu::Event::create());
-  }
-  int device = 0;
+  // Built aside and moved in whole: an allocation that throws (GPU memory) leaves none of them, and the
+  // next search tries again rather than finding a short ring.
+  int device = 0, n_sms = 0;
   PRISM_CUDA_CHECK(cudaGetDevice(&device));
-  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  PRISM_CUDA_CHECK(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, device));
+  std::vector<gpu::Stream> cs;
+  std::vector<gpu::DeviceArray<uint8_t>> st;
+  std::vector<gpu::Event> l, f;
+  for (int s = 0; s < options.streams; ++s) {
+    // High priority: their kernels (a streamed digest search's copies, the host tier's matching) are
+    // scheduled ahead of the GPU tier's blocks as multiprocessors free up.
+    cs.push_back(gpu::Stream::create_high_priority());
+    st.emplace_back(size_t(options.host_batch) * slot_bytes);
+    l.push_back(gpu::Event::create());
+    f.push_back(gpu::Event::create());
+  }
+  sms = n_sms;
+  staging = std::move(st);
+  landed = std::move(l);
+  freed = std::move(f);
+  copy_streams = std::move(cs);  // last: its being non-empty says all are there
 }
 #endif
 
