@@ -81,22 +81,12 @@ int main(int argc, char** argv) {
     prism::gpu::DeviceArray<uint8_t> dout(out_bytes);
     Image dst = layout(c.df, c.dw, c.dh, dout.data());
     for (int i = 0; i < 10; i++) convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf].data()), dst, stream);
-    cudaEvent_t a, b;
-    PRISM_CUDA_CHECK(cudaEventCreate(&a));
-    PRISM_CUDA_CHECK(cudaEventCreate(&b));
+    prism::bench::GpuTimer timer;
     std::vector<double> t;
-    for (int i = 0; i < iters; i++) {
-      PRISM_CUDA_CHECK(cudaEventRecord(a, stream));
-      convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf].data()), dst, stream);
-      PRISM_CUDA_CHECK(cudaEventRecord(b, stream));
-      PRISM_CUDA_CHECK(cudaEventSynchronize(b));
-      float ms;
-      PRISM_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms);
-    }
+    for (int i = 0; i < iters; i++)
+      t.push_back(
+          timer.ms(stream, [&] { convert_cuda(plan, layout(c.sf, c.sw, c.sh, din[i % nbuf].data()), dst, stream); }));
     const double gpu_ms = median(t);
-    PRISM_CUDA_CHECK(cudaEventDestroy(a));
-    PRISM_CUDA_CHECK(cudaEventDestroy(b));
     din.clear();
     dout.reset();
 

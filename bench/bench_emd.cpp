@@ -55,18 +55,8 @@ int main(int argc, char** argv) {
       "(us/problem) | cold: cv::EMD / GPU | pivots/problem |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   // Blocking: the synchronous uploads below (legacy default stream) come before the work queued here.
   const gpu::Stream stream = gpu::Stream::create(cudaStreamDefault);
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0));
-  check(cudaEventCreate(&e1));
-  auto gpu_ms = [&](auto&& f) {
-    check(cudaEventRecord(e0, stream));
-    f();
-    check(cudaEventRecord(e1, stream));
-    check(cudaEventSynchronize(e1));
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, e0, e1));
-    return static_cast<double>(ms);
-  };
+  bench::GpuTimer timer;
+  auto gpu_ms = [&](auto&& f) { return timer.ms(stream, f); };
   for (const cv::Size size : {cv::Size(1280, 720), cv::Size(1920, 1080)}) {
     cv::Mat grey;
     cv::resize(grey_photo, grey, size, 0, 0, cv::INTER_AREA);

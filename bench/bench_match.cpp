@@ -68,26 +68,17 @@ void bench_cpu(const std::vector<uint16_t>& gallery, const std::vector<uint8_t>&
 
 template <class Run>
 void time_gpu(const char* name, int images, Run run) {
-  cudaEvent_t e0, e1;
-  bench::check(cudaEventCreate(&e0));
-  bench::check(cudaEventCreate(&e1));
+  bench::GpuTimer timer;
   for (int batch : {1, 2, 8}) {
     std::vector<double> t;
     for (int i = 0; i < 12; ++i) {
-      bench::check(cudaEventRecord(e0));
-      run(batch);
-      bench::check(cudaEventRecord(e1));
-      bench::check(cudaEventSynchronize(e1));
-      float ms = 0;
-      bench::check(cudaEventElapsedTime(&ms, e0, e1));
+      const double ms = timer.ms(nullptr, [&] { run(batch); });
       if (i >= 2) t.push_back(ms);
     }
     const double ms = bench::median(t);
     const double per_s = double(images) * batch / (ms / 1e3);
     std::printf("| %s | %d | %.3f | %.0f | %.1f |\n", name, batch, ms, per_s, per_s * 2.0 * Q * Q * D / 1e12);
   }
-  bench::check(cudaEventDestroy(e0));
-  bench::check(cudaEventDestroy(e1));
 }
 
 }  // namespace

@@ -57,9 +57,7 @@ int main(int argc, char** argv) {
   auto method_name = [](poisson::DstMethod m) {
     return m == poisson::DstMethod::Gemm ? "gemm" : m == poisson::DstMethod::Fft ? "fft" : "replay";
   };
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0));
-  check(cudaEventCreate(&e1));
+  bench::GpuTimer timer;
   std::mt19937 rng(1);
   const bool gpu_only = std::getenv("PRISM_BENCH_GPU_ONLY") != nullptr;
   for (const Size& s : sizes) {
@@ -88,15 +86,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 3; i++) cl.clone(dj);  // warm-up (plans, matrices)
       check(cudaStreamSynchronize(stream));
       std::vector<double> t;
-      for (int i = 0; i < iters; i++) {
-        check(cudaEventRecord(e0, stream));
-        cl.clone(dj);
-        check(cudaEventRecord(e1, stream));
-        check(cudaEventSynchronize(e1));
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms);
-      }
+      for (int i = 0; i < iters; i++) t.push_back(timer.ms(stream, [&] { cl.clone(dj); }));
       return median(t);
     };
     const double g_gemm = time_gpu(gemm), g_fft = time_gpu(fft);

@@ -12,6 +12,10 @@
 #include <cstdlib>
 #include <vector>
 
+#if defined(PRISM_HAVE_CUDA)
+#include "common/device_array.h"
+#endif
+
 namespace prism::bench {
 
 inline double median(std::vector<double> v) {
@@ -40,6 +44,28 @@ inline void check(cudaError_t e) {
     std::exit(1);
   }
 }
+#endif
+
+#if defined(PRISM_HAVE_CUDA)
+// GPU time in ms of the work that f() queues on `stream` (0: the legacy default stream), between two
+// timing events; waits for it.
+class GpuTimer {
+ public:
+  GpuTimer() : begin_(gpu::Event::create(cudaEventDefault)), end_(gpu::Event::create(cudaEventDefault)) {}
+  template <class F>
+  double ms(cudaStream_t stream, F&& f) {
+    PRISM_CUDA_CHECK(cudaEventRecord(begin_, stream));
+    f();
+    PRISM_CUDA_CHECK(cudaEventRecord(end_, stream));
+    PRISM_CUDA_CHECK(cudaEventSynchronize(end_));
+    float ms = 0;
+    PRISM_CUDA_CHECK(cudaEventElapsedTime(&ms, begin_, end_));
+    return ms;
+  }
+
+ private:
+  gpu::Event begin_, end_;
+};
 #endif
 
 }  // namespace prism::bench

@@ -179,8 +179,8 @@ BankTaps bank_taps(const FilterBank& bank) {
 }  // namespace
 
 struct GpuHistogrammer::Impl {
-  gpu::Stream stream;  // declared first: destroyed after everything that works on it
-  cudaEvent_t marks[3] = {};
+  gpu::Stream stream;   // declared first: destroyed after everything that works on it
+  gpu::Event marks[3];  // timing: the filter bank's and the words' times
   BankTaps taps{};
   std::unique_ptr<GpuWords> words;
   int filters = 0, k = 0, levels = 0;
@@ -194,10 +194,6 @@ struct GpuHistogrammer::Impl {
                                       // of the same context, e.g. cudaupload's, would hold for a whole frame)
   std::vector<int> counts;
 
-  ~Impl() {
-    for (cudaEvent_t e : marks)
-      if (e) cudaEventDestroy(e);
-  }
   void reserve(int64_t pixels) {
     if (pixels <= capacity) return;
     capacity = 0;  // until all three hold `pixels` (an allocation may throw between them)
@@ -283,7 +279,7 @@ GpuHistogrammer::GpuHistogrammer(const FilterBank& bank, const cv::Mat& dictiona
       cudaFuncSetAttribute(filter_bank_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBankSmem)));
 
   m.stream = gpu::Stream::create();
-  for (cudaEvent_t& e : m.marks) PRISM_CUDA_CHECK(cudaEventCreate(&e));
+  for (gpu::Event& e : m.marks) e = gpu::Event::create(cudaEventDefault);
   m.words = std::make_unique<GpuWords>(m.k, m.filters, false, m.stream);
   m.words->set_dictionary(dictionary);
   m.fine_size = (size_t(1) << (2 * levels)) * m.k;

@@ -104,16 +104,45 @@ DeviceArray<T> device_copy(const T* host, size_t count) {
   return d;
 }
 
+namespace detail {
+// One owner for a CUDA handle (a pointer-like type that cudaXxxDestroy frees), so that the stream and
+// the event below are the same few lines once: move-only, destroyed unchecked (see above).
+template <class Handle, cudaError_t (*Destroy)(Handle)>
+class OwnedHandle {
+ public:
+  OwnedHandle() = default;
+  ~OwnedHandle() { reset(); }
+  OwnedHandle(const OwnedHandle&) = delete;
+  OwnedHandle& operator=(const OwnedHandle&) = delete;
+  OwnedHandle(OwnedHandle&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)) {}
+  OwnedHandle& operator=(OwnedHandle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      handle_ = std::exchange(o.handle_, nullptr);
+    }
+    return *this;
+  }
+  void reset() noexcept {
+    if (handle_) Destroy(handle_);
+    handle_ = nullptr;
+  }
+  Handle get() const { return handle_; }
+  operator Handle() const { return handle_; }
+
+ protected:
+  Handle handle_ = nullptr;
+};
+}  // namespace detail
+
 // A cudaStream_t owned like the arrays above. Non-blocking by default: the legacy default stream
 // must not serialise an element's work with its neighbours'. cudaStreamDefault gives a blocking
 // stream, for tests and benchmarks whose synchronous cudaMemcpy on the legacy default stream must
 // be ordered before the work they queue on it.
-class Stream {
+class Stream : public detail::OwnedHandle<cudaStream_t, cudaStreamDestroy> {
  public:
-  Stream() = default;
   static Stream create(unsigned flags = cudaStreamNonBlocking) {
     Stream s;
-    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream_, flags));
+    PRISM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.handle_, flags));
     return s;
   }
   // A stream whose kernels the scheduler starts before those of lower-priority streams: the
@@ -122,61 +151,20 @@ class Stream {
     int least = 0, greatest = 0;
     PRISM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     Stream s;
-    PRISM_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream_, flags, greatest));
+    PRISM_CUDA_CHECK(cudaStreamCreateWithPriority(&s.handle_, flags, greatest));
     return s;
   }
-  ~Stream() { reset(); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  Stream(Stream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
-  Stream& operator=(Stream&& o) noexcept {
-    if (this != &o) {
-      reset();
-      stream_ = std::exchange(o.stream_, nullptr);
-    }
-    return *this;
-  }
-  void reset() noexcept {
-    if (stream_) cudaStreamDestroy(stream_);
-    stream_ = nullptr;
-  }
-  cudaStream_t get() const { return stream_; }
-  operator cudaStream_t() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
 };
 
-// A cudaEvent_t owned like the stream above; without timing (cudaEventDisableTiming) unless asked: an
-// event that only orders one stream after another need not record a time.
-class Event {
+// A cudaEvent_t owned likewise; without timing (cudaEventDisableTiming) unless asked: an event that
+// only orders one stream after another need not record a time. cudaEventDefault times.
+class Event : public detail::OwnedHandle<cudaEvent_t, cudaEventDestroy> {
  public:
-  Event() = default;
   static Event create(unsigned flags = cudaEventDisableTiming) {
     Event e;
-    PRISM_CUDA_CHECK(cudaEventCreateWithFlags(&e.event_, flags));
+    PRISM_CUDA_CHECK(cudaEventCreateWithFlags(&e.handle_, flags));
     return e;
   }
-  ~Event() { reset(); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  Event(Event&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
-  Event& operator=(Event&& o) noexcept {
-    if (this != &o) {
-      reset();
-      event_ = std::exchange(o.event_, nullptr);
-    }
-    return *this;
-  }
-  void reset() noexcept {
-    if (event_) cudaEventDestroy(event_);
-    event_ = nullptr;
-  }
-  cudaEvent_t get() const { return event_; }
-  operator cudaEvent_t() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
 };
 
 }  // namespace prism::gpu

@@ -189,7 +189,7 @@ struct CudaEmdMap::Impl {
   // What the host knows of the signatures cached on the device: `cached` is exact when
   // `cached_exact`, else an upper bound. The counters of the last frame come back into
   // host_counters, `counters_back` recorded after them.
-  cudaEvent_t counters_back = nullptr;
+  gpu::Event counters_back;
   int64_t cached = 0;
   bool cached_exact = true;
 
@@ -205,15 +205,12 @@ struct CudaEmdMap::Impl {
     PRISM_CUDA_CHECK(cudaMemset(t.counters, 0, kCounters * sizeof(unsigned long long)));
     host_counters.resize(kCounters);
     std::fill(host_counters.data(), host_counters.data() + kCounters, 0ull);
-    PRISM_CUDA_CHECK(cudaEventCreateWithFlags(&counters_back, cudaEventDisableTiming));
+    counters_back = gpu::Event::create();
   }
 
   // The arrays free themselves; the stream's work on them must be done first (unchecked: a
   // destructor must not throw).
-  ~Impl() {
-    cudaStreamSynchronize(stream);
-    if (counters_back) cudaEventDestroy(counters_back);
-  }
+  ~Impl() { cudaStreamSynchronize(stream); }
 
   // Whether the last frame's counters are back in host_counters, without waiting.
   bool counters_are_back() {

@@ -121,7 +121,9 @@ struct MatchU8Problem {
   const int32_t* norms = nullptr;
   // GPU: at most this many multiprocessors for the wgmma kernel's persistent grid (0: all of them). A
   // grid of one block per multiprocessor holds every one for the whole launch; fewer leave room for a
-  // kernel that must run meanwhile (gpu::copy_rows_async streaming a digest search's rows).
+  // kernel that must run meanwhile (gpu::copy_rows_async streaming a digest search's rows). The
+  // mma.sync kernel needs no cap: its grid is one short block per image and 256 rows, so a
+  // higher-priority stream's blocks take the next multiprocessor that frees up.
   int grid_sms = 0;
   int queries() const { return query_rows > 0 ? rows / query_rows : 0; }
 };

@@ -300,8 +300,9 @@ struct TextureIndex::Impl {
   std::vector<gpu::Stream> copy_streams;
   std::vector<gpu::DeviceArray<uint8_t>> staging;  // per copy stream: host_batch slots
   // A streamed digest search's ring over `staging`: landed[k] after its copy into staging[k], freed[k]
-  // after the matching that read it (digest_match).
+  // after the matching that read it (digest_match); digests_matched after a digest search's last matching.
   std::vector<gpu::Event> landed, freed;
+  gpu::Event digests_matched;
   int sms = 0;                        // the device's multiprocessors
   gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
   gpu::DeviceArray<int> d_scores, d_slots, d_digest_scores;
@@ -359,11 +360,12 @@ struct TextureIndex::Impl {
   std::vector<int> digest_pick(const SearchParams& params, std::vector<int>& s);
 #if defined(PRISM_HAVE_CUDA)
   void ensure_copy_streams();  // options.streams high-priority streams, each with host_batch slots of staging
-  // A streamed digest search's copies run on kGatherBlocks blocks of 512 threads (16 kept 50 GB/s on the
-  // H200; 8, 33: bench/experiments/host_gather.cu); the matchers' grids meanwhile leave them that many
-  // multiprocessors.
+  // A streamed digest search's copies run on gather_blocks() blocks of 512 threads (16 kept 50 GB/s on the
+  // H200; 8, 33: bench/experiments/host_gather.cu), at most a quarter of a small GPU; the matchers' grids
+  // meanwhile leave them that many multiprocessors.
   static constexpr int kGatherBlocks = 16;
-  int gather_grid_sms() const { return std::max(1, sms - kGatherBlocks); }
+  int gather_blocks() const { return std::clamp(sms / 4, 1, kGatherBlocks); }
+  int gather_grid_sms() const { return std::max(1, sms - gather_blocks()); }
 #endif
   Candidate verify_candidates(const Features& query, std::vector<Candidate>& cands, const SearchParams& params,
                               SearchResult& result, std::unique_lock<std::mutex>& work);
@@ -873,10 +875,13 @@ void TextureIndex::Impl::ensure_copy_streams() {
   std::vector<gpu::Stream> cs;
   std::vector<gpu::DeviceArray<uint8_t>> st;
   std::vector<gpu::Event> l, f;
-  for (int s = 0; s < options.streams; ++s) {
-    // High priority: their kernels (a streamed digest search's copies, the host tier's matching) are
-    // scheduled ahead of the GPU tier's blocks as multiprocessors free up.
-    cs.push_back(gpu::Stream::create_high_priority());
+  gpu::Event matched = gpu::Event::create();
+  // High priority: their kernels (a streamed digest search's copies, the host tier's matching) are
+  // scheduled ahead of the GPU tier's blocks as multiprocessors free up.
+  for (int s = 0; s < options.streams; ++s) cs.push_back(gpu::Stream::create_high_priority());
+  // A staging buffer per copy stream, and at least two: a streamed digest search's ring copies into one
+  // while the other is matched.
+  for (int k = 0; k < std::max(options.streams, 2); ++k) {
     st.emplace_back(size_t(options.host_batch) * slot_bytes);
     l.push_back(gpu::Event::create());
     f.push_back(gpu::Event::create());
@@ -885,6 +890,7 @@ void TextureIndex::Impl::ensure_copy_streams() {
   staging = std::move(st);
   landed = std::move(l);
   freed = std::move(f);
+  digests_matched = std::move(matched);
   copy_streams = std::move(cs);  // last: its being non-empty says all are there
 }
 #endif
@@ -932,13 +938,16 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
     PRISM_CUDA_CHECK(cudaMemcpyAsync(d_full_counts.data(), whole.data(), whole.size() * sizeof(int),
                                      cudaMemcpyHostToDevice, stream));
   }
+  // Now: growing pinned memory would wait for all the device's work.
+  int* host_scores = digest_scores_buf.get(total, true);
   // The copy streams read the query (and the counts) uploaded on `stream`.
   PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
   // Streamed, the rows are copied by gpu::copy_rows_async on one stream into the ring of staging
   // buffers, each copy waiting only for the matching that read its buffer last. The matching, the digest
-  // batches' and the GPU tier's, goes on `stream`, every grid kGatherBlocks multiprocessors short, so
+  // batches' and the GPU tier's, goes on `stream`, every grid gather_blocks() multiprocessors short, so
   // that the copies always have room (copy_rows.h says why a kernel copies). The scores come back in
-  // one copy at the end.
+  // one copy on h2d after the last matching, not on `stream` behind the GPU tier's runs that `progress`
+  // queued meanwhile.
   cudaStream_t h2d = copy_streams[0],
                ms = digest.streamed ? stream.get() : copy_streams[copy_streams.size() > 1 ? 1 : 0];
   if (digest.streamed) p.grid_sms = gather_grid_sms();
@@ -956,7 +965,7 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
         if (next >= ring) PRISM_CUDA_CHECK(cudaStreamWaitEvent(h2d, freed[k]));
         // (255s in the last slot's places no image holds)
         gpu::copy_rows_async(dst, bytes, h.slot_data(b * B + l), kSlotBytes, bytes, images, slots * per - images, 255,
-                             kGatherBlocks, h2d);
+                             gather_blocks(), h2d);
         PRISM_CUDA_CHECK(cudaEventRecord(landed[k], h2d));
         PRISM_CUDA_CHECK(cudaStreamWaitEvent(ms, landed[k]));
         p.gallery = dst;
@@ -971,8 +980,10 @@ void TextureIndex::Impl::digest_match(const uint8_t* query, int rows, float rati
     }
     pos += digest.slots_for(n);
   }
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(digest_scores_buf.get(total, true), d_digest_scores.data(), total * sizeof(int),
-                                   cudaMemcpyDeviceToHost, ms));
+  PRISM_CUDA_CHECK(cudaEventRecord(digests_matched, ms));
+  PRISM_CUDA_CHECK(cudaStreamWaitEvent(h2d, digests_matched));
+  PRISM_CUDA_CHECK(
+      cudaMemcpyAsync(host_scores, d_digest_scores.data(), total * sizeof(int), cudaMemcpyDeviceToHost, h2d));
 #else
   (void)query;
   (void)progress;
@@ -985,8 +996,9 @@ std::vector<int> TextureIndex::Impl::digest_pick(const SearchParams& params, std
   const size_t per_block = digest.slots_for(B), total = digest.slots_of(used, B);
 #if defined(PRISM_HAVE_CUDA)
   if (gpu) {
+    // The scores' copy on copy_streams[0] came after every digest matching, so the staging is free for
+    // the candidates' copies; the GPU tier's runs on `stream` go on meanwhile.
     for (auto& cs : copy_streams) PRISM_CUDA_CHECK(cudaStreamSynchronize(cs));
-    if (digest.streamed) PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));  // matched there
     const int* hs = digest_scores_buf.get(total, true);
     s.assign(hs, hs + total);
   }

@@ -17,7 +17,9 @@ using namespace prism;
 
 TEST(CopyRowsGpu, EqualsA2DCopyFromPinnedAndDeviceMemory) {
   PRISM_NEED_GPU();
-  std::mt19937 rng(std::random_device{}());
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   const size_t src_pitch = 98304 / 4, width = 4096 + 16 * (rng() % 64), rows = 300 + rng() % 200, fill_rows = 5;
   const size_t dst_pitch = width + 16 * (rng() % 3);
   gpu::PinnedArray<uint8_t> host(rows * src_pitch);
@@ -41,6 +43,23 @@ TEST(CopyRowsGpu, EqualsA2DCopyFromPinnedAndDeviceMemory) {
     }
 }
 
+// No rows to copy, only the fill (a batch whose images all came before): every fill row is `fill`, the
+// bytes past `width` untouched.
+TEST(CopyRowsGpu, FillRowsAloneAreWritten) {
+  PRISM_NEED_GPU();
+  const size_t pitch = 96, width = 64, fill_rows = 7;
+  gpu::DeviceArray<uint8_t> d(pitch * (fill_rows + 1));
+  PRISM_CUDA_CHECK(cudaMemset(d.data(), 0x5A, d.size()));
+  gpu::copy_rows_async(d.data(), pitch, nullptr, 0, width, 0, fill_rows, 0xC3, 3, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> g(d.size());
+  PRISM_CUDA_CHECK(cudaMemcpy(g.data(), d.data(), g.size(), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < g.size(); ++i) {
+    SCOPED_TRACE("byte " + std::to_string(i));
+    ASSERT_EQ(g[i], i / pitch < fill_rows && i % pitch < width ? 0xC3 : 0x5A);
+  }
+}
+
 TEST(CopyRowsGpu, BadShapesAreRefused) {
   PRISM_NEED_GPU();
   gpu::DeviceArray<uint8_t> d(4096);
@@ -48,4 +67,6 @@ TEST(CopyRowsGpu, BadShapesAreRefused) {
   EXPECT_THROW(gpu::copy_rows_async(d.data() + 8, 64, d.data(), 64, 64, 2, 0, 0, 1, nullptr), std::invalid_argument);
   EXPECT_THROW(gpu::copy_rows_async(d.data(), 32, d.data(), 64, 64, 2, 0, 0, 1, nullptr), std::invalid_argument);
   EXPECT_THROW(gpu::copy_rows_async(d.data(), 64, d.data(), 64, 64, 2, 0, 0, 0, nullptr), std::invalid_argument);
+  // a source row wider than the source's pitch (the rows would overlap)
+  EXPECT_THROW(gpu::copy_rows_async(d.data(), 128, d.data(), 64, 128, 2, 0, 0, 1, nullptr), std::invalid_argument);
 }

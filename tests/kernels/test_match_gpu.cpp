@@ -224,7 +224,7 @@ TEST(MatchU8Gpu, EveryKernelScoresALargeBatchAsTheCpuPath) {
   const gpu::DeviceArray<int32_t> d_norms = poisoned_norms(c);
   for (match::GpuPath path : scores_paths())
     for (const int32_t* norms : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(d_norms.data())})
-      for (int grid_sms : {0, 7}) {  // 7: the persistent grid of 7 blocks walks 57 images each
+      for (int grid_sms : {0, 7}) {  // 7: the wgmma kernel's persistent grid of 7 blocks walks 57 images each
         SCOPED_TRACE(std::string(path_name(path)) + (norms ? ", norms given" : "") + ", grid_sms " +
                      std::to_string(grid_sms));
         PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0x7F, p.images * sizeof(int)));
@@ -259,6 +259,9 @@ TEST(MatchU8Gpu, BadRequestsAreRefused) {
   EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
   p.gallery = bytes;
   p.norms = reinterpret_cast<const int32_t*>(bytes + 8);
+  EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
+  p.norms = nullptr;
+  p.grid_sms = -1;
   EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
 }
 
