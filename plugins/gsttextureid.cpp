@@ -606,7 +606,7 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                              -1, G_MAXINT64, texture::kDefaultBudget, ready));
   install(PROP_DIGEST_ROWS,
           g_param_spec_int("digest-rows", "Digest rows",
-                           "Keep a digest of every host-memory image (its N strongest descriptors; N divides 768, "
+                           "Keep a digest of every host-memory image (the N of its largest keypoints; N divides 768, "
                            "16..384) in GPU memory, out of gpu-memory, for searches with digest-candidates; 0: none",
                            0, 384, 0, ready));
   install(PROP_DIGEST_CANDIDATES,

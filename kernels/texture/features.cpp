@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cassert>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -46,6 +47,59 @@ bool strongest_first(const cv::KeyPoint& p, const cv::KeyPoint& q) {
   if (p.size != q.size) return p.size < q.size;
   if (p.angle != q.angle) return p.angle < q.angle;
   return p.octave < q.octave;
+}
+
+const char* digest_order_name(DigestOrder o) {
+  switch (o) {
+    case DigestOrder::kStrongest: return "strongest";
+    case DigestOrder::kSpread: return "spread";
+    case DigestOrder::kLargest: return "largest";
+  }
+  return "?";
+}
+
+DigestOrder parse_digest_order(const std::string& name) {
+  for (DigestOrder o : {DigestOrder::kStrongest, DigestOrder::kSpread, DigestOrder::kLargest})
+    if (name == digest_order_name(o)) return o;
+  throw std::invalid_argument("unknown digest order '" + name + "' (strongest, spread or largest)");
+}
+
+std::vector<int> digest_order(const Features& f, DigestOrder o, int first) {
+  const int n = f.count();
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  first = std::clamp(first, 0, n);
+  if (o == DigestOrder::kStrongest || first == 0) return order;
+  // One 64-bit key a row, its rank above the row: sorted, they give the order, ties in the stored order
+  // (strongest first). kLargest ranks by size, descending: the float's bits made to order as unsigned
+  // integers. kSpread ranks by round: a row's rank within its cell.
+  std::vector<uint64_t> keys(n);
+  if (o == DigestOrder::kLargest) {
+    for (int i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, &f.keypoints[i].size, sizeof u);
+      u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending as the floats
+      keys[i] = uint64_t(~u) << 32 | uint32_t(i);
+    }
+  } else {
+    constexpr int kCells = 4;
+    int seen[kCells * kCells] = {};
+    for (int i = 0; i < n; ++i) {
+      const Keypoint& k = f.keypoints[i];
+      const int cx = std::clamp(int(k.x * kCells / std::max(1, f.width)), 0, kCells - 1);
+      const int cy = std::clamp(int(k.y * kCells / std::max(1, f.height)), 0, kCells - 1);
+      keys[i] = uint64_t(seen[cy * kCells + cx]++) << 32 | uint32_t(i);
+    }
+  }
+  // Only the first `first` are ranked (an index adds one image at a time: its digest rows alone); the
+  // others follow in the stored order.
+  std::nth_element(keys.begin(), keys.begin() + first - 1, keys.end());
+  std::sort(keys.begin(), keys.begin() + first);
+  std::vector<char> taken(n, 0);
+  for (int i = 0; i < first; ++i) taken[order[i] = int(keys[i] & 0xFFFFFFFFu)] = 1;
+  for (int i = 0, at = first; i < n; ++i)
+    if (!taken[i]) order[at++] = i;
+  return order;
 }
 
 namespace {

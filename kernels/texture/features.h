@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -67,6 +68,20 @@ std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images,
 // run); kernels/sift lists its keypoints in this order already (sift.h), so its output is taken
 // as it comes, and only cv::SIFT's is sorted.
 bool strongest_first(const cv::KeyPoint& a, const cv::KeyPoint& b);
+
+// Which rows of an image make its digest (the rows a search reads of a host-tier image before it picks
+// the candidates it matches exactly: index.h, IndexOptions::host_digest_rows). kStrongest: the first
+// rows, strongest response first, as stored. kSpread: a 4 x 4 grid over the image, in rounds, each round
+// the next strongest keypoint of every cell that has one (strongest first within the round), so that a
+// small digest covers the whole texture rather than its few most contrasted spots. kLargest: the
+// largest keypoints first (SIFT scale; ties by response), which survive blur and noise best.
+enum class DigestOrder { kStrongest, kSpread, kLargest };
+const char* digest_order_name(DigestOrder o);
+// Throws std::invalid_argument naming the choices.
+DigestOrder parse_digest_order(const std::string& name);
+// A permutation of f's rows, [0, f.count()): the first `first` in the order `o` takes them for a digest,
+// the others after them in the stored order (the whole order when `first` is the count or more).
+std::vector<int> digest_order(const Features& f, DigestOrder o, int first = match::kSlot);
 
 #if defined(PRISM_HAVE_CUDA)
 // kernels/sift's CUDA path with its buffers kept between calls, for a caller that owns its CUDA

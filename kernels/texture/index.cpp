@@ -63,21 +63,30 @@ int pad_query(const Features& q, bool fp16, uint8_t* out) {
 // second-nearest neighbour of a query row), and a one-row image's row is written twice (its nearest
 // and second-nearest distances are then equal: it never passes a ratio test, as the matcher's one-row
 // images never do), so that a slot's first rows are its digest as they are (TextureIndex::Impl::Digest,
-// whose slots the matcher reads whole). The FP16 rest is zero (two 255 bytes are a NaN half).
-void pack_slot(const Features& f, bool fp16, uint8_t* slot) {
+// whose slots the matcher reads whole). The FP16 rest is zero (two 255 bytes are a NaN half). The rows
+// in `order` (a permutation of them: the index's row order), or as stored when it is empty.
+void pack_slot(const Features& f, bool fp16, uint8_t* slot, const std::vector<int>& order) {
   const auto [d, used] = descriptor_bytes(f, fp16);
-  std::copy_n(d, used, slot);
+  const size_t row = row_bytes(fp16);
+  if (order.empty())
+    std::copy_n(d, used, slot);
+  else
+    for (size_t r = 0; r < used / row; ++r) std::copy_n(d + size_t(order[r]) * row, row, slot + r * row);
   const size_t end = !fp16 && used == match::kDim ? 2 * used : used;
-  std::copy_n(d, end - used, slot + used);
+  std::copy_n(slot, end - used, slot + used);
   std::fill(slot + end, slot + slot_bytes_of(fp16), fp16 ? uint8_t(0) : uint8_t(255));
 }
 
 int slot_count(const Features& f) { return std::min(f.count(), match::kSlot); }
 
-std::vector<cv::Point2f> points_of(const Features& f) {
+// The keypoints' positions in the slot's row order (pack_slot's `order`).
+std::vector<cv::Point2f> points_of(const Features& f, const std::vector<int>& order) {
   std::vector<cv::Point2f> p;
   p.reserve(f.keypoints.size());
-  for (const Keypoint& k : f.keypoints) p.emplace_back(k.x, k.y);
+  for (size_t r = 0; r < f.keypoints.size(); ++r) {
+    const Keypoint& k = f.keypoints[order.empty() ? r : size_t(order[r])];
+    p.emplace_back(k.x, k.y);
+  }
   return p;
 }
 
@@ -340,6 +349,10 @@ struct TextureIndex::Impl {
       throw std::invalid_argument(what +
                                   " has no FP16 descriptors (FeatureParams::keep_fp16), which this FP16 index "
                                   "matches");
+    if (!fp16 && f.descriptors.size() != size_t(f.count()) * match::kDim)
+      throw std::invalid_argument(what + " has " + std::to_string(f.count()) + " keypoints but " +
+                                  std::to_string(f.descriptors.size()) + " bytes of 8-bit descriptors (" +
+                                  std::to_string(match::kDim) + " a keypoint)");
   }
 
   // Searches (callers hold mu shared): the ratio-test scores of the entries in the search's scope,
@@ -372,21 +385,27 @@ struct TextureIndex::Impl {
 
   static std::tuple<int64_t, uint64_t, int> age_key(const Entry& e, int slot) { return {e.enrolled, e.seq, slot}; }
 
+  // The row order of f's slot: IndexOptions::digest_order with digests, else as stored (empty). One order
+  // for both tiers, whose slots move between them as they are.
+  std::vector<int> row_order(const Features& f) const {
+    return digest.rows > 0 ? digest_order(f, options.digest_order, digest.rows) : std::vector<int>{};
+  }
+
   // ---- slot moves (callers hold mu exclusively) ----
-  void write_slot(Tier& t, size_t s, const Features& f) {
+  void write_slot(Tier& t, size_t s, const Features& f, const std::vector<int>& order) {
     const int n = slot_count(f);
     t.counts[s] = n;
     if (!t.in_gpu && !gpu) {
-      pack_slot(f, fp16, t.slot_data(s));
+      pack_slot(f, fp16, t.slot_data(s), order);
       return put_digest(t, s);
     }
-    if (!t.in_gpu) pack_slot(f, fp16, t.slot_data(s));
+    if (!t.in_gpu) pack_slot(f, fp16, t.slot_data(s), order);
 #if defined(PRISM_HAVE_CUDA)
     uint8_t* staged = slot_staging.get(slot_bytes, true);
     int* count = counts_staging.get(1, true);
     *count = n;
     if (t.in_gpu) {
-      pack_slot(f, fp16, staged);
+      pack_slot(f, fp16, staged, order);
       PRISM_CUDA_CHECK(cudaMemcpyAsync(t.slot_data(s), staged, slot_bytes, cudaMemcpyHostToDevice, stream));
       if (t.norms) upload_norms(t, s, staged);
     }
@@ -779,12 +798,13 @@ void TextureIndex::add(const GalleryEntry& entry) {
   if (tier == kGpuTier && g.full()) m.move_entry(g.entry[std::get<2>(*g.age.begin())], kHostTier);
 
   const int e = int(m.entries.size());
-  en.points = points_of(entry.features);
+  const std::vector<int> order = m.row_order(entry.features);
+  en.points = points_of(entry.features, order);
   en.size = cv::Size(entry.features.width, entry.features.height);
   m.entries.push_back(std::move(en));
   try {
     const size_t s = m.append_slot(tier, e);
-    m.write_slot(m.tiers[tier], s, entry.features);
+    m.write_slot(m.tiers[tier], s, entry.features, order);
   } catch (...) {  // an allocation or copy failed: leave no half entry behind
     Tier& t = m.tiers[tier];
     if (!t.entry.empty() && t.entry.back() == e) {
@@ -811,8 +831,9 @@ void TextureIndex::update(const GalleryEntry& entry) {
   if (it == m.by_id.end()) throw GalleryError("product '" + entry.id + "' is not in the index");
   m.check_descriptors(entry.features, "product '" + entry.id + "'");
   Impl::Entry& en = m.entries[it->second];
-  m.write_slot(m.tiers[en.tier], en.slot, entry.features);
-  en.points = points_of(entry.features);
+  const std::vector<int> order = m.row_order(entry.features);
+  m.write_slot(m.tiers[en.tier], en.slot, entry.features, order);
+  en.points = points_of(entry.features, order);
   en.size = cv::Size(entry.features.width, entry.features.height);
   const int c = m.collection_id(entry.collection, true);
   if (c != en.collection) {

@@ -139,8 +139,8 @@ struct IndexOptions {
   // prefer those). 8-bit only.
   bool gpu_norms = true;
   // A digest of every host-tier image, for approximate searches of the whole index
-  // (SearchParams::digest_candidates): its first `host_digest_rows` descriptors (the strongest
-  // keypoints'), 768 / host_digest_rows images packed into one matcher slot, in GPU memory (taken out
+  // (SearchParams::digest_candidates): its first `host_digest_rows` descriptors in digest_order (the
+  // largest keypoints'), 768 / host_digest_rows images packed into one matcher slot, in GPU memory (taken out
   // of the GPU budget before the GPU tier's share; on the CPU path in host memory, in the host tier's
   // footprint). Such a search reads host memory only for the candidates, so it is no longer bound by
   // PCIe: a digest slot costs what a GPU-tier image costs. The rank of the genuine product's digest
@@ -154,6 +154,12 @@ struct IndexOptions {
   // host memory holds 2 M images and nothing more); bound by PCIe rather than by the matcher. The same
   // scores, candidates and answers as kept digests.
   bool stream_host_digests = false;
+  // Which rows make an image's digest (features.h): with digests, every slot of both tiers holds its
+  // image's rows in this order, so that its first host_digest_rows rows are the digest (scores do not
+  // depend on the order of a slot's rows; verification maps them back to their keypoints). The largest
+  // keypoints first keep the genuine product's digest slot first for 99.5% of the real queries that the
+  // exact score ranks first at 128 rows, where the strongest first keep 98.7% (docs/TEXTUREID.md).
+  DigestOrder digest_order = DigestOrder::kLargest;
   Precision precision = Precision::kU8;
 };
 

@@ -183,6 +183,72 @@ TEST(TextureFeatures, OurSiftListsKeypointsInTheFeaturesOrder) {
 
 // Enrolment's batch: each image's features as extract_features gives them (sizes, channels, a flat
 // and a tiny image, the shrink of large images, a normalisation), a bad image named by position.
+// The digest orders against a brute-force statement of each: every one a permutation; strongest the
+// stored order; largest non-increasing in size; spread taking, in its first round, the strongest of every
+// occupied cell of the 4 x 4 grid before any cell's second.
+TEST(TextureFeatures, DigestOrdersArePermutationsWithTheirProperty) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  texture::Features f;
+  f.width = 640, f.height = 480;
+  const int n = 300;
+  for (int i = 0; i < n; ++i) {
+    texture::Keypoint k;
+    // most keypoints in the top-left cell: a strongest-first digest would hold few others
+    const bool crowded = rng() % 4 != 0;
+    k.x = float(rng() % (crowded ? 160 : 640));
+    k.y = float(rng() % (crowded ? 120 : 480));
+    k.size = float(1 + rng() % 40);
+    k.response = float(n - i);  // stored strongest first
+    f.keypoints.push_back(k);
+  }
+  auto cell = [&](int i) {
+    return std::min(3, int(f.keypoints[i].y * 4 / 480)) * 4 + std::min(3, int(f.keypoints[i].x * 4 / 640));
+  };
+  for (texture::DigestOrder o :
+       {texture::DigestOrder::kStrongest, texture::DigestOrder::kSpread, texture::DigestOrder::kLargest}) {
+    SCOPED_TRACE(texture::digest_order_name(o));
+    EXPECT_EQ(texture::parse_digest_order(texture::digest_order_name(o)), o);
+    const std::vector<int> order = texture::digest_order(f, o);
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    ASSERT_EQ(sorted, all);
+    if (o == texture::DigestOrder::kStrongest) {
+      EXPECT_EQ(order, all);
+    }
+    // The first k alone (an index's digest rows): the same k, the others in the stored order.
+    for (int k : {1, 128, n - 1, n}) {
+      const std::vector<int> part = texture::digest_order(f, o, k);
+      ASSERT_EQ(part.size(), size_t(n));
+      EXPECT_TRUE(std::equal(part.begin(), part.begin() + k, order.begin())) << k;
+      EXPECT_TRUE(std::is_sorted(part.begin() + k, part.end())) << k;
+    }
+    if (o == texture::DigestOrder::kLargest) {
+      for (int i = 1; i < n; ++i) EXPECT_GE(f.keypoints[order[i - 1]].size, f.keypoints[order[i]].size);
+    }
+    if (o == texture::DigestOrder::kSpread) {
+      std::set<int> occupied;
+      for (int i = 0; i < n; ++i) occupied.insert(cell(i));
+      const size_t first_round = occupied.size();
+      std::set<int> cells;
+      for (size_t i = 0; i < first_round; ++i) {
+        cells.insert(cell(order[i]));
+        int stronger_in_cell = 0;  // it is its cell's strongest
+        for (int j = 0; j < order[i]; ++j) stronger_in_cell += cell(j) == cell(order[i]);
+        EXPECT_EQ(stronger_in_cell, 0);
+        if (i > 0) {
+          EXPECT_LT(order[i - 1], order[i]);  // within the round, strongest first
+        }
+      }
+      EXPECT_EQ(cells, occupied);
+    }
+  }
+  EXPECT_THROW(texture::parse_digest_order("weakest"), std::invalid_argument);
+}
+
 TEST(TextureFeatures, BatchesEqualOneByOne) {
   std::mt19937 rng(std::random_device{}());
   cv::Mat bgr;
@@ -234,6 +300,35 @@ TEST(TextureVerify, RecoversAKnownHomography) {
   const texture::GalleryInQuery g = texture::gallery_in_query(r.best.geometry.homography, r.best.gallery_size);
   ASSERT_TRUE(g.valid);
   EXPECT_LT(corner_error(g.homography, h, img.cols, img.rows), 3.0);
+}
+
+// With digests (IndexOptions::host_digest_rows) a slot's rows are in digest order, the largest keypoints
+// first; verification must map them back to their own keypoints: the same inliers and homography as an
+// index whose slots keep the stored order.
+TEST(TextureVerify, SlotsInDigestOrderVerifyAsStoredOnes) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const cv::Mat img = random_texture(rng);
+  const cv::Matx33d h = random_homography(rng, img.cols, img.rows);
+  cv::Mat warped;
+  cv::warpPerspective(img, warped, cv::Mat(h), img.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT);
+  const texture::Features f = texture::extract_features(img);
+  ASSERT_NE(texture::digest_order(f, texture::DigestOrder::kLargest),
+            texture::digest_order(f, texture::DigestOrder::kStrongest));
+  texture::IndexOptions o;
+  o.device = texture::Device::kCpu;
+  texture::TextureIndex plain(o);
+  o.host_digest_rows = 128;
+  texture::TextureIndex digested(o);
+  for (texture::TextureIndex* x : {&plain, &digested}) x->build({GalleryEntry{"original", "", 0, f}});
+  const texture::Features q = texture::extract_features(warped);
+  const texture::SearchResult a = plain.verify(q, "original", {}), b = digested.verify(q, "original", {});
+  ASSERT_TRUE(b.identified) << b.best.geometry.inliers;
+  EXPECT_EQ(b.best.score, a.best.score);
+  EXPECT_EQ(b.best.geometry.matches, a.best.geometry.matches);
+  EXPECT_EQ(b.best.geometry.inliers, a.best.geometry.inliers);
+  EXPECT_LT(corner_error(b.best.geometry.homography, h.inv(), img.cols, img.rows), 3.0);
 }
 
 // The point p mapped by m, written out (x' = (m00 x + m01 y + m02) / (m20 x + m21 y + m22), ...).

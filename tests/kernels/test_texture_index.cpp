@@ -29,9 +29,12 @@ namespace {
 using texture::GalleryEntry;
 using texture::TextureIndex;
 
-// An entry of `n` random sparse RootSIFT descriptors (8-bit and FP16) at random keypoint positions.
+// An entry of `n` random sparse RootSIFT descriptors (8-bit and FP16) at random keypoint positions, of
+// sizes that put its digest rows out of the stored order.
 GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
-  return test::random_gallery_entry(id, rng, n, collection);
+  GalleryEntry e = test::random_gallery_entry(id, rng, n, collection);
+  test::vary_keypoint_sizes(e.features);
+  return e;
 }
 
 // The reference: the matcher over the entries packed flat in `order`, one slot each.
@@ -65,6 +68,19 @@ texture::Features query_from(const GalleryEntry& e, std::mt19937& rng, int share
   std::copy_n(e.features.descriptors.begin(), size_t(shared) * match::kDim, q.descriptors.begin());
   std::copy_n(e.features.descriptors_fp16.begin(), size_t(shared) * match::kDim, q.descriptors_fp16.begin());
   return q;
+}
+
+// A query sharing the first `shared` rows of e's digest (IndexOptions::digest_order, the default's).
+texture::Features digest_query_from(const GalleryEntry& e, std::mt19937& rng, int shared) {
+  GalleryEntry d = e;
+  const std::vector<int> order = texture::digest_order(e.features, texture::IndexOptions{}.digest_order);
+  for (size_t r = 0; r < order.size(); ++r) {
+    std::copy_n(e.features.descriptors.begin() + size_t(order[r]) * match::kDim, match::kDim,
+                d.features.descriptors.begin() + r * match::kDim);
+    std::copy_n(e.features.descriptors_fp16.begin() + size_t(order[r]) * match::kDim, match::kDim,
+                d.features.descriptors_fp16.begin() + r * match::kDim);
+  }
+  return query_from(d, rng, shared);
 }
 
 // The FP16 reference: match_cpu over the entries' FP16 descriptors packed flat in `order`.
@@ -168,6 +184,34 @@ TEST(TextureIndexFp16, MissingDescriptorsAndScopesAreRefusedNamingThem) {
   texture::Features q = random_entry("q", rng, 20).features;
   q.descriptors_fp16.clear();
   EXPECT_THROW(index.search(q, {}), std::invalid_argument);
+}
+
+// An 8-bit index's entries and queries carry one descriptor a keypoint (a slot in digest order reads
+// them by keypoint): fewer are refused naming the product, the counts and the query.
+TEST(TextureIndexLive, DescriptorsShortOfTheKeypointsAreRefusedNamingThem) {
+  std::mt19937 rng(std::random_device{}());
+  texture::IndexOptions o = small_blocks(100);
+  o.host_digest_rows = 128;
+  TextureIndex index(o);
+  GalleryEntry e = random_entry("widget-9", rng, 40);
+  e.features.descriptors.resize(30 * match::kDim);
+  for (bool update : {false, true}) {
+    try {
+      update ? index.update(e) : index.add(e);
+      ADD_FAILURE() << "an entry with 40 keypoints and 30 descriptors was taken";
+    } catch (const std::invalid_argument& ex) {
+      EXPECT_NE(std::string(ex.what()).find("widget-9"), std::string::npos) << ex.what();
+      EXPECT_NE(std::string(ex.what()).find("40 keypoints"), std::string::npos) << ex.what();
+    }
+    if (!update) index.add(random_entry("widget-9", rng, 40));
+  }
+  EXPECT_EQ(index.size(), 1u);
+  try {
+    index.search(e.features, {});
+    ADD_FAILURE() << "a query with 40 keypoints and 30 descriptors ran";
+  } catch (const std::invalid_argument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("the query"), std::string::npos) << ex.what();
+  }
 }
 
 // Real features (SIFT on generated textures, queries seen through a homography): both precisions
@@ -382,7 +426,7 @@ TEST(TextureIndexLive, ConcurrentSearchesSeeEveryReturnedWrite) {
 }
 
 // IndexOptions::host_digest_rows: the host tier's digests follow every add, update, removal and
-// swap-with-last. Each image, queried with rows of its own strongest descriptors (within its digest),
+// swap-with-last. Each image, queried with rows of its own digest (its largest keypoints'),
 // must be found by a search that re-matches only the best digest slot, with the exact score the index
 // without digests gives it; a search re-matching every digest slot equals the exact search. Host blocks
 // of 8 slots leave each block's last digest slot part-used, and images shorter than the digest leave
@@ -415,7 +459,7 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
       one.digest_candidates = 1;
       all.digest_candidates = 1 << 20;
       for (const GalleryEntry& e : entries) {
-        const texture::Features q = query_from(e, rng, std::min(40, rows));
+        const texture::Features q = digest_query_from(e, rng, std::min(40, rows));
         const std::vector<int> want = exact.scores(q, {});
         const std::vector<int> got = digested.scores(q, one);
         const int at = digested.find(e.id);

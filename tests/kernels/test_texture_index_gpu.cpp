@@ -26,7 +26,9 @@ namespace {
 using texture::GalleryEntry;
 
 GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
-  return test::random_gallery_entry(id, rng, n, collection);
+  GalleryEntry e = test::random_gallery_entry(id, rng, n, collection);
+  test::vary_keypoint_sizes(e.features);
+  return e;
 }
 
 texture::IndexOptions options(texture::Device d, int64_t gpu_slots, int64_t host_slots,
@@ -164,8 +166,11 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
     for (int k = 0; k < 3; ++k) {
       const GalleryEntry& t = *in_a_members[rng() % in_a_members.size()];
       texture::Features q = random_entry("q", rng, 520 + int(rng() % 249), "").features;  // 528..768 rows padded
-      std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(60) * match::kDim),
-                  q.descriptors.begin());
+      // 60 rows of its digest (IndexOptions::digest_order)
+      const std::vector<int> order = texture::digest_order(t.features, texture::IndexOptions{}.digest_order);
+      for (size_t r = 0; r < std::min(order.size(), size_t(60)); ++r)
+        std::copy_n(t.features.descriptors.begin() + size_t(order[r]) * match::kDim, match::kDim,
+                    q.descriptors.begin() + r * match::kDim);
       texture::SearchParams in_a;
       in_a.collections = {"a"};
       for (const texture::SearchParams& p : {texture::SearchParams{}, in_a}) {
@@ -208,7 +213,7 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
 // digest search (the best 2 digest slots re-matched) and a search of every digest slot give the same
 // scores bit for bit, through removals (swap-with-last), updates and adds. The host tier holds three
 // digest slots per multiprocessor, so that a digest search of 768-row queries takes the wgmma kernel
-// where there is one. With a GPU tier beside it, each host image queried with its own strongest rows is
+// where there is one. With a GPU tier beside it, each host image queried with rows of its own digest is
 // found by its digest alone. Streamed digests (IndexOptions::stream_host_digests: each search copies the
 // host slots' first rows, in batches of 15 images that leave a block's last digest slot part-used) give
 // the kept digests' scores, with and without a GPU tier beside them.
@@ -270,8 +275,11 @@ TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
     for (int k = 0; k < 3; ++k) {
       const GalleryEntry& t = entries[rng() % entries.size()];
       texture::Features q = random_entry("q", rng, 700 + int(rng() % 69)).features;
-      std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(60) * match::kDim),
-                  q.descriptors.begin());
+      // 60 rows of its digest (IndexOptions::digest_order)
+      const std::vector<int> order = texture::digest_order(t.features, texture::IndexOptions{}.digest_order);
+      for (size_t r = 0; r < std::min(order.size(), size_t(60)); ++r)
+        std::copy_n(t.features.descriptors.begin() + size_t(order[r]) * match::kDim, match::kDim,
+                    q.descriptors.begin() + r * match::kDim);
       const auto exact = scores_by_id(cpu, q, {});
       const auto want = scores_by_id(cpu, q, two);
       EXPECT_EQ(want.at(t.id), exact.at(t.id)) << t.id << " not found by its digest on the CPU path";

@@ -35,6 +35,13 @@ inline texture::GalleryEntry random_gallery_entry(const std::string& id, std::mt
   return e;
 }
 
+// Keypoint sizes in no relation to the stored order, so that an index's digest rows (the largest
+// keypoints': IndexOptions::digest_order) are not its first ones. Not in random_gallery_entry: the fuzz
+// corpora hold entries that it wrote.
+inline void vary_keypoint_sizes(texture::Features& f) {
+  for (size_t i = 0; i < f.keypoints.size(); ++i) f.keypoints[i].size = 2.f + float(i * 37 % 29);
+}
+
 struct SiftPool {
   std::vector<texture::Keypoint> keypoints;
   std::vector<uint8_t> descriptors;  // 8-bit RootSIFT, kDim per keypoint

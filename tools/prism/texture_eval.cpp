@@ -27,7 +27,7 @@
 // the queries' keypoint counts), the table docs/TEXTUREID.md's choice rests on.
 //
 // Digest prefilter (issue 20, --digest ROWS): whether a search that matches only a digest of each
-// gallery image (its ROWS strongest descriptors, 768 / ROWS images' digests packed into one slot as one
+// gallery image (ROWS of its descriptors in --digest-order, 768 / ROWS images' digests packed into one slot as one
 // matcher image) would still rank the genuine product's slot first, the question behind an
 // approximate host tier (a GPU-resident digest of the host tier, the best slots re-matched exactly).
 // Measured on the 8-bit index: the genuine slot's rank among all slots by ratio-test score, against
@@ -69,6 +69,7 @@ constexpr const char* kEvalUsage =
     "usage: prism texture eval [--data DIR] [--out DIR] [--textures N] [--impostors N] [--device D] [--seed S]\n"
     "                          [--precision u8|fp16|both] [--normalise NAME] [--candidates]\n"
     "                          [--enrol-device D] [--query-device D] [--digest ROWS[,ROWS...]]\n"
+    "                          [--digest-order O[,O...]]\n"
     "\n"
     "  --data DIR       ../shared/data (sun8/, textures/skimage/, textures/kth-tips-gray/, oxford-affine/)\n"
     "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
@@ -84,8 +85,10 @@ constexpr const char* kEvalUsage =
     "                   (default: the poor-light choice, clahe-4-8)\n"
     "  --candidates     first compare the candidate normalisations on the synthetic perturbations\n"
     "                   (none, equalizeHist, CLAHE settings, local mean/std) and report them\n"
-    "  --digest ROWS    also rank each query's product among digests of ROWS strongest rows per image\n"
+    "  --digest ROWS    also rank each query's product among digests of ROWS rows per image\n"
     "                   (768 / ROWS images a slot; ROWS a divisor of 768 from 16 to 384; 8-bit)\n"
+    "  --digest-order O[,O...]  which rows make a digest: largest (SIFT scale; the index's, the default),\n"
+    "                   strongest (response) or spread (a 4 x 4 grid's strongest in turn)\n"
     "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
 
 // The SIFT a FeatureParams::device selects, as the report names it.
@@ -314,10 +317,11 @@ struct PrecisionRun {
   double threshold = 0;
 };
 
-// --digest: slots of `rows` strongest rows of `per_slot` products each, matched as one image; the rank
+// --digest: slots of `rows` rows (in `order`) of `per_slot` products each, matched as one image; the rank
 // of the genuine product's slot per query set.
 struct DigestRun {
   int rows = 0, per_slot = 0;
+  texture::DigestOrder order = texture::DigestOrder::kStrongest;
   std::unique_ptr<texture::TextureIndex> index;
   std::vector<int> slot_of;  // exact index position -> digest index position
   struct Tally {
@@ -327,10 +331,11 @@ struct DigestRun {
   std::map<std::string, Tally> tally;
 };
 
-// The digest entries: product p's first `rows` rows (strongest first) at rows [p % per_slot * rows, ...)
-// of slot p / per_slot. A product with fewer rows, and a last slot with fewer products, is padded with
-// rows of 255 (|g|^2 = 8.3 M against about 0.26 M for RootSIFT's rows: never a nearest neighbour).
-std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Features>& products, int rows) {
+// The digest entries: product p's first `rows` rows in `order` (texture::digest_order) at rows
+// [p % per_slot * rows, ...) of slot p / per_slot. A product with fewer rows, and a last slot with fewer products, is
+// padded with rows of 255 (|g|^2 = 8.3 M against about 0.26 M for RootSIFT's rows: never a nearest neighbour).
+std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Features>& products, int rows,
+                                                  texture::DigestOrder order) {
   const int per_slot = match::kSlot / rows;
   std::vector<texture::GalleryEntry> slots;
   for (size_t first = 0; first < products.size(); first += size_t(per_slot)) {
@@ -342,8 +347,10 @@ std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Fea
     f.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
     for (int k = 0; k < per_slot && first + k < products.size(); ++k) {
       const texture::Features& p = products[first + k];
-      const size_t n = size_t(std::min(rows, p.count())) * match::kDim;
-      std::copy_n(p.descriptors.begin(), n, f.descriptors.begin() + size_t(k) * rows * match::kDim);
+      const std::vector<int> taken = texture::digest_order(p, order);
+      for (int r = 0; r < std::min(rows, p.count()); ++r)
+        std::copy_n(p.descriptors.begin() + size_t(taken[r]) * match::kDim, match::kDim,
+                    f.descriptors.begin() + (size_t(k) * rows + r) * match::kDim);
     }
     slots.push_back(std::move(e));
   }
@@ -415,6 +422,7 @@ int texture_eval_command(int argc, char** argv) {
   texture::Normalisation normalisation = texture::poor_light_normalisation();
   bool candidates = false;
   std::vector<int> digest_rows;
+  std::vector<texture::DigestOrder> digest_orders;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -468,6 +476,13 @@ int texture_eval_command(int argc, char** argv) {
             throw std::runtime_error("--digest: " + item + " does not divide " + std::to_string(match::kSlot));
           digest_rows.push_back(rows);
         }
+      } else if (a == "--digest-order") {
+        std::stringstream list(value());
+        for (std::string item; std::getline(list, item, ',');) try {
+            digest_orders.push_back(texture::parse_digest_order(item));
+          } catch (const std::invalid_argument& e) {
+            throw std::runtime_error(std::string("--digest-order: ") + e.what());
+          }
       } else
         throw std::runtime_error("unknown option '" + a + "'");
     } catch (const std::exception& e) {
@@ -615,18 +630,21 @@ int texture_eval_command(int argc, char** argv) {
     std::vector<DigestRun> digests;
     if (!digest_rows.empty() && precisions.front() != texture::Precision::kU8)
       throw std::runtime_error("--digest measures the 8-bit index: run it with --precision u8 or both");
-    for (int rows : digest_rows) {
-      DigestRun d;
-      d.rows = rows;
-      d.per_slot = match::kSlot / rows;
-      texture::IndexOptions o;
-      o.device = device;
-      d.index = std::make_unique<texture::TextureIndex>(o);
-      d.index->build(digest_entries(gf, rows));
-      for (size_t p = 0; p < entries.size(); ++p)
-        d.slot_of.push_back(d.index->find("digest-" + std::to_string(p / size_t(d.per_slot))));
-      digests.push_back(std::move(d));
-    }
+    if (digest_orders.empty()) digest_orders.push_back(texture::IndexOptions{}.digest_order);  // the index's
+    for (int rows : digest_rows)
+      for (texture::DigestOrder order : digest_orders) {
+        DigestRun d;
+        d.rows = rows;
+        d.per_slot = match::kSlot / rows;
+        d.order = order;
+        texture::IndexOptions o;
+        o.device = device;
+        d.index = std::make_unique<texture::TextureIndex>(o);
+        d.index->build(digest_entries(gf, rows, order));
+        for (size_t p = 0; p < entries.size(); ++p)
+          d.slot_of.push_back(d.index->find("digest-" + std::to_string(p / size_t(d.per_slot))));
+        digests.push_back(std::move(d));
+      }
     std::fprintf(
         stderr,
         "eval: %zu products enrolled (%.0f features each on average, %.1f images/s on %d threads), matching on %s\n",
@@ -1011,8 +1029,9 @@ int texture_eval_command(int argc, char** argv) {
     }
     for (const DigestRun& d : digests) {
       const int slots = int(d.index->size());
-      md << "\nDigest prefilter (--digest " << d.rows << "): " << d.per_slot << " products' " << d.rows
-         << " strongest rows per slot, " << slots << " slots; ranks by ratio-test score, ties against the genuine.\n\n"
+      md << "\nDigest prefilter (--digest " << d.rows << " --digest-order " << texture::digest_order_name(d.order)
+         << "): " << d.per_slot << " products' " << d.rows << " rows per slot, " << slots
+         << " slots; ranks by ratio-test score, ties against the genuine.\n\n"
          << "| queries | n | exact: genuine product first | digest: its slot first | digest: its slot in the top 1% ("
          << std::max(1, slots / 100)
          << ") | of those first exactly, first by digest | margin: genuine / best other slot, median (10th percentile) "
@@ -1037,8 +1056,11 @@ int texture_eval_command(int argc, char** argv) {
          << cv::format(" | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", pct(all.exact_first, all.queries),
                        pct(all.first, all.queries), pct(all.top_percent, all.queries), pct(all.kept, all.exact_first))
          << margins(all.margin) << "\n";
-      std::fprintf(stderr, "eval: digest %d rows: the genuine slot first for %.1f%% of %d queries (exact: %.1f%%)\n",
-                   d.rows, pct(all.first, all.queries), all.queries, pct(all.exact_first, all.queries));
+      std::fprintf(stderr,
+                   "eval: digest %d rows, %s: the genuine slot first for %.1f%% of %d queries (%.1f%% of those first "
+                   "exactly; exact: %.1f%%)\n",
+                   d.rows, texture::digest_order_name(d.order), pct(all.first, all.queries), all.queries,
+                   pct(all.kept, all.exact_first), pct(all.exact_first, all.queries));
     }
     const std::string report = cand_md.str() + head.str() + md.str();
     std::ofstream(out / "texture-eval.md") << report;

@@ -45,7 +45,7 @@ constexpr const char* kUsage =
     "                       every front then applies to its queries\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n"
-    "  --digest-rows N      keep a digest of every host-memory product (its N strongest descriptors; N\n"
+    "  --digest-rows N      keep a digest of every host-memory product (the N of its largest keypoints; N\n"
     "                       divides 768, 16..384), out of --gpu-memory, for searches that ask for\n"
     "                       digest_candidates (default 0: none; such searches are then exact)\n"
     "  --stream-digests     with --digest-rows: keep no digests; each digest search copies the\n"
