@@ -248,16 +248,8 @@ __global__ void descriptor_kernel(OctaveTable t, const float* __restrict__ gauss
 }
 
 // An instantiated CUDA graph, destroyed with its owner.
-class GraphExec {
+class GraphExec : public gpu::detail::OwnedHandle<cudaGraphExec_t, cudaGraphExecDestroy> {
  public:
-  GraphExec() = default;
-  ~GraphExec() { reset(); }
-  GraphExec(const GraphExec&) = delete;
-  GraphExec& operator=(const GraphExec&) = delete;
-  void reset() noexcept {
-    if (exec_) cudaGraphExecDestroy(exec_);
-    exec_ = nullptr;
-  }
   // Records what `enqueue` queues on `stream` and instantiates it.
   template <class F>
   void capture(cudaStream_t stream, F enqueue) {
@@ -273,15 +265,11 @@ class GraphExec {
       throw;
     }
     PRISM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    const cudaError_t e = cudaGraphInstantiate(&exec_, graph, 0);
+    const cudaError_t e = cudaGraphInstantiate(&handle_, graph, 0);
     cudaGraphDestroy(graph);
     PRISM_CUDA_CHECK(e);
   }
-  void launch(cudaStream_t stream) const { PRISM_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
-  explicit operator bool() const { return exec_ != nullptr; }
-
- private:
-  cudaGraphExec_t exec_ = nullptr;
+  void launch(cudaStream_t stream) const { PRISM_CUDA_CHECK(cudaGraphLaunch(handle_, stream)); }
 };
 
 dim3 grid_for(int cols, int rows, dim3 block) {

@@ -296,7 +296,9 @@ TEST(EmdTracks, IdsPersistThroughShortMissesWithMotion) {
       EXPECT_NE(first, second);
       continue;
     }
-    if (seen) EXPECT_EQ(dets[0].track_id, first) << "frame " << f;
+    if (seen) {
+      EXPECT_EQ(dets[0].track_id, first) << "frame " << f;
+    }
     EXPECT_EQ(dets.back().track_id, second) << "frame " << f;
     EXPECT_EQ(t.tracks().size(), 2u) << "frame " << f;  // the unseen one coasts
   }

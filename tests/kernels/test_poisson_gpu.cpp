@@ -83,7 +83,9 @@ CloneDiff expect_close(const CloneCase& c, const cv::Mat& ours, const cv::Mat& r
   std::cout << "  " << method << " " << c.name << ": box " << inside.str() << "\n";
   EXPECT_EQ(whole.differing, inside.differing) << c.name << ": pixels outside the box changed";
   EXPECT_LE(whole.max_abs, 1) << method << " " << c.name;
-  if (box.width >= 100 && box.height >= 100) EXPECT_LE(inside.fraction(), 0.001) << method << " " << c.name;
+  if (box.width >= 100 && box.height >= 100) {
+    EXPECT_LE(inside.fraction(), 0.001) << method << " " << c.name;
+  }
   return inside;
 }
 
@@ -104,14 +106,16 @@ void expect_methods_agree(const CloneCase& c, const cv::Mat& a, const cv::Mat& b
 void expect_replay_exact(const CloneCase& c, poisson::CudaCloner& replay, poisson::CudaCloner& automatic,
                          cudaStream_t stream, const cv::Mat& ref) {
   const poisson::Box box = poisson::mask_box({c.mask.data, c.mask.cols, c.mask.rows, (int64_t)c.mask.step, 1});
-  if (std::min(box.width, box.height) < 100)  // where the double methods miss the 0.1% bar
+  if (std::min(box.width, box.height) < 100) {  // where the double methods miss the 0.1% bar
     EXPECT_EQ(automatic.method_for(box.width, box.height), poisson::DstMethod::Replay) << c.name;
+  }
   if (poisson::CudaCloner::replay_cost(box.width, box.height) > 2e9) return;  // seconds per solve
   const CloneDiff d = compare(ours_gpu(c, replay, stream), ref);
   std::cout << "  replay " << c.name << ": " << d.str() << "\n";
   EXPECT_EQ(d.differing, 0u) << "replay " << c.name << ": " << d.str();
-  if (automatic.method_for(box.width, box.height) == poisson::DstMethod::Replay)
+  if (automatic.method_for(box.width, box.height) == poisson::DstMethod::Replay) {
     EXPECT_EQ(compare(ours_gpu(c, automatic, stream), ref).differing, 0u) << "auto " << c.name;
+  }
 }
 
 void run_cases(const std::vector<std::pair<int, int>>& sizes, const cv::Mat& src_image, const cv::Mat& dst_image,

@@ -1161,7 +1161,9 @@ TEST(TextureGalleryPack, ReadersOpenWhileAWriterWrites) {
     for (const GalleryEntry& e : seen) ids.insert(e.id);
     EXPECT_TRUE(ids.count("base"));
     for (int i = 0; i < before; ++i)
-      if (i % 5 != 3) EXPECT_TRUE(ids.count("n" + std::to_string(i))) << "acknowledged n" << i << " missing";
+      if (i % 5 != 3) {
+        EXPECT_TRUE(ids.count("n" + std::to_string(i))) << "acknowledged n" << i << " missing";
+      }
     ++opens;
   }
   stop = true;
@@ -1227,7 +1229,9 @@ TEST(TextureGalleryPack, KilledWritersLeaveEveryAcknowledgedEntry) {
     }
     const Gallery opened = Gallery::open(g);  // throws on anything damaged
     for (const std::string& id : present)
-      if (id != deleting) EXPECT_NE(opened.find(id), nullptr) << "acknowledged " << id << " lost";
+      if (id != deleting) {
+        EXPECT_NE(opened.find(id), nullptr) << "acknowledged " << id << " lost";
+      }
     if (!deleting.empty() && !opened.find(deleting)) present.erase(deleting), deleted.insert(deleting);
     for (const std::string& id : deleted) EXPECT_EQ(opened.find(id), nullptr) << "deleted " << id << " is back";
     EXPECT_EQ(as_bytes(opened.entries()), per_file(g)) << "round " << round;

@@ -31,11 +31,6 @@ using texture::TextureIndex;
 
 // An entry of `n` random sparse RootSIFT descriptors (8-bit and FP16) at random keypoint positions, of
 // sizes that put its digest rows out of the stored order.
-GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
-  GalleryEntry e = test::random_gallery_entry(id, rng, n, collection);
-  test::vary_keypoint_sizes(e.features);
-  return e;
-}
 
 // The reference: the matcher over the entries packed flat in `order`, one slot each.
 std::vector<int> flat_scores(const std::vector<const GalleryEntry*>& order, const texture::Features& q) {
@@ -63,7 +58,7 @@ std::vector<int> flat_scores(const std::vector<const GalleryEntry*>& order, cons
 
 // A query sharing `shared` descriptors with `e` among random ones.
 texture::Features query_from(const GalleryEntry& e, std::mt19937& rng, int shared) {
-  texture::Features q = random_entry("q", rng, 48).features;
+  texture::Features q = test::random_index_entry("q", rng, 48).features;
   shared = std::min(shared, e.features.count());
   std::copy_n(e.features.descriptors.begin(), size_t(shared) * match::kDim, q.descriptors.begin());
   std::copy_n(e.features.descriptors_fp16.begin(), size_t(shared) * match::kDim, q.descriptors_fp16.begin());
@@ -135,11 +130,11 @@ TEST(TextureIndexFp16, ScoresEqualTheFp16MatcherThroughLiveUpdates) {
   std::map<std::string, GalleryEntry> model;
   for (int i = 0; i < 11; ++i) {
     const int n = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 20 + int(rng() % 120);
-    GalleryEntry e = fp16_only(random_entry("p" + std::to_string(i), rng, n));
+    GalleryEntry e = fp16_only(test::random_index_entry("p" + std::to_string(i), rng, n));
     index.add(e);
     model[e.id] = e;
   }
-  index.update(model["p5"] = fp16_only(random_entry("p5", rng, 30)));
+  index.update(model["p5"] = fp16_only(test::random_index_entry("p5", rng, 30)));
   EXPECT_TRUE(index.remove("p3"));
   model.erase("p3");
   std::vector<const GalleryEntry*> order;
@@ -161,7 +156,7 @@ TEST(TextureIndexFp16, ScoresEqualTheFp16MatcherThroughLiveUpdates) {
 TEST(TextureIndexFp16, MissingDescriptorsAndScopesAreRefusedNamingThem) {
   std::mt19937 rng(std::random_device{}());
   TextureIndex index(fp16_blocks());
-  GalleryEntry e = random_entry("widget-7", rng, 20);
+  GalleryEntry e = test::random_index_entry("widget-7", rng, 20);
   e.features.descriptors_fp16.clear();
   try {
     index.add(e);
@@ -170,18 +165,18 @@ TEST(TextureIndexFp16, MissingDescriptorsAndScopesAreRefusedNamingThem) {
     EXPECT_NE(std::string(ex.what()).find("widget-7"), std::string::npos) << ex.what();
   }
   EXPECT_EQ(index.size(), 0u);
-  index.add(random_entry("widget-8", rng, 20, "lot1"));
+  index.add(test::random_index_entry("widget-8", rng, 20, "lot1"));
   e.id = "widget-8";
   EXPECT_THROW(index.update(e), std::invalid_argument);
   texture::SearchParams scoped;
   scoped.collections = {"lot1"};
   try {
-    index.search(random_entry("q", rng, 20).features, scoped);
+    index.search(test::random_index_entry("q", rng, 20).features, scoped);
     ADD_FAILURE() << "a scoped search of an FP16 index ran";
   } catch (const std::invalid_argument& ex) {
     EXPECT_NE(std::string(ex.what()).find("lot1"), std::string::npos) << ex.what();
   }
-  texture::Features q = random_entry("q", rng, 20).features;
+  texture::Features q = test::random_index_entry("q", rng, 20).features;
   q.descriptors_fp16.clear();
   EXPECT_THROW(index.search(q, {}), std::invalid_argument);
 }
@@ -193,7 +188,7 @@ TEST(TextureIndexLive, DescriptorsShortOfTheKeypointsAreRefusedNamingThem) {
   texture::IndexOptions o = small_blocks(100);
   o.host_digest_rows = 128;
   TextureIndex index(o);
-  GalleryEntry e = random_entry("widget-9", rng, 40);
+  GalleryEntry e = test::random_index_entry("widget-9", rng, 40);
   e.features.descriptors.resize(30 * match::kDim);
   for (bool update : {false, true}) {
     try {
@@ -203,7 +198,7 @@ TEST(TextureIndexLive, DescriptorsShortOfTheKeypointsAreRefusedNamingThem) {
       EXPECT_NE(std::string(ex.what()).find("widget-9"), std::string::npos) << ex.what();
       EXPECT_NE(std::string(ex.what()).find("40 keypoints"), std::string::npos) << ex.what();
     }
-    if (!update) index.add(random_entry("widget-9", rng, 40));
+    if (!update) index.add(test::random_index_entry("widget-9", rng, 40));
   }
   EXPECT_EQ(index.size(), 1u);
   try {
@@ -250,14 +245,15 @@ TEST(TextureIndexLive, AddUpdateRemoveMatchAModel) {
   for (int step = 0; step < 120; ++step) {
     const int op = int(rng() % 4);
     if (op <= 1 || model.size() < 3) {
-      GalleryEntry e = random_entry("p" + std::to_string(next++), rng, 5 + int(rng() % 60), rng() % 2 ? "a" : "");
+      GalleryEntry e =
+          test::random_index_entry("p" + std::to_string(next++), rng, 5 + int(rng() % 60), rng() % 2 ? "a" : "");
       index.add(e);
       EXPECT_THROW(index.add(e), texture::GalleryError);  // the id is taken
       model[e.id] = e;
     } else {
       auto it = std::next(model.begin(), rng() % model.size());
       if (op == 2) {
-        GalleryEntry e = random_entry(it->first, rng, 5 + int(rng() % 60), rng() % 2 ? "b" : "");
+        GalleryEntry e = test::random_index_entry(it->first, rng, 5 + int(rng() % 60), rng() % 2 ? "b" : "");
         index.update(e);
         it->second = e;
       } else {
@@ -283,22 +279,22 @@ TEST(TextureIndexLive, AddUpdateRemoveMatchAModel) {
     EXPECT_EQ(r.searched, model.size());
     EXPECT_EQ(r.best.id, target.id);
   }
-  EXPECT_THROW(index.update(random_entry("nobody", rng, 8)), texture::GalleryError);
+  EXPECT_THROW(index.update(test::random_index_entry("nobody", rng, 8)), texture::GalleryError);
   index.clear();
   EXPECT_EQ(index.size(), 0u);
-  EXPECT_EQ(index.search(random_entry("q", rng, 8).features, {}).best.index, -1);
+  EXPECT_EQ(index.search(test::random_index_entry("q", rng, 8).features, {}).best.index, -1);
 }
 
 TEST(TextureIndexLive, AnAddPastTheHostBudgetIsRefusedNamingIt) {
   std::mt19937 rng(7);
   TextureIndex index(small_blocks(3));
-  for (int i = 0; i < 3; ++i) index.add(random_entry("p" + std::to_string(i), rng, 20));
+  for (int i = 0; i < 3; ++i) index.add(test::random_index_entry("p" + std::to_string(i), rng, 20));
   const texture::IndexStats s = index.stats();
   EXPECT_EQ(s.host_images, 3u);
   EXPECT_EQ(s.host_capacity, 3u);
   EXPECT_EQ(s.gpu_images, 0u);
   try {
-    index.add(random_entry("p3", rng, 20));
+    index.add(test::random_index_entry("p3", rng, 20));
     FAIL() << "an add past the budget must throw";
   } catch (const texture::IndexFull& e) {
     EXPECT_NE(std::string(e.what()).find("host budget"), std::string::npos) << e.what();
@@ -306,7 +302,7 @@ TEST(TextureIndexLive, AnAddPastTheHostBudgetIsRefusedNamingIt) {
   EXPECT_EQ(index.size(), 3u);
   EXPECT_EQ(index.find("p3"), -1);
   EXPECT_TRUE(index.remove("p1"));
-  index.add(random_entry("p3", rng, 20));  // room again
+  index.add(test::random_index_entry("p3", rng, 20));  // room again
   EXPECT_EQ(index.find("p3"), 2);
 }
 
@@ -322,7 +318,7 @@ TEST(TextureIndexLive, AnAddPastTheMachinesMemoryIsRefusedNamingIt) {
   o.host_reserve = std::numeric_limits<int64_t>::max() / 4;  // more than any machine has available
   TextureIndex index(o);
   try {
-    index.add(random_entry("p0", rng, 20));
+    index.add(test::random_index_entry("p0", rng, 20));
     FAIL() << "an add that would leave less than the reserve must throw";
   } catch (const texture::IndexFull& e) {
     const std::string what = e.what();
@@ -332,11 +328,11 @@ TEST(TextureIndexLive, AnAddPastTheMachinesMemoryIsRefusedNamingIt) {
   }
   EXPECT_EQ(index.size(), 0u);
   EXPECT_EQ(index.stats().host_bytes, 0u);
-  EXPECT_EQ(index.search(random_entry("q", rng, 8).features, {}).best.index, -1);  // still usable
+  EXPECT_EQ(index.search(test::random_index_entry("q", rng, 8).features, {}).best.index, -1);  // still usable
 
   o.host_reserve = 0;  // the check off: the budget alone decides
   TextureIndex unchecked(o);
-  for (int i = 0; i < 6; ++i) unchecked.add(random_entry("p" + std::to_string(i), rng, 20));
+  for (int i = 0; i < 6; ++i) unchecked.add(test::random_index_entry("p" + std::to_string(i), rng, 20));
   EXPECT_EQ(unchecked.size(), 6u);
 }
 
@@ -345,7 +341,10 @@ TEST(TextureIndexLive, CollectionsScopeTheSearch) {
   TextureIndex index(small_blocks());
   std::vector<GalleryEntry> entries;
   for (int i = 0; i < 24; ++i) {
-    entries.push_back(random_entry("p" + std::to_string(i), rng, 30, i % 3 == 0 ? "lotA" : i % 3 == 1 ? "lotB" : ""));
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, 30,
+                                               i % 3 == 0   ? "lotA"
+                                               : i % 3 == 1 ? "lotB"
+                                                            : ""));
     index.add(entries.back());
   }
   const texture::Features q = query_from(entries[4], rng, 12);  // p4 is in lotB
@@ -383,7 +382,7 @@ TEST(TextureIndexLive, ConcurrentSearchesSeeEveryReturnedWrite) {
   TextureIndex index(small_blocks());
   std::vector<GalleryEntry> stable;
   for (int i = 0; i < 8; ++i) {
-    stable.push_back(random_entry("s" + std::to_string(i), rng, 24));
+    stable.push_back(test::random_index_entry("s" + std::to_string(i), rng, 24));
     index.add(stable.back());
   }
   std::vector<texture::Features> stable_queries;
@@ -403,12 +402,12 @@ TEST(TextureIndexLive, ConcurrentSearchesSeeEveryReturnedWrite) {
   int failures = 0;
   std::vector<std::string> churn;
   for (int k = 0; k < 60; ++k) {
-    GalleryEntry e = random_entry("c" + std::to_string(k), rng, 24);
+    GalleryEntry e = test::random_index_entry("c" + std::to_string(k), rng, 24);
     index.add(e);
     failures += index.search(query_from(e, rng, 10), {}).best.id != e.id;
     churn.push_back(e.id);
     if (k % 3 == 2) {
-      GalleryEntry u = random_entry(churn[k - 1], rng, 24);
+      GalleryEntry u = test::random_index_entry(churn[k - 1], rng, 24);
       index.update(u);
       failures += index.search(query_from(u, rng, 10), {}).best.id != u.id;
     }
@@ -448,7 +447,8 @@ TEST(TextureIndexDigest, EveryImageIsFoundByItsDigestThroughLiveUpdates) {
     std::vector<GalleryEntry> entries;
     int next = 0;
     auto fresh = [&] {
-      return random_entry("p" + std::to_string(next++), rng, rng() % 3 ? 20 + int(rng() % 749) : 5 + int(rng() % 40));
+      return test::random_index_entry("p" + std::to_string(next++), rng,
+                                      rng() % 3 ? 20 + int(rng() % 749) : 5 + int(rng() % 40));
     };
     auto check = [&](const char* when) {
       SCOPED_TRACE(when);
@@ -524,7 +524,7 @@ TEST(TextureIndexDigest, AOneRowImageNeverOutranksTheOthers) {
   TextureIndex streamed(o);
   std::vector<GalleryEntry> entries;
   for (int i = 0; i < 14; ++i) {
-    entries.push_back(random_entry("p" + std::to_string(i), rng, i == 6 ? 1 : 30 + int(rng() % 170)));
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, i == 6 ? 1 : 30 + int(rng() % 170)));
     exact.add(entries.back());
     digested.add(entries.back());
     streamed.add(entries.back());
@@ -555,10 +555,10 @@ TEST(TextureIndexDigest, DigestsShareTheBudgetAndBadSettingsAreRefused) {
   const size_t capacity = index.stats().host_capacity;
   EXPECT_LT(capacity, 30u);
   EXPECT_GE(capacity, 20u);
-  for (size_t i = 0; i < capacity; ++i) index.add(random_entry("p" + std::to_string(i), rng, 30));
+  for (size_t i = 0; i < capacity; ++i) index.add(test::random_index_entry("p" + std::to_string(i), rng, 30));
   const texture::IndexStats s = index.stats();
   EXPECT_LE(s.host_bytes + s.digest_bytes, size_t(o.host_budget));
-  EXPECT_THROW(index.add(random_entry("over", rng, 30)), texture::IndexFull);
+  EXPECT_THROW(index.add(test::random_index_entry("over", rng, 30)), texture::IndexFull);
   for (int bad : {100, 8, 768, -3}) {
     o.host_digest_rows = bad;
     try {

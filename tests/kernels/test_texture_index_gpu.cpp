@@ -25,12 +25,6 @@ namespace {
 
 using texture::GalleryEntry;
 
-GalleryEntry random_entry(const std::string& id, std::mt19937& rng, int n, const std::string& collection = "") {
-  GalleryEntry e = test::random_gallery_entry(id, rng, n, collection);
-  test::vary_keypoint_sizes(e.features);
-  return e;
-}
-
 texture::IndexOptions options(texture::Device d, int64_t gpu_slots, int64_t host_slots,
                               texture::Precision precision = texture::Precision::kU8) {
   texture::IndexOptions o;
@@ -65,7 +59,7 @@ TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
   std::vector<GalleryEntry> entries;
   for (int i = 0; i < 30; ++i) {
     const int n = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 5 + int(rng() % 200);
-    entries.push_back(random_entry("p" + std::to_string(i), rng, n, i % 3 ? "a" : "b"));
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, n, i % 3 ? "a" : "b"));
     cpu.add(entries.back());
     for (auto* g : gpus) g->add(entries.back());
   }
@@ -76,7 +70,7 @@ TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
   auto compare = [&](const char* when) {
     for (int k = 0; k < 3; ++k) {
       const GalleryEntry& t = entries[3 + rng() % (entries.size() - 3)];
-      texture::Features q = random_entry("q", rng, 100 + int(rng() % 600), "").features;
+      texture::Features q = test::random_index_entry("q", rng, 100 + int(rng() % 600), "").features;
       std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(40) * match::kDim),
                   q.descriptors.begin());
       for (const texture::SearchParams& p : {texture::SearchParams{}, [] {
@@ -103,11 +97,11 @@ TEST(TextureIndexGpu, TiersEqualTheCpuPathBitForBit) {
     for (auto* g : gpus) EXPECT_TRUE(g->remove(entries[i].id));
   }
   for (int i = 30; i < 36; ++i) {
-    entries.push_back(random_entry("p" + std::to_string(i), rng, 50, "b"));
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, 50, "b"));
     cpu.add(entries.back());
     for (auto* g : gpus) g->add(entries.back());
   }
-  GalleryEntry changed = random_entry("p4", rng, 300, "b");
+  GalleryEntry changed = test::random_index_entry("p4", rng, 300, "b");
   cpu.update(changed);
   for (auto* g : gpus) g->update(changed);
   EXPECT_EQ(split.stats().gpu_images, 7u);
@@ -147,7 +141,7 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
   int next_id = 0;
   auto fresh = [&] {
     const int n = rng() % 4 == 0 ? match::kSlot : 2 + int(rng() % 700);
-    return random_entry("p" + std::to_string(next_id++), rng, n, rng() % 3 ? "a" : "b");
+    return test::random_index_entry("p" + std::to_string(next_id++), rng, n, rng() % 3 ? "a" : "b");
   };
   for (int i = 0; i < gpu_slots + 40; ++i) {
     entries.push_back(fresh());
@@ -165,7 +159,8 @@ TEST(TextureIndexGpu, TheGpuTiersNormsFollowLiveUpdates) {
     ASSERT_FALSE(in_a_members.empty()) << when;
     for (int k = 0; k < 3; ++k) {
       const GalleryEntry& t = *in_a_members[rng() % in_a_members.size()];
-      texture::Features q = random_entry("q", rng, 520 + int(rng() % 249), "").features;  // 528..768 rows padded
+      texture::Features q =
+          test::random_index_entry("q", rng, 520 + int(rng() % 249), "").features;  // 528..768 rows padded
       // 60 rows of its digest (IndexOptions::digest_order)
       const std::vector<int> order = texture::digest_order(t.features, texture::IndexOptions{}.digest_order);
       for (size_t r = 0; r < std::min(order.size(), size_t(60)); ++r)
@@ -255,7 +250,7 @@ TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
   int next = 0;
   auto fresh = [&] {
     const int n = rng() % 4 == 0 ? match::kSlot : 5 + int(rng() % 700);
-    return random_entry("p" + std::to_string(next++), rng, n);
+    return test::random_index_entry("p" + std::to_string(next++), rng, n);
   };
   for (int i = 0; i < images; ++i) {
     entries.push_back(fresh());
@@ -274,7 +269,7 @@ TEST(TextureIndexGpu, DigestSearchesEqualTheCpuPath) {
     every.digest_candidates = 1 << 20;
     for (int k = 0; k < 3; ++k) {
       const GalleryEntry& t = entries[rng() % entries.size()];
-      texture::Features q = random_entry("q", rng, 700 + int(rng() % 69)).features;
+      texture::Features q = test::random_index_entry("q", rng, 700 + int(rng() % 69)).features;
       // 60 rows of its digest (IndexOptions::digest_order)
       const std::vector<int> order = texture::digest_order(t.features, texture::IndexOptions{}.digest_order);
       for (size_t r = 0; r < std::min(order.size(), size_t(60)); ++r)
@@ -328,7 +323,7 @@ TEST(TextureIndexGpu, Fp16TiersEqualTheFp16CpuPath) {
   std::vector<GalleryEntry> entries;
   for (int i = 0; i < 20; ++i) {
     const int n = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 20 + int(rng() % 200);
-    entries.push_back(random_entry("p" + std::to_string(i), rng, n, ""));
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, n, ""));
     cpu.add(entries.back());
     for (auto* g : gpus) g->add(entries.back());
   }
@@ -338,7 +333,7 @@ TEST(TextureIndexGpu, Fp16TiersEqualTheFp16CpuPath) {
   EXPECT_EQ(split.stats().host_images, 14u);
   for (int k = 0; k < 4; ++k) {
     const GalleryEntry& t = entries[3 + k * 4 + (k > 0)];  // p3, p8, p12, p16 (p7 is gone)
-    texture::Features q = random_entry("q", rng, 100 + int(rng() % 600), "").features;
+    texture::Features q = test::random_index_entry("q", rng, 100 + int(rng() % 600), "").features;
     const size_t shared = std::min(t.features.descriptors_fp16.size(), size_t(40) * match::kDim);
     std::copy_n(t.features.descriptors_fp16.begin(), shared, q.descriptors_fp16.begin());
     std::copy_n(t.features.descriptors.begin(), shared, q.descriptors.begin());
@@ -372,7 +367,7 @@ TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
   std::vector<int> order{0, 1, 2, 3, 4, 5, 6, 7};
   std::shuffle(order.begin(), order.end(), rng);
   for (int i : order) {
-    GalleryEntry e = random_entry("p" + std::to_string(i), rng, 20, "");
+    GalleryEntry e = test::random_index_entry("p" + std::to_string(i), rng, 20, "");
     e.enrolled_unix = 1700000000 + i;  // p7 is the newest
     index.add(e);
   }
@@ -401,7 +396,7 @@ TEST(TextureIndexGpu, AGpuBudgetBeyondTheCardIsRefusedNamingIt) {
   o.host_reserve = 0;              // the block's keypoint records in host memory are not what this test is about
   texture::TextureIndex index(o);
   try {
-    index.add(random_entry("p0", rng, 20));
+    index.add(test::random_index_entry("p0", rng, 20));
     FAIL() << "a GPU block beyond the card's memory must throw";
   } catch (const texture::IndexFull& e) {
     const std::string what = e.what();
@@ -420,7 +415,7 @@ TEST(TextureIndexGpu, ConcurrentSearchesAnswerAsOneAtATime) {
   texture::TextureIndex index(options(texture::Device::kCuda, 12, 1000));
   std::vector<GalleryEntry> entries;
   for (int i = 0; i < 24; ++i) {
-    entries.push_back(random_entry("p" + std::to_string(i), rng, 60 + int(rng() % 300), i % 2 ? "a" : "b"));
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, 60 + int(rng() % 300), i % 2 ? "a" : "b"));
     index.add(entries.back());
   }
   struct Ask {
@@ -431,7 +426,7 @@ TEST(TextureIndexGpu, ConcurrentSearchesAnswerAsOneAtATime) {
   std::vector<Ask> asks;
   for (int k = 0; k < 8; ++k) {
     const GalleryEntry& t = entries[rng() % entries.size()];
-    Ask a{random_entry("q", rng, 200 + int(rng() % 400), "").features, {}, t.id};
+    Ask a{test::random_index_entry("q", rng, 200 + int(rng() % 400), "").features, {}, t.id};
     std::copy_n(t.features.descriptors.begin(), std::min(t.features.descriptors.size(), size_t(50) * match::kDim),
                 a.query.descriptors.begin());
     if (k % 2) a.params.collections = {"a"};

@@ -672,7 +672,9 @@ TEST(RepositoryConfigs, LiveConfigsQueueLeakilyBeforeAnAsyncAnalysis) {
     if (skipped || HasFailure()) continue;
     const bool camera = std::string(name) == "live-camera.yaml";
     EXPECT_EQ(factory_of(config, "src"), camera ? "v4l2src" : "uridecodebin");
-    if (!camera) EXPECT_EQ(property(config, "src", "uri").rfind("rtsp://", 0), 0u) << property(config, "src", "uri");
+    if (!camera) {
+      EXPECT_EQ(property(config, "src", "uri").rfind("rtsp://", 0), 0u) << property(config, "src", "uri");
+    }
     EXPECT_EQ(factory_of(config, "q"), "queue");
     EXPECT_EQ(property(config, "q", "leaky"), "downstream");
     EXPECT_EQ(property(config, "q", "max-size-buffers"), "1");

@@ -230,7 +230,9 @@ TEST(HttpApi, DigestSearchesAnswerAsTheIndexWithTheSameDigests) {
     EXPECT_LE(got["searched"].get<int>(), 3);
     EXPECT_EQ(got["searched"].get<int>() + got["digested"].get<int>(), 9);
     EXPECT_EQ(got["id"], "p" + std::to_string(i)) << got.dump();
-    if (want.identified) EXPECT_EQ(got["id"], want.best.id);
+    if (want.identified) {
+      EXPECT_EQ(got["id"], want.best.id);
+    }
     const json exact = body_of(post_image(c, "/v1/search", query));
     EXPECT_EQ(exact["searched"], 9);
     EXPECT_EQ(exact["digested"], 0);

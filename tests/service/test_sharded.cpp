@@ -86,7 +86,7 @@ TEST(ShardProtocol, OutOfRangeNumbersDeadlinesAndStatusesAreRefused) {
   json p = shard::params_json(texture::SearchParams{});
   p["shortlist"] = 20.0;
   EXPECT_EQ(shard::params_from(p).shortlist, 20);
-  for (const json bad : {json(1e30), json(3000000000u), json(-3000000000ll), json(2.5), json("20")}) {
+  for (const json& bad : {json(1e30), json(3000000000u), json(-3000000000ll), json(2.5), json("20")}) {
     p["shortlist"] = bad;
     EXPECT_THROW(shard::params_from(p), json::type_error) << bad;
   }
@@ -97,7 +97,7 @@ TEST(ShardProtocol, OutOfRangeNumbersDeadlinesAndStatusesAreRefused) {
   EXPECT_EQ(shard::params_from(p).digest_candidates, 7);
   p.erase("digest_candidates");
   EXPECT_EQ(shard::params_from(p).digest_candidates, 0);
-  for (const json bad : {json(-1), json(1e30), json(2.5), json("7")}) {
+  for (const json& bad : {json(-1), json(1e30), json(2.5), json("7")}) {
     p["digest_candidates"] = bad;
     EXPECT_THROW(shard::params_from(p), json::type_error) << bad;
   }

@@ -42,6 +42,14 @@ inline void vary_keypoint_sizes(texture::Features& f) {
   for (size_t i = 0; i < f.keypoints.size(); ++i) f.keypoints[i].size = 2.f + float(i * 37 % 29);
 }
 
+// The index tests' entries: random_gallery_entry with varied keypoint sizes.
+inline texture::GalleryEntry random_index_entry(const std::string& id, std::mt19937& rng, int n,
+                                                const std::string& collection = "") {
+  texture::GalleryEntry e = random_gallery_entry(id, rng, n, collection);
+  vary_keypoint_sizes(e.features);
+  return e;
+}
+
 struct SiftPool {
   std::vector<texture::Keypoint> keypoints;
   std::vector<uint8_t> descriptors;  // 8-bit RootSIFT, kDim per keypoint
