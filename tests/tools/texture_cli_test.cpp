@@ -266,8 +266,10 @@ TEST(TextureCli, EvalLowLightMakesDarkCaptures) {
     GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/sun8 not found (set PRISM_DATA_DIR)";
   }
   TempDir dir;
-  const auto r = run_prism({"texture", "eval", "--data", data, "--out", (dir.path() / "eval").string(), "--textures",
-                            "2", "--impostors", "1", "--device", "cpu", "--precision", "u8", "--normalise", "none"});
+  const auto r = run_prism({"texture",     "eval", "--data",        data,   "--out",    (dir.path() / "eval").string(),
+                            "--textures",  "2",    "--impostors",   "2",    "--device", "cpu",
+                            "--precision", "u8",   "--normalise",   "none", "--digest", "128",
+                            "--decoys",    "60",   "--digest-keep", "1,13"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("contrast normalisation none at enrolment and query"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("| lowlight | 13 | "), std::string::npos) << r.output;
@@ -278,6 +280,15 @@ TEST(TextureCli, EvalLowLightMakesDarkCaptures) {
   EXPECT_GE(std::stoi(m[1]), 7) << "captures with a mean grey under 40, of 13";
   EXPECT_GE(std::stoi(m[2]), std::stoi(m[3]));  // median >= min
   EXPECT_TRUE(fs::exists(dir.path() / "eval" / "texture-eval.md"));
+  // In the same run (one CPU eval is a minute), --decoys: the digest slots gain the decoys' (60 of 128 rows,
+  // 6 a slot: 10 slots beside the 3 that hold the 13 products'), and the share in the K best grows with K.
+  EXPECT_NE(r.output.find("13 slots (60 decoys' digests in 10 of them)"), std::string::npos) << r.output;
+  // | **all** | N | EXACT% | FIRST% | KEPT% | BEST1% | BEST13% | margin |
+  const std::regex all(
+      R"(\| \*\*all\*\* \| [0-9]+ \| [0-9.]+% \| [0-9.]+% \| ([0-9.]+)% \| ([0-9.]+)% \| ([0-9.]+)% \|)");
+  ASSERT_TRUE(std::regex_search(r.output, m, all)) << r.output;
+  EXPECT_EQ(m[1], m[2]) << "first by digest is in the best 1";
+  EXPECT_EQ(std::stod(m[3]), 100.0) << "every slot is in the best 13 of 13";
 }
 
 // The pack's note: a reader that finds pack.log gone rebuilds it and says so on stderr, never in

@@ -31,7 +31,11 @@
 // matcher image) would still rank the genuine product's slot first, the question behind an
 // approximate host tier (a GPU-resident digest of the host tier, the best slots re-matched exactly).
 // Measured on the 8-bit index: the genuine slot's rank among all slots by ratio-test score, against
-// the genuine product's rank in the exact scores.
+// the genuine product's rank in the exact scores. --decoys N adds N generated images' digests to the
+// digest slots (rows drawn at random from the digests of the photos not enrolled: the 2 M benchmark's
+// generator, on real photos' rows), so that the genuine slot's rank can be read against as many
+// slots as a million-scale host tier has; --digest-keep K[,K...] reports the share ranked in the K best
+// (the slots a search with SearchParams::digest_candidates = K re-matches).
 #include <opencv2/calib3d.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -69,7 +73,7 @@ constexpr const char* kEvalUsage =
     "usage: prism texture eval [--data DIR] [--out DIR] [--textures N] [--impostors N] [--device D] [--seed S]\n"
     "                          [--precision u8|fp16|both] [--normalise NAME] [--candidates]\n"
     "                          [--enrol-device D] [--query-device D] [--digest ROWS[,ROWS...]]\n"
-    "                          [--digest-order O[,O...]]\n"
+    "                          [--digest-order O[,O...]] [--decoys N] [--digest-keep K[,K...]]\n"
     "\n"
     "  --data DIR       ../shared/data (sun8/, textures/skimage/, textures/kth-tips-gray/, oxford-affine/)\n"
     "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
@@ -89,6 +93,10 @@ constexpr const char* kEvalUsage =
     "                   (768 / ROWS images a slot; ROWS a divisor of 768 from 16 to 384; 8-bit)\n"
     "  --digest-order O[,O...]  which rows make a digest: largest (SIFT scale; the index's, the default),\n"
     "                   strongest (response) or spread (a 4 x 4 grid's strongest in turn)\n"
+    "  --decoys N       also pack N decoy images' digests into the digest slots (rows drawn at random\n"
+    "                   from the digests of the photos not enrolled; default 0)\n"
+    "  --digest-keep K[,K...]  report the genuine slot's share in the K best slots (default: 1% of the\n"
+    "                   slots), the slots a search with that many digest candidates re-matches\n"
     "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
 
 // The SIFT a FeatureParams::device selects, as the report names it.
@@ -324,9 +332,11 @@ struct DigestRun {
   texture::DigestOrder order = texture::DigestOrder::kStrongest;
   std::unique_ptr<texture::TextureIndex> index;
   std::vector<int> slot_of;  // exact index position -> digest index position
+  std::vector<int> keep;     // the Ks of "in the K best slots"
   struct Tally {
-    int queries = 0, exact_first = 0, first = 0, top_percent = 0, kept = 0;
-    std::vector<double> margin;  // the genuine slot's score over the best other slot's (+1 each)
+    int queries = 0, exact_first = 0, first = 0, kept = 0;
+    std::vector<int> kept_top_keep;  // of those first exactly, in the keep[k] best
+    std::vector<double> margin;      // the genuine slot's score over the best other slot's (+1 each)
   };
   std::map<std::string, Tally> tally;
 };
@@ -347,7 +357,7 @@ std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Fea
     f.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
     for (int k = 0; k < per_slot && first + k < products.size(); ++k) {
       const texture::Features& p = products[first + k];
-      const std::vector<int> taken = texture::digest_order(p, order);
+      const std::vector<int> taken = texture::digest_order(p, order, rows);
       for (int r = 0; r < std::min(rows, p.count()); ++r)
         std::copy_n(p.descriptors.begin() + size_t(taken[r]) * match::kDim, match::kDim,
                     f.descriptors.begin() + (size_t(k) * rows + r) * match::kDim);
@@ -355,6 +365,37 @@ std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Fea
     slots.push_back(std::move(e));
   }
   return slots;
+}
+
+// --decoys: `decoys` images' digests, `rows` rows each drawn at random (with replacement) from the pool of the
+// outsiders' digest rows, appended to `index` as slots of 768 / rows decoys ("decoy-K"; the last padded with 255s).
+void add_decoys(texture::TextureIndex& index, const std::vector<texture::Features>& outsiders, int decoys, int rows,
+                texture::DigestOrder order, unsigned seed) {
+  if (decoys == 0) return;
+  std::vector<const uint8_t*> pool;
+  for (const texture::Features& f : outsiders) {
+    const std::vector<int> taken = texture::digest_order(f, order, rows);
+    for (int r = 0; r < std::min(rows, f.count()); ++r)
+      pool.push_back(f.descriptors.data() + size_t(taken[r]) * match::kDim);
+  }
+  if (pool.empty()) throw std::runtime_error("--decoys: the photos not enrolled have no features (--impostors)");
+  std::mt19937 rng(seed * 2654435761u + unsigned(rows));
+  const int per_slot = match::kSlot / rows;
+  const int slots = (decoys + per_slot - 1) / per_slot;
+  Progress progress("eval decoys (" + std::to_string(rows) + " rows)", slots, true);
+  texture::GalleryEntry e;
+  e.features.width = e.features.height = 256;
+  e.features.keypoints.resize(match::kSlot);
+  for (int k = 0; k < slots; ++k) {
+    e.id = "decoy-" + std::to_string(k);
+    e.features.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
+    const int filled = std::min(per_slot, decoys - k * per_slot) * rows;
+    for (int r = 0; r < filled; ++r)
+      std::copy_n(pool[rng() % pool.size()], match::kDim, e.features.descriptors.begin() + size_t(r) * match::kDim);
+    index.add(e);
+    progress.step();
+  }
+  progress.finish();
 }
 
 int accepted(const std::vector<Score>& v, double threshold, int parity = -1) {
@@ -423,6 +464,8 @@ int texture_eval_command(int argc, char** argv) {
   bool candidates = false;
   std::vector<int> digest_rows;
   std::vector<texture::DigestOrder> digest_orders;
+  int decoys = 0;
+  std::vector<int> digest_keep;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -476,6 +519,11 @@ int texture_eval_command(int argc, char** argv) {
             throw std::runtime_error("--digest: " + item + " does not divide " + std::to_string(match::kSlot));
           digest_rows.push_back(rows);
         }
+      } else if (a == "--decoys")
+        decoys = parse_int(a, value(), 0, 100000000);
+      else if (a == "--digest-keep") {
+        std::stringstream list(value());
+        for (std::string item; std::getline(list, item, ',');) digest_keep.push_back(parse_int(a, item, 1, 100000000));
       } else if (a == "--digest-order") {
         std::stringstream list(value());
         for (std::string item; std::getline(list, item, ',');) try {
@@ -489,6 +537,11 @@ int texture_eval_command(int argc, char** argv) {
       std::fprintf(stderr, "prism texture eval: error: %s\n\n%s", e.what(), kEvalUsage);
       return 2;
     }
+  }
+  if ((decoys > 0 || !digest_keep.empty()) && digest_rows.empty()) {
+    std::fprintf(stderr, "prism texture eval: error: %s needs --digest\n\n%s",
+                 decoys > 0 ? "--decoys" : "--digest-keep", kEvalUsage);
+    return 2;
   }
   try {
     init_gstreamer();
@@ -631,6 +684,12 @@ int texture_eval_command(int argc, char** argv) {
     if (!digest_rows.empty() && precisions.front() != texture::Precision::kU8)
       throw std::runtime_error("--digest measures the 8-bit index: run it with --precision u8 or both");
     if (digest_orders.empty()) digest_orders.push_back(texture::IndexOptions{}.digest_order);  // the index's
+    std::vector<texture::Features> outsider_features;  // the decoys' rows come from their digests
+    if (decoys > 0) {
+      std::vector<cv::Mat> o;
+      for (const auto& item : outsiders) o.push_back(item.grey);
+      outsider_features = texture::extract_features_batch(o, fparams);
+    }
     for (int rows : digest_rows)
       for (texture::DigestOrder order : digest_orders) {
         DigestRun d;
@@ -643,6 +702,9 @@ int texture_eval_command(int argc, char** argv) {
         d.index->build(digest_entries(gf, rows, order));
         for (size_t p = 0; p < entries.size(); ++p)
           d.slot_of.push_back(d.index->find("digest-" + std::to_string(p / size_t(d.per_slot))));
+        add_decoys(*d.index, outsider_features, decoys, rows, order, seed);
+        d.keep = digest_keep;
+        if (d.keep.empty()) d.keep.push_back(std::max<int>(1, int(d.index->size()) / 100));
         digests.push_back(std::move(d));
       }
     std::fprintf(
@@ -682,7 +744,9 @@ int texture_eval_command(int argc, char** argv) {
         for (size_t j = 0; j < s.size(); ++j) r += int(j) != i && s[j] >= s[i];
         return r;
       };
+      Progress digest_progress("eval " + set + " digests", int(queries.size()), decoys > 0 && !digests.empty());
       for (size_t q = 0; q < queries.size() && !digests.empty(); ++q) {
+        digest_progress.step();
         const int exact = rank(runs.front().index->scores(qf[q], params), truth[q]);
         for (DigestRun& d : digests) {
           const std::vector<int> s = d.index->scores(qf[q], params);
@@ -691,14 +755,16 @@ int texture_eval_command(int argc, char** argv) {
           ++t.queries;
           t.exact_first += exact == 1;
           t.first += r == 1;
-          t.top_percent += r <= std::max<int>(1, int(s.size()) / 100);
           t.kept += exact == 1 && r == 1;
+          t.kept_top_keep.resize(d.keep.size());
+          for (size_t k = 0; k < d.keep.size(); ++k) t.kept_top_keep[k] += exact == 1 && r <= d.keep[k];
           int other = 0;
           for (size_t j = 0; j < s.size(); ++j)
             if (int(j) != d.slot_of[truth[q]]) other = std::max(other, s[j]);
           t.margin.push_back((s[d.slot_of[truth[q]]] + 1.0) / (other + 1.0));
         }
       }
+      digest_progress.finish();
       for (PrecisionRun& run : runs) {
         texture::TextureIndex& index = *run.index;
         Tally& t = run.tally[set];
@@ -1030,37 +1096,47 @@ int texture_eval_command(int argc, char** argv) {
     for (const DigestRun& d : digests) {
       const int slots = int(d.index->size());
       md << "\nDigest prefilter (--digest " << d.rows << " --digest-order " << texture::digest_order_name(d.order)
-         << "): " << d.per_slot << " products' " << d.rows << " rows per slot, " << slots
-         << " slots; ranks by ratio-test score, ties against the genuine.\n\n"
-         << "| queries | n | exact: genuine product first | digest: its slot first | digest: its slot in the top 1% ("
-         << std::max(1, slots / 100)
-         << ") | of those first exactly, first by digest | margin: genuine / best other slot, median (10th percentile) "
-            "|\n|---|---|---|---|---|---|---|\n";
+         << "): " << d.per_slot << " products' " << d.rows << " rows per slot, " << slots << " slots";
+      if (decoys > 0)
+        md << " (" << decoys << " decoys' digests in " << (decoys + d.per_slot - 1) / d.per_slot << " of them)";
+      md << "; ranks by ratio-test score, ties against the genuine.\n\n"
+         << "| queries | n | exact: genuine product first | digest: its slot first | of those first exactly, first by "
+            "digest |";
+      for (int k : d.keep) md << " of those first exactly, in the best " << k << " |";
+      md << " margin: genuine / best other slot, median (10th percentile) |\n|---|---|---|---|---|";
+      for (size_t k = 0; k < d.keep.size(); ++k) md << "---|";
+      md << "---|\n";
       auto margins = [](std::vector<double> v) {
         if (v.empty()) return std::string(" - |");
         std::sort(v.begin(), v.end());
         return cv::format(" %.1f (%.1f) |", v[v.size() / 2], v[v.size() / 10]);
       };
+      auto row = [&](const std::string& name, const DigestRun::Tally& t) {
+        md << "| " << name << " | " << t.queries
+           << cv::format(" | %.1f%% | %.1f%% | %.1f%% |", pct(t.exact_first, t.queries), pct(t.first, t.queries),
+                         pct(t.kept, t.exact_first));
+        for (size_t k = 0; k < d.keep.size(); ++k)
+          md << cv::format(" %.1f%% |", pct(k < t.kept_top_keep.size() ? t.kept_top_keep[k] : 0, t.exact_first));
+        md << margins(t.margin) << "\n";
+      };
       DigestRun::Tally all;
+      all.kept_top_keep.assign(d.keep.size(), 0);
       for (const auto& name : order) {
         const DigestRun::Tally& t = d.tally.at(name);
-        md << "| " << name << " | " << t.queries
-           << cv::format(" | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", pct(t.exact_first, t.queries),
-                         pct(t.first, t.queries), pct(t.top_percent, t.queries), pct(t.kept, t.exact_first))
-           << margins(t.margin) << "\n";
-        all.queries += t.queries, all.exact_first += t.exact_first, all.first += t.first;
-        all.top_percent += t.top_percent, all.kept += t.kept;
+        row(name, t);
+        all.queries += t.queries, all.exact_first += t.exact_first, all.first += t.first, all.kept += t.kept;
+        for (size_t k = 0; k < t.kept_top_keep.size(); ++k) all.kept_top_keep[k] += t.kept_top_keep[k];
         all.margin.insert(all.margin.end(), t.margin.begin(), t.margin.end());
       }
-      md << "| **all** | " << all.queries
-         << cv::format(" | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", pct(all.exact_first, all.queries),
-                       pct(all.first, all.queries), pct(all.top_percent, all.queries), pct(all.kept, all.exact_first))
-         << margins(all.margin) << "\n";
+      row("**all**", all);
       std::fprintf(stderr,
-                   "eval: digest %d rows, %s: the genuine slot first for %.1f%% of %d queries (%.1f%% of those first "
-                   "exactly; exact: %.1f%%)\n",
-                   d.rows, texture::digest_order_name(d.order), pct(all.first, all.queries), all.queries,
+                   "eval: digest %d rows, %s, %d slots: the genuine slot first for %.1f%% of %d queries (%.1f%% of "
+                   "those first exactly; exact: %.1f%%)",
+                   d.rows, texture::digest_order_name(d.order), slots, pct(all.first, all.queries), all.queries,
                    pct(all.kept, all.exact_first), pct(all.exact_first, all.queries));
+      for (size_t k = 0; k < d.keep.size(); ++k)
+        std::fprintf(stderr, "; in the best %d: %.1f%%", d.keep[k], pct(all.kept_top_keep[k], all.exact_first));
+      std::fprintf(stderr, " of those first exactly\n");
     }
     const std::string report = cand_md.str() + head.str() + md.str();
     std::ofstream(out / "texture-eval.md") << report;
