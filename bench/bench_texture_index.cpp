@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   const texture::IndexStats st = index.stats();
   std::printf("| tiered index: adds (newest to GPU memory, the oldest moved to host) | %zu in %.1f s = %.0f adds/s |\n",
               added, add_s, added / add_s);
-  if (filled_s > 0 && added > gpu_images)
+  if (gpu_images > 0 && filled_s > 0 && added > gpu_images)
     std::printf(
         "| the same: while the GPU tier fills / then (each moves the GPU tier's oldest to host) | %.1f / %.1f us an "
         "add |\n",

@@ -746,7 +746,6 @@ int texture_eval_command(int argc, char** argv) {
       };
       Progress digest_progress("eval " + set + " digests", int(queries.size()), decoys > 0 && !digests.empty());
       for (size_t q = 0; q < queries.size() && !digests.empty(); ++q) {
-        digest_progress.step();
         const int exact = rank(runs.front().index->scores(qf[q], params), truth[q]);
         for (DigestRun& d : digests) {
           const std::vector<int> s = d.index->scores(qf[q], params);
@@ -763,6 +762,7 @@ int texture_eval_command(int argc, char** argv) {
             if (int(j) != d.slot_of[truth[q]]) other = std::max(other, s[j]);
           t.margin.push_back((s[d.slot_of[truth[q]]] + 1.0) / (other + 1.0));
         }
+        digest_progress.step();
       }
       digest_progress.finish();
       for (PrecisionRun& run : runs) {
