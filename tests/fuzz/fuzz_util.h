@@ -27,16 +27,23 @@ namespace prism::fuzz {
 
 // A private folder for this process's input files, removed at exit.
 inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    std::filesystem::path d = std::filesystem::temp_directory_path() / ("prism-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
-    });
-    return d;
+  // Never destroyed: a static path would be destroyed before an atexit handler registered while
+  // constructing it runs, and the handler would remove "" and leave the folder behind.
+  static const std::filesystem::path* const dir = [] {
+    // mkdtemp, not the pid: a process killed before exit leaves its folder behind, and a later
+    // process given the same pid (containers reuse them) would find stale files there.
+    std::string name = (std::filesystem::temp_directory_path() / "prism-fuzz-XXXXXX").string();
+    FUZZ_CHECK(::mkdtemp(name.data()) != nullptr, "mkdtemp failed in the temp directory");
+    return new std::filesystem::path(name);
   }();
-  return dir;
+  static const bool cleanup = [] {
+    return std::atexit([] {
+             std::error_code ec;
+             std::filesystem::remove_all(*dir, ec);
+           }) == 0;
+  }();
+  (void)cleanup;
+  return *dir;
 }
 
 // Writes `size` bytes to `path`, replacing it.

@@ -2,14 +2,12 @@
 
 #include <sys/stat.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -26,11 +24,10 @@ std::string data_dir() {
 }
 
 TempDir::TempDir() {
-  static std::atomic<int> counter{0};
-  std::random_device random;
-  path_ = std::filesystem::temp_directory_path() /
-          ("prism-test-" + std::to_string(random()) + "-" + std::to_string(counter++));
-  std::filesystem::create_directories(path_);
+  // mkdtemp creates a folder no one else has: never a stale one left by a killed run.
+  std::string name = (std::filesystem::temp_directory_path() / "prism-test-XXXXXX").string();
+  if (!::mkdtemp(name.data())) throw std::runtime_error(name + ": mkdtemp failed");
+  path_ = name;
 }
 
 TempDir::~TempDir() {
