@@ -341,26 +341,41 @@ struct DigestRun {
   std::map<std::string, Tally> tally;
 };
 
-// The digest entries: product p's first `rows` rows in `order` (texture::digest_order) at rows
-// [p % per_slot * rows, ...) of slot p / per_slot. A product with fewer rows, and a last slot with fewer products, is
-// padded with rows of 255 (|g|^2 = 8.3 M against about 0.26 M for RootSIFT's rows: never a nearest neighbour).
+// A product's digest: its first `rows` rows (fewer if it has fewer) in `order` (texture::digest_order).
+std::vector<const uint8_t*> digest_rows_of(const texture::Features& p, texture::DigestOrder order, int rows) {
+  const std::vector<int> taken = texture::digest_order(p, order, rows);
+  std::vector<const uint8_t*> out;
+  for (int r = 0; r < std::min(rows, p.count()); ++r)
+    out.push_back(p.descriptors.data() + size_t(taken[r]) * match::kDim);
+  return out;
+}
+
+// A slot of 768 rows of 255 (|g|^2 = 8.3 M against about 0.26 M for RootSIFT's rows: never a nearest
+// neighbour), into which digests are copied; what is left stays padding.
+texture::GalleryEntry padded_slot(std::string id, int width, int height) {
+  texture::GalleryEntry e;
+  e.id = std::move(id);
+  e.features.width = width, e.features.height = height;
+  e.features.keypoints.resize(match::kSlot);
+  e.features.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
+  return e;
+}
+
+void put_row(texture::GalleryEntry& slot, int row, const uint8_t* descriptor) {
+  std::copy_n(descriptor, match::kDim, slot.features.descriptors.begin() + size_t(row) * match::kDim);
+}
+
+// The digest entries: product p's digest at rows [p % per_slot * rows, ...) of slot p / per_slot ("digest-K").
 std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Features>& products, int rows,
                                                   texture::DigestOrder order) {
   const int per_slot = match::kSlot / rows;
   std::vector<texture::GalleryEntry> slots;
   for (size_t first = 0; first < products.size(); first += size_t(per_slot)) {
-    texture::GalleryEntry e;
-    e.id = "digest-" + std::to_string(slots.size());
-    texture::Features& f = e.features;
-    f.width = products[first].width, f.height = products[first].height;
-    f.keypoints.resize(match::kSlot);
-    f.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
+    texture::GalleryEntry e =
+        padded_slot("digest-" + std::to_string(slots.size()), products[first].width, products[first].height);
     for (int k = 0; k < per_slot && first + k < products.size(); ++k) {
-      const texture::Features& p = products[first + k];
-      const std::vector<int> taken = texture::digest_order(p, order, rows);
-      for (int r = 0; r < std::min(rows, p.count()); ++r)
-        std::copy_n(p.descriptors.begin() + size_t(taken[r]) * match::kDim, match::kDim,
-                    f.descriptors.begin() + (size_t(k) * rows + r) * match::kDim);
+      const std::vector<const uint8_t*> digest = digest_rows_of(products[first + k], order, rows);
+      for (size_t r = 0; r < digest.size(); ++r) put_row(e, k * rows + int(r), digest[r]);
     }
     slots.push_back(std::move(e));
   }
@@ -368,30 +383,24 @@ std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Fea
 }
 
 // --decoys: `decoys` images' digests, `rows` rows each drawn at random (with replacement) from the pool of the
-// outsiders' digest rows, appended to `index` as slots of 768 / rows decoys ("decoy-K"; the last padded with 255s).
+// outsiders' digest rows, appended to `index` as slots of 768 / rows decoys ("decoy-K").
 void add_decoys(texture::TextureIndex& index, const std::vector<texture::Features>& outsiders, int decoys, int rows,
                 texture::DigestOrder order, unsigned seed) {
   if (decoys == 0) return;
   std::vector<const uint8_t*> pool;
   for (const texture::Features& f : outsiders) {
-    const std::vector<int> taken = texture::digest_order(f, order, rows);
-    for (int r = 0; r < std::min(rows, f.count()); ++r)
-      pool.push_back(f.descriptors.data() + size_t(taken[r]) * match::kDim);
+    const std::vector<const uint8_t*> digest = digest_rows_of(f, order, rows);
+    pool.insert(pool.end(), digest.begin(), digest.end());
   }
   if (pool.empty()) throw std::runtime_error("--decoys: the photos not enrolled have no features (--impostors)");
   std::mt19937 rng(seed * 2654435761u + unsigned(rows));
   const int per_slot = match::kSlot / rows;
   const int slots = (decoys + per_slot - 1) / per_slot;
   Progress progress("eval decoys (" + std::to_string(rows) + " rows)", slots, true);
-  texture::GalleryEntry e;
-  e.features.width = e.features.height = 256;
-  e.features.keypoints.resize(match::kSlot);
   for (int k = 0; k < slots; ++k) {
-    e.id = "decoy-" + std::to_string(k);
-    e.features.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
+    texture::GalleryEntry e = padded_slot("decoy-" + std::to_string(k), 256, 256);
     const int filled = std::min(per_slot, decoys - k * per_slot) * rows;
-    for (int r = 0; r < filled; ++r)
-      std::copy_n(pool[rng() % pool.size()], match::kDim, e.features.descriptors.begin() + size_t(r) * match::kDim);
+    for (int r = 0; r < filled; ++r) put_row(e, r, pool[rng() % pool.size()]);
     index.add(e);
     progress.step();
   }
@@ -684,12 +693,18 @@ int texture_eval_command(int argc, char** argv) {
     if (!digest_rows.empty() && precisions.front() != texture::Precision::kU8)
       throw std::runtime_error("--digest measures the 8-bit index: run it with --precision u8 or both");
     if (digest_orders.empty()) digest_orders.push_back(texture::IndexOptions{}.digest_order);  // the index's
-    std::vector<texture::Features> outsider_features;  // the decoys' rows come from their digests
-    if (decoys > 0) {
-      std::vector<cv::Mat> o;
-      for (const auto& item : outsiders) o.push_back(item.grey);
-      outsider_features = texture::extract_features_batch(o, fparams);
-    }
+    // The outsiders' features per SIFT device (fparams and qparams differ in nothing else): the decoys' pool
+    // (enrolment SIFT) and the open-set impostors (query SIFT) share one extraction when the devices agree.
+    std::map<gpu::Device, std::vector<texture::Features>> outsider_cache;
+    auto outsider_features = [&](const texture::FeatureParams& p) -> const std::vector<texture::Features>& {
+      auto it = outsider_cache.find(p.device);
+      if (it == outsider_cache.end()) {
+        std::vector<cv::Mat> o;
+        for (const auto& item : outsiders) o.push_back(item.grey);
+        it = outsider_cache.emplace(p.device, texture::extract_features_batch(o, p)).first;
+      }
+      return it->second;
+    };
     for (int rows : digest_rows)
       for (texture::DigestOrder order : digest_orders) {
         DigestRun d;
@@ -702,7 +717,7 @@ int texture_eval_command(int argc, char** argv) {
         d.index->build(digest_entries(gf, rows, order));
         for (size_t p = 0; p < entries.size(); ++p)
           d.slot_of.push_back(d.index->find("digest-" + std::to_string(p / size_t(d.per_slot))));
-        add_decoys(*d.index, outsider_features, decoys, rows, order, seed);
+        if (decoys > 0) add_decoys(*d.index, outsider_features(fparams), decoys, rows, order, seed);
         d.keep = digest_keep;
         if (d.keep.empty()) d.keep.push_back(std::max<int>(1, int(d.index->size()) / 100));
         digests.push_back(std::move(d));
@@ -750,12 +765,13 @@ int texture_eval_command(int argc, char** argv) {
         for (DigestRun& d : digests) {
           const std::vector<int> s = d.index->scores(qf[q], params);
           const int r = rank(s, d.slot_of[truth[q]]);
-          DigestRun::Tally& t = d.tally[set];
+          const auto [at, fresh] = d.tally.try_emplace(set);
+          DigestRun::Tally& t = at->second;
+          if (fresh) t.kept_top_keep.assign(d.keep.size(), 0);
           ++t.queries;
           t.exact_first += exact == 1;
           t.first += r == 1;
           t.kept += exact == 1 && r == 1;
-          t.kept_top_keep.resize(d.keep.size());
           for (size_t k = 0; k < d.keep.size(); ++k) t.kept_top_keep[k] += exact == 1 && r <= d.keep[k];
           int other = 0;
           for (size_t j = 0; j < s.size(); ++j)
@@ -838,9 +854,7 @@ int texture_eval_command(int argc, char** argv) {
     }
     // Open-set impostors: photos never enrolled; their best candidate's evidence.
     {
-      std::vector<cv::Mat> q;
-      for (const auto& o : outsiders) q.push_back(o.grey);
-      const std::vector<texture::Features> qf = texture::extract_features_batch(q, qparams);
+      const std::vector<texture::Features>& qf = outsider_features(qparams);
       for (PrecisionRun& run : runs)
         for (size_t i = 0; i < qf.size(); ++i) {
           const texture::SearchResult r = run.index->search(qf[i], params);
