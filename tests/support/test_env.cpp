@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <stdexcept>
@@ -26,7 +28,7 @@ std::string data_dir() {
 TempDir::TempDir() {
   // mkdtemp creates a folder no one else has: never a stale one left by a killed run.
   std::string name = (std::filesystem::temp_directory_path() / "prism-test-XXXXXX").string();
-  if (!::mkdtemp(name.data())) throw std::runtime_error(name + ": mkdtemp failed");
+  if (!::mkdtemp(name.data())) throw std::runtime_error(name + ": mkdtemp failed: " + std::strerror(errno));
   path_ = name;
 }
 

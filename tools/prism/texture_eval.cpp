@@ -1130,7 +1130,7 @@ int texture_eval_command(int argc, char** argv) {
            << cv::format(" | %.1f%% | %.1f%% | %.1f%% |", pct(t.exact_first, t.queries), pct(t.first, t.queries),
                          pct(t.kept, t.exact_first));
         for (size_t k = 0; k < d.keep.size(); ++k)
-          md << cv::format(" %.1f%% |", pct(k < t.kept_top_keep.size() ? t.kept_top_keep[k] : 0, t.exact_first));
+          md << cv::format(" %.1f%% |", pct(t.kept_top_keep[k], t.exact_first));
         md << margins(t.margin) << "\n";
       };
       DigestRun::Tally all;
