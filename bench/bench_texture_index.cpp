@@ -7,7 +7,8 @@
 //                       [GPU_NORMS=1] (0: the GPU tier without |g|^2, IndexOptions::gpu_norms)
 //                       [DIGEST_ROWS=0] [DIGEST_CANDIDATES=1000] (IndexOptions::host_digest_rows: the host
 //                       tier's digests in GPU memory beside GPU_IMAGES, and the whole index searched through
-//                       them too, SearchParams::digest_candidates digest slots re-matched exactly)
+//                       them too, SearchParams::digest_candidates digest slots re-matched exactly; a list
+//                       such as 1000,2000,4000 times each, the first traced)
 //                       [STREAM_DIGESTS=0] (1: IndexOptions::stream_host_digests, the digests copied from the
 //                       host tier by each search instead of kept in GPU memory)
 //   BENCH_TRACE=DIR: after the timed searches, one exact and one digest search are traced (CUPTI: when
@@ -113,7 +114,24 @@ int main(int argc, char** argv) {
   const int host_batch = argc > 5 ? std::atoi(argv[5]) : defaults.host_batch;
   const bool gpu_norms = argc > 6 ? std::atoi(argv[6]) != 0 : defaults.gpu_norms;  // 0: the GPU tier without |g|^2
   const int digest_rows = argc > 7 ? std::atoi(argv[7]) : 0;
-  const int digest_candidates = argc > 8 ? std::atoi(argv[8]) : 1000;
+  // DIGEST_CANDIDATES may be a list (1000,2000,4000): the digest searches are timed at each
+  std::vector<int> candidate_counts;
+  const char* const candidate_list = argc > 8 ? argv[8] : "1000";
+  for (const char* at = candidate_list; *at;) {
+    char* end = nullptr;
+    const long k = std::strtol(at, &end, 10);
+    if (end == at || k <= 0 || k > (1 << 30) || (*end && *end != ',')) {
+      std::fprintf(stderr, "bench_texture_index: DIGEST_CANDIDATES '%s' is not a list of counts\n", candidate_list);
+      return 2;
+    }
+    candidate_counts.push_back(int(k));
+    at = *end ? end + 1 : end;
+  }
+  if (candidate_counts.empty()) {
+    std::fprintf(stderr, "bench_texture_index: DIGEST_CANDIDATES is empty\n");
+    return 2;
+  }
+  const int digest_candidates = candidate_counts.front();  // the traced search's
   const bool stream_digests = argc > 9 && std::atoi(argv[9]) != 0;
   std::string why;
   if (!gpu::available(&why)) {
@@ -249,9 +267,9 @@ int main(int argc, char** argv) {
   std::printf("result: whole %s identified=%d, collection %s identified=%d (expected p%zu)\n", r.best.id.c_str(),
               int(r.identified), rs.best.id.c_str(), int(rs.identified), size_t(12345 % total));
   bool digest_ok = true;
-  if (digest_rows > 0) {
+  for (const int k : digest_rows > 0 ? candidate_counts : std::vector<int>{}) {
     texture::SearchParams approx;
-    approx.digest_candidates = digest_candidates;
+    approx.digest_candidates = k;
     std::vector<double> dm, dt;
     texture::SearchResult rd;
     for (int i = 0; i < 21; ++i) {
@@ -262,12 +280,11 @@ int main(int argc, char** argv) {
     std::printf(
         "| 1:M over all %zu images through the host tier's digests (%d digest slots re-matched: %zu images matched "
         "exactly, %zu by digest only): matching p50 / p99 | %.1f / %.1f ms |\n",
-        rd.searched + rd.digested, digest_candidates, rd.searched, rd.digested, percentile(dm, 0.5),
-        percentile(dm, 0.99));
+        rd.searched + rd.digested, k, rd.searched, rd.digested, percentile(dm, 0.5), percentile(dm, 0.99));
     std::printf("| the same with verification p50 / p99 | %.1f / %.1f ms |\n", percentile(dt, 0.5),
                 percentile(dt, 0.99));
-    std::printf("result: through the digests %s identified=%d\n", rd.best.id.c_str(), int(rd.identified));
-    digest_ok = rd.identified && rd.best.id == "p" + std::to_string(12345 % total);
+    std::printf("result: through the digests (%d) %s identified=%d\n", k, rd.best.id.c_str(), int(rd.identified));
+    digest_ok = digest_ok && rd.identified && rd.best.id == "p" + std::to_string(12345 % total);
   }
   if (const char* dir = std::getenv("BENCH_TRACE")) {
     const std::string d = dir;

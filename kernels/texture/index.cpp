@@ -569,22 +569,53 @@ struct TextureIndex::Impl {
     t.counts.pop_back();
     put_digest(t, last, true);
   }
-  // Moves entry e's slot into tier `to`.
-  void move_entry(int e, int to) {
+  // Copies entry e's slot into a new last slot of tier `to`, which becomes e's place; its old slot is
+  // left to the caller (dropped, or taken by another entry). Returns the old slot.
+  size_t copy_out(int e, int to) {
     Entry& en = entries[e];
-    const int from = en.tier;
     const size_t old_slot = en.slot;
-    Tier& a = tiers[from];
     Tier& b = tiers[to];
     if (b.used() == b.allocated()) grow(to);
     const size_t s = b.used();
     b.entry.push_back(e);
     b.counts.push_back(0);
-    copy_slot(a, old_slot, b, s);
-    drop_slot(from, old_slot);
+    try {
+      copy_slot(tiers[en.tier], old_slot, b, s);
+    } catch (...) {
+      b.entry.pop_back();
+      b.counts.pop_back();
+      throw;
+    }
     b.age.insert(age_key(en, int(s)));
     en.tier = to;
     en.slot = int(s);
+    return old_slot;
+  }
+  // Moves entry e's slot into tier `to`.
+  void move_entry(int e, int to) {
+    const int from = entries[e].tier;
+    drop_slot(from, copy_out(e, to));  // (drop_slot keys the age by the slot it is given)
+  }
+  // The GPU tier is full and entry e is newer than its oldest image: that image moves to the host tier
+  // and e takes its GPU slot, which the caller writes. One copy out, where move_entry would also move
+  // the GPU tier's last slot into the hole it leaves.
+  size_t take_oldest_gpu_slot(int e) {
+    Tier& g = tiers[kGpuTier];
+    const size_t s = std::get<2>(*g.age.begin());
+    const int oldest = g.entry[s];
+    g.age.erase(age_key(entries[oldest], int(s)));
+    try {
+      copy_out(oldest, kHostTier);
+    } catch (...) {
+      g.age.insert(age_key(entries[oldest], int(s)));
+      throw;
+    }
+    g.entry[s] = e;
+    g.counts[s] = 0;
+    g.age.insert(age_key(entries[e], int(s)));
+    entries[e].tier = kGpuTier;
+    entries[e].slot = int(s);
+    return s;
   }
 
   int collection_id(const std::string& name, bool create) {
@@ -795,24 +826,21 @@ void TextureIndex::add(const GalleryEntry& entry) {
     throw IndexFull("the texture index is full: " + std::to_string(g.used()) + " images in GPU memory (gpu budget " +
                     gib(m.gpu_budget) + ") and " + std::to_string(h.used()) + " in host memory (host budget " +
                     gib(m.host_budget) + "); raise a budget or remove products");
-  if (tier == kGpuTier && g.full()) m.move_entry(g.entry[std::get<2>(*g.age.begin())], kHostTier);
 
   const int e = int(m.entries.size());
   const std::vector<int> order = m.row_order(entry.features);
   en.points = points_of(entry.features, order);
   en.size = cv::Size(entry.features.width, entry.features.height);
   m.entries.push_back(std::move(en));
+  bool placed = false;
   try {
-    const size_t s = m.append_slot(tier, e);
+    const size_t s = tier == kGpuTier && g.full() ? m.take_oldest_gpu_slot(e) : m.append_slot(tier, e);
+    placed = true;
     m.write_slot(m.tiers[tier], s, entry.features, order);
   } catch (...) {  // an allocation or copy failed: leave no half entry behind
-    Tier& t = m.tiers[tier];
-    if (!t.entry.empty() && t.entry.back() == e) {
-      t.age.erase(m.age_key(m.entries[e], int(t.used() - 1)));
-      t.entry.pop_back();
-      t.counts.pop_back();
+    if (placed) {
       try {
-        m.put_digest(t, t.used(), true);
+        m.drop_slot(tier, size_t(m.entries[e].slot));
       } catch (...) {  // the first error is the one to report
       }
     }

@@ -364,23 +364,37 @@ TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
   PRISM_NEED_GPU();
   std::mt19937 rng(std::random_device{}());
   texture::TextureIndex index(options(texture::Device::kCuda, 3, 100));
+  texture::TextureIndex cpu(options(texture::Device::kCpu, 0, 100));
+  std::map<std::string, GalleryEntry> held;
+  const auto add = [&](int i) {
+    GalleryEntry e = test::random_index_entry("p" + std::to_string(i), rng, 20, "");
+    e.enrolled_unix = 1700000000 + i;  // the higher i, the newer
+    index.add(e);
+    cpu.add(e);
+    held[e.id] = e;
+  };
   std::vector<int> order{0, 1, 2, 3, 4, 5, 6, 7};
   std::shuffle(order.begin(), order.end(), rng);
-  for (int i : order) {
-    GalleryEntry e = test::random_index_entry("p" + std::to_string(i), rng, 20, "");
-    e.enrolled_unix = 1700000000 + i;  // p7 is the newest
-    index.add(e);
-  }
+  for (int i : order) add(i);
   auto gpu_ids = [&] {
     std::string s;
-    for (int i = 0; i < 8; ++i)
+    for (int i = 0; i < 9; ++i)
       if (index.in_gpu_memory("p" + std::to_string(i))) s += "p" + std::to_string(i) + " ";
     return s;
   };
   EXPECT_EQ(gpu_ids(), "p5 p6 p7 ");
   EXPECT_TRUE(index.remove("p6"));  // p4, the newest in host memory, moves up
+  EXPECT_TRUE(cpu.remove("p6"));
+  held.erase("p6");
   EXPECT_EQ(gpu_ids(), "p4 p5 p7 ");
   EXPECT_EQ(index.stats().host_images, 4u);
+  add(8);  // takes the GPU slot of the oldest there, p4, which moves down
+  EXPECT_EQ(gpu_ids(), "p5 p7 p8 ");
+  EXPECT_EQ(index.stats().host_images, 5u);
+  for (const auto& [id, e] : held) {  // every image where it is scores as on the CPU path
+    EXPECT_EQ(scores_by_id(index, e.features, {}), scores_by_id(cpu, e.features, {})) << id;
+    EXPECT_EQ(index.search(e.features, {}).best.id, id);
+  }
 }
 
 // A GPU budget beyond the card's memory: the block cudaMalloc refuses ends the add in IndexFull
