@@ -540,14 +540,26 @@ struct TextureIndex::Impl {
 #endif
     }
   }
+  // Each of the slot moves below either completes or leaves the bookkeeping as it was: the steps that
+  // can throw (a block's allocation, a copy, a vector's growth) come before the changes, and the age
+  // keys move as extracted nodes (no allocation). Only a failed copy may leave a slot's bytes behind;
+  // a caller that cannot undo that marks the index broken (`broken`).
+
+  // Makes the next push_back unable to throw (geometric growth, as push_back's own).
+  template <class V>
+  static void room_for_one(V& v) {
+    if (v.size() == v.capacity()) v.reserve(std::max<size_t>(64, 2 * v.capacity()));
+  }
   // A new last slot in `t` for entry `e` (allocating a block when needed); returns it.
   size_t append_slot(int t_id, int e) {
     Tier& t = tiers[t_id];
     if (t.used() == t.allocated()) grow(t_id);
     const size_t s = t.used();
+    room_for_one(t.entry);
+    room_for_one(t.counts);
+    t.age.insert(age_key(entries[e], int(s)));
     t.entry.push_back(e);
     t.counts.push_back(0);
-    t.age.insert(age_key(entries[e], int(s)));
     entries[e].tier = t_id;
     entries[e].slot = int(s);
     return s;
@@ -556,12 +568,13 @@ struct TextureIndex::Impl {
   void drop_slot(int t_id, size_t s) {
     Tier& t = tiers[t_id];
     const size_t last = t.used() - 1;
+    if (s != last) copy_slot(t, last, t, s);
     t.age.erase(age_key(entries[t.entry[s]], int(s)));
     if (s != last) {
-      copy_slot(t, last, t, s);
       const int moved = t.entry[last];
-      t.age.erase(age_key(entries[moved], int(last)));
-      t.age.insert(age_key(entries[moved], int(s)));
+      auto key = t.age.extract(age_key(entries[moved], int(last)));
+      std::get<2>(key.value()) = int(s);
+      t.age.insert(std::move(key));
       t.entry[s] = moved;
       entries[moved].slot = int(s);
     }
@@ -577,16 +590,23 @@ struct TextureIndex::Impl {
     Tier& b = tiers[to];
     if (b.used() == b.allocated()) grow(to);
     const size_t s = b.used();
+    room_for_one(b.entry);
+    room_for_one(b.counts);
+    const auto key = b.age.insert(age_key(en, int(s))).first;
     b.entry.push_back(e);
     b.counts.push_back(0);
     try {
       copy_slot(tiers[en.tier], old_slot, b, s);
     } catch (...) {
+      b.age.erase(key);
       b.entry.pop_back();
       b.counts.pop_back();
+      try {
+        put_digest(b, s, true);  // (copy_slot may have queued the digest of the slot given back)
+      } catch (...) {            // the first error is the one to report
+      }
       throw;
     }
-    b.age.insert(age_key(en, int(s)));
     en.tier = to;
     en.slot = int(s);
     return old_slot;
@@ -601,21 +621,43 @@ struct TextureIndex::Impl {
   // the GPU tier's last slot into the hole it leaves.
   size_t take_oldest_gpu_slot(int e) {
     Tier& g = tiers[kGpuTier];
-    const size_t s = std::get<2>(*g.age.begin());
-    const int oldest = g.entry[s];
-    g.age.erase(age_key(entries[oldest], int(s)));
+    auto key = g.age.extract(g.age.begin());
+    const size_t s = size_t(std::get<2>(key.value()));
     try {
-      copy_out(oldest, kHostTier);
+      copy_out(g.entry[s], kHostTier);
     } catch (...) {
-      g.age.insert(age_key(entries[oldest], int(s)));
+      g.age.insert(std::move(key));
       throw;
     }
     g.entry[s] = e;
     g.counts[s] = 0;
-    g.age.insert(age_key(entries[e], int(s)));
+    key.value() = age_key(entries[e], int(s));
+    g.age.insert(std::move(key));
     entries[e].tier = kGpuTier;
     entries[e].slot = int(s);
     return s;
+  }
+
+  // The first error of a write that failed half-way and could not be undone (a failed GPU copy: the
+  // context is then lost for good), after which the tiers may not say where every image is: every later
+  // call refuses with it rather than read them. clear() starts afresh.
+  std::string broken;
+  void refuse_if_broken() const {
+    if (!broken.empty())
+      throw GalleryError("texture index: unusable since a write failed half-way (" + broken +
+                         "); open the gallery again");
+  }
+  template <class F>
+  void or_break(F&& write) {
+    try {
+      write();
+    } catch (const std::exception& x) {
+      if (broken.empty()) broken = x.what();
+      throw;
+    } catch (...) {
+      if (broken.empty()) broken = "unknown error";
+      throw;
+    }
   }
 
   int collection_id(const std::string& name, bool create) {
@@ -797,6 +839,7 @@ void TextureIndex::clear() {
   ids_.clear();
   for (Tier& t : m.tiers) t.clear();
   m.digest.slots.clear();
+  m.broken.clear();
 }
 
 void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
@@ -807,6 +850,7 @@ void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
 void TextureIndex::add(const GalleryEntry& entry) {
   Impl& m = *impl_;
   auto lock = m.write_lock();
+  m.refuse_if_broken();
   if (m.by_id.count(entry.id)) throw GalleryError("product '" + entry.id + "' is already in the index");
   m.check_descriptors(entry.features, "product '" + entry.id + "'");
   Tier& g = m.tiers[kGpuTier];
@@ -841,7 +885,10 @@ void TextureIndex::add(const GalleryEntry& entry) {
     if (placed) {
       try {
         m.drop_slot(tier, size_t(m.entries[e].slot));
-      } catch (...) {  // the first error is the one to report
+      } catch (const std::exception& x) {  // the first error is the one to report
+        m.broken = std::string("an add's undo: ") + x.what();
+      } catch (...) {
+        m.broken = "an add's undo: unknown error";
       }
     }
     m.entries.pop_back();
@@ -855,12 +902,14 @@ void TextureIndex::add(const GalleryEntry& entry) {
 void TextureIndex::update(const GalleryEntry& entry) {
   Impl& m = *impl_;
   auto lock = m.write_lock();
+  m.refuse_if_broken();
   auto it = m.by_id.find(entry.id);
   if (it == m.by_id.end()) throw GalleryError("product '" + entry.id + "' is not in the index");
   m.check_descriptors(entry.features, "product '" + entry.id + "'");
   Impl::Entry& en = m.entries[it->second];
   const std::vector<int> order = m.row_order(entry.features);
-  m.write_slot(m.tiers[en.tier], en.slot, entry.features, order);
+  // (a failed write leaves the slot part old, part new)
+  m.or_break([&] { m.write_slot(m.tiers[en.tier], en.slot, entry.features, order); });
   en.points = points_of(entry.features, order);
   en.size = cv::Size(entry.features.width, entry.features.height);
   const int c = m.collection_id(entry.collection, true);
@@ -873,16 +922,19 @@ void TextureIndex::update(const GalleryEntry& entry) {
 bool TextureIndex::remove(const std::string& id) {
   Impl& m = *impl_;
   auto lock = m.write_lock();
+  m.refuse_if_broken();
   auto it = m.by_id.find(id);
   if (it == m.by_id.end()) return false;
   const int e = it->second;
   const int tier = m.entries[e].tier;
-  m.drop_slot(tier, m.entries[e].slot);
+  m.or_break([&] {
+    m.drop_slot(tier, m.entries[e].slot);
+    // The newest host-resident image takes the freed GPU slot.
+    Tier& h = m.tiers[kHostTier];
+    if (tier == kGpuTier && h.used() > 0) m.move_entry(h.entry[std::get<2>(*std::prev(h.age.end()))], kGpuTier);
+  });
   m.leave(e);
   m.by_id.erase(it);
-  // The newest host-resident image takes the freed GPU slot.
-  Tier& h = m.tiers[kHostTier];
-  if (tier == kGpuTier && h.used() > 0) m.move_entry(h.entry[std::get<2>(*std::prev(h.age.end()))], kGpuTier);
   // The last entry moves into position e.
   const int last = int(m.entries.size()) - 1;
   if (e != last) {
@@ -1453,6 +1505,7 @@ bool accepted(const Candidate& c, const SearchParams& params) {
 std::vector<int> TextureIndex::scores(const Features& query, const SearchParams& params) {
   Impl& m = *impl_;
   auto lock = m.read_lock();
+  m.refuse_if_broken();
   std::unique_lock work(m.work, std::defer_lock);
   if (m.gpu) work.lock();
   std::vector<int> s, entry_of;
@@ -1465,6 +1518,7 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
 SearchResult TextureIndex::search(const Features& query, const SearchParams& params) {
   Impl& m = *impl_;
   auto lock = m.read_lock();
+  m.refuse_if_broken();
   std::unique_lock work(m.work, std::defer_lock);
   if (m.gpu) work.lock();
   SearchResult r;
@@ -1498,6 +1552,7 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
 SearchResult TextureIndex::verify(const Features& query, const std::string& id, const SearchParams& params) {
   Impl& m = *impl_;
   auto lock = m.read_lock();
+  m.refuse_if_broken();
   std::unique_lock work(m.work, std::defer_lock);  // taken by verify_candidates for its GPU matching
   auto it = m.by_id.find(id);
   if (it == m.by_id.end()) throw GalleryError("product '" + id + "' is not enrolled");

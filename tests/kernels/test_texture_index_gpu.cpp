@@ -378,7 +378,7 @@ TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
   for (int i : order) add(i);
   auto gpu_ids = [&] {
     std::string s;
-    for (int i = 0; i < 9; ++i)
+    for (int i = 0; i < 11; ++i)
       if (index.in_gpu_memory("p" + std::to_string(i))) s += "p" + std::to_string(i) + " ";
     return s;
   };
@@ -388,13 +388,29 @@ TEST(TextureIndexGpu, TheNewestByEnrolmentTimeLiveInGpuMemory) {
   held.erase("p6");
   EXPECT_EQ(gpu_ids(), "p4 p5 p7 ");
   EXPECT_EQ(index.stats().host_images, 4u);
-  add(8);  // takes the GPU slot of the oldest there, p4, which moves down
+  const auto scores_as_on_the_cpu = [&](const char* when) {
+    for (const auto& [id, e] : held) {
+      EXPECT_EQ(scores_by_id(index, e.features, {}), scores_by_id(cpu, e.features, {})) << when << ", " << id;
+      EXPECT_EQ(index.search(e.features, {}).best.id, id) << when;
+    }
+  };
+  add(8);  // takes the GPU slot of the oldest there, p4 (the last slot), which moves down
   EXPECT_EQ(gpu_ids(), "p5 p7 p8 ");
   EXPECT_EQ(index.stats().host_images, 5u);
-  for (const auto& [id, e] : held) {  // every image where it is scores as on the CPU path
-    EXPECT_EQ(scores_by_id(index, e.features, {}), scores_by_id(cpu, e.features, {})) << id;
-    EXPECT_EQ(index.search(e.features, {}).best.id, id);
-  }
+  scores_as_on_the_cpu("p8 added");
+  add(9);  // takes p5's slot, not the last one
+  EXPECT_EQ(gpu_ids(), "p7 p8 p9 ");
+  EXPECT_EQ(index.stats().host_images, 6u);
+  scores_as_on_the_cpu("p9 added");
+  EXPECT_TRUE(index.remove("p9"));  // the last slot (p8's) moves into p9's, p5 moves up
+  EXPECT_TRUE(cpu.remove("p9"));
+  held.erase("p9");
+  EXPECT_EQ(gpu_ids(), "p5 p7 p8 ");
+  scores_as_on_the_cpu("p9 removed");
+  add(10);  // the oldest in GPU memory is p5 again
+  EXPECT_EQ(gpu_ids(), "p7 p8 p10 ");
+  EXPECT_EQ(index.stats().host_images, 6u);
+  scores_as_on_the_cpu("p10 added");
 }
 
 // A GPU budget beyond the card's memory: the block cudaMalloc refuses ends the add in IndexFull
