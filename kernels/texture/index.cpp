@@ -640,22 +640,26 @@ struct TextureIndex::Impl {
 
   // The first error of a write that failed half-way and could not be undone (a failed GPU copy: the
   // context is then lost for good), after which the tiers may not say where every image is: every later
-  // call refuses with it rather than read them. clear() starts afresh.
-  std::string broken;
+  // call refuses with it rather than read them. clear() starts afresh. (An exception_ptr: keeping it
+  // cannot throw, as building a message inside the failure could.)
+  std::exception_ptr broken;
   void refuse_if_broken() const {
-    if (!broken.empty())
-      throw GalleryError("texture index: unusable since a write failed half-way (" + broken +
-                         "); open the gallery again");
+    if (!broken) return;
+    std::string why = "unknown error";
+    try {
+      std::rethrow_exception(broken);
+    } catch (const std::exception& x) {
+      why = x.what();
+    } catch (...) {
+    }
+    throw GalleryError("texture index: unusable since a write failed half-way (" + why + "); open the gallery again");
   }
   template <class F>
   void or_break(F&& write) {
     try {
       write();
-    } catch (const std::exception& x) {
-      if (broken.empty()) broken = x.what();
-      throw;
     } catch (...) {
-      if (broken.empty()) broken = "unknown error";
+      if (!broken) broken = std::current_exception();
       throw;
     }
   }
@@ -839,7 +843,7 @@ void TextureIndex::clear() {
   ids_.clear();
   for (Tier& t : m.tiers) t.clear();
   m.digest.slots.clear();
-  m.broken.clear();
+  m.broken = nullptr;
 }
 
 void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
@@ -875,9 +879,15 @@ void TextureIndex::add(const GalleryEntry& entry) {
   const std::vector<int> order = m.row_order(entry.features);
   en.points = points_of(entry.features, order);
   en.size = cv::Size(entry.features.width, entry.features.height);
+  // Every allocation of the bookkeeping before the slot is placed, so that nothing after it can throw.
+  // (A collection named by a failed add stays, empty.)
+  const int c = m.collection_id(entry.collection, true);
+  if (c >= 0) Impl::room_for_one(m.members[c]);
+  Impl::room_for_one(ids_);
   m.entries.push_back(std::move(en));
   bool placed = false;
   try {
+    m.by_id.emplace(entry.id, e);
     const size_t s = tier == kGpuTier && g.full() ? m.take_oldest_gpu_slot(e) : m.append_slot(tier, e);
     placed = true;
     m.write_slot(m.tiers[tier], s, entry.features, order);
@@ -885,17 +895,15 @@ void TextureIndex::add(const GalleryEntry& entry) {
     if (placed) {
       try {
         m.drop_slot(tier, size_t(m.entries[e].slot));
-      } catch (const std::exception& x) {  // the first error is the one to report
-        m.broken = std::string("an add's undo: ") + x.what();
-      } catch (...) {
-        m.broken = "an add's undo: unknown error";
+      } catch (...) {  // the first error is the one to report
+        m.broken = std::current_exception();
       }
     }
+    m.by_id.erase(entry.id);
     m.entries.pop_back();
     throw;
   }
-  m.join(e, m.collection_id(entry.collection, true));
-  m.by_id.emplace(entry.id, e);
+  m.join(e, c);
   ids_.push_back(entry.id);
 }
 
@@ -906,13 +914,16 @@ void TextureIndex::update(const GalleryEntry& entry) {
   auto it = m.by_id.find(entry.id);
   if (it == m.by_id.end()) throw GalleryError("product '" + entry.id + "' is not in the index");
   m.check_descriptors(entry.features, "product '" + entry.id + "'");
-  Impl::Entry& en = m.entries[it->second];
   const std::vector<int> order = m.row_order(entry.features);
+  // Every allocation before the write, so that nothing after it can throw.
+  std::vector<cv::Point2f> points = points_of(entry.features, order);
+  const int c = m.collection_id(entry.collection, true);
+  if (c >= 0) Impl::room_for_one(m.members[c]);
+  Impl::Entry& en = m.entries[it->second];
   // (a failed write leaves the slot part old, part new)
   m.or_break([&] { m.write_slot(m.tiers[en.tier], en.slot, entry.features, order); });
-  en.points = points_of(entry.features, order);
+  en.points = std::move(points);
   en.size = cv::Size(entry.features.width, entry.features.height);
-  const int c = m.collection_id(entry.collection, true);
   if (c != en.collection) {
     m.leave(it->second);
     m.join(it->second, c);
