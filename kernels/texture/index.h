@@ -192,9 +192,10 @@ class TextureIndex {
   // Replaces the index's contents with `entries`, added in order (the last ones are the newest).
   void build(const std::vector<GalleryEntry>& entries);
   // Live updates (GalleryError when the id is present / absent; IndexFull when no tier has room). A
-  // failed write changes nothing, except one that fails half-way and cannot be undone (a GPU copy that
-  // fails): after it add, update, remove, scores, search and verify throw GalleryError naming that
-  // first error, until clear(); size, find, in_gpu_memory and stats still answer.
+  // failed add changes nothing unless its undo fails too (a GPU copy); an update whose slot write
+  // fails, or a remove whose slot moves fail, may be half done. After any of those the index is
+  // broken: add, update, remove, scores, search and verify throw GalleryError naming the first error,
+  // until clear(); size, find, in_gpu_memory and stats still answer.
   void add(const GalleryEntry& entry);
   void update(const GalleryEntry& entry);  // descriptors, geometry and collection replaced in place
   bool remove(const std::string& id);      // false when absent
