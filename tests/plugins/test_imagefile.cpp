@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -264,6 +265,46 @@ TEST_F(ImageFile, BinaryPnmHeaderMustParseWhole) {
   ASSERT_EQ(im.width, 4);
   ASSERT_EQ(im.height, 2);
   EXPECT_EQ(im.pixels, std::vector<uint8_t>({1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+// A JPEG start-of-image marker followed at once by another is refused before jpegdec sees it: the
+// image fuzzer's file beginning FF D8 FF D8 left jpegdec's streaming thread spinning for ever, and
+// the load with it. The same after a whole first image, and across the loader's 1 MiB read slices;
+// the photo itself still loads.
+TEST_F(ImageFile, JpegWithADoubleStartMarkerIsRefused) {
+  const std::string photo_path = prism::test::data_dir() + "/images/fruits.jpg";
+  std::ifstream in(photo_path, std::ios::binary);
+  const std::string photo((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(photo.size(), 1000u) << photo_path;
+  const std::string soi("\xff\xd8", 2);
+  const size_t slice = size_t(1) << 20;
+  const std::vector<std::tuple<std::string, std::string, size_t>> bad = {
+      {"double-soi.jpg", soi + photo, 0},
+      {"second-image.jpg", photo + soi + photo, photo.size()},
+      {"across-slices.jpg", photo + std::string(slice - 2 - photo.size(), '\0') + soi + soi, slice - 2},
+  };
+  for (const auto& [name, bytes, at] : bad) {
+    const std::string path = dir.file(name);
+    std::ofstream(path, std::ios::binary) << bytes;
+    prism::ImageFile im;
+    GError* err = nullptr;
+    GlibLogRecorder log;
+    EXPECT_FALSE(prism::image_file_load_grey(path.c_str(), &im, &err)) << name;
+    ASSERT_NE(err, nullptr) << name;
+    const std::string msg = err->message;
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("start-of-image marker followed at once by another at byte " + std::to_string(at) + " "),
+              std::string::npos)
+        << msg;
+    EXPECT_TRUE(g_error_matches(err, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE)) << msg;
+    g_clear_error(&err);
+    EXPECT_TRUE(log.messages().empty()) << name << ": " << log.joined();
+  }
+  prism::ImageFile im;
+  GError* err = nullptr;
+  ASSERT_TRUE(prism::image_file_load_grey(photo_path.c_str(), &im, &err)) << (err ? err->message : "");
+  EXPECT_GT(im.width, 0);
+  EXPECT_GT(im.height, 0);
 }
 
 // Sizes past what PNG and int allow (2^31 and more) and PNM sizes of more digits than any int are

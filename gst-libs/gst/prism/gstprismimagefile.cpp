@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/grey.h"
 #include "common/regular_file.h"
@@ -198,6 +200,30 @@ void set_size_error(GError **error, const gchar *path, const std::string &width,
                 path, width.c_str(), height.c_str(), max_pixels);
 }
 
+// Where a JPEG start-of-image marker is followed at once by another (FF D8 FF D8), or -1. GStreamer
+// 1.22's jpegdec, parsing from such a marker, ends a frame of no bytes there and is called again on the
+// same bytes, for ever: its streaming thread spins and the pipeline can no longer be stopped (found by
+// the image fuzzer: a file beginning FF D8 FF D8; a second image so begun after the first's end does
+// the same). The pattern is no part of a valid JPEG's marker structure. Read in slices, whole file.
+gint64 double_soi_at(const char *path) {
+  std::ifstream file(path, std::ios::binary);
+  std::vector<char> buf(size_t(1) << 20);
+  const char pattern[] = {'\xff', '\xd8', '\xff', '\xd8'};
+  size_t kept = 0;  // bytes carried over from the previous slice (at most 3)
+  gint64 base = 0;  // file offset of buf[0]
+  while (file) {
+    file.read(buf.data() + kept, (std::streamsize)(buf.size() - kept));
+    const size_t n = kept + (size_t)std::max<std::streamsize>(file.gcount(), 0);
+    const auto end = buf.begin() + (std::ptrdiff_t)n;
+    const auto at = std::search(buf.begin(), end, std::begin(pattern), std::end(pattern));
+    if (at != end) return base + (at - buf.begin());
+    kept = std::min<size_t>(n, sizeof pattern - 1);
+    std::copy(end - (std::ptrdiff_t)kept, end, buf.begin());
+    base += (gint64)(n - kept);
+  }
+  return -1;
+}
+
 int channels_of(GstVideoFormat format) {
   switch (format) {
     case GST_VIDEO_FORMAT_BGRA:
@@ -273,6 +299,15 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
                   "(P4-P6) or PNG",
                   path, head[1]);
       return FALSE;
+    }
+    if (head.size() >= 2 && (guint8)head[0] == 0xff && (guint8)head[1] == 0xd8) {
+      if (const gint64 at = double_soi_at(path); at >= 0) {
+        g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
+                    "image file '%s' is a malformed JPEG: a start-of-image marker followed at once by another at "
+                    "byte %" G_GINT64_FORMAT " (GStreamer's jpegdec would never return on it)",
+                    path, at);
+        return FALSE;
+      }
     }
   }
 
