@@ -278,7 +278,8 @@ json error_json(int status, const std::string& field, const std::string& message
 }
 
 void throw_error(const json& reply) {
-  const std::string message = reply.value("error", std::string("shard worker error"));
+  std::string message = reply.value("error", std::string());
+  if (message.empty()) message = "a shard worker answered an error without a message";
   if (reply.value("kind", std::string()) == "gallery") throw texture::GalleryError(message);
   const int status = reply.contains("status") ? number_field<int>(reply, "status") : 500;
   if (status < 400 || status > 599)
