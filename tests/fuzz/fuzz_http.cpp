@@ -44,11 +44,15 @@ size_t complete_response(const std::string& a) {
   return a.size() >= head_end + 4 + length ? head_end + 4 + length : 0;
 }
 
+// How an exchange ended without a response (for the /healthz check's message).
+enum class Ending { kAnswered, kClosed, kTimedOut };
+
 // Sends `request` and returns the first response, or "" when none came within `wait` or the
 // server closed the connection: it waits for the rest of an incomplete request for its read timeout
 // (cpp-httplib does not answer a client that half-closed its side, so the request cannot be ended
 // that way).
-std::string exchange(const std::string& request, std::chrono::milliseconds wait = std::chrono::seconds(1)) {
+std::string exchange(const std::string& request, std::chrono::milliseconds wait = std::chrono::seconds(1),
+                     Ending* ending = nullptr) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   FUZZ_CHECK(fd >= 0, "socket");
   sockaddr_in addr{};
@@ -65,16 +69,24 @@ std::string exchange(const std::string& request, std::chrono::milliseconds wait 
   std::string answer;
   char buf[65536];
   const auto until = std::chrono::steady_clock::now() + wait;
+  Ending how = Ending::kAnswered;
   while (!complete_response(answer)) {
     const int left =
         int(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
     pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
+    if (left <= 0 || ::poll(&p, 1, left) <= 0) {
+      how = Ending::kTimedOut;
+      break;
+    }
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
+    if (n <= 0) {
+      how = Ending::kClosed;
+      break;
+    }
     answer.append(buf, size_t(n));
   }
   ::close(fd);
+  if (ending) *ending = how;
   return answer;
 }
 
@@ -135,7 +147,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    body.substr(0, 200).c_str());
     }
   }
-  const std::string health = exchange("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-  FUZZ_CHECK(health.rfind("HTTP/1.1 200", 0) == 0, "the server no longer answers /healthz");
+  // Liveness, not speed: the probe waits 5 s (under libFuzzer's 10 s per input, so a hung server is
+  // still caught). One second was too short once in CI's fresh-clone run on a loaded 2-core
+  // machine (the input replayed clean in 0.8 s), and the message now says how the probe ended.
+  Ending ending = Ending::kAnswered;
+  const std::string health =
+      exchange("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", std::chrono::seconds(5), &ending);
+  if (health.rfind("HTTP/1.1 200", 0) != 0) {
+    const std::string why = ending == Ending::kTimedOut ? "the server no longer answers /healthz: no answer within 5 s"
+                            : ending == Ending::kClosed ? "the server closed /healthz's connection without an answer"
+                                                        : "/healthz answered " + health.substr(0, 200);
+    FUZZ_CHECK(false, why.c_str());
+  }
   return 0;
 }
