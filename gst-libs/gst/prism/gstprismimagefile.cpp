@@ -1,12 +1,12 @@
 #include "gst/prism/gstprismimagefile.h"
 
 #include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -200,28 +200,101 @@ void set_size_error(GError **error, const gchar *path, const std::string &width,
                 path, width.c_str(), height.c_str(), max_pixels);
 }
 
-// Where a JPEG start-of-image marker is followed at once by another (FF D8 FF D8), or -1. GStreamer
-// 1.22's jpegdec, parsing from such a marker, ends a frame of no bytes there and is called again on the
-// same bytes, for ever: its streaming thread spins and the pipeline can no longer be stopped (found by
-// the image fuzzer: a file beginning FF D8 FF D8; a second image so begun after the first's end does
-// the same). The pattern is no part of a valid JPEG's marker structure. Read in slices, whole file.
-gint64 double_soi_at(const char *path) {
-  std::ifstream file(path, std::ios::binary);
-  std::vector<char> buf(size_t(1) << 20);
-  const char pattern[] = {'\xff', '\xd8', '\xff', '\xd8'};
-  size_t kept = 0;  // bytes carried over from the previous slice (at most 3)
-  gint64 base = 0;  // file offset of buf[0]
-  while (file) {
-    file.read(buf.data() + kept, (std::streamsize)(buf.size() - kept));
-    const size_t n = kept + (size_t)std::max<std::streamsize>(file.gcount(), 0);
-    const auto end = buf.begin() + (std::ptrdiff_t)n;
-    const auto at = std::search(buf.begin(), end, std::begin(pattern), std::end(pattern));
-    if (at != end) return base + (at - buf.begin());
-    kept = std::min<size_t>(n, sizeof pattern - 1);
-    std::copy(end - (std::ptrdiff_t)kept, end, buf.begin());
-    base += (gint64)(n - kept);
+// Reads a file's bytes at any offset through a 1 MiB window; the walk below goes forward and looks
+// back 2 bytes at most.
+class FileBytes {
+ public:
+  explicit FileBytes(const char *path) : file_(path, std::ios::binary | std::ios::ate), buf_(size_t(1) << 20) {
+    size_ = file_ ? (gint64)file_.tellg() : 0;
   }
-  return -1;
+  gint64 size() const { return size_; }
+  // The byte at offset i, or -1 past the end (or where the file cannot be read).
+  int at(gint64 i) {
+    if ((i < base_ || i >= base_ + n_) && !load(i)) return -1;
+    return (guint8)buf_[size_t(i - base_)];
+  }
+
+ private:
+  bool load(gint64 i) {
+    base_ = std::max<gint64>(0, i - 16);
+    file_.clear();
+    file_.seekg(base_);
+    file_.read(buf_.data(), (std::streamsize)buf_.size());
+    n_ = (gint64)std::max<std::streamsize>(file_.gcount(), 0);
+    return i < base_ + n_;
+  }
+  std::ifstream file_;
+  std::vector<char> buf_;
+  gint64 base_ = 0, n_ = 0, size_ = 0;
+};
+
+// The first image of a JPEG file as GStreamer 1.22's jpegdec would frame it, checked for what makes
+// that decoder loop for ever (its streaming thread then spins and the pipeline can no longer be
+// stopped; found by the image fuzzer):
+//  - a start-of-image marker before the image's end-of-image: its parser (gst_jpeg_dec_parse) ends
+//    the frame 2 bytes before that SOI, and if the SOI follows the first at once (FF D8 FF D8) the
+//    frame has no bytes and is made again on the same bytes for ever; if those 2 bytes belong to a
+//    segment, the frame ends inside it, as below;
+//  - a segment that runs past the end of the frame (a truncated header): libjpeg asks for more
+//    data, the decoder's source has none, and its grayscale and RGB loops wait for rows for ever.
+// Neither is valid JPEG. The walk is the parser's: a segment's payload is skipped by its length (an
+// SOI inside an APPn or COM payload is no marker), entropy-coded data runs to the next FF not
+// followed by 00, and where sync is lost it resyncs as the parser does. What follows the first
+// image's EOI (a second image, a trailer such as a motion photo's video) is not decoded: only `end`
+// bytes are handed to the decoder.
+struct JpegFirstImage {
+  gint64 end = 0;       // the image's bytes, through its EOI (or the file's end when it has none)
+  std::string problem;  // why it is refused, or empty
+};
+
+JpegFirstImage jpeg_first_image(const char *path) {
+  FileBytes b(path);
+  JpegFirstImage r;
+  const auto at_end = [&] {  // an image without EOI: the decoder gets the whole file
+    r.end = b.size();
+    return r;
+  };
+  gint64 m = 2;  // where the next marker should stand (the file begins FF D8: the caller checked)
+  for (;;) {
+    gint64 n = m;  // the parser looks for the next FF, and goes past fill bytes
+    while (b.at(n) >= 0 && b.at(n) != 0xff) ++n;
+    const bool resync = n != m;
+    while (b.at(n + 1) == 0xff) ++n;
+    const int code = b.at(n + 1);
+    if (code < 0) return at_end();
+    if (code == 0xd9) {
+      r.end = n + 2;
+      return r;
+    }
+    if (code == 0xd8) {
+      r.problem = "a start-of-image marker at byte " + std::to_string(n) + " inside the image that begins at byte 0" +
+                  (n == 2 ? " (an SOI followed at once by another)" : "");
+      return r;
+    }
+    const bool rst = code >= 0xd0 && code <= 0xd7;
+    gint64 end = n + 2;
+    if (!rst) {
+      if (b.at(n + 3) < 0) return at_end();
+      end += b.at(n + 2) << 8 | b.at(n + 3);  // the length counts its own 2 bytes
+      if (b.at(end - 1) < 0) {
+        char marker[8];
+        g_snprintf(marker, sizeof marker, "FF %02X", code);
+        r.problem = std::string("its segment ") + marker + " at byte " + std::to_string(n) + " declares a length of " +
+                    std::to_string(end - n - 2) + ", which runs past the end of the file (truncated)";
+        return r;
+      }
+    }
+    if (rst || code == 0xda) {  // entropy-coded data follows
+      while (b.at(end) >= 0 && !(b.at(end) == 0xff && b.at(end + 1) != 0)) ++end;
+      if (b.at(end + 1) < 0) return at_end();
+    }
+    // Having resynced, the parser takes this for a segment only when another marker follows it.
+    if (resync && b.at(end) != 0xff) {
+      m = n + 1;
+      continue;
+    }
+    m = end;
+  }
 }
 
 int channels_of(GstVideoFormat format) {
@@ -260,6 +333,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file %s", e.what());
     return FALSE;
   }
+  JpegFirstImage jpeg;  // end > 0 for a JPEG: only its first image is decoded
   {
     std::string head(4096, '\0');
     std::ifstream file(path, std::ios::binary);
@@ -301,18 +375,19 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
       return FALSE;
     }
     if (head.size() >= 2 && (guint8)head[0] == 0xff && (guint8)head[1] == 0xd8) {
-      if (const gint64 at = double_soi_at(path); at >= 0) {
+      jpeg = jpeg_first_image(path);
+      if (!jpeg.problem.empty()) {
         g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
-                    "image file '%s' is a malformed JPEG: a start-of-image marker followed at once by another at "
-                    "byte %" G_GINT64_FORMAT " (GStreamer's jpegdec would never return on it)",
-                    path, at);
+                    "image file '%s' is a malformed JPEG: %s (GStreamer's jpegdec would never return on it)", path,
+                    jpeg.problem.c_str());
         return FALSE;
       }
     }
   }
 
   GstElement *pipeline = gst_pipeline_new("prism-image-file");
-  GstElement *src = gst_element_factory_make("filesrc", nullptr);
+  const bool from_memory = jpeg.end > 0;
+  GstElement *src = gst_element_factory_make(from_memory ? "appsrc" : "filesrc", nullptr);
   GstElement *decode = gst_element_factory_make("decodebin", nullptr);
   GstElement *convert = gst_element_factory_make("videoconvert", nullptr);
   GstElement *scale = gst_element_factory_make("videoscale", nullptr);
@@ -323,8 +398,8 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
       if (e) gst_object_unref(e);
     gst_object_unref(pipeline);
     g_set_error(error, GST_CORE_ERROR, GST_CORE_ERROR_MISSING_PLUGIN,
-                "cannot load image file '%s': filesrc, decodebin, videoconvert, videoscale, capsfilter or "
-                "appsink is missing (GStreamer base/good plugins)",
+                "cannot load image file '%s': filesrc, appsrc, decodebin, videoconvert, videoscale, capsfilter "
+                "or appsink is missing (GStreamer base/good plugins)",
                 path);
     return FALSE;
   }
@@ -333,7 +408,10 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   if (width > 0 && height > 0)
     gst_caps_set_simple(caps, "width", G_TYPE_INT, width, "height", G_TYPE_INT, height, "pixel-aspect-ratio",
                         GST_TYPE_FRACTION, 1, 1, nullptr);
-  g_object_set(src, "location", path, nullptr);
+  if (from_memory)
+    g_object_set(src, "format", GST_FORMAT_BYTES, "max-bytes", (guint64)0, nullptr);
+  else
+    g_object_set(src, "location", path, nullptr);
   g_object_set(filter, "caps", caps, nullptr);
   gst_caps_unref(caps);
   g_object_set(sink, "sync", FALSE, "max-buffers", 1, nullptr);
@@ -352,6 +430,21 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   gboolean ok = FALSE;
   GstBus *bus = gst_element_get_bus(pipeline);
   gst_element_set_state(pipeline, GST_STATE_PAUSED);
+  if (from_memory) {  // (appsrc takes buffers once started, in PAUSED)
+    GstBuffer *bytes = gst_buffer_new_allocate(nullptr, (gsize)jpeg.end, nullptr);
+    GstMapInfo map;
+    if (bytes && gst_buffer_map(bytes, &map, GST_MAP_WRITE)) {
+      std::ifstream file(path, std::ios::binary);
+      file.read((char *)map.data, (std::streamsize)map.size);
+      const gsize got = (gsize)std::max<std::streamsize>(file.gcount(), 0);  // less if the file shrank
+      gst_buffer_unmap(bytes, &map);
+      gst_buffer_set_size(bytes, (gssize)got);
+      gst_app_src_push_buffer(GST_APP_SRC(src), bytes);  // takes it
+    } else if (bytes) {
+      gst_buffer_unref(bytes);
+    }
+    gst_app_src_end_of_stream(GST_APP_SRC(src));
+  }
   GstMessage *msg =
       gst_bus_timed_pop_filtered(bus, kTimeout, (GstMessageType)(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE));
   if (guard.refused) {
