@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <gst/gst.h>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <sys/resource.h>
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -284,13 +287,18 @@ std::string jpeg_segment(int code, const std::string& payload) {
 }  // namespace
 
 // What leaves GStreamer 1.22's jpegdec looping for ever (its streaming thread spinning, the load
-// with it; found by the image fuzzer) is refused before the decoder sees it: a start-of-image
-// marker inside an image (at once after the first, in the entropy-coded data, past the loader's
-// 1 MiB read window) and a segment running past the end of the file.
+// with it; found by the image fuzzer and a review) is refused before the decoder sees it:
+//  - a start-of-image marker inside an image (at once after the first, in the entropy-coded data,
+//    past the loader's 1 MiB read slices), where jpegdec's parser cuts the frame;
+//  - a grey JPEG whose frame libjpeg reads past its end: cut inside the SOS header, with an end
+//    marker that the SOS header swallows (as Ah/Al, or as Se and Ah/Al), and with a hidden SOS that
+//    jpegdec's parser reads as the payload of an FF 00 "segment" while libjpeg skips FF 00 as
+//    garbage. Each of those four hangs `gst-launch-1.0 filesrc ! jpegdec ! fakesink` (checked by
+//    hand: a test cannot wait for ever), and so does a colour JPEG cut inside its SOS header.
 TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
   const std::string photo = file_bytes(prism::test::data_dir() + "/images/fruits.jpg");
   ASSERT_GT(photo.size(), 1000u);
-  const std::string soi("\xff\xd8", 2);
+  const std::string soi("\xff\xd8", 2), eoi("\xff\xd9", 2);
   ASSERT_EQ(photo.compare(0, 2, soi), 0);
   const size_t sos = photo.find("\xff\xda");
   ASSERT_NE(sos, std::string::npos);
@@ -300,15 +308,29 @@ TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
   for (int i = 0; i < 17; ++i) big_headers += jpeg_segment(0xef, std::string(65533, 'x'));
   const size_t shift = big_headers.size() - 2;
   ASSERT_GT(shift, size_t(1) << 20);
+  // A grey baseline JPEG: its SOS header is FF DA 00 08, one component, 01 00, Ss 00, Se 3F, Ah/Al 00.
+  cv::Mat waves(48, 64, CV_8UC1);
+  for (int y = 0; y < waves.rows; ++y)
+    for (int x = 0; x < waves.cols; ++x)
+      waves.at<uchar>(y, x) = cv::saturate_cast<uchar>(128 + 60 * std::sin(x / 5.0) + 40 * std::cos(y / 7.0));
+  std::vector<uchar> encoded;
+  ASSERT_TRUE(cv::imencode(".jpg", waves, encoded));
+  const std::string grey(encoded.begin(), encoded.end());
+  const size_t gsos = grey.find("\xff\xda\x00\x08");
+  ASSERT_NE(gsos, std::string::npos);
+  const std::string hidden_sos("\xff\x00\x00\x0b\xff\xda\x00\x08\x01\x01\x00\x00\x3f\xff\xd9", 15);
+  const std::string runs_out = "libjpeg runs out of data in its ";
   const std::vector<std::tuple<std::string, std::string, std::string>> bad = {
       {"double-soi.jpg", soi + photo, "a start-of-image marker at byte 2 inside the image that begins at byte 0"},
       {"soi-in-scan.jpg", photo.substr(0, scan + 100) + soi + photo.substr(scan + 100),
        "a start-of-image marker at byte " + std::to_string(scan + 100) + " inside"},
       {"soi-past-a-megabyte.jpg", big_headers + photo.substr(2, scan + 98) + soi + photo.substr(scan + 100),
        "a start-of-image marker at byte " + std::to_string(shift + scan + 100) + " inside"},
-      {"truncated-header.jpg", photo.substr(0, sos + 6),
-       "its segment FF DA at byte " + std::to_string(sos) + " declares a length of " + std::to_string(scan - sos - 2) +
-           ", which runs past the end of the file"},
+      {"cut-in-sos.jpg", photo.substr(0, sos + 6), runs_out + std::to_string(sos + 6) + " bytes"},
+      {"grey-cut-in-sos.jpg", grey.substr(0, gsos + 9), runs_out + std::to_string(gsos + 9) + " bytes"},
+      {"grey-eoi-as-ah-al.jpg", grey.substr(0, gsos + 9) + eoi, runs_out + std::to_string(gsos + 11) + " bytes"},
+      {"grey-eoi-as-se.jpg", grey.substr(0, gsos + 8) + eoi, runs_out + std::to_string(gsos + 10) + " bytes"},
+      {"grey-hidden-sos.jpg", grey.substr(0, gsos) + hidden_sos + grey.substr(gsos), runs_out},
   };
   for (const auto& [name, bytes, what] : bad) {
     const std::string path = dir.file(name);
@@ -324,6 +346,51 @@ TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
     g_clear_error(&err);
     EXPECT_TRUE(log.messages().empty()) << name << ": " << log.joined();
   }
+  // The grey JPEG itself loads, as OpenCV decodes it but for jpegdec's faster, less exact IDCT
+  // (idct-method ifast; OpenCV's libjpeg uses islow): 1.5 grey levels apart on average, 5 at most,
+  // jpegdec's GRAY8 output alone as much.
+  const std::string path = dir.file("grey.jpg");
+  std::ofstream(path, std::ios::binary) << grey;
+  prism::ImageFile im;
+  GError* err = nullptr;
+  ASSERT_TRUE(prism::image_file_load_grey(path.c_str(), &im, &err)) << (err ? err->message : "");
+  const cv::Mat decoded = cv::imdecode(encoded, cv::IMREAD_GRAYSCALE);
+  ASSERT_EQ(im.width, decoded.cols);
+  ASSERT_EQ(im.height, decoded.rows);
+  const cv::Mat loaded(im.height, im.width, CV_8UC1, im.pixels.data());
+  EXPECT_LE(cv::norm(loaded, decoded, cv::NORM_INF), 6.0);
+  EXPECT_LE(cv::norm(loaded, decoded, cv::NORM_L1) / double(loaded.total()), 2.0);
+}
+
+// A JPEG's declared size is checked from its frame header, as a PNG's, before libjpeg or jpegdec
+// allocates anything for it: 60000x60000 under a 768 MiB address-space limit.
+TEST_F(ImageFile, JpegDeclaringAHugeSizeIsRefusedFromItsHeader) {
+  cv::Mat flat(16, 16, CV_8UC1, cv::Scalar(90));
+  std::vector<uchar> encoded;
+  ASSERT_TRUE(cv::imencode(".jpg", flat, encoded));
+  std::string jpeg(encoded.begin(), encoded.end());
+  const size_t sof = jpeg.find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  for (const size_t at : {sof + 5, sof + 7}) {  // height, then width: 60000 = EA 60
+    jpeg[at] = '\xea';
+    jpeg[at + 1] = '\x60';
+  }
+  const std::string path = dir.file("huge.jpg");
+  std::ofstream(path, std::ios::binary) << jpeg;
+  prism::ImageFile im;
+  GError* err = nullptr;
+  gboolean ok;
+  {
+    AddressSpaceLimit limit(768u << 20);
+    ok = prism::image_file_load_grey(path.c_str(), &im, &err);
+  }
+  ASSERT_FALSE(ok);
+  ASSERT_NE(err, nullptr);
+  const std::string msg = err->message;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("60000x60000"), std::string::npos) << msg;
+  EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT)) << msg;
+  g_clear_error(&err);
 }
 
 // Only a JPEG's first image is decoded: what follows its end-of-image (a second image, a trailer

@@ -2,9 +2,13 @@
 
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
+// (jpeglib.h wants FILE and size_t declared before it)
+#include <cstdio>
+#include <jpeglib.h>
 
 #include <algorithm>
 #include <atomic>
+#include <csetjmp>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -200,60 +204,51 @@ void set_size_error(GError **error, const gchar *path, const std::string &width,
                 path, width.c_str(), height.c_str(), max_pixels);
 }
 
-// Reads a file's bytes at any offset through a 1 MiB window; the walk below goes forward and looks
-// back 2 bytes at most.
-class FileBytes {
+// A JPEG's first image, read once: the bytes the decoder gets, or why it is refused before any
+// decoder sees it. GStreamer 1.22's jpegdec loops for ever on some malformed JPEGs (its streaming
+// thread then spins and the pipeline can no longer be stopped; each found by the image fuzzer or a
+// review), in two places:
+//  - its parser (gst_jpeg_dec_parse) ends a frame 2 bytes before any start-of-image marker it meets
+//    inside an image, and at an SOI followed at once by another (FF D8 FF D8) that frame has no
+//    bytes and is made again on the same bytes for ever;
+//  - its decoder hands libjpeg the frame (with an EOI appended when it has none) from a source that
+//    has no more data to give: where libjpeg reads past the frame's end (a header cut short, or an
+//    EOI swallowed by a header that jpegdec's parser and libjpeg's marker reader see differently)
+//    it suspends, and jpegdec's grayscale and RGB row loops wait for rows for ever.
+// So the file is walked as that parser frames it (a segment's payload skipped by its length, so an
+// SOI inside an APPn or COM payload is no marker; entropy-coded data running to the next FF not
+// followed by 00; resync as the parser's), an SOI inside the first image is refused (no valid JPEG
+// has one), and libjpeg itself reads that frame as jpegdec would give it: a suspension is refused.
+// Only the first image's bytes, through its EOI, go to the decoder: a trailer (a second image, a
+// motion photo's video) is never decoded.
+struct JpegFirstImage {
+  std::vector<guint8> bytes;  // what the decoder gets: the image through its EOI (or the whole file)
+  std::string problem;        // why it is refused, or empty
+  guint64 width = 0, height = 0;
+};
+
+// The file's bytes, read forward in 1 MiB slices as far as the walk asks.
+class ForwardBytes {
  public:
-  explicit FileBytes(const char *path) : file_(path, std::ios::binary | std::ios::ate), buf_(size_t(1) << 20) {
-    size_ = file_ ? (gint64)file_.tellg() : 0;
+  explicit ForwardBytes(const char *path) : file_(path, std::ios::binary) {}
+  int at(gint64 i) {  // the byte at offset i, or -1 past the end
+    while (i >= (gint64)data.size() && file_) {
+      const size_t n = data.size();
+      data.resize(n + (size_t(1) << 20));
+      file_.read((char *)data.data() + n, (std::streamsize)(data.size() - n));
+      data.resize(n + (size_t)std::max<std::streamsize>(file_.gcount(), 0));
+    }
+    return i < (gint64)data.size() ? data[size_t(i)] : -1;
   }
-  gint64 size() const { return size_; }
-  // The byte at offset i, or -1 past the end (or where the file cannot be read).
-  int at(gint64 i) {
-    if ((i < base_ || i >= base_ + n_) && !load(i)) return -1;
-    return (guint8)buf_[size_t(i - base_)];
-  }
+  std::vector<guint8> data;
 
  private:
-  bool load(gint64 i) {
-    base_ = std::max<gint64>(0, i - 16);
-    file_.clear();
-    file_.seekg(base_);
-    file_.read(buf_.data(), (std::streamsize)buf_.size());
-    n_ = (gint64)std::max<std::streamsize>(file_.gcount(), 0);
-    return i < base_ + n_;
-  }
   std::ifstream file_;
-  std::vector<char> buf_;
-  gint64 base_ = 0, n_ = 0, size_ = 0;
 };
 
-// The first image of a JPEG file as GStreamer 1.22's jpegdec would frame it, checked for what makes
-// that decoder loop for ever (its streaming thread then spins and the pipeline can no longer be
-// stopped; found by the image fuzzer):
-//  - a start-of-image marker before the image's end-of-image: its parser (gst_jpeg_dec_parse) ends
-//    the frame 2 bytes before that SOI, and if the SOI follows the first at once (FF D8 FF D8) the
-//    frame has no bytes and is made again on the same bytes for ever; if those 2 bytes belong to a
-//    segment, the frame ends inside it, as below;
-//  - a segment that runs past the end of the frame (a truncated header): libjpeg asks for more
-//    data, the decoder's source has none, and its grayscale and RGB loops wait for rows for ever.
-// Neither is valid JPEG. The walk is the parser's: a segment's payload is skipped by its length (an
-// SOI inside an APPn or COM payload is no marker), entropy-coded data runs to the next FF not
-// followed by 00, and where sync is lost it resyncs as the parser does. What follows the first
-// image's EOI (a second image, a trailer such as a motion photo's video) is not decoded: only `end`
-// bytes are handed to the decoder.
-struct JpegFirstImage {
-  gint64 end = 0;       // the image's bytes, through its EOI (or the file's end when it has none)
-  std::string problem;  // why it is refused, or empty
-};
-
-JpegFirstImage jpeg_first_image(const char *path) {
-  FileBytes b(path);
-  JpegFirstImage r;
-  const auto at_end = [&] {  // an image without EOI: the decoder gets the whole file
-    r.end = b.size();
-    return r;
-  };
+// Where jpegdec's parser ends the image that begins at byte 0 (through its EOI; -1 when it has
+// none), or an SOI inside it (`soi`).
+gint64 jpeg_frame_end(ForwardBytes &b, gint64 *soi) {
   gint64 m = 2;  // where the next marker should stand (the file begins FF D8: the caller checked)
   for (;;) {
     gint64 n = m;  // the parser looks for the next FF, and goes past fill bytes
@@ -261,32 +256,21 @@ JpegFirstImage jpeg_first_image(const char *path) {
     const bool resync = n != m;
     while (b.at(n + 1) == 0xff) ++n;
     const int code = b.at(n + 1);
-    if (code < 0) return at_end();
-    if (code == 0xd9) {
-      r.end = n + 2;
-      return r;
-    }
+    if (code < 0) return -1;
+    if (code == 0xd9) return n + 2;
     if (code == 0xd8) {
-      r.problem = "a start-of-image marker at byte " + std::to_string(n) + " inside the image that begins at byte 0" +
-                  (n == 2 ? " (an SOI followed at once by another)" : "");
-      return r;
+      *soi = n;
+      return -1;
     }
     const bool rst = code >= 0xd0 && code <= 0xd7;
     gint64 end = n + 2;
     if (!rst) {
-      if (b.at(n + 3) < 0) return at_end();
+      if (b.at(n + 3) < 0) return -1;
       end += b.at(n + 2) << 8 | b.at(n + 3);  // the length counts its own 2 bytes
-      if (b.at(end - 1) < 0) {
-        char marker[8];
-        g_snprintf(marker, sizeof marker, "FF %02X", code);
-        r.problem = std::string("its segment ") + marker + " at byte " + std::to_string(n) + " declares a length of " +
-                    std::to_string(end - n - 2) + ", which runs past the end of the file (truncated)";
-        return r;
-      }
     }
     if (rst || code == 0xda) {  // entropy-coded data follows
       while (b.at(end) >= 0 && !(b.at(end) == 0xff && b.at(end + 1) != 0)) ++end;
-      if (b.at(end + 1) < 0) return at_end();
+      if (b.at(end + 1) < 0) return -1;
     }
     // Having resynced, the parser takes this for a segment only when another marker follows it.
     if (resync && b.at(end) != 0xff) {
@@ -295,6 +279,82 @@ JpegFirstImage jpeg_first_image(const char *path) {
     }
     m = end;
   }
+}
+
+// libjpeg over jpegdec's frame with jpegdec's source: all the data at once, nothing more to give
+// (fill_input_buffer suspends; a skip past the end is ignored; resync_to_restart accepts).
+struct JpegdecSource {
+  jpeg_source_mgr mgr{};
+  explicit JpegdecSource(const std::vector<guint8> &frame) {
+    mgr.next_input_byte = frame.data();
+    mgr.bytes_in_buffer = frame.size();
+    mgr.init_source = [](j_decompress_ptr) {};
+    mgr.fill_input_buffer = [](j_decompress_ptr) -> boolean { return FALSE; };
+    mgr.skip_input_data = [](j_decompress_ptr c, long n) {
+      if (n > 0 && c->src->bytes_in_buffer >= (size_t)n) {
+        c->src->next_input_byte += n;
+        c->src->bytes_in_buffer -= (size_t)n;
+      }
+    };
+    mgr.resync_to_restart = [](j_decompress_ptr, int) -> boolean { return TRUE; };
+    mgr.term_source = [](j_decompress_ptr) {};
+  }
+};
+
+struct JpegErrors {
+  jpeg_error_mgr mgr{};
+  std::jmp_buf on_error;
+};
+
+// Whether libjpeg, reading `frame` (with jpegdec's appended EOI, removed again) to its end, runs out
+// of data (suspends: jpegdec would wait for ever); sets the declared size. A libjpeg error is left
+// for jpegdec to report. Reading the coefficients consumes the input as decoding does, without the
+// pixels; nothing is read once the declared size is over `max_pixels`.
+bool libjpeg_runs_out(std::vector<guint8> &frame, guint64 max_pixels, JpegFirstImage *r) {
+  const size_t n = frame.size();
+  if (n < 2 || frame[n - 2] != 0xff || frame[n - 1] != 0xd9) frame.insert(frame.end(), {0xff, 0xd9});
+  jpeg_decompress_struct cinfo{};
+  JpegErrors errors;
+  cinfo.err = jpeg_std_error(&errors.mgr);
+  errors.mgr.error_exit = [](j_common_ptr c) { std::longjmp(reinterpret_cast<JpegErrors *>(c->err)->on_error, 1); };
+  errors.mgr.output_message = [](j_common_ptr) {};
+  errors.mgr.emit_message = [](j_common_ptr, int) {};
+  JpegdecSource source(frame);
+  volatile bool out = false;
+  jpeg_create_decompress(&cinfo);
+  if (!setjmp(errors.on_error)) {
+    cinfo.src = &source.mgr;
+    const int header = jpeg_read_header(&cinfo, TRUE);
+    if (header == JPEG_SUSPENDED) {
+      out = true;
+    } else if (header == JPEG_HEADER_OK) {
+      r->width = cinfo.image_width;
+      r->height = cinfo.image_height;
+      if (r->width && r->height && r->width <= max_pixels / r->height && !jpeg_read_coefficients(&cinfo)) out = true;
+    }
+  }
+  jpeg_destroy_decompress(&cinfo);
+  frame.resize(n);
+  return out;
+}
+
+JpegFirstImage jpeg_first_image(const char *path, guint64 max_pixels) {
+  ForwardBytes b(path);
+  JpegFirstImage r;
+  gint64 soi = -1;
+  const gint64 end = jpeg_frame_end(b, &soi);
+  if (soi >= 0) {
+    r.problem = "a start-of-image marker at byte " + std::to_string(soi) + " inside the image that begins at byte 0" +
+                (soi == 2 ? " (an SOI followed at once by another)" : "");
+    return r;
+  }
+  if (end < 0) b.at(G_MAXINT64 - 1);  // an image without EOI: the decoder gets the whole file
+  r.bytes = std::move(b.data);
+  if (end >= 0) r.bytes.resize(size_t(end));
+  if (libjpeg_runs_out(r.bytes, max_pixels, &r))
+    r.problem = "libjpeg runs out of data in its " + std::to_string(r.bytes.size()) +
+                " bytes (a header cut short, or the end marker read as part of one)";
+  return r;
 }
 
 int channels_of(GstVideoFormat format) {
@@ -333,7 +393,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file %s", e.what());
     return FALSE;
   }
-  JpegFirstImage jpeg;  // end > 0 for a JPEG: only its first image is decoded
+  JpegFirstImage jpeg;  // for a JPEG, the bytes of its first image: the only ones decoded
   {
     std::string head(4096, '\0');
     std::ifstream file(path, std::ios::binary);
@@ -375,7 +435,11 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
       return FALSE;
     }
     if (head.size() >= 2 && (guint8)head[0] == 0xff && (guint8)head[1] == 0xd8) {
-      jpeg = jpeg_first_image(path);
+      jpeg = jpeg_first_image(path, max_pixels);
+      if (jpeg.width && jpeg.height && jpeg.width > max_pixels / jpeg.height) {
+        set_size_error(error, path, std::to_string(jpeg.width), std::to_string(jpeg.height), false, max_pixels);
+        return FALSE;
+      }
       if (!jpeg.problem.empty()) {
         g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
                     "image file '%s' is a malformed JPEG: %s (GStreamer's jpegdec would never return on it)", path,
@@ -386,7 +450,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   }
 
   GstElement *pipeline = gst_pipeline_new("prism-image-file");
-  const bool from_memory = jpeg.end > 0;
+  const bool from_memory = !jpeg.bytes.empty();
   GstElement *src = gst_element_factory_make(from_memory ? "appsrc" : "filesrc", nullptr);
   GstElement *decode = gst_element_factory_make("decodebin", nullptr);
   GstElement *convert = gst_element_factory_make("videoconvert", nullptr);
@@ -431,18 +495,11 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   GstBus *bus = gst_element_get_bus(pipeline);
   gst_element_set_state(pipeline, GST_STATE_PAUSED);
   if (from_memory) {  // (appsrc takes buffers once started, in PAUSED)
-    GstBuffer *bytes = gst_buffer_new_allocate(nullptr, (gsize)jpeg.end, nullptr);
-    GstMapInfo map;
-    if (bytes && gst_buffer_map(bytes, &map, GST_MAP_WRITE)) {
-      std::ifstream file(path, std::ios::binary);
-      file.read((char *)map.data, (std::streamsize)map.size);
-      const gsize got = (gsize)std::max<std::streamsize>(file.gcount(), 0);  // less if the file shrank
-      gst_buffer_unmap(bytes, &map);
-      gst_buffer_set_size(bytes, (gssize)got);
-      gst_app_src_push_buffer(GST_APP_SRC(src), bytes);  // takes it
-    } else if (bytes) {
-      gst_buffer_unref(bytes);
-    }
+    auto *bytes = new std::vector<guint8>(std::move(jpeg.bytes));
+    gst_app_src_push_buffer(
+        GST_APP_SRC(src),
+        gst_buffer_new_wrapped_full(GST_MEMORY_FLAG_READONLY, bytes->data(), bytes->size(), 0, bytes->size(), bytes,
+                                    [](gpointer v) { delete (std::vector<guint8> *)v; }));
     gst_app_src_end_of_stream(GST_APP_SRC(src));
   }
   GstMessage *msg =

@@ -31,13 +31,14 @@ constexpr guint64 kImageFileMaxPixels = 64ull << 20;
 // GRAY8), scaled to width x height when both are > 0 (videoscale's bilinear), else at its own
 // size. Returns FALSE with `error` set (naming the file) on failure; never hangs (10 s limit).
 // A file whose header declares more than `max_pixels` pixels (width x height, as a PNG or PNM
-// header says or a parser or decoder announces them, before any pixel is decoded) is refused with
+// or JPEG header says or a parser or decoder announces them, before any pixel is decoded) is refused with
 // GST_RESOURCE_ERROR_NO_SPACE_LEFT naming the file and the declared size; one declaring a width or
 // height of 0 with GST_STREAM_ERROR_DECODE, also before a decoder sees it (GStreamer's decoders
-// assert on it). A JPEG is walked as GStreamer 1.22's jpegdec frames it, and one that would leave
-// that decoder looping for ever (a start-of-image marker inside the image, a header segment cut by
-// the end of the file) is refused with GST_STREAM_ERROR_DECODE naming the byte; the decoder gets
-// only the first image's bytes, through its end-of-image marker (a trailer is never decoded).
+// assert on it). A JPEG is framed as GStreamer 1.22's jpegdec frames it and read by libjpeg as
+// jpegdec would read it; one that would leave that decoder looping for ever (a start-of-image
+// marker inside the image; headers that run past the image's end) is refused with
+// GST_STREAM_ERROR_DECODE saying which. The decoder gets only the first image's bytes, through its
+// end-of-image marker (a trailer is never decoded).
 // Each load is independent: its whole pipeline is in NULL, no streaming thread left, when this returns.
 gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width = 0,
                          int height = 0, guint64 max_pixels = kImageFileMaxPixels);
