@@ -284,14 +284,16 @@ std::string jpeg_segment(int code, const std::string& payload) {
 }  // namespace
 
 // What leaves GStreamer 1.22's jpegdec looping for ever (its streaming thread spinning, the load
-// with it; found by the image fuzzer and a review) is refused before the decoder sees it:
+// with it; found by the image fuzzer and reviews) is refused before the decoder sees it:
 //  - a start-of-image marker inside an image (at once after the first, in the entropy-coded data,
 //    past the loader's 1 MiB read slices), where jpegdec's parser cuts the frame;
-//  - a grey JPEG whose frame libjpeg reads past its end: cut inside the SOS header, with an end
-//    marker that the SOS header swallows (as Ah/Al, or as Se and Ah/Al), and with a hidden SOS that
-//    jpegdec's parser reads as the payload of an FF 00 "segment" while libjpeg skips FF 00 as
-//    garbage. Each of those four hangs `gst-launch-1.0 filesrc ! jpegdec ! fakesink` (checked by
-//    hand: a test cannot wait for ever), and so does a colour JPEG cut inside its SOS header.
+//  - a grey JPEG whose frame libjpeg reads past its end before the last row: cut inside the SOS
+//    header, with an end marker that the SOS header swallows (as Ah/Al, or as Se and Ah/Al), and
+//    with a hidden SOS that jpegdec's parser reads as the payload of an FF 00 "segment" while
+//    libjpeg skips FF 00 as garbage. Each of those four hangs `gst-launch-1.0 filesrc ! jpegdec !
+//    fakesink` (checked by hand: a test cannot wait for ever).
+// And more than 500 scans (each a pass over the whole image) are refused, as TurboJPEG does. A
+// colour JPEG cut inside its SOS header is not refused here: jpegdec fails on it at once.
 TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
   const std::string photo = file_bytes(prism::test::data_dir() + "/images/fruits.jpg");
   ASSERT_GT(photo.size(), 1000u);
@@ -316,14 +318,20 @@ TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
   const size_t gsos = grey.find("\xff\xda\x00\x08");
   ASSERT_NE(gsos, std::string::npos);
   const std::string hidden_sos("\xff\x00\x00\x0b\xff\xda\x00\x08\x01\x01\x00\x00\x3f\xff\xd9", 15);
-  const std::string runs_out = "libjpeg runs out of data in its ";
+  const std::string runs_out = "is a malformed JPEG: libjpeg runs out of data in its ";
+  const std::string sos_header = grey.substr(gsos, 10);
+  std::string many_scans = grey.substr(0, gsos);
+  for (int i = 0; i < 501; ++i) many_scans += sos_header + std::string(1, '\0');
+  many_scans += eoi;
   const std::vector<std::tuple<std::string, std::string, std::string>> bad = {
-      {"double-soi.jpg", soi + photo, "a start-of-image marker at byte 2 inside the image that begins at byte 0"},
+      {"double-soi.jpg", soi + photo,
+       "is a malformed JPEG: a start-of-image marker at byte 2 inside the image that begins at byte 0"},
       {"soi-in-scan.jpg", photo.substr(0, scan + 100) + soi + photo.substr(scan + 100),
-       "a start-of-image marker at byte " + std::to_string(scan + 100) + " inside"},
+       "is a malformed JPEG: a start-of-image marker at byte " + std::to_string(scan + 100) + " inside"},
       {"soi-past-a-megabyte.jpg", big_headers + photo.substr(2, scan + 98) + soi + photo.substr(scan + 100),
-       "a start-of-image marker at byte " + std::to_string(shift + scan + 100) + " inside"},
-      {"cut-in-sos.jpg", photo.substr(0, sos + 6), runs_out + std::to_string(sos + 6) + " bytes"},
+       "is a malformed JPEG: a start-of-image marker at byte " + std::to_string(shift + scan + 100) + " inside"},
+      {"many-scans.jpg", many_scans,
+       "has more than 500 JPEG scans (scan 501 at byte " + std::to_string(gsos + 500 * 11) + ")"},
       {"grey-cut-in-sos.jpg", grey.substr(0, gsos + 9), runs_out + std::to_string(gsos + 9) + " bytes"},
       {"grey-eoi-as-ah-al.jpg", grey.substr(0, gsos + 9) + eoi, runs_out + std::to_string(gsos + 11) + " bytes"},
       {"grey-eoi-as-se.jpg", grey.substr(0, gsos + 8) + eoi, runs_out + std::to_string(gsos + 10) + " bytes"},
@@ -331,7 +339,7 @@ TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
   };
   for (const auto& [name, bytes, what] : bad) {
     const std::string path = dir.file(name);
-    expect_decode_refusal(path, bytes, "'" + path + "' is a malformed JPEG: " + what);
+    expect_decode_refusal(path, bytes, "'" + path + "' " + what);
   }
   // The grey JPEG itself loads, as OpenCV decodes it but for jpegdec's faster, less exact IDCT
   // (idct-method ifast; OpenCV's libjpeg uses islow): 1.5 grey levels apart on average, 5 at most,

@@ -5,6 +5,8 @@
 // (jpeglib.h wants FILE and size_t declared before it)
 #include <cstdio>
 #include <jpeglib.h>
+// (after jpeglib.h)
+#include <jerror.h>
 
 #include <algorithm>
 #include <atomic>
@@ -212,18 +214,21 @@ void set_size_error(GError **error, const gchar *path, const std::string &width,
 //    inside an image, and at an SOI followed at once by another (FF D8 FF D8) that frame has no
 //    bytes and is made again on the same bytes for ever;
 //  - its decoder hands libjpeg the frame (with an EOI appended when it has none) from a source that
-//    has no more data to give: where libjpeg reads past the frame's end (a header cut short, or an
-//    EOI swallowed by a header that jpegdec's parser and libjpeg's marker reader see differently)
-//    it suspends, and jpegdec's grayscale and RGB row loops wait for rows for ever.
+//    has no more data to give, and decodes a single-scan grey or RGB image in a loop that waits for
+//    rows: where libjpeg reads past the frame's end there (an EOI swallowed by a header cut short,
+//    or by a header that jpegdec's parser and libjpeg's marker reader see differently), it
+//    suspends, gives no rows, and the loop never ends. (YCbCr images are decoded in loops of fixed
+//    steps, and a multi-scan image is read whole before decoding, where a suspension is an error.)
 // So the file is walked as that parser frames it (a segment's payload skipped by its length, so an
 // SOI inside an APPn or COM payload is no marker; entropy-coded data running to the next FF not
 // followed by 00; resync as the parser's), an SOI inside the first image is refused (no valid JPEG
-// has one), and libjpeg itself reads that frame as jpegdec would give it: a suspension is refused.
-// Only the first image's bytes, through its EOI, go to the decoder: a trailer (a second image, a
-// motion photo's video) is never decoded.
+// has one), and libjpeg decodes that frame as jpegdec would: a suspension in that loop is refused.
+// More than 500 scans are refused as well (libjpeg-turbo's TurboJPEG limit: each is a pass over the
+// whole image, so a small file could cost seconds). Only the first image's bytes, through its EOI,
+// go to the decoder: a trailer (a second image, a motion photo's video) is never decoded.
 struct JpegFirstImage {
   std::vector<guint8> bytes;  // what the decoder gets: the image through its EOI (or the whole file)
-  std::string problem;        // why it is refused, or empty
+  std::string problem;        // why it is refused ("is a malformed JPEG: ..."), or empty
   guint64 width = 0, height = 0;
 };
 
@@ -246,9 +251,12 @@ class ForwardBytes {
   std::ifstream file_;
 };
 
+constexpr int kJpegMaxScans = 500;
+
 // Where jpegdec's parser ends the image that begins at byte 0 (through its EOI; -1 when it has
-// none), or an SOI inside it (`soi`).
-gint64 jpeg_frame_end(ForwardBytes &b, gint64 *soi) {
+// none), or an SOI inside it (`soi`), or the start of scan kJpegMaxScans + 1 (`scan`).
+gint64 jpeg_frame_end(ForwardBytes &b, gint64 *soi, gint64 *scan) {
+  int scans = 0;
   gint64 m = 2;  // where the next marker should stand (the file begins FF D8: the caller checked)
   for (;;) {
     gint64 n = m;  // the parser looks for the next FF, and goes past fill bytes
@@ -267,6 +275,10 @@ gint64 jpeg_frame_end(ForwardBytes &b, gint64 *soi) {
     if (!rst) {
       if (b.at(n + 3) < 0) return -1;
       end += b.at(n + 2) << 8 | b.at(n + 3);  // the length counts its own 2 bytes
+    }
+    if (code == 0xda && ++scans > kJpegMaxScans) {
+      *scan = n;
+      return -1;
     }
     if (rst || code == 0xda) {  // entropy-coded data follows
       while (b.at(end) >= 0 && !(b.at(end) == 0xff && b.at(end + 1) != 0)) ++end;
@@ -306,11 +318,14 @@ struct JpegErrors {
   std::jmp_buf on_error;
 };
 
-// Whether libjpeg, reading `frame` (with jpegdec's appended EOI, removed again) to its end, runs out
-// of data (suspends: jpegdec would wait for ever); sets the declared size. A libjpeg error is left
-// for jpegdec to report. Reading the coefficients consumes the input as decoding does, without the
-// pixels; nothing is read once the declared size is over `max_pixels`.
-bool libjpeg_runs_out(std::vector<guint8> &frame, guint64 max_pixels, JpegFirstImage *r) {
+enum class JpegdecWould { kDecode, kWaitForEver, kNotBeChecked };
+
+// What jpegdec (gst_jpeg_dec_prepare_decode, then its grey and RGB row loops) would do with `frame`:
+// the same libjpeg calls with the same settings (raw data, ifast IDCT, no fancy upsampling) over
+// the same source, with its appended EOI (removed again). Sets the declared size; nothing is
+// decoded once it is over `max_pixels`. A libjpeg error is left to jpegdec to report (it meets the
+// same one), but not an allocation's: then the image cannot be checked, and is refused.
+JpegdecWould jpegdec_would(std::vector<guint8> &frame, guint64 max_pixels, JpegFirstImage *r) {
   const size_t n = frame.size();
   if (n < 2 || frame[n - 2] != 0xff || frame[n - 1] != 0xd9) frame.insert(frame.end(), {0xff, 0xd9});
   jpeg_decompress_struct cinfo{};
@@ -320,40 +335,83 @@ bool libjpeg_runs_out(std::vector<guint8> &frame, guint64 max_pixels, JpegFirstI
   errors.mgr.output_message = [](j_common_ptr) {};
   errors.mgr.emit_message = [](j_common_ptr, int) {};
   JpegdecSource source(frame);
-  volatile bool out = false;
-  jpeg_create_decompress(&cinfo);
-  if (!setjmp(errors.on_error)) {
+  volatile JpegdecWould out = JpegdecWould::kDecode;
+  volatile bool created = false;
+  if (!setjmp(errors.on_error)) {  // (no object with a destructor from here to the end of the block)
+    jpeg_create_decompress(&cinfo);
+    created = true;
     cinfo.src = &source.mgr;
-    const int header = jpeg_read_header(&cinfo, TRUE);
-    if (header == JPEG_SUSPENDED) {
-      out = true;
-    } else if (header == JPEG_HEADER_OK) {
+    if (jpeg_read_header(&cinfo, TRUE) == JPEG_HEADER_OK) {  // else jpeg_start_decompress fails
       r->width = cinfo.image_width;
       r->height = cinfo.image_height;
-      if (r->width && r->height && r->width <= max_pixels / r->height && !jpeg_read_coefficients(&cinfo)) out = true;
+      const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE && cinfo.num_components == 1;
+      const bool rgb = cinfo.jpeg_color_space == JCS_RGB && cinfo.num_components == 3;
+      if ((grey || rgb) && r->width && r->height && r->width <= max_pixels / r->height &&
+          !jpeg_has_multiple_scans(&cinfo)) {
+        cinfo.do_fancy_upsampling = FALSE;
+        cinfo.do_block_smoothing = FALSE;
+        cinfo.out_color_space = cinfo.jpeg_color_space;
+        cinfo.dct_method = JDCT_IFAST;
+        cinfo.raw_data_out = TRUE;
+        jpeg_start_decompress(&cinfo);
+        if (rgb && (cinfo.max_v_samp_factor > 1 || cinfo.max_h_samp_factor > 1)) {
+          // jpegdec refuses it here
+        } else {
+          // One call's rows, per component, from libjpeg's own pools (freed by jpeg_destroy).
+          const int rows = cinfo.max_v_samp_factor * DCTSIZE;
+          auto planes = (JSAMPIMAGE)(*cinfo.mem->alloc_small)((j_common_ptr)&cinfo, JPOOL_IMAGE,
+                                                              sizeof(JSAMPARRAY) * size_t(cinfo.num_components));
+          for (int c = 0; c < cinfo.num_components; ++c)
+            planes[c] = (*cinfo.mem->alloc_sarray)((j_common_ptr)&cinfo, JPOOL_IMAGE,
+                                                   cinfo.comp_info[c].width_in_blocks * DCTSIZE, JDIMENSION(rows));
+          while (cinfo.output_scanline < cinfo.output_height)
+            if (jpeg_read_raw_data(&cinfo, planes, JDIMENSION(rows)) == 0) {
+              out = JpegdecWould::kWaitForEver;
+              break;
+            }
+        }
+      }
     }
+  } else if (errors.mgr.msg_code == JERR_OUT_OF_MEMORY || errors.mgr.msg_code == JERR_NO_BACKING_STORE) {
+    out = JpegdecWould::kNotBeChecked;
   }
-  jpeg_destroy_decompress(&cinfo);
+  if (created) jpeg_destroy_decompress(&cinfo);
   frame.resize(n);
   return out;
 }
 
+constexpr const char *kNeverReturns = " (GStreamer's jpegdec would never return on it)";
+
 JpegFirstImage jpeg_first_image(const char *path, guint64 max_pixels) {
   ForwardBytes b(path);
   JpegFirstImage r;
-  gint64 soi = -1;
-  const gint64 end = jpeg_frame_end(b, &soi);
+  gint64 soi = -1, scan = -1;
+  const gint64 end = jpeg_frame_end(b, &soi, &scan);
   if (soi >= 0) {
-    r.problem = "a start-of-image marker at byte " + std::to_string(soi) + " inside the image that begins at byte 0" +
-                (soi == 2 ? " (an SOI followed at once by another)" : "");
+    r.problem = "is a malformed JPEG: a start-of-image marker at byte " + std::to_string(soi) +
+                " inside the image that begins at byte 0" + (soi == 2 ? ", at once after its own" : "") + kNeverReturns;
+    return r;
+  }
+  if (scan >= 0) {
+    r.problem = "has more than " + std::to_string(kJpegMaxScans) + " JPEG scans (scan " +
+                std::to_string(kJpegMaxScans + 1) + " at byte " + std::to_string(scan) +
+                "): each is a pass over the whole image, and libjpeg-turbo's TurboJPEG refuses them too";
     return r;
   }
   if (end < 0) b.at(G_MAXINT64 - 1);  // an image without EOI: the decoder gets the whole file
   r.bytes = std::move(b.data);
   if (end >= 0) r.bytes.resize(size_t(end));
-  if (libjpeg_runs_out(r.bytes, max_pixels, &r))
-    r.problem = "libjpeg runs out of data in its " + std::to_string(r.bytes.size()) +
-                " bytes (a header cut short, or the end marker read as part of one)";
+  switch (jpegdec_would(r.bytes, max_pixels, &r)) {
+    case JpegdecWould::kWaitForEver:
+      r.problem = "is a malformed JPEG: libjpeg runs out of data in its " + std::to_string(r.bytes.size()) +
+                  " bytes before the last row, the end marker read as part of a header" + std::string(kNeverReturns);
+      break;
+    case JpegdecWould::kNotBeChecked:
+      r.problem =
+          "is a JPEG that libjpeg could not allocate the memory to check (GStreamer's jpegdec could hang on it)";
+      break;
+    case JpegdecWould::kDecode: break;
+  }
   return r;
 }
 
@@ -441,9 +499,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
         return FALSE;
       }
       if (!jpeg.problem.empty()) {
-        g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE,
-                    "image file '%s' is a malformed JPEG: %s (GStreamer's jpegdec would never return on it)", path,
-                    jpeg.problem.c_str());
+        g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE, "image file '%s' %s", path, jpeg.problem.c_str());
         return FALSE;
       }
     }
