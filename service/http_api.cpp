@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -639,15 +641,28 @@ HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<
   // Answers go out at once: with Nagle's algorithm a response written in two parts waits for the
   // client's delayed ACK (tens of ms on loopback).
   m.server.set_tcp_nodelay(true);
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which a second server on the
+  // same port starts too and the kernel splits the connections between the two (issue 40).
+  m.server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   m.routes();
 }
 
 HttpApi::~HttpApi() { stop(); }
 
 int HttpApi::bind(const std::string& host, int port) {
+  errno = 0;
   const int bound =
       port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port));
+  if (bound <= 0) {
+    const int e = errno;
+    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) +
+                             (e == EADDRINUSE ? ": the port is in use (another server there?)"
+                              : e != 0        ? std::string(": ") + std::strerror(e)
+                                              : std::string()));
+  }
   impl_->server.widen_backlog();
   return bound;
 }

@@ -32,6 +32,7 @@ bool same_features(const texture::Features& a, const texture::Features& b) {
 
 LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
     : options_(options),
+      owner_(options.gallery, options.owner),
       gallery_(texture::Gallery::open(options.gallery, /*create=*/true, texture::Gallery::Load::kNoEntries,
                                       options.normalisation.value_or(texture::poor_light_normalisation()))),
       index_(options.index) {
@@ -86,7 +87,11 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
     }
     r.outcome = WriteOutcome::kUpdated;
   } else {
-    gallery_.add(entry);
+    try {
+      gallery_.add(entry);
+    } catch (const texture::GalleryConflict& e) {  // an entry file the index does not hold
+      throw ServiceError(409, "id", e.what());
+    }
     try {
       index_.add(entry);
     } catch (const texture::IndexFull& e) {

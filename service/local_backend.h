@@ -1,6 +1,8 @@
 // One gallery directory and its live index in this process: the backend of
 // `prism texture serve --gallery G`, and what a shard worker (service/shard_worker.h) serves.
 //
+// The backend owns its gallery for its lifetime (texture::GalleryOwner): any other writer, in this
+// process or another, is refused naming it, since this index would never see that write.
 // The gallery directory is the durable record: a write is in it (fsync'ed, crash-safe:
 // kernels/texture/gallery.h) before the index changes and before the call returns. Writes are
 // serialised (one at a time, so that the gallery and the index agree); searches and verifies run
@@ -27,6 +29,9 @@ struct LocalOptions {
   // (GalleryError naming both). Unset: the gallery's record decides (clahe-4-8, texture::poor_light_normalisation(),
   // for a new gallery).
   std::optional<texture::Normalisation> normalisation;
+  // What this process is, named to a writer refused while it holds the gallery
+  // (texture::GalleryOwner): "prism texture serve on 127.0.0.1:8080".
+  std::string owner = "a texture service";
 };
 
 class LocalBackend : public Backend {
@@ -53,6 +58,7 @@ class LocalBackend : public Backend {
 
  private:
   LocalOptions options_;
+  texture::GalleryOwner owner_;  // before the gallery: no other process writes it from here on
   texture::Gallery gallery_;
   texture::TextureIndex index_;
   std::timed_mutex write_;  // a write waits for the one before it until its deadline

@@ -10,6 +10,9 @@ std::string reads_key(int shard) { return "prism:shard:" + std::to_string(shard)
 std::string worker_key(int shard, const std::string& replica) {
   return "prism:worker:" + std::to_string(shard) + ":" + replica;
 }
+std::string failing_key(int shard, const std::string& replica) {
+  return "prism:failing:" + std::to_string(shard) + ":" + replica;
+}
 std::string replica_group(const std::string& replica) { return "replica:" + replica; }
 
 uint64_t fnv1a64(const std::string& s) {

@@ -27,6 +27,9 @@ inline const std::string kReadersGroup = "readers";
 std::string writes_key(int shard);
 std::string reads_key(int shard);
 std::string worker_key(int shard, const std::string& replica);
+// Set (with the liveness key's expiry) while replica NAME of shard K cannot apply its next write:
+// why, for the fronts' /healthz.
+std::string failing_key(int shard, const std::string& replica);
 std::string replica_group(const std::string& replica);
 
 // FNV-1a, 64 bits (Fowler, Noll, Vo): the product id -> shard map, the same on every host and build.

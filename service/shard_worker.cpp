@@ -1,8 +1,11 @@
 #include "shard_worker.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
@@ -58,6 +61,25 @@ StreamId last_delivered(Redis& redis, const std::string& stream, const std::stri
   return {};
 }
 
+// The replica name's lease is its liveness key (issue 40.4): taken when free, renewed only by its
+// holder, in one step. Returns the holder afterwards (ARGV[1] when it is ours).
+constexpr const char* kLeaseScript =
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return ARGV[1] end "
+    "return v";
+// Drops the lease if `ARGV[1]` still holds it (a holder found dead).
+constexpr const char* kDropScript =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+// Whether the lease value "HOST:PID/N" names a process of this host that is gone.
+bool holder_gone(const std::string& holder) {
+  const size_t colon = holder.rfind(':', holder.find('/'));
+  if (colon == std::string::npos || holder.substr(0, colon) != host_name()) return false;
+  char* end = nullptr;
+  const long pid = std::strtol(holder.c_str() + colon + 1, &end, 10);
+  return pid > 0 && (*end == '/' || *end == 0) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
+}
+
 void send_answer(Redis& redis, const StreamEntry& e, const json& answer) {
   const std::string& key = e.field("reply");
   if (key.rfind("prism:reply:", 0) != 0) return;  // no (valid) reply key: nobody waits
@@ -81,7 +103,10 @@ ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(option
     throw std::invalid_argument("replica name '" + options_.replica +
                                 "' is invalid (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
   who_ = host_name() + ":" + std::to_string(getpid());
+  static std::atomic<int> workers{0};  // several workers of one process (tests) hold distinct leases
+  lease_ = who_ + "/" + std::to_string(workers++);
   options_.local.shard = options_.shard;
+  options_.local.owner = "prism texture shard " + std::to_string(options_.shard) + " replica " + options_.replica;
   adopt_normalisation_ = !options_.local.normalisation && !texture::Gallery::exists(options_.local.gallery);
   backend_ = std::make_unique<LocalBackend>(options_.local);
   const std::filesystem::path record = options_.local.gallery / kAppliedFile;
@@ -116,6 +141,28 @@ void ShardWorker::say(const std::string& line) {
 
 void ShardWorker::nap(int ms, const std::atomic<bool>& stop) {
   for (int slept = 0; slept < ms && !stop; slept += 50) std::this_thread::sleep_for(50ms);
+}
+
+void ShardWorker::hold_replica_name(Redis& redis, bool wait, const std::atomic<bool>& stop) {
+  const std::string key = shard::worker_key(options_.shard, options_.replica);
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(kHeartbeatTtlS + 2);
+  for (;;) {
+    const Reply r = redis.command({"EVAL", kLeaseScript, "1", key, lease_, std::to_string(kHeartbeatTtlS)});
+    if (r.error()) throw RedisError("Redis at " + redis.url() + " refused EVAL: " + r.str);
+    if (r.str == lease_) return;
+    if (holder_gone(r.str)) {  // restarted after a crash on this host: the old lease is void
+      redis.command({"EVAL", kDropScript, "1", key, r.str});
+      continue;
+    }
+    // Another worker of this name, or one that stopped without its lease expiring yet (its last
+    // renewal is at most kHeartbeatTtlS old): waited out once, at the start.
+    if (!wait || Clock::now() >= give_up || stop)
+      throw std::runtime_error("replica name '" + options_.replica + "' of shard " + std::to_string(options_.shard) +
+                               " is held by the worker " + r.str.substr(0, r.str.find('/')) + " (" + key +
+                               "): two workers of one name would split the shard's writes between their "
+                               "galleries; give each replica its own --replica NAME");
+    nap(500, stop);
+  }
 }
 
 void ShardWorker::prepare(Redis& redis) {
@@ -171,6 +218,7 @@ void ShardWorker::run(const std::atomic<bool>& stop) {
     bool said = false;
     for (int backoff = 100; !stop;) {
       try {
+        hold_replica_name(redis, /*wait=*/true, stop);
         prepare(redis);
         break;
       } catch (const RedisError& e) {
@@ -196,6 +244,11 @@ void ShardWorker::run(const std::atomic<bool>& stop) {
   }
   halt = true;
   for (std::thread& t : readers) t.join();
+  try {  // the name is free at once for a worker started next (else after the lease's expiry)
+    Redis redis(options_.redis);
+    redis.command({"EVAL", kDropScript, "1", shard::worker_key(options_.shard, options_.replica), lease_});
+  } catch (const RedisError&) {
+  }
   say("stopped");
 }
 
@@ -211,7 +264,7 @@ bool ShardWorker::wait_applied(const StreamId& last, Clock::time_point deadline,
   std::unique_lock lock(applied_mutex_);
   // Woken at least every 100 ms to see `halt` (the writer stopped: nothing more will be applied).
   while (!(last <= applied_)) {
-    if (halt || Clock::now() >= deadline) return false;
+    if (halt || !failing_.empty() || Clock::now() >= deadline) return false;
     applied_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
   }
   return true;
@@ -224,7 +277,7 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
   bool ready = false, lost = false;
   std::string position = "0";  // "0": our pending entries; ">": new ones
   Clock::time_point last_beat{}, last_claim = Clock::now();
-  int backoff = 100;
+  int backoff = 100, retry_backoff = 100;
   while (!stop) {
     try {
       if (!ready) {
@@ -235,9 +288,7 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         if (lost) say("writer reconnected to " + redis.url());
         lost = false;
       }
-      if (due(last_beat, kHeartbeatMs))
-        redis.command(
-            {"SET", shard::worker_key(options_.shard, options_.replica), who_, "EX", std::to_string(kHeartbeatTtlS)});
+      if (due(last_beat, kHeartbeatMs)) hold_replica_name(redis, /*wait=*/false, stop);
       if (due(last_claim, kClaimEveryMs)) {
         const Reply c =
             redis.command({"XAUTOCLAIM", stream, group, options_.replica, kClaimIdleMs, "0-0", "COUNT", "100"});
@@ -270,7 +321,40 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
       for (const StreamEntry& e : entries) {
         const StreamId id = StreamId::parse(e.id);
         if (!e.fields.empty() && recorded_ < id) {  // no fields: trimmed away; at or below: applied
-          const json answer = apply_write(e);
+          json answer = apply_write(e);
+          if (!settled(answer)) {
+            // Not applied (a full disk, an index smaller than a sibling's, memory): neither recorded
+            // nor acknowledged, so it is applied later, in order, and nothing after it before.
+            const std::string why = answer.value("error", std::string("no message"));
+            if (failed_ < id || id < failed_) {
+              say("cannot apply write " + e.id + " (" + e.field("op") + "): " + why +
+                  "; retrying with backoff, out of reads until it is applied");
+              answer["retrying"] = true;  // the front prefers a sibling's success (issue 40.5)
+              send_answer(redis, e, answer);
+              failed_ = id;
+              retry_backoff = 100;
+            }
+            {
+              std::lock_guard lock(applied_mutex_);
+              failing_ = "cannot apply write " + e.id + ": " + why;
+            }
+            applied_cv_.notify_all();
+            redis.command({"SET", shard::failing_key(options_.shard, options_.replica), why, "EX",
+                           std::to_string(kHeartbeatTtlS)});
+            nap(retry_backoff, stop);
+            retry_backoff = std::min(retry_backoff * 2, 5000);
+            position = "0";  // this entry is first among the pending ones
+            break;
+          }
+          if (!(failed_ < id) && !(id < failed_)) {
+            say("applied write " + e.id + " after retrying; serving reads again");
+            failed_ = StreamId{};
+            {
+              std::lock_guard lock(applied_mutex_);
+              failing_.clear();
+            }
+            redis.command({"DEL", shard::failing_key(options_.shard, options_.replica)});
+          }
           record_applied(id);
           send_answer(redis, e, answer);
         }
@@ -311,6 +395,10 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
             redis.command({"XAUTOCLAIM", stream, shard::kReadersGroup, consumer, kClaimIdleMs, "0-0", "COUNT", "100"});
         if (c.type == Reply::Type::kArray && c.elements.size() >= 2 && !shard::stream_entries(c.elements[1]).empty())
           position = "0";
+      }
+      if (failing()) {  // out of reads: a sibling answers them (the hedge resends what this one held)
+        nap(100, stop);
+        continue;
       }
       const bool pending = position == "0";
       std::vector<std::string> cmd = {"XREADGROUP", "GROUP", shard::kReadersGroup, consumer, "COUNT", "1"};
@@ -377,12 +465,40 @@ json answered(F&& work) {
   }
 }
 
+bool ShardWorker::failing() {
+  std::lock_guard lock(applied_mutex_);
+  return !failing_.empty();
+}
+
+// Whether every replica reaches this answer from the same state (issue 40.3): a success, or a
+// refusal of the request itself. A 5xx or a GalleryError (the request was checked before, so
+// that is the disk or the gallery) is this replica's failure, to be retried.
+bool ShardWorker::settled(const json& answer) {
+  const int status = answer.value("status", 500);
+  return status < 500 && answer.value("kind", std::string()) != "gallery";
+}
+
 json ShardWorker::apply_write(const StreamEntry& e) {
   return answered([&]() -> json {
     const shard::Request r = shard::parse_request(e, /*write=*/true);  // writes are applied whatever their deadline
+    // What the gallery would refuse of the request itself, refused here as the request's fault
+    // (settled), so that a GalleryError from the write below is always this replica's own.
+    if (r.op != "delete") {
+      if (!texture::valid_product_id(r.entry.id))
+        return shard::error_json(400, "id", "invalid product id '" + r.entry.id + "'");
+      if (!texture::valid_collection(r.entry.collection))
+        return shard::error_json(400, "collection", "invalid collection '" + r.entry.collection + "'");
+      if (r.entry.features.count() < texture::kMinFeatures)
+        return shard::error_json(422, "image",
+                                 "product '" + r.entry.id + "': " + std::to_string(r.entry.features.count()) +
+                                     " features; at least " + std::to_string(texture::kMinFeatures) +
+                                     " are needed to identify it (a flat, blank or tiny image?)");
+    } else if (!texture::valid_product_id(r.id)) {
+      return shard::error_json(400, "id", "invalid product id '" + r.id + "'");
+    }
     if (r.op == "delete") return {{"status", 200}, {"removed", backend_->remove(r.id, r.deadline)}};
     if (shard::shard_of(r.entry.id, shards_) != options_.shard)  // a front of another deployment?
-      return shard::error_json(500, "id", "product '" + r.entry.id + "' belongs to another shard");
+      return shard::error_json(421, "id", "product '" + r.entry.id + "' belongs to another shard");
     const WriteResult w = backend_->write(r.entry, r.op == "put", r.deadline);
     const char* outcome = w.outcome == WriteOutcome::kCreated   ? "created"
                           : w.outcome == WriteOutcome::kUpdated ? "updated"

@@ -39,7 +39,10 @@
 //   every write up to T; so a write acknowledged before a read was sent is visible to it on every
 //   replica. The writer knows what it applied before a restart from its group's last-delivered-id
 //   (XINFO GROUPS) once its pending entries are drained.
-// - Liveness: every worker SETs `prism:worker:K:NAME` = "HOST:PID" with a 10 s expiry every 3 s.
+// - Liveness and the replica name: `prism:worker:K:NAME` = "HOST:PID/N" with a 10 s expiry, taken
+//   when free and renewed every 3 s by its holder only (a script): a second worker of one name is
+//   refused naming the first (after waiting out a lease of a worker that just stopped; at once for
+//   a dead process of this host), since two consumers of one group would split the writes.
 // - Redis lost or restarted: every thread reconnects with backoff (100 ms doubling to 2 s),
 //   re-asserts prism:shards, recreates missing groups (MKSTREAM) and re-reads its pending entries;
 //   one line is printed per state change.
@@ -93,7 +96,14 @@ class ShardWorker {
   void reader_loop(int reader, const std::atomic<bool>& stop);
   // Connects: prism:shards agreed, groups present. Throws RedisError, or std::runtime_error.
   void prepare(Redis& redis);
+  // Takes or renews this replica name's lease (its liveness key, prism:worker:K:NAME), so that
+  // two workers never serve under one name. With `wait`, a lease held by another worker is waited
+  // for until it expires (a worker that just stopped); throws std::runtime_error naming the
+  // holder when it is still held, or (without `wait`) when another worker took it.
+  void hold_replica_name(Redis& redis, bool wait, const std::atomic<bool>& stop);
   shard::json apply_write(const shard::StreamEntry& e);
+  static bool settled(const shard::json& answer);
+  bool failing();
   shard::json answer_read(const shard::StreamEntry& e);
   void mark_applied(const shard::StreamId& id);
   // Records `id` as the last write applied to the gallery, durably (GALLERY/stream-applied).
@@ -110,10 +120,13 @@ class ShardWorker {
   // it holds the default, and is made again with prism:normalise's if that differs.
   bool adopt_normalisation_ = false;
   std::string who_;             // HOST:PID
+  std::string lease_;           // HOST:PID/N: the value of this worker's liveness key
   std::atomic<int> shards_{1};  // N as agreed with prism:shards
   std::mutex applied_mutex_;
   std::condition_variable applied_cv_;
   shard::StreamId applied_;
+  std::string failing_;     // why the writer cannot apply its next write (empty: it can)
+  shard::StreamId failed_;  // that write, retried
   // The last write applied to the gallery, as recorded there: a Redis that lost its last writes
   // (an AOF fsync'ed every second, a failover) delivers older ones again, which must not be
   // applied twice (a POST delivered again after its DELETE was lost would bring the product back).

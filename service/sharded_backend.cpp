@@ -131,10 +131,20 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
       send();
       got = pop(*redis, reply, deadline);
     }
-    if (got.type != Reply::Type::kArray || got.elements.size() != 2)
+    // A replica that failed to apply the write says so (`retrying`: it keeps trying): a sibling's
+    // answer is waited for until the deadline, and the failure is the answer only if none comes.
+    std::optional<std::string> failed;
+    while (write && got.type == Reply::Type::kArray && got.elements.size() == 2 &&
+           json::parse(got.elements[1].str).value("retrying", false) && Clock::now() < deadline) {
+      failed = got.elements[1].str;
+      got = pop(*redis, reply, deadline);
+    }
+    if (got.type != Reply::Type::kArray || got.elements.size() != 2) {
+      if (failed) return shard::answer_from(*failed, /*created_ok=*/true);
       throw ServiceError(503, "",
                          "shard " + std::to_string(shard) + " did not answer within " +
                              std::to_string(whole_ms(start, deadline)) + " ms");
+    }
     return shard::answer_from(got.elements[1].str, /*created_ok=*/true);
   } catch (const RedisError& e) {
     throw unreachable(e);
@@ -310,6 +320,17 @@ std::string ShardedBackend::health() {
     if (!dead.empty())
       return std::string(dead.size() == 1 ? "shard " : "shards ") + list_shards(dead) + " ha" +
              (dead.size() == 1 ? "s" : "ve") + " no live worker";
+    // A replica that cannot apply a write serves no reads and diverges from its siblings until it
+    // can: unhealthy, naming it and why.
+    RedisPool::Lease redis = pool_.acquire();
+    for (const auto& [k, names] : live)
+      for (const std::string& name : names) {
+        const Reply why = redis->command({"GET", shard::failing_key(k, name)});
+        if (why.type == Reply::Type::kString)
+          return "shard " + std::to_string(k) + " replica " + name + " cannot apply writes: " + why.str;
+      }
+  } catch (const RedisError& e) {
+    return e.what();
   } catch (const ServiceError& e) {
     return e.what();
   }

@@ -14,6 +14,9 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <chrono>
+#include <thread>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -87,15 +90,79 @@ void fsync_dir(const fs::path& dir) {
 // A killed writer's unfinished file (entries/.tmp-ID-PID, .tmp-marker-PID).
 bool is_temporary(const fs::path& p) { return p.filename().string().rfind(".tmp-", 0) == 0; }
 
+// ---- The owner: DIR/.owner (GalleryOwner) ------------------------------------------------------
+constexpr const char* kOwner = ".owner";
+
+// The folders this process owns, by device and inode (however their paths are spelled): its own
+// writes skip DIR/.owner, since a second flock() of the file here would conflict with the owner's.
+std::mutex& owned_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::pair<uint64_t, uint64_t>>& owned_dirs() {
+  static std::set<std::pair<uint64_t, uint64_t>> s;
+  return s;
+}
+bool dir_identity(const fs::path& dir, uint64_t& dev, uint64_t& ino) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return false;
+  dev = uint64_t(st.st_dev);
+  ino = uint64_t(st.st_ino);
+  return true;
+}
+bool owned_here(const fs::path& dir) {
+  uint64_t dev = 0, ino = 0;
+  if (!dir_identity(dir, dev, ino)) return false;
+  std::lock_guard<std::mutex> g(owned_mutex());
+  return owned_dirs().count({dev, ino}) != 0;
+}
+
+// What an owner wrote into DIR/.owner ("PID<TAB>WHO"), as a phrase naming it.
+std::string owner_text(int fd) {
+  char buf[512];
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string t(buf, n > 0 ? size_t(n) : 0);
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\0')) t.pop_back();
+  const size_t tab = t.find('\t');
+  if (tab == std::string::npos) return "another process";
+  return t.substr(tab + 1) + " (pid " + t.substr(0, tab) + ")";
+}
+std::string held_message(const fs::path& dir, const std::string& holder) {
+  return "gallery " + dir.string() + " is held by " + holder +
+         ", which alone writes it while it runs: write through it (its HTTP API), or stop it first";
+}
+
 // An exclusive flock() on DIR/.lock for one write; also clears temporary files of killed writers.
+// Unless this process owns the gallery, DIR/.owner is held shared for the write as well, so that
+// no write passes an owner of another process (GalleryError naming it).
 // With `wait` false it only tries: held() says whether it got the lock (a reader that may repair
-// the pack; it never throws then, a read-only gallery simply is not repaired).
+// the pack; it never throws then, a read-only or owned gallery simply is not repaired).
 class WriterLock {
  public:
   explicit WriterLock(const fs::path& dir, bool wait = true) {
+    if (!owned_here(dir)) {
+      const fs::path o = dir / kOwner;
+      owner_fd_ = ::open(o.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (owner_fd_ < 0) {
+        if (!wait) return;
+        throw GalleryError(o.string() + ": cannot open: " + errno_text());
+      }
+      int rc;
+      while ((rc = ::flock(owner_fd_, LOCK_SH | LOCK_NB)) != 0 && errno == EINTR) {
+      }
+      if (rc != 0) {
+        const std::string why = errno == EWOULDBLOCK ? held_message(dir, owner_text(owner_fd_))
+                                                     : o.string() + ": cannot lock: " + errno_text();
+        ::close(owner_fd_);
+        owner_fd_ = -1;
+        if (!wait) return;
+        throw GalleryError(why);
+      }
+    }
     const fs::path p = dir / ".lock";
     fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) {
+      release_owner();
       if (!wait) return;
       throw GalleryError(p.string() + ": cannot open: " + errno_text());
     }
@@ -104,6 +171,7 @@ class WriterLock {
         const std::string why = errno_text();
         ::close(fd_);
         fd_ = -1;
+        release_owner();
         if (!wait) return;
         throw GalleryError(p.string() + ": cannot lock: " + why);
       }
@@ -115,13 +183,18 @@ class WriterLock {
   }
   ~WriterLock() {
     if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+    release_owner();
   }
   bool held() const { return fd_ >= 0; }
   WriterLock(const WriterLock&) = delete;
   WriterLock& operator=(const WriterLock&) = delete;
 
  private:
-  int fd_ = -1;
+  void release_owner() {
+    if (owner_fd_ >= 0) ::close(owner_fd_);
+    owner_fd_ = -1;
+  }
+  int fd_ = -1, owner_fd_ = -1;
 };
 
 // Whether a gallery may be created in `dir`: it is absent or empty, or holds only what a creator
@@ -133,7 +206,7 @@ bool fresh_folder(const fs::path& dir) {
   try {
     for (const auto& e : fs::directory_iterator(dir)) {
       const std::string name = e.path().filename().string();
-      if (name == ".lock" || name == kPack || name == kDirty || name.rfind(".tmp-", 0) == 0) continue;
+      if (name == ".lock" || name == kOwner || name == kPack || name == kDirty || name.rfind(".tmp-", 0) == 0) continue;
       if (name != "entries" || !e.is_directory()) return false;
       for (const auto& f : fs::directory_iterator(e.path()))
         if (!is_temporary(f.path())) return false;
@@ -979,8 +1052,8 @@ void Gallery::write_entry(GalleryEntry entry, Write mode) {
   const fs::path final = entry_path(entry.id);
   const bool exists = fs::exists(final);
   if (mode == Write::kAdd && exists)
-    throw GalleryError("product '" + entry.id + "' is already enrolled: to replace it, `prism texture update --id " +
-                       entry.id + " IMAGE` (or enroll --update); to skip it, leave it out");
+    throw GalleryConflict("product '" + entry.id + "' is already enrolled: to replace it, `prism texture update --id " +
+                          entry.id + " IMAGE` (or enroll --update); to skip it, leave it out");
   if (mode == Write::kUpdate && !exists) throw GalleryError("product '" + entry.id + "' is not enrolled");
   auto it = std::lower_bound(entries_.begin(), entries_.end(), entry.id,
                              [](const GalleryEntry& e, const std::string& k) { return e.id < k; });
@@ -1032,6 +1105,61 @@ int Gallery::migrate(const std::function<void(const std::string&, bool)>& on_ent
     if (on_entry) on_entry(id, rewritten);
   }
   return migrated;
+}
+
+GalleryOwner::GalleryOwner(const fs::path& dir, const std::string& who) {
+  std::error_code ec;
+  if (!fs::exists(dir / kMarker, ec)) {
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw GalleryError(dir.string() + ": not a directory");
+    if (!fresh_folder(dir))
+      throw GalleryError(dir.string() + ": not a Prism texture gallery and not empty; choose a new or empty folder");
+    fs::create_directories(dir, ec);
+    if (ec) throw GalleryError(dir.string() + ": cannot create: " + ec.message());
+  }
+  if (!dir_identity(dir, dev_, ino_)) throw GalleryError(dir.string() + ": cannot read: " + errno_text());
+  {
+    std::lock_guard<std::mutex> g(owned_mutex());
+    if (owned_dirs().count({dev_, ino_})) throw GalleryError(held_message(dir, "this process already"));
+  }
+  const fs::path p = dir / kOwner;
+  fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw GalleryError(p.string() + ": cannot open: " + errno_text());
+  for (int tries = 0;; ++tries) {
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) break;
+    if (errno == EINTR) continue;
+    std::string why = p.string() + ": cannot lock: " + errno_text();
+    if (errno == EWOULDBLOCK) {
+      // Held exclusively by an owner, or shared by one-off writes, which end in milliseconds.
+      const bool owner = ::flock(fd_, LOCK_SH | LOCK_NB) != 0;
+      if (!owner) ::flock(fd_, LOCK_UN);
+      if (!owner && tries < 500) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      why = held_message(dir, owner ? owner_text(fd_) : "writes of another process that did not end within 5 s");
+    }
+    ::close(fd_);
+    throw GalleryError(why);
+  }
+  const std::string text = std::to_string(::getpid()) + "\t" + who + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != ssize_t(text.size())) {
+    const std::string why = errno_text();
+    ::close(fd_);
+    throw GalleryError(p.string() + ": cannot write: " + why);
+  }
+  std::lock_guard<std::mutex> g(owned_mutex());
+  if (!owned_dirs().insert({dev_, ino_}).second) {  // another owner of this process won the race
+    ::close(fd_);
+    throw GalleryError(held_message(dir, "this process already"));
+  }
+}
+
+GalleryOwner::~GalleryOwner() {
+  {
+    std::lock_guard<std::mutex> g(owned_mutex());
+    owned_dirs().erase({dev_, ino_});
+  }
+  ::close(fd_);  // the kernel releases the flock
 }
 
 void Gallery::add(GalleryEntry entry) { write_entry(std::move(entry), Write::kAdd); }

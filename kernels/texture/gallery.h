@@ -13,6 +13,10 @@
 //                            refuses format 3 rather than extract without the normalisation.
 //   DIR/.lock                flock()ed by writers (one writer at a time; readers take no lock and
 //                            skip an entry deleted between listing the folder and opening it)
+//   DIR/.owner               the owner: flock()ed exclusively for its lifetime by the one process
+//                            that serves the gallery (GalleryOwner), holding "pid PID: WHO"; every
+//                            other writer takes it shared for one write, so it is refused while an
+//                            owner runs (the owner's index would never see the write, issue 40)
 //   DIR/entries/ID.tex       an entry: header, id, source, collection, keypoints, 8-bit RootSIFT,
 //                            CRC-32 (format version 2; version 1 entries, FP16 RootSIFT and no
 //                            collection, are still read and converted with match::half_to_u8)
@@ -55,6 +59,10 @@ namespace prism::texture {
 struct GalleryError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// Gallery::add of an id whose entry file is on disk already.
+struct GalleryConflict : GalleryError {
+  using GalleryError::GalleryError;
+};
 
 struct GalleryEntry {
   std::string id;
@@ -76,6 +84,29 @@ constexpr int kMinFeatures = 5;
 bool valid_product_id(const std::string& id);
 // Collections: empty (none) or a valid product id.
 bool valid_collection(const std::string& collection);
+
+// The one process that writes a gallery for as long as it runs: a server or shard worker holds the
+// gallery's entries in an index, so a write by anyone else (`prism texture enroll` beside `serve`)
+// would leave the index answering for entries that are gone. The claim is an exclusive flock() on
+// DIR/.owner, which the kernel releases when the process dies, however it dies. While it is held,
+// writes of other processes (and a second owner, in this process or another) are refused with a
+// GalleryError naming the holder; writes through this process's own Gallery objects go on. Readers
+// take no part (search, list and stats keep working). Without an owner, writers of any process
+// interleave as before, one write at a time (DIR/.lock).
+class GalleryOwner {
+ public:
+  // Claims `dir` (created when absent, as Gallery::open(create) would). `who` says what holds it
+  // ("prism texture serve on 127.0.0.1:8080"), for the message a refused writer gets. Waits up to
+  // a few seconds for a one-off write of another process to finish. Throws GalleryError.
+  GalleryOwner(const std::filesystem::path& dir, const std::string& who);
+  ~GalleryOwner();
+  GalleryOwner(const GalleryOwner&) = delete;
+  GalleryOwner& operator=(const GalleryOwner&) = delete;
+
+ private:
+  int fd_ = -1;
+  uint64_t dev_ = 0, ino_ = 0;  // the folder's identity, however its path is spelled
+};
 
 class Gallery {
  public:

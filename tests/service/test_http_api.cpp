@@ -297,6 +297,14 @@ TEST(HttpApi, ExtractsWithTheGalleryNormalisation) {
   other.gallery = server.gallery();
   other.index = cpu_index();
   other.normalisation = texture::Normalisation{};
+  try {  // the server owns its gallery: a second backend on it is refused, whatever it asks
+    LocalBackend refused(other);
+    ADD_FAILURE() << "a second owner of one gallery was allowed";
+  } catch (const texture::GalleryError& e) {
+    EXPECT_NE(std::string(e.what()).find("is held by this process already"), std::string::npos) << e.what();
+  }
+  other.gallery = server.gallery().parent_path() / "copy";
+  std::filesystem::copy(server.gallery(), other.gallery, std::filesystem::copy_options::recursive);
   try {
     LocalBackend refused(other);
     ADD_FAILURE() << "a gallery recording clahe-4-8 was opened with none";
@@ -341,6 +349,24 @@ TEST(HttpApi, WritesAreIdempotentAndDurable) {
   EXPECT_NE(metrics->body.find("prism_http_requests_total{route=\"enrol\",code=\"409\"} 1"), std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("prism_gallery_images{shard=\"0\",tier=\"host\"} 0"), std::string::npos);
+}
+
+// Issue 40.2: an entry file put into the gallery behind the server's back (a replica repaired by
+// copying entry files, as docs/SERVICE.md describes) made the POST of its id a 500.
+TEST(HttpApi, AnEntryFileTheIndexDoesNotHoldIsAConflict) {
+  Server server;
+  httplib::Client c = server.client();
+  std::mt19937 rng(5);
+  const std::filesystem::path elsewhere = server.gallery().parent_path() / "elsewhere";
+  {
+    texture::Gallery g = texture::Gallery::open(elsewhere, /*create=*/true);
+    g.add(test::random_gallery_entry("copied", rng, 40));
+  }
+  std::filesystem::copy_file(elsewhere / "entries" / "copied.tex", server.gallery() / "entries" / "copied.tex");
+  const json got = body_of(post_image(c, "/v1/products/copied", textures(1, 12)[0]));
+  EXPECT_EQ(got["error"]["status"], 409) << got.dump();
+  EXPECT_EQ(got["error"]["field"], "id") << got.dump();
+  EXPECT_NE(got["error"]["message"].get<std::string>().find("already enrolled"), std::string::npos) << got.dump();
 }
 
 TEST(HttpApi, ApiKeysHaveRoles) {

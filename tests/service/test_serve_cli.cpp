@@ -33,6 +33,8 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
 // The exit status of `pid` within `seconds`, or -1 (then it is killed).
 int wait_exit(pid_t pid, int seconds) {
   for (int i = 0; i < seconds * 100; ++i) {
@@ -45,23 +47,46 @@ int wait_exit(pid_t pid, int seconds) {
   return -1;
 }
 
+// `prism texture serve ARGS` started in the background, its output in a file.
+struct Serve {
+  pid_t pid = 0;
+  std::string out;
+  Serve(const TempDir& dir, const std::string& name, const std::string& args) : out(dir.file(name + ".txt")) {
+    const std::string cmd = std::string("exec '") + PRISM_EXE + "' texture serve " + args +
+                            " --device cpu --host-memory 64M > '" + out + "' 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+    if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) pid = 0;
+  }
+  ~Serve() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  // The port it listens on (at most 10 s to start), or 0.
+  int port() const {
+    const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+    for (int i = 0; i < 1000 && pid > 0; ++i) {
+      std::smatch m;
+      const std::string text = read_file(out);
+      if (std::regex_search(text, m, listening)) return std::stoi(m[1]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return 0;
+  }
+  // Its exit status within `seconds` (-1: still running, then killed).
+  int exit_status(int seconds) {
+    const int rc = wait_exit(pid, seconds);
+    pid = 0;
+    return rc;
+  }
+};
+
 TEST(ServeCli, ServesUntilSigterm) {
   TempDir dir;
-  const std::string out = dir.file("out.txt");
-  const std::string cmd = std::string("exec '") + PRISM_EXE + "' texture serve --gallery '" + dir.file("g") +
-                          "' --listen 127.0.0.1:0 --device cpu --host-memory 64M > '" + out + "' 2>&1";
-  pid_t pid = 0;
-  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
-  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  int port = 0;
-  const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
-  for (int i = 0; i < 1000 && !port; ++i) {  // at most 10 s to start
-    std::smatch m;
-    const std::string text = read_file(out);
-    if (std::regex_search(text, m, listening)) port = std::stoi(m[1]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GT(port, 0) << read_file(out);
+  Serve serve(dir, "out", "--gallery '" + dir.file("g") + "' --listen 127.0.0.1:0");
+  const int port = serve.port();
+  ASSERT_GT(port, 0) << read_file(serve.out);
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(std::chrono::seconds(30));
   std::mt19937 rng(1);
@@ -73,9 +98,100 @@ TEST(ServeCli, ServesUntilSigterm) {
   const httplib::Result s = c.Post("/v1/search", pgm, "image/x-portable-graymap");
   ASSERT_TRUE(s);
   EXPECT_EQ(nlohmann::json::parse(s->body)["id"], "cli-1") << s->body;
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  EXPECT_EQ(wait_exit(pid, 20), 0) << read_file(out);
-  EXPECT_NE(read_file(out).find("stopped"), std::string::npos);
+  ASSERT_EQ(kill(serve.pid, SIGTERM), 0);
+  EXPECT_EQ(serve.exit_status(20), 0) << read_file(serve.out);
+  EXPECT_NE(read_file(serve.out).find("stopped"), std::string::npos);
+}
+
+// Issue 40.1: cpp-httplib's SO_REUSEPORT let a second server share the port, and the kernel split
+// the requests between two galleries. The second is refused, and every answer is the first's.
+TEST(ServeCli, SecondServerOnAPortInUseIsRefused) {
+  TempDir dir;
+  Serve first(dir, "first", "--gallery '" + dir.file("g1") + "' --listen 127.0.0.1:0");
+  const int port = first.port();
+  ASSERT_GT(port, 0) << read_file(first.out);
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(std::chrono::seconds(30));
+  std::mt19937 rng(2);
+  const std::string pgm = test::pgm_bytes(test::random_texture(rng));
+  const httplib::Result r = c.Post("/v1/products/only-in-g1", pgm, "image/x-portable-graymap");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+
+  Serve second(dir, "second", "--gallery '" + dir.file("g2") + "' --listen 127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(second.exit_status(30), 2) << read_file(second.out);
+  EXPECT_NE(read_file(second.out).find("cannot listen on 127.0.0.1:" + std::to_string(port) + ": the port is in use"),
+            std::string::npos)
+      << read_file(second.out);
+  for (int i = 0; i < 8; ++i) {  // fresh connections: each one could have gone to either server
+    httplib::Client fresh("127.0.0.1", port);
+    fresh.set_keep_alive(false);
+    const httplib::Result g = fresh.Get("/v1/products/only-in-g1");
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->status, 200) << g->body;
+  }
+}
+
+// Issue 40.2: a gallery written behind its server's back (the server never saw it: a deleted
+// product still identified). While `serve` owns the gallery, every other writer is refused naming
+// it, a second owner too; readers keep working; once it stops, writers work again.
+TEST(ServeCli, GalleryOwnedByAServerRefusesOtherWriters) {
+  TempDir dir;
+  const std::string g = dir.file("g");
+  std::mt19937 rng(3);
+  const std::string a = dir.file("a.pgm"), b = dir.file("b.pgm");
+  write_file(a, test::pgm_bytes(test::random_texture(rng)));
+  write_file(b, test::pgm_bytes(test::random_texture(rng)));
+  const std::string prism = std::string("'") + PRISM_EXE + "' texture ";
+  std::string output;
+  ASSERT_EQ(test::run_command(prism + "enroll --device cpu --gallery '" + g + "' --id a '" + a + "' 2>&1", output), 0)
+      << output;
+
+  Serve serve(dir, "serve", "--gallery '" + g + "' --listen 127.0.0.1:0");
+  const int port = serve.port();
+  ASSERT_GT(port, 0) << read_file(serve.out);
+  const std::string holder = "is held by prism texture serve on 127.0.0.1:0 (pid ";
+  struct Case {
+    std::string cmd;
+  } writers[] = {
+      {prism + "enroll --device cpu --gallery '" + g + "' --id b '" + b + "'"},
+      {prism + "update --device cpu --gallery '" + g + "' --id a '" + b + "'"},
+      {prism + "delete --gallery '" + g + "' a"},
+      {prism + "migrate --gallery '" + g + "'"},
+      {prism + "serve --device cpu --host-memory 64M --gallery '" + g + "' --listen 127.0.0.1:0"},
+  };
+  for (const Case& k : writers) {
+    ASSERT_EQ(test::run_command(k.cmd + " 2>&1", output), 2) << k.cmd << "\n" << output;
+    EXPECT_NE(output.find(holder), std::string::npos) << k.cmd << "\n" << output;
+  }
+  ASSERT_EQ(test::run_command(prism + "list --gallery '" + g + "' 2>&1", output), 0) << output;
+  EXPECT_NE(output.find("a"), std::string::npos) << output;
+  ASSERT_EQ(test::run_command(prism + "search --device cpu --gallery '" + g + "' '" + a + "' 2>&1", output), 0)
+      << output;
+
+  // Nothing changed under the server: a is still enrolled with its own image, b is not.
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(std::chrono::seconds(30));
+  const httplib::Result got_b = c.Get("/v1/products/b");
+  ASSERT_TRUE(got_b);
+  EXPECT_EQ(got_b->status, 404) << got_b->body;
+  const httplib::Result s = c.Post("/v1/search", read_file(a), "image/x-portable-graymap");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(nlohmann::json::parse(s->body)["id"], "a") << s->body;
+
+  ASSERT_EQ(kill(serve.pid, SIGTERM), 0);
+  ASSERT_EQ(serve.exit_status(20), 0) << read_file(serve.out);
+  ASSERT_EQ(test::run_command(prism + "delete --gallery '" + g + "' a 2>&1", output), 0) << output;
+
+  // Killed, not stopped: the kernel releases the claim with the process.
+  Serve killed(dir, "killed", "--gallery '" + g + "' --listen 127.0.0.1:0");
+  ASSERT_GT(killed.port(), 0) << read_file(killed.out);
+  ASSERT_EQ(test::run_command(prism + "enroll --device cpu --gallery '" + g + "' --id b '" + b + "' 2>&1", output), 2)
+      << output;
+  kill(killed.pid, SIGKILL);
+  killed.exit_status(20);
+  ASSERT_EQ(test::run_command(prism + "enroll --device cpu --gallery '" + g + "' --id b '" + b + "' 2>&1", output), 0)
+      << output;
 }
 
 TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {

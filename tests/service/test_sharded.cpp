@@ -287,6 +287,40 @@ TEST(ShardedBackend, ReplicasEachApplyEveryWrite) {
       << st.shards[0].worker;
 }
 
+// Issue 40.4: two workers of one replica name were two consumers of one group and split the writes
+// between their galleries (10 and 10 of 20). The second is refused naming the first, after waiting
+// out the first's lease once; the first applies every write meanwhile.
+TEST(ShardedBackend, ASecondWorkerOfOneReplicaNameIsRefused) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Worker first(server.url(), 0, 1, "same", tmp.path() / "a");
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(8);
+  const std::vector<GalleryEntry> entries = products(20, rng);
+  ShardWorker twin(Worker::options(server.url(), 0, 1, "same", tmp.path() / "b"));
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (const GalleryEntry& e : entries) {
+      front.write(e, false, in(10s));
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  try {
+    twin.run(stop);
+    ADD_FAILURE() << "a second worker named 'same' served";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("replica name 'same' of shard 0 is held by the worker "), std::string::npos)
+        << e.what();
+  }
+  writer.join();
+  EXPECT_EQ(first.backend().size(), entries.size());
+  EXPECT_EQ(twin.backend().size(), 0u);
+  for (const GalleryEntry& e : entries) EXPECT_TRUE(front.get(e.id, in(5s))) << e.id;
+  EXPECT_EQ(first.error(), "");
+}
+
 // The entries of the gallery in `dir` (by id) as Gallery::encode bytes: equal when every field is.
 std::vector<std::string> encoded_entries(const std::filesystem::path& dir) {
   std::vector<std::string> out;
@@ -921,6 +955,54 @@ TEST(ShardedBackend, ANewGalleryTakesTheDeploymentsNormalisation) {
   run_c.join();
   EXPECT_NE(c_error.find("normalisation mismatch"), std::string::npos) << c_error;
   EXPECT_EQ(texture::Gallery::read_normalisation(tmp.path() / "c"), texture::parse_normalisation("clahe-4-8"));
+}
+
+// Issue 40.3 and 40.5: a replica that could not apply a write (here: its index holds 8 products,
+// its sibling's 200) recorded and acknowledged it anyway, never retried, and GETs flipped between
+// 200 and 404 with /healthz ok. Now every write is acknowledged from the replica that applied it,
+// the failing one logs, retries in place, is reported by /healthz and answers no reads; restarted
+// with room, it applies what it missed, in order.
+TEST(ShardedBackend, AReplicaThatCannotApplyAWriteRetriesAndLeavesReads) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::mutex log_mutex;
+  std::string log;
+  ShardWorkerOptions small = Worker::options(server.url(), 0, 1, "b", tmp.path() / "b");
+  small.local.index.host_budget = 8 * int64_t(match::kSlotBytes);
+  small.log = [&](const std::string& line) {
+    std::lock_guard lock(log_mutex);
+    log += line + "\n";
+  };
+  auto b = std::make_unique<Worker>(small);
+  Worker a(server.url(), 0, 1, "a", tmp.path() / "a");
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(9);
+  const std::vector<GalleryEntry> entries = products(12, rng);
+  for (const GalleryEntry& e : entries) {
+    const WriteResult w = front.write(e, false, in(10s));  // a 507 from b first must not decide
+    EXPECT_EQ(w.outcome, WriteOutcome::kCreated) << e.id;
+  }
+  std::string why;
+  for (int i = 0; i < 100 && why.empty(); ++i, std::this_thread::sleep_for(50ms)) why = front.health();
+  EXPECT_NE(why.find("shard 0 replica b cannot apply writes: "), std::string::npos) << why;
+  for (int round = 0; round < 3; ++round)
+    for (const GalleryEntry& e : entries) EXPECT_TRUE(front.get(e.id, in(10s))) << e.id << " round " << round;
+  EXPECT_EQ(a.backend().size(), entries.size());
+  EXPECT_EQ(b->backend().size(), 8u);
+  {
+    std::lock_guard lock(log_mutex);
+    EXPECT_NE(log.find("cannot apply write "), std::string::npos) << log;
+  }
+  EXPECT_EQ(b->error(), "");  // still running, retrying
+  b.reset();
+  small.local.index.host_budget = 200 * int64_t(match::kSlotBytes);
+  b = std::make_unique<Worker>(small);
+  for (int i = 0; i < 200 && b->backend().size() < entries.size(); ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(b->backend().size(), entries.size());
+  EXPECT_EQ(encoded_entries(tmp.path() / "a"), encoded_entries(tmp.path() / "b"));
+  EXPECT_EQ(health_when_live(front), "");
 }
 
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {

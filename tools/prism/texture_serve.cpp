@@ -183,6 +183,7 @@ int texture_serve_command(int argc, char** argv) {
       lo.gallery = o.gallery;
       lo.index = o.index;
       lo.normalisation = o.normalisation;
+      lo.owner = "prism texture serve on " + o.host + ":" + std::to_string(o.port);
       std::unique_ptr<service::LocalBackend> local;
       try {
         local = std::make_unique<service::LocalBackend>(lo);
