@@ -475,28 +475,22 @@ bool ShardWorker::failing() {
 // that is the disk or the gallery) is this replica's failure, to be retried.
 bool ShardWorker::settled(const json& answer) {
   const int status = answer.value("status", 500);
-  return status < 500 && answer.value("kind", std::string()) != "gallery";
+  return status < 500 && (answer.value("kind", std::string()) != "gallery" || answer.value("request", false));
 }
 
 json ShardWorker::apply_write(const StreamEntry& e) {
   return answered([&]() -> json {
     const shard::Request r = shard::parse_request(e, /*write=*/true);  // writes are applied whatever their deadline
-    // What the gallery would refuse of the request itself, refused here as the request's fault
-    // (settled), so that a GalleryError from the write below is always this replica's own.
-    if (r.op != "delete") {
-      if (!texture::valid_product_id(r.entry.id))
-        return shard::error_json(400, "id", "invalid product id '" + r.entry.id + "'");
-      if (!texture::valid_collection(r.entry.collection))
-        return shard::error_json(400, "collection", "invalid collection '" + r.entry.collection + "'");
-      if (r.entry.features.count() < texture::kMinFeatures)
-        return shard::error_json(422, "image",
-                                 "product '" + r.entry.id + "': " + std::to_string(r.entry.features.count()) +
-                                     " features; at least " + std::to_string(texture::kMinFeatures) +
-                                     " are needed to identify it (a flat, blank or tiny image?)");
-    } else if (!texture::valid_product_id(r.id)) {
-      return shard::error_json(400, "id", "invalid product id '" + r.id + "'");
-    }
+    // What the gallery refuses of the request itself is the request's fault (settled: every
+    // replica refuses it alike), so that any other GalleryError below is this replica's own.
     if (r.op == "delete") return {{"status", 200}, {"removed", backend_->remove(r.id, r.deadline)}};
+    try {
+      texture::Gallery::check_entry(r.entry);
+    } catch (const texture::GalleryError& x) {
+      json j = shard::error_json(422, "", x.what(), "gallery");
+      j["request"] = true;
+      return j;
+    }
     if (shard::shard_of(r.entry.id, shards_) != options_.shard)  // a front of another deployment?
       return shard::error_json(421, "id", "product '" + r.entry.id + "' belongs to another shard");
     const WriteResult w = backend_->write(r.entry, r.op == "put", r.deadline);

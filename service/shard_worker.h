@@ -23,6 +23,8 @@
 //   201, or an error's status with `field`, `error` and `kind` "gallery" for a GalleryError), then
 //   per op `outcome` + `product` (post/put), `removed` (delete), `found` + `product` (get), `match`
 //   + timings (verify), a ShardSearch (search), a ShardStats (stats); doubles round-trip exactly.
+//   A GalleryError refusing the request itself (Gallery::check_entry) also carries `request: true`;
+//   a write a replica failed to apply, `retrying: true` (below).
 //   A search sends one read per shard with the same reply key; each answer carries its `shard`.
 // - Writes are applied on one thread, in stream order: XREADGROUP BLOCK, apply to the gallery
 //   (durable before the answer), LPUSH the answer, EXPIRE, then XACK. Writes are applied whatever

@@ -64,6 +64,11 @@ std::string list_shards(const std::vector<int>& shards) {
   return s;
 }
 
+// How soon a request checks that its shard has a live worker (a shard answers well before), and
+// how often while it waits; a shard without one is answered with 503 and this Retry-After.
+constexpr std::chrono::milliseconds kLivenessFirstCheck{250}, kLivenessCheckEvery{1000};
+constexpr int kDeadShardRetryAfterSeconds = 2;
+
 ServiceError unreachable(const RedisError& e) { return ServiceError(503, "", e.what()); }
 
 }  // namespace
@@ -124,12 +129,30 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
       const Reply added = redis->command(xadd);
       if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
     };
+    // Waits for the answer until `until`; a shard found without a live worker (checked after
+    // kLivenessFirstCheck, then every kLivenessCheckEvery) is answered at once, not at the deadline.
+    Clock::time_point check = start + kLivenessFirstCheck;
+    auto answer_until = [&](Clock::time_point until) {
+      for (;;) {
+        Reply r = pop(*redis, reply, std::min(until, check));
+        if (r.type == Reply::Type::kArray || Clock::now() >= until) return r;
+        if (Clock::now() >= check) {
+          if (!live_workers().count(shard))
+            throw ServiceError(503, "",
+                               "shard " + std::to_string(shard) +
+                                   " did not answer: it has no live worker (no prism:worker:" + std::to_string(shard) +
+                                   ":* at " + redis->url() + ")",
+                               kDeadShardRetryAfterSeconds);
+          check = Clock::now() + kLivenessCheckEvery;
+        }
+      }
+    };
     send();
     // A write needs no hedge: every replica applies it through its own group, and any answers.
-    Reply got = pop(*redis, reply, write ? deadline : hedge_time(start, deadline));
+    Reply got = answer_until(write ? deadline : hedge_time(start, deadline));
     if (!write && got.type != Reply::Type::kArray && Clock::now() < deadline) {
       send();
-      got = pop(*redis, reply, deadline);
+      got = answer_until(deadline);
     }
     // A replica that failed to apply the write says so (`retrying`: it keeps trying): a sibling's
     // answer is waited for until the deadline, and the failure is the answer only if none comes.
@@ -171,8 +194,20 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
     };
     for (int k = 0; k < shards_; ++k) send(k);
     bool hedged = false;
-    while (int(heard.size()) < shards_ && Clock::now() < deadline) {
-      const Reply got = pop(*redis, reply, hedged ? deadline : hedge);
+    // Shards without a live worker (checked as in call()) are not waited for: missing at once.
+    Clock::time_point check = Clock::now() + kLivenessFirstCheck;
+    std::set<int> dead;
+    while (int(heard.size() + dead.size()) < shards_ && Clock::now() < deadline) {
+      const Clock::time_point until = hedged ? deadline : hedge;
+      const Reply got = pop(*redis, reply, std::min(until, check));
+      if ((got.type != Reply::Type::kArray || got.elements.size() != 2) && Clock::now() < until) {
+        const std::map<int, std::vector<std::string>> live = live_workers();
+        dead.clear();
+        for (int k = 0; k < shards_; ++k)
+          if (!heard.count(k) && !live.count(k)) dead.insert(k);
+        check = Clock::now() + kLivenessCheckEvery;
+        continue;
+      }
       if (got.type != Reply::Type::kArray || got.elements.size() != 2) {
         if (hedged || Clock::now() >= deadline) break;
         hedged = true;  // the shards not heard from get their read once more (hedge_time)
@@ -247,8 +282,10 @@ SearchAnswer ShardedBackend::search(const SearchQuery& q) {
   if (!missing.empty() && !q.allow_partial)
     throw ServiceError(503, "",
                        std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) +
-                           " did not answer within " + std::to_string(whole_ms(start, deadline)) + " ms (of " +
-                           std::to_string(shards_) + "; allow partial results to search the others)");
+                           " did not answer (no live worker, or none within " +
+                           std::to_string(whole_ms(start, deadline)) + " ms; " + std::to_string(shards_) +
+                           " shards in all; allow partial results to search the others)",
+                       kDeadShardRetryAfterSeconds);
   std::vector<ShardSearch> parts;
   try {
     for (const json& a : answers) parts.push_back(shard::shard_search_from(a));

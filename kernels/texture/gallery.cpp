@@ -1035,7 +1035,7 @@ void Gallery::commit_locked(const std::string& id, const std::vector<uint8_t>* b
   }
 }
 
-void Gallery::write_entry(GalleryEntry entry, Write mode) {
+void Gallery::check_entry(const GalleryEntry& entry) {
   if (!valid_product_id(entry.id))
     throw GalleryError("invalid product id '" + entry.id + "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
   if (!valid_collection(entry.collection))
@@ -1045,6 +1045,10 @@ void Gallery::write_entry(GalleryEntry entry, Write mode) {
     throw GalleryError((entry.source.empty() ? "product '" + entry.id + "'" : entry.source) + ": " +
                        std::to_string(entry.features.count()) + " features (product '" + entry.id + "'); at least " +
                        std::to_string(kMinFeatures) + " are needed to identify it (a flat, blank or tiny image?)");
+}
+
+void Gallery::write_entry(GalleryEntry entry, Write mode) {
+  check_entry(entry);
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
   const std::vector<uint8_t> bytes = encode(entry);
   entry.version = int(kVersion);

@@ -158,6 +158,10 @@ class Gallery {
   const std::vector<GalleryEntry>& entries() const { return entries_; }  // sorted by id
   const GalleryEntry* find(const std::string& id) const;
 
+  // What add and update refuse of the entry itself, whatever the gallery holds (an invalid id or
+  // collection, fewer than kMinFeatures): GalleryError.
+  static void check_entry(const GalleryEntry& entry);
+
   // Durable when they return. add refuses an id that is on disk already, update and remove one
   // that is not. Throws GalleryError.
   void add(GalleryEntry entry);
