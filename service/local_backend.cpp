@@ -19,15 +19,6 @@ Product product_of(const texture::GalleryEntry& e, int shard) {
   return p;
 }
 
-bool same_features(const texture::Features& a, const texture::Features& b) {
-  if (a.width != b.width || a.height != b.height || a.keypoints.size() != b.keypoints.size() ||
-      a.descriptors.size() != b.descriptors.size() || a.descriptors != b.descriptors)
-    return false;
-  for (size_t i = 0; i < a.keypoints.size(); ++i)
-    if (a.keypoints[i].x != b.keypoints[i].x || a.keypoints[i].y != b.keypoints[i].y) return false;
-  return true;
-}
-
 }  // namespace
 
 LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
@@ -66,7 +57,7 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
   WriteResult r;
   if (!replace && present) {
     const texture::GalleryEntry old = gallery_.read_entry(given.id);
-    if (!same_features(old.features, given.features) || old.collection != given.collection)
+    if (!texture::same_stored_features(old.features, given.features) || old.collection != given.collection)
       throw ServiceError(409, "id",
                          "product '" + given.id + "' is enrolled with another image or collection; PUT replaces it");
     r.outcome = WriteOutcome::kUnchanged;

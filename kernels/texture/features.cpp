@@ -403,4 +403,13 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
 cudaStream_t CudaFeatureExtractor::stream() const { return impl_->sift.stream(); }
 #endif
 
+bool same_stored_features(const Features& a, const Features& b) {
+  if (a.width != b.width || a.height != b.height || a.keypoints.size() != b.keypoints.size() ||
+      a.descriptors != b.descriptors)
+    return false;
+  for (size_t i = 0; i < a.keypoints.size(); ++i)
+    if (a.keypoints[i].x != b.keypoints[i].x || a.keypoints[i].y != b.keypoints[i].y) return false;
+  return true;
+}
+
 }  // namespace prism::texture

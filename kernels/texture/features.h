@@ -35,6 +35,11 @@ struct Features {
   int count() const { return int(keypoints.size()); }
 };
 
+// Whether two feature sets are equal as a gallery stores them (image size, keypoint positions,
+// 8-bit descriptors): an enrolment of an image already enrolled so is a no-op, for the service
+// and the CLI alike.
+bool same_stored_features(const Features& a, const Features& b);
+
 struct FeatureParams {
   int max_features = match::kSlot;  // the strongest by SIFT response; at most match::kSlot
   // Images whose longer side exceeds this are downscaled for detection (keypoints are reported in

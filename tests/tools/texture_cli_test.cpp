@@ -45,6 +45,25 @@ std::string images_dir() {
     GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/images not found (set PRISM_DATA_DIR)"; \
   }
 
+// Issue 40.9: `prism run configs/texture-id.yaml` identified the box and only said "done: 30
+// frames". It now closes with what each analysis element found; --results - keeps stdout for the
+// JSON lines and puts the summary on stderr.
+TEST(TextureCli, RunOfTheTextureConfigSaysWhatItIdentified) {
+  REQUIRE_IMAGES(img);
+  TempDir dir;
+  const std::string g = dir.file("gallery");
+  test::CommandResult r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png", img + "/graf1.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string config = (fs::path(PRISM_DEMO_CONFIG).parent_path() / "texture-id.yaml").string();
+  r = run_prism({"run", config, "--set", "gallery=" + g, "--set", "frames=21"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prism: id (textureid): 3 results; identified box in 3"), std::string::npos) << r.output;
+  r = run_prism(
+      {"run", config, "--set", "gallery=" + g, "--set", "frames=21", "--set", "image=" + img + "/fruits.jpg"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prism: id (textureid): 3 results; nothing identified in 3"), std::string::npos) << r.output;
+}
+
 TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   REQUIRE_IMAGES(img);
   TempDir dir;
@@ -84,7 +103,13 @@ TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   EXPECT_NE(r.output.find("\"products\":4"), std::string::npos) << r.output;
 
   // Update: "box" now holds the fruits photo, so the box scene no longer verifies as box.
-  r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png"});
+  // The same image again is a no-op, as a repeated POST of the API (issue 40.12); another image
+  // under an enrolled id is refused.
+  r = run_prism({"texture", "enroll", "--gallery", g, "--json", img + "/box.png"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("{\"enrolled\":\"box\",\"features\":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(",\"unchanged\":true}"), std::string::npos) << r.output;
+  r = run_prism({"texture", "enroll", "--gallery", g, "--id", "box", img + "/fruits.jpg"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("already enrolled"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("prism texture update --id box IMAGE"), std::string::npos) << r.output;

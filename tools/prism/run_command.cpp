@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gst/prism/gstprismresults.h"
+#include "results_summary.h"
 #include "gst_setup.h"
 #include "launch_line.h"
 #include "pipeline_config.h"
@@ -136,14 +137,22 @@ int run_command(int argc, char** argv) {
       std::fprintf(stderr, "prism run: error: --results: %s\n", error.c_str());
       return kExitConfigError;
     }
-    args.options.on_element_message = [&results](GstMessage* msg) {
-      std::string error;
-      if (results_message_is_result(msg) && !results.write_line(results_json_line(msg), &error))
-        return "--results: " + error;
-      return std::string();
-    };
   }
-  return run_pipeline(config, args.options);
+  ResultsSummary summary;
+  args.options.on_element_message = [&](GstMessage* msg) {
+    if (!results_message_is_result(msg)) return std::string();
+    const std::string line = results_json_line(msg);
+    summary.add(line);
+    std::string error;
+    if (args.results && !results.write_line(line, &error)) return "--results: " + error;
+    return std::string();
+  };
+  const int rc = run_pipeline(config, args.options);
+  // The summary goes where the person reads: stderr when stdout carries the JSON lines.
+  FILE* out = args.results && args.results_location == "-" ? stderr : stdout;
+  if (!args.options.quiet)
+    for (const std::string& line : summary.lines()) std::fprintf(out, "prism: %s\n", line.c_str());
+  return rc;
 }
 
 }  // namespace prism::cli

@@ -262,13 +262,20 @@ int enroll(const Options& o) {
         try {
           const int n = e.features.count();
           const std::string id = e.id;
-          if (o.update && gallery.find(id)) {
-            if (!o.collection) e.collection = gallery.find(id)->collection;  // kept
+          const GalleryEntry* old = gallery.find(id);
+          // The same image (and collection) again is a no-op, as a repeated POST of the API is.
+          const bool unchanged = old && texture::same_stored_features(old->features, e.features) &&
+                                 (!o.collection || old->collection == e.collection);
+          if (unchanged) {
+          } else if (o.update && old) {
+            if (!o.collection) e.collection = old->collection;  // kept
             gallery.update(std::move(e));
           } else
             gallery.add(std::move(e));
           ++done;
-          if (o.json) std::printf("{\"enrolled\":%s,\"features\":%d}\n", json_string(id).c_str(), n);
+          if (o.json)
+            std::printf("{\"enrolled\":%s,\"features\":%d%s}\n", json_string(id).c_str(), n,
+                        unchanged ? ",\"unchanged\":true" : "");
           std::fflush(stdout);
         } catch (const GalleryError& ex) {
           error = ex.what();
