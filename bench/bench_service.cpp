@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
   // 1. In process.
   LocalOptions lo;
   lo.gallery = one;
-  LocalBackend local(lo);
+  auto owner = std::make_unique<LocalBackend>(lo);  // released before a worker owns `one`
+  LocalBackend& local = *owner;
   const std::string device = local.shard_stats().index.device;
   std::printf("device: %s\n", device.c_str());
   const texture::FeatureParams fp;
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
     rows.push_back({"HTTP, one process (serve --gallery)", sequential(ask, 0, queries), sequential(ask, 1, queries),
                     throughput(make, clients, 5, queries)});
   }
+  owner.reset();  // one process owns a gallery at a time (GalleryOwner)
   if (test::redis_server_path().empty()) {
     std::printf("no redis-server on PATH: the sharded rows are not measured\n");
   } else {

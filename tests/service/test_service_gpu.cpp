@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -73,8 +74,10 @@ TEST(ServiceGpu, AnswersEqualTheCpuOnTheSameGallery) {
       ASSERT_EQ(r["outcome"], "created") << r.dump();
     }
   }
+  // One owner per gallery (issue 40.2): the CPU server gets a copy of the same entries.
+  std::filesystem::copy(dir.path() / "g", dir.path() / "g-cpu", std::filesystem::copy_options::recursive);
   Served gpu(dir.path() / "g", texture::Device::kCuda);
-  Served cpu(dir.path() / "g", texture::Device::kCpu);
+  Served cpu(dir.path() / "g-cpu", texture::Device::kCpu);
   int identified = 0;
   for (size_t i = 0; i < products.size(); ++i) {
     cv::Mat query;
