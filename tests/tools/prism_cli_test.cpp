@@ -418,5 +418,28 @@ TEST(PrismDemoConfig, ValidatesOrExplainsTheMissingPlugin) {
   }
 }
 
+// Issue 40.9: `prism run configs/texture-id.yaml` identified the box and only said "done: 30
+// frames". It now closes with what each analysis element found; --results - keeps stdout for the
+// JSON lines and puts the summary on stderr. (Here, not in texture_cli, which is near its limit.)
+TEST(PrismCli, RunOfTheTextureConfigSaysWhatItIdentified) {
+  const std::string img = test::data_dir() + "/images";
+  if (!fs::exists(img + "/box.png")) {
+    if (std::getenv("PRISM_REQUIRE_DATA")) FAIL() << "no ../shared/data/images";
+    GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/images not found (set PRISM_DATA_DIR)";
+  }
+  TempDir dir;
+  const std::string g = dir.file("gallery");
+  test::CommandResult r = run_prism({"texture", "enroll", "--gallery", g, img + "/box.png", img + "/graf1.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string config = (fs::path(PRISM_DEMO_CONFIG).parent_path() / "texture-id.yaml").string();
+  r = run_prism({"run", config, "--set", "gallery=" + g, "--set", "frames=21"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prism: id (textureid): 3 results; identified box in 3"), std::string::npos) << r.output;
+  r = run_prism(
+      {"run", config, "--set", "gallery=" + g, "--set", "frames=21", "--set", "image=" + img + "/fruits.jpg"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prism: id (textureid): 3 results; nothing identified in 3"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace prism
