@@ -32,7 +32,9 @@ int agree_shard_count(Redis& redis, int shards) {
   }
   const Reply got = redis.command({"GET", kShardsKey});
   if (got.error()) throw RedisError("Redis at " + redis.url() + " refused GET " + kShardsKey + ": " + got.str);
-  if (got.nil()) throw std::runtime_error(kShardsKey + " is not set at " + redis.url() + ": give the shard count");
+  if (got.nil())
+    throw ShardCountUnset(kShardsKey + " is not set at " + redis.url() +
+                          ": give the deployment's shard count with --shards N (to its first front or worker)");
   if (got.type != Reply::Type::kString || got.str.empty() || got.str.size() > 6 ||
       got.str.find_first_not_of("0123456789") != std::string::npos || std::stoi(got.str) < 1)
     throw std::runtime_error(kShardsKey + " at " + redis.url() + " is '" + got.str + "', not a shard count");

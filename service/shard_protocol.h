@@ -36,10 +36,16 @@ std::string replica_group(const std::string& replica);
 uint64_t fnv1a64(const std::string& s);
 inline int shard_of(const std::string& id, int shards) { return int(fnv1a64(id) % uint64_t(shards)); }
 
+// prism:shards is absent and this process was not given the count: nobody has set it yet (the
+// deployment's first process is given --shards N), or Redis lost its data. Workers wait for it.
+struct ShardCountUnset : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The deployment's shard count in prism:shards: with `shards` > 0 it is set when absent (SET NX)
-// and must equal what is there (std::runtime_error naming both); with 0 it is read (runtime_error
-// when absent). Returns the count. RedisError when Redis is unreachable or not ready (an error
-// reply such as LOADING).
+// and must equal what is there (std::runtime_error naming both); with 0 it is read
+// (ShardCountUnset when absent). Returns the count. RedisError when Redis is unreachable or not
+// ready (an error reply such as LOADING).
 int agree_shard_count(Redis& redis, int shards);
 
 // The deployment's contrast normalisation in prism:normalise (texture/normalise.h names): every

@@ -168,6 +168,9 @@ void ShardWorker::hold_replica_name(Redis& redis, bool wait, const std::atomic<b
 void ShardWorker::prepare(Redis& redis) {
   const int n = shard::agree_shard_count(redis, options_.shards);
   shards_ = n;
+  // Agreed once, N is this worker's from now on: when Redis comes back empty (a restart without its
+  // data, FLUSHALL) the worker sets it again instead of waiting for someone to.
+  options_.shards = n;
   if (options_.shard >= n)
     throw std::runtime_error("shard " + std::to_string(options_.shard) + " is not below the shard count " +
                              std::to_string(n) + " of " + shard::kShardsKey + " at " + redis.url());
@@ -215,7 +218,7 @@ void ShardWorker::run(const std::atomic<bool>& stop) {
   // The first connection decides whether this worker may start at all (shard count agreed).
   {
     Redis redis(options_.redis);
-    bool said = false;
+    bool said = false, told = false;
     for (int backoff = 100; !stop;) {
       try {
         hold_replica_name(redis, /*wait=*/true, stop);
@@ -226,6 +229,12 @@ void ShardWorker::run(const std::atomic<bool>& stop) {
         said = true;
         nap(backoff, stop);
         backoff = std::min(backoff * 2, 2000);
+      } catch (const shard::ShardCountUnset& e) {
+        // Started before the deployment's first front or worker given --shards: wait for it, as
+        // for a Redis not up yet (systemd starts units in any order).
+        if (!told) say(std::string(e.what()) + "; waiting for it to be set");
+        told = true;
+        nap(500, stop);
       }
     }
     if (stop) return;
