@@ -99,11 +99,26 @@ struct VerifyAnswer {
 };
 
 // Memory and size of one shard, for stats and metrics.
+// One replica of a shard as Redis sees it: its consumer group on the shard's writes stream. A
+// write is acknowledged there only once applied (or answered as every replica would answer it), so
+// everything up to `delivered` is applied when `pending` is 0: replicas whose positions differ
+// have not caught up with each other yet.
+struct ReplicaStats {
+  std::string replica;
+  bool live = false;      // its liveness key exists (a worker of that name runs)
+  std::string failing;    // why it cannot apply a write; empty when it can
+  std::string delivered;  // the stream id of the last write given to it ("0-0": none yet)
+  int64_t pending = 0;    // given to it and not yet applied
+  int64_t lag = -1;       // writes of the stream not given to it yet (-1: Redis cannot tell)
+};
+
 struct ShardStats {
   int shard = 0;
-  std::string worker;  // who answered (host:pid or "local")
+  bool answered = true;  // false: no worker answered in time (index and worker are then empty)
+  std::string worker;    // who answered (host:pid or "local")
   texture::IndexStats index;
   int64_t writes_applied = 0;
+  std::vector<ReplicaStats> replicas;  // sharded deployments: every replica Redis knows of
 };
 
 struct ServiceStats {

@@ -495,8 +495,22 @@ struct HttpApi::Impl {
     json shards = json::array();
     size_t images = 0;
     for (const ShardStats& sh : s.shards) {
+      json replicas = json::array();
+      for (const ReplicaStats& r : sh.replicas)
+        replicas.push_back({{"replica", r.replica},
+                            {"live", r.live},
+                            {"failing", r.failing.empty() ? json(nullptr) : json(r.failing)},
+                            {"delivered", r.delivered},
+                            {"pending", r.pending},
+                            {"lag", r.lag < 0 ? json(nullptr) : json(r.lag)}});
+      if (!sh.answered) {
+        shards.push_back({{"shard", sh.shard}, {"answered", false}, {"replicas", replicas}});
+        continue;
+      }
       images += sh.index.images;
       shards.push_back({{"shard", sh.shard},
+                        {"answered", true},
+                        {"replicas", replicas},
                         {"worker", sh.worker},
                         {"device", sh.index.device},
                         {"images", sh.index.images},
@@ -577,9 +591,23 @@ struct HttpApi::Impl {
     bytes << "# HELP prism_gallery_bytes Descriptor memory allocated, by shard and tier (digest: the host tier's "
              "digests).\n"
              "# TYPE prism_gallery_bytes gauge\n";
+    std::ostringstream replicas;
+    replicas << "# HELP prism_replica_pending_writes Writes given to a replica and not yet applied.\n"
+                "# TYPE prism_replica_pending_writes gauge\n"
+                "# HELP prism_replica_lag_writes Writes of its shard's stream not yet given to a replica.\n"
+                "# TYPE prism_replica_lag_writes gauge\n"
+                "# HELP prism_replica_failing 1 while a replica cannot apply a write (and serves no reads).\n"
+                "# TYPE prism_replica_failing gauge\n";
     try {
       const ServiceStats s = backend.stats(Clock::now() + std::chrono::seconds(1));
       for (const ShardStats& sh : s.shards) {
+        for (const ReplicaStats& r : sh.replicas) {
+          const std::string labels = "{shard=\"" + std::to_string(sh.shard) + "\",replica=\"" + r.replica + "\"}";
+          replicas << "prism_replica_pending_writes" << labels << " " << r.pending << "\n";
+          if (r.lag >= 0) replicas << "prism_replica_lag_writes" << labels << " " << r.lag << "\n";
+          replicas << "prism_replica_failing" << labels << " " << !r.failing.empty() << "\n";
+        }
+        if (!sh.answered) continue;
         o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_images << "\n";
         o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_images << "\n";
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_bytes << "\n";
@@ -589,7 +617,7 @@ struct HttpApi::Impl {
     } catch (const std::exception&) {
       // The request metrics are still worth scraping when a shard does not answer.
     }
-    gauges = o.str() + bytes.str();
+    gauges = o.str() + bytes.str() + replicas.str();
     return gauges;
   }
 

@@ -58,7 +58,8 @@ class ShardedBackend : public Backend {
   VerifyAnswer verify(const std::string& id, const texture::Features& query, const texture::SearchParams& params,
                       Clock::time_point deadline) override;
   SearchAnswer search(const SearchQuery& query) override;
-  // The shards that answered in time (ServiceStats::shards_expected says how many exist).
+  // Every shard of the deployment: what its answering worker says of its index (answered false
+  // for a shard none answered in time) and the write positions of all its replicas (Redis's own).
   ServiceStats stats(Clock::time_point deadline) override;
   std::string health() override;
 
@@ -66,6 +67,9 @@ class ShardedBackend : public Backend {
   // The workers whose liveness key (prism:worker:K:NAME: refreshed every 3 s, expiring after 10 s)
   // exists: shard -> replica names, sorted. ServiceError 503 when Redis is unreachable.
   std::map<int, std::vector<std::string>> live_workers();
+  // Shard K's replicas: their consumer groups on its writes stream, liveness and failing keys.
+  // ServiceError 503 when Redis is unreachable.
+  std::vector<ReplicaStats> replicas(int shard, const std::vector<std::string>& live);
 
  private:
   // One request to shard K's writes or reads stream; the first answer, or ServiceError.

@@ -542,7 +542,18 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   ASSERT_EQ(test::run_command(exe + "enroll" + one + " --list '" + dir.file("list.txt") + "' 2>&1", out), 0) << out;
   const json stats = body_of(c.Get("/v1/stats"));
   EXPECT_EQ(stats["images"], 300) << stats.dump();
-  EXPECT_EQ(stats["shards"].size(), 3u);
+  ASSERT_EQ(stats["shards"].size(), 3u);
+  for (const json& sh : stats["shards"]) {  // each shard's one replica has applied every write
+    ASSERT_EQ(sh["replicas"].size(), 1u) << stats.dump();
+    EXPECT_EQ(sh["replicas"][0]["replica"], "r");
+    EXPECT_EQ(sh["replicas"][0]["pending"], 0);
+    EXPECT_EQ(sh["replicas"][0]["lag"], 0);
+    EXPECT_EQ(sh["replicas"][0]["failing"], nullptr);
+  }
+  const httplib::Result metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("prism_replica_pending_writes{shard=\"2\",replica=\"r\"} 0\n"), std::string::npos)
+      << metrics->body;
 
   // Photos of 20 products and of 5 textures never enrolled.
   std::vector<std::string> files;
@@ -662,7 +673,9 @@ TEST(HttpApi, AShardedFrontExtractsNothingUntilAWorkerAnnouncesTheNormalisation)
   }
   const json stats = body_of(c.Get("/v1/stats?deadline_ms=300"));
   EXPECT_EQ(stats["shards_expected"], 1) << stats.dump();
-  EXPECT_EQ(stats["shards"].size(), 0u) << stats.dump();
+  ASSERT_EQ(stats["shards"].size(), 1u) << stats.dump();  // every expected shard, answered or not
+  EXPECT_EQ(stats["shards"][0]["answered"], false) << stats.dump();
+  EXPECT_EQ(stats["shards"][0]["replicas"], json::array()) << stats.dump();
 
   const texture::Normalisation clahe = texture::parse_normalisation("clahe-4-8");
   ShardWorkerOptions wo = test_support::Worker::options(redis.url(), 0, 1, "w", dir.path() / "shard0");

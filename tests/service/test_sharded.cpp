@@ -987,6 +987,22 @@ TEST(ShardedBackend, AReplicaThatCannotApplyAWriteRetriesAndLeavesReads) {
   std::string why;
   for (int i = 0; i < 100 && why.empty(); ++i, std::this_thread::sleep_for(50ms)) why = front.health();
   EXPECT_NE(why.find("shard 0 replica b cannot apply writes: "), std::string::npos) << why;
+  // Issue 40.3: the replicas' write positions, as Redis has them, show b behind and why.
+  auto replicas_of_shard_0 = [&] {
+    const ServiceStats s = front.stats(in(10s));
+    EXPECT_EQ(s.shards.size(), 1u);
+    return s.shards.empty() ? std::vector<ReplicaStats>{} : s.shards[0].replicas;
+  };
+  std::vector<ReplicaStats> r = replicas_of_shard_0();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].replica, "a");
+  EXPECT_EQ(r[1].replica, "b");
+  EXPECT_TRUE(r[0].live && r[1].live);
+  EXPECT_EQ(r[0].failing, "");
+  EXPECT_NE(r[1].failing, "");
+  EXPECT_EQ(r[0].pending, 0);
+  EXPECT_GE(r[1].pending, 1);
+  EXPECT_EQ(r[0].lag, 0);
   for (int round = 0; round < 3; ++round)
     for (const GalleryEntry& e : entries) EXPECT_TRUE(front.get(e.id, in(10s))) << e.id << " round " << round;
   EXPECT_EQ(a.backend().size(), entries.size());
@@ -1003,6 +1019,11 @@ TEST(ShardedBackend, AReplicaThatCannotApplyAWriteRetriesAndLeavesReads) {
   EXPECT_EQ(b->backend().size(), entries.size());
   EXPECT_EQ(encoded_entries(tmp.path() / "a"), encoded_entries(tmp.path() / "b"));
   EXPECT_EQ(health_when_live(front), "");
+  r = replicas_of_shard_0();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].failing, "");
+  EXPECT_EQ(r[1].pending, 0);
+  EXPECT_EQ(r[1].delivered, r[0].delivered);
 }
 
 // Issue 40.6: a shard without a live worker cost every request its whole deadline (a minute with
@@ -1045,6 +1066,17 @@ TEST(ShardedBackend, AShardWithoutALiveWorkerIsAnsweredAtOnce) {
   // Not a speed figure: the four calls above end long before any one of their 60 s deadlines.
   EXPECT_LT(Clock::now() - t0, 30s);
   EXPECT_TRUE(front.get(alive.id, in(60s)));
+  // Stats list every shard of the deployment: the dead one too, said to be unanswered.
+  const ServiceStats stats = front.stats(in(60s));
+  ASSERT_EQ(stats.shards.size(), 2u);
+  EXPECT_TRUE(stats.shards[0].answered);
+  EXPECT_EQ(stats.shards[0].index.images, 1u);
+  ASSERT_EQ(stats.shards[0].replicas.size(), 1u);
+  EXPECT_EQ(stats.shards[0].replicas[0].replica, "a");
+  EXPECT_TRUE(stats.shards[0].replicas[0].live);
+  EXPECT_EQ(stats.shards[1].shard, 1);
+  EXPECT_FALSE(stats.shards[1].answered);
+  EXPECT_TRUE(stats.shards[1].replicas.empty());
 }
 
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
