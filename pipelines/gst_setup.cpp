@@ -33,12 +33,16 @@ void init_gstreamer(int* argc, char*** argv) {
   if (done) return;
   done = true;
   gst_init(argc, argv);
-#ifdef PRISM_PLUGIN_BUILD_DIR
-  scan_if_present(PRISM_PLUGIN_BUILD_DIR);
-#endif
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
+#if defined(PRISM_PLUGIN_BUILD_DIR) && defined(PRISM_BUILD_TREE)
+  // The build's plugin, for the build's own executables only: an installed prism loaded it (and
+  // ran the build tree's elements, not its own) while the build folder was there (issue 40.8).
+  const std::string tree = fs::weakly_canonical(PRISM_BUILD_TREE, ec).string() + "/";
+  if (!ec && fs::weakly_canonical(exe, ec).string().rfind(tree, 0) == 0) scan_if_present(PRISM_PLUGIN_BUILD_DIR);
+  ec.clear();
+#endif
+  if (!exe.empty()) {
     scan_if_present(exe.parent_path() / ".." / "lib" / "gstreamer-1.0");
 #ifdef PRISM_INSTALL_PLUGINDIR
     scan_if_present(exe.parent_path() / ".." / PRISM_INSTALL_PLUGINDIR);  // where `cmake --install` puts it

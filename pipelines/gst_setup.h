@@ -9,9 +9,9 @@
 namespace prism {
 
 // Calls gst_init(argc, argv) and scans, when they exist: the compile-time plugin build folder
-// (PRISM_PLUGIN_BUILD_DIR), <exe dir>/../lib/gstreamer-1.0, <exe dir>/../PRISM_INSTALL_PLUGINDIR
-// (lib/<multiarch>/gstreamer-1.0, where `cmake --install` puts the plugin), <exe dir>/../plugins and
-// $PRISM_PLUGIN_DIR. The executable's folder comes from /proc/self/exe. Only the first call acts.
+// (PRISM_PLUGIN_BUILD_DIR) for an executable inside the build tree only, <exe dir>/../lib/gstreamer-1.0, <exe
+// dir>/../PRISM_INSTALL_PLUGINDIR (lib/<multiarch>/gstreamer-1.0, where `cmake --install` puts the plugin), <exe
+// dir>/../plugins and $PRISM_PLUGIN_DIR. The executable's folder comes from /proc/self/exe. Only the first call acts.
 void init_gstreamer(int* argc = nullptr, char*** argv = nullptr);
 
 // The folders init_gstreamer() looked in (whether or not they exist), for error messages.

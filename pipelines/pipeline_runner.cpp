@@ -3,6 +3,7 @@
 #include <gst/gst.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -148,25 +149,13 @@ class Run {
     return true;
   }
 
-  // Sinks such as multifilesink do not create folders: make the parent folders of the path
-  // properties of sink elements.
   bool create_output_folders() {
-    for (const auto& spec : config_.elements) {
-      GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), spec.name.c_str());
-      if (!element) continue;
-      const bool sink = GST_OBJECT_FLAG_IS_SET(element, GST_ELEMENT_FLAG_SINK);
-      gst_object_unref(element);
-      if (!sink) continue;
-      for (const auto& p : spec.properties) {
-        if (!is_path_property(p.name) || p.value.find("://") != std::string::npos) continue;
-        const fs::path folder = fs::path(p.value).parent_path();
-        std::error_code ec;
-        if (folder.empty() || fs::is_directory(folder, ec)) continue;
-        if (!fs::create_directories(folder, ec) && ec) {
-          print_line("prism: error: element '" + spec.name + "' (" + spec.where.to_string() +
-                     "): cannot create the folder '" + folder.string() + "': " + ec.message());
-          return false;
-        }
+    for (const OutputFolder& f : missing_output_folders(config_)) {
+      std::error_code ec;
+      if (!fs::create_directories(f.folder, ec) && ec) {
+        print_line("prism: error: element '" + f.element + "' (" + f.where.to_string() +
+                   "): cannot create the folder '" + f.folder + "': " + ec.message());
+        return false;
       }
     }
     return true;
@@ -338,6 +327,18 @@ class Run {
     return std::string("element '") + (GST_MESSAGE_SRC(msg) ? GST_MESSAGE_SRC_NAME(msg) : "?") + "'";
   }
 
+  // GStreamer's debug string of a message starts "FILE(LINE): FUNCTION (): OBJECT-PATH:\n" (from
+  // GST_ELEMENT_ERROR and friends): the source file of the element's build, which tells a user
+  // nothing (GST_DEBUG logs have it). The text after it is kept.
+  static std::string without_source_location(const std::string& debug) {
+    const size_t newline = debug.find('\n');
+    if (newline == std::string::npos) return debug;
+    const std::string first = debug.substr(0, newline);
+    const size_t call = first.find(" (): ");
+    if (call == std::string::npos || first.find("): ") >= call || first.back() != ':') return debug;
+    return debug.substr(newline + 1);
+  }
+
   void report(GstMessage* msg, const char* severity) {
     GError* error = nullptr;
     gchar* debug = nullptr;
@@ -349,7 +350,10 @@ class Run {
       gst_message_parse_warning(msg, &error, &debug);
     print_line(std::string("prism: ") + severity + ": " + describe_source(msg) + ": " +
                (error ? error->message : "unknown problem"));
-    if (debug) print_line(std::string("  debug: ") + debug);
+    if (debug) {
+      const std::string details = without_source_location(debug);
+      if (!details.empty()) print_line("  debug: " + details);
+    }
     g_clear_error(&error);
     g_free(debug);
   }
@@ -364,6 +368,27 @@ class Run {
 };
 
 }  // namespace
+
+std::vector<OutputFolder> missing_output_folders(const PipelineConfig& config) {
+  std::vector<OutputFolder> out;
+  for (const auto& spec : config.elements) {
+    // Whether it is a sink is the element's own flag: made once from its factory, never started.
+    GstElement* element = gst_element_factory_make(spec.factory.c_str(), nullptr);
+    if (!element) continue;
+    const bool sink = GST_OBJECT_FLAG_IS_SET(element, GST_ELEMENT_FLAG_SINK);
+    gst_object_unref(gst_object_ref_sink(element));
+    if (!sink) continue;
+    for (const auto& p : spec.properties) {
+      if (!is_path_property(p.name) || p.value.find("://") != std::string::npos) continue;
+      const fs::path folder = fs::path(p.value).parent_path();
+      std::error_code ec;
+      if (folder.empty() || fs::is_directory(folder, ec)) continue;
+      if (std::none_of(out.begin(), out.end(), [&](const OutputFolder& f) { return f.folder == folder.string(); }))
+        out.push_back({spec.name, spec.where, folder.string()});
+    }
+  }
+  return out;
+}
 
 int run_pipeline(const PipelineConfig& config, const RunOptions& options) { return Run(config, options).execute(); }
 

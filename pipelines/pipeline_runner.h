@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "pipeline_config.h"
 
@@ -31,6 +32,16 @@ struct RunOptions {
   // stops with kExitRuntimeError.
   std::function<std::string(GstMessage*)> on_element_message;
 };
+
+// A folder a sink of the config writes into (the parent of a path property; URLs left out) that
+// does not exist yet. Sinks such as multifilesink make no folders: run_pipeline() makes these, and
+// `prism run --print` puts `mkdir -p` before its gst-launch-1.0 line.
+struct OutputFolder {
+  std::string element;   // the sink's config name
+  SourceLocation where;  // its key in the config
+  std::string folder;
+};
+std::vector<OutputFolder> missing_output_folders(const PipelineConfig& config);
 
 // Builds the pipeline from to_launch_line(config), plays it and returns an ExitCode. A pipeline
 // that does not end within eos_grace_s of the EOS sent on a signal or the timeout is stopped

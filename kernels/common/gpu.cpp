@@ -9,7 +9,22 @@ bool available(std::string* why) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
-    if (why) *why = std::string("CUDA unavailable: ") + cudaGetErrorString(err);
+    if (why) {
+      // The runtime says "CUDA driver version is insufficient" when there is no driver at all,
+      // which sends a user of a CPU machine looking for a driver update.
+      int driver = 0;
+      if (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
+        *why = "CUDA unavailable: no NVIDIA driver is installed (libcuda.so.1 was not found)";
+      else if (err == cudaErrorInsufficientDriver)
+        *why = "CUDA unavailable: the NVIDIA driver (CUDA " + std::to_string(driver / 1000) + "." +
+               std::to_string(driver % 1000 / 10) + ") is older than this build's CUDA " +
+               std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+               " needs: update the driver";
+      else if (err == cudaErrorNoDevice)
+        *why = "CUDA unavailable: the NVIDIA driver sees no GPU";
+      else
+        *why = std::string("CUDA unavailable: ") + cudaGetErrorString(err);
+    }
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return false;
   }

@@ -28,6 +28,22 @@ for element in prismconvert poissonblend emdtracker textureid; do
 done
 echo "gst-inspect-1.0 --gst-plugin-path=$prefix/$plugindir: the elements load from the prefix"
 
+# Issue 40.8: the installed prism loaded the build tree's plugin while the build folder existed; the
+# configs were not installed; --print could not be pasted (no output folder, no plugin path).
+[ -f "$prefix/share/prism/configs/demo.yaml" ] || fail "no share/prism/configs/demo.yaml"
+"$prefix/bin/prism" inspect >"$prefix/inspect.txt" 2>&1 || { cat "$prefix/inspect.txt"; fail "prism inspect"; }
+grep -q "file: $prefix/$plugindir/libgstprism.so" "$prefix/inspect.txt" ||
+  { cat "$prefix/inspect.txt"; fail "the installed prism did not load the installed plugin"; }
+"$prefix/bin/prism" run "$prefix/share/prism/configs/demo.yaml" --set frames=3 --set conv.device=cpu \
+  --set "out=$prefix/run/%04d.png" >"$prefix/run.txt" 2>&1 || { cat "$prefix/run.txt"; fail "prism run demo.yaml"; }
+[ "$(ls "$prefix/run" | wc -l)" = 3 ] || { cat "$prefix/run.txt"; fail "prism run of demo.yaml wrote $(ls "$prefix/run" | wc -l) frames, not 3"; }
+printed=$("$prefix/bin/prism" run "$prefix/share/prism/configs/demo.yaml" --print --set frames=3 --set conv.device=cpu \
+  --set "out=$prefix/pasted/%04d.png") || fail "prism run --print"
+grep -q "GST_PLUGIN_PATH=$prefix/$plugindir " <<<"$printed" || fail "--print names no installed plugin folder: $printed"
+sh -c "$printed" >"$prefix/pasted.txt" 2>&1 || { cat "$prefix/pasted.txt"; fail "the --print command: $printed"; }
+[ "$(ls "$prefix/pasted" | wc -l)" = 3 ] || fail "the pasted --print command wrote $(ls "$prefix/pasted" | wc -l) frames, not 3"
+echo "installed: prism loads its own plugin, runs its own demo.yaml, and its --print command runs as pasted"
+
 if [ -n "$python" ]; then
   PYTHONPATH="$prefix/$pydir" "$python" -c "
 import prism, sys

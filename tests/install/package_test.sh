@@ -13,7 +13,7 @@ deb=$(ls "$out"/prism_*_amd64.deb 2>/dev/null | head -n 1)
 [ -n "$deb" ] || { cat "$out/cpack.log"; fail "no prism_*_amd64.deb"; }
 echo "$(basename "$deb"): $(stat -c %s "$deb") bytes"
 files=$(dpkg-deb -c "$deb" | awk '{print $6}')
-want=(./usr/bin/prism "./usr/$plugindir/libgstprism.so" ./usr/share/doc/prism/README.md)
+want=(./usr/bin/prism "./usr/$plugindir/libgstprism.so" ./usr/share/doc/prism/README.md ./usr/share/prism/configs/demo.yaml)
 [ -n "$pydir" ] && want+=("./usr/$pydir/")
 for f in "${want[@]}"; do
   grep -q "^${f//./\\.}" <<<"$files" || fail "the package has no $f"

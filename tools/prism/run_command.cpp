@@ -1,7 +1,10 @@
 // prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS] [--grace SECONDS]
 //                  [--results FILE|-]
+#include <gst/gst.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -23,7 +26,7 @@ constexpr char kUsage[] =
     "\n"
     "  --set NAME=VALUE   override variable NAME, or property ELEMENT.PROPERTY (repeatable);\n"
     "                     relative paths given here resolve against the current directory\n"
-    "  --print            print the equivalent gst-launch-1.0 command and exit\n"
+    "  --print            print the equivalent shell command (gst-launch-1.0) and exit\n"
     "  -q, --quiet        no progress or summary (errors and warnings still print)\n"
     "  --timeout SECONDS  stop cleanly (EOS) after SECONDS and exit 0\n"
     "  --grace SECONDS    after EOS (--timeout, Ctrl-C, SIGTERM), wait at most SECONDS for it to\n"
@@ -110,6 +113,37 @@ int parse_args(int argc, char** argv, RunArgs& args) {
   return -1;
 }
 
+// The folder of the Prism plugin this process loaded, when the config uses one of its elements
+// ("" otherwise): gst-launch-1.0 does not look where prism does (gst_setup.h).
+std::string prism_plugin_dir_for(const PipelineConfig& config) {
+  bool uses = false;
+  for (const ElementSpec& e : config.elements) {
+    GstElementFactory* f = gst_element_factory_find(e.factory.c_str());
+    if (!f) continue;
+    const gchar* plugin = gst_plugin_feature_get_plugin_name(GST_PLUGIN_FEATURE(f));
+    uses = uses || (plugin && std::string(plugin) == "prism");
+    gst_object_unref(f);
+  }
+  if (!uses) return {};
+  GstPlugin* plugin = gst_registry_find_plugin(gst_registry_get(), "prism");
+  if (!plugin) return {};
+  const gchar* file = gst_plugin_get_filename(plugin);
+  const std::string dir = file ? std::filesystem::path(file).parent_path().string() : std::string();
+  gst_object_unref(plugin);
+  return dir;
+}
+
+// What --print shows: a command a user pastes into a POSIX shell and that runs as prism run would
+// (issue 40.8): the sinks' missing folders made first, the Prism plugin's folder on
+// GST_PLUGIN_PATH when the config uses its elements, then the gst-launch-1.0 line.
+std::string pasteable_command(const PipelineConfig& config) {
+  std::string line;
+  for (const OutputFolder& f : missing_output_folders(config)) line += "mkdir -p " + shell_quote(f.folder) + " && ";
+  if (const std::string dir = prism_plugin_dir_for(config); !dir.empty())
+    line += "GST_PLUGIN_PATH=" + shell_quote(dir) + " ";
+  return line + to_gst_launch_command(config);
+}
+
 }  // namespace
 
 int run_command(int argc, char** argv) {
@@ -126,7 +160,7 @@ int run_command(int argc, char** argv) {
     return kExitConfigError;
   }
   if (args.print) {
-    std::printf("%s\n", to_gst_launch_command(config).c_str());
+    std::printf("%s\n", pasteable_command(config).c_str());
     return kExitOk;
   }
   // Opened before the pipeline is built, so that an unwritable file fails before anything runs.
