@@ -10,6 +10,10 @@ raises `TypeError: unknown type GstValueList`. tools/install-deps installs it.
 Run with the plugin on GST_PLUGIN_PATH (e.g. build/plugins):
     GST_PLUGIN_PATH=build/plugins python3 examples/python/bus_messages.py
 """
+from debian_python import need  # noqa: E402  (beside this file)
+
+need("gi")
+
 import gi
 
 gi.require_version("Gst", "1.0")

@@ -18,6 +18,10 @@ its param adding source-frame and source-timestamp; README "Live sources").
 Run with the plugin on GST_PLUGIN_PATH and the module on PYTHONPATH:
     GST_PLUGIN_PATH=build/plugins PYTHONPATH=build/python python3 examples/python/roi_meta.py
 """
+from debian_python import need  # noqa: E402  (beside this file)
+
+need("gi", "numpy", "prism")
+
 import os
 import tempfile
 

@@ -10,6 +10,10 @@ raises an error.
 Run with the module on PYTHONPATH (e.g. build/python):
     PYTHONPATH=build/python python3 examples/python/seamless_clone.py
 """
+from debian_python import need  # noqa: E402  (beside this file)
+
+need("numpy", "prism")
+
 import numpy as np
 
 import prism

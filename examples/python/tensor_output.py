@@ -14,6 +14,10 @@ stored in 552.
 Run with the plugin on GST_PLUGIN_PATH (e.g. build/plugins):
     GST_PLUGIN_PATH=build/plugins python3 examples/python/tensor_output.py
 """
+from debian_python import need  # noqa: E402  (beside this file)
+
+need("gi", "numpy")
+
 import gi
 import numpy as np
 

@@ -8,6 +8,10 @@ or numpy uint8 arrays: (H, W) grey, (H, W, 3) BGR or (H, W, 4) BGRA.
 Run with the module on PYTHONPATH (e.g. build/python):
     PYTHONPATH=build/python python3 examples/python/texture_gallery.py
 """
+from debian_python import need  # noqa: E402  (beside this file)
+
+need("numpy", "prism")
+
 import os
 import tempfile
 
