@@ -475,7 +475,7 @@ class Loader {
         return std::nullopt;
       }
       const std::string name = text.substr(i + 2, close - i - 2);
-      const std::optional<Expanded> value = variable_value(name, where);
+      const std::optional<Expanded> value = reference_value(name, where);
       if (!value) {
         ok = false;
       } else {
@@ -487,6 +487,35 @@ class Loader {
     if (!ok) return std::nullopt;
     if (too_long(out.text, where, owner)) return std::nullopt;
     return out;
+  }
+
+  // A reference's value: `${name}`, or `${name + K}` / `${name - K}` (spaces around the sign, K a
+  // whole number) for a variable whose value is a whole number: identity's eos-after ends the
+  // stream at its Nth buffer and passes N - 1, so a config that means "N frames" says
+  // `eos-after: "${frames + 1}"`.
+  std::optional<Expanded> reference_value(const std::string& reference, const SourceLocation& where) {
+    const size_t sign = reference.find_first_of("+-", reference.find(' '));
+    if (reference.find(' ') == std::string::npos || sign == std::string::npos || sign == 0 ||
+        reference[sign - 1] != ' ' || sign + 1 >= reference.size() || reference[sign + 1] != ' ')
+      return variable_value(reference, where);
+    const std::string name = reference.substr(0, sign - 1), amount = reference.substr(sign + 2);
+    auto whole = [](const std::string& t) {
+      const size_t start = !t.empty() && t[0] == '-';
+      return t.size() > start && t.size() <= start + 9 && t.find_first_not_of("0123456789", start) == std::string::npos;
+    };
+    if (name.find(' ') != std::string::npos || !whole(amount) || amount[0] == '-') {
+      error(where, "'${" + reference + "}' is neither a variable nor NAME + K or NAME - K (K a whole number)");
+      return std::nullopt;
+    }
+    std::optional<Expanded> value = variable_value(name, where);
+    if (!value) return std::nullopt;
+    if (!whole(value->text)) {
+      error(where, "'${" + reference + "}': variable '" + name + "' is '" + value->text + "', not a whole number");
+      return std::nullopt;
+    }
+    const long long n = std::stoll(value->text), k = std::stoll(amount);
+    value->text = std::to_string(reference[sign] == '+' ? n + k : n - k);
+    return value;
   }
 
   // Reports a value grown past kMaxExpandedSize.

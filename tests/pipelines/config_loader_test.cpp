@@ -127,6 +127,39 @@ links: [[a, b]]
   EXPECT_EQ(property(escaped, "b", "location"), "/tmp/${literal}");
 }
 
+// `${name + K}` and `${name - K}` (issue 40.10: identity's eos-after ends the stream at its Nth
+// buffer, so "N frames" is eos-after N + 1); anything else in braces with a space is an error.
+TEST(PipelineConfig, WholeNumberVariablesTakeAnOffset) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_text(dir, "o.yaml", R"(variables:
+  frames: 7
+elements:
+  a: {element: fakesrc, properties: {num-buffers: "${frames - 2}"}}
+  b: {element: identity, properties: {eos-after: "${frames + 1}"}}
+  c: {element: fakesink}
+links: [[a, b, c]]
+)",
+                                          errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_EQ(property(config, "a", "num-buffers"), "5");
+  EXPECT_EQ(property(config, "b", "eos-after"), "8");
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"${frames + x}", "is neither a variable nor NAME + K"},
+           {"${frames +1}", "undefined variable 'frames +1'"},
+           {"${name + 1}", "undefined variable 'name'"},
+           {"${label + 1}", "variable 'label' is 'box', not a whole number"}}) {
+    errors.clear();
+    load_text(dir, "bad.yaml",
+              "variables:\n  frames: 7\n  label: box\nelements:\n  a: {element: fakesrc, properties: "
+              "{num-buffers: \"" +
+                  text + "\"}}\n  b: {element: fakesink}\nlinks: [[a, b]]\n",
+              errors);
+    ASSERT_FALSE(errors.empty()) << text;
+    EXPECT_NE(joined(errors).find(message), std::string::npos) << text << ": " << joined(errors);
+  }
+}
+
 TEST(PipelineConfig, RelativePathsResolveAgainstTheConfigFolder) {
   TempDir dir;
   TempDir cwd;  // the current directory is not the config's folder
