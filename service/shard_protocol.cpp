@@ -360,4 +360,26 @@ VerifyAnswer verify_answer_from(const json& a) {
   return v;
 }
 
+std::vector<ReplicaStats> replica_groups(Redis& redis, int shard) {
+  std::vector<ReplicaStats> out;
+  const Reply groups = redis.command({"XINFO", "GROUPS", writes_key(shard)});
+  if (groups.type != Reply::Type::kArray) return out;  // an error: no writes stream yet
+  const std::string prefix = replica_group("");
+  for (const Reply& g : groups.elements) {
+    std::map<std::string, const Reply*> field;
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) field[g.elements[i].str] = &g.elements[i + 1];
+    const auto name = field.find("name");
+    if (name == field.end() || name->second->str.rfind(prefix, 0) != 0) continue;
+    ReplicaStats r;
+    r.replica = name->second->str.substr(prefix.size());
+    if (const auto f = field.find("last-delivered-id"); f != field.end()) r.delivered = f->second->str;
+    if (const auto f = field.find("pending"); f != field.end()) r.pending = f->second->integer;
+    if (const auto f = field.find("lag"); f != field.end() && f->second->type == Reply::Type::kInteger)
+      r.lag = f->second->integer;
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(), [](const ReplicaStats& a, const ReplicaStats& b) { return a.replica < b.replica; });
+  return out;
+}
+
 }  // namespace prism::service::shard

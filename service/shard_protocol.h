@@ -79,6 +79,11 @@ std::vector<StreamEntry> read_group_entries(const Reply& reply);
 // Creates `group` on `stream` reading from its start (MKSTREAM); an existing group is kept.
 void ensure_group(Redis& redis, const std::string& stream, const std::string& group);
 
+// Shard K's replicas as Redis knows them: the `replica:NAME` consumer groups of its writes stream
+// (XINFO GROUPS), by name, with replica, delivered, pending and lag set (live and failing are not:
+// they are other keys). Empty when the stream does not exist yet. RedisError when unreachable.
+std::vector<ReplicaStats> replica_groups(Redis& redis, int shard);
+
 // A steady-clock deadline as unix milliseconds (what crosses hosts) and back; a time more than
 // about 30 years from now is taken as that far (the steady clock's nanoseconds would overflow).
 int64_t unix_ms(Clock::time_point deadline);

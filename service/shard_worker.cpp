@@ -98,7 +98,8 @@ ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(option
                                 std::to_string(options_.shards));
   if (options_.readers < 1 || options_.readers > 64)
     throw std::invalid_argument("readers " + std::to_string(options_.readers) + " is not in 1..64");
-  if (options_.replica.empty()) options_.replica = host_name();
+  default_name_ = options_.replica.empty();
+  if (default_name_) options_.replica = host_name();
   if (!texture::valid_product_id(options_.replica))
     throw std::invalid_argument("replica name '" + options_.replica +
                                 "' is invalid (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
@@ -165,6 +166,20 @@ void ShardWorker::hold_replica_name(Redis& redis, bool wait, const std::atomic<b
   }
 }
 
+void ShardWorker::refuse_default_name_among_replicas(Redis& redis) {
+  if (!default_name_) return;
+  std::string others;
+  for (const ReplicaStats& r : shard::replica_groups(redis, options_.shard))
+    if (r.replica != options_.replica) others += (others.empty() ? "" : ", ") + r.replica;
+  if (others.empty()) return;
+  redis.command({"EVAL", kDropScript, "1", shard::worker_key(options_.shard, options_.replica), lease_});
+  throw std::runtime_error("shard " + std::to_string(options_.shard) + " has other replicas (" + others +
+                           ": consumer groups of " + shard::writes_key(options_.shard) +
+                           "), and this worker has no --replica: with several replicas each names itself "
+                           "(the default, the host name '" +
+                           options_.replica + "', would collide with a second replica on this host)");
+}
+
 void ShardWorker::prepare(Redis& redis) {
   const int n = shard::agree_shard_count(redis, options_.shards);
   shards_ = n;
@@ -210,8 +225,10 @@ void ShardWorker::prepare(Redis& redis) {
             " and start again with --normalise set as the deployment's, or without --normalise";
     throw std::runtime_error("gallery " + options_.local.gallery.string() + ": " + e.what() + how);
   }
+  if (!prepared_) refuse_default_name_among_replicas(redis);  // at start, before its group exists
   shard::ensure_group(redis, shard::writes_key(options_.shard), shard::replica_group(options_.replica));
   shard::ensure_group(redis, shard::reads_key(options_.shard), shard::kReadersGroup);
+  prepared_ = true;
 }
 
 void ShardWorker::run(const std::atomic<bool>& stop) {

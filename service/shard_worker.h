@@ -103,6 +103,9 @@ class ShardWorker {
   // for until it expires (a worker that just stopped); throws std::runtime_error naming the
   // holder when it is still held, or (without `wait`) when another worker took it.
   void hold_replica_name(Redis& redis, bool wait, const std::atomic<bool>& stop);
+  // A worker without --replica (named after its host) may serve a shard of one replica only: where
+  // the shard's writes stream has other replicas' groups, it refuses to start (issue 40.4).
+  void refuse_default_name_among_replicas(Redis& redis);
   shard::json apply_write(const shard::StreamEntry& e);
   static bool settled(const shard::json& answer);
   bool failing();
@@ -124,6 +127,8 @@ class ShardWorker {
   std::string who_;             // HOST:PID
   std::string lease_;           // HOST:PID/N: the value of this worker's liveness key
   std::atomic<int> shards_{1};  // N as agreed with prism:shards
+  bool default_name_ = false;   // no replica name was given: the host name is used
+  bool prepared_ = false;       // prepare() has succeeded once (the worker started)
   std::mutex applied_mutex_;
   std::condition_variable applied_cv_;
   shard::StreamId applied_;

@@ -324,34 +324,18 @@ ServiceStats ShardedBackend::stats(Clock::time_point deadline) {
 }
 
 std::vector<ReplicaStats> ShardedBackend::replicas(int k, const std::vector<std::string>& live) {
-  std::vector<ReplicaStats> out;
   try {
     RedisPool::Lease redis = pool_.acquire();
-    const Reply groups = redis->command({"XINFO", "GROUPS", shard::writes_key(k)});
-    if (groups.type == Reply::Type::kArray) {  // an error: no writes stream yet (no replica has started)
-      const std::string prefix = shard::replica_group("");
-      for (const Reply& g : groups.elements) {
-        std::map<std::string, const Reply*> field;
-        for (size_t i = 0; i + 1 < g.elements.size(); i += 2) field[g.elements[i].str] = &g.elements[i + 1];
-        const auto name = field.find("name");
-        if (name == field.end() || name->second->str.rfind(prefix, 0) != 0) continue;
-        ReplicaStats r;
-        r.replica = name->second->str.substr(prefix.size());
-        if (const auto f = field.find("last-delivered-id"); f != field.end()) r.delivered = f->second->str;
-        if (const auto f = field.find("pending"); f != field.end()) r.pending = f->second->integer;
-        if (const auto f = field.find("lag"); f != field.end() && f->second->type == Reply::Type::kInteger)
-          r.lag = f->second->integer;
-        r.live = std::find(live.begin(), live.end(), r.replica) != live.end();
-        const Reply why = redis->command({"GET", shard::failing_key(k, r.replica)});
-        if (why.type == Reply::Type::kString) r.failing = why.str;
-        out.push_back(std::move(r));
-      }
+    std::vector<ReplicaStats> out = shard::replica_groups(*redis, k);
+    for (ReplicaStats& r : out) {
+      r.live = std::find(live.begin(), live.end(), r.replica) != live.end();
+      const Reply why = redis->command({"GET", shard::failing_key(k, r.replica)});
+      if (why.type == Reply::Type::kString) r.failing = why.str;
     }
+    return out;
   } catch (const RedisError& e) {
     throw unreachable(e);
   }
-  std::sort(out.begin(), out.end(), [](const ReplicaStats& a, const ReplicaStats& b) { return a.replica < b.replica; });
-  return out;
 }
 
 std::map<int, std::vector<std::string>> ShardedBackend::live_workers() {

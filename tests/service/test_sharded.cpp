@@ -1079,6 +1079,39 @@ TEST(ShardedBackend, AShardWithoutALiveWorkerIsAnsweredAtOnce) {
   EXPECT_TRUE(stats.shards[1].replicas.empty());
 }
 
+// Issue 40.4: the default replica name is the host's, so two replicas of a shard on one host
+// collide. A worker without --replica serves a shard of one replica only: alone it starts (and
+// starts again), beside another replica's group it is refused, naming the others.
+TEST(ShardedBackend, AWorkerWithoutAReplicaNameIsRefusedBesideOtherReplicas) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  {
+    Worker alone(Worker::options(server.url(), 0, 1, "", tmp.path() / "alone"));
+    ShardedBackend front(front_options(server.url(), 1));
+    ASSERT_EQ(health_when_live(front), "");
+    EXPECT_EQ(alone.error(), "");
+  }
+  {
+    Worker again(Worker::options(server.url(), 0, 1, "", tmp.path() / "alone"));  // its own group only
+    ShardedBackend front(front_options(server.url(), 1));
+    ASSERT_EQ(health_when_live(front), "");
+    EXPECT_EQ(again.error(), "");
+  }
+  Worker named(server.url(), 0, 1, "b", tmp.path() / "b");
+  ShardWorker unnamed(Worker::options(server.url(), 0, 1, "", tmp.path() / "c"));
+  std::atomic<bool> stop{false};
+  try {
+    unnamed.run(stop);
+    ADD_FAILURE() << "a worker without --replica started beside replica b";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("shard 0 has other replicas ("), std::string::npos) << what;
+    EXPECT_NE(what.find("b: consumer groups of prism:shard:0:writes"), std::string::npos) << what;
+    EXPECT_NE(what.find("no --replica"), std::string::npos) << what;
+  }
+}
+
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
