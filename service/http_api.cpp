@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <array>
@@ -308,7 +309,12 @@ struct HttpApi::Impl {
   Clock::time_point gauges_time{};
   std::string gauges;
 
+  std::atomic<int> slow_running{0};
+
   Impl(Backend& b, ApiOptions o) : backend(b), options(std::move(o)) {}
+
+  // How many enrolments, updates, verifies and searches may run at once (ApiOptions).
+  int slow_limit() const { return std::max(1, options.threads - std::max(0, options.reserved_threads)); }
 
   // Who is asking: nullptr when authentication is off.
   const ApiKey* authenticate(const httplib::Request& req, bool needs_write) const {
@@ -533,8 +539,25 @@ struct HttpApi::Impl {
   void handle(const std::string& route, const httplib::Request& req, httplib::Response& res,
               const std::function<json(const httplib::Request&, httplib::Response&)>& body) {
     const auto start = Clock::now();
+    const bool slow = route == "enrol" || route == "update" || route == "verify" || route == "search";
+    struct Slot {  // one of the slow requests' threads, given back however the request ends
+      std::atomic<int>* running = nullptr;
+      ~Slot() {
+        if (running) --*running;
+      }
+    } slot;
     try {
       res.status = 200;
+      if (slow) {
+        slot.running = &slow_running;
+        if (++slow_running > slow_limit())
+          throw ServiceError(503, "",
+                             "busy: " + std::to_string(slow_limit()) +
+                                 " enrolments, updates, verifies and searches are running (the server keeps " +
+                                 std::to_string(options.threads - slow_limit()) + " of its " +
+                                 std::to_string(options.threads) + " threads for gets, deletes, stats and health)",
+                             1);
+      }
       const json out = body(req, res);
       res.set_content(json_text(out), "application/json");
     } catch (const ServiceError& e) {

@@ -43,6 +43,11 @@ struct ApiOptions {
   // `deadline_ms` (up to max_deadline).
   std::chrono::milliseconds deadline{10'000}, max_deadline{120'000};
   int threads = 16;  // the server's thread pool
+  // Threads enrolments, updates, verifies and searches (which extract SIFT and may wait for their
+  // shards up to the deadline) may not take: with `threads - reserved_threads` of them running, the
+  // next is answered 503 at once (Retry-After: 1), so gets, deletes, stats, /healthz and /metrics
+  // are still served when slow requests pile up (issue 40.6). At least one slow request may run.
+  int reserved_threads = 4;
   // A client that stalls mid-request holds a thread this long per read, then its connection is
   // closed (fuzz_http shortens it: a cut request then ends at once instead of waiting).
   std::chrono::milliseconds read_timeout{5'000};

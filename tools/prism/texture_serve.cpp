@@ -36,6 +36,9 @@ constexpr const char* kServeUsage =
     "  --keys FILE          API keys, one 'KEY read|write [NAME]' per line; required unless HOST\n"
     "                       is a loopback address\n"
     "  --threads N          HTTP worker threads (default 16)\n"
+    "  --reserved-threads N threads enrolments, updates, verifies and searches may not take: they\n"
+    "                       are answered 503 (Retry-After: 1) beyond threads - N at once, so that\n"
+    "                       gets, deletes, stats and health are served (default 4)\n"
     "  --max-body SIZE      largest request body (default 32M)\n"
     "  --max-pixels N       largest image, in pixels, checked before decoding (default 50000000)\n"
     "  --deadline MS        default request deadline, up to 120000 (default 10000; clients may\n"
@@ -98,6 +101,8 @@ ServeOptions parse_serve(int argc, char** argv) {
       o.keys = value();
     else if (a == "--threads")
       o.api.threads = parse_int(a, value(), 1, 1024);
+    else if (a == "--reserved-threads")
+      o.api.reserved_threads = parse_int(a, value(), 0, 1023);
     else if (a == "--max-body")
       o.api.max_body_bytes = size_t(parse_size(a, value()));
     else if (a == "--max-pixels")
