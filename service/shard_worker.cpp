@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cstdlib>
 #include <chrono>
@@ -25,10 +26,15 @@ using shard::StreamEntry;
 using shard::StreamId;
 using namespace std::chrono_literals;
 
-constexpr int kBlockMs = 500;         // XREADGROUP BLOCK: how soon a stop is noticed
-constexpr int kReplyTtlS = 60;        // reply lists expire
-constexpr int kHeartbeatMs = 3000;    // prism:worker:K:NAME refreshed
-constexpr int kHeartbeatTtlS = 10;    // ... and expiring
+constexpr int kBlockMs = 500;                   // XREADGROUP BLOCK: how soon a stop is noticed
+constexpr int kReplyTtlS = 60;                  // reply lists expire
+constexpr int kHeartbeatMs = 3000;              // prism:worker:K:NAME refreshed
+constexpr int kHeartbeatTtlS = 10;              // ... and expiring
+constexpr int64_t kHungAfterDeadlineMs = 2000;  // a reader this far past its read's deadline is stuck
+
+int64_t steady_ms(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
 constexpr int kClaimEveryMs = 10000;  // XAUTOCLAIM
 constexpr const char* kClaimIdleMs = "30000";
 constexpr const char* kAppliedFile = "stream-applied";  // in the gallery directory
@@ -103,6 +109,8 @@ ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(option
   if (!texture::valid_product_id(options_.replica))
     throw std::invalid_argument("replica name '" + options_.replica +
                                 "' is invalid (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+  reader_busy_until_ms_ = std::make_unique<std::atomic<int64_t>[]>(size_t(options_.readers));
+  for (int i = 0; i < options_.readers; ++i) reader_busy_until_ms_[size_t(i)] = 0;
   who_ = host_name() + ":" + std::to_string(getpid());
   static std::atomic<int> workers{0};  // several workers of one process (tests) hold distinct leases
   lease_ = who_ + "/" + std::to_string(workers++);
@@ -278,6 +286,18 @@ void ShardWorker::run(const std::atomic<bool>& stop) {
   say("stopped");
 }
 
+std::string ShardWorker::hung_readers() const {
+  const int64_t now = steady_ms(Clock::now());
+  int64_t least_late = INT64_MAX;
+  for (int i = 0; i < options_.readers; ++i) {
+    const int64_t busy = reader_busy_until_ms_[size_t(i)];
+    if (busy == 0 || now < busy + kHungAfterDeadlineMs) return {};
+    least_late = std::min(least_late, now - busy);
+  }
+  return "every reader (" + std::to_string(options_.readers) + ") is still on a read " +
+         std::to_string(least_late / 1000) + " s or more past its deadline";
+}
+
 void ShardWorker::mark_applied(const StreamId& id) {
   {
     std::lock_guard lock(applied_mutex_);
@@ -314,7 +334,20 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         if (lost) say("writer reconnected to " + redis.url());
         lost = false;
       }
-      if (due(last_beat, kHeartbeatMs)) hold_replica_name(redis, /*wait=*/false, stop);
+      if (due(last_beat, kHeartbeatMs)) {
+        // Renewed only while some reader can answer: a worker whose readers all hang would cost
+        // every request to its shard the whole deadline although its writer is well.
+        const std::string stuck = hung_readers();
+        if (stuck.empty()) {
+          if (hung_) say("a reader is free again: live again");
+          hung_ = false;
+          hold_replica_name(redis, /*wait=*/false, stop);
+        } else if (!hung_) {
+          hung_ = true;
+          say(stuck + ": dropping this worker's liveness key until one is free");
+          redis.command({"EVAL", kDropScript, "1", shard::worker_key(options_.shard, options_.replica), lease_});
+        }
+      }
       if (due(last_claim, kClaimEveryMs)) {
         const Reply c =
             redis.command({"XAUTOCLAIM", stream, group, options_.replica, kClaimIdleMs, "0-0", "COUNT", "100"});
@@ -456,7 +489,15 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
           const std::vector<StreamEntry> last = shard::stream_entries(tail);
           if (!last.empty()) answer = wait_applied(StreamId::parse(last[0].id), deadline, stop);
         }
-        if (answer) send_answer(redis, e, answer_read(e));
+        if (answer) {
+          reader_busy_until_ms_[size_t(reader)] = std::max<int64_t>(1, steady_ms(deadline));
+          struct Idle {  // however the answer ends
+            std::atomic<int64_t>& busy;
+            ~Idle() { busy = 0; }
+          } idle{reader_busy_until_ms_[size_t(reader)]};
+          if (options_.before_answer) options_.before_answer(e.field("op"));
+          send_answer(redis, e, answer_read(e));
+        }
         redis.command({"XACK", stream, shard::kReadersGroup, e.id});
       }
     } catch (const RedisError& e) {

@@ -44,7 +44,10 @@
 // - Liveness and the replica name: `prism:worker:K:NAME` = "HOST:PID/N" with a 10 s expiry, taken
 //   when free and renewed every 3 s by its holder only (a script): a second worker of one name is
 //   refused naming the first (after waiting out a lease of a worker that just stopped; at once for
-//   a dead process of this host), since two consumers of one group would split the writes.
+//   a dead process of this host), since two consumers of one group would split the writes. A worker
+//   whose every reader is still on a request 2 s past that request's deadline is hung: it drops
+//   its liveness key (fronts then answer its shard at once, as for a dead worker) until a reader
+//   is free again, and says so.
 // - Redis lost or restarted: every thread reconnects with backoff (100 ms doubling to 2 s),
 //   re-asserts prism:shards, recreates missing groups (MKSTREAM) and re-reads its pending entries;
 //   one line is printed per state change.
@@ -76,6 +79,9 @@ struct ShardWorkerOptions {
   LocalOptions local;   // the gallery and its index (local.shard is set to `shard`)
   // One line per state change (connected, Redis lost, ...); default: stderr.
   std::function<void(const std::string&)> log;
+  // Tests only (fault injection): called on the reader's thread before each read is answered,
+  // with its op ("get", "verify", "search", "stats"). Empty in production.
+  std::function<void(const std::string& op)> before_answer;
 };
 
 class ShardWorker {
@@ -127,8 +133,13 @@ class ShardWorker {
   std::string who_;             // HOST:PID
   std::string lease_;           // HOST:PID/N: the value of this worker's liveness key
   std::atomic<int> shards_{1};  // N as agreed with prism:shards
-  bool default_name_ = false;   // no replica name was given: the host name is used
-  bool prepared_ = false;       // prepare() has succeeded once (the worker started)
+  // Per reader: the steady-clock ms of the deadline of the read it is answering (0: none).
+  std::unique_ptr<std::atomic<int64_t>[]> reader_busy_until_ms_;
+  // Why every reader is stuck past its read's deadline, or empty (the writer asks before renewing).
+  std::string hung_readers() const;
+  bool hung_ = false;          // the lease was dropped for that
+  bool default_name_ = false;  // no replica name was given: the host name is used
+  bool prepared_ = false;      // prepare() has succeeded once (the worker started)
   std::mutex applied_mutex_;
   std::condition_variable applied_cv_;
   shard::StreamId applied_;

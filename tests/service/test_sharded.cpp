@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -1110,6 +1111,52 @@ TEST(ShardedBackend, AWorkerWithoutAReplicaNameIsRefusedBesideOtherReplicas) {
     EXPECT_NE(what.find("b: consumer groups of prism:shard:0:writes"), std::string::npos) << what;
     EXPECT_NE(what.find("no --replica"), std::string::npos) << what;
   }
+}
+
+// Issue 40.6: a worker whose readers hang (here every search blocks) still renewed its liveness
+// key, so every request to its shard cost the whole deadline. With every reader 2 s past its
+// read's deadline it drops the key: its shard is answered at once, as a dead one, until a reader
+// is free again, and then serves as before.
+TEST(ShardedBackend, AWorkerWhoseReadersHangIsAnsweredAsDead) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::mutex m;
+  std::condition_variable cv;
+  bool released = false;
+  ShardWorkerOptions wo = Worker::options(server.url(), 0, 1, "a", tmp.path() / "a");
+  wo.readers = 1;
+  wo.before_answer = [&](const std::string& op) {
+    if (op != "search") return;
+    std::unique_lock lock(m);
+    cv.wait_for(lock, 120s, [&] { return released; });
+  };
+  Worker worker(wo);
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(12);
+  const GalleryEntry e = test::random_gallery_entry("hung-1", rng, 40);
+  front.write(e, false, in(30s));
+  SearchQuery q;
+  q.features = e.features;
+  q.deadline = in(1s);
+  EXPECT_EQ(service_status([&] { front.search(q); }), 503);  // the hung search's own deadline
+  // Bounded wait (not a timing assertion): the key goes once the reader is 2 s past that deadline.
+  for (int i = 0; i < 300 && front.live_workers().count(0); ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(front.live_workers().count(0), 0u);
+  std::string message;
+  EXPECT_EQ(service_status([&] { front.get(e.id, in(60s)); }, &message), 503);
+  EXPECT_NE(message.find("shard 0 did not answer: it has no live worker"), std::string::npos) << message;
+  {
+    std::lock_guard lock(m);
+    released = true;
+  }
+  cv.notify_all();
+  EXPECT_EQ(health_when_live(front), "");
+  EXPECT_TRUE(front.get(e.id, in(30s)));
+  q.deadline = in(30s);
+  EXPECT_TRUE(front.search(q).identified);
+  EXPECT_EQ(worker.error(), "");
 }
 
 TEST(ShardedBackend, BadConfigurationsAreRefusedClearly) {
