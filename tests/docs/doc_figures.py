@@ -131,6 +131,34 @@ def results_textureid(source, prism, data, tmp):
         print(f"doc_figures: docs/RESULTS.md: the textureid line is what `{' '.join(command)}` prints")
 
 
+def readme_envi(source, tmp):
+    """README's ENVI example (issue 40.12: it drew every pixel but the target blue): run as written
+    (gst-launch-1.0 from the repository's folder, the frames into a temporary one), its heat map
+    must show the scene's materials apart: no colour covers most of the frame."""
+    text = open(os.path.join(source, "README.md")).read()
+    m = re.search(r"^(gst-launch-1\.0 envisrc location=configs/data/envi/.*?location=envi-%04d\.png)$", text, re.S | re.M)
+    if not m:
+        return fail("README.md: no gst-launch-1.0 envisrc example writing envi-%04d.png")
+    out = os.path.join(tmp, "envi")
+    os.makedirs(out)
+    line = m.group(1).replace("location=envi-%04d.png", "location=" + os.path.join(out, "envi-%04d.png"))
+    run = subprocess.run(["sh", "-c", line], cwd=source, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        return fail(f"README.md: the ENVI example exited {run.returncode}: {run.stderr[-2000:]}")
+    import cv2
+    import numpy as np
+
+    frame = cv2.imread(os.path.join(out, "envi-0000.png"))
+    if frame is None:
+        return fail("README.md: the ENVI example wrote no envi-0000.png")
+    _, counts = np.unique(frame.reshape(-1, 3), axis=0, return_counts=True)
+    share = counts.max() / counts.sum()
+    if share > 0.5:
+        fail(f"README.md: the ENVI example's heat map is {share:.0%} one colour")
+    else:
+        print(f"doc_figures: README.md: the ENVI heat map's commonest colour covers {share:.0%} of it")
+
+
 def main():
     source, prism, data = sys.argv[1:4]
     if not os.path.isdir(os.path.join(data, "images")):
@@ -148,6 +176,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         readme_python(source, data, tmp)
         results_textureid(source, prism, data, tmp)
+        readme_envi(source, tmp)
     if failures:
         print(f"doc_figures: {len(failures)} figure(s) in the docs differ from what the commands print")
         return 1
