@@ -159,6 +159,49 @@ def readme_envi(source, tmp):
         print(f"doc_figures: README.md: the ENVI heat map's commonest colour covers {share:.0%} of it")
 
 
+def readme_emdtracker(source, data, tmp):
+    """README's emdtracker examples (issue 40.12: the GPU one's target matched the whole frame): the
+    CPU one run as written on its first 42 frames (with -m and an identity eos-after=43 added,
+    vtest.mp4 from DATA_DIR), the GPU one's emdtracker on the CPU's frames; none of frame 41's
+    detections may cover a quarter of the frame."""
+    text = open(os.path.join(source, "README.md")).read()
+    m = re.search(r"^gst-launch-1\.0 (filesrc location=\.\./shared/data/video/vtest\.mp4 ! qtdemux ! h264parse ! "
+                  r"openh264dec ! \\\n\s*emdtracker .*?location=emd-%04d\.png)$", text, re.S | re.M)
+    if not m:
+        return fail("README.md: no CPU emdtracker example writing emd-%04d.png")
+    out = os.path.join(tmp, "emd")
+    os.makedirs(out)
+    line = (m.group(1).replace("../shared/data", data).replace("openh264dec !", "openh264dec ! identity eos-after=43 !")
+            .replace("location=emd-%04d.png", "location=" + os.path.join(out, "emd-%04d.png")))
+    run = subprocess.run(["sh", "-c", "gst-launch-1.0 -m " + line], cwd=source, capture_output=True, text=True,
+                         timeout=280)
+    if run.returncode != 0:
+        return fail(f"README.md: the emdtracker example exited {run.returncode}: {run.stderr[-2000:]}")
+    last = [l for l in run.stdout.splitlines() if "prism-emdtracker" in l and "frame=(guint64)41," in l]
+    if not last:
+        return fail("README.md: the emdtracker example posted no message for frame 41")
+    # The GPU example's emdtracker (its target given the same way), here on the CPU's decoded frames.
+    g = re.search(r"nvh264dec ! \\\n\s*(emdtracker [^!]*?) ! cudadownload", text)
+    if not g:
+        return fail("README.md: no GPU emdtracker example (nvh264dec ! ... emdtracker ... ! cudadownload)")
+    gpu_line = (f"filesrc location={data}/video/vtest.mp4 ! qtdemux ! h264parse ! openh264dec ! identity eos-after=43 ! "
+                f"{g.group(1)} device=cpu ! fakesink")
+    run_gpu = subprocess.run(["sh", "-c", "gst-launch-1.0 -m " + gpu_line], cwd=source, capture_output=True, text=True,
+                             timeout=280)
+    last += [l for l in run_gpu.stdout.splitlines() if "prism-emdtracker" in l and "frame=(guint64)41," in l][:1]
+    if len(last) < 2:
+        return fail(f"README.md: the GPU emdtracker example's element posted nothing for frame 41: {run_gpu.stderr[-500:]}")
+    boxes = re.findall(r"width\\=\\\(int\\\)(\d+)\\,\\ height\\=\\\(int\\\)(\d+)", last[0] + last[1])
+    if not boxes:
+        return fail("README.md: the emdtracker example detected nothing in frame 41: " + last[0][:300])
+    largest = max(int(w) * int(h) for w, h in boxes) / (768 * 576)
+    if largest > 0.25:
+        fail(f"README.md: an emdtracker detection covers {largest:.0%} of frame 41")
+    else:
+        print(f"doc_figures: README.md: both emdtracker examples' boxes in frame 41 ({len(boxes)}, detections and "
+              f"tracks): the largest covers {largest:.1%} of the frame")
+
+
 def main():
     source, prism, data = sys.argv[1:4]
     if not os.path.isdir(os.path.join(data, "images")):
@@ -177,6 +220,7 @@ def main():
         readme_python(source, data, tmp)
         results_textureid(source, prism, data, tmp)
         readme_envi(source, tmp)
+        readme_emdtracker(source, data, tmp)
     if failures:
         print(f"doc_figures: {len(failures)} figure(s) in the docs differ from what the commands print")
         return 1
