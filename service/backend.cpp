@@ -5,6 +5,18 @@
 
 namespace prism::service {
 
+namespace {
+thread_local const std::function<bool()>* watched_client = nullptr;
+}  // namespace
+
+bool client_gone() { return watched_client && (*watched_client)(); }
+
+ClientWatch::ClientWatch(std::function<bool()> gone) : gone_(std::move(gone)), outer_(watched_client) {
+  watched_client = &gone_;
+}
+
+ClientWatch::~ClientWatch() { watched_client = outer_; }
+
 void check_deadline(Clock::time_point deadline, const char* step) {
   if (Clock::now() >= deadline)
     throw ServiceError(503, "deadline_ms", std::string("the request's deadline passed before ") + step);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,22 @@ using Clock = std::chrono::steady_clock;
 inline double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
+
+// Whether the client of the HTTP request this thread serves has gone away (closed its connection).
+// HttpApi sets the check for each request (ClientWatch); waits that would outlive their client ask
+// it (the sharded front's, at each liveness check) and stop with 499. False outside a request.
+bool client_gone();
+class ClientWatch {
+ public:
+  explicit ClientWatch(std::function<bool()> gone);
+  ~ClientWatch();
+  ClientWatch(const ClientWatch&) = delete;
+  ClientWatch& operator=(const ClientWatch&) = delete;
+
+ private:
+  std::function<bool()> gone_;
+  const std::function<bool()>* outer_;
+};
 
 // ServiceError 503 naming `deadline_ms` when `deadline` has passed: checked before each step that
 // could take long, so that a late request fails instead of occupying a thread or a shard.

@@ -1,5 +1,10 @@
 #include "http_api.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+
 #include <httplib.h>
 #include <sys/socket.h>
 
@@ -293,6 +298,56 @@ std::vector<ApiKey> load_api_keys(const std::filesystem::path& file) {
   return keys;
 }
 
+// Whether the client of `req` closed its connection. cpp-httplib 0.11 gives a handler no socket: the
+// connection's is found once among the process's descriptors by its two addresses (it stays open
+// until the handler returns, so the number is not reused meanwhile), then polled for POLLRDHUP
+// without reading.
+class ClientConnection {
+ public:
+  explicit ClientConnection(const httplib::Request& req) : req_(req) {}
+  bool gone() {
+    if (fd_ == -2) fd_ = find();
+    if (fd_ < 0) return false;
+    pollfd p{fd_, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  }
+
+ private:
+  static int port_of(const sockaddr_storage& a) {
+    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+    return -1;
+  }
+  int find() const {
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (!dir) return -1;
+    int found = -1;
+    while (const dirent* e = ::readdir(dir)) {
+      char* end = nullptr;
+      const long fd = std::strtol(e->d_name, &end, 10);
+      if (*end != '\0' || fd < 0) continue;
+      sockaddr_storage peer{}, local{};
+      socklen_t peer_len = sizeof peer, local_len = sizeof local;
+      if (::getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+          ::getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0)
+        continue;
+      if (port_of(peer) != req_.remote_port || port_of(local) != req_.local_port) continue;
+      char host[INET6_ADDRSTRLEN] = {};
+      const void* addr = peer.ss_family == AF_INET
+                             ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in&>(peer).sin_addr)
+                             : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr);
+      if (::inet_ntop(peer.ss_family, addr, host, sizeof host) && req_.remote_addr == host) {
+        found = int(fd);
+        break;
+      }
+    }
+    ::closedir(dir);
+    return found;
+  }
+  const httplib::Request& req_;
+  int fd_ = -2;  // -2: not looked for yet; -1: not found
+};
+
 // cpp-httplib listens with a backlog of 5 (compiled into Debian's library): a burst of new
 // connections overflows it and clients see resets. listen() again on the bound socket widens it.
 class Listener : public httplib::Server {
@@ -546,6 +601,8 @@ struct HttpApi::Impl {
         if (running) --*running;
       }
     } slot;
+    ClientConnection client(req);
+    const ClientWatch watch([&client] { return client.gone(); });  // waits on shards end with their client
     try {
       res.status = 200;
       if (slow) {

@@ -137,6 +137,10 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
         Reply r = pop(*redis, reply, std::min(until, check));
         if (r.type == Reply::Type::kArray || Clock::now() >= until) return r;
         if (Clock::now() >= check) {
+          if (client_gone())
+            throw ServiceError(
+                499, "",
+                "the client closed its connection: shard " + std::to_string(shard) + " is no longer waited for");
           if (!live_workers().count(shard))
             throw ServiceError(503, "",
                                "shard " + std::to_string(shard) +
@@ -201,6 +205,8 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
       const Clock::time_point until = hedged ? deadline : hedge;
       const Reply got = pop(*redis, reply, std::min(until, check));
       if ((got.type != Reply::Type::kArray || got.elements.size() != 2) && Clock::now() < until) {
+        if (client_gone())
+          throw ServiceError(499, "", "the client closed its connection: the shards are no longer waited for");
         const std::map<int, std::vector<std::string>> live = live_workers();
         dead.clear();
         for (int k = 0; k < shards_; ++k)

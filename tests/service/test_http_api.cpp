@@ -821,6 +821,63 @@ TEST(HttpApi, SlowRequestsLeaveThreadsForGetsAndHealth) {
   EXPECT_EQ(again->status, 200) << again->body;
 }
 
+// Issue 40.6: a client that gave up (closed its connection) kept its request waiting on the shards
+// until the deadline, holding a thread. Now the front stops waiting at its next liveness check
+// (499 in the metrics), and the slots come back.
+TEST(HttpApi, AClientThatClosesItsConnectionStopsTheWait) {
+  PRISM_NEED_REDIS();
+  gst_init(nullptr, nullptr);
+  TempDir dir;
+  test::RedisServer redis(dir.path() / "redis");
+  std::mutex m;
+  std::condition_variable cv;
+  bool released = false;
+  ShardWorkerOptions wo = test_support::Worker::options(redis.url(), 0, 1, "w", dir.path() / "shard0");
+  wo.before_answer = [&](const std::string& op) {
+    if (op != "search") return;
+    std::unique_lock lock(m);
+    cv.wait_for(lock, std::chrono::seconds(120), [&] { return released; });
+  };
+  test_support::Worker worker(wo);
+  ShardedBackend front(test_support::front_options(redis.url(), 1));
+  ASSERT_EQ(test_support::health_when_live(front), "");
+  ApiOptions options;
+  options.threads = 6;
+  options.reserved_threads = 2;  // 4 slow slots
+  ApiServer server(front, options);
+  const std::string image = test::pgm_bytes(textures(1, 41)[0]), type = "image/x-portable-graymap";
+  std::vector<std::thread> quitters;
+  for (int i = 0; i < 4; ++i)
+    quitters.emplace_back([&] {
+      httplib::Client c = server.client();
+      c.set_read_timeout(std::chrono::seconds(1));  // gives up long before the 60 s deadline
+      EXPECT_FALSE(c.Post("/v1/search?deadline_ms=60000", image, type.c_str()));
+    });
+  for (std::thread& t : quitters) t.join();
+  // Bounded wait (not a timing assertion): each wait ends at its next liveness check, within a
+  // second or two; before, the four held their slots for the whole minute.
+  httplib::Client c = server.client();
+  std::string last;
+  for (int i = 0; i < 100; ++i) {
+    const httplib::Result r = c.Post("/v1/search?deadline_ms=300", image, type.c_str());
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    last = r->body;
+    if (last.find("busy: ") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(last.find("busy: "), std::string::npos) << last;
+  const httplib::Result metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("prism_http_requests_total{route=\"search\",code=\"499\"} 4"), std::string::npos)
+      << metrics->body;
+  {
+    std::lock_guard lock(m);
+    released = true;
+  }
+  cv.notify_all();
+  EXPECT_EQ(worker.error(), "");
+}
+
 TEST(HttpApi, ThirtyTwoConcurrentClientsForAFixedTime) {
   Server server;
   const std::vector<cv::Mat> products = textures(4, 21);
