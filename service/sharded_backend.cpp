@@ -403,6 +403,13 @@ std::string ShardedBackend::health() {
   } catch (const ServiceError& e) {
     return e.what();
   }
+  // Workers hold their liveness key a moment before they announce the normalisation: until it is
+  // known nothing can be enrolled or searched, so the front is not ready either.
+  try {
+    normalisation();
+  } catch (const ServiceError& e) {
+    return e.what();
+  }
   return {};
 }
 

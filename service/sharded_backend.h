@@ -61,6 +61,8 @@ class ShardedBackend : public Backend {
   // Every shard of the deployment: what its answering worker says of its index (answered false
   // for a shard none answered in time) and the write positions of all its replicas (Redis's own).
   ServiceStats stats(Clock::time_point deadline) override;
+  // Why the deployment cannot serve: Redis unreachable, prism:shards missing or other, a shard
+  // without a live worker, a replica failing a write, or the normalisation not announced yet.
   std::string health() override;
 
   int shards() const { return shards_; }

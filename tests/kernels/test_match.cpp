@@ -306,7 +306,11 @@ TEST(MatchU8, CpuPathsEqualAnInt64BruteForce) {
 }
 
 TEST(MatchU8, PlantedCopiesAreFoundAndTiesKeepTheLowerIndex) {
-  std::mt19937 rng(std::random_device{}());
+  // A fresh seed each run, said on failure (once row 18, a sparse row, found an equal row nobody
+  // planted at 252: make_match_u8_case now moves such rows).
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   const test::MatchU8Case c = test::make_match_u8_case(1, 64, {768, 700, 500}, {}, rng);
   const match::MatchU8Problem& p = c.problem;
   std::vector<int> scores(p.images), index(size_t(p.images) * p.rows);

@@ -22,7 +22,10 @@ namespace {
 using namespace std::chrono_literals;
 
 // One PING over a fresh connection: true when the answer is +PONG (not -LOADING while the AOF loads).
-bool pong(int port) {
+// Whether the redis-server on `port` answers PING and is process `pid`: a parallel test's server
+// may have taken the port between free_port() and our server's bind (ours then exits), and a
+// test that went on with that one would share its data.
+bool answers_as(int port, pid_t pid) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   timeval tv{1, 0};
@@ -35,7 +38,27 @@ bool pong(int port) {
   bool ok = false;
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
     char buf[16] = {};
-    ok = recv(fd, buf, sizeof buf - 1, 0) >= 5 && std::strncmp(buf, "+PONG", 5) == 0;
+    ok = recv(fd, buf, 7, MSG_WAITALL) == 7 && std::strncmp(buf, "+PONG\r\n", 7) == 0;
+  }
+  if (ok) {
+    const char info[] = "INFO server\r\n";
+    ok = send(fd, info, sizeof info - 1, MSG_NOSIGNAL) == ssize_t(sizeof info - 1);
+    std::string reply;
+    const std::string want = "process_id:" + std::to_string(pid) + "\r\n";
+    char buf[4096];
+    while (ok && reply.find(want) == std::string::npos && reply.find("process_id:") == std::string::npos) {
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      reply.append(buf, size_t(n));
+    }
+    // The line may have arrived in part: read on until its end.
+    for (size_t at = reply.find("process_id:");
+         ok && at != std::string::npos && reply.find("\r\n", at) == std::string::npos;) {
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      reply.append(buf, size_t(n));
+    }
+    ok = ok && reply.find(want) != std::string::npos;
   }
   close(fd);
   return ok;
@@ -156,8 +179,8 @@ void RedisServer::start() {
                                "--save", "", "--appendonly", "yes", "--daemonize", "no", "--protected-mode", "no"},
       (dir_ / "redis.log").string());
   for (int i = 0; i < 200; ++i) {
-    if (pong(port_)) return;
-    if (!child_->running()) break;
+    if (!child_->running()) break;  // e.g. the port was taken: the caller tries another
+    if (answers_as(port_, child_->pid())) return;
     std::this_thread::sleep_for(50ms);
   }
   child_.reset();
