@@ -13,6 +13,9 @@ std::string worker_key(int shard, const std::string& replica) {
 std::string failing_key(int shard, const std::string& replica) {
   return "prism:failing:" + std::to_string(shard) + ":" + replica;
 }
+std::string hung_key(int shard, const std::string& replica) {
+  return "prism:hung:" + std::to_string(shard) + ":" + replica;
+}
 std::string replica_group(const std::string& replica) { return "replica:" + replica; }
 
 uint64_t fnv1a64(const std::string& s) {
@@ -363,7 +366,9 @@ VerifyAnswer verify_answer_from(const json& a) {
 std::vector<ReplicaStats> replica_groups(Redis& redis, int shard) {
   std::vector<ReplicaStats> out;
   const Reply groups = redis.command({"XINFO", "GROUPS", writes_key(shard)});
-  if (groups.type != Reply::Type::kArray) return out;  // an error: no writes stream yet
+  if (groups.error() && groups.str.find("no such key") != std::string::npos) return out;  // no stream yet
+  if (groups.type != Reply::Type::kArray)
+    throw RedisError("Redis at " + redis.url() + " refused XINFO GROUPS " + writes_key(shard) + ": " + groups.str);
   const std::string prefix = replica_group("");
   for (const Reply& g : groups.elements) {
     std::map<std::string, const Reply*> field;

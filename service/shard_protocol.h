@@ -30,6 +30,10 @@ std::string worker_key(int shard, const std::string& replica);
 // Set (with the liveness key's expiry) while replica NAME of shard K cannot apply its next write:
 // why, for the fronts' /healthz.
 std::string failing_key(int shard, const std::string& replica);
+// Set (with the liveness key's expiry) while every reader of replica NAME of shard K is stuck past
+// its read's deadline: why. Fronts send it no reads meanwhile; its writer still applies writes, and
+// it keeps its name (a second worker of that name stays refused).
+std::string hung_key(int shard, const std::string& replica);
 std::string replica_group(const std::string& replica);
 
 // FNV-1a, 64 bits (Fowler, Noll, Vo): the product id -> shard map, the same on every host and build.

@@ -337,15 +337,21 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
       if (due(last_beat, kHeartbeatMs)) {
         // Renewed only while some reader can answer: a worker whose readers all hang would cost
         // every request to its shard the whole deadline although its writer is well.
+        // The name's lease is renewed either way: dropping it would let a second worker of this
+        // name in, and two consumers of one group split the writes between their galleries.
+        hold_replica_name(redis, /*wait=*/false, stop);
         const std::string stuck = hung_readers();
+        const std::string key = shard::hung_key(options_.shard, options_.replica);
         if (stuck.empty()) {
-          if (hung_) say("a reader is free again: live again");
+          if (hung_) {
+            say("a reader is free again: serving reads again");
+            redis.command({"DEL", key});
+          }
           hung_ = false;
-          hold_replica_name(redis, /*wait=*/false, stop);
-        } else if (!hung_) {
+        } else {
+          if (!hung_) say(stuck + ": out of reads until one is free (" + key + ")");
           hung_ = true;
-          say(stuck + ": dropping this worker's liveness key until one is free");
-          redis.command({"EVAL", kDropScript, "1", shard::worker_key(options_.shard, options_.replica), lease_});
+          redis.command({"SET", key, stuck, "EX", std::to_string(kHeartbeatTtlS)});
         }
       }
       if (due(last_claim, kClaimEveryMs)) {

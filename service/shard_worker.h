@@ -45,9 +45,10 @@
 //   when free and renewed every 3 s by its holder only (a script): a second worker of one name is
 //   refused naming the first (after waiting out a lease of a worker that just stopped; at once for
 //   a dead process of this host), since two consumers of one group would split the writes. A worker
-//   whose every reader is still on a request 2 s past that request's deadline is hung: it drops
-//   its liveness key (fronts then answer its shard at once, as for a dead worker) until a reader
-//   is free again, and says so.
+//   whose every reader is still on a request 2 s past that request's deadline is hung: it keeps its
+//   name but sets prism:hung:K:NAME (with the same expiry), and says so; fronts send it no reads
+//   (a shard whose replicas all hang is answered at once, as a dead one) while its writer goes on
+//   applying writes, until a reader is free again.
 // - Redis lost or restarted: every thread reconnects with backoff (100 ms doubling to 2 s),
 //   re-asserts prism:shards, recreates missing groups (MKSTREAM) and re-reads its pending entries;
 //   one line is printed per state change.

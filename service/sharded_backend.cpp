@@ -141,12 +141,15 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
             throw ServiceError(
                 499, "",
                 "the client closed its connection: shard " + std::to_string(shard) + " is no longer waited for");
-          if (!live_workers().count(shard))
-            throw ServiceError(503, "",
-                               "shard " + std::to_string(shard) +
-                                   " did not answer: it has no live worker (no prism:worker:" + std::to_string(shard) +
-                                   ":* at " + redis->url() + ")",
-                               kDeadShardRetryAfterSeconds);
+          // A write needs a running writer; a read a replica whose readers are not all stuck.
+          if (!live_workers(/*for_reads=*/!write).count(shard))
+            throw ServiceError(
+                503, "",
+                "shard " + std::to_string(shard) + " did not answer: it has no live worker (no prism:worker:" +
+                    std::to_string(shard) + ":* at " + redis->url() +
+                    (write ? std::string(")")
+                           : ", or every one's readers hang: prism:hung:" + std::to_string(shard) + ":*)"),
+                kDeadShardRetryAfterSeconds);
           check = Clock::now() + kLivenessCheckEvery;
         }
       }
@@ -207,7 +210,7 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
       if ((got.type != Reply::Type::kArray || got.elements.size() != 2) && Clock::now() < until) {
         if (client_gone())
           throw ServiceError(499, "", "the client closed its connection: the shards are no longer waited for");
-        const std::map<int, std::vector<std::string>> live = live_workers();
+        const std::map<int, std::vector<std::string>> live = live_workers(/*for_reads=*/true);
         dead.clear();
         for (int k = 0; k < shards_; ++k)
           if (!heard.count(k) && !live.count(k)) dead.insert(k);
@@ -344,28 +347,48 @@ std::vector<ReplicaStats> ShardedBackend::replicas(int k, const std::vector<std:
   }
 }
 
-std::map<int, std::vector<std::string>> ShardedBackend::live_workers() {
-  std::map<int, std::vector<std::string>> live;
+namespace {
+
+// The keys PREFIXK:NAME (SCAN MATCH PREFIX*): shard -> names, sorted.
+std::map<int, std::vector<std::string>> scan_shard_keys(Redis& redis, const std::string& prefix) {
+  std::map<int, std::vector<std::string>> out;
+  std::string cursor = "0";
+  do {
+    const Reply r = redis.command({"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
+    if (r.type != Reply::Type::kArray || r.elements.size() != 2) break;
+    cursor = r.elements[0].str;
+    for (const Reply& key : r.elements[1].elements) {
+      const std::string rest = key.str.substr(prefix.size());
+      const size_t colon = rest.find(':');
+      if (colon == std::string::npos || colon == 0 || colon > 9 || rest.find_first_not_of("0123456789") < colon)
+        continue;
+      out[std::stoi(rest.substr(0, colon))].push_back(rest.substr(colon + 1));
+    }
+  } while (cursor != "0");
+  for (auto& [k, names] : out) std::sort(names.begin(), names.end());
+  return out;
+}
+
+}  // namespace
+
+std::map<int, std::vector<std::string>> ShardedBackend::live_workers(bool for_reads) {
   try {
     RedisPool::Lease redis = pool_.acquire();
-    std::string cursor = "0";
-    do {
-      const Reply r = redis->command({"SCAN", cursor, "MATCH", "prism:worker:*", "COUNT", "1000"});
-      if (r.type != Reply::Type::kArray || r.elements.size() != 2) break;
-      cursor = r.elements[0].str;
-      for (const Reply& key : r.elements[1].elements) {
-        // prism:worker:K:NAME
-        const std::string rest = key.str.substr(std::string("prism:worker:").size());
-        const size_t colon = rest.find(':');
-        if (colon == std::string::npos || colon == 0 || rest.find_first_not_of("0123456789") < colon) continue;
-        live[std::stoi(rest.substr(0, colon))].push_back(rest.substr(colon + 1));
-      }
-    } while (cursor != "0");
+    std::map<int, std::vector<std::string>> live = scan_shard_keys(*redis, "prism:worker:");
+    if (!for_reads) return live;
+    for (const auto& [k, hung] : scan_shard_keys(*redis, "prism:hung:")) {
+      const auto it = live.find(k);
+      if (it == live.end()) continue;
+      std::vector<std::string>& names = it->second;
+      names.erase(std::remove_if(names.begin(), names.end(),
+                                 [&](const std::string& n) { return std::count(hung.begin(), hung.end(), n) > 0; }),
+                  names.end());
+      if (names.empty()) live.erase(it);
+    }
+    return live;
   } catch (const RedisError& e) {
     throw unreachable(e);
   }
-  for (auto& [k, names] : live) std::sort(names.begin(), names.end());
-  return live;
 }
 
 std::string ShardedBackend::health() {
@@ -382,13 +405,19 @@ std::string ShardedBackend::health() {
   // Every shard needs a live worker (its liveness key), or its products can be neither written nor
   // found.
   try {
-    const std::map<int, std::vector<std::string>> live = live_workers();
-    std::vector<int> dead;
+    const std::map<int, std::vector<std::string>> live = live_workers(), reading = live_workers(/*for_reads=*/true);
+    std::vector<int> dead, hung;
     for (int k = 0; k < shards_; ++k)
-      if (!live.count(k)) dead.push_back(k);
+      if (!live.count(k))
+        dead.push_back(k);
+      else if (!reading.count(k))
+        hung.push_back(k);
     if (!dead.empty())
       return std::string(dead.size() == 1 ? "shard " : "shards ") + list_shards(dead) + " ha" +
              (dead.size() == 1 ? "s" : "ve") + " no live worker";
+    if (!hung.empty())
+      return std::string(hung.size() == 1 ? "shard " : "shards ") + list_shards(hung) +
+             ": every replica's readers hang past their deadlines (prism:hung:K:NAME), so no read is answered";
     // A replica that cannot apply a write serves no reads and diverges from its siblings until it
     // can: unhealthy, naming it and why.
     RedisPool::Lease redis = pool_.acquire();
@@ -407,7 +436,7 @@ std::string ShardedBackend::health() {
   // known nothing can be enrolled or searched, so the front is not ready either.
   try {
     normalisation();
-  } catch (const ServiceError& e) {
+  } catch (const std::exception& e) {  // ServiceError 503, or prism:normalise holding no name
     return e.what();
   }
   return {};

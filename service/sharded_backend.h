@@ -67,8 +67,9 @@ class ShardedBackend : public Backend {
 
   int shards() const { return shards_; }
   // The workers whose liveness key (prism:worker:K:NAME: refreshed every 3 s, expiring after 10 s)
-  // exists: shard -> replica names, sorted. ServiceError 503 when Redis is unreachable.
-  std::map<int, std::vector<std::string>> live_workers();
+  // exists: shard -> replica names, sorted; `for_reads`: less those whose readers all hang
+  // (prism:hung:K:NAME). ServiceError 503 when Redis is unreachable.
+  std::map<int, std::vector<std::string>> live_workers(bool for_reads = false);
   // Shard K's replicas: their consumer groups on its writes stream, liveness and failing keys.
   // ServiceError 503 when Redis is unreachable.
   std::vector<ReplicaStats> replicas(int shard, const std::vector<std::string>& live);

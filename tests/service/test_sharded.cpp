@@ -1114,9 +1114,11 @@ TEST(ShardedBackend, AWorkerWithoutAReplicaNameIsRefusedBesideOtherReplicas) {
 }
 
 // Issue 40.6: a worker whose readers hang (here every search blocks) still renewed its liveness
-// key, so every request to its shard cost the whole deadline. With every reader 2 s past its
-// read's deadline it drops the key: its shard is answered at once, as a dead one, until a reader
-// is free again, and then serves as before.
+// key, so every read of its shard cost the whole deadline. With every reader 2 s past its read's
+// deadline it sets prism:hung:K:NAME: reads of its shard are answered at once, as for a dead
+// one, until a reader is free again. It keeps its name meanwhile (a second worker of that name
+// is still refused: two consumers of one group would split the writes), and its writer still
+// applies writes.
 TEST(ShardedBackend, AWorkerWhoseReadersHangIsAnsweredAsDead) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
@@ -1141,12 +1143,25 @@ TEST(ShardedBackend, AWorkerWhoseReadersHangIsAnsweredAsDead) {
   q.features = e.features;
   q.deadline = in(1s);
   EXPECT_EQ(service_status([&] { front.search(q); }), 503);  // the hung search's own deadline
-  // Bounded wait (not a timing assertion): the key goes once the reader is 2 s past that deadline.
-  for (int i = 0; i < 300 && front.live_workers().count(0); ++i) std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(front.live_workers().count(0), 0u);
+  // Bounded wait (not a timing assertion): marked once the reader is 2 s past that deadline.
+  for (int i = 0; i < 300 && front.live_workers(/*for_reads=*/true).count(0); ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(front.live_workers(/*for_reads=*/true).count(0), 0u);
+  EXPECT_EQ(front.live_workers().count(0), 1u);  // the name is still held
+  EXPECT_NE(front.health().find("shard 0: every replica's readers hang"), std::string::npos) << front.health();
   std::string message;
   EXPECT_EQ(service_status([&] { front.get(e.id, in(60s)); }, &message), 503);
   EXPECT_NE(message.find("shard 0 did not answer: it has no live worker"), std::string::npos) << message;
+  EXPECT_NE(message.find("prism:hung:0:*"), std::string::npos) << message;
+  const GalleryEntry later = test::random_gallery_entry("hung-2", rng, 40);
+  EXPECT_EQ(front.write(later, false, in(30s)).outcome, WriteOutcome::kCreated);  // the writer is well
+  ShardWorker same_name(Worker::options(server.url(), 0, 1, "a", tmp.path() / "a2"));
+  std::atomic<bool> no{false};
+  try {
+    same_name.run(no);
+    ADD_FAILURE() << "a second worker named a started while the first was hung";
+  } catch (const std::runtime_error& x) {
+    EXPECT_NE(std::string(x.what()).find("replica name 'a' of shard 0 is held by"), std::string::npos) << x.what();
+  }
   {
     std::lock_guard lock(m);
     released = true;
@@ -1154,6 +1169,7 @@ TEST(ShardedBackend, AWorkerWhoseReadersHangIsAnsweredAsDead) {
   cv.notify_all();
   EXPECT_EQ(health_when_live(front), "");
   EXPECT_TRUE(front.get(e.id, in(30s)));
+  EXPECT_TRUE(front.get(later.id, in(30s)));
   q.deadline = in(30s);
   EXPECT_TRUE(front.search(q).identified);
   EXPECT_EQ(worker.error(), "");

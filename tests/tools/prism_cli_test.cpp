@@ -425,6 +425,7 @@ TEST(PrismDemoConfig, MessagesCarryNoSourcePathsAndSayWhyThereIsNoGpu) {
   if (gpu::available(&why)) return;
   EXPECT_NE(result.output.find("no usable CUDA GPU; running on the CPU"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("  debug: "), std::string::npos) << result.output;  // the reason stays
+  if (why.find("this build has no CUDA") != std::string::npos) return;             // tools/sanitize's build
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (driver) {
     dlclose(driver);
@@ -443,6 +444,10 @@ TEST(PrismDemoConfig, MessagesCarryNoSourcePathsAndSayWhyThereIsNoGpu) {
 
 // The demo's --print names the folder of the Prism plugin prism loaded, and runs as pasted.
 TEST(PrismDemoConfig, PrintRunsAsPastedWithThePluginPrismLoaded) {
+#if defined(__SANITIZE_ADDRESS__)
+  // gst-launch-1.0 is not instrumented and cannot load an AddressSanitizer build's plugin.
+  GTEST_SKIP() << "SKIPPED LOUDLY: an AddressSanitizer build (tools/test runs this)";
+#endif
   init_gstreamer();
   if (!prism_plugin_available()) GTEST_SKIP() << "the Prism plugin is not built";
   TempDir dir;
