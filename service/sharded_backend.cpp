@@ -376,8 +376,9 @@ std::map<int, std::vector<std::string>> ShardedBackend::live_workers(bool for_re
     RedisPool::Lease redis = pool_.acquire();
     std::map<int, std::vector<std::string>> live = scan_shard_keys(*redis, "prism:worker:");
     if (!for_reads) return live;
-    for (const auto& [k, hung] : scan_shard_keys(*redis, "prism:hung:")) {
-      const auto it = live.find(k);
+    for (const auto& entry : scan_shard_keys(*redis, "prism:hung:")) {
+      const std::vector<std::string>& hung = entry.second;  // a plain name: lambdas may not capture bindings
+      const auto it = live.find(entry.first);
       if (it == live.end()) continue;
       std::vector<std::string>& names = it->second;
       names.erase(std::remove_if(names.begin(), names.end(),
