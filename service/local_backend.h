@@ -55,6 +55,8 @@ class LocalBackend : public Backend {
   ShardStats shard_stats();
   size_t size() const { return index_.size(); }
   bool contains(const std::string& id) const { return index_.find(id) >= 0; }
+  // What a writer refused while this holds the gallery is told holds it (once the port is known).
+  void describe_owner(const std::string& who) { owner_.describe(who); }
 
  private:
   LocalOptions options_;

@@ -1145,17 +1145,24 @@ GalleryOwner::GalleryOwner(const fs::path& dir, const std::string& who) {
     ::close(fd_);
     throw GalleryError(why);
   }
-  const std::string text = std::to_string(::getpid()) + "\t" + who + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != ssize_t(text.size())) {
-    const std::string why = errno_text();
+  file_ = p;
+  try {
+    describe(who);
+  } catch (const GalleryError&) {
     ::close(fd_);
-    throw GalleryError(p.string() + ": cannot write: " + why);
+    throw;
   }
   std::lock_guard<std::mutex> g(owned_mutex());
   if (!owned_dirs().insert({dev_, ino_}).second) {  // another owner of this process won the race
     ::close(fd_);
     throw GalleryError(held_message(dir, "this process already"));
   }
+}
+
+void GalleryOwner::describe(const std::string& who) {
+  const std::string text = std::to_string(::getpid()) + "\t" + who + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != ssize_t(text.size()))
+    throw GalleryError(file_.string() + ": cannot write: " + errno_text());
 }
 
 GalleryOwner::~GalleryOwner() {

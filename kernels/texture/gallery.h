@@ -102,8 +102,11 @@ class GalleryOwner {
   ~GalleryOwner();
   GalleryOwner(const GalleryOwner&) = delete;
   GalleryOwner& operator=(const GalleryOwner&) = delete;
+  // Says anew what holds it: a server knows its port only once it has bound it (port 0).
+  void describe(const std::string& who);
 
  private:
+  std::filesystem::path file_;  // DIR/.owner
   int fd_ = -1;
   uint64_t dev_ = 0, ino_ = 0;  // the folder's identity, however its path is spelled
 };

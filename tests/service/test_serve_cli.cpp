@@ -150,7 +150,8 @@ TEST(ServeCli, GalleryOwnedByAServerRefusesOtherWriters) {
   Serve serve(dir, "serve", "--gallery '" + g + "' --listen 127.0.0.1:0");
   const int port = serve.port();
   ASSERT_GT(port, 0) << read_file(serve.out);
-  const std::string holder = "is held by prism texture serve on 127.0.0.1:0 (pid ";
+  // The port it bound, not the 0 it was given.
+  const std::string holder = "is held by prism texture serve on 127.0.0.1:" + std::to_string(port) + " (pid ";
   struct Case {
     std::string cmd;
   } writers[] = {

@@ -188,7 +188,7 @@ int texture_serve_command(int argc, char** argv) {
       lo.gallery = o.gallery;
       lo.index = o.index;
       lo.normalisation = o.normalisation;
-      lo.owner = "prism texture serve on " + o.host + ":" + std::to_string(o.port);
+      lo.owner = "prism texture serve on " + o.host + ":" + std::to_string(o.port);  // port 0: told after bind
       std::unique_ptr<service::LocalBackend> local;
       try {
         local = std::make_unique<service::LocalBackend>(lo);
@@ -204,6 +204,8 @@ int texture_serve_command(int argc, char** argv) {
     }
     service::HttpApi api(*backend, o.api);
     const int port = api.bind(o.host, o.port);
+    if (auto* local = dynamic_cast<service::LocalBackend*>(backend.get()))
+      local->describe_owner("prism texture serve on " + o.host + ":" + std::to_string(port));
     std::printf("prism texture serve: listening on http://%s:%d (%s; %s)\n", o.host.c_str(), port, what.c_str(),
                 o.api.keys.empty() ? "no API keys: loopback only" : "API keys required");
     std::fflush(stdout);
