@@ -1,5 +1,6 @@
 // Fuzz target: image files through the bounded loader (gst-libs/gst/prism/gstprismimagefile.h,
-// image_file_load_grey), shared by poissonblend's mask-location, `prism texture` and `prism bow`.
+// image_file_load_grey over kernels/image/decode.h: PNG, JPEG, binary PNM by allowlist),
+// shared by poissonblend's mask-location, `prism texture` and `prism bow`.
 // The limit is small here (kMaxPixels) so that the header/dimension check before decoding is hit
 // often and accepted images decode quickly. Checks: an accepted image has 1..kMaxPixels pixels and
 // exactly width x height grey bytes; a refusal is a GError naming the file; no GStreamer-CRITICAL or

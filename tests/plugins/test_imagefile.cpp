@@ -73,19 +73,25 @@ class ImageFile : public ::testing::Test {
   TempDir dir;
 };
 
-// Writes `bytes` to `path`, loads it as grey and expects a GST_STREAM_ERROR_DECODE whose message
-// names the file and contains `what`, with no GLib message logged.
-void expect_decode_refusal(const std::string& path, const std::string& bytes, const std::string& what) {
+enum class Loader { kGrey, kColour };
+
+// Writes `bytes` to `path`, loads it (as grey: image::decode_grey; as colour: through jpegdec & co)
+// and expects a GStreamer stream error `code` whose message names the file and contains `what`,
+// with no GLib message logged.
+void expect_decode_refusal(const std::string& path, const std::string& bytes, const std::string& what,
+                           Loader loader = Loader::kGrey, int code = GST_STREAM_ERROR_DECODE) {
   std::ofstream(path, std::ios::binary) << bytes;
   prism::ImageFile im;
   GError* err = nullptr;
   GlibLogRecorder log;
-  EXPECT_FALSE(prism::image_file_load_grey(path.c_str(), &im, &err)) << path;
+  EXPECT_FALSE(loader == Loader::kGrey ? prism::image_file_load_grey(path.c_str(), &im, &err)
+                                       : prism::image_file_load(path.c_str(), GST_VIDEO_FORMAT_BGRA, &im, &err))
+      << path;
   ASSERT_NE(err, nullptr) << path;
   const std::string msg = err->message;
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find(what), std::string::npos) << msg;
-  EXPECT_TRUE(g_error_matches(err, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE)) << msg;
+  EXPECT_TRUE(g_error_matches(err, GST_STREAM_ERROR, code)) << msg;
   g_clear_error(&err);
   EXPECT_TRUE(log.messages().empty()) << path << ": " << log.joined();
 }
@@ -160,7 +166,8 @@ TEST_F(ImageFile, AFileWithoutVideoIsRefusedAsSuch) {
   const std::string msg = err->message;
   g_clear_error(&err);
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  EXPECT_NE(msg.find("no video stream"), std::string::npos) << msg;
+  // Refused from its first bytes, before decodebin could reach a sound decoder (issue 41.1).
+  EXPECT_NE(msg.find("is a RIFF file: unsupported image format (PNG, JPEG, PNM)"), std::string::npos) << msg;
   EXPECT_TRUE(log.messages().empty()) << log.joined();
 }
 
@@ -210,7 +217,6 @@ TEST_F(ImageFile, ZeroSizeHeaderIsRefusedNamingTheFile) {
       {"height-0.ppm", "P6\n4 0\n255\nabcdefgh", "4x0"},
       {"width-0.pgm", "P5\n0 3\n255\nabc", "0x3"},
       {"height-0-comment.pbm", "P4\n# a comment\n8 0\n\x01", "8x0"},
-      {"height-0-ascii.ppm", "P3 2 0 255 1 2 3", "2x0"},
       {"height-0.png", png("h0.png", 10, 0, 0), "10x0"},
       {"width-0.png", png("w0.png", 0, 10, 2), "0x10"},
       {"both-0.png", png("b0.png", 0, 0, 6), "0x0"},
@@ -242,7 +248,9 @@ TEST_F(ImageFile, PlainPnmIsRefusedNamingTheFile) {
       {"good.pgm", "P2\n2 1\n255\n0 255\n"},
       {"good.ppm", "P3\n1 1\n255\n1 2 3\n"},
   };
-  for (const auto& [name, bytes] : cases) expect_decode_refusal(dir.file(name), bytes, "plain (ASCII) PNM");
+  for (const auto& [name, bytes] : cases)
+    for (Loader loader : {Loader::kGrey, Loader::kColour})
+      expect_decode_refusal(dir.file(name), bytes, "plain (ASCII) PNM", loader, GST_STREAM_ERROR_WRONG_TYPE);
 }
 
 // A binary PNM header must parse whole before pnmdec sees it: the image fuzzer's P5 whose comment
@@ -339,11 +347,21 @@ TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
   };
   for (const auto& [name, bytes, what] : bad) {
     const std::string path = dir.file(name);
-    expect_decode_refusal(path, bytes, "'" + path + "' " + what);
+    expect_decode_refusal(path, bytes, "'" + path + "' " + what, Loader::kColour);
+    // The grey loader does not use jpegdec: libjpeg with a source that ends in an end marker never
+    // waits for data, so each of these returns, decoded or refused, without a GLib message.
+    prism::ImageFile im;
+    GError* err = nullptr;
+    GlibLogRecorder log;
+    if (!prism::image_file_load_grey(path.c_str(), &im, &err)) {
+      ASSERT_NE(err, nullptr) << name;
+      EXPECT_NE(std::string(err->message).find(path), std::string::npos) << err->message;
+      g_clear_error(&err);
+    }
+    EXPECT_TRUE(log.messages().empty()) << name << ": " << log.joined();
   }
-  // The grey JPEG itself loads, as OpenCV decodes it but for jpegdec's faster, less exact IDCT
-  // (idct-method ifast; OpenCV's libjpeg uses islow): 1.5 grey levels apart on average, 5 at most,
-  // jpegdec's GRAY8 output alone as much.
+  // The grey JPEG itself loads as OpenCV's IMREAD_GRAYSCALE decodes it, bit for bit (the same
+  // libjpeg-turbo and IDCT).
   const std::string path = dir.file("grey.jpg");
   std::ofstream(path, std::ios::binary) << grey;
   prism::ImageFile im;
@@ -353,8 +371,7 @@ TEST_F(ImageFile, JpegThatWouldHangTheDecoderIsRefused) {
   ASSERT_EQ(im.width, decoded.cols);
   ASSERT_EQ(im.height, decoded.rows);
   const cv::Mat loaded(im.height, im.width, CV_8UC1, im.pixels.data());
-  EXPECT_LE(cv::norm(loaded, decoded, cv::NORM_INF), 6.0);
-  EXPECT_LE(cv::norm(loaded, decoded, cv::NORM_L1) / double(loaded.total()), 2.0);
+  EXPECT_EQ(cv::norm(loaded, decoded, cv::NORM_INF), 0.0);
 }
 
 // A JPEG's declared size is checked from its frame header, as a PNG's, before libjpeg or jpegdec
@@ -539,7 +556,7 @@ TEST_F(ImageFile, PadExposedDuringTeardownIsNotLinked) {
   ExposeDuringTeardown expose;
   prism::ImageFile im;
   GError* err = nullptr;
-  EXPECT_FALSE(prism::image_file_load_grey(path.c_str(), &im, &err));
+  EXPECT_FALSE(prism::image_file_load(path.c_str(), GST_VIDEO_FORMAT_GRAY8, &im, &err));  // (decodebin's path)
   ASSERT_NE(err, nullptr);
   EXPECT_NE(std::string(err->message).find(path), std::string::npos) << err->message;
   EXPECT_NE(std::string(err->message).find(ExposeDuringTeardown::kError), std::string::npos) << err->message;

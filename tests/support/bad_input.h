@@ -57,7 +57,8 @@ class GlibLogRecorder {
 
 // A PNG whose header declares width x height (8-bit; colour type 0 grey, 2 RGB, 6 RGBA) and whose
 // image data holds only a few zero bytes: a crafted header, a few hundred bytes at most, that
-// a decoder trusting the header would allocate width x height pixels for.
+// a decoder trusting the header would allocate width x height pixels for. Up to 4096 pixels the
+// data is complete: a black image.
 inline void write_png_declaring(const std::string& path, uint32_t width, uint32_t height, uint8_t colour_type = 0) {
   auto be32 = [](std::vector<uint8_t>& v, uint32_t x) {
     for (int s = 24; s >= 0; s -= 8) v.push_back((uint8_t)(x >> s));
@@ -82,8 +83,11 @@ inline void write_png_declaring(const std::string& path, uint32_t width, uint32_
   be32(ihdr, width);
   be32(ihdr, height);
   ihdr.insert(ihdr.end(), {8, colour_type, 0, 0, 0});
-  // zlib stream of one stored (uncompressed) deflate block of 64 zero bytes.
-  const uint16_t n = 64;
+  // zlib stream of one stored (uncompressed) deflate block of zero bytes: all of a small image's
+  // rows (each a filter byte and its samples), so that it decodes, black; 64 of a large one's.
+  const uint64_t channels = colour_type == 6 ? 4 : colour_type == 2 ? 3 : 1;
+  const uint64_t whole = uint64_t(height) * (1 + uint64_t(width) * channels);
+  const uint16_t n = uint64_t(width) * height <= 4096 ? uint16_t(whole) : 64;
   std::vector<uint8_t> idat = {
       0x78, 0x01, 0x01, (uint8_t)(n & 0xff), (uint8_t)(n >> 8), (uint8_t)(~n & 0xff), (uint8_t)((uint16_t)~n >> 8)};
   idat.insert(idat.end(), n, 0);

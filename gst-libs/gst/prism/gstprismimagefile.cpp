@@ -19,6 +19,7 @@
 
 #include "common/grey.h"
 #include "common/regular_file.h"
+#include "image/decode.h"
 
 namespace prism {
 namespace {
@@ -457,6 +458,13 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
     std::ifstream file(path, std::ios::binary);
     file.read(head.data(), (std::streamsize)head.size());
     head.resize((size_t)std::max<std::streamsize>(file.gcount(), 0));
+    // The formats image::decode_grey reads, and no other decoder of decodebin's.
+    try {
+      image::check_format((const uint8_t *)head.data(), head.size());
+    } catch (const image::DecodeError &e) {
+      g_set_error(error, GST_STREAM_ERROR, GST_STREAM_ERROR_WRONG_TYPE, "image file '%s' %s", path, e.what());
+      return FALSE;
+    }
     DeclaredSize declared;
     if (read_declared_size(head, &declared) &&
         (declared.w == 0 || declared.h == 0 || declared.w > max_pixels / declared.h)) {
@@ -612,17 +620,44 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
 }
 
 gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error, guint64 max_pixels) {
-  ImageFile bgra;
-  if (!image_file_load(path, GST_VIDEO_FORMAT_BGRA, &bgra, error, 0, 0, max_pixels)) return FALSE;
-  out->width = bgra.width;
-  out->height = bgra.height;
-  out->channels = 1;
-  out->pixels.resize((size_t)bgra.width * bgra.height);
-  for (size_t i = 0; i < out->pixels.size(); i++) {
-    const uint8_t *p = &bgra.pixels[4 * i];
-    out->pixels[i] = prism::grey_bgr(p[0], p[1], p[2]);
+  if (!path || !*path) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND, "no image file name given");
+    return FALSE;
   }
-  return TRUE;
+  if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND, "image file '%s' does not exist", path);
+    return FALSE;
+  }
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = RegularFile(path).read_all();  // a FIFO or /dev/zero would be read forever
+  } catch (const FileError &e) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ, "image file %s", e.what());
+    return FALSE;
+  } catch (const std::bad_alloc &) {
+    g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT, "image file '%s' does not fit in memory",
+                path);
+    return FALSE;
+  }
+  try {
+    image::DecodeLimits limits;
+    limits.max_pixels = max_pixels;
+    const cv::Mat grey = image::decode_grey(bytes.data(), bytes.size(), limits);
+    out->width = grey.cols;
+    out->height = grey.rows;
+    out->channels = 1;
+    out->pixels.assign(grey.data, grey.data + grey.total());
+    return TRUE;
+  } catch (const image::DecodeError &e) {
+    using Kind = image::DecodeError::Kind;
+    if (e.kind() == Kind::kTooLarge || e.kind() == Kind::kNoMemory)
+      g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT, "image file '%s' %s", path, e.what());
+    else
+      g_set_error(error, GST_STREAM_ERROR,
+                  e.kind() == Kind::kUnsupported ? GST_STREAM_ERROR_WRONG_TYPE : GST_STREAM_ERROR_DECODE,
+                  "image file '%s' %s", path, e.what());
+    return FALSE;
+  }
 }
 
 }  // namespace prism

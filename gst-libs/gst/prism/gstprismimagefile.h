@@ -1,11 +1,17 @@
-/* Decoding an image file (PNG, JPEG, binary PNM, ... anything decodebin handles; plain PNM is refused) into memory with
- * a small GStreamer pipeline, without OpenCV's imgcodecs:
+/* Loading an image file into memory.
+ *
+ * image_file_load_grey, the loader of every product path (`prism texture`, `prism bow`,
+ * poissonblend's `mask-location`, Python's Gallery), decodes with kernels/image/decode.h: PNG, JPEG
+ * and binary PNM alone, decided from the bytes, straight to grey, bounded in pixels.
+ *
+ * image_file_load (colour, for the tests' photos and frames) decodes the same formats with a small
+ * GStreamer pipeline:
  *
  *   filesrc ! decodebin ! videoconvert [! videoscale] ! video/x-raw,format=FORMAT[,width,height] ! appsink
  *
- * Used by poissonblend to read `mask-location` once per setting, and by the tests to read photos.
  * Errors come back as a GError that names the file (GST_RESOURCE_ERROR_NOT_FOUND when it does not
- * exist or cannot be read, GST_STREAM_ERROR_DECODE when it is not a decodable image).
+ * exist or cannot be read, GST_STREAM_ERROR_WRONG_TYPE for another format, GST_STREAM_ERROR_DECODE
+ * when it is not a decodable image).
  */
 #pragma once
 
@@ -43,9 +49,10 @@ constexpr guint64 kImageFileMaxPixels = 64ull << 20;
 gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *out, GError **error, int width = 0,
                          int height = 0, guint64 max_pixels = kImageFileMaxPixels);
 
-// A mask file as 8-bit grey: decoded to BGRA, then grey = OpenCV's cvtColor BGR2GRAY of B, G, R
-// (prism::grey_bgr from kernels/common/grey.h, bit-exact; alpha ignored). A grey or black-and-white file keeps its
-// values exactly.
+// The file as 8-bit grey, by prism::image::decode_grey (kernels/image/decode.h says what grey is per
+// format): another format than PNG, JPEG or binary PNM is GST_STREAM_ERROR_WRONG_TYPE, more than
+// `max_pixels` GST_RESOURCE_ERROR_NO_SPACE_LEFT (from the header, before decoding), a damaged file
+// GST_STREAM_ERROR_DECODE; each message names the file.
 gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error,
                               guint64 max_pixels = kImageFileMaxPixels);
 
