@@ -19,7 +19,7 @@ ClientWatch::~ClientWatch() { watched_client = outer_; }
 
 void check_deadline(Clock::time_point deadline, const char* step) {
   if (Clock::now() >= deadline)
-    throw ServiceError(503, "deadline_ms", std::string("the request's deadline passed before ") + step);
+    throw ServiceError(503, "deadline_ms", std::string("the request's deadline passed before ") + step, 1);
 }
 
 ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture::Features& query,

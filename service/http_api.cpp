@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <httplib.h>
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -365,8 +366,9 @@ struct HttpApi::Impl {
   std::string gauges;
 
   std::atomic<int> slow_running{0};
+  DecodeBudget decode_budget;
 
-  Impl(Backend& b, ApiOptions o) : backend(b), options(std::move(o)) {}
+  Impl(Backend& b, ApiOptions o) : backend(b), options(std::move(o)), decode_budget(options.decode_memory_bytes) {}
 
   // How many enrolments, updates, verifies and searches may run at once (ApiOptions).
   int slow_limit() const { return std::max(1, options.threads - std::max(0, options.reserved_threads)); }
@@ -406,12 +408,17 @@ struct HttpApi::Impl {
   // `normalisation`: the backend's (Backend::normalisation), the gallery's, never the caller's
   // choice; asked for at the start of a request, so that one that cannot be served yet is refused
   // before any other work.
-  texture::Features features_of(const Input& in, const texture::Normalisation& normalisation,
-                                double& extract_ms) const {
+  // The image is admitted against the decode budget from its header (issue 41.2), then decoded
+  // and extracted by `deadline` (a decode still running then is abandoned: 503).
+  texture::Features features_of(const Input& in, const texture::Normalisation& normalisation, double& extract_ms,
+                                Clock::time_point deadline) {
     const auto t0 = Clock::now();
-    const cv::Mat grey = decode_grey(in.image(), "image", options.max_image_pixels);
+    const std::string& bytes = in.image();
     texture::FeatureParams params = options.features;
     params.normalisation = normalisation;
+    const DecodeBudget::Lease lease =
+        decode_budget.admit(image_cost(bytes, "image", options.max_image_pixels, params), deadline);
+    const cv::Mat grey = decode_grey(bytes, "image", options.max_image_pixels, deadline);
     texture::Features f = texture::extract_features(grey, params);
     extract_ms = ms_between(t0, Clock::now());
     return f;
@@ -456,7 +463,7 @@ struct HttpApi::Impl {
       if (!f.get("collection")) e.collection = p->collection;
     }
     double extract_ms = 0;
-    e.features = features_of(f, normalisation, extract_ms);
+    e.features = features_of(f, normalisation, extract_ms, deadline_of(f, start));
     if (e.features.count() < texture::kMinFeatures)
       bad("image",
           "the image has " + std::to_string(e.features.count()) + " features, fewer than the " +
@@ -497,7 +504,7 @@ struct HttpApi::Impl {
     const texture::SearchParams params = search_params(f);
     const texture::Normalisation normalisation = backend.normalisation();
     double extract_ms = 0;
-    const texture::Features q = features_of(f, normalisation, extract_ms);
+    const texture::Features q = features_of(f, normalisation, extract_ms, deadline_of(f, start));
     const VerifyAnswer a = backend.verify(id, q, params, deadline_of(f, start));
     json out = api_json(a.match);
     out["decision"] = a.match.accepted ? "accepted" : "rejected";
@@ -526,7 +533,7 @@ struct HttpApi::Impl {
     q.deadline = deadline_of(f, start);
     const texture::Normalisation normalisation = backend.normalisation();
     double extract_ms = 0;
-    q.features = features_of(f, normalisation, extract_ms);
+    q.features = features_of(f, normalisation, extract_ms, q.deadline);
     const SearchAnswer a = backend.search(q);
     json cands = json::array();
     for (const Match& m : a.candidates) cands.push_back(api_json(m));
@@ -738,6 +745,12 @@ struct HttpApi::Impl {
 
 HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<Impl>(backend, std::move(options))) {
   Impl& m = *impl_;
+  // The decode budget bounds what images hold at once, but glibc keeps freed blocks in the arena of
+  // the thread that freed them, and its mmap threshold rises to 32 MB after the first large free:
+  // cv::SIFT's 16 MB pyramid levels then stayed resident in each worker thread's arena, and twelve
+  // uploads one after the other left the server 1.1 GB larger (the flood test). A fixed 1 MiB
+  // threshold maps every large buffer and returns it on free.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   m.server.set_payload_max_length(m.options.max_body_bytes);
   const size_t threads = size_t(std::max(1, m.options.threads));
   m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

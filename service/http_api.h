@@ -39,6 +39,9 @@ struct ApiOptions {
   std::vector<ApiKey> keys;                  // empty: no authentication (serve allows that on loopback only)
   size_t max_body_bytes = size_t(32) << 20;  // larger bodies get 413
   uint64_t max_image_pixels = 50'000'000;    // images declaring more get 413, before decoding
+  // Memory that uploads being decoded and extracted may hold at once (service/images.h): beyond it
+  // a request waits up to its deadline, then gets 503 with Retry-After.
+  uint64_t decode_memory_bytes = uint64_t(2) << 30;
   // A request's deadline, from when its handler starts; a client may ask for less or more with
   // `deadline_ms` (up to max_deadline).
   std::chrono::milliseconds deadline{10'000}, max_deadline{120'000};

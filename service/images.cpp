@@ -1,76 +1,86 @@
 #include "images.h"
 
-#include <gst/gst.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
 #include "backend.h"
-#include "gst/prism/gstprismimagefile.h"
+#include "image/decode.h"
 
 namespace prism::service {
 
 namespace {
 
-// Replaces every occurrence of `from` in `s` with `to`.
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); !from.empty() && at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
+using image::DecodeError;
+
+const uint8_t* bytes_of(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+
+[[noreturn]] void refuse(const DecodeError& e, const std::string& field) {
+  using Kind = DecodeError::Kind;
+  const std::string why = "'" + field + "' " + e.what();
+  switch (e.kind()) {
+    case Kind::kUnsupported: throw ServiceError(415, field, why);
+    case Kind::kTooLarge: throw ServiceError(413, field, why);
+    case Kind::kTimedOut:
+    case Kind::kNoMemory: throw ServiceError(503, field, why + " (the server is busy; try again)", 1);
+    case Kind::kMalformed: break;
+  }
+  throw ServiceError(400, field, why);
 }
 
-// The bytes in an anonymous memory file (memfd_create), readable by path as /proc/self/fd/N: no
-// temporary file to clean up, none left behind by a killed server. Closed when it goes out of scope.
-class MemoryFile {
- public:
-  explicit MemoryFile(const std::string& bytes) {
-    fd_ = ::memfd_create("prism-image", MFD_CLOEXEC);
-    if (fd_ < 0) throw ServiceError(500, "", std::string("cannot create a memory file: ") + std::strerror(errno));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int e = errno;
-        ::close(fd_);
-        throw ServiceError(e == ENOMEM || e == ENOSPC ? 503 : 500, "",
-                           std::string("cannot hold the image in memory: ") + std::strerror(e));
-      }
-      done += size_t(n);
-    }
-    path_ = "/proc/self/fd/" + std::to_string(fd_);
-  }
-  ~MemoryFile() { ::close(fd_); }
-  MemoryFile(const MemoryFile&) = delete;
-  MemoryFile& operator=(const MemoryFile&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-};
+void check_not_empty(const std::string& bytes, const std::string& field) {
+  if (bytes.empty())
+    throw ServiceError(400, field,
+                       "'" + field + "' is empty: send an image (" + std::string(image::kSupportedFormats) + ")");
+}
 
 }  // namespace
 
-cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t max_pixels) {
-  if (bytes.empty()) throw ServiceError(400, field, "'" + field + "' is empty: send an image (PNG, JPEG, ...)");
-  MemoryFile file(bytes);
-  ImageFile image;
-  GError* error = nullptr;
-  if (!image_file_load_grey(file.path().c_str(), &image, &error, max_pixels)) {
-    const bool too_large =
-        error && error->domain == GST_RESOURCE_ERROR && error->code == GST_RESOURCE_ERROR_NO_SPACE_LEFT;
-    // The loader names the file: name the request field instead.
-    std::string why = error ? error->message : "not a decodable image";
-    g_clear_error(&error);
-    why = replace_all(why, "image file '" + file.path() + "'", "'" + field + "'");
-    why = replace_all(why, file.path(), "'" + field + "'");
-    throw ServiceError(too_large ? 413 : 400, field, why);
+DecodeBudget::Lease::~Lease() {
+  if (!budget_) return;
+  {
+    std::lock_guard<std::mutex> g(budget_->mutex_);
+    budget_->used_ -= bytes_;
   }
-  return cv::Mat(image.height, image.width, CV_8UC1, image.pixels.data()).clone();
+  budget_->freed_.notify_all();
+}
+
+DecodeBudget::Lease DecodeBudget::admit(uint64_t bytes, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> g(mutex_);
+  // Larger than the whole budget: admitted once nothing else holds any, as alone as it can be.
+  const auto fits = [&] { return used_ == 0 || used_ + bytes <= capacity_; };
+  if (!freed_.wait_until(g, deadline, fits))
+    throw ServiceError(503, "",
+                       "busy: images being decoded hold " + std::to_string(used_ >> 20) + " of the server's " +
+                           std::to_string(capacity_ >> 20) + " MiB for decoding (--decode-memory); try again",
+                       1);
+  used_ += bytes;
+  return Lease(this, bytes);
+}
+
+uint64_t DecodeBudget::in_use() const {
+  std::lock_guard<std::mutex> g(mutex_);
+  return used_;
+}
+
+uint64_t image_cost(const std::string& bytes, const std::string& field, uint64_t max_pixels,
+                    const texture::FeatureParams& extraction) {
+  check_not_empty(bytes, field);
+  try {
+    const image::DecodeHeader h = image::read_header(bytes_of(bytes), bytes.size(), max_pixels);
+    return h.working_bytes + texture::extraction_host_bytes(int(h.width), int(h.height), extraction);
+  } catch (const DecodeError& e) {
+    refuse(e, field);
+  }
+}
+
+cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t max_pixels,
+                    std::chrono::steady_clock::time_point deadline) {
+  check_not_empty(bytes, field);
+  try {
+    image::DecodeLimits limits;
+    limits.max_pixels = max_pixels;
+    limits.deadline = deadline;
+    return image::decode_grey(bytes_of(bytes), bytes.size(), limits);
+  } catch (const DecodeError& e) {
+    refuse(e, field);
+  }
 }
 
 }  // namespace prism::service

@@ -44,7 +44,7 @@ static std::unique_lock<std::timed_mutex> lock_until(std::timed_mutex& m, Clock:
   if (deadline == Clock::time_point::max())
     lock.lock();
   else if (!lock.try_lock_until(deadline))
-    throw ServiceError(503, "deadline_ms", "the request's deadline passed while earlier writes were applied");
+    throw ServiceError(503, "deadline_ms", "the request's deadline passed while earlier writes were applied", 1);
   return lock;
 }
 

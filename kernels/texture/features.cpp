@@ -233,6 +233,20 @@ bool use_cuda(gpu::Device device) {
 
 }  // namespace
 
+uint64_t extraction_host_bytes(int width, int height, const FeatureParams& params) {
+  double scale = 1;
+  const cv::Size d = detection_size(width, height, params.max_side, &scale);
+  const uint64_t pixels = uint64_t(d.width) * uint64_t(d.height);
+  uint64_t bytes = 2 * pixels;
+  const bool cv_sift = params.device == gpu::Device::kCpu || (params.device == gpu::Device::kAuto && !gpu::available());
+  if (cv_sift) {
+    constexpr uint64_t kLayers = 3;                       // cv::SIFT's nOctaveLayers
+    const uint64_t octave0 = 4 * pixels * sizeof(float);  // the doubled base image
+    bytes += octave0 * (2 * kLayers + 5) * 4 / 3;         // Gaussians and differences, all octaves
+  }
+  return bytes;
+}
+
 Features extract_features(const cv::Mat& image, const FeatureParams& params) {
   const int max_features = std::clamp(params.max_features, 1, match::kSlot);
   const cv::Mat grey = to_grey(image);

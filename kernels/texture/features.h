@@ -61,6 +61,14 @@ struct FeatureParams {
 // an empty image or another type.
 Features extract_features(const cv::Mat& image, const FeatureParams& params = {});
 
+// Host memory extract_features holds at its peak for a width x height image (an estimate from the
+// sizes, for a server's memory budget): the detection image and its normalised copy and, where
+// cv::SIFT runs (kCpu, or kAuto without a GPU), its pyramids: the detection image doubled (as
+// cv::SIFT's first octave is) in float, nOctaveLayers + 3 Gaussians and + 2 differences per octave
+// (3 layers), each octave a quarter of the one before. About 235 bytes per detection pixel: 246 MB
+// for a photo shrunk to 1024 x 1024. kernels/sift keeps its pyramids in GPU memory.
+uint64_t extraction_host_bytes(int width, int height, const FeatureParams& params);
+
 // Many images, for enrolment: each result equals extract_features of that image. On the GPU the
 // detection images go through kernels/sift in batches (many images per launch: sift.h's
 // detect_and_compute_batch); on the CPU, one image per thread of OpenCV's pool. Throws as

@@ -41,6 +41,8 @@ constexpr const char* kServeUsage =
     "                       gets, deletes, stats and health are served (default 4)\n"
     "  --max-body SIZE      largest request body (default 32M)\n"
     "  --max-pixels N       largest image, in pixels, checked before decoding (default 50000000)\n"
+    "  --decode-memory SIZE memory uploads being decoded and extracted may hold at once; beyond it\n"
+    "                       a request waits up to its deadline, then gets 503 (default 2G)\n"
     "  --deadline MS        default request deadline, up to 120000 (default 10000; clients may\n"
     "                       set deadline_ms up to 120000)\n"
     "  --device D           auto (default), cpu or cuda: where features are extracted (SIFT) and\n"
@@ -107,6 +109,8 @@ ServeOptions parse_serve(int argc, char** argv) {
       o.api.max_body_bytes = size_t(parse_size(a, value()));
     else if (a == "--max-pixels")
       o.api.max_image_pixels = uint64_t(parse_number(a, value(), 1, 1e12));
+    else if (a == "--decode-memory")
+      o.api.decode_memory_bytes = parse_size(a, value());
     else if (a == "--deadline")
       o.api.deadline = std::chrono::milliseconds(parse_int(a, value(), 1, int(o.api.max_deadline.count())));
     else if (a == "--device")
