@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 #include <malloc.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -356,6 +357,17 @@ class Listener : public httplib::Server {
   void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
 };
 
+// A request header's whole value: httplib's get_header_value returns a C string, which ends at a
+// NUL byte, so "KEY\0junk" read as KEY. A value holding a control byte is refused (400 naming it).
+std::string whole_header(const httplib::Request& req, const char* name) {
+  const auto it = req.headers.find(name);
+  if (it == req.headers.end()) return {};
+  for (const char ch : it->second)
+    if ((unsigned char)ch < 0x20 && ch != '\t')
+      throw ServiceError(400, name, std::string("the ") + name + " header holds a control character");
+  return it->second;
+}
+
 struct HttpApi::Impl {
   Backend& backend;
   ApiOptions options;
@@ -376,9 +388,13 @@ struct HttpApi::Impl {
   // Who is asking: nullptr when authentication is off.
   const ApiKey* authenticate(const httplib::Request& req, bool needs_write) const {
     if (options.keys.empty()) return nullptr;
-    std::string key = req.get_header_value("X-API-Key");
-    const std::string auth = req.get_header_value("Authorization");
-    if (key.empty() && auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+    std::string key = whole_header(req, "X-API-Key");
+    const std::string auth = whole_header(req, "Authorization");
+    // The scheme is case-insensitive (RFC 9110, 11.1): "bearer KEY" is "Bearer KEY".
+    if (key.empty() && auth.size() > 7 && strncasecmp(auth.c_str(), "bearer ", 7) == 0) {
+      key = auth.substr(auth.find_first_not_of(' ', 7) == std::string::npos ? auth.size()
+                                                                            : auth.find_first_not_of(' ', 7));
+    }
     if (key.empty()) bad("Authorization", "an API key is required (Authorization: Bearer KEY or X-API-Key)", 401);
     for (const ApiKey& k : options.keys) {
       if (k.key != key) continue;

@@ -374,6 +374,8 @@ TEST(HttpApi, AnEntryFileTheIndexDoesNotHoldIsAConflict) {
   EXPECT_NE(got["error"]["message"].get<std::string>().find("already enrolled"), std::string::npos) << got.dump();
 }
 
+int raw_status(int port, const std::string& request);
+
 TEST(HttpApi, ApiKeysHaveRoles) {
   TempDir dir;
   const std::string file = dir.write("keys",
@@ -392,6 +394,15 @@ TEST(HttpApi, ApiKeysHaveRoles) {
   EXPECT_EQ(forbidden["error"]["status"], 403) << forbidden.dump();
   EXPECT_EQ(status(post_image(c, "/v1/products/k", t, {{"Authorization", "Bearer writer-key-0123456789"}})), 201);
   EXPECT_EQ(status(post_image(c, "/v1/search", t, {{"X-API-Key", "reader-key-0123456789"}})), 200);
+  // Issue 41.6: the scheme in any case; a key with bytes after a NUL is not the key.
+  EXPECT_EQ(status(c.Get("/v1/stats", {{"Authorization", "bearer reader-key-0123456789"}})), 200);
+  EXPECT_EQ(status(c.Get("/v1/stats", {{"Authorization", "BEARER  reader-key-0123456789"}})), 200);
+  // (httplib's client cuts a header at a NUL: sent raw)
+  EXPECT_EQ(raw_status(server.port(), std::string("GET /v1/stats HTTP/1.1\r\nHost: x\r\nX-API-Key: "
+                                                  "reader-key-0123456789\0junk\r\nConnection: close\r\n\r\n",
+                                                  93)),
+            400);
+  EXPECT_EQ(status(c.Get("/v1/stats", {{"Authorization", "Basic reader-key-0123456789"}})), 401);
   EXPECT_EQ(status(c.Get("/v1/stats")), 401);
   EXPECT_EQ(status(c.Get("/healthz")), 200);  // health and metrics need no key
   EXPECT_EQ(body_of(c.Get("/v1/products/k", {{"X-API-Key", "reader-key-0123456789"}}))["source"], "http:factory");
