@@ -194,13 +194,24 @@ class Input {
 
   void read_json(const std::string& body) {
     json doc;
+    std::set<std::string> members;
+    std::string duplicate;
     try {
       // Nothing deeper than an array member is kept: a body of nested brackets would otherwise
       // become a tree of several times its size in memory.
-      doc = json::parse(body, [](int depth, json::parse_event_t, json&) { return depth <= 2; });
+      // A member given twice is refused (issue 41.6): which one counts would be the parser's
+      // choice (nlohmann keeps the last, others the first), a way past a proxy that checks one.
+      doc = json::parse(body, [&](int depth, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::key && depth == 1 && duplicate.empty() &&
+            !members.insert(parsed.get<std::string>()).second)
+          duplicate = parsed.get<std::string>();
+        return depth <= 2;
+      });
     } catch (const json::parse_error& e) {
       bad("body", std::string("malformed JSON: ") + e.what());
     }
+    if (!duplicate.empty())
+      bad(duplicate.substr(0, 64), "'" + duplicate.substr(0, 64) + "' is given twice in the JSON body");
     if (!doc.is_object()) bad("body", "the JSON body must be an object such as {\"image\": \"<base64>\"}");
     for (const auto& [k, v] : doc.items()) {
       if (k == "image") {
