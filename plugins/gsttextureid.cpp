@@ -220,6 +220,36 @@ static bool build_index(GstTextureId *self, const texture::IndexOptions &options
  * (device=cuda without a GPU fails there) and the index is built in the element's context, streamed
  * from the gallery's pack (Gallery::for_each_entry: a bounded batch in memory): on the
  * GPU path its descriptors, buffers and stream live there, and cuda-device-id picks the GPU. */
+/* The `collections` property: comma-separated names, each a valid collection (the characters of a
+ * product id), none empty (spaces around a name are dropped), as HTTP's `collections`. False
+ * with the first bad item in *bad. */
+static bool parse_collections(const gchar *text, std::vector<std::string> *out, std::string *bad) {
+  out->clear();
+  if (!text || !*text) return true;
+  std::string list(text);
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t first = name.find_first_not_of(" \t"), last = name.find_last_not_of(" \t");
+    name = first == std::string::npos ? std::string() : name.substr(first, last - first + 1);  // "a, b"
+    if (name.empty() || !texture::valid_collection(name)) {
+      *bad = name;
+      return false;
+    }
+    out->push_back(name);
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
+}
+
+static void post_bad_collections(GstTextureId *self, const std::string &bad) {
+  GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                    ("textureid: property 'collections': '%s' is not a collection name (comma-separated names of "
+                     "A-Z a-z 0-9 . _ -, none empty)",
+                     bad.c_str()),
+                    (nullptr));
+}
+
 static gboolean start(GstBaseTransform *trans) {
   GstTextureId *self = GST_TEXTURE_ID(trans);
   GstPrismCuda *cuda = cuda_of(self);
@@ -233,7 +263,14 @@ static gboolean start(GstBaseTransform *trans) {
   options.host_budget = self->host_memory;
   options.host_digest_rows = self->digest_rows;
   options.stream_host_digests = self->stream_digests;
+  std::vector<std::string> collections;
+  std::string bad_collection;
+  const bool collections_ok = parse_collections(self->collections, &collections, &bad_collection);
   GST_OBJECT_UNLOCK(self);
+  if (!collections_ok) {
+    post_bad_collections(self, bad_collection);
+    return FALSE;
+  }
 
   if (!texture::valid_host_digest_rows(options.host_digest_rows)) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
@@ -434,15 +471,13 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
   params.min_significance = self->min_significance;
   params.shortlist = self->shortlist;
   params.digest_candidates = self->digest_candidates;
-  if (self->collections && *self->collections) {
-    gchar **names = g_strsplit(self->collections, ",", -1);
-    for (gchar **n = names; *n; ++n) {
-      g_strstrip(*n);
-      if (**n) params.collections.push_back(*n);
-    }
-    g_strfreev(names);
-  }
+  std::string bad_collection;
+  const bool collections_ok = parse_collections(self->collections, &params.collections, &bad_collection);
   GST_OBJECT_UNLOCK(self);
+  if (!collections_ok) {  // set so while playing
+    post_bad_collections(self, bad_collection);
+    return GST_FLOW_ERROR;
+  }
 
   /* Due when `interval` frames have passed since the last identification (every frame for 0); a due
    * frame that is not sharp enough is skipped and the next one tried. */
