@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -322,6 +323,7 @@ class Loader {
       if (links->IsSequence() && links->size() > 0) {
         report_unlinked(config);
         if (!chains_broken_) report_unlinked_sink_pads(config);
+        if (!chains_broken_) report_cycles(config);
       }
     }
   }
@@ -959,8 +961,16 @@ class Loader {
       error(bad.where, "a chain must start and end with an element, not caps");
       ok = false;
     }
+    const LinkItem* previous = nullptr;  // the element before, across a caps filter
     for (size_t i = 0; i < chain.size(); ++i) {
       const LinkItem& item = chain[i];
+      if (item.kind == LinkItem::Kind::Element) {
+        if (previous && previous->element == item.element) {
+          error(item.where, "'" + item.element + "' is linked to itself; a chain links one element to the next");
+          ok = false;
+        }
+        previous = &item;
+      }
       if (item.kind == LinkItem::Kind::Caps) {
         if (i > 0 && chain[i - 1].kind == LinkItem::Kind::Caps) {
           error(item.where, "two caps in a row; merge them into one caps string");
@@ -979,6 +989,43 @@ class Loader {
       if (spec) ok = check_pad(*spec, item, i == 0 ? GST_PAD_SRC : GST_PAD_SINK) && ok;
     }
     return ok;
+  }
+
+  // Data flows one way through a pipeline: links that come back to an element (a -> b -> a, over
+  // one chain or several) would validate and then run for ever or deadlock, so the link that
+  // closes the loop is refused, with the loop (issue 41.7).
+  void report_cycles(const PipelineConfig& config) {
+    std::map<std::string, std::vector<std::pair<std::string, SourceLocation>>> next;
+    for (const LinkChain& chain : config.chains) {
+      const LinkItem* previous = nullptr;
+      for (const LinkItem& item : chain) {
+        if (item.kind != LinkItem::Kind::Element) continue;
+        if (previous) next[previous->element].push_back({item.element, item.where});
+        previous = &item;
+      }
+    }
+    std::map<std::string, int> state;  // 1 on the current path, 2 done
+    std::vector<std::string> path;
+    bool found = false;
+    std::function<void(const std::string&)> visit = [&](const std::string& e) {
+      state[e] = 1;
+      path.push_back(e);
+      for (const auto& [to, where] : next[e]) {
+        if (found) break;
+        if (state[to] == 1) {
+          std::string loop;
+          for (auto it = std::find(path.begin(), path.end(), to); it != path.end(); ++it) loop += *it + " -> ";
+          error(where, "the links form a loop, " + loop + to + ": data must flow one way through a pipeline");
+          found = true;
+        } else if (state[to] == 0) {
+          visit(to);
+        }
+      }
+      path.pop_back();
+      state[e] = 2;
+    };
+    for (const ElementSpec& e : config.elements)
+      if (!found && state[e.name] == 0) visit(e.name);
   }
 
   // Whether `pad` is an instance of the pad template name `templ` ("src_%u" matches "src_3").

@@ -398,6 +398,39 @@ links:
 
 // A caps item must be a media type: a bare word would become an element on the launch line, and
 // ANY or EMPTY filter nothing or everything.
+// Issue 41.7: links that loop validated and ran for ever; [a, a] failed only when the pipeline was
+// built, without file:line.
+TEST(PipelineConfigErrors, LinksThatLoopAreRefusedAtTheLinkThatClosesThem) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "loop.yaml", R"(elements:
+  src: {element: videotestsrc}
+  mix: {element: compositor}
+  tee: {element: tee}
+  q: {element: queue}
+  sink: {element: fakesink}
+links:
+  - [src, mix, tee, sink]
+  - [tee, q, mix]
+)",
+            errors);
+  const std::string f = (dir.path() / "loop.yaml").string();
+  expect_error(errors, f, 9, 14, "the links form a loop, mix -> tee -> q -> mix: data must flow one way");
+  errors.clear();
+  load_text(dir, "self.yaml", R"(elements:
+  a: {element: identity}
+  src: {element: videotestsrc}
+  sink: {element: fakesink}
+links:
+  - [src, a, a, sink]
+  - [src, a, {caps: video/x-raw}, a]
+)",
+            errors);
+  const std::string g = (dir.path() / "self.yaml").string();
+  expect_error(errors, g, 6, 14, "'a' is linked to itself");
+  expect_error(errors, g, 7, 35, "'a' is linked to itself");
+}
+
 TEST(PipelineConfigErrors, CapsMustBeMediaTypes) {
   TempDir dir;
   std::vector<ConfigError> errors;
