@@ -685,6 +685,21 @@ struct HttpApi::Impl {
             "send the body uncompressed (Content-Encoding '" + encoding.substr(0, 32) + "')");
       return httplib::Server::HandlerResponse::Handled;
     }
+    // One Content-Length of digits alone (RFC 9112, 6.3): "-1" waited 5 s for a 413, and of two
+    // differing ones the first was used, while a proxy in front may have used the other (a way to
+    // smuggle a second request past it). The body is not read: the connection closes.
+    const auto lengths = req.headers.equal_range("Content-Length");
+    for (auto it = lengths.first; it != lengths.second; ++it) {
+      const std::string& v = it->second;
+      const bool digits = !v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || v != lengths.first->second) {
+        error(res, 400, "Content-Length",
+              digits ? "the request has Content-Length headers that differ"
+                     : "Content-Length '" + v.substr(0, 32) + "' is not a number of bytes");
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if ((req.method == "POST" || req.method == "PUT") &&
         (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))) {
       error(res, 411, "Content-Length", "a body needs its Content-Length (chunked bodies are not taken)");

@@ -863,6 +863,16 @@ TEST(HttpApi, BodiesMustSayTheirLengthAndComeUncompressed) {
                        "PUT /v1/products/a HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
                        "Connection: close\r\n\r\n"),
             411);
+  // Issue 41.6: a Content-Length that is no number (413 after 5 s before), and two that differ
+  // (the first was used: a smuggling primitive behind a proxy that reads the other), are 400.
+  EXPECT_EQ(raw_status(port,
+                       "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                       "Content-Length: -1\r\nConnection: close\r\n\r\nabcd"),
+            400);
+  EXPECT_EQ(raw_status(port,
+                       "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                       "Content-Length: 4\r\nContent-Length: 40\r\nConnection: close\r\n\r\nabcd"),
+            400);
   EXPECT_EQ(raw_status(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200);
 }
 
