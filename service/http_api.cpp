@@ -678,7 +678,7 @@ struct HttpApi::Impl {
   // Before any body is read. cpp-httplib 0.11 checks its payload limit against Content-Length
   // only: a chunked body has no limit, and it inflates gzip or brotli bodies, so 32 MB on the wire
   // could become gigabytes. Bodies must therefore say their length and come as they are.
-  static httplib::Server::HandlerResponse screen(const httplib::Request& req, httplib::Response& res) {
+  httplib::Server::HandlerResponse screen(const httplib::Request& req, httplib::Response& res) const {
     const std::string encoding = req.get_header_value("Content-Encoding");
     if (!encoding.empty() && encoding != "identity") {
       error(res, 415, "Content-Encoding",
@@ -703,6 +703,25 @@ struct HttpApi::Impl {
     if ((req.method == "POST" || req.method == "PUT") &&
         (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))) {
       error(res, 411, "Content-Length", "a body needs its Content-Length (chunked bodies are not taken)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // curl's --data-binary sends application/x-www-form-urlencoded, whose bodies cpp-httplib caps
+    // at 8 KB: a photo got 413 "larger than the server's limit". Refused here, before the body is
+    // read, as the content type it is (a request without a key gets its 401 first).
+    if ((req.method == "POST" || req.method == "PUT") &&
+        req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+      try {
+        authenticate(req, false);
+      } catch (const ServiceError& e) {
+        error(res, e.status, e.field, e.what());
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      error(res, 415, "Content-Type",
+            "a form-encoded body is not an image: send it as the body with Content-Type image/jpeg (curl "
+            "--data-binary @photo.jpg -H 'Content-Type: image/jpeg'), as the field 'image' of a "
+            "multipart/form-data body (curl -F image=@photo.jpg), or base64 in the member 'image' of a JSON object");
+      res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -753,7 +772,7 @@ struct HttpApi::Impl {
   void routes() {
     using R = const httplib::Request&;
     using W = httplib::Response&;
-    server.set_pre_routing_handler(screen);
+    server.set_pre_routing_handler([this](R q, W r) { return screen(q, r); });
     const std::string product = R"(/v1/products/([^/]*))";
     server.Post(product, [this](R q, W r) { handle("enrol", q, r, [this](R q, W r) { return enrol(q, r, false); }); });
     server.Put(product, [this](R q, W r) { handle("update", q, r, [this](R q, W r) { return enrol(q, r, true); }); });

@@ -403,6 +403,12 @@ TEST(HttpApi, ApiKeysHaveRoles) {
                                                   93)),
             400);
   EXPECT_EQ(status(c.Get("/v1/stats", {{"Authorization", "Basic reader-key-0123456789"}})), 401);
+  // A photo posted form-encoded (curl's default): 401 without a key, then 415 naming Content-Type.
+  const std::string photo(50000, 'x');
+  EXPECT_EQ(status(c.Post("/v1/search", photo, "application/x-www-form-urlencoded")), 401);
+  EXPECT_EQ(status(c.Post("/v1/search", {{"X-API-Key", "reader-key-0123456789"}}, photo,
+                          "application/x-www-form-urlencoded")),
+            415);
   EXPECT_EQ(status(c.Get("/v1/stats")), 401);
   EXPECT_EQ(status(c.Get("/healthz")), 200);  // health and metrics need no key
   EXPECT_EQ(body_of(c.Get("/v1/products/k", {{"X-API-Key", "reader-key-0123456789"}}))["source"], "http:factory");
@@ -567,6 +573,9 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
        "image/x-portable-graymap", 422, "image"},
       {"wrong content type", "POST", "/v1/search", good, "text/plain", 415, "Content-Type"},
       {"form body", "POST", "/v1/search", "top_k=3", "application/x-www-form-urlencoded", 415, "Content-Type"},
+      // curl --data-binary @photo.jpg without -H: 413 "larger than the limit" before (issue 41.6).
+      {"a photo sent form-encoded", "POST", "/v1/search", good + std::string(50000, 'x'),
+       "application/x-www-form-urlencoded", 415, "Content-Type"},
       {"malformed JSON", "POST", "/v1/search", "{\"image\": \"abc", "application/json", 400, "body"},
       {"JSON not an object", "POST", "/v1/search", "[1,2]", "application/json", 400, "body"},
       {"JSON image not base64", "POST", "/v1/search", "{\"image\": \"***\"}", "application/json", 400, "image"},
