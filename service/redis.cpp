@@ -2,7 +2,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <mutex>
 
@@ -56,14 +58,55 @@ void ignore_sigpipe() {
 }  // namespace
 
 RedisUrl parse_redis_url(const std::string& url) {
-  auto bad = [&](const std::string& why) {
-    return std::invalid_argument("Redis URL '" + url + "': " + why + " (expected redis://HOST:PORT[/DB])");
-  };
   const std::string scheme = "redis://";
+  // What messages show: the password (between the user's ':' and the last '@') as ***.
+  std::string shown = url;
+  const size_t at = url.rfind('@'), start = url.find("://");
+  if (at != std::string::npos && start != std::string::npos && start < at) {
+    const size_t colon = url.find(':', start + 3);
+    if (colon < at) shown = url.substr(0, colon + 1) + "***" + url.substr(at);
+  }
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument("Redis URL '" + shown + "': " + why +
+                                 " (expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])");
+  };
+  if (url.compare(0, 9, "rediss://") == 0)
+    throw bad(
+        "TLS (rediss://) is not supported: Debian 12's hiredis 0.14 has none; keep Redis on a private "
+        "network or behind a tunnel");
   if (url.compare(0, scheme.size(), scheme) != 0) throw bad("not a redis:// URL");
   RedisUrl u;
-  u.text = url;
+  u.text = shown;
   std::string rest = url.substr(scheme.size());
+  if (const size_t a = rest.rfind('@'); a != std::string::npos) {
+    const std::string info = rest.substr(0, a);
+    rest = rest.substr(a + 1);
+    auto decode = [&](const std::string& s, const char* what) {
+      std::string out;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '%') {
+          out += s[i];
+          continue;
+        }
+        const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+        if (i + 2 >= s.size() || !hex(s[i + 1]) || !hex(s[i + 2]))
+          throw bad(std::string("bad percent-encoding in the ") + what);
+        out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      }
+      return out;
+    };
+    const size_t colon = info.find(':');
+    u.user = decode(info.substr(0, colon), "user name");
+    if (colon != std::string::npos) {
+      u.password = decode(info.substr(colon + 1), "password");
+      if (u.password.empty()) throw bad("empty password");
+    } else if (u.user.empty()) {
+      throw bad("'@' without a user or password");
+    }
+    if (u.user.find_first_of(" \t\r\n") != std::string::npos || u.password.find_first_of("\r\n") != std::string::npos)
+      throw bad("white space in the user name or a line break in the password");
+  }
   if (const size_t slash = rest.find('/'); slash != std::string::npos) {
     const std::string db = rest.substr(slash + 1);
     rest.resize(slash);
@@ -71,7 +114,6 @@ RedisUrl parse_redis_url(const std::string& url) {
       throw bad("database '" + db + "' is not a number");
     u.db = std::stoi(db);
   }
-  if (rest.find('@') != std::string::npos) throw bad("user names and passwords are not supported");
   if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
     const std::string port = rest.substr(colon + 1);
     rest.resize(colon);
@@ -91,7 +133,13 @@ std::string Reply::error_code() const {
   return str.substr(0, str.find(' '));
 }
 
-Redis::Redis(const std::string& url, ms timeout) : url_(parse_redis_url(url)), timeout_(timeout) {}
+Redis::Redis(const std::string& url, ms timeout) : url_(parse_redis_url(url)), timeout_(timeout) {
+  if (url_.password.empty())
+    if (const char* env = std::getenv("PRISM_REDIS_PASSWORD"); env && *env) url_.password = env;
+  if (!url_.user.empty() && url_.password.empty())
+    throw std::invalid_argument("Redis URL '" + url_.text + "': user '" + url_.user +
+                                "' without a password (write USER:PASSWORD@ or set PRISM_REDIS_PASSWORD)");
+}
 
 Redis::~Redis() { disconnect(); }
 
@@ -109,20 +157,33 @@ void Redis::connect() {
     redisFree(c);
     throw RedisError("Redis unreachable at " + url_.text + ": " + why);
   }
-  // SELECT directly, not through command(): its retry on a closed connection reconnects, which
-  // would SELECT again, without end against a server that keeps closing.
-  if (url_.db != 0) {
+  // AUTH and SELECT directly, not through command(): its retry on a closed connection reconnects,
+  // which would send them again, without end against a server that keeps closing.
+  auto setup = [&](const std::vector<std::string>& argv, const std::string& what) {
+    std::vector<const char*> args;
+    std::vector<size_t> lens;
+    for (const std::string& a : argv) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
+    }
     redisSetTimeout(c, to_timeval(timeout_));
-    auto* r = static_cast<redisReply*>(redisCommand(c, "SELECT %d", url_.db));
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, int(args.size()), args.data(), lens.data()));
     const std::string why = !r                             ? std::string(c->errstr[0] ? c->errstr : "connection lost")
                             : r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
                                                            : std::string();
     if (r) freeReplyObject(r);
     if (!why.empty()) {
       redisFree(c);
-      throw RedisError("Redis at " + url_.text + " refused SELECT " + std::to_string(url_.db) + ": " + why);
+      throw RedisError("Redis at " + url_.text + " refused " + what + ": " + why);
     }
+  };
+  if (!url_.password.empty()) {
+    if (url_.user.empty())
+      setup({"AUTH", url_.password}, "AUTH");
+    else
+      setup({"AUTH", url_.user, url_.password}, "AUTH as '" + url_.user + "'");
   }
+  if (url_.db != 0) setup({"SELECT", std::to_string(url_.db)}, "SELECT " + std::to_string(url_.db));
   ctx_ = c;
 }
 
@@ -154,7 +215,7 @@ Reply Redis::command(const std::vector<std::string>& argv, ms block) {
 }
 
 RedisPool::RedisPool(const std::string& url, size_t idle, Redis::ms timeout)
-    : url_(parse_redis_url(url).text), idle_(idle), timeout_(timeout) {}
+    : url_(url), shown_(Redis(url).url()), idle_(idle), timeout_(timeout) {}  // Redis(url) checks, connects not
 
 RedisPool::Lease RedisPool::acquire() {
   {

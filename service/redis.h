@@ -30,14 +30,21 @@ struct RedisError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// redis://HOST:PORT[/DB] (PORT defaults to 6379, DB to 0).
+// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (PORT defaults to 6379, DB to 0), the form of
+// redis-cli -u and redis-py. USER and PASSWORD may be percent-encoded (%40 for '@'). With a password
+// the client sends AUTH [USER] PASSWORD on every connection (Redis 6 ACL users, or `requirepass`
+// for the default user); USER alone (redis://USER@HOST) takes the password from the environment
+// variable PRISM_REDIS_PASSWORD, which keeps it off the command line (ps, systemd units).
+// rediss:// is refused: Debian 12's hiredis 0.14 has no TLS (docs/SERVICE.md says what to do).
 struct RedisUrl {
-  std::string text;  // as given
+  std::string text;  // as given, with the password replaced by *** (what messages and logs show)
   std::string host;
   int port = 6379;
   int db = 0;
+  std::string user;      // empty: the default user
+  std::string password;  // empty: no AUTH (unless PRISM_REDIS_PASSWORD, see Redis)
 };
-// Throws std::invalid_argument naming the URL and what is wrong with it.
+// Throws std::invalid_argument naming the URL (password hidden) and what is wrong with it.
 RedisUrl parse_redis_url(const std::string& url);
 
 // One reply. Status replies (+OK) are strings; nested arrays keep their structure.
@@ -57,7 +64,8 @@ struct Reply {
 class Redis {
  public:
   using ms = std::chrono::milliseconds;
-  // Parses the URL (std::invalid_argument); connects at the first command.
+  // Parses the URL (std::invalid_argument, also for a USER without a password anywhere); connects
+  // at the first command.
   explicit Redis(const std::string& url, ms timeout = ms(2000));
   ~Redis();
   Redis(const Redis&) = delete;
@@ -102,10 +110,10 @@ class RedisPool {
     std::unique_ptr<Redis> redis_;
   };
   Lease acquire();
-  const std::string& url() const { return url_; }
+  const std::string& url() const { return shown_; }  // password hidden
 
  private:
-  std::string url_;
+  std::string url_, shown_;
   size_t idle_;
   Redis::ms timeout_;
   std::mutex mutex_;

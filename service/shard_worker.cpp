@@ -96,7 +96,7 @@ void send_answer(Redis& redis, const StreamEntry& e, const json& answer) {
 }  // namespace
 
 ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(options)), who_() {
-  parse_redis_url(options_.redis);  // std::invalid_argument naming it
+  Redis probe(options_.redis);  // std::invalid_argument naming the URL; connects not
   if (options_.shard < 0) throw std::invalid_argument("shard " + std::to_string(options_.shard) + " is negative");
   if (options_.shards < 0) throw std::invalid_argument("shards " + std::to_string(options_.shards) + " is negative");
   if (options_.shards > 0 && options_.shard >= options_.shards)

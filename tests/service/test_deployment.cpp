@@ -49,13 +49,36 @@ std::vector<std::string> words(const std::string& line) {
   return out;
 }
 
-// The ExecStart= lines of docs/SERVICE.md, in order.
-std::vector<std::string> documented_exec_starts() {
+// The lines of docs/SERVICE.md that start with `prefix`, without it, in order.
+std::vector<std::string> documented(const std::string& prefix) {
   std::istringstream doc(read_file(std::string(PRISM_SOURCE_DIR_STR) + "/docs/SERVICE.md"));
   std::vector<std::string> out;
   for (std::string line; std::getline(doc, line);)
-    if (line.rfind("ExecStart=", 0) == 0) out.push_back(line.substr(10));
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
   return out;
+}
+
+// A redis-server given docs/SERVICE.md's ACL lines (`user NAME ... >NAME-PASSWORD ...`), each
+// user's password "NAME-secret-0123"; the test logs in as the documented admin.
+std::string password_of(const std::string& user) { return user + "-secret-0123"; }
+std::unique_ptr<test::RedisServer> documented_redis(const std::filesystem::path& dir) {
+  const std::vector<std::string> users = documented("user ");
+  EXPECT_GE(users.size(), 4u) << "docs/SERVICE.md: the ACL lines (default, prism-front, prism-worker, admin)";
+  std::vector<std::string> config;
+  for (const std::string& line : users) {
+    config.push_back("--user");
+    for (std::string w : words(line)) {
+      if (w.size() > 10 && w[0] == '>' && w.compare(w.size() - 9, 9, "-PASSWORD") == 0)
+        w = ">" + password_of(words(line)[0]);
+      config.push_back(w);
+    }
+  }
+  return std::make_unique<test::RedisServer>(dir, config, "admin", password_of("admin"));
+}
+
+// The URL a documented unit's user logs in with, on `server`: its password in the URL.
+std::string url_as(const test::RedisServer& server, const std::string& user) {
+  return "redis://" + user + ":" + password_of(user) + "@127.0.0.1:" + std::to_string(server.port());
 }
 
 // Waits up to `seconds` for `log` to contain `text`.
@@ -70,9 +93,9 @@ bool log_says(const std::string& log, const std::string& text, int seconds) {
 TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   PRISM_NEED_REDIS();
   test::TempDir dir;
-  test::RedisServer server(dir.path() / "redis");
-  server.start();
-  const std::vector<std::string> units = documented_exec_starts();
+  const std::unique_ptr<test::RedisServer> redis = documented_redis(dir.path() / "redis");
+  test::RedisServer& server = *redis;
+  const std::vector<std::string> units = documented("ExecStart=");
   ASSERT_EQ(units.size(), 2u) << "docs/SERVICE.md: one front unit and one shard unit";
   ASSERT_NE(units[0].find(" texture serve "), std::string::npos) << units[0];
   ASSERT_NE(units[1].find(" texture shard "), std::string::npos) << units[1];
@@ -82,9 +105,17 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   ASSERT_TRUE(units[0].find(" --shards " + std::to_string(shards) + " ") != std::string::npos) << units[0];
   const std::string key = "deployment-test-key-0123";
   std::ofstream(dir.file("keys")) << key << " write test\n";
+  // The units' EnvironmentFile: PRISM_REDIS_PASSWORD for their user (redis://USER@...).
+  const std::vector<std::string> env_files = documented("EnvironmentFile=");
+  ASSERT_EQ(env_files.size(), 2u) << "docs/SERVICE.md: an EnvironmentFile per unit";
+  auto env_of = [&](const std::string& unit) {
+    std::smatch user;
+    EXPECT_TRUE(std::regex_search(unit, user, std::regex("--redis redis://([a-z-]+)@"))) << unit;
+    return std::vector<std::string>{"PRISM_REDIS_PASSWORD=" + password_of(user[1])};
+  };
   auto as_here = [&](std::string line) {
     line = replace_all(line, "/usr/local/bin/prism", PRISM_EXE);
-    line = replace_all(line, "redis://10.0.0.5:6379", server.url());
+    line = replace_all(line, "@10.0.0.5:6379", "@127.0.0.1:" + std::to_string(server.port()));
     line = replace_all(line, "0.0.0.0:8080", "127.0.0.1:0");
     line = replace_all(line, "/etc/prism/keys", dir.file("keys"));
     line = replace_all(line, "/srv/prism", dir.path().string());
@@ -96,7 +127,8 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   const std::string early_log = dir.file("early.txt");
   {
     const std::string line = replace_all(as_here(units[1]), "%i", "0");
-    test::ChildProcess early(words(replace_all(line, " --shards " + std::to_string(shards) + " ", " ")), early_log);
+    test::ChildProcess early(words(replace_all(line, " --shards " + std::to_string(shards) + " ", " ")), early_log,
+                             env_of(units[1]));
     ASSERT_TRUE(log_says(early_log, "--shards N", 60)) << read_file(early_log);
     EXPECT_NE(read_file(early_log).find("waiting for it to be set"), std::string::npos) << read_file(early_log);
     std::this_thread::sleep_for(1s);
@@ -110,9 +142,9 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   for (int k = 0; k < shards; ++k)
     workers.push_back(
         std::make_unique<test::ChildProcess>(words(replace_all(as_here(units[1]), "%i", std::to_string(k))),
-                                             dir.file("shard" + std::to_string(k) + ".txt")));
+                                             dir.file("shard" + std::to_string(k) + ".txt"), env_of(units[1])));
   const std::string front_log = dir.file("front.txt");
-  test::ChildProcess front(words(as_here(units[0])), front_log);
+  test::ChildProcess front(words(as_here(units[0])), front_log, env_of(units[0]));
   ASSERT_TRUE(log_says(front_log, "listening on", 60)) << read_file(front_log);
   const std::string said = read_file(front_log);
   ASSERT_TRUE(std::regex_search(said, m, std::regex("listening on http://127\\.0\\.0\\.1:([0-9]+)"))) << said;
@@ -169,6 +201,80 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   EXPECT_TRUE(front.running()) << read_file(front_log);
   for (int k = 0; k < shards; ++k)
     EXPECT_TRUE(workers[size_t(k)]->running()) << read_file(dir.file("shard" + std::to_string(k) + ".txt"));
+  // No log shows a password.
+  EXPECT_EQ(logs().find("-secret-0123"), std::string::npos) << logs();
+}
+
+// Issue 41.5: Redis was a back door: whoever reached it could add a delete to a shard's writes
+// stream. With docs/SERVICE.md's ACL lines a client without a password can do nothing, a front
+// cannot read or acknowledge the streams (nor delete or script), a worker cannot add requests, and
+// neither reaches keys outside prism:* or administrative commands. A wrong password is named at
+// the first command, and no message shows a password.
+TEST(Deployment, TheDocumentedAclUsersMayDoTheirPartOnly) {
+  PRISM_NEED_REDIS();
+  test::TempDir dir;
+  const std::unique_ptr<test::RedisServer> server = documented_redis(dir.path() / "redis");
+  const std::string plain = "redis://127.0.0.1:" + std::to_string(server->port());
+  const std::string writes = "prism:shard:0:writes";
+  auto refused = [](Redis& r, const std::vector<std::string>& argv) {
+    const Reply reply = r.command(argv);
+    return reply.error() ? reply.error_code() : "accepted: " + reply.str;
+  };
+  {
+    Redis anyone(plain);
+    EXPECT_EQ(refused(anyone, {"XADD", writes, "*", "op", "delete", "id", "p1"}), "NOAUTH");
+    EXPECT_EQ(refused(anyone, {"GET", "prism:shards"}), "NOAUTH");
+  }
+  {
+    Redis front(url_as(*server, "prism-front"));
+    EXPECT_EQ(front.command({"XADD", writes, "*", "op", "stats"}).type, Reply::Type::kString);
+    EXPECT_EQ(front.command({"SET", "prism:shards", "1", "NX"}).str, "OK");
+    EXPECT_TRUE(front.command({"BLPOP", "prism:reply:x", "1"}).nil());
+    for (const std::vector<std::string>& c :
+         std::vector<std::vector<std::string>>{{"XREADGROUP", "GROUP", "g", "c", "STREAMS", writes, ">"},
+                                               {"XACK", writes, "g", "0-1"},
+                                               {"DEL", writes},
+                                               {"XTRIM", writes, "MAXLEN", "0"},
+                                               {"EVAL", "return 1", "0"},
+                                               {"SET", "other", "x"},
+                                               {"FLUSHALL"},
+                                               {"CONFIG", "GET", "*"},
+                                               {"KEYS", "*"},
+                                               {"XGROUP", "DESTROY", writes, "g"}})
+      EXPECT_EQ(refused(front, c), "NOPERM") << c[0];
+  }
+  {
+    Redis worker(url_as(*server, "prism-worker"));
+    EXPECT_EQ(worker.command({"XGROUP", "CREATE", writes, "replica:a", "0", "MKSTREAM"}).str, "OK");
+    EXPECT_EQ(worker.command({"XREADGROUP", "GROUP", "replica:a", "a", "STREAMS", writes, ">"}).type,
+              Reply::Type::kArray);
+    EXPECT_EQ(worker.command({"EVAL", "return redis.call('GET', KEYS[1])", "1", "prism:shards"}).str, "1");
+    for (const std::vector<std::string>& c :
+         std::vector<std::vector<std::string>>{{"XADD", writes, "*", "op", "delete", "id", "p1"},
+                                               {"XGROUP", "DESTROY", writes, "replica:a"},
+                                               {"EVAL", "return redis.call('GET', KEYS[1])", "1", "other"},
+                                               {"LPUSH", "other", "x"},
+                                               {"FLUSHALL"},
+                                               {"CONFIG", "SET", "appendonly", "no"},
+                                               {"SHUTDOWN"}})
+      EXPECT_EQ(refused(worker, c), "NOPERM") << c[0];
+  }
+  // A wrong password: refused at the first command, naming the user and not the password.
+  Redis wrong("redis://prism-front:not-the-password@127.0.0.1:" + std::to_string(server->port()));
+  try {
+    wrong.command({"PING"});
+    ADD_FAILURE() << "a wrong password was accepted";
+  } catch (const RedisError& e) {
+    EXPECT_NE(std::string(e.what()).find("refused AUTH as 'prism-front': WRONGPASS"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("prism-front:***@"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("not-the-password"), std::string::npos) << e.what();
+  }
+  // The password from PRISM_REDIS_PASSWORD when the URL names the user alone.
+  setenv("PRISM_REDIS_PASSWORD", password_of("prism-front").c_str(), 1);
+  Redis from_env("redis://prism-front@127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(from_env.command({"PING"}).str, "PONG");
+  unsetenv("PRISM_REDIS_PASSWORD");
+  EXPECT_THROW(Redis("redis://prism-front@127.0.0.1:6379"), std::invalid_argument);
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ using namespace std::chrono_literals;
 // Whether the redis-server on `port` answers PING and is process `pid`: a parallel test's server
 // may have taken the port between free_port() and our server's bind (ours then exits), and a
 // test that went on with that one would share its data.
-bool answers_as(int port, pid_t pid) {
+// With a password, AUTH [USER] PASSWORD first.
+bool answers_as(int port, pid_t pid, const std::string& user, const std::string& password) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   timeval tv{1, 0};
@@ -36,9 +37,13 @@ bool answers_as(int port, pid_t pid) {
   a.sin_port = htons(uint16_t(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   bool ok = false;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
-    char buf[16] = {};
-    ok = recv(fd, buf, 7, MSG_WAITALL) == 7 && std::strncmp(buf, "+PONG\r\n", 7) == 0;
+  const std::string auth = "AUTH " + (user.empty() ? "" : user + " ") + password + "\r\n";
+  const std::string ping = (password.empty() ? "" : auth) + "PING\r\n";
+  const std::string pong = std::string(password.empty() ? "" : "+OK\r\n") + "+PONG\r\n";
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      send(fd, ping.data(), ping.size(), MSG_NOSIGNAL) == ssize_t(ping.size())) {
+    std::string buf(pong.size(), '\0');
+    ok = recv(fd, buf.data(), buf.size(), MSG_WAITALL) == ssize_t(buf.size()) && buf == pong;
   }
   if (ok) {
     const char info[] = "INFO server\r\n";
@@ -66,17 +71,27 @@ bool answers_as(int port, pid_t pid) {
 
 }  // namespace
 
-ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& log) {
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& log,
+                           const std::vector<std::string>& env) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The environment is made before fork: setenv in the child of a threaded process may deadlock.
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) {
+    const std::string name(*e, std::strcspn(*e, "="));
+    if (std::none_of(env.begin(), env.end(), [&](const std::string& v) { return v.rfind(name + "=", 0) == 0; }))
+      envp.push_back(*e);
+  }
+  for (const std::string& v : env) envp.push_back(const_cast<char*>(v.c_str()));
+  envp.push_back(nullptr);
   const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (out < 0) throw std::runtime_error("cannot open " + log);
   pid_ = fork();
   if (pid_ == 0) {
     dup2(out, 1);
     dup2(out, 2);
-    execv(args[0], args.data());
+    execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   close(out);
@@ -153,7 +168,13 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-RedisServer::RedisServer(std::filesystem::path dir) : dir_(std::move(dir)), port_(free_port()) {
+RedisServer::RedisServer(std::filesystem::path dir, std::vector<std::string> config, std::string user,
+                         std::string password)
+    : dir_(std::move(dir)),
+      port_(free_port()),
+      config_(std::move(config)),
+      user_(std::move(user)),
+      password_(std::move(password)) {
   std::filesystem::create_directories(dir_);
   // free_port() closes the port before redis-server binds it, and another process (a parallel test's
   // server or client) may take it meanwhile: the first start retries on a new port. A restart keeps
@@ -171,16 +192,23 @@ RedisServer::RedisServer(std::filesystem::path dir) : dir_(std::move(dir)), port
 
 RedisServer::~RedisServer() { kill(); }
 
+std::string RedisServer::url() const {
+  const std::string login = password_.empty() ? "" : user_ + ":" + password_ + "@";
+  return "redis://" + login + "127.0.0.1:" + std::to_string(port_);
+}
+
 void RedisServer::start() {
   const std::string server = redis_server_path();
   if (server.empty()) throw std::runtime_error("redis-server not found");
-  child_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{server, "--bind", "127.0.0.1", "--port", std::to_string(port_), "--dir", dir_.string(),
-                               "--save", "", "--appendonly", "yes", "--daemonize", "no", "--protected-mode", "no"},
-      (dir_ / "redis.log").string());
+  std::vector<std::string> argv{
+      server,         "--bind", "127.0.0.1",   "--port", std::to_string(port_), "--dir", dir_.string(), "--save", "",
+      "--appendonly", "yes",    "--daemonize", "no",     "--protected-mode",    "no"};
+  if (user_.empty() && !password_.empty()) argv.insert(argv.end(), {"--requirepass", password_});
+  argv.insert(argv.end(), config_.begin(), config_.end());
+  child_ = std::make_unique<ChildProcess>(argv, (dir_ / "redis.log").string());
   for (int i = 0; i < 200; ++i) {
     if (!child_->running()) break;  // e.g. the port was taken: the caller tries another
-    if (answers_as(port_, child_->pid())) return;
+    if (answers_as(port_, child_->pid(), user_, password_)) return;
     std::this_thread::sleep_for(50ms);
   }
   child_.reset();

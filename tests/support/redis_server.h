@@ -13,10 +13,11 @@
 namespace prism::test {
 
 // A process started from `argv` (no shell), stdout and stderr appended to `log`. The destructor
-// kills (SIGKILL) and reaps it if it still runs.
+// kills (SIGKILL) and reaps it if it still runs. `env`: NAME=VALUE entries set (or replaced) in its
+// environment.
 class ChildProcess {
  public:
-  ChildProcess(const std::vector<std::string>& argv, const std::string& log);
+  ChildProcess(const std::vector<std::string>& argv, const std::string& log, const std::vector<std::string>& env = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -42,13 +43,16 @@ int free_port();
 
 // redis-server on 127.0.0.1:port() with its data in `dir` (--save "" --appendonly yes: the AOF is
 // its durable state). start() waits until it answers PING; throws std::runtime_error when it does
-// not within 10 s (its log is `dir`/redis.log).
+// not within 10 s (its log is `dir`/redis.log). `config` is more of redis-server's arguments (ACL
+// users: {"--user", "NAME", "on", ">PASSWORD", ...}). With a `password` the test logs in with it,
+// as `user` (one of `config`'s) or, with no user, as the default user (given it as requirepass).
 class RedisServer {
  public:
-  explicit RedisServer(std::filesystem::path dir);
+  explicit RedisServer(std::filesystem::path dir, std::vector<std::string> config = {}, std::string user = "",
+                       std::string password = "");
   ~RedisServer();
   int port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const;  // with the test's login
   void start();
   void stop();  // SIGTERM (Redis flushes the AOF), then waits
   void kill();  // SIGKILL
@@ -61,6 +65,8 @@ class RedisServer {
  private:
   std::filesystem::path dir_;
   int port_;
+  std::vector<std::string> config_;
+  std::string user_, password_;
   std::unique_ptr<ChildProcess> child_;
 };
 

@@ -29,7 +29,8 @@ constexpr const char* kUsage =
     "SIGTERM or SIGINT.\n"
     "\n"
     "options:\n"
-    "  --redis URL          redis://HOST:PORT[/DB]\n"
+    "  --redis URL          redis://[[USER]:PASSWORD@]HOST:PORT[/DB] (USER@ alone: the password\n"
+    "                       from $PRISM_REDIS_PASSWORD)\n"
     "  --shard K            the shard this worker serves (0 .. N-1)\n"
     "  --shards N           the shard count; checked against (or stored in) Redis's prism:shards;\n"
     "                       default: what prism:shards says\n"
@@ -129,7 +130,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
     if (!o.replica.empty() && !texture::valid_product_id(o.replica))
       throw UsageError("--replica: invalid name '" + o.replica + "' (1..128 of A-Z a-z 0-9 . _ -)");
     try {
-      service::parse_redis_url(o.redis);
+      service::Redis probe(o.redis);  // checks the URL (and its password), connects not
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--redis: ") + e.what());
     }
