@@ -1,7 +1,6 @@
 #include "http_api.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 
@@ -25,6 +24,7 @@
 #include <sstream>
 
 #include "common/regular_file.h"
+#include "http_listener.h"
 #include "images.h"
 #include "json_text.h"
 
@@ -311,62 +311,14 @@ std::vector<ApiKey> load_api_keys(const std::filesystem::path& file) {
   return keys;
 }
 
-// Whether the client of `req` closed its connection. cpp-httplib 0.11 gives a handler no socket: the
-// connection's is found once among the process's descriptors by its two addresses (it stays open
-// until the handler returns, so the number is not reused meanwhile), then polled for POLLRDHUP
-// without reading.
-class ClientConnection {
- public:
-  explicit ClientConnection(const httplib::Request& req) : req_(req) {}
-  bool gone() {
-    if (fd_ == -2) fd_ = find();
-    if (fd_ < 0) return false;
-    pollfd p{fd_, POLLRDHUP, 0};
-    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-  }
-
- private:
-  static int port_of(const sockaddr_storage& a) {
-    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-    return -1;
-  }
-  int find() const {
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (!dir) return -1;
-    int found = -1;
-    while (const dirent* e = ::readdir(dir)) {
-      char* end = nullptr;
-      const long fd = std::strtol(e->d_name, &end, 10);
-      if (*end != '\0' || fd < 0) continue;
-      sockaddr_storage peer{}, local{};
-      socklen_t peer_len = sizeof peer, local_len = sizeof local;
-      if (::getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
-          ::getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0)
-        continue;
-      if (port_of(peer) != req_.remote_port || port_of(local) != req_.local_port) continue;
-      char host[INET6_ADDRSTRLEN] = {};
-      const void* addr = peer.ss_family == AF_INET
-                             ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in&>(peer).sin_addr)
-                             : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr);
-      if (::inet_ntop(peer.ss_family, addr, host, sizeof host) && req_.remote_addr == host) {
-        found = int(fd);
-        break;
-      }
-    }
-    ::closedir(dir);
-    return found;
-  }
-  const httplib::Request& req_;
-  int fd_ = -2;  // -2: not looked for yet; -1: not found
-};
-
-// cpp-httplib listens with a backlog of 5 (compiled into Debian's library): a burst of new
-// connections overflows it and clients see resets. listen() again on the bound socket widens it.
-class Listener : public httplib::Server {
- public:
-  void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
-};
+// Whether the client of the request this thread handles closed its connection: the listener's
+// socket for it is polled for POLLRDHUP without reading (nothing else reads it meanwhile).
+static bool client_closed_connection() {
+  const int fd = HttpListener::current_connection();
+  if (fd < 0) return false;
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
 
 // A request header's whole value: httplib's get_header_value returns a C string, which ends at a
 // NUL byte, so "KEY\0junk" read as KEY. A value holding a control byte is refused (400 naming it).
@@ -382,8 +334,8 @@ std::string whole_header(const httplib::Request& req, const char* name) {
 struct HttpApi::Impl {
   Backend& backend;
   ApiOptions options;
-  Listener server;
   Metrics metrics;
+  HttpListener server;
   std::mutex gauges_mutex;
   Clock::time_point gauges_time{};
   std::string gauges;
@@ -391,7 +343,25 @@ struct HttpApi::Impl {
   std::atomic<int> slow_running{0};
   DecodeBudget decode_budget;
 
-  Impl(Backend& b, ApiOptions o) : backend(b), options(std::move(o)), decode_budget(options.decode_memory_bytes) {}
+  Impl(Backend& b, ApiOptions o)
+      : backend(b),
+        options(std::move(o)),
+        server(limits_of(options), error_text, [this](int status) { metrics.observe("connection", status, 0); }),
+        decode_budget(options.decode_memory_bytes) {}
+
+  static ListenerLimits limits_of(const ApiOptions& o) {
+    ListenerLimits l;
+    l.max_body_bytes = o.max_body_bytes;
+    l.threads = std::max(1, o.threads);
+    l.read_timeout = o.read_timeout;
+    l.head_timeout = o.head_timeout;
+    l.request_timeout = o.request_timeout;
+    l.idle_timeout = o.idle_timeout;
+    l.max_connections = o.max_connections;
+    l.max_queued = o.max_queued;
+    l.max_buffered_bytes = o.max_buffered_bytes;
+    return l;
+  }
 
   // How many enrolments, updates, verifies and searches may run at once (ApiOptions).
   int slow_limit() const { return std::max(1, options.threads - std::max(0, options.reserved_threads)); }
@@ -635,8 +605,7 @@ struct HttpApi::Impl {
         if (running) --*running;
       }
     } slot;
-    ClientConnection client(req);
-    const ClientWatch watch([&client] { return client.gone(); });  // waits on shards end with their client
+    const ClientWatch watch(client_closed_connection);  // waits on shards end with their client
     try {
       res.status = 200;
       if (slow) {
@@ -667,12 +636,15 @@ struct HttpApi::Impl {
                    ms_between(start, Clock::now()));
   }
 
+  static std::string error_text(int status, const std::string& field, const std::string& message) {
+    const json e = {
+        {"error", {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
+    return json_text(e);
+  }
   static void error(httplib::Response& res, int status, const std::string& field, const std::string& message) {
     res.status = status;
     if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
-    const json e = {
-        {"error", {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
-    res.set_content(json_text(e), "application/json");
+    res.set_content(error_text(status, field, message), "application/json");
   }
 
   // Before any body is read. cpp-httplib 0.11 checks its payload limit against Content-Length
@@ -812,44 +784,18 @@ HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<
   // uploads one after the other left the server 1.1 GB larger (the flood test). A fixed 1 MiB
   // threshold maps every large buffer and returns it on free.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  m.server.set_payload_max_length(m.options.max_body_bytes);
-  const size_t threads = size_t(std::max(1, m.options.threads));
-  m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // A client that stalls mid-request holds a thread only read_timeout per read; an idle keep-alive
-  // connection, 2 s (each connection holds one of the pool's threads).
-  m.server.set_read_timeout(m.options.read_timeout);
-  m.server.set_write_timeout(std::chrono::seconds(5));
-  m.server.set_keep_alive_timeout(2);
-  // Answers go out at once: with Nagle's algorithm a response written in two parts waits for the
-  // client's delayed ACK (tens of ms on loopback).
-  m.server.set_tcp_nodelay(true);
-  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which a second server on the
-  // same port starts too and the kernel splits the connections between the two (issue 40).
-  m.server.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
   m.routes();
 }
 
-HttpApi::~HttpApi() { stop(); }
-
-int HttpApi::bind(const std::string& host, int port) {
-  errno = 0;
-  const int bound =
-      port == 0 ? impl_->server.bind_to_any_port(host) : (impl_->server.bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
-    const int e = errno;
-    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) +
-                             (e == EADDRINUSE ? ": the port is in use (another server there?)"
-                              : e != 0        ? std::string(": ") + std::strerror(e)
-                                              : std::string()));
-  }
-  impl_->server.widen_backlog();
-  return bound;
+// The handlers use the Impl's members: serve() must have returned before they go.
+HttpApi::~HttpApi() {
+  stop();
+  impl_->server.join();
 }
 
-void HttpApi::serve() { impl_->server.listen_after_bind(); }
+int HttpApi::bind(const std::string& host, int port) { return impl_->server.bind(host, port); }
+
+void HttpApi::serve() { impl_->server.serve(); }
 
 void HttpApi::stop() { impl_->server.stop(); }
 

@@ -2,9 +2,11 @@
 // Backend (service/backend.h): the same routes whether one process holds the gallery or a front
 // forwards to shard workers.
 //
-// cpp-httplib (Debian's libcpp-httplib-dev 0.11) serves it: a blocking server with a thread pool,
-// which suits requests that spend milliseconds to seconds in SIFT and matching and lets a handler
-// call the backend synchronously; the client of the tests and benchmarks is the same library.
+// Its own listener (service/http_listener.h) reads the connections within limits, and a pool of
+// threads runs cpp-httplib's (Debian's libcpp-httplib-dev 0.11) request processing and routing on
+// each complete request, which suits requests that spend milliseconds to seconds in SIFT and
+// matching and lets a handler call the backend synchronously; the client of the tests and
+// benchmarks is the same library.
 //
 // Every refusal is a JSON body {"error": {"status", "field", "message"}} with a 4xx (5xx only for
 // the service's own trouble: a shard that did not answer, a full index); nothing a client sends is
@@ -45,15 +47,23 @@ struct ApiOptions {
   // A request's deadline, from when its handler starts; a client may ask for less or more with
   // `deadline_ms` (up to max_deadline).
   std::chrono::milliseconds deadline{10'000}, max_deadline{120'000};
-  int threads = 16;  // the server's thread pool
+  int threads = 16;  // the threads running handlers
   // Threads enrolments, updates, verifies and searches (which extract SIFT and may wait for their
   // shards up to the deadline) may not take: with `threads - reserved_threads` of them running, the
   // next is answered 503 at once (Retry-After: 1), so gets, deletes, stats, /healthz and /metrics
   // are still served when slow requests pile up (issue 40.6). At least one slow request may run.
   int reserved_threads = 4;
-  // A client that stalls mid-request holds a thread this long per read, then its connection is
-  // closed (fuzz_http shortens it: a cut request then ends at once instead of waiting).
-  std::chrono::milliseconds read_timeout{5'000};
+  // Connections (service/http_listener.h): they are read by one thread without blocking, so a slow
+  // client holds no worker. A request in progress that sends nothing for read_timeout, a head not
+  // complete within head_timeout, a request (head and body) not complete within request_timeout
+  // get 408 and are closed (fuzz_http shortens read_timeout: a cut request then ends at once); an
+  // idle keep-alive connection is closed after idle_timeout. Beyond max_connections, max_queued
+  // complete requests waiting for a thread or max_buffered_bytes of bodies being received, the
+  // answer is 503 with Retry-After: 1 at once.
+  std::chrono::milliseconds read_timeout{5'000}, head_timeout{10'000}, request_timeout{60'000}, idle_timeout{5'000};
+  int max_connections = 1024;
+  size_t max_queued = 256;
+  uint64_t max_buffered_bytes = uint64_t(1) << 30;
   int max_top_k = 100;
   texture::SearchParams search;     // defaults of verify and search (threshold: min_significance)
   texture::FeatureParams features;  // its normalisation is replaced by Backend::normalisation()

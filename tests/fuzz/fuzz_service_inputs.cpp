@@ -2,18 +2,25 @@
 // key file (service/http_api.h, load_api_keys), a shard worker's stream entry (shard_protocol.h,
 // parse_request: op, deadline_ms, params JSON, entry) and the front's reading of a worker's answer
 // (answer_from and the per-op readers), all without Redis.
-// Input: byte 0 % 3 chooses the parser, the rest is its input:
+// Also the listener's request head parser (http_listener.h) and the Redis URL parser (redis.h).
+// Input: byte 0 % 5 chooses the parser, the rest is its input:
 //   0: the key file's text.
 //   1: byte 1 & 1: an entry of the writes stream (else the reads stream); then the fields op,
 //      deadline_ms and params, each ended by a NUL, and the rest is `entry` (Gallery::encode bytes).
 //   2: byte 1 % 6: the op answered (post, delete, get, verify, search, stats); the rest is the answer.
+//   3: the bytes a connection received (small caps: 64-byte request line, 256-byte head, 4 fields).
+//   4: a Redis URL.
 // Checks: accepted keys are 16..256 characters of the key alphabet, unique, named, and written back
 // as KEY ROLE NAME lines they load as the same keys; key file errors name the file and line. An
 // accepted request has an op of its stream, a valid product id for post/put, and a read's deadline
 // where deadline_ms put it (within 35 years of now; further is clamped); its search parameters
 // round-trip through params_json. An accepted answer reads back the same through its _json writer;
 // a refused one is a ServiceError of status 400..599 with a message, a GalleryError, or a
-// json::exception (the front's 502). Anything else escaping is a finding.
+// json::exception (the front's 502). A parsed head lies within the bytes, within its caps, frames a
+// body no larger than the limit and holds no Expect field; a refused cap is one the bytes exceed.
+// A parsed Redis URL has a host and port 1..65535, and no message shows its password.
+// Anything else escaping is a finding.
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -21,6 +28,8 @@
 
 #include "fuzz_util.h"
 #include "http_api.h"
+#include "http_listener.h"
+#include "redis.h"
 #include "shard_protocol.h"
 
 namespace {
@@ -151,12 +160,48 @@ void answer(const uint8_t* data, size_t size) {
 
 }  // namespace
 
+void head(const uint8_t* data, size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  ListenerLimits l;
+  l.max_request_line = 64;
+  l.max_head_bytes = 256;
+  l.max_header_fields = 4;
+  l.max_body_bytes = 1000;
+  const RequestHead h = parse_request_head(bytes, l);
+  using S = RequestHead::Status;
+  if (h.status == S::kComplete) {
+    FUZZ_CHECK(h.head_bytes <= size, "the head ends beyond the bytes");
+    FUZZ_CHECK(h.head.size() <= h.head_bytes + 1, "the rewritten head is longer than the one received");
+    FUZZ_CHECK(h.body_bytes <= l.max_body_bytes, "a body over the limit is framed");
+    FUZZ_CHECK(h.framed || h.body_bytes == 0, "an unframed request has a body length");
+    std::string lower(h.head);
+    for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+    FUZZ_CHECK(lower.find("\nexpect:") == std::string::npos, "Expect reaches the handlers");
+  } else if (h.status != S::kIncomplete) {
+    FUZZ_CHECK(size > l.max_request_line || size > l.max_head_bytes || h.status == S::kTooManyFields,
+               "a cap refused bytes within it");
+  }
+}
+
+void redis_url(const uint8_t* data, size_t size) {
+  const std::string url(reinterpret_cast<const char*>(data), size);
+  try {
+    const RedisUrl u = parse_redis_url(url);
+    FUZZ_CHECK(!u.host.empty() && u.port >= 1 && u.port <= 65535, "a URL without host or port accepted");
+    if (!u.password.empty()) FUZZ_CHECK(u.text.find(":***@") != std::string::npos, "the password is shown");
+  } catch (const std::invalid_argument& e) {
+    FUZZ_CHECK(std::string(e.what()).rfind("Redis URL '", 0) == 0, e.what());
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  switch (data[0] % 3) {
+  switch (data[0] % 5) {
     case 0: keys(data + 1, size - 1); break;
     case 1: request(data + 1, size - 1); break;
     case 2: answer(data + 1, size - 1); break;
+    case 3: head(data + 1, size - 1); break;
+    case 4: redis_url(data + 1, size - 1); break;
   }
   return 0;
 }

@@ -30,7 +30,8 @@ constexpr const char* kServeUsage =
     "\n"
     "  --gallery DIR        one process holds the gallery (created when absent or empty)\n"
     "  --redis URL          a front of shard workers ('prism texture shard') through Redis,\n"
-    "                       e.g. redis://127.0.0.1:6379\n"
+    "                       e.g. redis://127.0.0.1:6379 or redis://prism-front@10.0.0.5:6379\n"
+    "                       (USER@ without :PASSWORD: the password from $PRISM_REDIS_PASSWORD)\n"
     "  --shards N           with --redis: the shard count (set once for the deployment)\n"
     "  --listen HOST:PORT   where to listen (default 127.0.0.1:8080; port 0: any free port)\n"
     "  --keys FILE          API keys, one 'KEY read|write [NAME]' per line; required unless HOST\n"
@@ -39,6 +40,7 @@ constexpr const char* kServeUsage =
     "  --reserved-threads N threads enrolments, updates, verifies and searches may not take: they\n"
     "                       are answered 503 (Retry-After: 1) beyond threads - N at once, so that\n"
     "                       gets, deletes, stats and health are served (default 4)\n"
+    "  --max-connections N  connections held at once; more are answered 503 (default 1024)\n"
     "  --max-body SIZE      largest request body (default 32M)\n"
     "  --max-pixels N       largest image, in pixels, checked before decoding (default 50000000)\n"
     "  --decode-memory SIZE memory uploads being decoded and extracted may hold at once; beyond it\n"
@@ -103,6 +105,8 @@ ServeOptions parse_serve(int argc, char** argv) {
       o.keys = value();
     else if (a == "--threads")
       o.api.threads = parse_int(a, value(), 1, 1024);
+    else if (a == "--max-connections")
+      o.api.max_connections = parse_int(a, value(), 1, 1'000'000);
     else if (a == "--reserved-threads")
       o.api.reserved_threads = parse_int(a, value(), 0, 1023);
     else if (a == "--max-body")
@@ -204,7 +208,7 @@ int texture_serve_command(int argc, char** argv) {
       backend = std::move(local);
     } else {
       backend = sharded_front(o);
-      what = "shards through " + o.redis;
+      what = "shards through " + service::parse_redis_url(o.redis).text;  // password hidden
     }
     service::HttpApi api(*backend, o.api);
     const int port = api.bind(o.host, o.port);
