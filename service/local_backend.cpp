@@ -1,5 +1,6 @@
 #include "local_backend.h"
 
+#include <cstdio>
 #include <ctime>
 
 namespace prism::service {
@@ -32,10 +33,14 @@ LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void
                                 options.gallery.string() + " records normalisation " + gallery_.normalisation().name() +
                                 " (chosen when it was created)");
   size_t done = 0;
-  texture::Gallery::for_each_entry(options.gallery, [&](texture::GalleryEntry&& e) {
-    index_.add(e);
-    if (progress) progress(++done);
-  });
+  const texture::Gallery::ReadSummary read =
+      texture::Gallery::for_each_entry(options.gallery, [&](texture::GalleryEntry&& e) {
+        index_.add(e);
+        if (progress) progress(++done);
+      });
+  // A damaged copy read from the other one, a pack rebuilt or compacted: the operator should know
+  // (issue 41.7: lost redundancy was silent).
+  if (!read.note.empty()) std::fprintf(stderr, "gallery %s: %s\n", options.gallery.string().c_str(), read.note.c_str());
 }
 
 // The writer lock, or 503 when the deadline comes first.

@@ -715,7 +715,8 @@ using EntrySink = std::function<void(GalleryEntry&&)>;
 struct PackRead {
   Gallery::ReadSummary summary;
   uint64_t live = 0, total = 0;
-  bool stale_dirty = false;  // pack.dirty was left by a writer that is gone
+  bool stale_dirty = false;          // pack.dirty was left by a writer that is gone
+  std::vector<std::string> damaged;  // ids whose pack record was damaged (read from their entry file)
 };
 
 // Reads the gallery through its pack, or returns nullopt (before passing on any entry) when the
@@ -791,6 +792,7 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
   // damaged, and is not read into a buffer of its claimed size.
   constexpr uint64_t kMaxEntryBytes =
       sizeof(Header) + 128 + 65536 + 128 + uint64_t(match::kSlot) * (sizeof(Keypoint) + 2 * match::kDim) + 4;
+  std::mutex damaged_mutex;
   auto load = [&](const Item& item, std::vector<uint8_t>& buf) -> std::optional<GalleryEntry> {
     if (item.record && item.record->payload <= kMaxEntryBytes) {
       buf.resize(item.record->payload);
@@ -801,6 +803,10 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
         } catch (const GalleryError&) {
         }
       }
+    }
+    if (item.record) {  // one copy lost: said, and repaired by the caller (issue 41.7)
+      std::lock_guard lock(damaged_mutex);
+      out.damaged.push_back(*item.id);
     }
     return read_entry_file(dir / "entries" / (*item.id + ".tex"));
   };
@@ -885,6 +891,37 @@ PackRead read_gallery(const fs::path& dir, const EntrySink& sink) {
       }
     files.summary.note = why + "; read the entry files one by one";
     return files;
+  }
+  if (!r->damaged.empty()) {
+    // Their entry files were good (or the read would have failed): each gets a fresh record from
+    // its file appended (the latest record of an id is the one read), so that the second copy is
+    // back, when the lock is free; the note names what was lost. Not a rebuild of the whole pack:
+    // that would copy every entry file's bytes, and one damaged there (whose record is intact,
+    // unnoticed by this read) would then have no good copy left.
+    std::sort(r->damaged.begin(), r->damaged.end());
+    std::string ids;
+    for (size_t i = 0; i < r->damaged.size() && i < 5; ++i) ids += (i ? ", '" : "'") + r->damaged[i] + "'";
+    if (r->damaged.size() > 5) ids += " and " + std::to_string(r->damaged.size() - 5) + " more";
+    r->summary.note = std::to_string(r->damaged.size()) + " damaged record" + (r->damaged.size() > 1 ? "s" : "") +
+                      " in " + (dir / kPack).string() + " (" + ids + "): read from the entry files";
+    try {
+      WriterLock lock(dir, /*wait=*/false);
+      if (lock.held()) {
+        uint64_t at = prepare_pack(dir).first;
+        for (const std::string& id : r->damaged) {
+          if (!read_entry_file(dir / "entries" / (id + ".tex"))) continue;  // deleted meanwhile
+          const std::vector<uint8_t> record = record_from_file(dir, id);
+          append_record(dir, at, record);
+          at += record.size();
+        }
+        r->summary.note += "; wrote their records again";
+        return *r;
+      }
+    } catch (const GalleryError&) {
+    } catch (const fs::filesystem_error&) {
+    }
+    r->summary.note += " (written again by the next reader that can take the gallery's lock)";
+    return *r;
   }
   if (r->stale_dirty || r->total - r->live > r->live) {
     try {

@@ -1084,6 +1084,16 @@ TEST(TextureGalleryPack, ATornTailIsIgnoredAndDamageRebuilds) {
     log.seekp(16 + 24 + 1 + 200);  // inside the first entry's bytes ("a")
     log.put('\x01');
   }
+  // Issue 41.7: the lost copy is said and restored (its record written again from the entry file).
+  const uint64_t damaged_size = fs::file_size(g / "pack.log");
+  EXPECT_EQ(streamed(g, &s), now);
+  EXPECT_NE(s.note.find("1 damaged record in " + (g / "pack.log").string() +
+                        " ('a'): read from the entry files; wrote their records again"),
+            std::string::npos)
+      << s.note;
+  EXPECT_GT(fs::file_size(g / "pack.log"), damaged_size);
+  EXPECT_EQ(streamed(g, &s), now);
+  EXPECT_TRUE(s.note.empty()) << s.note;
   EXPECT_EQ(as_bytes(Gallery::open(g).entries()), now);
 }
 
