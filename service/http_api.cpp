@@ -624,7 +624,14 @@ struct HttpApi::Impl {
       error(res, e.status, e.field, e.what());
       if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     } catch (const texture::GalleryError& e) {
-      error(res, 500, "", e.what());
+      // The server's own storage: its paths and errors go to its log, not to the client (issue 41.6).
+      std::fprintf(stderr, "prism: error: %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
+      if (e.disk_full()) {
+        error(res, 507, "", "the server's gallery disk is full: nothing was stored; try again once space is freed");
+        res.set_header("Retry-After", "60");
+      } else {
+        error(res, 500, "", "the server's gallery could not be read or written (its log names the file)");
+      }
     } catch (const std::bad_alloc&) {
       error(res, 503, "", "out of memory while serving the request");
     } catch (const std::exception& e) {

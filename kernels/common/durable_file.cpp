@@ -49,38 +49,39 @@ uint32_t crc32(const uint8_t* data, size_t n) {
 void write_atomically(const std::filesystem::path& tmp, const std::filesystem::path& final,
                       const std::vector<uint8_t>& bytes, bool sync_directory) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw FileError(tmp.string() + ": cannot create: " + errno_text());
+  if (fd < 0) throw FileError(tmp.string() + ": cannot create: " + errno_text(), errno);
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const std::string why = errno_text();
+      const int err = n < 0 ? errno : ENOSPC;  // a write of 0 bytes: no room
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw FileError(tmp.string() + ": write failed: " + why);
+      throw FileError(tmp.string() + ": write failed: " + std::strerror(err), err);
     }
     done += size_t(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = errno_text();
+    const int err = errno;
     ::unlink(tmp.c_str());
-    throw FileError(tmp.string() + ": fsync failed: " + why);
+    throw FileError(tmp.string() + ": fsync failed: " + std::strerror(err), err);
   }
   if (::rename(tmp.c_str(), final.c_str()) != 0) {
-    const std::string why = errno_text();
+    const int err = errno;
     ::unlink(tmp.c_str());
-    throw FileError(final.string() + ": rename failed: " + why);
+    throw FileError(final.string() + ": rename failed: " + std::strerror(err), err);
   }
   if (sync_directory) fsync_directory(final.has_parent_path() ? final.parent_path() : std::filesystem::path("."));
 }
 
 void fsync_directory(const std::filesystem::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw FileError(dir.string() + ": cannot open directory: " + errno_text());
+  if (fd < 0) throw FileError(dir.string() + ": cannot open directory: " + errno_text(), errno);
   const int rc = ::fsync(fd);
+  const int err = errno;
   ::close(fd);
-  if (rc != 0) throw FileError(dir.string() + ": fsync failed: " + errno_text());
+  if (rc != 0) throw FileError(dir.string() + ": fsync failed: " + std::strerror(err), err);
 }
 
 std::vector<uint8_t> read_file(const std::filesystem::path& path) { return RegularFile(path).read_all(); }

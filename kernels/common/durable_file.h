@@ -10,9 +10,12 @@
 
 namespace prism {
 
-// A failed write, naming the file and the system's reason.
+// A failed write, naming the file and the system's reason; `error_number` is that reason's errno
+// (0 when not a system call's), so that callers can tell a full disk (ENOSPC, EDQUOT) apart.
 struct FileError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit FileError(const std::string& what, int error_number = 0)
+      : std::runtime_error(what), error_number(error_number) {}
+  int error_number;
 };
 
 // CRC-32 (IEEE 802.3, reflected: the zlib/PNG checksum).

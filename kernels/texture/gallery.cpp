@@ -62,13 +62,18 @@ static_assert(sizeof(Header) == 48, "packed header");
 static_assert(sizeof(Keypoint) == 24, "packed keypoint");
 
 std::string errno_text() { return std::strerror(errno); }
+// A failed write's error, with its errno.
+GalleryError write_error(const fs::path& path, const char* what) {
+  const int err = errno;
+  return GalleryError(path.string() + ": " + what + ": " + std::strerror(err), err);
+}
 
 // The shared durable-file helpers, their errors as GalleryError.
 void write_atomically(const fs::path& tmp, const fs::path& final, const std::vector<uint8_t>& bytes) {
   try {
     prism::write_atomically(tmp, final, bytes, /*sync_directory=*/false);  // callers fsync once
   } catch (const FileError& e) {
-    throw GalleryError(e.what());
+    throw GalleryError(e.what(), e.error_number);
   }
 }
 // A file the gallery reads: a FIFO, /dev/zero, ... is refused (it would be read forever).
@@ -83,7 +88,7 @@ void fsync_dir(const fs::path& dir) {
   try {
     prism::fsync_directory(dir);
   } catch (const FileError& e) {
-    throw GalleryError(e.what());
+    throw GalleryError(e.what(), e.error_number);
   }
 }
 
@@ -321,7 +326,8 @@ void pwrite_all(int fd, uint64_t at, const std::vector<uint8_t>& bytes, const fs
   while (done < bytes.size()) {
     const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, off_t(at + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw GalleryError(path.string() + ": write failed: " + errno_text());
+    if (n == 0) errno = ENOSPC;  // a write of 0 bytes: no room
+    if (n <= 0) throw write_error(path, "write failed");
     done += size_t(n);
   }
 }
@@ -425,7 +431,7 @@ void write_pack(const fs::path& dir,
                 const std::function<void(const std::function<void(const std::vector<uint8_t>&)>&)>& each) {
   const fs::path tmp = dir / (".tmp-pack-" + std::to_string(::getpid()));
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) throw GalleryError(tmp.string() + ": cannot create: " + errno_text());
+  if (fd.get() < 0) throw write_error(tmp, "cannot create");
   uint64_t at = 0;
   auto put = [&](const std::vector<uint8_t>& bytes) {
     pwrite_all(fd.get(), at, bytes, tmp);
@@ -434,15 +440,15 @@ void write_pack(const fs::path& dir,
   try {
     put(pack_file_header());
     each(put);
-    if (::fsync(fd.get()) != 0) throw GalleryError(tmp.string() + ": fsync failed: " + errno_text());
+    if (::fsync(fd.get()) != 0) throw write_error(tmp, "fsync failed");
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;
   }
   if (::rename(tmp.c_str(), (dir / kPack).c_str()) != 0) {
-    const std::string why = errno_text();
+    const GalleryError e = write_error(dir / kPack, "rename failed");
     ::unlink(tmp.c_str());
-    throw GalleryError((dir / kPack).string() + ": rename failed: " + why);
+    throw e;
   }
   fsync_dir(dir);
 }
@@ -512,11 +518,10 @@ void rebuild_pack(const fs::path& dir) {
 void append_record(const fs::path& dir, uint64_t at, const std::vector<uint8_t>& record) {
   const fs::path path = dir / kPack;
   Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw GalleryError(path.string() + ": cannot open: " + errno_text());
-  if (fd.size() != at && ::ftruncate(fd.get(), off_t(at)) != 0)
-    throw GalleryError(path.string() + ": cannot truncate: " + errno_text());
+  if (fd.get() < 0) throw write_error(path, "cannot open");
+  if (fd.size() != at && ::ftruncate(fd.get(), off_t(at)) != 0) throw write_error(path, "cannot truncate");
   pwrite_all(fd.get(), at, record, path);
-  if (::fdatasync(fd.get()) != 0) throw GalleryError(path.string() + ": fdatasync failed: " + errno_text());
+  if (::fdatasync(fd.get()) != 0) throw write_error(path, "fdatasync failed");
 }
 
 // The record that makes the pack agree with entries/ID.tex as it is now.
@@ -1051,26 +1056,52 @@ void Gallery::commit_locked(const std::string& id, const std::vector<uint8_t>* b
   write_atomically(dir_ / (".tmp-dirty-" + std::to_string(::getpid())), dir_ / kDirty,
                    std::vector<uint8_t>(dirty.begin(), dirty.end()));
   fsync_dir(dir_);
-  // 2. the entry file, as without a pack.
+  // 2. the entry file, as without a pack. What it held before is kept: a write that throws (a full
+  //    disk) puts it back below, so that an error means "not written", also after a restart.
   const fs::path final = entry_path(id);
+  const fs::path tmp = dir_ / "entries" / (".tmp-" + id + "-" + std::to_string(::getpid()));
+  std::error_code ec;
+  std::optional<std::vector<uint8_t>> before;
+  if (fs::exists(fs::symlink_status(final, ec))) before = read_regular(final);
   if (bytes) {
-    write_atomically(dir_ / "entries" / (".tmp-" + id + "-" + std::to_string(::getpid())), final, *bytes);
+    write_atomically(tmp, final, *bytes);
   } else if (::unlink(final.c_str()) != 0) {
-    throw GalleryError(final.string() + ": cannot delete: " + errno_text());
+    throw write_error(final, "cannot delete");
   }
-  fsync_dir(dir_ / "entries");
   // 3. the record, durable; 4. nothing in flight any more (not fsynced: a marker that comes back
   //    after a crash costs one O(1) recovery).
   const std::vector<uint8_t> record = make_record(id, bytes);
-  append_record(dir_, at, record);
+  try {
+    fsync_dir(dir_ / "entries");
+    append_record(dir_, at, record);
+  } catch (const GalleryError&) {
+    // pack.dirty stays: the next writer cuts the log back to `at` and records the entry file as it
+    // is then, which is the old one when it could be put back (else the new one, never acknowledged).
+    try {
+      if (before)
+        write_atomically(tmp, final, *before);
+      else
+        ::unlink(final.c_str());
+      fsync_dir(dir_ / "entries");
+    } catch (const GalleryError&) {
+    }
+    throw;
+  }
   ::unlink((dir_ / kDirty).c_str());
   if (pack_total_ > 0) {  // what this object knows of the log: compact when more than half is dead
     pack_total_ += record.size();
     pack_live_ += (bytes ? record.size() : 0);
     pack_live_ -= std::min(pack_live_, old_bytes ? record_size(id, old_bytes) : 0);
-    if (pack_total_ - pack_live_ > pack_live_ && compact_pack(dir_)) pack_total_ = pack_live_;
+    // The write is done and durable: a compaction that fails (no room for the new log) leaves the
+    // log as it is, to be compacted by a later write.
+    try {
+      if (pack_total_ - pack_live_ > pack_live_ && compact_pack(dir_)) pack_total_ = pack_live_;
+    } catch (const GalleryError&) {
+    }
   }
 }
+
+bool GalleryError::disk_full() const { return error_number == ENOSPC || error_number == EDQUOT; }
 
 void Gallery::check_entry(const GalleryEntry& entry) {
   if (!valid_product_id(entry.id))

@@ -56,8 +56,13 @@
 
 namespace prism::texture {
 
+// `error_number`: the errno of a failed write (0 for everything else), so that a server can answer
+// a full disk (ENOSPC, EDQUOT: disk_full()) as such rather than as its own fault.
 struct GalleryError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit GalleryError(const std::string& what, int error_number = 0)
+      : std::runtime_error(what), error_number(error_number) {}
+  bool disk_full() const;
+  int error_number;
 };
 // Gallery::add of an id whose entry file is on disk already.
 struct GalleryConflict : GalleryError {

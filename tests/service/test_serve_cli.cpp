@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -193,6 +194,89 @@ TEST(ServeCli, GalleryOwnedByAServerRefusesOtherWriters) {
   killed.exit_status(20);
   ASSERT_EQ(test::run_command(prism + "enroll --device cpu --gallery '" + g + "' --id b '" + b + "' 2>&1", output), 0)
       << output;
+}
+
+// Issue 41.6: a full disk answered 500 with the server's file path. The real server on a real full
+// disk: a 1.5 MB tmpfs, mounted in a user and mount namespace of its own (unshare -rm, util-linux),
+// holds the gallery. Products are enrolled until the disk is full: that one is 507 with
+// Retry-After and no path (the server's log has it), health and reads go on, and a second server
+// on the same disk, after the first stopped, holds exactly the products answered 201.
+TEST(ServeCli, AFullDiskIs507AndLosesNothingAcknowledged) {
+  TempDir dir;
+  const std::string mnt = dir.file("mnt"), out1 = dir.file("serve1.txt"), out2 = dir.file("serve2.txt"),
+                    pid1 = dir.file("serve1.pid");
+  std::filesystem::create_directory(mnt);
+  const std::string serve = "\"$1\" texture serve --gallery \"$0/g\" --listen 127.0.0.1:0 --device cpu --host-memory 64M";
+  const std::string script = "mount -t tmpfs -o size=1536k prism-full \"$0\" || exit 90\n" + serve +
+                             " > \"$2\" 2>&1 & echo $! > \"$3\"; wait\nexec " + serve + " > \"$4\" 2>&1";
+  const char* argv[] = {"unshare", "--user", "--map-root-user", "--mount", "/bin/sh", "-c", script.c_str(),
+                        mnt.c_str(), PRISM_EXE, out1.c_str(), pid1.c_str(), out2.c_str(), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawnp(&pid, "unshare", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reaper{pid};
+  const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+  const auto port_in = [&](const std::string& out) {
+    for (int i = 0; i < 1000; ++i) {
+      std::smatch m;
+      const std::string text = read_file(out);
+      if (std::regex_search(text, m, listening)) return std::stoi(m[1]);
+      if (waitpid(pid, nullptr, WNOHANG) == pid) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return 0;
+  };
+  const int port = port_in(out1);
+  if (port < 0) GTEST_SKIP() << "SKIPPED: no tmpfs in a user namespace here (unshare -rm): " << read_file(out1);
+  ASSERT_GT(port, 0) << read_file(out1);
+
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(std::chrono::seconds(30));
+  std::mt19937 rng(41);
+  std::vector<std::string> pgms, stored;
+  std::string refused;
+  for (int i = 0; i < 24 && refused.empty(); ++i) {
+    const std::string id = "p" + std::to_string(i);
+    pgms.push_back(test::pgm_bytes(test::random_texture(rng)));
+    const httplib::Result r = c.Post(("/v1/products/" + id).c_str(), pgms.back(), "image/x-portable-graymap");
+    ASSERT_TRUE(r);
+    if (r->status == 201) {
+      stored.push_back(id);
+      continue;
+    }
+    ASSERT_EQ(r->status, 507) << r->body;
+    refused = id;
+    EXPECT_EQ(r->get_header_value("Retry-After"), "60");
+    EXPECT_EQ(r->body.find(mnt), std::string::npos) << "the server's path in " << r->body;
+    EXPECT_EQ(r->body.find("/g/"), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("disk is full"), std::string::npos) << r->body;
+  }
+  ASSERT_FALSE(refused.empty()) << "24 products fitted on 1.5 MB?";
+  ASSERT_GE(stored.size(), 2u);
+  EXPECT_NE(read_file(out1).find("No space left on device"), std::string::npos) << "the log says why: " << read_file(out1);
+  ASSERT_EQ(c.Get("/healthz")->status, 200);
+  for (const std::string& id : stored) EXPECT_EQ(c.Get(("/v1/products/" + id).c_str())->status, 200) << id;
+  EXPECT_EQ(c.Get(("/v1/products/" + refused).c_str())->status, 404);
+  const httplib::Result s = c.Post("/v1/search", pgms[0], "image/x-portable-graymap");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(nlohmann::json::parse(s->body)["id"], stored[0]) << s->body;
+
+  // The same disk, a second server: what was acknowledged, and nothing else.
+  ASSERT_EQ(kill(std::stoi(read_file(pid1)), SIGTERM), 0);
+  const int port2 = port_in(out2);
+  ASSERT_GT(port2, 0) << read_file(out1) << read_file(out2);
+  httplib::Client c2("127.0.0.1", port2);
+  c2.set_read_timeout(std::chrono::seconds(30));
+  for (const std::string& id : stored) EXPECT_EQ(c2.Get(("/v1/products/" + id).c_str())->status, 200) << id;
+  EXPECT_EQ(c2.Get(("/v1/products/" + refused).c_str())->status, 404) << "answered 507, enrolled after a restart";
+  const httplib::Result stats = c2.Get("/v1/stats");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(nlohmann::json::parse(stats->body)["images"], stored.size()) << stats->body;
 }
 
 TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
