@@ -276,8 +276,8 @@ TEST_F(TextureId, CollectionsScopeTheSearchAndTheBudgetIsChecked) {
   EXPECT_FALSE(starts(element("host-memory=196608"), error));
   EXPECT_NE(error.find("host budget"), std::string::npos) << error;
   // Issue 41.7: names the CLI and HTTP refuse are refused here too, at start, naming the property.
-  for (const std::string& bad : {"a/b,,,", "lot-9,,lot-10", "lot-9,", ",lot-9", ".hidden"}) {
-    EXPECT_FALSE(starts(element("collections=\"" + bad + "\""), error)) << bad;
+  for (const char* bad : {"a/b,,,", "lot-9,,lot-10", "lot-9,", ",lot-9", ".hidden"}) {
+    EXPECT_FALSE(starts(element(std::string("collections=\"") + bad + "\""), error)) << bad;
     EXPECT_NE(error.find("property 'collections'"), std::string::npos) << bad << ": " << error;
   }
 }
