@@ -135,6 +135,9 @@ struct ShardStats {
   std::string worker;    // who answered (host:pid or "local")
   texture::IndexStats index;
   int64_t writes_applied = 0;
+  // Damaged copies of entries (an entry file or its pack record) read from the other copy and
+  // written again, since the worker started: each one is a disk error an operator should look at.
+  int64_t copies_repaired = 0;
   std::vector<ReplicaStats> replicas;  // sharded deployments: every replica Redis knows of
 };
 

@@ -587,7 +587,8 @@ struct HttpApi::Impl {
                         {"host_bytes", sh.index.host_bytes},
                         {"digest_bytes", sh.index.digest_bytes},
                         {"collections", sh.index.collections},
-                        {"writes_applied", sh.writes_applied}});
+                        {"writes_applied", sh.writes_applied},
+                        {"copies_repaired", sh.copies_repaired}});
     }
     return {{"images", images}, {"shards_expected", s.shards_expected}, {"shards", shards}};
   }
@@ -718,6 +719,10 @@ struct HttpApi::Impl {
     bytes << "# HELP prism_gallery_bytes Descriptor memory allocated, by shard and tier (digest: the host tier's "
              "digests).\n"
              "# TYPE prism_gallery_bytes gauge\n";
+    std::ostringstream repaired;
+    repaired << "# HELP prism_gallery_copies_repaired Damaged copies of entries (entry file or pack record) read "
+                "from the other copy and written again since the shard's worker started.\n"
+                "# TYPE prism_gallery_copies_repaired gauge\n";
     std::ostringstream replicas;
     replicas << "# HELP prism_replica_pending_writes Writes given to a replica and not yet applied.\n"
                 "# TYPE prism_replica_pending_writes gauge\n"
@@ -740,11 +745,12 @@ struct HttpApi::Impl {
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_bytes << "\n";
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_bytes << "\n";
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"digest\"} " << sh.index.digest_bytes << "\n";
+        repaired << "prism_gallery_copies_repaired{shard=\"" << sh.shard << "\"} " << sh.copies_repaired << "\n";
       }
     } catch (const std::exception&) {
       // The request metrics are still worth scraping when a shard does not answer.
     }
-    gauges = o.str() + bytes.str() + replicas.str();
+    gauges = o.str() + bytes.str() + repaired.str() + replicas.str();
     return gauges;
   }
 

@@ -41,6 +41,17 @@ LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void
   // A damaged copy read from the other one, a pack rebuilt or compacted: the operator should know
   // (issue 41.7: lost redundancy was silent).
   if (!read.note.empty()) std::fprintf(stderr, "gallery %s: %s\n", options.gallery.string().c_str(), read.note.c_str());
+  copies_repaired_ = int64_t(read.damaged_copies);
+}
+
+texture::GalleryEntry LocalBackend::read_entry(const std::string& id) {
+  std::string note;
+  texture::GalleryEntry e = gallery_.read_entry(id, &note);
+  if (!note.empty()) {
+    std::fprintf(stderr, "gallery %s: %s\n", options_.gallery.string().c_str(), note.c_str());
+    ++copies_repaired_;
+  }
+  return e;
 }
 
 // The writer lock, or 503 when the deadline comes first.
@@ -61,7 +72,7 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
   WriteResult r;
   if (!replace && present) {
-    const texture::GalleryEntry old = gallery_.read_entry(given.id);
+    const texture::GalleryEntry old = read_entry(given.id);
     if (!texture::same_stored_features(old.features, given.features) || old.collection != given.collection)
       throw ServiceError(409, "id",
                          "product '" + given.id + "' is enrolled with another image or collection; PUT replaces it");
@@ -73,7 +84,7 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
   // The gallery first (durable), then the index; when the index refuses, the gallery is put back,
   // since nothing was acknowledged.
   if (replace) {
-    const texture::GalleryEntry old = gallery_.read_entry(entry.id);
+    const texture::GalleryEntry old = read_entry(entry.id);
     gallery_.update(entry);
     try {
       index_.update(entry);
@@ -118,7 +129,7 @@ std::optional<Product> LocalBackend::get(const std::string& id, Clock::time_poin
   check_deadline(deadline, "the read");
   if (index_.find(id) < 0) return std::nullopt;
   try {
-    return product_of(gallery_.read_entry(id), options_.shard);
+    return product_of(read_entry(id), options_.shard);
   } catch (const texture::GalleryError&) {
     if (index_.find(id) < 0) return std::nullopt;  // removed meanwhile
     throw;                                         // a damaged entry is not "not enrolled"
@@ -164,6 +175,7 @@ ShardStats LocalBackend::shard_stats() {
   s.worker = "local";
   s.index = index_.stats();
   s.writes_applied = writes_;
+  s.copies_repaired = copies_repaired_;
   return s;
 }
 

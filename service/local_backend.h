@@ -63,8 +63,12 @@ class LocalBackend : public Backend {
   texture::GalleryOwner owner_;  // before the gallery: no other process writes it from here on
   texture::Gallery gallery_;
   texture::TextureIndex index_;
+  // An entry from the gallery; a damaged copy read from the other is logged and counted.
+  texture::GalleryEntry read_entry(const std::string& id);
+
   std::timed_mutex write_;  // a write waits for the one before it until its deadline
   std::atomic<int64_t> writes_{0};
+  std::atomic<int64_t> copies_repaired_{0};  // since start (issue 41.7: lost redundancy is visible)
 };
 
 }  // namespace prism::service

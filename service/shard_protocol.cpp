@@ -244,6 +244,7 @@ json shard_stats_json(const ShardStats& s) {
   return {{"shard", s.shard},
           {"worker", s.worker},
           {"writes_applied", s.writes_applied},
+          {"copies_repaired", s.copies_repaired},
           {"images", i.images},
           {"gpu_images", i.gpu_images},
           {"host_images", i.host_images},
@@ -263,6 +264,7 @@ ShardStats shard_stats_from(const json& j) {
   s.shard = number_field<int>(j, "shard");
   s.worker = j.at("worker").get<std::string>();
   s.writes_applied = number_field<int64_t>(j, "writes_applied");
+  s.copies_repaired = j.contains("copies_repaired") ? number_field<int64_t>(j, "copies_repaired") : 0;  // older workers
   texture::IndexStats& i = s.index;
   i.images = number_field<size_t>(j, "images");
   i.gpu_images = number_field<size_t>(j, "gpu_images");

@@ -907,6 +907,7 @@ PackRead read_gallery(const fs::path& dir, const EntrySink& sink) {
     std::string ids;
     for (size_t i = 0; i < r->damaged.size() && i < 5; ++i) ids += (i ? ", '" : "'") + r->damaged[i] + "'";
     if (r->damaged.size() > 5) ids += " and " + std::to_string(r->damaged.size() - 5) + " more";
+    r->summary.damaged_copies = r->damaged.size();
     r->summary.note = std::to_string(r->damaged.size()) + " damaged record" + (r->damaged.size() > 1 ? "s" : "") +
                       " in " + (dir / kPack).string() + " (" + ids + "): read from the entry files";
     try {
@@ -1137,14 +1138,63 @@ void Gallery::write_entry(GalleryEntry entry, Write mode) {
     entries_.insert(it, std::move(entry));
 }
 
-GalleryEntry Gallery::read_entry(const std::string& id) const {
+namespace {
+// The payload of `id`'s latest record in DIR/pack.log (its entry file's bytes), or nullopt: no
+// pack, a delete, a write of that id in flight, or a record that cannot be read.
+std::optional<std::vector<uint8_t>> pack_copy(const fs::path& dir, const std::string& id) {
+  const Dirty d = read_dirty(dir);
+  if (d.present && (!d.valid || d.id == id)) return std::nullopt;
+  Fd fd(::open((dir / kPack).c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0 || !pack_header_ok(fd.get())) return std::nullopt;
+  Scan s;
+  scan_records(fd.get(), fd.size(), s);
+  const auto it = s.latest.find(id);
+  if (it == s.latest.end() || it->second.type != kPut) return std::nullopt;
+  std::vector<uint8_t> bytes(it->second.payload);
+  if (!pread_all(fd.get(), it->second.payload_at(), bytes.data(), bytes.size())) return std::nullopt;
+  return bytes;
+}
+}  // namespace
+
+GalleryEntry Gallery::read_entry(const std::string& id, std::string* note) const {
   if (!valid_product_id(id)) throw GalleryError("invalid product id '" + id + "'");
   const fs::path path = entry_path(id);
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path, ec))) throw GalleryError("product '" + id + "' is not enrolled");
-  GalleryEntry e = decode(read_regular(path), path.string());
-  if (e.id != id) throw GalleryError(path.string() + ": corrupt gallery entry: holds id '" + e.id + "'");
-  return e;
+  try {
+    GalleryEntry e = decode(read_regular(path), path.string());
+    if (e.id != id) throw GalleryError(path.string() + ": corrupt gallery entry: holds id '" + e.id + "'");
+    return e;
+  } catch (const GalleryError& damaged) {
+    // The second copy, the id's record in the pack (issue 41.7: a damaged entry file went unseen
+    // while the pack served it): read from there when intact, and the file written again from it
+    // when the lock is free, so that both copies are back; the note says which.
+    if (!fs::exists(fs::symlink_status(path, ec))) throw GalleryError("product '" + id + "' is not enrolled");
+    const std::optional<std::vector<uint8_t>> copy = pack_copy(dir_, id);
+    if (!copy) throw;
+    GalleryEntry e;
+    try {
+      e = decode(*copy, (dir_ / kPack).string() + " ('" + id + "')");
+    } catch (const GalleryError&) {
+      throw damaged;  // both copies lost
+    }
+    if (e.id != id) throw damaged;
+    std::string said = std::string(damaged.what()) + ": read from its copy in " + (dir_ / kPack).string();
+    try {
+      WriterLock lock(dir_, /*wait=*/false);
+      if (lock.held() && pack_copy(dir_, id) == copy) {  // not rewritten meanwhile
+        write_atomically(dir_ / "entries" / (".tmp-" + id + "-" + std::to_string(::getpid())), path, *copy);
+        fsync_dir(dir_ / "entries");
+        said += "; wrote the entry file again";
+      } else {
+        said += " (written again by a later read that can take the gallery's lock)";
+      }
+    } catch (const GalleryError& e2) {
+      said += std::string("; could not write it again: ") + e2.what();
+    }
+    if (note) *note = said;
+    return e;
+  }
 }
 
 int Gallery::migrate(const std::function<void(const std::string&, bool)>& on_entry) {

@@ -152,6 +152,7 @@ class Gallery {
     size_t entries = 0;
     bool from_pack = false;
     std::string note;  // empty when the pack was read as it was
+    size_t damaged_copies = 0;  // pack records found damaged, read from their entry files (and written again)
   };
   // Streams every entry of the gallery in `dir` to `on_entry`, sorted by id, with a bounded batch
   // in memory (128 entries, decoded on several threads): what an index of a million entries is
@@ -177,8 +178,11 @@ class Gallery {
   void remove(const std::string& id);
 
   // One entry read from disk (whatever open loaded): what update needs to keep an entry's
-  // collection without loading the gallery. Throws GalleryError (not enrolled, corrupt).
-  GalleryEntry read_entry(const std::string& id) const;
+  // collection without loading the gallery. A damaged entry file is read from its copy in the pack
+  // when that one is intact, and written again from it when the writer lock is free; `note` (when
+  // given) then says so, for the caller's log and counts. Throws GalleryError (not enrolled, both
+  // copies damaged).
+  GalleryEntry read_entry(const std::string& id, std::string* note = nullptr) const;
 
   // Rewrites every version-1 entry as version 2 (match::half_to_u8 of its FP16 descriptors, no
   // collection), each one as an ordinary atomic update under the writer lock: a migration killed

@@ -1097,6 +1097,53 @@ TEST(TextureGalleryPack, ATornTailIsIgnoredAndDamageRebuilds) {
   EXPECT_EQ(as_bytes(Gallery::open(g).entries()), now);
 }
 
+// Issue 41.7, the other direction: a damaged entry file went unseen while the pack served the
+// gallery (and a read of that entry failed). read_entry reads it from its pack record, says so and
+// writes the file again; with both copies damaged it throws, naming the file.
+TEST(TextureGalleryPack, ADamagedEntryFileIsReadFromItsRecordAndWrittenAgain) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery gallery = Gallery::open(g, true);
+  for (const char* id : {"a", "b"}) gallery.add(small_entry(id, rng));
+  const std::vector<std::string> good = per_file(g);
+  const fs::path a = g / "entries" / "a.tex";
+  const auto flip = [](const fs::path& file, uint64_t at) {
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(std::streamoff(at));
+    const char c = char(f.get());
+    f.seekp(std::streamoff(at));
+    f.put(char(c ^ 0x5a));
+  };
+  flip(a, 200);
+  ASSERT_THROW(per_file(g), GalleryError);  // file by file, the damage shows
+  std::string note;
+  const GalleryEntry e = gallery.read_entry("a", &note);
+  EXPECT_EQ(as_bytes({e}), std::vector<std::string>{good[0]});
+  EXPECT_NE(note.find(a.string()), std::string::npos) << note;
+  EXPECT_NE(note.find("read from its copy in " + (g / "pack.log").string() + "; wrote the entry file again"),
+            std::string::npos)
+      << note;
+  EXPECT_EQ(per_file(g), good);  // both copies are back
+  note.clear();
+  gallery.read_entry("a", &note);
+  EXPECT_TRUE(note.empty()) << note;
+  // Both copies damaged: an error naming the entry file, nothing invented.
+  flip(a, 200);
+  {
+    std::fstream log(g / "pack.log", std::ios::binary | std::ios::in | std::ios::out);
+    log.seekp(16 + 24 + 1 + 200);  // inside the first record's payload ("a")
+    log.put('\x01');
+  }
+  try {
+    gallery.read_entry("a", &note);
+    ADD_FAILURE() << "a read of two damaged copies returned";
+  } catch (const GalleryError& x) {
+    EXPECT_NE(std::string(x.what()).find(a.string()), std::string::npos) << x.what();
+  }
+  EXPECT_EQ(as_bytes({gallery.read_entry("b")}), std::vector<std::string>{good[1]});
+}
+
 // pack.dirty left by a dead writer whose entry file changed but whose record never reached the
 // pack: a reader that cannot take the lock reads that id from its file; one that can (or the next
 // writer) appends its record, and the pack agrees with the files again.

@@ -374,6 +374,34 @@ TEST(HttpApi, AnEntryFileTheIndexDoesNotHoldIsAConflict) {
   EXPECT_NE(got["error"]["message"].get<std::string>().find("already enrolled"), std::string::npos) << got.dump();
 }
 
+// Issue 41.7: a damaged entry file made GET a 500 while the pack held a good copy, and lost
+// redundancy was silent. It is answered from the pack's copy, the file written again, and counted
+// in /v1/stats and /metrics.
+TEST(HttpApi, ADamagedEntryFileIsServedFromItsCopyAndCounted) {
+  Server server;
+  httplib::Client c = server.client();
+  ASSERT_EQ(post_image(c, "/v1/products/x", textures(1, 71)[0])->status, 201);
+  const std::filesystem::path file = server.gallery() / "entries" / "x.tex";
+  const std::string good = [&] {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  {
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(300);
+    f.put(char(good[300] ^ 0x40));
+  }
+  const json got = body_of(c.Get("/v1/products/x"));
+  EXPECT_EQ(got["id"], "x") << got.dump();
+  std::ifstream in(file, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), good) << "the entry file was not written again";
+  const json stats = body_of(c.Get("/v1/stats"));
+  EXPECT_EQ(stats["shards"][0]["copies_repaired"], 1) << stats.dump();
+  const httplib::Result metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("prism_gallery_copies_repaired{shard=\"0\"} 1"), std::string::npos) << metrics->body;
+}
+
 int raw_status(int port, const std::string& request);
 
 TEST(HttpApi, ApiKeysHaveRoles) {
