@@ -218,7 +218,7 @@ struct Row {
 Row run_deployment(int w, int gpus, const std::string& redis_url, const fs::path& root, size_t images,
                    size_t gpu_images, int clients, double seconds, const std::vector<texture::GalleryEntry>& queries) {
   Redis(redis_url).command({"FLUSHALL"});  // the shard count is set once per Redis database
-  const int64_t slot = match::kSlotBytes, gpu_slot = int64_t(texture::image_bytes(texture::Precision::kU8, true));
+  const int64_t slot = match::kSlotBytes, gpu_slot = int64_t(texture::image_bytes(true));
   // Tiers grow a block at a time (1,024 host slots; GPU blocks are cut to the budget): a host block of slack each.
   const int64_t gpu_bytes = int64_t(gpu_images + 1024) * gpu_slot;
   const int64_t host_bytes = int64_t(images - std::min(images, gpu_images) + 1024) * slot;
@@ -451,7 +451,7 @@ int main(int argc, char** argv) {
                                       [](const Row& a, const Row& b) { return a.images_per_s < b.images_per_s; });
   // Capacity (derived, 8-bit slots): a worker's GPU tier defaults to its GPU's memory less 2 GiB,
   // shared by the workers on that GPU; the host tier to half the host's memory, shared by all.
-  const double slot = match::kSlotBytes, gpu_slot = double(texture::image_bytes(texture::Precision::kU8, true));
+  const double slot = match::kSlotBytes, gpu_slot = double(texture::image_bytes(true));
   const double per_gpu = gpus ? (gpu_total_bytes - 2.0 * (1 << 30)) / gpu_slot : 0;
   const double host_tier = host_gib * double(1 << 30) / 2 / slot;
   std::printf(

@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
       "device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit), %zu in GPU memory (|g|^2 "
       "%s); host tier streamed on %d streams in batches of %d\n\n",
       gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes,
-      texture::image_bytes(texture::Precision::kU8, true, gpu_norms), gpu_norms ? "kept" : "not kept", streams,
+      texture::image_bytes(true, gpu_norms), gpu_norms ? "kept" : "not kept", streams,
       host_batch);
   std::printf("| measure | value |\n|---|---|\n");
   std::printf("| host-to-device bandwidth (pinned, 256 MiB copies) | %.1f GB/s = %.0f k images/s |\n", gbps,
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   const int64_t slot = match::kSlotBytes;  // crosses PCIe per host-tier image
-  const int64_t gpu_slot = int64_t(texture::image_bytes(texture::Precision::kU8, true, gpu_norms));
+  const int64_t gpu_slot = int64_t(texture::image_bytes(true, gpu_norms));
   // 1. Rates per tier, on indexes of 100,000 images entirely in one tier.
   const size_t tier_n = 100000;
   double gpu_rate = 0, host_rate = 0;

@@ -37,24 +37,18 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kSlotBytes = match::kSlotBytes;
 enum TierId { kGpuTier = 0, kHostTier = 1 };
 
-// The bytes of one row and of one slot at a precision (FP16 components take two).
-size_t row_bytes(bool fp16) { return match::kDim * (fp16 ? 2 : 1); }
-size_t slot_bytes_of(bool fp16) { return kSlotBytes * (fp16 ? 2 : 1); }
-
-// The descriptors an index of this precision matches, as bytes (at most a slot's).
-std::pair<const uint8_t*, size_t> descriptor_bytes(const Features& f, bool fp16) {
-  const size_t n = fp16 ? f.descriptors_fp16.size() * 2 : f.descriptors.size();
-  const auto* d = fp16 ? reinterpret_cast<const uint8_t*>(f.descriptors_fp16.data()) : f.descriptors.data();
-  return {d, std::min(n, slot_bytes_of(fp16))};
+// The descriptors the index matches, as bytes (at most a slot's).
+std::pair<const uint8_t*, size_t> descriptor_bytes(const Features& f) {
+  return {f.descriptors.data(), std::min(f.descriptors.size(), kSlotBytes)};
 }
 
-// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test,
-// in 8 bits or FP16), written to `out` (a slot's bytes); returns the row count.
-int pad_query(const Features& q, bool fp16, uint8_t* out) {
+// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test),
+// written to `out` (a slot's bytes); returns the row count.
+int pad_query(const Features& q, uint8_t* out) {
   const int rows = std::max(16, (std::min(q.count(), match::kSlot) + 15) / 16 * 16);
-  const auto [d, used] = descriptor_bytes(q, fp16);
+  const auto [d, used] = descriptor_bytes(q);
   std::copy_n(d, used, out);
-  std::fill(out + used, out + size_t(rows) * row_bytes(fp16), uint8_t(0));
+  std::fill(out + used, out + size_t(rows) * match::kDim, uint8_t(0));
   return rows;
 }
 
@@ -63,18 +57,18 @@ int pad_query(const Features& q, bool fp16, uint8_t* out) {
 // second-nearest neighbour of a query row), and a one-row image's row is written twice (its nearest
 // and second-nearest distances are then equal: it never passes a ratio test, as the matcher's one-row
 // images never do), so that a slot's first rows are its digest as they are (TextureIndex::Impl::Digest,
-// whose slots the matcher reads whole). The FP16 rest is zero (two 255 bytes are a NaN half). The rows
-// in `order` (a permutation of them: the index's row order), or as stored when it is empty.
-void pack_slot(const Features& f, bool fp16, uint8_t* slot, const std::vector<int>& order) {
-  const auto [d, used] = descriptor_bytes(f, fp16);
-  const size_t row = row_bytes(fp16);
+// whose slots the matcher reads whole). The rows in `order` (a permutation of them: the index's row
+// order), or as stored when it is empty.
+void pack_slot(const Features& f, uint8_t* slot, const std::vector<int>& order) {
+  const auto [d, used] = descriptor_bytes(f);
+  const size_t row = match::kDim;
   if (order.empty())
     std::copy_n(d, used, slot);
   else
     for (size_t r = 0; r < used / row; ++r) std::copy_n(d + size_t(order[r]) * row, row, slot + r * row);
-  const size_t end = !fp16 && used == match::kDim ? 2 * used : used;
+  const size_t end = used == match::kDim ? 2 * used : used;
   std::copy_n(slot, end - used, slot + used);
-  std::fill(slot + end, slot + slot_bytes_of(fp16), fp16 ? uint8_t(0) : uint8_t(255));
+  std::fill(slot + end, slot + kSlotBytes, uint8_t(255));
 }
 
 int slot_count(const Features& f) { return std::min(f.count(), match::kSlot); }
@@ -90,23 +84,9 @@ std::vector<cv::Point2f> points_of(const Features& f, const std::vector<int>& or
   return p;
 }
 
-// An FP16 index's problem: the same layout in halves (the FP16 matcher has no slot list).
-match::MatchProblem half_problem(const match::MatchU8Problem& p) {
-  if (p.slots) throw std::logic_error("texture index: the FP16 matcher has no slot list");
-  match::MatchProblem h;
-  h.query = reinterpret_cast<const uint16_t*>(p.query);
-  h.rows = p.rows;
-  h.query_rows = p.query_rows;
-  h.gallery = reinterpret_cast<const uint16_t*>(p.gallery);
-  h.counts = p.counts;
-  h.images = p.images;
-  return h;
-}
-
-// The per-row outputs of a matcher call at either precision (null: not wanted).
+// The per-row outputs of a matcher call (null: not wanted).
 struct RowOutputs {
-  int32_t *best = nullptr, *second = nullptr;        // 8-bit: squared distances
-  float *best_dot = nullptr, *second_dot = nullptr;  // FP16: dot products
+  int32_t *best = nullptr, *second = nullptr;  // squared distances
   int* index = nullptr;
 };
 
@@ -241,8 +221,7 @@ struct Tier {
 
 struct TextureIndex::Impl {
   bool gpu = false;
-  bool fp16 = false;  // IndexOptions::precision
-  size_t slot_bytes = kSlotBytes;
+  static constexpr size_t slot_bytes = kSlotBytes;
   std::string description;
   IndexOptions options;
   int64_t gpu_budget = 0, host_budget = 0, host_reserve = 0;
@@ -303,7 +282,6 @@ struct TextureIndex::Impl {
   HostBuffer<uint8_t> query_buf, slot_staging;
   HostBuffer<int> scores_buf, list_buf, counts_staging, index_buf, digest_scores_buf;
   HostBuffer<int32_t> best_buf, second_buf, norms_staging;
-  HostBuffer<float> best_dot_buf, second_dot_buf;
 #if defined(PRISM_HAVE_CUDA)
   gpu::Stream stream;  // declared first: destroyed after everything that works on it
   std::vector<gpu::Stream> copy_streams;
@@ -321,35 +299,25 @@ struct TextureIndex::Impl {
   gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
   gpu::DeviceArray<int> d_verify_scores, d_index;
   gpu::DeviceArray<int32_t> d_best, d_second;
-  gpu::DeviceArray<float> d_best_dot, d_second_dot;  // FP16
 #endif
 
-  // One matcher call at the index's precision (`p` in 8-bit terms; FP16 reads its pointers as
-  // halves); out_scores written, not added to, on either path.
+  // One matcher call; out_scores written, not added to, on either path.
   void match_host(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o = {}) const {
     match::MatchParams mp;
     mp.ratio = ratio;
-    if (!fp16) return match::match_u8_cpu(p, mp, {out_scores, o.best, o.second, o.index});
-    std::fill_n(out_scores, size_t(p.queries()) * p.images, 0);  // match_cpu adds
-    match::match_cpu(half_problem(p), mp, {out_scores, o.best_dot, o.second_dot, o.index});
+    match::match_u8_cpu(p, mp, {out_scores, o.best, o.second, o.index});
   }
 #if defined(PRISM_HAVE_CUDA)
   void match_device(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o,
                     cudaStream_t s) const {
     match::MatchParams mp;
     mp.ratio = ratio;
-    if (!fp16) return match::match_u8_cuda(p, mp, {out_scores, o.best, o.second, o.index}, s);
-    PRISM_CUDA_CHECK(cudaMemsetAsync(out_scores, 0, size_t(p.queries()) * p.images * sizeof(int), s));  // it adds
-    match::match_cuda(half_problem(p), mp, {out_scores, o.best_dot, o.second_dot, o.index}, s);
+    match::match_u8_cuda(p, mp, {out_scores, o.best, o.second, o.index}, s);
   }
 #endif
   // Throws unless `f` carries the descriptors this index stores (`what` names it).
   void check_descriptors(const Features& f, const std::string& what) const {
-    if (fp16 && f.descriptors_fp16.size() != size_t(f.count()) * match::kDim)
-      throw std::invalid_argument(what +
-                                  " has no FP16 descriptors (FeatureParams::keep_fp16), which this FP16 index "
-                                  "matches");
-    if (!fp16 && f.descriptors.size() != size_t(f.count()) * match::kDim)
+    if (f.descriptors.size() != size_t(f.count()) * match::kDim)
       throw std::invalid_argument(what + " has " + std::to_string(f.count()) + " keypoints but " +
                                   std::to_string(f.descriptors.size()) + " bytes of 8-bit descriptors (" +
                                   std::to_string(match::kDim) + " a keypoint)");
@@ -396,16 +364,16 @@ struct TextureIndex::Impl {
     const int n = slot_count(f);
     t.counts[s] = n;
     if (!t.in_gpu && !gpu) {
-      pack_slot(f, fp16, t.slot_data(s), order);
+      pack_slot(f, t.slot_data(s), order);
       return put_digest(t, s);
     }
-    if (!t.in_gpu) pack_slot(f, fp16, t.slot_data(s), order);
+    if (!t.in_gpu) pack_slot(f, t.slot_data(s), order);
 #if defined(PRISM_HAVE_CUDA)
     uint8_t* staged = slot_staging.get(slot_bytes, true);
     int* count = counts_staging.get(1, true);
     *count = n;
     if (t.in_gpu) {
-      pack_slot(f, fp16, staged, order);
+      pack_slot(f, staged, order);
       PRISM_CUDA_CHECK(cudaMemcpyAsync(t.slot_data(s), staged, slot_bytes, cudaMemcpyHostToDevice, stream));
       if (t.norms) upload_norms(t, s, staged);
     }
@@ -696,9 +664,8 @@ bool valid_host_digest_rows(int rows) {
   return rows == 0 || (rows >= 16 && rows <= match::kSlot / 2 && match::kSlot % rows == 0);
 }
 
-size_t image_bytes(Precision precision, bool gpu_tier, bool gpu_norms) {
-  const bool fp16 = precision == Precision::kFp16;
-  return slot_bytes_of(fp16) + (gpu_tier && gpu_norms && !fp16 ? match::kSlot * sizeof(int32_t) : 0);
+size_t image_bytes(bool gpu_tier, bool gpu_norms) {
+  return kSlotBytes + (gpu_tier && gpu_norms ? match::kSlot * sizeof(int32_t) : 0);
 }
 
 TextureIndex::TextureIndex(Device device)
@@ -711,8 +678,6 @@ TextureIndex::TextureIndex(Device device)
 TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
-  m.fp16 = options.precision == Precision::kFp16;
-  m.slot_bytes = slot_bytes_of(m.fp16);
   if (options.streams < 1 || options.host_batch < 1 || options.block_slots < 1 || options.gpu_block_slots < 1 ||
       options.gpu_run_slots < 1)
     throw std::invalid_argument("texture index: streams, host batch and block slots must be at least 1");
@@ -755,13 +720,12 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
     m.tiers[t].slot_bytes = m.slot_bytes;
     m.tiers[t].in_gpu = t == kGpuTier;
     m.tiers[t].pinned = t == kHostTier && m.gpu;
-    m.tiers[t].norms = t == kGpuTier && !m.fp16 && options.gpu_norms;  // as image_bytes says
+    m.tiers[t].norms = t == kGpuTier && options.gpu_norms;  // as image_bytes says
   }
   Tier& host = m.tiers[kHostTier];
   m.tiers[kGpuTier].capacity = size_t(m.gpu_budget) / m.tiers[kGpuTier].footprint();
   host.capacity = size_t(m.host_budget) / host.footprint();
   if (const int rows = options.host_digest_rows; rows != 0) {
-    if (m.fp16) throw std::invalid_argument("texture index: host digests (host_digest_rows) need the 8-bit index");
     if (!valid_host_digest_rows(rows))
       throw std::invalid_argument("texture index: host_digest_rows " + std::to_string(rows) +
                                   " is not a divisor of 768 from 16 to 384");
@@ -1138,9 +1102,6 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   scores.clear();
   entry_of.clear();
   if (digested) *digested = 0;
-  if (fp16 && !params.collections.empty())
-    throw std::invalid_argument("texture index: a search within collections ('" + params.collections.front() +
-                                "', ...) needs the 8-bit index; this FP16 one searches the whole index only");
   check_descriptors(query, "the query");
   if (entries.empty() || query.count() == 0) return;
 #if defined(PRISM_HAVE_CUDA)
@@ -1164,15 +1125,15 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
   int rows = 0;
   if (!gpu) {
     q_plain.resize(slot_bytes);
-    rows = pad_query(query, fp16, q_plain.data());
+    rows = pad_query(query, q_plain.data());
     q = q_plain.data();
   }
 #if defined(PRISM_HAVE_CUDA)
   else {
     uint8_t* pinned = query_buf.get(slot_bytes, true);
-    rows = pad_query(query, fp16, pinned);
+    rows = pad_query(query, pinned);
     q = pinned;
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), pinned, rows * row_bytes(fp16), cudaMemcpyHostToDevice, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), pinned, rows * match::kDim, cudaMemcpyHostToDevice, stream));
   }
 #endif
   // The plan: runs over whole blocks, or over each block's members of the scope (or of a digest search's
@@ -1421,16 +1382,12 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
   check_descriptors(query, "the query");
   const int k = int(cands.size());
   std::vector<uint8_t> q(slot_bytes);
-  const int rows = pad_query(query, fp16, q.data());
+  const int rows = pad_query(query, q.data());
   const size_t n = size_t(k) * rows;
-  std::vector<int32_t> best(fp16 ? 0 : n), second(fp16 ? 0 : n);
-  std::vector<float> best_dot(fp16 ? n : 0), second_dot(fp16 ? n : 0);
+  std::vector<int32_t> best(n), second(n);
   std::vector<int> index(n);
   // The per-row outputs of candidate c in these vectors (or in device arrays of the same shape).
-  auto rows_of = [&](int32_t* b, int32_t* s, float* bd, float* sd, int* i, size_t o) {
-    return fp16 ? RowOutputs{nullptr, nullptr, bd + o, sd + o, i + o}
-                : RowOutputs{b + o, s + o, nullptr, nullptr, i + o};
-  };
+  auto rows_of = [&](int32_t* b, int32_t* s, int* i, size_t o) { return RowOutputs{b + o, s + o, i + o}; };
   match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
   if (!gpu) {
@@ -1443,22 +1400,19 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
       p.counts = &tiers[e.tier].counts[e.slot];
       match_host(
           p, params.ratio, &score,
-          rows_of(best.data(), second.data(), best_dot.data(), second_dot.data(), index.data(), size_t(c) * rows));
+          rows_of(best.data(), second.data(), index.data(), size_t(c) * rows));
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
     work.lock();
     d_verify.reserve(size_t(k) * slot_bytes);
     d_verify_scores.reserve(k);
-    if (fp16)
-      d_best_dot.reserve(n), d_second_dot.reserve(n);
-    else
-      d_best.reserve(n), d_second.reserve(n);
+    d_best.reserve(n), d_second.reserve(n);
     d_index.reserve(n);
     int* counts = list_buf.get(k, true);
     uint8_t* hq = query_buf.get(slot_bytes, true);
-    std::copy_n(q.data(), rows * row_bytes(fp16), hq);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), hq, rows * row_bytes(fp16), cudaMemcpyHostToDevice, stream));
+    std::copy_n(q.data(), rows * match::kDim, hq);
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), hq, rows * match::kDim, cudaMemcpyHostToDevice, stream));
     for (int c = 0; c < k; ++c) {
       const Entry& e = entries[cands[c].index];
       counts[c] = tiers[e.tier].counts[e.slot];
@@ -1472,20 +1426,18 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     p.counts = d_slots.data();
     p.images = k;
     match_device(p, params.ratio, d_verify_scores.data(),
-                 rows_of(d_best.data(), d_second.data(), d_best_dot.data(), d_second_dot.data(), d_index.data(), 0),
+                 rows_of(d_best.data(), d_second.data(), d_index.data(), 0),
                  stream);
-    // Back to the host vectors (4-byte values at either precision).
-    void* hb = fp16 ? static_cast<void*>(best_dot_buf.get(n, true)) : best_buf.get(n, true);
-    void* hs = fp16 ? static_cast<void*>(second_dot_buf.get(n, true)) : second_buf.get(n, true);
+    // Back to the host vectors.
+    int32_t* hb = best_buf.get(n, true);
+    int32_t* hs = second_buf.get(n, true);
     int* hi = index_buf.get(n, true);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, fp16 ? static_cast<void*>(d_best_dot.data()) : d_best.data(), n * 4,
-                                     cudaMemcpyDeviceToHost, stream));
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, fp16 ? static_cast<void*>(d_second_dot.data()) : d_second.data(), n * 4,
-                                     cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, d_best.data(), n * 4, cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, d_second.data(), n * 4, cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaMemcpyAsync(hi, d_index.data(), n * 4, cudaMemcpyDeviceToHost, stream));
     PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::memcpy(fp16 ? static_cast<void*>(best_dot.data()) : best.data(), hb, n * 4);
-    std::memcpy(fp16 ? static_cast<void*>(second_dot.data()) : second.data(), hs, n * 4);
+    std::copy_n(hb, n, best.begin());
+    std::copy_n(hs, n, second.begin());
     std::copy_n(hi, n, index.begin());
     work.unlock();
 #endif
@@ -1493,8 +1445,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
   const double tests = std::log10(std::max(1, k));
   for (int c = 0; c < k; ++c) {
     const size_t o = size_t(c) * rows;
-    const auto matches = fp16 ? ratio_matches(&best_dot[o], &second_dot[o], &index[o], query.count(), params.ratio)
-                              : ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
+    const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
     cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
     cands[c].gallery_size = entries[cands[c].index].size;
     cands[c].significance = cands[c].geometry.significance - tests;

@@ -8,7 +8,7 @@
 // (and it has `min_inliers`). Verification (1:1) is the same on the claimed image alone.
 //
 // Memory tiers (IndexOptions). Each image's descriptors take one slot of match::kSlotBytes
-// (98,304 bytes; twice that at FP16 precision, IndexOptions). On the GPU path slots live in GPU memory up to the GPU
+// (98,304 bytes). On the GPU path slots live in GPU memory up to the GPU
 // budget and beyond it in pinned host memory up to the host budget; a search matches the GPU tier in place and streams
 // the host tier through the GPU in batches on several CUDA streams, each batch's copy overlapping the other streams'
 // matching (FAISS stages a host gallery the same way, through pinned buffers on a copy stream; reading mapped host
@@ -94,20 +94,11 @@ struct IndexFull : GalleryError {
 
 constexpr int64_t kDefaultBudget = -1;
 
-// The descriptors an index stores and matches. 8-bit is the product (half the memory, exact
-// integer distances, GPU == CPU bit for bit); FP16 is the former format, kept so that evaluations
-// and benchmarks compare the two on the same images (`prism texture eval --precision`). An FP16
-// index stores Features::descriptors_fp16 (FeatureParams::keep_fp16; an add without them throws
-// naming the product) at 2 bytes a component, so a slot takes twice match::kSlotBytes and a budget
-// holds half as many images; it matches with match_cpu / match_cuda (FP32 sums: the GPU agrees with
-// the CPU only up to ratio tests on their edge) and has no search scope (the FP16 matcher has no
-// slot list: a search given collections throws std::invalid_argument).
-enum class Precision { kU8, kFp16 };
-
-// Bytes one image takes in a tier, what a budget is divided by: its descriptor slot (match::kSlotBytes,
-// twice that in FP16) and, in the GPU tier of an 8-bit index with gpu_norms, its rows' |g|^2 beside it
-// (kSlot int32, 3% more: a search then does not recompute them, MatchU8Problem::norms).
-size_t image_bytes(Precision precision, bool gpu_tier, bool gpu_norms = true);
+// Bytes one image takes in a tier, what a budget is divided by: its descriptor slot (match::kSlotBytes)
+// and, in the GPU tier with gpu_norms, its rows' |g|^2 beside it (kSlot int32, 3% more: a search then
+// does not recompute them, MatchU8Problem::norms). The index stores 8-bit descriptors only: the
+// product's format (half the memory of FP16, exact integer distances, GPU == CPU bit for bit).
+size_t image_bytes(bool gpu_tier, bool gpu_norms = true);
 
 struct IndexOptions {
   Device device = Device::kAuto;
@@ -136,7 +127,7 @@ struct IndexOptions {
   int gpu_run_slots = 1024;
   // The GPU tier keeps its rows' |g|^2 (image_bytes): on an H100 the wgmma kernel then matches 5.2 M
   // images/s rather than 4.5 M, for 3% fewer images in the same budget (a node at its memory limit may
-  // prefer those). 8-bit only.
+  // prefer those).
   bool gpu_norms = true;
   // A digest of every host-tier image, for approximate searches of the whole index
   // (SearchParams::digest_candidates): its first `host_digest_rows` descriptors in digest_order (the
@@ -145,7 +136,7 @@ struct IndexOptions {
   // footprint). Such a search reads host memory only for the candidates, so it is no longer bound by
   // PCIe: a digest slot costs what a GPU-tier image costs. The rank of the genuine product's digest
   // slot on real re-captures is `prism texture eval --digest` (docs/TEXTUREID.md). 0: none; otherwise
-  // a divisor of 768 from 16 to 384; 8-bit only.
+  // a divisor of 768 from 16 to 384.
   int host_digest_rows = 0;
   // The digests are not kept: a digest search copies each host-tier slot's first host_digest_rows rows
   // (which are its digest as stored: they cross PCIe, host_digest_rows / 768 of the host tier's bytes)
@@ -160,7 +151,6 @@ struct IndexOptions {
   // keypoints first keep the genuine product's digest slot first for 99.5% of the real queries that the
   // exact score ranks first at 128 rows, where the strongest first keep 98.7% (docs/TEXTUREID.md).
   DigestOrder digest_order = DigestOrder::kLargest;
-  Precision precision = Precision::kU8;
 };
 
 // IndexOptions::host_digest_rows that an index accepts: 0, or a divisor of 768 from 16 to 384.

@@ -1,7 +1,7 @@
 // The texture index's bookkeeping on the CPU: scores equal to the matcher run over the same
 // entries laid out flat, live add/update/remove against a model, the host budget's refusal,
-// collections as search scopes, and writes visible to searches running in other threads; the FP16
-// index (IndexOptions::precision) against the FP16 matcher, and both precisions identifying.
+// collections as search scopes, writes visible to searches running in other threads, and planted
+// queries identified.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -61,7 +61,6 @@ texture::Features query_from(const GalleryEntry& e, std::mt19937& rng, int share
   texture::Features q = test::random_index_entry("q", rng, 48).features;
   shared = std::min(shared, e.features.count());
   std::copy_n(e.features.descriptors.begin(), size_t(shared) * match::kDim, q.descriptors.begin());
-  std::copy_n(e.features.descriptors_fp16.begin(), size_t(shared) * match::kDim, q.descriptors_fp16.begin());
   return q;
 }
 
@@ -72,34 +71,8 @@ texture::Features digest_query_from(const GalleryEntry& e, std::mt19937& rng, in
   for (size_t r = 0; r < order.size(); ++r) {
     std::copy_n(e.features.descriptors.begin() + size_t(order[r]) * match::kDim, match::kDim,
                 d.features.descriptors.begin() + r * match::kDim);
-    std::copy_n(e.features.descriptors_fp16.begin() + size_t(order[r]) * match::kDim, match::kDim,
-                d.features.descriptors_fp16.begin() + r * match::kDim);
   }
   return query_from(d, rng, shared);
-}
-
-// The FP16 reference: match_cpu over the entries' FP16 descriptors packed flat in `order`.
-std::vector<int> flat_scores_fp16(const std::vector<const GalleryEntry*>& order, const texture::Features& q) {
-  std::vector<uint16_t> gallery(order.size() * match::kSlotBytes, 0);
-  std::vector<int> counts(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    const auto& d = order[i]->features.descriptors_fp16;
-    std::copy(d.begin(), d.end(), gallery.begin() + i * match::kSlotBytes);
-    counts[i] = order[i]->features.count();
-  }
-  const int rows = std::max(16, (q.count() + 15) / 16 * 16);
-  std::vector<uint16_t> query(size_t(rows) * match::kDim, 0);
-  std::copy(q.descriptors_fp16.begin(), q.descriptors_fp16.end(), query.begin());
-  std::vector<int> scores(order.size(), 0);
-  if (order.empty() || q.count() == 0) return scores;
-  match::MatchProblem p;
-  p.query = query.data();
-  p.rows = p.query_rows = rows;
-  p.gallery = gallery.data();
-  p.counts = counts.data();
-  p.images = int(order.size());
-  match::match_cpu(p, {}, {scores.data()});
-  return scores;
 }
 
 texture::IndexOptions small_blocks(int64_t host_slots = 1000) {
@@ -108,77 +81,6 @@ texture::IndexOptions small_blocks(int64_t host_slots = 1000) {
   o.host_budget = host_slots * int64_t(match::kSlotBytes);
   o.block_slots = 4;  // several blocks even for a handful of entries
   return o;
-}
-
-texture::IndexOptions fp16_blocks(int64_t host_slots = 1000) {
-  texture::IndexOptions o = small_blocks();
-  o.precision = texture::Precision::kFp16;
-  o.host_budget = host_slots * 2 * int64_t(match::kSlotBytes);  // an FP16 slot takes twice the bytes
-  return o;
-}
-
-// The entries' 8-bit descriptors are zeroed: what the FP16 index matches can only be the FP16 ones.
-GalleryEntry fp16_only(GalleryEntry e) {
-  std::fill(e.features.descriptors.begin(), e.features.descriptors.end(), uint8_t(0));
-  return e;
-}
-
-TEST(TextureIndexFp16, ScoresEqualTheFp16MatcherThroughLiveUpdates) {
-  std::mt19937 rng(std::random_device{}());
-  TextureIndex index(fp16_blocks(12));
-  EXPECT_EQ(index.stats().host_capacity, 12u);
-  std::map<std::string, GalleryEntry> model;
-  for (int i = 0; i < 11; ++i) {
-    const int n = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 20 + int(rng() % 120);
-    GalleryEntry e = fp16_only(test::random_index_entry("p" + std::to_string(i), rng, n));
-    index.add(e);
-    model[e.id] = e;
-  }
-  index.update(model["p5"] = fp16_only(test::random_index_entry("p5", rng, 30)));
-  EXPECT_TRUE(index.remove("p3"));
-  model.erase("p3");
-  std::vector<const GalleryEntry*> order;
-  for (const std::string& id : index.ids()) order.push_back(&model.at(id));
-  for (const char* target : {"p2", "p5", "p9"}) {
-    const texture::Features q = query_from(model.at(target), rng, 12);
-    const std::vector<int> expected = flat_scores_fp16(order, q);
-    EXPECT_EQ(index.scores(q, {}), expected) << target;
-    EXPECT_GE(expected[index.find(target)], 12) << target;  // the shared descriptors pass
-    EXPECT_EQ(index.search(q, {}).best.id, target);
-    // One-to-one: the 12 shared (identical, so nearest) at least, the score at most.
-    const int matches = index.verify(q, target, {}).best.geometry.matches;
-    EXPECT_GE(matches, 12) << target;
-    EXPECT_LE(matches, expected[index.find(target)]) << target;
-  }
-  EXPECT_EQ(index.stats().images, 10u);
-}
-
-TEST(TextureIndexFp16, MissingDescriptorsAndScopesAreRefusedNamingThem) {
-  std::mt19937 rng(std::random_device{}());
-  TextureIndex index(fp16_blocks());
-  GalleryEntry e = test::random_index_entry("widget-7", rng, 20);
-  e.features.descriptors_fp16.clear();
-  try {
-    index.add(e);
-    ADD_FAILURE() << "an add without FP16 descriptors was taken";
-  } catch (const std::invalid_argument& ex) {
-    EXPECT_NE(std::string(ex.what()).find("widget-7"), std::string::npos) << ex.what();
-  }
-  EXPECT_EQ(index.size(), 0u);
-  index.add(test::random_index_entry("widget-8", rng, 20, "lot1"));
-  e.id = "widget-8";
-  EXPECT_THROW(index.update(e), std::invalid_argument);
-  texture::SearchParams scoped;
-  scoped.collections = {"lot1"};
-  try {
-    index.search(test::random_index_entry("q", rng, 20).features, scoped);
-    ADD_FAILURE() << "a scoped search of an FP16 index ran";
-  } catch (const std::invalid_argument& ex) {
-    EXPECT_NE(std::string(ex.what()).find("lot1"), std::string::npos) << ex.what();
-  }
-  texture::Features q = test::random_index_entry("q", rng, 20).features;
-  q.descriptors_fp16.clear();
-  EXPECT_THROW(index.search(q, {}), std::invalid_argument);
 }
 
 // An 8-bit index's entries and queries carry one descriptor a keypoint (a slot in digest order reads
@@ -209,31 +111,27 @@ TEST(TextureIndexLive, DescriptorsShortOfTheKeypointsAreRefusedNamingThem) {
   }
 }
 
-// Real features (SIFT on generated textures, queries seen through a homography): both precisions
-// identify every planted query, and reject a wrong claim.
-TEST(TextureIndexFp16, BothPrecisionsIdentifyPlantedQueries) {
+// Real features (SIFT on generated textures, queries seen through a homography): every planted query
+// is identified, and a wrong claim rejected.
+TEST(TextureIndexLive, PlantedQueriesAreIdentified) {
   std::mt19937 rng(7);
   texture::FeatureParams fp;
-  fp.keep_fp16 = true;
   std::vector<cv::Mat> images;
   std::vector<GalleryEntry> entries;
   for (int i = 0; i < 6; ++i) {
     images.push_back(test::random_texture(rng, 320, 240));
     entries.push_back({"t" + std::to_string(i), "", 0, texture::extract_features(images.back(), fp)});
   }
-  TextureIndex u8(small_blocks()), fp16(fp16_blocks());
-  u8.build(entries);
-  fp16.build(entries);
+  TextureIndex index(small_blocks());
+  index.build(entries);
   for (int i : {0, 3, 5}) {
     cv::Mat q;
     cv::warpPerspective(images[i], q, cv::Mat(test::random_homography(rng, 320, 240)), images[i].size());
     const texture::Features f = texture::extract_features(q, fp);
-    for (TextureIndex* index : {&u8, &fp16}) {
-      const texture::SearchResult r = index->search(f, {});
-      EXPECT_TRUE(r.identified) << (index == &u8 ? "8-bit" : "fp16") << " query " << i;
-      EXPECT_EQ(r.best.id, "t" + std::to_string(i)) << (index == &u8 ? "8-bit" : "fp16");
-      EXPECT_FALSE(index->verify(f, "t" + std::to_string((i + 1) % 6), {}).identified);
-    }
+    const texture::SearchResult r = index.search(f, {});
+    EXPECT_TRUE(r.identified) << "query " << i;
+    EXPECT_EQ(r.best.id, "t" + std::to_string(i));
+    EXPECT_FALSE(index.verify(f, "t" + std::to_string((i + 1) % 6), {}).identified);
   }
 }
 
@@ -568,9 +466,6 @@ TEST(TextureIndexDigest, DigestsShareTheBudgetAndBadSettingsAreRefused) {
       EXPECT_NE(std::string(e.what()).find("host_digest_rows"), std::string::npos) << e.what();
     }
   }
-  texture::IndexOptions f = fp16_blocks();
-  f.host_digest_rows = 256;
-  EXPECT_THROW(TextureIndex{f}, std::invalid_argument);
 }
 
 }  // namespace

@@ -132,7 +132,11 @@ TEST(TextureCli, EverySubcommandAnswersHelp) {
 TEST(TextureCli, EvalRefusesAnUnknownPrecision) {
   const auto r = run_prism({"texture", "eval", "--precision", "fp32", "--data", "/nonexistent"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--precision takes u8, fp16 or both, not 'fp32'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--precision takes u8, not 'fp32'"), std::string::npos) << r.output;
+  // The FP16 index is gone: asking for it says so, before any data is read.
+  const auto f = run_prism({"texture", "eval", "--precision", "both", "--data", "/nonexistent"});
+  EXPECT_EQ(f.exit_code, 2) << f.output;
+  EXPECT_NE(f.output.find("the FP16 index was removed"), std::string::npos) << f.output;
   for (const char* opt : {"--enrol-device", "--query-device", "--device"}) {
     const auto d = run_prism({"texture", "eval", opt, "gpu", "--data", "/nonexistent"});
     EXPECT_EQ(d.exit_code, 2) << d.output;
@@ -272,14 +276,12 @@ TEST(TextureCli, EvalLowLightMakesDarkCaptures) {
     GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/sun8 not found (set PRISM_DATA_DIR)";
   }
   TempDir dir;
-  // No --precision: on the CPU matcher the default is 8-bit alone (issue 40.12: with FP16 beside it,
-  // the documented quick check took 10 minutes on 2 cores).
+  // The index is 8-bit alone: no FP16 rows.
   const auto r = run_prism({"texture",       "eval",  "--data",      data,  "--out",    (dir.path() / "eval").string(),
                             "--textures",    "2",     "--impostors", "2",   "--device", "cpu",
                             "--normalise",   "none",  "--digest",    "128", "--decoys", "60",
                             "--digest-keep", "1,3,13"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("eval: 8-bit only on the CPU matcher"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("| FP16"), std::string::npos) << r.output;  // no FP16 rows in the report
   EXPECT_NE(r.output.find("contrast normalisation none at enrolment and query"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("| lowlight | 13 | "), std::string::npos) << r.output;

@@ -14,12 +14,11 @@
 // (genuine 1:1 accepted) and FAR; then the same rule held out (calibrated on half the queries,
 // measured on the other half) and, for comparison, the rule on the bare inlier count.
 //
-// Precision (issue 20): features are extracted once, keeping FP16 RootSIFT beside the 8-bit; one
-// index per precision (texture::IndexOptions::precision) takes the same queries and impostor claims
-// and is calibrated by the same procedure, and the report sets the two side by side. Then, on real
-// pairs of one surface (Oxford img1 against img2..6; KTH-TIPS, one sample's first image at scale 5
+// Precision: the index is 8-bit (the FP16 index was removed after commit cb5eca3: 8-bit is the
+// product; docs/TEXTUREID.md keeps the side-by-side table it measured). Then, on real pairs of one
+// surface (Oxford img1 against img2..6; KTH-TIPS, one sample's first image at scale 5
 // against its other poses and lights), every query descriptor's ratio-test decision by each
-// precision's matcher is compared with the FP32 reference's (texture::compare_decisions).
+// 8-bit matcher is compared with the FP32 reference's (texture::compare_decisions).
 //
 // Poor light (issue 22): enrolment and queries are extracted with one contrast normalisation
 // (--normalise, default texture::poor_light_normalisation()); --candidates compares several on the
@@ -71,7 +70,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kEvalUsage =
     "usage: prism texture eval [--data DIR] [--out DIR] [--textures N] [--impostors N] [--device D] [--seed S]\n"
-    "                          [--precision u8|fp16|both] [--normalise NAME] [--candidates]\n"
+    "                          [--precision u8] [--normalise NAME] [--candidates]\n"
     "                          [--enrol-device D] [--query-device D] [--digest ROWS[,ROWS...]]\n"
     "                          [--digest-order O[,O...]] [--decoys N] [--digest-keep K[,K...]]\n"
     "\n"
@@ -84,8 +83,7 @@ constexpr const char* kEvalUsage =
     "                   (kernels/sift) or auto\n"
     "  --query-device D the SIFT that extracts every query (default cpu): a gallery enrolled with one\n"
     "                   SIFT and queried with the other is the mixed run\n"
-    "  --precision P    the index's descriptors: u8, fp16 or both side by side (default both on a GPU,\n"
-    "                   u8 on the CPU matcher)\n"
+    "  --precision u8   the index's descriptors (8-bit, the only ones: kept for scripts)\n"
     "  --normalise N    contrast normalisation at enrolment and query: none or clahe-CLIP-TILES\n"
     "                   (default: the poor-light choice, clahe-4-8)\n"
     "  --candidates     first compare the candidate normalisations on the synthetic perturbations\n"
@@ -469,8 +467,6 @@ int texture_eval_command(int argc, char** argv) {
   unsigned seed = 5;
   texture::Device device = texture::Device::kAuto;
   gpu::Device enrol_device = gpu::Device::kCpu, query_device = gpu::Device::kCpu;
-  std::vector<texture::Precision> precisions = {texture::Precision::kU8, texture::Precision::kFp16};
-  bool precision_given = false;
   texture::Normalisation normalisation = texture::poor_light_normalisation();
   bool candidates = false;
   std::vector<int> digest_rows;
@@ -504,16 +500,12 @@ int texture_eval_command(int argc, char** argv) {
       else if (a == "--query-device")
         query_device = parse_device(a, value());
       else if (a == "--precision") {
-        precision_given = true;
         const std::string p = value();
-        if (p == "u8")
-          precisions = {texture::Precision::kU8};
-        else if (p == "fp16")
-          precisions = {texture::Precision::kFp16};
-        else if (p == "both")
-          precisions = {texture::Precision::kU8, texture::Precision::kFp16};
-        else
-          throw std::runtime_error("--precision takes u8, fp16 or both, not '" + p + "'");
+        if (p == "fp16" || p == "both")
+          throw std::runtime_error("--precision " + p +
+                                   ": the FP16 index was removed (8-bit is the product; docs/TEXTUREID.md keeps "
+                                   "the side-by-side table); --precision u8");
+        if (p != "u8") throw std::runtime_error("--precision takes u8, not '" + p + "'");
       } else if (a == "--normalise") {
         const std::string n = value();
         try {
@@ -555,13 +547,6 @@ int texture_eval_command(int argc, char** argv) {
                  decoys > 0 ? "--decoys" : "--digest-keep", kEvalUsage);
     return 2;
   }
-  // FP16 matching on the CPU is about 15x slower than 8-bit: the "quick check" took 10 minutes
-  // (issue 40.12). On the CPU matcher the default is 8-bit alone; --precision both asks for both.
-  if (!precision_given &&
-      (device == texture::Device::kCpu || (device == texture::Device::kAuto && !gpu::available()))) {
-    precisions = {texture::Precision::kU8};
-    std::fprintf(stderr, "eval: 8-bit only on the CPU matcher (FP16 is about 15x slower there: --precision both)\n");
-  }
   try {
     init_gstreamer();
     fs::create_directories(out);
@@ -581,10 +566,8 @@ int texture_eval_command(int argc, char** argv) {
     load_all(gallery);
     load_all(outsiders);
 
-    // Enrolment (features only; the gallery files are measured by `prism texture enroll`). FP16
-    // RootSIFT is kept beside the 8-bit for the FP16 index; both come from the same SIFT vectors.
+    // Enrolment (features only; the gallery files are measured by `prism texture enroll`).
     texture::FeatureParams fparams;
-    fparams.keep_fp16 = true;
     fparams.normalisation = normalisation;
     fparams.device = enrol_device;
     texture::FeatureParams qparams = fparams;  // every query, and the open-set impostors
@@ -641,7 +624,6 @@ int texture_eval_command(int argc, char** argv) {
         for (size_t i = 0; i < gallery.size(); ++i) ce.push_back({gallery[i].id, gallery[i].path, 0, cf[i]});
         texture::IndexOptions o;
         o.device = device;
-        o.precision = texture::Precision::kU8;
         texture::TextureIndex index(o);
         index.build(ce);
         std::ostringstream kp;
@@ -685,14 +667,12 @@ int texture_eval_command(int argc, char** argv) {
       mean_features += gf[i].count() / double(gallery.size());
     }
     std::vector<PrecisionRun> runs;
-    for (texture::Precision p : precisions) {
+    {
       PrecisionRun run;
-      const bool u8 = p == texture::Precision::kU8;
-      run.name = u8 ? "8-bit" : "FP16";
-      run.tag = u8 ? "u8" : "fp16";
+      run.name = "8-bit";
+      run.tag = "u8";
       texture::IndexOptions o;
       o.device = device;
-      o.precision = p;
       run.index = std::make_unique<texture::TextureIndex>(o);
       run.index->build(entries);
       runs.push_back(std::move(run));
@@ -700,8 +680,6 @@ int texture_eval_command(int argc, char** argv) {
     // Both indexes were built from the same entries in the same order: entry positions agree.
     const texture::TextureIndex& first = *runs.front().index;
     std::vector<DigestRun> digests;
-    if (!digest_rows.empty() && precisions.front() != texture::Precision::kU8)
-      throw std::runtime_error("--digest measures the 8-bit index: run it with --precision u8 or both");
     if (digest_orders.empty()) digest_orders.push_back(texture::IndexOptions{}.digest_order);  // the index's
     // The outsiders' features per SIFT device (fparams and qparams differ in nothing else): the decoys' pool
     // (enrolment SIFT) and the open-set impostors (query SIFT) share one extraction when the devices agree.
@@ -939,10 +917,7 @@ int texture_eval_command(int argc, char** argv) {
           for (const auto& d : ref) reference_passes[si] += d.pass;
           for (size_t k = 0; k < runs.size(); ++k) {
             const auto other =
-                runs[k].tag == "u8"
-                    ? texture::u8_decisions(q.descriptors.data(), q.count(), g.descriptors.data(), g.count(), ratio)
-                    : texture::fp16_decisions(q.descriptors_fp16.data(), q.count(), g.descriptors_fp16.data(),
-                                              g.count(), ratio);
+                texture::u8_decisions(q.descriptors.data(), q.count(), g.descriptors.data(), g.count(), ratio);
             pair_diffs[si][k] += texture::compare_decisions(ref, other);
           }
           progress.step();
