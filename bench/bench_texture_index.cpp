@@ -145,9 +145,8 @@ int main(int argc, char** argv) {
   std::printf(
       "device: %s; pool of %zu real SIFT descriptors; slot %d bytes per image (8-bit), %zu in GPU memory (|g|^2 "
       "%s); host tier streamed on %d streams in batches of %d\n\n",
-      gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes,
-      texture::image_bytes(true, gpu_norms), gpu_norms ? "kept" : "not kept", streams,
-      host_batch);
+      gpu::device_name(0).c_str(), pool.size(), match::kSlotBytes, texture::image_bytes(true, gpu_norms),
+      gpu_norms ? "kept" : "not kept", streams, host_batch);
   std::printf("| measure | value |\n|---|---|\n");
   std::printf("| host-to-device bandwidth (pinned, 256 MiB copies) | %.1f GB/s = %.0f k images/s |\n", gbps,
               gbps * 1e9 / match::kSlotBytes / 1e3);

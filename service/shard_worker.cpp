@@ -534,7 +534,8 @@ json answered(F&& work) {
   } catch (const texture::GalleryError& x) {
     if (x.disk_full()) {  // this replica's disk: retried, and the front answers 507 as a LocalBackend would
       std::fprintf(stderr, "prism: error: %s\n", x.what());
-      return shard::error_json(507, "", "the server's gallery disk is full: nothing was stored; try again once space is freed");
+      return shard::error_json(507, "",
+                               "the server's gallery disk is full: nothing was stored; try again once space is freed");
     }
     return shard::error_json(422, "", x.what(), "gallery");
   } catch (const std::exception& x) {

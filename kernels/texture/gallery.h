@@ -151,7 +151,7 @@ class Gallery {
   struct ReadSummary {
     size_t entries = 0;
     bool from_pack = false;
-    std::string note;  // empty when the pack was read as it was
+    std::string note;           // empty when the pack was read as it was
     size_t damaged_copies = 0;  // pack records found damaged, read from their entry files (and written again)
   };
   // Streams every entry of the gallery in `dir` to `on_entry`, sorted by id, with a bounded batch

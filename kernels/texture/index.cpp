@@ -7,7 +7,6 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <new>
 #include <numeric>
@@ -21,6 +20,7 @@
 #include "common/copy_rows.h"
 #include "common/device_array.h"
 #include "common/gpu.h"
+#include "common/host_memory.h"
 #include "common/stopwatch.h"
 #include "match/match.h"
 
@@ -33,6 +33,7 @@ namespace prism::texture {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using host_memory::size_text;
 
 constexpr size_t kSlotBytes = match::kSlotBytes;
 enum TierId { kGpuTier = 0, kHostTier = 1 };
@@ -89,38 +90,6 @@ struct RowOutputs {
   int32_t *best = nullptr, *second = nullptr;  // squared distances
   int* index = nullptr;
 };
-
-int64_t meminfo(const std::string& field) {  // bytes of a /proc/meminfo field ("MemAvailable:"); 0 when unknown
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == field) return kb * 1024;
-  return 0;
-}
-
-// The memory this process may still take: MemAvailable, or less where a cgroup v2 limit
-// (memory.max less memory.current; containers) is nearer. 0 when unknown.
-int64_t mem_available() {
-  int64_t available = meminfo("MemAvailable:");
-  std::ifstream max_in("/sys/fs/cgroup/memory.max"), cur_in("/sys/fs/cgroup/memory.current");
-  int64_t max = 0, cur = 0;
-  if (available > 0 && (max_in >> max) && (cur_in >> cur) && max > 0)      // "max" (no limit) fails to parse
-    available = std::min(available, std::max<int64_t>(0, max - cur) + 1);  // + 1: a full cgroup is not "unknown"
-  return available;
-}
-
-std::string gib(int64_t bytes) {  // "75.7 GiB", "96.0 MiB", "196608 bytes"
-  char b[48];
-  if (bytes >= (int64_t(1) << 30))
-    std::snprintf(b, sizeof b, "%.1f GiB", double(bytes) / (1 << 30));
-  else if (bytes >= (int64_t(1) << 20))
-    std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / (1 << 20));
-  else
-    std::snprintf(b, sizeof b, "%lld bytes", (long long)bytes);
-  return b;
-}
 
 // Host buffers reused between calls: pinned on the GPU path (asynchronous copies), plain on the CPU.
 template <class T>
@@ -461,7 +430,7 @@ struct TextureIndex::Impl {
     const std::string placed = std::to_string(tiers[kGpuTier].used()) + " images in GPU memory and " +
                                std::to_string(tiers[kHostTier].used()) + " in host memory, and " +
                                std::to_string(slots) + " more in " + (t.in_gpu ? "GPU" : "host") + " memory";
-    const int64_t available = host_reserve > 0 ? mem_available() : 0;  // 0: unknown, not checked
+    const int64_t available = host_reserve > 0 ? host_memory::available() : 0;  // 0: unknown, not checked
     if (available > 0) {
       const int64_t records = slots * match::kSlot * int64_t(sizeof(cv::Point2f));
       // (on the CPU path the host block's digests are host memory too)
@@ -470,9 +439,9 @@ struct TextureIndex::Impl {
                                   : 0;
       const int64_t need = (t.in_gpu ? 0 : slots * int64_t(t.slot_bytes)) + digests + records;
       if (available - need < host_reserve)
-        throw IndexFull("the texture index is full: host memory: " + placed + " need " + gib(need) +
-                        " of host memory while " + gib(available) + " is available and the index leaves " +
-                        gib(host_reserve) + " to the rest of the machine (host budget " + gib(host_budget) +
+        throw IndexFull("the texture index is full: host memory: " + placed + " need " + size_text(need) +
+                        " of host memory while " + size_text(available) + " is available and the index leaves " +
+                        size_text(host_reserve) + " to the rest of the machine (host budget " + size_text(host_budget) +
                         "); lower the host budget, remove products or add memory");
     }
     bool digesting = false;  // the failure, if any, is the digests' (GPU memory on the GPU path)
@@ -489,7 +458,7 @@ struct TextureIndex::Impl {
       }
     } catch (const std::bad_alloc&) {
       throw IndexFull("the texture index is full: host memory: " + placed + " could not be allocated (host budget " +
-                      gib(host_budget) + "); lower the host budget, remove products or add memory");
+                      size_text(host_budget) + "); lower the host budget, remove products or add memory");
 #if defined(PRISM_HAVE_CUDA)
     } catch (const gpu::CudaError& e) {
       // Only an allocation the device or the driver refused becomes IndexFull: a broken context
@@ -501,10 +470,11 @@ struct TextureIndex::Impl {
       }
       if (t.in_gpu || digesting)
         throw IndexFull("the texture index is full: GPU memory: " + placed + (digesting ? " (their digests)" : "") +
-                        " could not be allocated (" + gib(int64_t(free)) + " free; gpu budget " + gib(gpu_budget) +
-                        "): " + e.what() + "; lower the gpu budget or free GPU memory");
+                        " could not be allocated (" + size_text(int64_t(free)) + " free; gpu budget " +
+                        size_text(gpu_budget) + "): " + e.what() + "; lower the gpu budget or free GPU memory");
       throw IndexFull("the texture index is full: host memory: " + placed + " could not be pinned (host budget " +
-                      gib(host_budget) + "): " + e.what() + "; lower the host budget, remove products or add memory");
+                      size_text(host_budget) + "): " + e.what() +
+                      "; lower the host budget, remove products or add memory");
 #endif
     }
   }
@@ -700,10 +670,11 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
   m.gpu = usable && options.device != Device::kCpu;
   if (!m.gpu) m.description = options.device == Device::kCpu ? "cpu" : "cpu (" + why + ")";
 
-  m.host_budget = options.host_budget >= 0 ? options.host_budget : mem_available() / 2;
+  m.host_budget = options.host_budget >= 0 ? options.host_budget : host_memory::available() / 2;
   // The default: 2 GiB, or an eighth of a smaller machine's memory.
-  m.host_reserve =
-      options.host_reserve >= 0 ? options.host_reserve : std::min<int64_t>(int64_t(2) << 30, meminfo("MemTotal:") / 8);
+  m.host_reserve = options.host_reserve >= 0
+                       ? options.host_reserve
+                       : std::min<int64_t>(int64_t(2) << 30, host_memory::meminfo_bytes("MemTotal:") / 8);
   m.gpu_budget = 0;
 #if defined(PRISM_HAVE_CUDA)
   if (m.gpu) {
@@ -742,10 +713,10 @@ TextureIndex::TextureIndex(const IndexOptions& options) : impl_(std::make_unique
     } else {              // in GPU memory: taken from the GPU budget first
       const size_t need = digest_bytes(host.capacity);
       if (need > size_t(m.gpu_budget))
-        throw std::invalid_argument("texture index: the host tier's digests need " + gib(int64_t(need)) +
-                                    " of GPU memory (host budget " + gib(m.host_budget) + ": " +
+        throw std::invalid_argument("texture index: the host tier's digests need " + size_text(int64_t(need)) +
+                                    " of GPU memory (host budget " + size_text(m.host_budget) + ": " +
                                     std::to_string(host.capacity) + " images, " + std::to_string(rows) +
-                                    " rows each) and the gpu budget is " + gib(m.gpu_budget) +
+                                    " rows each) and the gpu budget is " + size_text(m.gpu_budget) +
                                     "; lower the host budget or host_digest_rows, or raise the gpu budget");
       m.tiers[kGpuTier].capacity = (size_t(m.gpu_budget) - need) / m.tiers[kGpuTier].footprint();
     }
@@ -836,8 +807,8 @@ void TextureIndex::add(const GalleryEntry& entry) {
     tier = g.capacity > 0 && Impl::age_key(en, 0) > *g.age.begin() ? kGpuTier : kHostTier;
   if (tier < 0)
     throw IndexFull("the texture index is full: " + std::to_string(g.used()) + " images in GPU memory (gpu budget " +
-                    gib(m.gpu_budget) + ") and " + std::to_string(h.used()) + " in host memory (host budget " +
-                    gib(m.host_budget) + "); raise a budget or remove products");
+                    size_text(m.gpu_budget) + ") and " + std::to_string(h.used()) + " in host memory (host budget " +
+                    size_text(m.host_budget) + "); raise a budget or remove products");
 
   const int e = int(m.entries.size());
   const std::vector<int> order = m.row_order(entry.features);
@@ -1398,9 +1369,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
       const Entry& e = entries[cands[c].index];
       p.gallery = tiers[e.tier].slot_data(e.slot);
       p.counts = &tiers[e.tier].counts[e.slot];
-      match_host(
-          p, params.ratio, &score,
-          rows_of(best.data(), second.data(), index.data(), size_t(c) * rows));
+      match_host(p, params.ratio, &score, rows_of(best.data(), second.data(), index.data(), size_t(c) * rows));
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
@@ -1425,8 +1394,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     p.gallery = d_verify.data();
     p.counts = d_slots.data();
     p.images = k;
-    match_device(p, params.ratio, d_verify_scores.data(),
-                 rows_of(d_best.data(), d_second.data(), d_index.data(), 0),
+    match_device(p, params.ratio, d_verify_scores.data(), rows_of(d_best.data(), d_second.data(), d_index.data(), 0),
                  stream);
     // Back to the host vectors.
     int32_t* hb = best_buf.get(n, true);

@@ -1,13 +1,17 @@
 // Small shared helpers of kernels/common on the CPU: the reflect-101 border every CPU and CUDA
-// filter uses (border.h) against OpenCV's own borderInterpolate, and the stopwatch (stopwatch.h).
+// filter uses (border.h) against OpenCV's own borderInterpolate, the stopwatch (stopwatch.h) and
+// the host memory figures (host_memory.h) read from files of the test's own.
 #include <gtest/gtest.h>
 
 #include <opencv2/core.hpp>
 
 #include <chrono>
+#include <fstream>
 
 #include "common/border.h"
+#include "common/host_memory.h"
 #include "common/stopwatch.h"
+#include "test_env.h"
 
 namespace prism {
 namespace {
@@ -34,6 +38,37 @@ TEST(Stopwatch, MeasuresFromTheGivenTimeAndLapsMoveIt) {
   const double since_lap = ms_since(t);
   const double since_start = ms_since(start);
   EXPECT_LE(since_lap, since_start - lap + 1e-6);
+}
+
+// MemAvailable, or the cgroup v2 limit less its use where that is nearer; "max" is no limit; a
+// full cgroup is 1 byte (known), a missing field 0 (unknown).
+TEST(HostMemory, AvailableIsMemAvailableOrANearerCgroupLimit) {
+  test::TempDir dir;
+  host_memory::Sources from;
+  from.meminfo = dir.write("meminfo", "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    8000000 kB\n");
+  from.cgroup_max = dir.file("max");
+  from.cgroup_current = dir.file("current");
+  EXPECT_EQ(host_memory::meminfo_bytes("MemTotal:", from), int64_t(16000000) * 1024);
+  EXPECT_EQ(host_memory::meminfo_bytes("SwapTotal:", from), 0);
+  EXPECT_EQ(host_memory::available(from), int64_t(8000000) * 1024);  // no cgroup files
+  dir.write("max", "max\n");
+  dir.write("current", "5000\n");
+  EXPECT_EQ(host_memory::available(from), int64_t(8000000) * 1024);
+  dir.write("max", "1073741824\n");
+  dir.write("current", "73741824\n");
+  EXPECT_EQ(host_memory::available(from), int64_t(1000000000) + 1);
+  dir.write("current", "2073741824\n");  // over its limit
+  EXPECT_EQ(host_memory::available(from), 1);
+  from.meminfo = dir.write("meminfo", "MemTotal: 16000000 kB\n");
+  EXPECT_EQ(host_memory::available(from), 0);
+  // This machine's own figures are read.
+  EXPECT_GT(host_memory::meminfo_bytes("MemTotal:"), 0);
+}
+
+TEST(HostMemory, SizesAreWrittenAsPeopleReadThem) {
+  EXPECT_EQ(host_memory::size_text(196608), "196608 bytes");
+  EXPECT_EQ(host_memory::size_text(int64_t(96) << 20), "96.0 MiB");
+  EXPECT_EQ(host_memory::size_text(int64_t(81255) << 20), "79.4 GiB");
 }
 
 }  // namespace

@@ -206,11 +206,12 @@ TEST(ServeCli, AFullDiskIs507AndLosesNothingAcknowledged) {
   const std::string mnt = dir.file("mnt"), out1 = dir.file("serve1.txt"), out2 = dir.file("serve2.txt"),
                     pid1 = dir.file("serve1.pid");
   std::filesystem::create_directory(mnt);
-  const std::string serve = "\"$1\" texture serve --gallery \"$0/g\" --listen 127.0.0.1:0 --device cpu --host-memory 64M";
+  const std::string serve =
+      "\"$1\" texture serve --gallery \"$0/g\" --listen 127.0.0.1:0 --device cpu --host-memory 64M";
   const std::string script = "mount -t tmpfs -o size=1536k prism-full \"$0\" || exit 90\n" + serve +
                              " > \"$2\" 2>&1 & echo $! > \"$3\"; wait\nexec " + serve + " > \"$4\" 2>&1";
-  const char* argv[] = {"unshare", "--user", "--map-root-user", "--mount", "/bin/sh", "-c", script.c_str(),
-                        mnt.c_str(), PRISM_EXE, out1.c_str(), pid1.c_str(), out2.c_str(), nullptr};
+  const char* argv[] = {"unshare",   "--user",  "--map-root-user", "--mount",    "/bin/sh",    "-c",   script.c_str(),
+                        mnt.c_str(), PRISM_EXE, out1.c_str(),      pid1.c_str(), out2.c_str(), nullptr};
   pid_t pid = 0;
   ASSERT_EQ(posix_spawnp(&pid, "unshare", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
   struct Reaper {
@@ -258,7 +259,8 @@ TEST(ServeCli, AFullDiskIs507AndLosesNothingAcknowledged) {
   }
   ASSERT_FALSE(refused.empty()) << "24 products fitted on 1.5 MB?";
   ASSERT_GE(stored.size(), 2u);
-  EXPECT_NE(read_file(out1).find("No space left on device"), std::string::npos) << "the log says why: " << read_file(out1);
+  EXPECT_NE(read_file(out1).find("No space left on device"), std::string::npos)
+      << "the log says why: " << read_file(out1);
   ASSERT_EQ(c.Get("/healthz")->status, 200);
   for (const std::string& id : stored) EXPECT_EQ(c.Get(("/v1/products/" + id).c_str())->status, 200) << id;
   EXPECT_EQ(c.Get(("/v1/products/" + refused).c_str())->status, 404);
