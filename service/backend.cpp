@@ -1,7 +1,6 @@
 #include "backend.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace prism::service {
 
@@ -59,21 +58,19 @@ SearchAnswer merge_search(const std::vector<ShardSearch>& parts, const texture::
     a.match_ms = std::max(a.match_ms, p.match_ms);
     a.verify_ms = std::max(a.verify_ms, p.verify_ms);
   }
+  // The decision of one gallery (texture/decision.h) over the shards' shortlists together.
   std::sort(all.begin(), all.end(),
-            [](const Match& x, const Match& y) { return x.score != y.score ? x.score > y.score : x.id < y.id; });
+            [](const Match& x, const Match& y) { return texture::shortlist_before(x.score, x.id, y.score, y.id); });
   all.resize(std::min(all.size(), size_t(std::max(1, params.shortlist))));
-  const double tests = std::log10(std::max<size_t>(1, all.size()));
   for (Match& m : all) {
-    m.significance = m.geometric_significance - tests;
-    m.accepted = m.inliers >= params.min_inliers && m.significance >= params.min_significance;
+    m.significance = texture::decision_significance(m.geometric_significance, all.size());
+    m.accepted = texture::accepted(m.inliers, m.significance, params);
   }
-  std::sort(all.begin(), all.end(), [](const Match& x, const Match& y) {
-    if (x.geometric_significance != y.geometric_significance)
-      return x.geometric_significance > y.geometric_significance;
-    if (x.inliers != y.inliers) return x.inliers > y.inliers;
-    if (x.score != y.score) return x.score > y.score;
-    return x.id < y.id;
-  });
+  const auto key = [](const Match& m) {
+    return texture::VerifiedKey{m.geometric_significance, m.inliers, m.score, m.id};
+  };
+  std::sort(all.begin(), all.end(),
+            [&](const Match& x, const Match& y) { return texture::verified_before(key(x), key(y)); });
   a.identified = !all.empty() && all.front().accepted;
   all.resize(std::min(all.size(), size_t(std::max(0, top_k))));
   a.candidates = std::move(all);

@@ -1410,26 +1410,20 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     work.unlock();
 #endif
   }
-  const double tests = std::log10(std::max(1, k));
   for (int c = 0; c < k; ++c) {
     const size_t o = size_t(c) * rows;
     const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
     cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
     cands[c].gallery_size = entries[cands[c].index].size;
-    cands[c].significance = cands[c].geometry.significance - tests;
+    cands[c].significance = decision_significance(cands[c].geometry.significance, size_t(k));
   }
-  std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.geometry.significance != b.geometry.significance) return a.geometry.significance > b.geometry.significance;
-    if (a.geometry.inliers != b.geometry.inliers) return a.geometry.inliers > b.geometry.inliers;
-    if (a.score != b.score) return a.score > b.score;
-    return a.id < b.id;  // as merge_search
-  });
+  const auto key = [](const Candidate& c) {
+    return VerifiedKey{c.geometry.significance, c.geometry.inliers, c.score, c.id};
+  };
+  std::sort(cands.begin(), cands.end(),
+            [&](const Candidate& a, const Candidate& b) { return verified_before(key(a), key(b)); });
   result.verify_ms = ms_since(t0);
   return cands.front();
-}
-
-bool accepted(const Candidate& c, const SearchParams& params) {
-  return c.geometry.inliers >= params.min_inliers && c.significance >= params.min_significance;
 }
 
 std::vector<int> TextureIndex::scores(const Features& query, const SearchParams& params) {
@@ -1461,14 +1455,12 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   std::vector<int> order(s.size());
   std::iota(order.begin(), order.end(), 0);
   const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
-  // Ties by product id, so that the order depends neither on where the entries live nor on the
-  // order they were added: a sharded search (service/backend.cpp merge_search) cuts the same way.
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    return s[a] != s[b] ? s[a] > s[b] : m.entries[entry_of[a]].id < m.entries[entry_of[b]].id;
+    return shortlist_before(s[a], m.entries[entry_of[a]].id, s[b], m.entries[entry_of[b]].id);
   });
   for (size_t i = 0; i < k; ++i) {
     const int e = entry_of[order[i]];
-    if (s[order[i]] >= 4) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});  // RANSAC needs 4
+    if (s[order[i]] >= kMinVerifiedMatches) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});
   }
   r.best = m.verify_candidates(query, r.candidates, params, r, work);
   if (r.best.index < 0 && !order.empty()) {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/gpu.h"
+#include "texture/decision.h"
 #include "texture/gallery.h"
 #include "texture/verify.h"
 
@@ -39,13 +40,10 @@ namespace prism::texture {
 
 using Device = gpu::Device;
 
-struct SearchParams {
+// The decision's thresholds (min_significance, min_inliers: decision.h) and how to search.
+struct SearchParams : DecisionParams {
   float ratio = 0.8f;  // Lowe's ratio
   int shortlist = 8;   // images verified geometrically per search
-  // Decision threshold on chance_significance (verify.h): the smallest 0.1 step at which the 1:1
-  // false-accept rate is at most 0.1%, calibrated by `prism texture eval` (docs/TEXTUREID.md).
-  double min_significance = 3.6;
-  int min_inliers = 5;  // a floor besides: RANSAC's 4-point sample is consistent by construction
   VerifyParams verify;
   // Search only the members of these collections (empty: the whole index). An unknown collection
   // has no members.
@@ -68,14 +66,15 @@ struct Candidate {
   // The enrolled image's size in its own pixels (Features::width/height; not shrunk), which
   // geometry.homography maps the query into: gallery_in_query (verify.h) needs it for the quad.
   cv::Size gallery_size{};  // (initialised: candidates written as {index, id, score, {}} stay warning-free)
-  // The decision score: geometry.significance less log10 of the number of candidates verified
-  // (Bonferroni: a search that tries 8 wrong products gets 8 chances at a chance fit); equal to it
-  // for verify (1:1).
+  // The decision score: decision_significance (decision.h) of geometry.significance among the
+  // candidates verified; equal to it for verify (1:1).
   double significance = 0;
 };
 
-// The decision for one verified candidate.
-bool accepted(const Candidate& c, const SearchParams& params);
+// The decision for one verified candidate (decision.h's accepted).
+inline bool accepted(const Candidate& c, const SearchParams& params) {
+  return accepted(c.geometry.inliers, c.significance, params);
+}
 
 struct SearchResult {
   bool identified = false;            // best candidate passes min_significance and min_inliers

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <fstream>
 #include <iterator>
@@ -466,6 +467,49 @@ TEST(TextureIndexDigest, DigestsShareTheBudgetAndBadSettingsAreRefused) {
       EXPECT_NE(std::string(e.what()).find("host_digest_rows"), std::string::npos) << e.what();
     }
   }
+}
+
+// The decision (decision.h), which the index and the service's merge of shards share: each key of
+// the order in turn, the multiple-test term, acceptance at its thresholds exactly.
+TEST(TextureDecision, OrdersSignificanceAndAcceptanceAtTheirEdges) {
+  using texture::VerifiedKey;
+  EXPECT_TRUE(texture::verified_before(VerifiedKey{5.0, 10, 20, "b"}, VerifiedKey{4.9, 90, 90, "a"}));
+  EXPECT_TRUE(texture::verified_before(VerifiedKey{5.0, 11, 20, "b"}, VerifiedKey{5.0, 10, 90, "a"}));
+  EXPECT_TRUE(texture::verified_before(VerifiedKey{5.0, 10, 21, "b"}, VerifiedKey{5.0, 10, 20, "a"}));
+  EXPECT_TRUE(texture::verified_before(VerifiedKey{5.0, 10, 20, "a"}, VerifiedKey{5.0, 10, 20, "b"}));
+  EXPECT_FALSE(texture::verified_before(VerifiedKey{5.0, 10, 20, "a"}, VerifiedKey{5.0, 10, 20, "a"}));
+  EXPECT_TRUE(texture::shortlist_before(7, "z", 6, "a"));
+  EXPECT_TRUE(texture::shortlist_before(7, "a", 7, "b"));
+  EXPECT_FALSE(texture::shortlist_before(7, "b", 7, "a"));
+  EXPECT_DOUBLE_EQ(texture::decision_significance(5.0, 8), 5.0 - std::log10(8.0));
+  EXPECT_DOUBLE_EQ(texture::decision_significance(5.0, 1), 5.0);
+  EXPECT_DOUBLE_EQ(texture::decision_significance(5.0, 0), 5.0);
+  texture::DecisionParams p;
+  p.min_significance = 3.6;
+  p.min_inliers = 5;
+  EXPECT_TRUE(texture::accepted(5, 3.6, p));
+  EXPECT_FALSE(texture::accepted(4, 9.0, p));
+  EXPECT_FALSE(texture::accepted(50, std::nextafter(3.6, 0.0), p));
+  // A search's own decision is this one: its candidates in this order, identified by it.
+  std::mt19937 rng(11);
+  TextureIndex index(small_blocks());
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 6; ++i) entries.push_back(test::random_index_entry("e" + std::to_string(i), rng, 200));
+  index.build(entries);
+  texture::SearchParams sp;
+  sp.min_significance = 0;
+  const texture::SearchResult r = index.search(query_from(entries[2], rng, 40), sp);
+  ASSERT_FALSE(r.candidates.empty());
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const texture::Candidate& c = r.candidates[i];
+    EXPECT_DOUBLE_EQ(c.significance, texture::decision_significance(c.geometry.significance, r.candidates.size()));
+    if (i > 0) {
+      const texture::Candidate& b = r.candidates[i - 1];
+      EXPECT_FALSE(texture::verified_before({c.geometry.significance, c.geometry.inliers, c.score, c.id},
+                                            {b.geometry.significance, b.geometry.inliers, b.score, b.id}));
+    }
+  }
+  EXPECT_EQ(r.identified, texture::accepted(r.best.geometry.inliers, r.best.significance, sp));
 }
 
 }  // namespace
