@@ -19,6 +19,7 @@
 
 #include "bench_util.h"
 #include "common/gpu.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 #include "texture_cases.h"
 

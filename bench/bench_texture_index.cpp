@@ -36,6 +36,7 @@
 #include "cupti_trace.h"
 #include "common/device_array.h"
 #include "match/match.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 #include "gallery_cases.h"
 

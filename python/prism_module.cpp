@@ -27,6 +27,7 @@
 #include "common/grey.h"
 #include "gst/prism/gstprismimagefile.h"
 #include "poisson/seamless_clone.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 
 namespace py = pybind11;
@@ -489,6 +490,17 @@ PYBIND11_MODULE(prism, m) {
   m.attr("__version__") = PRISM_VERSION;
 
   auto gallery_error = py::register_exception<tx::GalleryError>(m, "GalleryError", PyExc_RuntimeError);
+  // The index's own errors are GalleryError in Python, as they were before the index had its own
+  // types (an id twice, a broken index); IndexFull keeps its subclass. (Translators run last
+  // registered first: IndexFull's before this one.)
+  static PyObject* const gallery_error_type = gallery_error.ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tx::IndexError& e) {
+      PyErr_SetString(gallery_error_type, e.what());
+    }
+  });
   py::register_exception<tx::IndexFull>(m, "IndexFull", gallery_error.ptr());
   py::register_exception<prism::gpu::CudaError>(m, "CudaError", PyExc_RuntimeError);
 

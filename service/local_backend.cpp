@@ -143,7 +143,8 @@ VerifyAnswer LocalBackend::verify(const std::string& id, const texture::Features
   texture::SearchResult r;
   try {
     r = index_.verify(query, id, params);
-  } catch (const texture::GalleryError&) {
+  } catch (const texture::IndexError&) {
+    if (index_.find(id) >= 0) throw;                                        // a broken index is not a 404
     throw ServiceError(404, "id", "product '" + id + "' is not enrolled");  // removed meanwhile
   }
   VerifyAnswer a;

@@ -199,7 +199,7 @@ struct TextureIndex::Impl {
     std::string id;
     int collection = -1;
     int member = -1;       // position in members[collection]
-    int64_t enrolled = 0;  // GalleryEntry::enrolled_unix
+    int64_t enrolled = 0;  // IndexEntry::enrolled_unix
     uint64_t seq = 0;      // add order
     int tier = kHostTier;
     int slot = 0;
@@ -590,7 +590,7 @@ struct TextureIndex::Impl {
       why = x.what();
     } catch (...) {
     }
-    throw GalleryError("texture index: unusable since a write failed half-way (" + why + "); open the gallery again");
+    throw IndexError("texture index: unusable since a write failed half-way (" + why + "); open the gallery again");
   }
   template <class F>
   void or_break(F&& write) {
@@ -781,16 +781,11 @@ void TextureIndex::clear() {
   m.broken = nullptr;
 }
 
-void TextureIndex::build(const std::vector<GalleryEntry>& entries) {
-  clear();
-  for (const GalleryEntry& e : entries) add(e);
-}
-
-void TextureIndex::add(const GalleryEntry& entry) {
+void TextureIndex::add(const IndexEntry& entry) {
   Impl& m = *impl_;
   auto lock = m.write_lock();
   m.refuse_if_broken();
-  if (m.by_id.count(entry.id)) throw GalleryError("product '" + entry.id + "' is already in the index");
+  if (m.by_id.count(entry.id)) throw IndexError("product '" + entry.id + "' is already in the index");
   m.check_descriptors(entry.features, "product '" + entry.id + "'");
   Tier& g = m.tiers[kGpuTier];
   Tier& h = m.tiers[kHostTier];
@@ -842,12 +837,12 @@ void TextureIndex::add(const GalleryEntry& entry) {
   ids_.push_back(entry.id);
 }
 
-void TextureIndex::update(const GalleryEntry& entry) {
+void TextureIndex::update(const IndexEntry& entry) {
   Impl& m = *impl_;
   auto lock = m.write_lock();
   m.refuse_if_broken();
   auto it = m.by_id.find(entry.id);
-  if (it == m.by_id.end()) throw GalleryError("product '" + entry.id + "' is not in the index");
+  if (it == m.by_id.end()) throw IndexError("product '" + entry.id + "' is not in the index");
   m.check_descriptors(entry.features, "product '" + entry.id + "'");
   const std::vector<int> order = m.row_order(entry.features);
   // Every allocation before the write, so that nothing after it can throw.
@@ -1477,7 +1472,7 @@ SearchResult TextureIndex::verify(const Features& query, const std::string& id, 
   m.refuse_if_broken();
   std::unique_lock work(m.work, std::defer_lock);  // taken by verify_candidates for its GPU matching
   auto it = m.by_id.find(id);
-  if (it == m.by_id.end()) throw GalleryError("product '" + id + "' is not enrolled");
+  if (it == m.by_id.end()) throw IndexError("product '" + id + "' is not enrolled");
   SearchResult r;
   r.searched = 1;
   r.candidates.push_back({it->second, id, 0, {}});

@@ -28,12 +28,13 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/gpu.h"
 #include "texture/decision.h"
-#include "texture/gallery.h"
+#include "texture/features.h"
 #include "texture/verify.h"
 
 namespace prism::texture {
@@ -85,10 +86,24 @@ struct SearchResult {
   double match_ms = 0, verify_ms = 0;
 };
 
+// The index's own errors: an id added twice or updated while absent, a verify of an id it does not
+// hold, an index broken by a write that failed half-way. (Not the gallery's GalleryError: the index
+// in memory knows nothing of how products are stored.)
+struct IndexError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 // Thrown by add (and build) when neither tier has room: both budgets used, or the machine's memory
 // (IndexOptions::host_reserve; a GPU budget larger than the GPU's free memory) is.
-struct IndexFull : GalleryError {
-  using GalleryError::GalleryError;
+struct IndexFull : IndexError {
+  using IndexError::IndexError;
+};
+
+// What the index keeps of a product, as a view of the caller's record (copied in by add and update).
+struct IndexEntry {
+  const std::string& id;
+  const Features& features;
+  const std::string& collection;  // empty: none
+  int64_t enrolled_unix = 0;      // the age the FIFO placement follows (newest in GPU memory)
 };
 
 constexpr int64_t kDefaultBudget = -1;
@@ -178,17 +193,31 @@ class TextureIndex {
   bool on_gpu() const;
   std::string device_description() const;  // "cuda:0 (NVIDIA H100 ...)" or "cpu (...why...)"
 
-  // Replaces the index's contents with `entries`, added in order (the last ones are the newest).
-  void build(const std::vector<GalleryEntry>& entries);
-  // Live updates (GalleryError when the id is present / absent; IndexFull when no tier has room). A
+  // Live updates (IndexError when the id is present / absent; IndexFull when no tier has room). A
   // failed add changes nothing unless its undo fails too (a GPU copy); an update whose slot write
   // fails, or a remove whose slot moves fail, may be half done. After any of those the index is
-  // broken: add, update, remove, scores, search and verify throw GalleryError naming the first error,
+  // broken: add, update, remove, scores, search and verify throw IndexError naming the first error,
   // until clear(); size, find, in_gpu_memory and stats still answer.
-  void add(const GalleryEntry& entry);
-  void update(const GalleryEntry& entry);  // descriptors, geometry and collection replaced in place
-  bool remove(const std::string& id);      // false when absent
+  void add(const IndexEntry& entry);
+  void update(const IndexEntry& entry);  // descriptors, geometry and collection replaced in place
+  bool remove(const std::string& id);    // false when absent
   void clear();
+  // The same for any record with IndexEntry's fields (texture::GalleryEntry), so that callers pass
+  // their own records and the index depends on none of their types.
+  template <class Record>
+  void add(const Record& r) {
+    add(IndexEntry{r.id, r.features, r.collection, r.enrolled_unix});
+  }
+  template <class Record>
+  void update(const Record& r) {
+    update(IndexEntry{r.id, r.features, r.collection, r.enrolled_unix});
+  }
+  // Replaces the index's contents with `records`, added in order (the last ones are the newest).
+  template <class Record>
+  void build(const std::vector<Record>& records) {
+    clear();
+    for (const Record& r : records) add(r);
+  }
 
   size_t size() const;
   // The ids by entry position. Positions change when an entry is removed (the last takes its place):
@@ -202,7 +231,7 @@ class TextureIndex {
   // search's collections).
   std::vector<int> scores(const Features& query, const SearchParams& params);
   SearchResult search(const Features& query, const SearchParams& params);
-  // 1:1 against `id` (GalleryError when it is not indexed).
+  // 1:1 against `id` (IndexError when it is not indexed).
   SearchResult verify(const Features& query, const std::string& id, const SearchParams& params);
 
  private:

@@ -33,6 +33,7 @@
 #include "sift/sift.h"
 #include "test_env.h"
 #include "texture_cases.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 #include "texture/verify.h"
 
@@ -289,7 +290,7 @@ TEST(TextureVerify, RecoversAKnownHomography) {
   cv::Mat warped;
   cv::warpPerspective(img, warped, cv::Mat(h), img.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT);
   texture::TextureIndex index(texture::Device::kCpu);
-  index.build({GalleryEntry{"original", "", 0, texture::extract_features(img)}});
+  index.build(std::vector<GalleryEntry>{GalleryEntry{"original", "", 0, texture::extract_features(img)}});
   const texture::SearchResult r = index.verify(texture::extract_features(warped), "original", {});
   ASSERT_TRUE(r.identified) << r.best.geometry.inliers;
   // The recovered homography maps the query (warped) to the gallery (original): the inverse of h.
@@ -321,7 +322,8 @@ TEST(TextureVerify, SlotsInDigestOrderVerifyAsStoredOnes) {
   texture::TextureIndex plain(o);
   o.host_digest_rows = 128;
   texture::TextureIndex digested(o);
-  for (texture::TextureIndex* x : {&plain, &digested}) x->build({GalleryEntry{"original", "", 0, f}});
+  for (texture::TextureIndex* x : {&plain, &digested})
+    x->build(std::vector<GalleryEntry>{GalleryEntry{"original", "", 0, f}});
   const texture::Features q = texture::extract_features(warped);
   const texture::SearchResult a = plain.verify(q, "original", {}), b = digested.verify(q, "original", {});
   ASSERT_TRUE(b.identified) << b.best.geometry.inliers;
@@ -443,9 +445,9 @@ TEST(TextureIndex, SearchFindsTheRightTextureAndRejectsStrangers) {
   const texture::SearchResult flat =
       index.search(texture::extract_features(cv::Mat(100, 100, CV_8U, cv::Scalar(3))), {});
   EXPECT_FALSE(flat.identified);
-  EXPECT_THROW(index.verify(texture::Features{}, "nobody", {}), GalleryError);
+  EXPECT_THROW(index.verify(texture::Features{}, "nobody", {}), texture::IndexError);
   texture::TextureIndex empty(texture::Device::kCpu);
-  empty.build({});
+  empty.clear();
   EXPECT_FALSE(empty.search(entries[0].features, {}).identified);
 }
 

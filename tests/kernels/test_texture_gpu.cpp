@@ -16,6 +16,7 @@
 #include "match_cases.h"
 #include "ppm.h"
 #include "prism_test.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 #include "texture_cases.h"
 

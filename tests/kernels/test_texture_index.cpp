@@ -147,7 +147,7 @@ TEST(TextureIndexLive, AddUpdateRemoveMatchAModel) {
       GalleryEntry e =
           test::random_index_entry("p" + std::to_string(next++), rng, 5 + int(rng() % 60), rng() % 2 ? "a" : "");
       index.add(e);
-      EXPECT_THROW(index.add(e), texture::GalleryError);  // the id is taken
+      EXPECT_THROW(index.add(e), texture::IndexError);  // the id is taken
       model[e.id] = e;
     } else {
       auto it = std::next(model.begin(), rng() % model.size());
@@ -178,7 +178,7 @@ TEST(TextureIndexLive, AddUpdateRemoveMatchAModel) {
     EXPECT_EQ(r.searched, model.size());
     EXPECT_EQ(r.best.id, target.id);
   }
-  EXPECT_THROW(index.update(test::random_index_entry("nobody", rng, 8)), texture::GalleryError);
+  EXPECT_THROW(index.update(test::random_index_entry("nobody", rng, 8)), texture::IndexError);
   index.clear();
   EXPECT_EQ(index.size(), 0u);
   EXPECT_EQ(index.search(test::random_index_entry("q", rng, 8).features, {}).best.index, -1);

@@ -25,6 +25,7 @@
 #include "gst/prism/gstprismimagefile.h"
 #include "gst_setup.h"
 #include "match/match.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 #include "texture_util.h"
 

@@ -57,6 +57,7 @@
 #include "common/regular_file.h"
 #include "gst_setup.h"
 #include "match/match.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 #include "texture/verify.h"
 #include "texture_util.h"

@@ -15,6 +15,7 @@
 
 #include "gst/prism/gstprismimagefile.h"
 #include "match/match.h"
+#include "texture/gallery.h"
 #include "texture/index.h"
 
 namespace prism::cli {
