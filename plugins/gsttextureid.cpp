@@ -98,6 +98,10 @@ struct _GstTextureId {
   gint min_inliers, shortlist;
   gdouble min_significance;
   gchar *collections; /* comma-separated; empty: the whole gallery */
+  /* `collections` parsed when set (parse_collections): the names, or the first bad one */
+  std::vector<std::string> *collection_names;
+  std::string *bad_collection;
+  gboolean collections_valid;
   gint64 gpu_memory, host_memory;
   gint digest_rows, digest_candidates; /* IndexOptions::host_digest_rows, SearchParams::digest_candidates */
   gboolean stream_digests;             /* IndexOptions::stream_host_digests */
@@ -110,6 +114,29 @@ GST_ELEMENT_REGISTER_DEFINE(textureid, "textureid", GST_RANK_NONE, GST_TYPE_TEXT
 
 /* ---- properties ---- */
 
+/* The `collections` property: comma-separated names, each a valid collection (the characters of a
+ * product id), none empty (spaces around a name are dropped), as HTTP's `collections`. False
+ * with the first bad item in *bad. */
+static bool parse_collections(const gchar *text, std::vector<std::string> *out, std::string *bad) {
+  out->clear();
+  bad->clear();
+  if (!text || !*text) return true;
+  std::string list(text);
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t first = name.find_first_not_of(" \t"), last = name.find_last_not_of(" \t");
+    name = first == std::string::npos ? std::string() : name.substr(first, last - first + 1);  // "a, b"
+    if (name.empty() || !texture::valid_collection(name)) {
+      *bad = name;
+      return false;
+    }
+    out->push_back(name);
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
+}
+
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstTextureId *self = GST_TEXTURE_ID(object);
   if (gst_prism_cuda_filter_async_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
@@ -117,7 +144,6 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
   switch (id) {
     case PROP_GALLERY:
       g_free(self->gallery);
-      g_free(self->collections);
       self->gallery = g_value_dup_string(value);
       break;
     case PROP_MODE: self->mode = (TextureIdMode)g_value_get_enum(value); break;
@@ -133,6 +159,8 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
     case PROP_COLLECTIONS:
       g_free(self->collections);
       self->collections = g_value_dup_string(value);
+      /* parsed here, once: start refuses a bad value, a frame while playing stops the stream */
+      self->collections_valid = parse_collections(self->collections, self->collection_names, self->bad_collection);
       break;
     case PROP_GPU_MEMORY: self->gpu_memory = g_value_get_int64(value); break;
     case PROP_HOST_MEMORY: self->host_memory = g_value_get_int64(value); break;
@@ -220,28 +248,6 @@ static bool build_index(GstTextureId *self, const texture::IndexOptions &options
  * (device=cuda without a GPU fails there) and the index is built in the element's context, streamed
  * from the gallery's pack (Gallery::for_each_entry: a bounded batch in memory): on the
  * GPU path its descriptors, buffers and stream live there, and cuda-device-id picks the GPU. */
-/* The `collections` property: comma-separated names, each a valid collection (the characters of a
- * product id), none empty (spaces around a name are dropped), as HTTP's `collections`. False
- * with the first bad item in *bad. */
-static bool parse_collections(const gchar *text, std::vector<std::string> *out, std::string *bad) {
-  out->clear();
-  if (!text || !*text) return true;
-  std::string list(text);
-  for (size_t start = 0;;) {
-    const size_t comma = list.find(',', start);
-    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const size_t first = name.find_first_not_of(" \t"), last = name.find_last_not_of(" \t");
-    name = first == std::string::npos ? std::string() : name.substr(first, last - first + 1);  // "a, b"
-    if (name.empty() || !texture::valid_collection(name)) {
-      *bad = name;
-      return false;
-    }
-    out->push_back(name);
-    if (comma == std::string::npos) return true;
-    start = comma + 1;
-  }
-}
-
 static void post_bad_collections(GstTextureId *self, const std::string &bad) {
   GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                     ("textureid: property 'collections': '%s' is not a collection name (comma-separated names of "
@@ -263,9 +269,8 @@ static gboolean start(GstBaseTransform *trans) {
   options.host_budget = self->host_memory;
   options.host_digest_rows = self->digest_rows;
   options.stream_host_digests = self->stream_digests;
-  std::vector<std::string> collections;
-  std::string bad_collection;
-  const bool collections_ok = parse_collections(self->collections, &collections, &bad_collection);
+  const bool collections_ok = self->collections_valid;
+  const std::string bad_collection = *self->bad_collection;
   GST_OBJECT_UNLOCK(self);
   if (!collections_ok) {
     post_bad_collections(self, bad_collection);
@@ -471,8 +476,12 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
   params.min_significance = self->min_significance;
   params.shortlist = self->shortlist;
   params.digest_candidates = self->digest_candidates;
+  const bool collections_ok = self->collections_valid;
   std::string bad_collection;
-  const bool collections_ok = parse_collections(self->collections, &params.collections, &bad_collection);
+  if (collections_ok)
+    params.collections = *self->collection_names;
+  else
+    bad_collection = *self->bad_collection;
   GST_OBJECT_UNLOCK(self);
   if (!collections_ok) {  // set so while playing
     post_bad_collections(self, bad_collection);
@@ -569,6 +578,9 @@ static void finalize(GObject *object) {
   GstTextureId *self = GST_TEXTURE_ID(object);
   g_free(self->gallery);
   g_free(self->claimed_id);
+  g_free(self->collections);
+  delete self->collection_names;
+  delete self->bad_collection;
   delete self->state;
   G_OBJECT_CLASS(gst_texture_id_parent_class)->finalize(object);
 }
@@ -692,4 +704,7 @@ static void gst_texture_id_init(GstTextureId *self) {
   self->digest_rows = 0;
   self->digest_candidates = 0;
   self->stream_digests = FALSE;
+  self->collection_names = new std::vector<std::string>();
+  self->bad_collection = new std::string();
+  self->collections_valid = TRUE;
 }

@@ -280,6 +280,23 @@ TEST_F(TextureId, CollectionsScopeTheSearchAndTheBudgetIsChecked) {
     EXPECT_FALSE(starts(element(std::string("collections=\"") + bad + "\""), error)) << bad;
     EXPECT_NE(error.find("property 'collections'"), std::string::npos) << bad << ": " << error;
   }
+  // Set before the gallery: setting the gallery freed the collections' string (read after, and
+  // freed again); the scope holds whatever the order.
+  Outcome first;
+  run_harness(first,
+              "textureid collections=\"lot-9\" gallery=\"" + gallery_dir() + "\" device=cpu async=false interval=1",
+              caps_of("GRAY8", scene), {&scene});
+  ASSERT_EQ(first.error, "");
+  ASSERT_EQ(first.messages.size(), 1u);
+  EXPECT_FALSE(boolean(first.messages[0], "identified")) << gst_structure_to_string(first.messages[0]);
+  GstElement* e = gst_element_factory_make("textureid", nullptr);
+  ASSERT_NE(e, nullptr);
+  g_object_set(e, "collections", "lot-9, lot-10", "gallery", "/nowhere", nullptr);
+  gchar* got = nullptr;
+  g_object_get(e, "collections", &got, nullptr);
+  EXPECT_STREQ(got, "lot-9, lot-10");
+  g_free(got);
+  gst_object_unref(e);
 }
 
 // ---- verify ----------------------------------------------------------------------------------
