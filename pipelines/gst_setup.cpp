@@ -71,6 +71,63 @@ std::vector<std::string> plugin_element_names(const std::string& plugin) {
   return names;
 }
 
+const std::vector<std::string>& prism_element_names() {
+  static const std::vector<std::string> names = {"bowclassify",  "emdtracker",   "envisrc",     "poissonblend",
+                                                 "prismconvert", "prismresults", "spectralize", "textureid"};
+  return names;
+}
+
+std::string missing_element_hint(const std::string& factory) {
+  const auto& ours = prism_element_names();
+  if (std::binary_search(ours.begin(), ours.end(), factory) || factory.rfind("prism", 0) == 0) {
+    if (prism_plugin_available()) return {};
+    const auto& looked = scanned_plugin_dirs();
+    std::string in;
+    for (const std::string& d : looked) in += (in.empty() ? "" : ", ") + d;
+    return "the Prism plugin (libgstprism.so) was not found (looked in " + (looked.empty() ? "no folder" : in) +
+           "; build it, or set PRISM_PLUGIN_DIR or GST_PLUGIN_PATH to its folder)";
+  }
+  // The elements of the README's and configs/' pipelines, by the plugin that registers them.
+  struct From {
+    const char* plugin;
+    const char* package;
+    std::vector<const char*> factories;
+  };
+  static const std::vector<From> known = {
+      {"nvcodec",
+       "gstreamer1.0-plugins-bad",
+       {"nvh264dec", "nvh265dec", "nvvp9dec", "nvav1dec", "nvjpegdec", "nvh264enc", "nvh265enc", "cudaupload",
+        "cudadownload", "cudaconvert", "cudascale", "cudaconvertscale"}},
+      {"videoparsersbad", "gstreamer1.0-plugins-bad", {"h264parse", "h265parse", "vp9parse", "av1parse", "jpegparse"}},
+      {"openh264", "gstreamer1.0-plugins-bad", {"openh264dec", "openh264enc"}},
+      {"isomp4", "gstreamer1.0-plugins-good", {"qtdemux", "mp4mux", "qtmux"}},
+      {"matroska", "gstreamer1.0-plugins-good", {"matroskademux", "matroskamux"}},
+      {"rtsp", "gstreamer1.0-plugins-good", {"rtspsrc"}},
+      {"rtp", "gstreamer1.0-plugins-good", {"rtph264depay", "rtph265depay"}},
+      {"png", "gstreamer1.0-plugins-good", {"pngdec", "pngenc"}},
+      {"jpeg", "gstreamer1.0-plugins-good", {"jpegdec", "jpegenc"}},
+      {"multifile", "gstreamer1.0-plugins-good", {"multifilesrc", "multifilesink"}},
+      {"libav", "gstreamer1.0-libav", {"avdec_h264", "avdec_h265"}},
+      {"x264", "gstreamer1.0-plugins-ugly", {"x264enc"}},
+      {"videoconvertscale", "gstreamer1.0-plugins-base", {"videoconvert", "videoscale", "videoconvertscale"}},
+      {"videotestsrc", "gstreamer1.0-plugins-base", {"videotestsrc"}},
+      {"app", "gstreamer1.0-plugins-base", {"appsrc", "appsink"}},
+      {"compositor", "gstreamer1.0-plugins-base", {"compositor"}},
+  };
+  for (const From& f : known)
+    for (const char* name : f.factories)
+      if (factory == name) {
+        std::string hint =
+            std::string("its plugin '") + f.plugin + "' is not installed or not loadable (Debian: " + f.package + ")";
+        if (std::string(f.plugin) == "nvcodec")
+          hint +=
+              "; nvcodec registers its elements only where the NVIDIA driver and a GPU are found "
+              "(`gst-inspect-1.0 nvcodec` says what it found)";
+        return hint;
+      }
+  return {};
+}
+
 namespace {
 
 thread_local GstLogCapture* current_capture = nullptr;

@@ -23,6 +23,16 @@ bool prism_plugin_available();
 // Names of the element factories of one plugin, sorted.
 std::vector<std::string> plugin_element_names(const std::string& plugin);
 
+// The element factories of the Prism plugin, sorted: what a config may name before the plugin is
+// found (pipelines/ knows elements by name only; a test compares this list with the plugin's own).
+const std::vector<std::string>& prism_element_names();
+
+// Why an element factory the registry lacks is missing, when that is known: for Prism's elements, the
+// plugin not found and where it was looked for; for the GStreamer elements Prism's pipelines use, the
+// plugin and the Debian package that provide it (nvcodec's only where the NVIDIA driver and a GPU are).
+// Empty when not known.
+std::string missing_element_hint(const std::string& factory);
+
 // While it lives, the GStreamer-CRITICALs and WARNINGs logged on the constructing thread are
 // collected instead of printed. GStreamer's string parsers (gst_caps_from_string,
 // gst_value_deserialize) log a CRITICAL for some malformed text before they return failure, e.g. a

@@ -706,11 +706,8 @@ class Loader {
   GstElementFactory* find_factory(const std::string& factory, const SourceLocation& where) {
     if (GstElementFactory* f = gst_element_factory_find(factory.c_str())) return f;
     std::string message = "unknown element '" + factory + "'";
-    if (factory.rfind("prism", 0) == 0 && !prism_plugin_available()) {
-      const auto& dirs = scanned_plugin_dirs();
-      message += ": the Prism plugin (libgstprism.so) was not found (looked in " +
-                 (dirs.empty() ? std::string("no folder") : join_list(dirs)) +
-                 "; build it, or set PRISM_PLUGIN_DIR or GST_PLUGIN_PATH to its folder)";
+    if (const std::string hint = missing_element_hint(factory); !hint.empty()) {
+      message += ": " + hint;
     } else {
       if (factory_names_.empty()) factory_names_ = all_factory_names();
       const std::string suggestion = suggest(factory, factory_names_);

@@ -286,6 +286,43 @@ TEST(PipelineConfigErrors, MissingPrismElementSaysThePluginIsMissing) {
   expect_error(errors, (dir.path() / "m.yaml").string(), 2, 16,
                "unknown element 'prismconvert': the Prism plugin (libgstprism.so) was not found "
                "(looked in ");
+  // Every element of ours, not only those named prism*.
+  errors.clear();
+  load_pipeline_config(dir.write("e.yaml",
+                                 "elements:\n  t: {element: emdtracker}\n  s: {element: fakesink}\n"
+                                 "links: [[t, s]]\n"),
+                       {}, errors, dir.path().string());
+  expect_error(errors, (dir.path() / "e.yaml").string(), 2, 16,
+               "unknown element 'emdtracker': the Prism plugin (libgstprism.so) was not found (looked in ");
+}
+
+// The elements of another plugin a Prism pipeline uses: the plugin and its Debian package are named
+// (nvcodec's elements exist only where a GPU is found: on such a machine there is nothing to say).
+TEST(PipelineConfigErrors, AMissingElementNamesItsPluginAndPackage) {
+  gst_init(nullptr, nullptr);
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  if (GstElementFactory* f = gst_element_factory_find("nvh264dec")) {
+    gst_object_unref(f);
+  } else {
+    load_pipeline_config(dir.write("n.yaml",
+                                   "elements:\n  d: {element: nvh264dec}\n  s: {element: fakesink}\n"
+                                   "links: [[d, s]]\n"),
+                         {}, errors, dir.path().string());
+    expect_error(errors, (dir.path() / "n.yaml").string(), 2, 16,
+                 "unknown element 'nvh264dec': its plugin 'nvcodec' is not installed or not loadable (Debian: "
+                 "gstreamer1.0-plugins-bad); nvcodec registers its elements only where the NVIDIA driver and a "
+                 "GPU are found");
+  }
+  EXPECT_EQ(missing_element_hint("avdec_h264"),
+            "its plugin 'libav' is not installed or not loadable (Debian: gstreamer1.0-libav)");
+  EXPECT_EQ(missing_element_hint("nosuchelement"), "");
+  // The list pipelines/ keeps of our elements is the plugin's own.
+  if (prism_plugin_available()) {
+    EXPECT_EQ(prism_element_names(), plugin_element_names("prism"));
+  } else {
+    ADD_FAILURE() << "the Prism plugin is not on GST_PLUGIN_PATH: the list of its elements is not checked";
+  }
 }
 
 TEST(PipelineConfigErrors, ValuesOfTheWrongType) {
