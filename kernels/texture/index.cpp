@@ -292,9 +292,20 @@ struct TextureIndex::Impl {
                                   std::to_string(match::kDim) + " a keypoint)");
   }
 
+  // A search's query, padded once (pad_query) and on the GPU path uploaded once, to d_query on
+  // `stream`: the scoring, the digests and the verification all read it there. It lives in the
+  // index's query_buf and d_query, so the search holds `work` from prepare_query until its last
+  // matching (the verification's); on the CPU path in `plain`.
+  struct Query {
+    std::vector<uint8_t> plain;
+    const uint8_t* host = nullptr;
+    int rows = 0;      // padded to a multiple of 16
+    int features = 0;  // the query's own (0: nothing to match)
+  };
+  void prepare_query(const Features& query, Query& q);
   // Searches (callers hold mu shared): the ratio-test scores of the entries in the search's scope,
   // scores[i] for entry entry_of[i]; then the shortlist re-matched and verified.
-  void score(const Features& query, const SearchParams& params, std::vector<int>& scores, std::vector<int>& entry_of,
+  void score(const Query& q, const SearchParams& params, std::vector<int>& scores, std::vector<int>& entry_of,
              size_t* digested = nullptr);
   // A digest search in two halves. digest_match: every digest slot's score against the query (padded,
   // `rows` rows; on the GPU path already in d_query), into `s` on the CPU path; on the GPU path enqueued,
@@ -317,8 +328,8 @@ struct TextureIndex::Impl {
   int gather_blocks() const { return std::clamp(sms / 4, 1, kGatherBlocks); }
   int gather_grid_sms() const { return std::max(1, sms - gather_blocks()); }
 #endif
-  Candidate verify_candidates(const Features& query, std::vector<Candidate>& cands, const SearchParams& params,
-                              SearchResult& result, std::unique_lock<std::mutex>& work);
+  Candidate verify_candidates(const Features& query, const Query& q, std::vector<Candidate>& cands,
+                              const SearchParams& params, SearchResult& result, std::unique_lock<std::mutex>& work);
 
   static std::tuple<int64_t, uint64_t, int> age_key(const Entry& e, int slot) { return {e.enrolled, e.seq, slot}; }
 
@@ -1063,13 +1074,29 @@ std::vector<int> TextureIndex::Impl::digest_pick(const SearchParams& params, std
   return chosen;
 }
 
-void TextureIndex::Impl::score(const Features& query, const SearchParams& params, std::vector<int>& scores,
+void TextureIndex::Impl::prepare_query(const Features& query, Query& q) {
+  check_descriptors(query, "the query");
+  q.features = query.count();
+  if (!gpu) {
+    q.plain.resize(slot_bytes);
+    q.rows = pad_query(query, q.plain.data());
+    q.host = q.plain.data();
+    return;
+  }
+#if defined(PRISM_HAVE_CUDA)
+  uint8_t* pinned = query_buf.get(slot_bytes, true);
+  q.rows = pad_query(query, pinned);
+  q.host = pinned;
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), pinned, q.rows * match::kDim, cudaMemcpyHostToDevice, stream));
+#endif
+}
+
+void TextureIndex::Impl::score(const Query& query, const SearchParams& params, std::vector<int>& scores,
                                std::vector<int>& entry_of, size_t* digested) {
   scores.clear();
   entry_of.clear();
   if (digested) *digested = 0;
-  check_descriptors(query, "the query");
-  if (entries.empty() || query.count() == 0) return;
+  if (entries.empty() || query.features == 0) return;
 #if defined(PRISM_HAVE_CUDA)
   // A throw past here would leave copies and kernels in flight that read the slots and write the search's
   // buffers after the locks are given up: they are waited for first (their own errors ignored: the
@@ -1085,23 +1112,8 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
     }
   } drain{*this};
 #endif
-  // The query, padded (on the GPU path uploaded to d_query on `stream`).
-  std::vector<uint8_t> q_plain;
-  const uint8_t* q = nullptr;
-  int rows = 0;
-  if (!gpu) {
-    q_plain.resize(slot_bytes);
-    rows = pad_query(query, q_plain.data());
-    q = q_plain.data();
-  }
-#if defined(PRISM_HAVE_CUDA)
-  else {
-    uint8_t* pinned = query_buf.get(slot_bytes, true);
-    rows = pad_query(query, pinned);
-    q = pinned;
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), pinned, rows * match::kDim, cudaMemcpyHostToDevice, stream));
-  }
-#endif
+  const uint8_t* q = query.host;  // padded, and on the GPU path in d_query (prepare_query)
+  const int rows = query.rows;
   // The plan: runs over whole blocks, or over each block's members of the scope (or of a digest search's
   // candidates).
   std::vector<Run> runs;
@@ -1333,11 +1345,11 @@ void TextureIndex::Impl::score(const Features& query, const SearchParams& params
 #endif
 }
 
-// Re-matches each candidate for its per-row top-2, verifies it and sorts the candidates by
-// significance (then inliers, score, index). Returns the best. On the GPU the matching takes `work`
-// (a turn on the stream and scratch buffers, not held on entry) and gives it back before the
-// geometric verification, so that another search matches on the GPU meanwhile.
-Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vector<Candidate>& cands,
+// Re-matches each candidate for its per-row top-2 against the prepared query, verifies it and sorts
+// the candidates (decision.h). Returns the best. On the GPU `work` (a turn on the stream and the
+// scratch buffers, d_query with the query) is held on entry and given back after the matching,
+// before the geometric verification, so that another search matches on the GPU meanwhile.
+Candidate TextureIndex::Impl::verify_candidates(const Features& query, const Query& q, std::vector<Candidate>& cands,
                                                 const SearchParams& params, SearchResult& result,
                                                 std::unique_lock<std::mutex>& work) {
   const auto t0 = Clock::now();
@@ -1345,10 +1357,8 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     result.verify_ms = ms_since(t0);
     return Candidate{};
   }
-  check_descriptors(query, "the query");
   const int k = int(cands.size());
-  std::vector<uint8_t> q(slot_bytes);
-  const int rows = pad_query(query, q.data());
+  const int rows = q.rows;
   const size_t n = size_t(k) * rows;
   std::vector<int32_t> best(n), second(n);
   std::vector<int> index(n);
@@ -1358,7 +1368,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
   p.rows = p.query_rows = rows;
   if (!gpu) {
     int score = 0;
-    p.query = q.data();
+    p.query = q.host;
     p.images = 1;
     for (int c = 0; c < k; ++c) {
       const Entry& e = entries[cands[c].index];
@@ -1368,15 +1378,12 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, std::vect
     }
   } else {
 #if defined(PRISM_HAVE_CUDA)
-    work.lock();
+    // `work` is held since prepare_query: d_query holds this search's query.
     d_verify.reserve(size_t(k) * slot_bytes);
     d_verify_scores.reserve(k);
     d_best.reserve(n), d_second.reserve(n);
     d_index.reserve(n);
     int* counts = list_buf.get(k, true);
-    uint8_t* hq = query_buf.get(slot_bytes, true);
-    std::copy_n(q.data(), rows * match::kDim, hq);
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(d_query.data(), hq, rows * match::kDim, cudaMemcpyHostToDevice, stream));
     for (int c = 0; c < k; ++c) {
       const Entry& e = entries[cands[c].index];
       counts[c] = tiers[e.tier].counts[e.slot];
@@ -1427,8 +1434,10 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
   m.refuse_if_broken();
   std::unique_lock work(m.work, std::defer_lock);
   if (m.gpu) work.lock();
+  Impl::Query q;
+  m.prepare_query(query, q);
   std::vector<int> s, entry_of;
-  m.score(query, params, s, entry_of);
+  m.score(q, params, s, entry_of);
   std::vector<int> out(m.entries.size(), 0);
   for (size_t i = 0; i < entry_of.size(); ++i) out[entry_of[i]] = s[i];
   return out;
@@ -1442,9 +1451,11 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   if (m.gpu) work.lock();
   SearchResult r;
   const auto t0 = Clock::now();
+  Impl::Query q;
+  m.prepare_query(query, q);
   std::vector<int> s, entry_of;
-  m.score(query, params, s, entry_of, &r.digested);
-  if (work.owns_lock()) work.unlock();  // the scores are on the host; verify_candidates takes a turn again
+  m.score(q, params, s, entry_of, &r.digested);
+  // `work` stays held: the verification's matching reads the query where the scoring left it.
   r.searched = s.size();
   r.match_ms = ms_since(t0);
   std::vector<int> order(s.size());
@@ -1457,7 +1468,7 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
     const int e = entry_of[order[i]];
     if (s[order[i]] >= kMinVerifiedMatches) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});
   }
-  r.best = m.verify_candidates(query, r.candidates, params, r, work);
+  r.best = m.verify_candidates(query, q, r.candidates, params, r, work);
   if (r.best.index < 0 && !order.empty()) {
     const int e = entry_of[order[0]];
     r.best = {e, m.entries[e].id, s[order[0]], {}};
@@ -1470,13 +1481,16 @@ SearchResult TextureIndex::verify(const Features& query, const std::string& id, 
   Impl& m = *impl_;
   auto lock = m.read_lock();
   m.refuse_if_broken();
-  std::unique_lock work(m.work, std::defer_lock);  // taken by verify_candidates for its GPU matching
   auto it = m.by_id.find(id);
   if (it == m.by_id.end()) throw IndexError("product '" + id + "' is not enrolled");
+  std::unique_lock work(m.work, std::defer_lock);  // given back by verify_candidates after its matching
+  if (m.gpu) work.lock();
+  Impl::Query q;
+  m.prepare_query(query, q);
   SearchResult r;
   r.searched = 1;
   r.candidates.push_back({it->second, id, 0, {}});
-  r.best = m.verify_candidates(query, r.candidates, params, r, work);
+  r.best = m.verify_candidates(query, q, r.candidates, params, r, work);
   r.best.score = r.candidates.front().score = r.best.geometry.matches;
   r.identified = accepted(r.best, params);
   return r;
