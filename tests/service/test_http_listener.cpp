@@ -198,13 +198,17 @@ TEST(HttpListener, AnEndlessHeadIsRefusedAtItsCap) {
   Api api(ApiOptions{});
   // A head of `mb` MB, one header at a time; what passed the cap is dropped. Returns the kB the
   // process (server and client) grew while it was being sent.
+  // One MB of header lines, sent again and again: the client allocates nothing per line.
+  std::string mb_of_fields;
+  for (int i = 0; i < 1024; ++i)
+    mb_of_fields += "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'a') + "\r\n";
   const auto endless_head = [&](int mb) {
     Conn c(api.port());
     EXPECT_TRUE(c.connected());
     const long before = rss_kb();
     c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n");
-    for (int i = 0; i < mb << 10; ++i)
-      if (!c.send("X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'a') + "\r\n")) break;
+    for (int i = 0; i < mb; ++i)
+      if (!c.send(mb_of_fields)) break;
     const long grown = rss_kb() - before;
     EXPECT_EQ(c.statuses(3s, 1), std::vector<int>{431});
     return grown;
@@ -214,7 +218,12 @@ TEST(HttpListener, AnEndlessHeadIsRefusedAtItsCap) {
   EXPECT_EQ(health(api.port()), 200);
   endless_head(4);
   // Then a head of 64 MB, which a server that buffered it would hold whole, grows it by < 16 MB.
-  EXPECT_LT(endless_head(64), 16 << 10) << "kB more after a 64 MB head";
+  const long grown = endless_head(64);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // (their quarantine keeps what was freed)
+  EXPECT_LT(grown, 16 << 10) << "kB more after a 64 MB head";
+#else
+  (void)grown;
+#endif
   {
     Conn c(api.port());
     std::string head = "GET /healthz HTTP/1.1\r\n";
