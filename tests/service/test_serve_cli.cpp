@@ -214,13 +214,16 @@ TEST(ServeCli, AFullDiskIs507AndLosesNothingAcknowledged) {
                         mnt.c_str(), PRISM_EXE, out1.c_str(),      pid1.c_str(), out2.c_str(), nullptr};
   pid_t pid = 0;
   ASSERT_EQ(posix_spawnp(&pid, "unshare", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  struct Reaper {
+  struct Reaper {  // the first server too, should the test end before it was stopped
     pid_t pid;
+    std::string first_pid_file;
     ~Reaper() {
+      const std::string first = read_file(first_pid_file);
+      if (!first.empty()) kill(pid_t(std::stol(first)), SIGKILL);
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
-  } reaper{pid};
+  } reaper{pid, pid1};
   const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
   const auto port_in = [&](const std::string& out) {
     for (int i = 0; i < 1000; ++i) {
@@ -272,6 +275,7 @@ TEST(ServeCli, AFullDiskIs507AndLosesNothingAcknowledged) {
   ASSERT_EQ(kill(std::stoi(read_file(pid1)), SIGTERM), 0);
   const int port2 = port_in(out2);
   ASSERT_GT(port2, 0) << read_file(out1) << read_file(out2);
+  std::filesystem::remove(pid1);  // the first has exited (the second starts after it): no pid to reap
   httplib::Client c2("127.0.0.1", port2);
   c2.set_read_timeout(std::chrono::seconds(30));
   for (const std::string& id : stored) EXPECT_EQ(c2.Get(("/v1/products/" + id).c_str())->status, 200) << id;
