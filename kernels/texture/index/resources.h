@@ -1,0 +1,97 @@
+// What the texture index's searches work with besides the slots: the CUDA streams, events, staging
+// and scratch buffers, and the pinned host buffers of their copies (as FAISS's GpuResources: owned
+// once per index, lent to the search plan rather than owned by it). Internal to the index
+// (texture/index.cpp and the units beside this file).
+//
+// One search at a time works with them: `work` is its turn, held from the query's upload until its
+// last matching (the verification's), since d_query holds that search's query throughout.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "common/device_array.h"
+#include "match/match.h"
+
+namespace prism::texture {
+
+// Host buffers reused between calls: pinned on the GPU path (asynchronous copies), plain on the CPU.
+template <class T>
+class HostBuffer {
+ public:
+  T* get(size_t n, bool pinned) {  // at least n elements; the contents are not kept on growth
+#if defined(PRISM_HAVE_CUDA)
+    if (pinned) {
+      pinned_.reserve(n);
+      return pinned_.data();
+    }
+#endif
+    if (n > plain_.size()) plain_.resize(n);
+    return plain_.data();
+  }
+
+ private:
+#if defined(PRISM_HAVE_CUDA)
+  gpu::PinnedArray<T> pinned_;
+#endif
+  std::vector<T> plain_;
+};
+
+// The per-row outputs of a matcher call (null: not wanted).
+struct RowOutputs {
+  int32_t *best = nullptr, *second = nullptr;  // squared distances
+  int* index = nullptr;
+};
+
+// One matcher call; out_scores written, not added to, on either path.
+void match_on_host(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o = {});
+#if defined(PRISM_HAVE_CUDA)
+void match_on_device(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o, cudaStream_t s);
+#endif
+
+struct SearchResources {
+  // gpu: create the stream and the query's device buffer; `streams` copy streams (IndexOptions::streams),
+  // each with `host_batch` slots of staging, come with the first search that streams host memory.
+  SearchResources(bool gpu, int streams, int host_batch);
+
+  const bool gpu;
+  const int streams, host_batch;
+  std::mutex work;  // a search's turn (see above)
+
+  // Pinned on the GPU path, used under `work`.
+  HostBuffer<uint8_t> query_buf;
+  HostBuffer<int> scores_buf, list_buf, index_buf, digest_scores_buf;
+  HostBuffer<int32_t> best_buf, second_buf;
+#if defined(PRISM_HAVE_CUDA)
+  gpu::Stream stream;  // the searches' (and the slot store's writes): declared first, destroyed last
+  std::vector<gpu::Stream> copy_streams;
+  std::vector<gpu::DeviceArray<uint8_t>> staging;  // per copy stream: host_batch slots
+  // A streamed digest search's ring over `staging`: landed[k] after its copy into staging[k], freed[k]
+  // after the matching that read it (digest_stage.h); digests_matched after a digest search's last matching.
+  std::vector<gpu::Event> landed, freed;
+  gpu::Event digests_matched;
+  int sms = 0;                        // the device's multiprocessors
+  gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
+  gpu::DeviceArray<int> d_scores, d_slots, d_digest_scores;
+  // kSlot, as many times as one matcher call takes digest slots (host_batch streamed, a block's kept): the
+  // counts of every digest search (a digest slot is read whole)
+  gpu::DeviceArray<int> d_full_counts;
+  gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
+  gpu::DeviceArray<int> d_verify_scores, d_index;
+  gpu::DeviceArray<int32_t> d_best, d_second;
+
+  // `streams` high-priority streams, each with host_batch slots of staging (at least two buffers).
+  void ensure_copy_streams();
+  // A streamed digest search's copies run on gather_blocks() blocks of 512 threads, at most a quarter of
+  // a small GPU; the matchers' grids meanwhile leave them that many multiprocessors. (16 blocks: the
+  // fewest that kept the copy at PCIe's rate, BENCHMARKS.md.)
+  static constexpr int kGatherBlocks = 16;
+  int gather_blocks() const { return std::clamp(sms / 4, 1, kGatherBlocks); }
+  int gather_grid_sms() const { return std::max(1, sms - gather_blocks()); }
+#endif
+};
+
+}  // namespace prism::texture

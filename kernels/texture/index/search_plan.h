@@ -1,0 +1,50 @@
+// The texture index's search plan: the ratio-test scores of a query against the images in a search's
+// scope (the GPU tier matched in place, block by block; the host tier streamed through the GPU in
+// batches on the copy streams, each batch's copy overlapping the other streams' matching, as FAISS
+// stages a host gallery; or, for an approximate search, the digest stage's candidates), and the
+// per-row matches of the shortlist for verification. The slot store says where images are; the
+// resources lend the streams and buffers; the index holds the locks (both halves of a search run
+// under its shared lock and the resources' `work`) and makes the decision.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "texture/features.h"
+#include "texture/index.h"
+#include "texture/index/resources.h"
+#include "texture/index/slot_store.h"
+
+namespace prism::texture {
+
+// A search's query, padded once (rows a multiple of 16, zero rows after the query's: a zero row never
+// passes the ratio test) and on the GPU path uploaded once, to the resources' d_query on their stream:
+// the scoring, the digests and the verification all read it there. On the GPU path it lives in the
+// resources' query_buf and d_query, so the search holds `work` from prepare_query until its last
+// matching (the verification's); on the CPU path in `plain`.
+struct Query {
+  std::vector<uint8_t> plain;
+  const uint8_t* host = nullptr;
+  int rows = 0;      // padded to a multiple of 16
+  int features = 0;  // the query's own (0: nothing to match)
+};
+// std::invalid_argument unless the query carries 8-bit descriptors (check_descriptors).
+void prepare_query(SearchResources& res, const Features& query, Query& q);
+
+// The ratio-test scores of the owners in the search's scope, scores[i] for owner owner_of[i]: every
+// image (scope null; through the digests when digest_search says so, `digested` then counting the
+// host-tier images ranked by their digest alone), or the owners listed in `scope`.
+void score(const SlotStore& store, SearchResources& res, const Query& q, const SearchParams& params,
+           const std::vector<int>* scope, std::vector<int>& scores, std::vector<int>& owner_of,
+           size_t* digested = nullptr);
+
+// Each of `owners` re-matched against the prepared query for its per-row top-2: rows [c * q.rows, +q.rows)
+// of best, second (squared distances) and index are owner c's. On the GPU `work` (held since
+// prepare_query) is given back once the results are in host memory, before the caller's geometric
+// verification, so that another search matches on the GPU meanwhile.
+void rematch(const SlotStore& store, SearchResources& res, const Query& q, const std::vector<int>& owners, float ratio,
+             std::vector<int32_t>& best, std::vector<int32_t>& second, std::vector<int>& index,
+             std::unique_lock<std::mutex>& work);
+
+}  // namespace prism::texture
