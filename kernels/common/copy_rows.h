@@ -1,12 +1,11 @@
 // Rows of a pitched array copied by a kernel rather than by a copy engine.
 //
 // Why: a streamed digest search (texture/index.cpp) brings the first 16 KB of every 96 KB slot of the
-// pinned host tier to the GPU. cudaMemcpy2DAsync does that at 48.5 GB/s from 5 GB of pinned memory
-// on the H200, but at 32.6 GB/s from the 90 GB an index holds, and at 27-31 GB/s while a kernel
-// reads HBM; thread blocks loading the same rows from the mapped memory keep 50 GB/s (44.6 beside
-// that kernel), from 16 blocks of 512 threads up (BENCHMARKS.md, "Streamed digests";
-// bench/experiments/host_gather.cu). The price is multiprocessors: the blocks need room beside the
-// other kernels (MatchU8Problem::grid_sms leaves it).
+// pinned host tier to the GPU. cudaMemcpy2DAsync loses about a third of its rate once the pinned
+// memory is as large as an index's, and more while a kernel reads HBM; thread blocks loading the same
+// rows from the mapped memory keep close to a contiguous copy's rate, from 16 blocks of 512 threads
+// up (the figures: docs/benchmarks/texture-index.md, "Streamed digests"). The price is
+// multiprocessors: the blocks need room beside the other kernels (MatchU8Problem::grid_sms leaves it).
 #pragma once
 
 #if defined(PRISM_HAVE_CUDA)

@@ -27,7 +27,7 @@ using gpu::cp_async_wait_one;
 using gpu::ldmatrix_x4;
 using gpu::mma_16816;
 
-constexpr int kWarps = 8, kThreads = 32 * kWarps;  // 8 measured faster than 4 (BENCHMARKS.md)
+constexpr int kWarps = 8, kThreads = 32 * kWarps;  // 8 measured faster than 4 (docs/benchmarks/matching.md)
 constexpr int kRowsPerWarp = 32;                   // two m16 tiles share every B fragment
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int kChunk = 64;        // gallery descriptors per shared-memory stage

@@ -116,8 +116,8 @@ struct MatchU8Problem {
   // Optional: |g|^2 of every gallery row ([slots][kSlot] as u8_norms writes them, 16-byte aligned
   // like the gallery; rows past a slot's count are ignored), read by the wgmma kernel; the others,
   // and this kernel when null, compute them from the bytes. A gallery that stays in GPU memory keeps them beside its
-  // slots: computing them per search costs the wgmma kernel a tenth of its time (BENCHMARKS.md,
-  // "The 8-bit kernel's ceiling").
+  // slots: computing them per search costs the wgmma kernel a tenth of its time (docs/benchmarks/
+  // matching.md, "A whole query per block, and |g|^2 kept beside the gallery").
   const int32_t* norms = nullptr;
   // GPU: at most this many multiprocessors for the wgmma kernel's persistent grid (0: all of them). A
   // grid of one block per multiprocessor holds every one for the whole launch; fewer leave room for a

@@ -38,7 +38,7 @@ using gpu::mma_16832_u8;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 // Three blocks per SM (at most 85 registers): six warps per scheduler hide the mma and min/max latencies
-// better than the four that 102 registers allowed (BENCHMARKS.md, "The 8-bit kernel's ceiling").
+// better than the four that 102 registers allowed (docs/benchmarks/matching.md, "The 8-bit kernel's ceiling").
 constexpr int kMinBlocks = 3;
 constexpr int kRowsPerWarp = 32;  // two m16 tiles share every B fragment
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
@@ -288,8 +288,8 @@ DeviceInfo current_device() {
 bool has_wgmma(const DeviceInfo& d) { return d.major == 9 && d.minor == 0; }
 
 // kAuto's choice for scores alone. The wgmma kernel computes whole blocks of 768 rows, the mma.sync
-// one blocks of 256, and at full blocks the first takes 0.73 of the second's time per row (BENCHMARKS.md,
-// "The 8-bit kernel's ceiling"); below one block per multiprocessor the persistent grid would idle.
+// one blocks of 256, and at full blocks the first takes 0.73 of the second's time per row (docs/benchmarks/
+// matching.md, "A whole query per block"); below one block per multiprocessor the persistent grid would idle.
 bool prefer_wgmma(const MatchU8Problem& p, const DeviceInfo& d) {
   const int64_t y = (p.rows + detail::kWgmmaRowsPerBlock - 1) / detail::kWgmmaRowsPerBlock;
   const int64_t wgmma_rows = y * detail::kWgmmaRowsPerBlock;

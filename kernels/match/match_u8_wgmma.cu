@@ -1,6 +1,6 @@
 // The 8-bit matcher's scores on Hopper's warpgroup MMA (wgmma, sm_90a), the kernel that match_u8.cu
-// takes for scores alone on an H100 or H200 (match.h, GpuPath; BENCHMARKS.md, "The 8-bit kernel's
-// ceiling", says what was tried on the way and what it gave).
+// takes for scores alone on an H100 or H200 (match.h, GpuPath; docs/benchmarks/matching.md, "The 8-bit
+// kernel's ceiling", says what was tried on the way and what it gave).
 //
 // A persistent block of four warpgroups holds a whole query of 768 rows in registers: each warpgroup
 // three tiles of 64 rows, as wgmma's A operand (the mma.sync m16n8k32 A layout, per warp). The block
@@ -17,8 +17,8 @@
 // keeps |g|^2 beside the gallery (MatchU8Problem::norms), they are staged with the bytes instead.
 //
 // Why whole queries per block: with 256 rows per block every image is staged three times over, its
-// copies and barriers three times; a whole query per block stages it once (BENCHMARKS.md has the
-// difference this made).
+// copies and barriers three times; a whole query per block stages it once (docs/benchmarks/
+// matching.md has the difference this made).
 #include "match/match_u8_wgmma.h"
 
 #include <algorithm>

@@ -119,7 +119,7 @@ __global__ void output_kernel(const void* solved, Geometry g, SplitLayout L, dou
 // of the forward row pass (all rows) and of the forward column pass over those columns (a
 // kExactLow^2 corner of the spectrum) are replayed bit for bit and replace the double values there,
 // which removes most of the difference (more outputs change little; the shares of differing values
-// before and after are in BENCHMARKS.md, "How the exact low frequencies work").
+// before and after are in docs/benchmarks/poisson.md, "How the exact low frequencies work").
 constexpr int kExactLow = 32;
 
 // Fft: exact forward row-pass values into the row spectra (spec_x rows c*M + j, element k + 1).

@@ -8,7 +8,7 @@
 // frequencies, which the division by the smallest eigenvalues (~1e-5 at 2400x1552) amplifies into
 // smooth offsets over the whole box. Replaying OpenCV's arithmetic for just those outputs (the
 // first K of each row) and splicing them into the double solve removes most of the difference
-// (BENCHMARKS.md has the shares before and after). See dst_solve.cu.
+// (docs/benchmarks/poisson.md has the shares before and after). See dst_solve.cu.
 //
 // The algorithm is OpenCV's mixed-radix decimation in time: the input permuted into digit-reversed
 // order, the power-of-two factor done as radix-4 stages (then one radix-2 if needed), then the odd

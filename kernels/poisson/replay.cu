@@ -18,8 +18,8 @@ namespace {
 // the block idles, and the twiddles they read differ per thread) but split out to long_stage_kernel,
 // where the 32 lanes of a warp are 32 transforms sharing each twiddle (2400x1552: radix 2399, 1199
 // terms per output). A version computing the long stage's inputs inside long_stage_kernel (no pairs
-// buffer) measured slower, its gathers from the input being latency-bound (BENCHMARKS.md, "How the
-// exact low frequencies work").
+// buffer) measured slower, its gathers from the input being latency-bound (docs/benchmarks/poisson.md,
+// "How the exact low frequencies work").
 constexpr int kLongRadix = 64;
 
 // Which stages one dft_head_kernel launch runs. Whole pass: first = 0, stop = none. Split at a long

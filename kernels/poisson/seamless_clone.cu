@@ -244,7 +244,7 @@ double CudaCloner::replay_cost(int W, int H) {
   return 2.0 * (pass(N, M) + pass(M, N));
 }
 // Replay beats cuFFT at 154x100 (cost 2.6e6) and loses at 300x194 (4.2e7): bench_poisson's replay
-// and fft columns, BENCHMARKS.md ("poissonblend solver").
+// and fft columns, docs/benchmarks/poisson.md ("The solver").
 constexpr double kReplayCheap = 1e7, kReplayThin = 4e9;
 
 // Full-rate FP64: the data-centre parts (P100, V100, A100, H100/H200, B200).
@@ -274,7 +274,7 @@ DstMethod CudaCloner::solver_for(int box_width, int box_height, bool fast_fp64) 
   // OpenCV's own roundings reproduce its truncations.
   const double cost = replay_cost(box_width, box_height);
   if (cost <= kReplayCheap || (std::min(box_width, box_height) < 100 && cost <= kReplayThin)) return DstMethod::Replay;
-  // bench_poisson (BENCHMARKS.md, "poissonblend solver"): cuFFT wins at 300x194; the split DGEMM on
+  // bench_poisson (docs/benchmarks/poisson.md, "The solver"): cuFFT wins at 300x194; the split DGEMM on
   // the FP64 tensor cores wins from 592x592 up. GPUs with 1/64-rate FP64 (GeForce, most
   // sm_86/89/120 parts) would make the GEMMs far slower: FFT there.
   const bool large = static_cast<int64_t>(box_width) * box_height >= 512 * 512;

@@ -116,7 +116,7 @@ struct RowSource {
 // pruned generic stage collects its outputs (positions below the bound in every block) before they
 // replace the row's values (which hold that stage's a[] and b[] until every output is computed).
 // The twiddle table stays in global memory: a copy in shared memory cost more in occupancy than it
-// saved (measured before the long stage was split out; BENCHMARKS.md).
+// saved (measured before the long stage was split out; docs/benchmarks/poisson.md).
 struct HeadLayout {
   int staging = 0;  // complex values
   static HeadLayout of(const ocvdft::Plan& plan, int prune, int first, int stop) {

@@ -301,7 +301,7 @@ std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images,
         batch.push_back(detect[i]);
       }
     // A few extractors at once, each on its share: one's host work (the keypoints' selection, the
-    // copies) overlaps another's kernels (BENCHMARKS.md, "SIFT on the GPU").
+    // copies) overlaps another's kernels (docs/benchmarks/sift.md, "Batched enrolment").
     std::vector<sift::Result> results(batch.size());
     const size_t workers = std::min<size_t>(kBatchExtractors, (batch.size() + 15) / 16);
     std::vector<std::exception_ptr> failed(workers);

@@ -206,7 +206,7 @@ TEST(TextureIndexLive, AnAddPastTheHostBudgetIsRefusedNamingIt) {
 }
 
 // A budget larger than the machine holds ends in IndexFull naming host memory, not in the OOM killer
-// (as a 2,000,000-image benchmark once did: BENCHMARKS.md, "Texture index at scale").
+// (as a 2,000,000-image benchmark once did: docs/benchmarks/texture-index.md, "2,000,000 images on one node").
 TEST(TextureIndexLive, AnAddPastTheMachinesMemoryIsRefusedNamingIt) {
   std::ifstream meminfo("/proc/meminfo");
   const std::string info((std::istreambuf_iterator<char>(meminfo)), std::istreambuf_iterator<char>());

@@ -3,7 +3,7 @@
 // Only the frames needed reach the element: 0-30 (the target is learned at 30; before it no map is
 // computed, so they cost little), the runs 40-50, 120-130 and 200-210 (track ids) and frames 80
 // and 160. A frame's detections depend only on the frame and the target, so they are the README
-// pipeline's; the ids are kept across each run's consecutive frames. BENCHMARKS.md has the figures.
+// pipeline's; the ids are kept across each run's consecutive frames. docs/benchmarks/emd.md has the figures.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -150,7 +150,7 @@ TEST(EmdTrackerPeople, ObjectsArePeopleAndKeepTheirIds) {
       "%d kept, %d switched\n",
       frames.size(), people.size(), double(boxes) / frames.size(), double(fragments) / people.size(), kMatchIou, once,
       100 * rate, several, kept, switches);
-  // Measured (BENCHMARKS.md): 60% matched once, none by several, 5 ids kept and 2 switched of 7;
+  // Measured (docs/benchmarks/emd.md): 60% matched once, none by several, 5 ids kept and 2 switched of 7;
   // the 8x8-cell groups before gave 2%. Bounds with margin:
   EXPECT_GE(rate, 0.5);
   EXPECT_LE(several, 2);
