@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures the docs show, computed again (issue 40.11): they went stale unnoticed when contrast
+"""The figures the docs show, computed again: they went stale unnoticed when contrast
 normalisation became the default (README's Python example said 135.5 where it printed 111.1).
 
 usage: doc_figures.py SOURCE_DIR PRISM_EXE DATA_DIR
@@ -132,7 +132,7 @@ def results_textureid(source, prism, data, tmp):
 
 
 def readme_envi(source, tmp):
-    """README's ENVI example (issue 40.12: it drew every pixel but the target blue): run as written
+    """README's ENVI example (it once drew every pixel but the target blue): run as written
     (gst-launch-1.0 from the repository's folder, the frames into a temporary one), its heat map
     must show the scene's materials apart: no colour covers most of the frame."""
     text = open(os.path.join(source, "README.md")).read()
@@ -160,7 +160,7 @@ def readme_envi(source, tmp):
 
 
 def readme_emdtracker(source, data, tmp):
-    """README's emdtracker examples (issue 40.12: the GPU one's target matched the whole frame): the
+    """README's emdtracker examples (the GPU one's target once matched the whole frame): the
     CPU one run as written on its first 42 frames (with -m and an identity eos-after=43 added,
     vtest.mp4 from DATA_DIR), the GPU one's emdtracker on the CPU's frames; none of frame 41's
     detections may cover a quarter of the frame."""

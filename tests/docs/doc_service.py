@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The service's commands as the docs write them (issue 40: "docs/SERVICE.md's commands run as
-written"): README.md's `prism texture serve` block and docs/SERVICE.md's "One machine" block, run
+"""The service's commands as the docs write them, which must run as
+written: README.md's `prism texture serve` block and docs/SERVICE.md's "One machine" block, run
 against a real server on 127.0.0.1, each answer checked, not only its arrival.
 
 usage: doc_service.py SOURCE_DIR PRISM_EXE DATA_DIR

@@ -28,7 +28,7 @@ for element in prismconvert poissonblend emdtracker textureid; do
 done
 echo "gst-inspect-1.0 --gst-plugin-path=$prefix/$plugindir: the elements load from the prefix"
 
-# Issue 40.8: the installed prism loaded the build tree's plugin while the build folder existed; the
+# The installed prism loaded the build tree's plugin while the build folder existed; the
 # configs were not installed; --print could not be pasted (no output folder, no plugin path).
 [ -f "$prefix/share/prism/configs/demo.yaml" ] || fail "no share/prism/configs/demo.yaml"
 "$prefix/bin/prism" inspect >"$prefix/inspect.txt" 2>&1 || { cat "$prefix/inspect.txt"; fail "prism inspect"; }

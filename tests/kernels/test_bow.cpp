@@ -258,7 +258,7 @@ TEST(BowClassifier, Chi2KnnAndLinearSvmOnSeparableData) {
   EXPECT_THROW(svm.train(x, std::vector<int>(3, 0), classes), std::invalid_argument);
 }
 
-// The per-class scores (issue 23): one per class, in class order, the values the decision is made
+// The per-class scores: one per class, in class order, the values the decision is made
 // on. On random (overlapping) histograms, k-NN's are the vote shares of a brute-force K nearest in
 // double, and the label has the most (ties by the voters' distance); the SVM's are its decision
 // values, the label their argmax and the confidence the softmax at the label.

@@ -586,7 +586,7 @@ TEST(EmdTrackerCpu, TensorInDistanceMapOut) {
         << "row " << y;
 }
 
-// The heat map's legend (issue 23): the ramp is heat_colour's from 0 to max_distance, the tick sits
+// The heat map's legend: the ramp is heat_colour's from 0 to max_distance, the tick sits
 // at the threshold, the labels are the three values in the 3x5 font, the panel darkens what is
 // under it to 30%, nothing outside the panel changes, and frames under 160x60 get none.
 TEST(EmdLegend, DrawsTheRampTheTickAndTheValues) {

@@ -1,7 +1,8 @@
-// Contrast normalisation before SIFT (issue 22): our CLAHE (texture/normalise_pixel.h, the
-// arithmetic a CUDA kernel shares) against OpenCV 4.6's cv::CLAHE, which it must equal bit for bit
-// on random and real images of sizes that do and do not divide into the tile grid; the names
-// `--normalise` and the gallery record use; and extract_features applying it after the shrink.
+// Contrast normalisation before SIFT, for captures in poor light: our CLAHE
+// (texture/normalise_pixel.h, the arithmetic a CUDA kernel shares) against OpenCV 4.6's cv::CLAHE,
+// which it must equal bit for bit on random and real images of sizes that do and do not divide into
+// the tile grid; the names `--normalise` and the gallery record use; and extract_features applying
+// it after the shrink.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>

@@ -876,7 +876,7 @@ TEST(TextureGallery, AKilledWritersTemporaryFileIsIgnoredThenCleared) {
   EXPECT_EQ(Gallery::open(g).entries().size(), 2u);
 }
 
-// Item 11 of issue 19: a reader listed entries/, then a writer deleted one before the reader opened
+// A reader listed entries/, then a writer deleted one before the reader opened
 // it. The reader skips it instead of failing with "cannot read".
 TEST(TextureGallery, AnEntryDeletedAfterTheListingIsSkipped) {
   std::mt19937 rng(std::random_device{}());
@@ -969,7 +969,7 @@ TEST(TextureGallery, EntriesWithTooFewFeaturesAreRefused) {
   EXPECT_EQ(Gallery::open(g).entries()[0].features.count(), texture::kMinFeatures);
 }
 
-// ---- The pack (issue 20): pack.log beside the entry files ----------------------------------------
+// ---- The pack: pack.log beside the entry files -----------------------------------------------------
 
 // Every entry as bytes (encode) with its format version: what "the same gallery" means below.
 std::vector<std::string> as_bytes(const std::vector<GalleryEntry>& entries) {
@@ -1086,7 +1086,7 @@ TEST(TextureGalleryPack, ATornTailIsIgnoredAndDamageRebuilds) {
     log.seekp(16 + 24 + 1 + 200);  // inside the first entry's bytes ("a")
     log.put('\x01');
   }
-  // Issue 41.7: the lost copy is said and restored (its record written again from the entry file).
+  // The lost copy is said and restored (its record written again from the entry file).
   const uint64_t damaged_size = fs::file_size(g / "pack.log");
   EXPECT_EQ(streamed(g, &s), now);
   EXPECT_NE(s.note.find("1 damaged record in " + (g / "pack.log").string() +
@@ -1099,7 +1099,7 @@ TEST(TextureGalleryPack, ATornTailIsIgnoredAndDamageRebuilds) {
   EXPECT_EQ(as_bytes(Gallery::open(g).entries()), now);
 }
 
-// Issue 41.7, the other direction: a damaged entry file went unseen while the pack served the
+// The other direction: a damaged entry file went unseen while the pack served the
 // gallery (and a read of that entry failed). read_entry reads it from its pack record, says so and
 // writes the file again; with both copies damaged it throws, naming the file.
 TEST(TextureGalleryPack, ADamagedEntryFileIsReadFromItsRecordAndWrittenAgain) {

@@ -127,7 +127,7 @@ links: [[a, b]]
   EXPECT_EQ(property(escaped, "b", "location"), "/tmp/${literal}");
 }
 
-// `${name + K}` and `${name - K}` (issue 40.10: identity's eos-after ends the stream at its Nth
+// `${name + K}` and `${name - K}` (identity's eos-after ends the stream at its Nth
 // buffer, so "N frames" is eos-after N + 1); anything else in braces with a space is an error.
 TEST(PipelineConfig, WholeNumberVariablesTakeAnOffset) {
   TempDir dir;
@@ -435,7 +435,7 @@ links:
 
 // A caps item must be a media type: a bare word would become an element on the launch line, and
 // ANY or EMPTY filter nothing or everything.
-// Issue 41.7: links that loop validated and ran for ever; [a, a] failed only when the pipeline was
+// Links that loop validated and ran for ever; [a, a] failed only when the pipeline was
 // built, without file:line.
 TEST(PipelineConfigErrors, LinksThatLoopAreRefusedAtTheLinkThatClosesThem) {
   TempDir dir;

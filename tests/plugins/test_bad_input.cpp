@@ -1,4 +1,4 @@
-// Bad input, one table per element (issue 19): each row is a launch line and the files it reads,
+// Bad input, one table per element: each row is a launch line and the files it reads,
 // and either a substring of the clear error it must end with (naming the property, pad, file or
 // field) or "" for a run to EOS. prism::test::check_launch_case runs a row within a time bound and
 // fails it on a crash, a hang, another error, or any GLib CRITICAL or WARNING logged meanwhile.

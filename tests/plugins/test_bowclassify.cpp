@@ -91,7 +91,7 @@ TEST_F(BowClassify, LabelsEachSceneInEveryFormat) {
   }
 }
 
-// The per-class scores (issue 23): in the message and the meta, one per class in the model's class
+// The per-class scores: in the message and the meta, one per class in the model's class
 // order, with the model's names; the label is their argmax and the confidence their softmax at it
 // (SVM: the scores are its decision values), and they are the kernel's for the same frame. The same
 // with a k-NN model, whose scores are vote shares: the label's is the largest and they sum to 1.
@@ -456,7 +456,7 @@ TEST_F(BowClassify, BowVideoConfigLabelsTheVideo) {
 
 }  // namespace
 
-// ---- the async mode (GstPrismCudaFilter, issue 23): a live source never waits ----
+// ---- the async mode (GstPrismCudaFilter): a live source never waits ----
 
 // A live 30 fps source into bowclassify, whose classification of a 640x480 frame takes longer than
 // a frame time on the CPU (320x240 took 22 ms on an idle 2-core machine): with async (the default) no frame reaches the

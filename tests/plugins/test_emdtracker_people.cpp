@@ -1,4 +1,4 @@
-// emdtracker against hand-checked people (issue 23, "objects, not fragments"): vtest.mp4 with the
+// emdtracker against hand-checked people (objects, not fragments): vtest.mp4 with the
 // README's target, on the CPU path, scored against data/vtest_people.txt (8 frames, 55 people).
 // Only the frames needed reach the element: 0-30 (the target is learned at 30; before it no map is
 // computed, so they cost little), the runs 40-50, 120-130 and 200-210 (track ids) and frames 80

@@ -166,7 +166,7 @@ TEST_F(ImageFile, AFileWithoutVideoIsRefusedAsSuch) {
   const std::string msg = err->message;
   g_clear_error(&err);
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  // Refused from its first bytes, before decodebin could reach a sound decoder (issue 41.1).
+  // Refused from its first bytes, before decodebin could reach a sound decoder.
   EXPECT_NE(msg.find("is a RIFF file: unsupported image format (PNG, JPEG, PNM)"), std::string::npos) << msg;
   EXPECT_TRUE(log.messages().empty()) << log.joined();
 }

@@ -1020,7 +1020,7 @@ TEST_F(PoissonBlend, LiveOverlayConfigRuns) {
   size_t pngs = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) pngs += e.path().extension() == ".png";
-  // frames=N gives N frames (issue 40.10: identity's eos-after=N passes N - 1; the config asks N + 1).
+  // frames=N gives N frames (identity's eos-after=N passes N - 1; the config asks N + 1).
   EXPECT_EQ(pngs, 5u) << output;
   prism::ImageFile first;
   GError* err = nullptr;

@@ -62,7 +62,7 @@ TEST_F(TextureId, IsRegisteredWithDocumentedProperties) {
   g_object_get(e, "min-significance", &min_significance, nullptr);
   EXPECT_EQ(min_significance, texture::SearchParams{}.min_significance);
   EXPECT_EQ(shortlist, texture::SearchParams{}.shortlist);
-  // About 1 s per identification on 2 CPU cores: a live source must not wait (issue 23).
+  // About 1 s per identification on 2 CPU cores: a live source must not wait.
   gboolean async = FALSE;
   guint64 skipped = 1;
   g_object_get(e, "async", &async, "frames-skipped", &skipped, nullptr);
@@ -139,7 +139,7 @@ TEST_F(TextureId, AnUnenrolledTextureIsNotIdentifiedAndGetsNoMeta) {
   EXPECT_TRUE(o.rois[0].empty());
 }
 
-// ---- where the texture is: homography and quad (issue 23) ----------------------------------------
+// ---- where the texture is: homography and quad -----------------------------------------------------
 
 namespace {
 
@@ -275,7 +275,7 @@ TEST_F(TextureId, CollectionsScopeTheSearchAndTheBudgetIsChecked) {
   std::string error;
   EXPECT_FALSE(starts(element("host-memory=196608"), error));
   EXPECT_NE(error.find("host budget"), std::string::npos) << error;
-  // Issue 41.7: names the CLI and HTTP refuse are refused here too, at start, naming the property.
+  // Names the CLI and HTTP refuse are refused here too, at start, naming the property.
   for (const char* bad : {"a/b,,,", "lot-9,,lot-10", "lot-9,", ",lot-9", ".hidden"}) {
     EXPECT_FALSE(starts(element(std::string("collections=\"") + bad + "\""), error)) << bad;
     EXPECT_NE(error.find("property 'collections'"), std::string::npos) << bad << ": " << error;
@@ -405,7 +405,7 @@ TEST_F(TextureId, MinSharpnessSkipsBlurredFramesAndTriesTheNext) {
 
 // ---- settings that fail at the state change ------------------------------------------------
 
-// Poor light (issue 22): frames are extracted with the normalisation the gallery records. A gallery
+// Poor light: frames are extracted with the normalisation the gallery records. A gallery
 // enrolled with the poor-light CLAHE and a quarter-light frame of the box scene: the element's
 // inliers and significance are the kernels' with the normalised query, not with the plain one.
 TEST_F(TextureId, FramesAreNormalisedAsTheGalleryRecords) {
@@ -716,7 +716,7 @@ TEST_F(TextureId, TextureVideoConfigIdentifiesTheEnrolledFrontInTheVideo) {
   EXPECT_NE(output.find("frame 50 (verify): not identified 'baboon'"), std::string::npos) << output;
 }
 
-// ---- the async mode (GstPrismCudaFilter, issue 23): a live source never waits ----
+// ---- the async mode (GstPrismCudaFilter): a live source never waits ----
 
 constexpr GstClockTime kFrameDuration = GST_SECOND / 30;
 

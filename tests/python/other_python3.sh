@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 40.12: with a python3 other than Debian's first on PATH (pyenv, conda, a venv: no
+# With a python3 other than Debian's first on PATH (pyenv, conda, a venv: no
 # python3-gi, no numpy), `python3 examples/python/EXAMPLE.py` as the README says failed with "No
 # module named 'numpy'". It now runs under /usr/bin/python3 and says so. The stand-in python3 here
 # is Debian's without its site-packages (-S), which has neither.

@@ -1,4 +1,4 @@
-// The sharded deployment as docs/SERVICE.md sets it up (issue 40.7): its systemd units' ExecStart
+// The sharded deployment as docs/SERVICE.md sets it up: its systemd units' ExecStart
 // lines run as written, with loopback for the hosts and a folder of the test for /srv and /etc
 // (and `--device cpu` for `cuda:%i` on a machine without a GPU), against a real redis-server. A
 // worker started before the shard count exists waits for it; Redis emptied under the running
@@ -205,7 +205,7 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   EXPECT_EQ(logs().find("-secret-0123"), std::string::npos) << logs();
 }
 
-// Issue 41.5: Redis was a back door: whoever reached it could add a delete to a shard's writes
+// Redis was a back door: whoever reached it could add a delete to a shard's writes
 // stream. With docs/SERVICE.md's ACL lines a client without a password can do nothing, a front
 // cannot read or acknowledge the streams (nor delete or script), a worker cannot add requests, and
 // neither reaches keys outside prism:* or administrative commands. A wrong password is named at

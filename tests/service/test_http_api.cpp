@@ -260,7 +260,7 @@ TEST(HttpApi, DigestSearchesAnswerAsTheIndexWithTheSameDigests) {
       << metrics->body;
 }
 
-// Poor light (issue 22): a gallery recording a contrast normalisation is served with it. The API
+// Poor light: a gallery recording a contrast normalisation is served with it. The API
 // extracts every enrolment and query with the gallery's normalisation, so its answers equal an
 // index of the same gallery searched with queries extracted as `prism texture search` does; a
 // server told another normalisation than the record refuses to start, naming both.
@@ -356,7 +356,7 @@ TEST(HttpApi, WritesAreIdempotentAndDurable) {
   EXPECT_NE(metrics->body.find("prism_gallery_images{shard=\"0\",tier=\"host\"} 0"), std::string::npos);
 }
 
-// Issue 40.2: an entry file put into the gallery behind the server's back (a replica repaired by
+// An entry file put into the gallery behind the server's back (a replica repaired by
 // copying entry files, as docs/SERVICE.md describes) made the POST of its id a 500.
 TEST(HttpApi, AnEntryFileTheIndexDoesNotHoldIsAConflict) {
   Server server;
@@ -374,7 +374,7 @@ TEST(HttpApi, AnEntryFileTheIndexDoesNotHoldIsAConflict) {
   EXPECT_NE(got["error"]["message"].get<std::string>().find("already enrolled"), std::string::npos) << got.dump();
 }
 
-// Issue 41.7: a damaged entry file made GET a 500 while the pack held a good copy, and lost
+// A damaged entry file made GET a 500 while the pack held a good copy, and lost
 // redundancy was silent. It is answered from the pack's copy, the file written again, and counted
 // in /v1/stats and /metrics.
 TEST(HttpApi, ADamagedEntryFileIsServedFromItsCopyAndCounted) {
@@ -422,7 +422,7 @@ TEST(HttpApi, ApiKeysHaveRoles) {
   EXPECT_EQ(forbidden["error"]["status"], 403) << forbidden.dump();
   EXPECT_EQ(status(post_image(c, "/v1/products/k", t, {{"Authorization", "Bearer writer-key-0123456789"}})), 201);
   EXPECT_EQ(status(post_image(c, "/v1/search", t, {{"X-API-Key", "reader-key-0123456789"}})), 200);
-  // Issue 41.6: the scheme in any case; a key with bytes after a NUL is not the key.
+  // The scheme in any case; a key with bytes after a NUL is not the key.
   EXPECT_EQ(status(c.Get("/v1/stats", {{"Authorization", "bearer reader-key-0123456789"}})), 200);
   EXPECT_EQ(status(c.Get("/v1/stats", {{"Authorization", "BEARER  reader-key-0123456789"}})), 200);
   // (httplib's client cuts a header at a NUL: sent raw)
@@ -470,7 +470,7 @@ struct BadRequest {
   std::string field;  // what the error names (null: "")
 };
 
-// Issue 41.2: memory per request grows with the pixels, not the bytes. A budget admits decodes
+// Memory per request grows with the pixels, not the bytes. A budget admits decodes
 // from their headers: what does not fit waits up to its deadline, then is 503 with Retry-After
 // (the load's fault, never a 4xx blaming a valid image).
 TEST(DecodeBudget, AdmitsWhatFitsAndRefusesAtTheDeadline) {
@@ -578,7 +578,7 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
   static const char ihdr[] = "\0\0\0\x0dIHDR\0\x01\x86\xa0\0\x01\x86\xa0\x08\x00\0\0\0";                // 21 bytes
   const std::string huge_png = png_header + std::string(ihdr, sizeof ihdr - 1) + std::string(4, '\0');  // bad CRC
   const std::vector<BadRequest> cases = {
-      // Formats by allowlist, decided from the bytes (issue 41.1): 415 naming what they are.
+      // Formats by allowlist, decided from the bytes: 415 naming what they are.
       {"garbage image", "POST", "/v1/products/x", "not an image at all", "image/png", 415, "image"},
       {"SVG image", "POST", "/v1/search",
        "<svg xmlns='http://www.w3.org/2000/svg' width='7000' height='7000'><filter id='b'><feGaussianBlur "
@@ -601,7 +601,7 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
        "image/x-portable-graymap", 422, "image"},
       {"wrong content type", "POST", "/v1/search", good, "text/plain", 415, "Content-Type"},
       {"form body", "POST", "/v1/search", "top_k=3", "application/x-www-form-urlencoded", 415, "Content-Type"},
-      // curl --data-binary @photo.jpg without -H: 413 "larger than the limit" before (issue 41.6).
+      // curl --data-binary @photo.jpg without -H: once 413 "larger than the limit", now 415.
       {"a photo sent form-encoded", "POST", "/v1/search", good + std::string(50000, 'x'),
        "application/x-www-form-urlencoded", 415, "Content-Type"},
       {"malformed JSON", "POST", "/v1/search", "{\"image\": \"abc", "application/json", 400, "body"},
@@ -794,7 +794,7 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
   for (auto& w : workers) EXPECT_EQ(w->error(), "");
 }
 
-// A front started before any worker (issue 22): until prism:normalise is set it cannot know how the
+// A front started before any worker: until prism:normalise is set it cannot know how the
 // gallery's images are extracted, so it refuses enrolments, updates, verifies and searches with 503
 // and a Retry-After, sending nothing to the shards (an image extracted with a guess would be
 // enrolled into, or searched in, a CLAHE shard with unnormalised features: silently worse). Gets,
@@ -900,7 +900,7 @@ TEST(HttpApi, BodiesMustSayTheirLengthAndComeUncompressed) {
                        "PUT /v1/products/a HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
                        "Connection: close\r\n\r\n"),
             411);
-  // Issue 41.6: a Content-Length that is no number (413 after 5 s before), and two that differ
+  // A Content-Length that is no number (413 after 5 s before), and two that differ
   // (the first was used: a smuggling primitive behind a proxy that reads the other), are 400.
   EXPECT_EQ(raw_status(port,
                        "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
@@ -913,7 +913,7 @@ TEST(HttpApi, BodiesMustSayTheirLengthAndComeUncompressed) {
   EXPECT_EQ(raw_status(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200);
 }
 
-// Issue 40.6: searches waiting on their shards took every thread, and /healthz and gets waited
+// Searches waiting on their shards took every thread, and /healthz and gets waited
 // behind them. Beyond threads - reserved_threads slow requests (enrol, update, verify, search) the
 // next is 503 at once with Retry-After, and gets and health are still answered.
 class BlockingSearches : public Backend {
@@ -991,7 +991,7 @@ TEST(HttpApi, SlowRequestsLeaveThreadsForGetsAndHealth) {
   EXPECT_EQ(again->status, 200) << again->body;
 }
 
-// Issue 40.6: a client that gave up (closed its connection) kept its request waiting on the shards
+// A client that gave up (closed its connection) kept its request waiting on the shards
 // until the deadline, holding a thread. Now the front stops waiting at its next liveness check
 // (499 in the metrics), and the slots come back.
 TEST(HttpApi, AClientThatClosesItsConnectionStopsTheWait) {

@@ -1,4 +1,4 @@
-// The service's connections (service/http_listener.h, issue 41.3-4 and 41.6's pipelining): the
+// The service's connections (service/http_listener.h, pipelining included): the
 // head parser on its own, then the real HTTP API on 127.0.0.1 with raw sockets doing what hostile
 // or careless clients do: heads without end, too many fields, one byte every few hundred ms, idle
 // connections by the hundred, pipelined requests, Expect: 100-continue, a stalled body. Each is a
@@ -192,7 +192,7 @@ int health(int port) {
   return s.empty() ? 0 : s[0];
 }
 
-// Issue 41.3: a head without its blank line grew the server by 950 MB. It is refused at the cap
+// A head without its blank line grew the server by 950 MB. It is refused at the cap
 // (431; 414 for the request line), while the client is still sending, and so are 101 fields.
 TEST(HttpListener, AnEndlessHeadIsRefusedAtItsCap) {
   Api api(ApiOptions{});
@@ -239,7 +239,7 @@ TEST(HttpListener, AnEndlessHeadIsRefusedAtItsCap) {
   EXPECT_EQ(health(api.port()), 200);
 }
 
-// Issue 41.4: 16 connections trickling a header byte every 4 s held every thread and /healthz
+// 16 connections trickling a header byte every 4 s held every thread and /healthz
 // waited behind them; 300 idle connections were a 36 s outage. Here with 4 threads: 16 tricklers
 // and 300 idle connections, /healthz answered all along; the tricklers get 408 at the head's
 // deadline; connections beyond max_connections get 503 at once.
@@ -280,7 +280,7 @@ TEST(HttpListener, HealthIsAnsweredDuringASlowlorisAndIdleConnections) {
   EXPECT_EQ(health(api.port()), 200);
 }
 
-// Issue 41.6: requests sent before the first answer were dropped after the first. They are
+// Requests sent before the first answer were dropped after the first. They are
 // answered, in order, on the one connection (the last asks to close).
 TEST(HttpListener, PipelinedRequestsAreAnsweredInOrder) {
   Api api(ApiOptions{});

@@ -104,7 +104,7 @@ TEST(ServeCli, ServesUntilSigterm) {
   EXPECT_NE(read_file(serve.out).find("stopped"), std::string::npos);
 }
 
-// Issue 40.1: cpp-httplib's SO_REUSEPORT let a second server share the port, and the kernel split
+// cpp-httplib's SO_REUSEPORT let a second server share the port, and the kernel split
 // the requests between two galleries. The second is refused, and every answer is the first's.
 TEST(ServeCli, SecondServerOnAPortInUseIsRefused) {
   TempDir dir;
@@ -133,7 +133,7 @@ TEST(ServeCli, SecondServerOnAPortInUseIsRefused) {
   }
 }
 
-// Issue 40.2: a gallery written behind its server's back (the server never saw it: a deleted
+// A gallery written behind its server's back (the server never saw it: a deleted
 // product still identified). While `serve` owns the gallery, every other writer is refused naming
 // it, a second owner too; readers keep working; once it stops, writers work again.
 TEST(ServeCli, GalleryOwnedByAServerRefusesOtherWriters) {
@@ -196,7 +196,7 @@ TEST(ServeCli, GalleryOwnedByAServerRefusesOtherWriters) {
       << output;
 }
 
-// Issue 41.6: a full disk answered 500 with the server's file path. The real server on a real full
+// A full disk answered 500 with the server's file path. The real server on a real full
 // disk: a 1.5 MB tmpfs, mounted in a user and mount namespace of its own (unshare -rm, util-linux),
 // holds the gallery. Products are enrolled until the disk is full: that one is 507 with
 // Retry-After and no path (the server's log has it), health and reads go on, and a second server

@@ -74,7 +74,7 @@ TEST(ServiceGpu, AnswersEqualTheCpuOnTheSameGallery) {
       ASSERT_EQ(r["outcome"], "created") << r.dump();
     }
   }
-  // One owner per gallery (issue 40.2): the CPU server gets a copy of the same entries.
+  // One owner per gallery: the CPU server gets a copy of the same entries.
   std::filesystem::copy(dir.path() / "g", dir.path() / "g-cpu", std::filesystem::copy_options::recursive);
   Served gpu(dir.path() / "g", texture::Device::kCuda);
   Served cpu(dir.path() / "g-cpu", texture::Device::kCpu);

@@ -42,7 +42,7 @@ TEST(RedisClient, ParsesUrlsAndNamesTheBadOnes) {
   EXPECT_EQ(u.port, 6380);
   EXPECT_EQ(u.db, 2);
   EXPECT_EQ(parse_redis_url("redis://127.0.0.1").port, 6379);
-  // Issue 41.5: ACL users and passwords, percent-encoded, shown as *** in what messages show.
+  // ACL users and passwords, percent-encoded, shown as *** in what messages show.
   const RedisUrl a = parse_redis_url("redis://prism-front:p%40ss/w:rd@10.0.0.5:6379/1");
   EXPECT_EQ(a.user, "prism-front");
   EXPECT_EQ(a.password, "p@ss/w:rd");
@@ -317,7 +317,7 @@ TEST(ShardedBackend, ReplicasEachApplyEveryWrite) {
       << st.shards[0].worker;
 }
 
-// Issue 40.4: two workers of one replica name were two consumers of one group and split the writes
+// Two workers of one replica name were two consumers of one group and split the writes
 // between their galleries (10 and 10 of 20). The second is refused naming the first, after waiting
 // out the first's lease once; the first applies every write meanwhile.
 TEST(ShardedBackend, ASecondWorkerOfOneReplicaNameIsRefused) {
@@ -503,7 +503,7 @@ TEST(ShardedBackend, AWorkerKilledMidStreamLosesNoAcknowledgedWrite) {
             << " products in shard 0\n";
 }
 
-// Issue 24: a shard worker without a replica killed during a search load (several clients, no
+// A shard worker without a replica killed during a search load (several clients, no
 // allow_partial). Until it is back, every search fails with 503 naming the shard, by its deadline
 // (bounded here generously: a hang check, not a timing), and no answer claims a coverage it lacks;
 // a search in flight at the kill either answered whole before it or fails the same way. After the
@@ -987,7 +987,7 @@ TEST(ShardedBackend, ANewGalleryTakesTheDeploymentsNormalisation) {
   EXPECT_EQ(texture::Gallery::read_normalisation(tmp.path() / "c"), texture::parse_normalisation("clahe-4-8"));
 }
 
-// Issue 40.3 and 40.5: a replica that could not apply a write (here: its index holds 8 products,
+// A replica that could not apply a write (here: its index holds 8 products,
 // its sibling's 200) recorded and acknowledged it anyway, never retried, and GETs flipped between
 // 200 and 404 with /healthz ok. Now every write is acknowledged from the replica that applied it,
 // the failing one logs, retries in place, is reported by /healthz and answers no reads; restarted
@@ -1017,7 +1017,7 @@ TEST(ShardedBackend, AReplicaThatCannotApplyAWriteRetriesAndLeavesReads) {
   std::string why;
   for (int i = 0; i < 100 && why.empty(); ++i, std::this_thread::sleep_for(50ms)) why = front.health();
   EXPECT_NE(why.find("shard 0 replica b cannot apply writes: "), std::string::npos) << why;
-  // Issue 40.3: the replicas' write positions, as Redis has them, show b behind and why.
+  // The replicas' write positions, as Redis has them, show b behind and why.
   auto replicas_of_shard_0 = [&] {
     const ServiceStats s = front.stats(in(10s));
     EXPECT_EQ(s.shards.size(), 1u);
@@ -1056,7 +1056,7 @@ TEST(ShardedBackend, AReplicaThatCannotApplyAWriteRetriesAndLeavesReads) {
   EXPECT_EQ(r[1].delivered, r[0].delivered);
 }
 
-// Issue 40.6: a shard without a live worker cost every request its whole deadline (a minute with
+// A shard without a live worker cost every request its whole deadline (a minute with
 // deadline_ms=60000), allow_partial or not. Now it is answered at once: 503 with Retry-After, or
 // the partial answer saying which shard is missing; the live shard answers as ever.
 TEST(ShardedBackend, AShardWithoutALiveWorkerIsAnsweredAtOnce) {
@@ -1109,7 +1109,7 @@ TEST(ShardedBackend, AShardWithoutALiveWorkerIsAnsweredAtOnce) {
   EXPECT_TRUE(stats.shards[1].replicas.empty());
 }
 
-// Issue 40.4: the default replica name is the host's, so two replicas of a shard on one host
+// The default replica name is the host's, so two replicas of a shard on one host
 // collide. A worker without --replica serves a shard of one replica only: alone it starts (and
 // starts again), beside another replica's group it is refused, naming the others.
 TEST(ShardedBackend, AWorkerWithoutAReplicaNameIsRefusedBesideOtherReplicas) {
@@ -1142,7 +1142,7 @@ TEST(ShardedBackend, AWorkerWithoutAReplicaNameIsRefusedBesideOtherReplicas) {
   }
 }
 
-// Issue 40.6: a worker whose readers hang (here every search blocks) still renewed its liveness
+// A worker whose readers hang (here every search blocks) still renewed its liveness
 // key, so every read of its shard cost the whole deadline. With every reader 2 s past its read's
 // deadline it sets prism:hung:K:NAME: reads of its shard are answered at once, as for a dead
 // one, until a reader is free again. It keeps its name meanwhile (a second worker of that name

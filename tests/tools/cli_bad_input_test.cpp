@@ -1,4 +1,4 @@
-// Bad input to the prism CLI, one table per command (issue 19): each row is an argv and the files it
+// Bad input to the prism CLI, one table per command: each row is an argv and the files it
 // reads, with the exit status and a substring of the output it must give. test::check_cli_case runs
 // a row in its own folder within a time bound and fails it on a signal, a hang, another status or a
 // GLib CRITICAL/WARNING. Rows already tested in prism_cli_test, texture_cli_test, bow_cli_test,

@@ -82,7 +82,7 @@ TEST(PrismCli, PrintShowsAWorkingGstLaunchCommand) {
   EXPECT_EQ(result.output, expected);
   EXPECT_FALSE(fs::exists(dir.path() / "out"));  // nothing ran
 
-  // Pasting it into a shell works: it makes the folder (gst-launch does not, issue 40.8).
+  // Pasting it into a shell works: it makes the folder (gst-launch does not).
   const int status = std::system((result.output.substr(0, result.output.size() - 1) + " >/dev/null 2>&1").c_str());
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(count_files(dir.path() / "out", ".png"), 2u);
@@ -134,7 +134,7 @@ links: [[src, sink]]
   EXPECT_NE(result.output.find("prism: error: element 'src' (" + config + ":2:3): "), std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("debug: "), std::string::npos) << result.output;
-  EXPECT_EQ(result.output.find("gstfilesrc.c("), std::string::npos) << result.output;  // issue 40.12
+  EXPECT_EQ(result.output.find("gstfilesrc.c("), std::string::npos) << result.output;  // no source paths
 }
 
 TEST(PrismCli, BadConfigExits2WithLocations) {
@@ -275,7 +275,7 @@ links: [[src, d], [d.video_0, sink]]
 }
 
 // A pipeline that never passes EOS on: a live source into an identity that sleeps 30 s on the first
-// frame. gst_element_send_event(EOS) then blocked the main loop forever (issue 19, item 5); now the
+// frame. gst_element_send_event(EOS) then blocked the main loop forever; now the
 // EOS goes out on another thread and after --grace the run ends, saying so.
 constexpr char kStalledConfig[] = R"(elements:
   src: {element: videotestsrc, properties: {is-live: true}}
@@ -313,7 +313,7 @@ TEST(PrismCli, SigtermEndsAStalledPipeline) {
       << result.output;
 }
 
-// Configs built to exhaust the stack or the memory fail validation early (issue 19, items 2 and 3).
+// Configs built to exhaust the stack or the memory fail validation early.
 TEST(PrismCli, HostileVariablesFailValidation) {
   TempDir dir;
   std::string deep = "variables:\n";
@@ -406,7 +406,7 @@ TEST(PrismDemoConfig, RunsWithFewFrames) {
   EXPECT_EQ(count_files(dir.path() / "demo", ".png"), 5u) << result.output;
 }
 
-// Issue 40.12: every run printed GStreamer's debug string whole, "  debug: /abs/path/of/the/build/
+// Every run printed GStreamer's debug string whole, "  debug: /abs/path/of/the/build/
 // gstprismcuda.cpp(148): gst_prism_cuda_start (): /GstPipeline:...:" before the text; and without a
 // driver the CLI said "CUDA driver version is insufficient", which sends a CPU user looking for a
 // driver update. The text stays, the source location goes; no driver is said in plain words.
@@ -476,7 +476,7 @@ TEST(PrismDemoConfig, ValidatesOrExplainsTheMissingPlugin) {
   }
 }
 
-// Issue 40.9: `prism run configs/texture-id.yaml` identified the box and only said "done: 30
+// `prism run configs/texture-id.yaml` identified the box and only said "done: 30
 // frames". It now closes with what each analysis element found; --results - keeps stdout for the
 // JSON lines and puts the summary on stderr. (Here, not in texture_cli, which is near its limit.)
 TEST(PrismCli, RunOfTheTextureConfigSaysWhatItIdentified) {
