@@ -1,8 +1,9 @@
-// Bag-of-words speed (issue 6): filter bank + visual words + pyramid histogram of a 1920x1080 frame
-// on the GPU (frame in GPU memory, with the two kernels timed by events, and frame uploaded from the
-// host) and on the CPU, OpenCV's dense filter2D bank for the filtering alone, and one k-means
-// assignment pass over 300,000 x 32 samples with k = 500 (ours on the CPU against cv::kmeans limited
-// to one iteration). Medians; all CPU figures on every core. Usage: bench_bow [runs]
+// Bag-of-words speed (docs/benchmarks/bow.md): filter bank + visual words + pyramid histogram of a
+// 1920x1080 frame on the GPU (frame in GPU memory, with the two kernels timed by events, and frame
+// uploaded from the host) and on the CPU, OpenCV's dense filter2D bank for the filtering alone, and
+// one k-means assignment pass over 300,000 x 32 samples with k = 500 (ours on the CPU against
+// cv::kmeans limited to one iteration). Medians; all CPU figures on every core.
+// Usage: bench_bow [runs]
 #include <cuda_runtime_api.h>
 #include <opencv2/core.hpp>
 #include <opencv2/features2d.hpp>

@@ -1,6 +1,6 @@
-// Opening a texture gallery (issue 20): the pack (one log read) against the entry files read one by
-// one, cold and warm, next to the disk's sequential read rate. CPU only; it measures the disk of the
-// machine it runs on.
+// Opening a texture gallery (docs/benchmarks/gallery-open.md): the pack (one log read) against the
+// entry files read one by one, cold and warm, next to the disk's sequential read rate. CPU only; it
+// measures the disk of the machine it runs on.
 //
 //   bench_gallery_open [ENTRIES=10000] [REPS=3]
 //

@@ -1,7 +1,8 @@
-// The sharded texture service on W shard worker processes (issue 24): 1:M search throughput and
-// latency for W = 1, 2, 4 (8), scaling efficiency against W = 1, capacity per worker and per host,
-// the whole host's images/s next to the reference's, and the host-to-device rate of every GPU with
-// all GPUs streaming at once. Markdown on stdout, ready for docs/benchmarks/scaling.md.
+// The sharded texture service on W shard worker processes (docs/benchmarks/scaling.md): 1:M search
+// throughput and latency for W = 1, 2, 4 (8), scaling efficiency against W = 1, capacity per worker
+// and per host, the whole host's images/s next to the reference's, and the host-to-device rate of
+// every GPU with all GPUs streaming at once. Markdown on stdout, ready for
+// docs/benchmarks/scaling.md.
 //
 //   bench_scaling [IMAGES=20000] [GPU_IMAGES=IMAGES] [CLIENTS=32] [SECONDS=10] [WORKERS=1,2,4]
 //

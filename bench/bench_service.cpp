@@ -1,5 +1,5 @@
-// The texture service's cost over the in-process path (issue 21): the same verify and search
-// queries (photos as PGM bytes: decoded, SIFT-extracted and matched every time) answered
+// The texture service's cost over the in-process path (docs/benchmarks/service.md): the same verify
+// and search queries (photos as PGM bytes: decoded, SIFT-extracted and matched every time) answered
 //   1. in process: decode + extract + LocalBackend, no HTTP;
 //   2. through HTTP on loopback, one process (`prism texture serve --gallery`);
 //   3. through HTTP + Redis with 1 shard worker, and with 4 shard workers on the same device

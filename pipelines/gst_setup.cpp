@@ -37,7 +37,7 @@ void init_gstreamer(int* argc, char*** argv) {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
 #if defined(PRISM_PLUGIN_BUILD_DIR) && defined(PRISM_BUILD_TREE)
   // The build's plugin, for the build's own executables only: an installed prism loaded it (and
-  // ran the build tree's elements, not its own) while the build folder was there (issue 40.8).
+  // ran the build tree's elements, not its own) while the build folder was there.
   const std::string tree = fs::weakly_canonical(PRISM_BUILD_TREE, ec).string() + "/";
   if (!ec && fs::weakly_canonical(exe, ec).string().rfind(tree, 0) == 0) scan_if_present(PRISM_PLUGIN_BUILD_DIR);
   ec.clear();

@@ -199,7 +199,7 @@ class Input {
     try {
       // Nothing deeper than an array member is kept: a body of nested brackets would otherwise
       // become a tree of several times its size in memory.
-      // A member given twice is refused (issue 41.6): which one counts would be the parser's
+      // A member given twice is refused: which one counts would be the parser's
       // choice (nlohmann keeps the last, others the first), a way past a proxy that checks one.
       doc = json::parse(body, [&](int depth, json::parse_event_t event, json& parsed) {
         if (event == json::parse_event_t::key && depth == 1 && duplicate.empty() &&
@@ -405,8 +405,9 @@ struct HttpApi::Impl {
   // `normalisation`: the backend's (Backend::normalisation), the gallery's, never the caller's
   // choice; asked for at the start of a request, so that one that cannot be served yet is refused
   // before any other work.
-  // The image is admitted against the decode budget from its header (issue 41.2), then decoded
-  // and extracted by `deadline` (a decode still running then is abandoned: 503).
+  // The image is admitted against the decode budget from its header (memory grows with the
+  // pixels, not the bytes: service/images.h), then decoded and extracted by `deadline` (a decode
+  // still running then is abandoned: 503).
   texture::Features features_of(const Input& in, const texture::Normalisation& normalisation, double& extract_ms,
                                 Clock::time_point deadline) {
     const auto t0 = Clock::now();
@@ -625,7 +626,8 @@ struct HttpApi::Impl {
       error(res, e.status, e.field, e.what());
       if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     } catch (const texture::GalleryError& e) {
-      // The server's own storage: its paths and errors go to its log, not to the client (issue 41.6).
+      // The server's own storage: its paths and errors go to its log, not to the client
+      // (a client must not learn the server's file layout).
       std::fprintf(stderr, "prism: error: %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
       if (e.disk_full()) {
         error(res, 507, "", "the server's gallery disk is full: nothing was stored; try again once space is freed");

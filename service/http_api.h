@@ -51,7 +51,8 @@ struct ApiOptions {
   // Threads enrolments, updates, verifies and searches (which extract SIFT and may wait for their
   // shards up to the deadline) may not take: with `threads - reserved_threads` of them running, the
   // next is answered 503 at once (Retry-After: 1), so gets, deletes, stats, /healthz and /metrics
-  // are still served when slow requests pile up (issue 40.6). At least one slow request may run.
+  // are still served when slow requests pile up (searches waiting on their shards once took every
+  // thread, and /healthz with them). At least one slow request may run.
   int reserved_threads = 4;
   // Connections (service/http_listener.h): they are read by one thread without blocking, so a slow
   // client holds no worker. A request in progress that sends nothing for read_timeout, a head not

@@ -588,7 +588,8 @@ int HttpListener::bind(const std::string& host, int port) {
       continue;
     }
     // SO_REUSEADDR only: with SO_REUSEPORT (cpp-httplib's default) a second server on the same
-    // port started too and the kernel split the connections between the two (issue 40).
+    // port started too and the kernel split the connections between the two (two
+    // galleries answering one address); now the second server's bind fails.
     const int yes = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {

@@ -6,7 +6,7 @@
 // connection a thread from the first byte to the last, with only a per-read timeout and no limit
 // on the request head. A client trickling one header byte every 4 s held a thread forever, 16 such
 // clients (the thread count) blocked /healthz, 300 idle connections queued everything behind them,
-// and a head without its blank line grew the server by 950 MB (issue 41.3-4). Here one thread reads
+// and a head without its blank line grew the server by 950 MB. Here one thread reads
 // every connection without blocking (epoll), the way nginx and Node's http server do, so a slow
 // client costs a buffer and never a worker, and:
 //   - the head (request line and fields) has caps on its size and its field count: 431 (414 for the

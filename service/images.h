@@ -1,6 +1,6 @@
 // Images that arrive in requests: decoded by kernels/image/decode.h (PNG, JPEG and binary PNM
 // alone, decided from the bytes, straight to grey, abandoned at the request's deadline), and
-// admitted against a memory budget before decoding (issue 41.2: memory per request grows with the
+// admitted against a memory budget before decoding (memory per request grows with the
 // pixels, not the bytes: a 381 KB PNG of 7000x7000 costs 49 MB of grey and more to extract, so 16
 // such uploads at once would take gigabytes).
 #pragma once

@@ -1,4 +1,5 @@
-// emdtracker's detections as objects and its tracks (issue 23, "objects, not fragments").
+// emdtracker's detections as objects and its tracks: whole objects, not the fragments of 8x8-cell
+// groups it reported before (docs/benchmarks/emd.md has the difference on hand-checked people).
 //
 // Objects: the full-resolution on-target mask (distance <= threshold), labelled into 8-connected
 // regions, then regions whose bounding boxes come within `merge_gap` pixels of each other joined

@@ -40,8 +40,8 @@ cv::Size detection_size(int width, int height, int max_side, double* scale) {
   const int side = std::max(width, height);
   if (max_side <= 0 || side <= max_side) return {width, height};
   *scale = double(side) / max_side;
-  // At least one pixel a side: 2049x1 shrank to 1024x0, an OpenCV assertion (issue 41.6). So thin
-  // an image has no SIFT features, and is refused or not identified as any featureless one is.
+  // At least one pixel a side: 2049x1 shrank to 1024x0, an OpenCV assertion on an upload. So
+  // thin an image has no SIFT features, and is refused or not identified as any featureless one is.
   return {std::max(1, int(width / *scale + 0.5)), std::max(1, int(height / *scale + 0.5))};
 }
 

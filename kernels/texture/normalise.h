@@ -1,4 +1,4 @@
-// Contrast normalisation of the grey image before SIFT (issue 22, poor light). SIFT's contrast
+// Contrast normalisation of the grey image before SIFT, for captures in poor light. SIFT's contrast
 // threshold is absolute (0.04 of the full grey range, after its 1/3 per-octave scaling), so a dark,
 // low-contrast capture (a mean grey under 40) yields tens of keypoints where its enrolled image had
 // hundreds, and is not identified. Equalising each region's grey levels first restores them.
@@ -9,7 +9,7 @@
 // images, written here (normalise_pixel.h) in integer and single-rounding float arithmetic that a
 // CUDA kernel reproduces bit for bit; chosen by measurement in `prism texture eval` against global
 // histogram equalisation, other CLAHE settings and a local mean/std normalisation
-// (docs/TEXTUREID.md, "Poor light (issue 22)").
+// (docs/TEXTUREID.md, "Poor light").
 #pragma once
 #include <string>
 

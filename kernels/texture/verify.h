@@ -36,8 +36,9 @@ std::vector<Correspondence> ratio_matches(const float* best, const float* second
 // ---- Ratio-test decisions per query descriptor, against an FP32 reference ----
 //
 // How often 8-bit or FP16 matching decides Lowe's ratio test otherwise than full precision would
-// (`prism texture eval` on real image pairs, issue 20). One decision per query descriptor against
-// one gallery image: whether it passes, and which gallery descriptor is its nearest.
+// (`prism texture eval` on real image pairs: docs/TEXTUREID.md, "8-bit against FP16"). One decision
+// per query descriptor against one gallery image: whether it passes, and which gallery descriptor
+// is its nearest.
 struct RatioDecision {
   bool pass = false;
   int nearest = -1;  // -1 when the gallery image has no descriptor
