@@ -39,7 +39,7 @@ LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void
         if (progress) progress(++done);
       });
   // A damaged copy read from the other one, a pack rebuilt or compacted: the operator should know
-  // (issue 41.7: lost redundancy was silent).
+  // (lost redundancy must not be silent).
   if (!read.note.empty()) std::fprintf(stderr, "gallery %s: %s\n", options.gallery.string().c_str(), read.note.c_str());
   copies_repaired_ = int64_t(read.damaged_copies);
 }

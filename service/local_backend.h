@@ -68,7 +68,7 @@ class LocalBackend : public Backend {
 
   std::timed_mutex write_;  // a write waits for the one before it until its deadline
   std::atomic<int64_t> writes_{0};
-  std::atomic<int64_t> copies_repaired_{0};  // since start (issue 41.7: lost redundancy is visible)
+  std::atomic<int64_t> copies_repaired_{0};  // since start (so that lost redundancy is visible)
 };
 
 }  // namespace prism::service

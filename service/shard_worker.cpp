@@ -67,7 +67,8 @@ StreamId last_delivered(Redis& redis, const std::string& stream, const std::stri
   return {};
 }
 
-// The replica name's lease is its liveness key (issue 40.4): taken when free, renewed only by its
+// The replica name's lease is its liveness key (two workers of one replica name would split the writes
+// between their galleries): taken when free, renewed only by its
 // holder, in one step. Returns the holder afterwards (ARGV[1] when it is ours).
 constexpr const char* kLeaseScript =
     "local v = redis.call('GET', KEYS[1]) "
@@ -394,7 +395,7 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
             if (failed_ < id || id < failed_) {
               say("cannot apply write " + e.id + " (" + e.field("op") + "): " + why +
                   "; retrying with backoff, out of reads until it is applied");
-              answer["retrying"] = true;  // the front prefers a sibling's success (issue 40.5)
+              answer["retrying"] = true;  // the front prefers a sibling's success
               send_answer(redis, e, answer);
               failed_ = id;
               retry_backoff = 100;
@@ -548,7 +549,8 @@ bool ShardWorker::failing() {
   return !failing_.empty();
 }
 
-// Whether every replica reaches this answer from the same state (issue 40.3): a success, or a
+// Whether every replica reaches this answer from the same state (a replica that could not apply a write must not
+// acknowledge it): a success, or a
 // refusal of the request itself. A 5xx or a GalleryError (the request was checked before, so
 // that is the disk or the gallery) is this replica's failure, to be retried.
 bool ShardWorker::settled(const json& answer) {

@@ -111,7 +111,7 @@ class ShardWorker {
   // holder when it is still held, or (without `wait`) when another worker took it.
   void hold_replica_name(Redis& redis, bool wait, const std::atomic<bool>& stop);
   // A worker without --replica (named after its host) may serve a shard of one replica only: where
-  // the shard's writes stream has other replicas' groups, it refuses to start (issue 40.4).
+  // the shard's writes stream has other replicas' groups, it refuses to start.
   void refuse_default_name_among_replicas(Redis& redis);
   shard::json apply_write(const shard::StreamEntry& e);
   static bool settled(const shard::json& answer);

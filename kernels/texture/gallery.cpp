@@ -312,8 +312,8 @@ GalleryEntry Gallery::read_entry(const std::string& id, std::string* note) const
     if (e.id != id) throw GalleryError(path.string() + ": corrupt gallery entry: holds id '" + e.id + "'");
     return e;
   } catch (const GalleryError& damaged) {
-    // The second copy, the id's record in the pack (issue 41.7: a damaged entry file went unseen
-    // while the pack served it): read from there when intact, and the file written again from it
+    // The second copy, the id's record in the pack (a damaged entry file must not go unseen
+    // while the pack serves it): read from there when intact, and the file written again from it
     // when the lock is free, so that both copies are back; the note says which.
     if (!fs::exists(fs::symlink_status(path, ec))) throw GalleryError("product '" + id + "' is not enrolled");
     const std::optional<std::vector<uint8_t>> copy = pack_copy(dir_, id);

@@ -1,14 +1,14 @@
 // A persistent texture gallery: one directory, one file per product id, so that every write is one
 // atomic rename and a crash at any moment leaves each entry either fully old or fully new; and one
 // packed log of the same entries, so that opening a million of them is one sequential read instead
-// of a million file opens (issue 20).
+// of a million file opens (docs/benchmarks/gallery-open.md).
 //
 //   DIR/gallery.prism        marker and format version: "format 2" once the gallery has a pack (an
 //                            older build, which reads only "format 1", then refuses the gallery
 //                            instead of writing entries the pack would never see); "format 3" is
 //                            format 2 with a second line "normalise NAME": the contrast
 //                            normalisation (normalise.h) its entries were extracted with and its
-//                            queries must use, chosen at creation (issue 22). Formats 1 and 2
+//                            queries must use, chosen at creation (for poor light). Formats 1 and 2
 //                            mean none, so galleries made before it keep working; an older build
 //                            refuses format 3 rather than extract without the normalisation.
 //   DIR/.lock                flock()ed by writers (one writer at a time; readers take no lock and
@@ -16,7 +16,7 @@
 //   DIR/.owner               the owner: flock()ed exclusively for its lifetime by the one process
 //                            that serves the gallery (GalleryOwner), holding "pid PID: WHO"; every
 //                            other writer takes it shared for one write, so it is refused while an
-//                            owner runs (the owner's index would never see the write, issue 40)
+//                            owner runs (the owner's index would never see the write)
 //   DIR/entries/ID.tex       an entry: header, id, source, collection, keypoints, 8-bit RootSIFT,
 //                            CRC-32 (format version 2; version 1 entries, FP16 RootSIFT and no
 //                            collection, are still read and converted with match::half_to_u8)

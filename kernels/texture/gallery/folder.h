@@ -20,7 +20,7 @@ namespace prism::texture::store {
 constexpr const char* kMarker = "gallery.prism";
 constexpr const char* kMarkerText = "prism texture gallery, format 1\n";        // entry files only (older builds)
 constexpr const char* kMarkerTextPacked = "prism texture gallery, format 2\n";  // entry files and pack.log
-// Format 2 and a contrast normalisation (issue 22) on the next line, "normalise NAME": an older
+// Format 2 and a contrast normalisation (for poor light) on the next line, "normalise NAME": an older
 // build refuses the gallery (unknown format) instead of extracting without it.
 constexpr const char* kMarkerTextNormalised = "prism texture gallery, format 3\n";
 

@@ -153,7 +153,7 @@ void prefetch(int fd, uint64_t at, uint64_t n) { ::posix_fadvise(fd, off_t(at), 
 // Walks records from s.end to `size`; stops at the first record that is short or fails its checks.
 // From a cold cache each header is one small read whose place is known only from the header before
 // it: a chain of random reads (70 us each on the benchmark's disk: longer than reading the whole
-// log sequentially; BENCHMARKS.md, issue 20). Records are mostly of one size (768 features), so the
+// log sequentially; docs/benchmarks/gallery-open.md). Records are mostly of one size (768 features), so the
 // headers ahead are asked for at that stride, kPrefetchRecords at a time in the background; a wrong
 // guess costs one page read, a right one turns the chain into queued reads.
 constexpr uint64_t kPrefetchRecords = 64;
@@ -418,7 +418,7 @@ std::optional<PackRead> read_pack(const fs::path& dir, const EntrySink& sink, st
         }
       }
     }
-    if (item.record) {  // one copy lost: said, and repaired by the caller (issue 41.7)
+    if (item.record) {  // one copy lost: said, and repaired by the caller (lost redundancy is never silent)
       std::lock_guard lock(damaged_mutex);
       out.damaged.push_back(*item.id);
     }

@@ -87,7 +87,7 @@ struct SearchResources {
   void ensure_copy_streams();
   // A streamed digest search's copies run on gather_blocks() blocks of 512 threads, at most a quarter of
   // a small GPU; the matchers' grids meanwhile leave them that many multiprocessors. (16 blocks: the
-  // fewest that kept the copy at PCIe's rate, BENCHMARKS.md.)
+  // fewest that kept the copy at PCIe's rate: docs/benchmarks/texture-index.md.)
   static constexpr int kGatherBlocks = 16;
   int gather_blocks() const { return std::clamp(sms / 4, 1, kGatherBlocks); }
   int gather_grid_sms() const { return std::max(1, sms - gather_blocks()); }

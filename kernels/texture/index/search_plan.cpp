@@ -250,7 +250,8 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
   // Enqueue order: each tier's runs spread evenly over the search, by the share of their tier's images
   // done, so that the host tier's copies start at once and the GPU tier's blocks fill the time they
   // take. In plan order (the GPU tier first), a large GPU tier filled CUDA's launch queue, and this
-  // thread waited there while PCIe idled (BENCHMARKS.md, "Texture index at scale").
+  // thread waited there while PCIe idled (docs/benchmarks/texture-index.md,
+  // "2,000,000 images on one node").
   std::vector<size_t> order(runs.size());
   {
     size_t in_tier[2] = {0, 0}, done[2] = {0, 0};
