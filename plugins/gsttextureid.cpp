@@ -18,6 +18,7 @@
 #include "gst/prism/gstprismgrey.h"
 #include "common/stopwatch.h"
 #include "gst/prism/gstprismmessage.h"
+#include "texture/catalog.h"
 #include "texture/detection_image.h"
 #include "texture/features.h"
 #include "texture/gallery.h"
@@ -72,10 +73,10 @@ constexpr guint kDefaultInterval = 10;
 struct State {
   std::string gallery;
   texture::FeatureParams features; /* the gallery's normalisation (its record), as at its enrolment */
-  texture::TextureIndex index;
-  bool attempted = false;    // an identification has run
-  guint64 last_attempt = 0;  // its frame
-  cv::Mat grey;              // RGB-ish host frames converted here (reused)
+  texture::Catalog catalog;        /* read-only: the gallery's entries in the index */
+  bool attempted = false;          // an identification has run
+  guint64 last_attempt = 0;        // its frame
+  cv::Mat grey;                    // RGB-ish host frames converted here (reused)
 #if defined(PRISM_HAVE_CUDA)
   /* GPU path: kernels/sift's CUDA SIFT for every frame, host or device, so both memory kinds give
    * the same features (made at start in the element's context; device frames are read on its
@@ -85,7 +86,7 @@ struct State {
   /* min-sharpness of device frames, measured where they lie (its two sums' buffers made at start) */
   std::unique_ptr<texture::CudaSharpness> sharpness;
 #endif
-  explicit State(const texture::IndexOptions &o) : index(o) {}
+  explicit State(const texture::CatalogOptions &o) : catalog(o) {}
 };
 
 struct _GstTextureId {
@@ -205,26 +206,34 @@ static GstPrismCuda *cuda_of(GstTextureId *self) { return gst_prism_cuda_filter_
 static bool build_index(GstTextureId *self, const texture::IndexOptions &options, const std::string &gallery,
                         TextureIdMode mode, const std::string &claimed, std::unique_ptr<State> *out) {
   try {
-    *out = std::make_unique<State>(options);
+    texture::CatalogOptions c;
+    c.gallery = gallery;
+    c.index = options;
+    *out = std::make_unique<State>(c);
   } catch (const std::invalid_argument &e) { /* the digests do not fit the budgets */
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                       ("textureid: properties 'digest-rows', 'gpu-memory' and 'host-memory': %s", e.what()), (nullptr));
+    return false;
+  } catch (const texture::GalleryError &e) {
+    GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
+                      ("textureid: property 'gallery': cannot open '%s': %s", gallery.c_str(), e.what()), (nullptr));
     return false;
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("textureid: property 'device': %s", e.what()), (nullptr));
     return false;
   }
   try {
-    texture::TextureIndex &index = (*out)->index;
-    const texture::Gallery::ReadSummary r =
-        texture::Gallery::for_each_entry(gallery, [&](texture::GalleryEntry &&e) { index.add(e); });
-    if (!r.note.empty()) GST_INFO_OBJECT(self, "gallery %s: %s", gallery.c_str(), r.note.c_str());
+    texture::Catalog &catalog = (*out)->catalog;
+    catalog.load();
+    if (!catalog.open_note().empty())
+      GST_INFO_OBJECT(self, "gallery %s: %s", gallery.c_str(), catalog.open_note().c_str());
   } catch (const texture::IndexFull &e) {
-    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
-                      ("textureid: %s: gallery '%s' does not fit: %s",
-                       (*out)->index.on_gpu() ? "properties 'gpu-memory' and 'host-memory'" : "property 'host-memory'",
-                       gallery.c_str(), e.what()),
-                      (nullptr));
+    GST_ELEMENT_ERROR(
+        self, RESOURCE, NO_SPACE_LEFT,
+        ("textureid: %s: gallery '%s' does not fit: %s",
+         (*out)->catalog.index().on_gpu() ? "properties 'gpu-memory' and 'host-memory'" : "property 'host-memory'",
+         gallery.c_str(), e.what()),
+        (nullptr));
     return false;
   } catch (const texture::GalleryError &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
@@ -234,7 +243,7 @@ static bool build_index(GstTextureId *self, const texture::IndexOptions &options
     GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("textureid: gallery '%s': %s", gallery.c_str(), e.what()), (nullptr));
     return false;
   }
-  if (mode == MODE_VERIFY && (*out)->index.find(claimed) < 0) {
+  if (mode == MODE_VERIFY && !(*out)->catalog.contains(claimed)) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                       ("textureid: property 'claimed-id': product '%s' is not enrolled in gallery '%s'",
                        claimed.c_str(), gallery.c_str()),
@@ -351,14 +360,14 @@ static gboolean start(GstBaseTransform *trans) {
     GST_BASE_TRANSFORM_CLASS(gst_texture_id_parent_class)->stop(trans);
     return FALSE;
   }
-  if (st->index.size() == 0)
+  if (st->catalog.size() == 0)
     GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
                         ("textureid: gallery '%s' is empty: nothing can be identified", gallery.c_str()), (nullptr));
-  if (device == GST_PRISM_DEVICE_AUTO && cuda->use_cuda && !st->index.on_gpu())
+  if (device == GST_PRISM_DEVICE_AUTO && cuda->use_cuda && !st->catalog.index().on_gpu())
     GST_ELEMENT_INFO(self, RESOURCE, NOT_FOUND, ("no usable CUDA GPU; running on the CPU"),
-                     ("%s", st->index.device_description().c_str()));
-  GST_INFO_OBJECT(self, "gallery %s: %zu products, matching on %s", gallery.c_str(), st->index.size(),
-                  st->index.device_description().c_str());
+                     ("%s", st->catalog.index().device_description().c_str()));
+  GST_INFO_OBJECT(self, "gallery %s: %zu products, matching on %s", gallery.c_str(), st->catalog.size(),
+                  st->catalog.index().device_description().c_str());
   st->gallery = gallery;
   st->features = features;
   delete self->state;
@@ -500,16 +509,16 @@ static GstFlowReturn process_ip(GstPrismCudaFilter *filter, GstBuffer *buf, cons
     texture::Features q;
     if (!frame_features(self, st, info, pixels, frame, min_sharpness, &sharp, &features_ms, &q)) return GST_FLOW_OK;
     if (mode == MODE_VERIFY) {
-      if (st.index.find(claimed) < 0) {
+      if (!st.catalog.contains(claimed)) {
         GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                           ("textureid: property 'claimed-id': product '%s' is not enrolled in gallery '%s'",
                            claimed.c_str(), st.gallery.c_str()),
                           (nullptr));
         return GST_FLOW_ERROR;
       }
-      r = st.index.verify(q, claimed, params);
+      r = st.catalog.verify(q, claimed, params);
     } else {
-      r = st.index.search(q, params);
+      r = st.catalog.search(q, params);
     }
   } catch (const std::exception &e) {
     GST_ELEMENT_ERROR(

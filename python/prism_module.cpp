@@ -27,6 +27,7 @@
 #include "common/grey.h"
 #include "gst/prism/gstprismimagefile.h"
 #include "poisson/seamless_clone.h"
+#include "texture/catalog.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
 
@@ -204,47 +205,38 @@ PyResult result_of(const texture::SearchResult& r, const texture::SearchParams& 
 
 // ---- the gallery ----
 
-// One gallery directory and, from the first search on, an index of its entries kept in step with
-// this object's writes. The object sees the gallery as it was opened plus its own writes (writes
-// by other processes are seen after reopening), as one `prism texture` command does. Calls are
-// serialised: one object may be shared between threads.
+// One gallery directory and its index (a texture::Catalog), kept in step with this object's writes:
+// a write is durable in the gallery, then indexed, and taken back out of the gallery when the index
+// refuses it. The object sees the gallery as it was opened plus its own writes (writes by other
+// processes are seen after reopening), as one `prism texture` command does. Calls are serialised:
+// one object may be shared between threads.
 class PyGallery {
  public:
   // `normalise` empty: a new gallery records the CLI's default (poor_light_normalisation); an
   // existing one keeps its record. Named: a new gallery records it; an existing one must agree.
   PyGallery(const std::string& path, bool create, const std::string& device, int64_t gpu_memory, int64_t host_memory,
-            const std::string& normalise)
-      : gallery_(Gallery::open(
-            path, create, Gallery::Load::kEntries,
-            normalise.empty() ? texture::poor_light_normalisation() : texture::parse_normalisation(normalise))) {
-    if (!normalise.empty() && gallery_.normalisation() != texture::parse_normalisation(normalise))
-      throw std::invalid_argument("normalise " + normalise + ": the gallery " + path + " records normalisation " +
-                                  gallery_.normalisation().name() + " (chosen when it was created)");
-    options_.device = device_of(device);
-    options_.gpu_budget = gpu_memory;
-    options_.host_budget = host_memory;
+            const std::string& normalise) try
+      : catalog_(options_of(path, create, device, gpu_memory, host_memory, normalise)) {
+    catalog_.load();
+  } catch (const texture::NormalisationMismatch& e) {  // a bad argument: ValueError
+    throw std::invalid_argument(e.what());
   }
 
-  std::string path() const { return gallery_.dir().string(); }
-  std::string pack_note() const { return gallery_.pack_note(); }
+  std::string path() const { return catalog_.dir().string(); }
+  std::string pack_note() const { return catalog_.open_note(); }
   // The gallery's recorded normalisation, as `prism texture` extracts with it.
-  texture::FeatureParams feature_params() const {
-    texture::FeatureParams p;
-    p.normalisation = gallery_.normalisation();
-    return p;
-  }
-  // Under the lock as every other call: another thread may be enrolling (the entries' vector and
-  // index change under an unlocked read). The GIL is released while waiting, as the writers hold
-  // the lock without it.
+  texture::FeatureParams feature_params() const { return catalog_.feature_params(); }
+  // Under the lock as every other call: another thread may be enrolling. The GIL is released while
+  // waiting, as the writers hold the lock without it.
   size_t size() const {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    return gallery_.entries().size();
+    return catalog_.size();
   }
   bool contains(const std::string& id) const {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    return gallery_.find(id) != nullptr;
+    return catalog_.contains(id);
   }
 
   // Enrols `image` as `id` (GalleryError when enrolled already, unless replace; then its
@@ -256,12 +248,11 @@ class PyGallery {
     const int n = e.features.count();
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    const GalleryEntry* known = gallery_.find(id);
-    if (replace && known) {
-      if (!collection) e.collection = known->collection;
-      write(std::move(e), true);
+    if (replace && catalog_.contains(id)) {
+      if (!collection) e.collection = catalog_.read(id).collection;
+      catalog_.update(e);
     } else {
-      write(std::move(e), false);
+      catalog_.add(e);
     }
     return n;
   }
@@ -274,23 +265,27 @@ class PyGallery {
     const int n = e.features.count();
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!collection)
-      if (const GalleryEntry* known = gallery_.find(id)) e.collection = known->collection;
-    write(std::move(e), true);
+    if (!collection && catalog_.contains(id)) e.collection = catalog_.read(id).collection;
+    catalog_.update(e);
     return n;
   }
 
   void remove(const std::string& id) {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    gallery_.remove(id);
-    if (index_) index_->remove(id);
+    if (!catalog_.remove(id)) throw texture::GalleryError("product '" + id + "' is not enrolled");
   }
 
   py::list entries() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<GalleryEntry> all;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const std::string& id : catalog_.index().ids()) all.push_back(catalog_.read(id));
+    }
+    std::sort(all.begin(), all.end(), [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
     py::list out;
-    for (const GalleryEntry& e : gallery_.entries()) {
+    for (const GalleryEntry& e : all) {
       py::dict d;
       d["id"] = e.id;
       d["features"] = e.features.count();
@@ -314,7 +309,7 @@ class PyGallery {
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
-      r = index().search(q, p);
+      r = catalog_.search(q, p);
     }
     return result_of(r, p, top);
   }
@@ -328,7 +323,7 @@ class PyGallery {
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
-      r = index().verify(q, id, p);
+      r = catalog_.verify(q, id, p);
     }
     return result_of(r, p, 1);
   }
@@ -336,10 +331,24 @@ class PyGallery {
   std::string device() {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    return index().device_description();
+    return catalog_.index().device_description();
   }
 
  private:
+  static texture::CatalogOptions options_of(const std::string& path, bool create, const std::string& device,
+                                            int64_t gpu_memory, int64_t host_memory, const std::string& normalise) {
+    texture::CatalogOptions o;
+    o.gallery = path;
+    o.writable = true;
+    o.create = create;
+    o.setting = "normalise";
+    if (!normalise.empty()) o.normalisation = texture::parse_normalisation(normalise);
+    o.index.device = device_of(device);
+    o.index.gpu_budget = gpu_memory;
+    o.index.host_budget = host_memory;
+    return o;
+  }
+
   static void check_id(const std::string& id) {
     if (!texture::valid_product_id(id))
       throw std::invalid_argument("id: '" + id +
@@ -359,35 +368,8 @@ class PyGallery {
     return e;
   }
 
-  // With the lock held.
-  void write(GalleryEntry e, bool replace) {
-    const GalleryEntry copy = index_ ? e : GalleryEntry{};
-    if (replace)
-      gallery_.update(std::move(e));
-    else
-      gallery_.add(std::move(e));
-    if (index_) {
-      if (replace && index_->find(copy.id) >= 0)
-        index_->update(copy);
-      else
-        index_->add(copy);
-    }
-  }
-
-  // With the lock held: the index, built from the entries at first use.
-  texture::TextureIndex& index() {
-    if (!index_) {
-      auto index = std::make_unique<texture::TextureIndex>(options_);
-      index->build(gallery_.entries());
-      index_ = std::move(index);
-    }
-    return *index_;
-  }
-
   mutable std::mutex mutex_;
-  Gallery gallery_;
-  texture::IndexOptions options_;
-  std::unique_ptr<texture::TextureIndex> index_;
+  texture::Catalog catalog_;
 };
 
 // ---- seamless_clone ----

@@ -22,36 +22,25 @@ Product product_of(const texture::GalleryEntry& e, int shard) {
 
 }  // namespace
 
+namespace {
+texture::CatalogOptions catalog_options(const LocalOptions& o) {
+  texture::CatalogOptions c;
+  c.gallery = o.gallery;
+  c.index = o.index;
+  c.writable = c.create = true;
+  c.owner = o.owner;
+  c.normalisation = o.normalisation;
+  return c;
+}
+}  // namespace
+
 LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
-    : options_(options),
-      owner_(options.gallery, options.owner),
-      gallery_(texture::Gallery::open(options.gallery, /*create=*/true, texture::Gallery::Load::kNoEntries,
-                                      options.normalisation.value_or(texture::poor_light_normalisation()))),
-      index_(options.index) {
-  if (options.normalisation && *options.normalisation != gallery_.normalisation())
-    throw texture::GalleryError("normalisation " + options.normalisation->name() + ": the gallery " +
-                                options.gallery.string() + " records normalisation " + gallery_.normalisation().name() +
-                                " (chosen when it was created)");
-  size_t done = 0;
-  const texture::Gallery::ReadSummary read =
-      texture::Gallery::for_each_entry(options.gallery, [&](texture::GalleryEntry&& e) {
-        index_.add(e);
-        if (progress) progress(++done);
-      });
+    : options_(options), catalog_(catalog_options(options)) {
+  catalog_.load(progress);
   // A damaged copy read from the other one, a pack rebuilt or compacted: the operator should know
   // (lost redundancy must not be silent).
-  if (!read.note.empty()) std::fprintf(stderr, "gallery %s: %s\n", options.gallery.string().c_str(), read.note.c_str());
-  copies_repaired_ = int64_t(read.damaged_copies);
-}
-
-texture::GalleryEntry LocalBackend::read_entry(const std::string& id) {
-  std::string note;
-  texture::GalleryEntry e = gallery_.read_entry(id, &note);
-  if (!note.empty()) {
-    std::fprintf(stderr, "gallery %s: %s\n", options_.gallery.string().c_str(), note.c_str());
-    ++copies_repaired_;
-  }
-  return e;
+  if (!catalog_.open_note().empty())
+    std::fprintf(stderr, "gallery %s: %s\n", options.gallery.string().c_str(), catalog_.open_note().c_str());
 }
 
 // The writer lock, or 503 when the deadline comes first.
@@ -67,12 +56,12 @@ static std::unique_lock<std::timed_mutex> lock_until(std::timed_mutex& m, Clock:
 WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point deadline) {
   check_deadline(deadline, "the write");
   const auto lock = lock_until(write_, deadline);
-  const bool present = index_.find(given.id) >= 0;
+  const bool present = catalog_.contains(given.id);
   texture::GalleryEntry entry = given;
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));
   WriteResult r;
   if (!replace && present) {
-    const texture::GalleryEntry old = read_entry(given.id);
+    const texture::GalleryEntry old = catalog_.read(given.id);
     if (!texture::same_stored_features(old.features, given.features) || old.collection != given.collection)
       throw ServiceError(409, "id",
                          "product '" + given.id + "' is enrolled with another image or collection; PUT replaces it");
@@ -81,32 +70,18 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
     return r;
   }
   if (replace && !present) throw ServiceError(404, "id", "product '" + given.id + "' is not enrolled");
-  // The gallery first (durable), then the index; when the index refuses, the gallery is put back,
-  // since nothing was acknowledged.
+  // The gallery first (durable), then the index; when the index refuses, the catalog puts the
+  // gallery back, since nothing was acknowledged.
   if (replace) {
-    const texture::GalleryEntry old = read_entry(entry.id);
-    gallery_.update(entry);
-    try {
-      index_.update(entry);
-    } catch (...) {
-      gallery_.update(old);
-      throw;
-    }
+    catalog_.update(entry);
     r.outcome = WriteOutcome::kUpdated;
   } else {
     try {
-      gallery_.add(entry);
+      catalog_.add(entry);
     } catch (const texture::GalleryConflict& e) {  // an entry file the index does not hold
       throw ServiceError(409, "id", e.what());
-    }
-    try {
-      index_.add(entry);
     } catch (const texture::IndexFull& e) {
-      gallery_.remove(entry.id);
       throw ServiceError(507, "", e.what());
-    } catch (...) {
-      gallery_.remove(entry.id);
-      throw;
     }
     r.outcome = WriteOutcome::kCreated;
   }
@@ -118,33 +93,31 @@ WriteResult LocalBackend::write(const texture::GalleryEntry& given, bool replace
 bool LocalBackend::remove(const std::string& id, Clock::time_point deadline) {
   check_deadline(deadline, "the delete");
   const auto lock = lock_until(write_, deadline);
-  if (index_.find(id) < 0) return false;
-  gallery_.remove(id);
-  index_.remove(id);
+  if (!catalog_.remove(id)) return false;
   ++writes_;
   return true;
 }
 
 std::optional<Product> LocalBackend::get(const std::string& id, Clock::time_point deadline) {
   check_deadline(deadline, "the read");
-  if (index_.find(id) < 0) return std::nullopt;
+  if (!catalog_.contains(id)) return std::nullopt;
   try {
-    return product_of(read_entry(id), options_.shard);
+    return product_of(catalog_.read(id), options_.shard);
   } catch (const texture::GalleryError&) {
-    if (index_.find(id) < 0) return std::nullopt;  // removed meanwhile
-    throw;                                         // a damaged entry is not "not enrolled"
+    if (!catalog_.contains(id)) return std::nullopt;  // removed meanwhile
+    throw;                                            // a damaged entry is not "not enrolled"
   }
 }
 
 VerifyAnswer LocalBackend::verify(const std::string& id, const texture::Features& query,
                                   const texture::SearchParams& params, Clock::time_point deadline) {
   check_deadline(deadline, "the verify");
-  if (index_.find(id) < 0) throw ServiceError(404, "id", "product '" + id + "' is not enrolled");
+  if (!catalog_.contains(id)) throw ServiceError(404, "id", "product '" + id + "' is not enrolled");
   texture::SearchResult r;
   try {
-    r = index_.verify(query, id, params);
+    r = catalog_.verify(query, id, params);
   } catch (const texture::IndexError&) {
-    if (index_.find(id) >= 0) throw;                                        // a broken index is not a 404
+    if (catalog_.contains(id)) throw;                                       // a broken index is not a 404
     throw ServiceError(404, "id", "product '" + id + "' is not enrolled");  // removed meanwhile
   }
   VerifyAnswer a;
@@ -162,7 +135,7 @@ VerifyAnswer LocalBackend::verify(const std::string& id, const texture::Features
 }
 
 ShardSearch LocalBackend::search_part(const texture::Features& query, const texture::SearchParams& params) {
-  return shard_search(index_, options_.shard, query, params);
+  return shard_search(catalog_.index(), options_.shard, query, params);
 }
 
 SearchAnswer LocalBackend::search(const SearchQuery& q) {
@@ -174,9 +147,9 @@ ShardStats LocalBackend::shard_stats() {
   ShardStats s;
   s.shard = options_.shard;
   s.worker = "local";
-  s.index = index_.stats();
+  s.index = catalog_.index().stats();
   s.writes_applied = writes_;
-  s.copies_repaired = copies_repaired_;
+  s.copies_repaired = catalog_.copies_repaired();
   return s;
 }
 

@@ -1,4 +1,4 @@
-// One gallery directory and its live index in this process: the backend of
+// One gallery directory and its live index in this process (a texture::Catalog): the backend of
 // `prism texture serve --gallery G`, and what a shard worker (service/shard_worker.h) serves.
 //
 // The backend owns its gallery for its lifetime (texture::GalleryOwner): any other writer, in this
@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "backend.h"
+#include "texture/catalog.h"
 
 namespace prism::service {
 
@@ -48,27 +49,22 @@ class LocalBackend : public Backend {
   SearchAnswer search(const SearchQuery& query) override;
   ServiceStats stats(Clock::time_point deadline) override;
   std::string health() override { return {}; }
-  texture::Normalisation normalisation() override { return gallery_.normalisation(); }
+  texture::Normalisation normalisation() override { return catalog_.normalisation(); }
 
   // This shard's part of a search (what a shard worker sends to the front).
   ShardSearch search_part(const texture::Features& query, const texture::SearchParams& params);
   ShardStats shard_stats();
-  size_t size() const { return index_.size(); }
-  bool contains(const std::string& id) const { return index_.find(id) >= 0; }
+  size_t size() const { return catalog_.size(); }
+  bool contains(const std::string& id) const { return catalog_.contains(id); }
   // What a writer refused while this holds the gallery is told holds it (once the port is known).
-  void describe_owner(const std::string& who) { owner_.describe(who); }
+  void describe_owner(const std::string& who) { catalog_.describe_owner(who); }
 
  private:
   LocalOptions options_;
-  texture::GalleryOwner owner_;  // before the gallery: no other process writes it from here on
-  texture::Gallery gallery_;
-  texture::TextureIndex index_;
-  // An entry from the gallery; a damaged copy read from the other is logged and counted.
-  texture::GalleryEntry read_entry(const std::string& id);
+  texture::Catalog catalog_;  // owned for the backend's lifetime; damaged copies logged and counted
 
-  std::timed_mutex write_;  // a write waits for the one before it until its deadline
+  std::timed_mutex write_;  // a write waits for the one before it until its deadline (the catalog's writes)
   std::atomic<int64_t> writes_{0};
-  std::atomic<int64_t> copies_repaired_{0};  // since start (so that lost redundancy is visible)
 };
 
 }  // namespace prism::service

@@ -25,6 +25,7 @@
 #include "gst/prism/gstprismimagefile.h"
 #include "gst_setup.h"
 #include "match/match.h"
+#include "texture/catalog.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
 #include "texture_util.h"
@@ -348,20 +349,24 @@ texture::IndexOptions index_options(const Options& o) {
 int search_or_verify(const Options& o, bool verify) {
   if (o.args.empty()) throw UsageError("give the query IMAGE");
   if (verify && (o.id.empty() || o.args.size() != 1)) throw UsageError("verify takes --id ID and one IMAGE");
-  const texture::FeatureParams fparams = feature_params(o, Gallery::read_normalisation(o.gallery));
-  texture::TextureIndex index(index_options(o));
+  texture::CatalogOptions co;
+  co.gallery = o.gallery;
+  co.index = index_options(o);
+  texture::Catalog catalog(co);
+  const texture::FeatureParams fparams = feature_params(o, catalog.normalisation());
   // Streamed: a bounded batch of entries in memory besides the index (IndexFull names the budget: exit 2).
-  print_pack_note(Gallery::for_each_entry(o.gallery, [&](GalleryEntry&& e) { index.add(e); }).note);
+  catalog.load();
+  print_pack_note(catalog.open_note());
   if (!o.json)
-    std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", index.size(),
-                 index.device_description().c_str());
+    std::fprintf(stderr, "prism texture: %zu products, matching on %s\n", catalog.size(),
+                 catalog.index().device_description().c_str());
   // A bad query image is reported and the others still searched: exit 2 if any failed, else 1 if
   // any was not identified.
   bool all = true, failed = false;
   for (const auto& image : o.args) {
     try {
       const texture::Features q = texture::extract_features(load_grey(image), fparams);
-      const texture::SearchResult r = verify ? index.verify(q, o.id, o.search) : index.search(q, o.search);
+      const texture::SearchResult r = verify ? catalog.verify(q, o.id, o.search) : catalog.search(q, o.search);
       print_result(o, image, r, verify ? "verify" : "search");
       all = all && r.identified;
     } catch (const UsageError&) {

@@ -1,0 +1,96 @@
+#include "texture/catalog.h"
+
+#include <cstdio>
+
+namespace prism::texture {
+
+Catalog::Catalog(const CatalogOptions& options)
+    : options_(options),
+      owner_(options.owner ? std::make_unique<GalleryOwner>(options.gallery, *options.owner) : nullptr),
+      gallery_(options.writable
+                   ? std::optional<Gallery>(Gallery::open(options.gallery, options.create, Gallery::Load::kNoEntries,
+                                                          options.normalisation.value_or(poor_light_normalisation())))
+                   : std::nullopt),
+      normalisation_(gallery_ ? gallery_->normalisation() : Gallery::read_normalisation(options.gallery)),
+      index_(options.index) {
+  if (options.normalisation && *options.normalisation != normalisation_)
+    throw NormalisationMismatch(options.setting + " " + options.normalisation->name() + ": the gallery " +
+                                options.gallery.string() + " records normalisation " + normalisation_.name() +
+                                " (chosen when it was created)");
+}
+
+void Catalog::load(const std::function<void(size_t)>& progress) {
+  size_t done = 0;
+  const Gallery::ReadSummary read = Gallery::for_each_entry(options_.gallery, [&](GalleryEntry&& e) {
+    index_.add(e);
+    if (progress) progress(++done);
+  });
+  open_note_ = read.note;
+  copies_repaired_ = int64_t(read.damaged_copies);
+}
+
+Catalog::~Catalog() = default;
+
+FeatureParams Catalog::feature_params() const {
+  FeatureParams p;
+  p.normalisation = normalisation_;
+  return p;
+}
+
+void Catalog::note(const std::string& text) const {
+  ++copies_repaired_;
+  if (note_sink_)
+    note_sink_(text);
+  else
+    std::fprintf(stderr, "gallery %s: %s\n", options_.gallery.string().c_str(), text.c_str());
+}
+
+Gallery& Catalog::writer() {
+  if (!gallery_) throw GalleryError("the gallery " + options_.gallery.string() + " was opened read-only");
+  return *gallery_;
+}
+
+GalleryEntry Catalog::read(const std::string& id) const {
+  std::string n;
+  // (a read-only catalog opens the folder for the one read)
+  GalleryEntry e = gallery_ ? gallery_->read_entry(id, &n)
+                            : Gallery::open(options_.gallery, false, Gallery::Load::kNoEntries).read_entry(id, &n);
+  if (!n.empty()) note(n);
+  return e;
+}
+
+void Catalog::add(const GalleryEntry& entry) {
+  Gallery& g = writer();
+  g.add(entry);
+  try {
+    index_.add(entry);
+  } catch (...) {  // nothing was acknowledged: the gallery as it was
+    g.remove(entry.id);
+    throw;
+  }
+}
+
+void Catalog::update(const GalleryEntry& entry) {
+  Gallery& g = writer();
+  const GalleryEntry old = read(entry.id);
+  g.update(entry);
+  try {
+    if (contains(entry.id))
+      index_.update(entry);
+    else
+      index_.add(entry);  // (enrolled on disk while the index was refused it: now indexed)
+  } catch (...) {
+    g.update(old);
+    throw;
+  }
+}
+
+bool Catalog::remove(const std::string& id) {
+  Gallery& g = writer();
+  if (!contains(id)) return false;
+  g.remove(id);
+  index_.remove(id);
+  return true;
+}
+
+}  // namespace prism::texture
