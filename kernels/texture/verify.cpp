@@ -37,21 +37,19 @@ std::vector<Correspondence> one_to_one(const int* best_index, int rows, Pass pas
   return out;
 }
 
-// One row's ratio test from the matchers' per-row outputs. An image with fewer than 2 descriptors
-// has second == INT32_MAX (8-bit) or -inf (FP16; match_cpu counts no match there either).
-bool row_passes(int32_t best, int32_t second, float ratio) {
+}  // namespace
+
+bool ratio_row_passes(int32_t best, int32_t second, float ratio) {
   return second != INT32_MAX && match::ratio_pass(best, second, ratio);
 }
-bool row_passes(float best, float second, float ratio) {
+bool ratio_row_passes(float best, float second, float ratio) {
   return std::isfinite(second) && match::ratio_pass_dot(best, second, ratio);
 }
-
-}  // namespace
 
 std::vector<Correspondence> ratio_matches(const int32_t* best, const int32_t* second, const int* best_index, int rows,
                                           float ratio) {
   return one_to_one(
-      best_index, rows, [&](int r) { return row_passes(best[r], second[r], ratio); },
+      best_index, rows, [&](int r) { return ratio_row_passes(best[r], second[r], ratio); },
       [&](int r) { return double(best[r]); });
 }
 
@@ -59,7 +57,7 @@ std::vector<Correspondence> ratio_matches(const float* best, const float* second
                                           float ratio) {
   constexpr double kScale = 512.0 * 512.0;  // quantize_u8's 512, squared
   return one_to_one(
-      best_index, rows, [&](int r) { return row_passes(best[r], second[r], ratio); },
+      best_index, rows, [&](int r) { return ratio_row_passes(best[r], second[r], ratio); },
       [&](int r) { return kScale * (2.0 - 2.0 * double(best[r])); });
 }
 
@@ -105,7 +103,7 @@ std::vector<RatioDecision> matcher_decisions(const T* query, int rows, const T* 
   int score = 0;
   run(query, slot.data(), best.data(), second.data(), index.data(), &score);
   std::vector<RatioDecision> out(rows);
-  for (int r = 0; r < rows; ++r) out[r] = {index[r] >= 0 && row_passes(best[r], second[r], ratio), index[r]};
+  for (int r = 0; r < rows; ++r) out[r] = {index[r] >= 0 && ratio_row_passes(best[r], second[r], ratio), index[r]};
   return out;
 }
 

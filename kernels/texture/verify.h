@@ -33,6 +33,13 @@ std::vector<Correspondence> ratio_matches(const int32_t* best, const int32_t* se
 std::vector<Correspondence> ratio_matches(const float* best, const float* second, const int* best_index, int rows,
                                           float ratio);
 
+// One row's ratio test as ratio_matches applies it to the matchers' per-row outputs: the 8-bit
+// matcher's squared distances (match::ratio_pass) and the FP16 matcher's dot products
+// (match::ratio_pass_dot). An image with fewer than 2 descriptors has second == INT32_MAX (8-bit)
+// or -inf (FP16; match_cpu counts no match there either): no row passes.
+bool ratio_row_passes(int32_t best, int32_t second, float ratio);
+bool ratio_row_passes(float best, float second, float ratio);
+
 // ---- Ratio-test decisions per query descriptor, against an FP32 reference ----
 //
 // How often 8-bit or FP16 matching decides Lowe's ratio test otherwise than full precision would
