@@ -40,43 +40,6 @@ std::vector<Correspondence> ratio_matches(const float* best, const float* second
 bool ratio_row_passes(int32_t best, int32_t second, float ratio);
 bool ratio_row_passes(float best, float second, float ratio);
 
-// ---- Ratio-test decisions per query descriptor, against an FP32 reference ----
-//
-// How often 8-bit or FP16 matching decides Lowe's ratio test otherwise than full precision would
-// (`prism texture eval` on real image pairs: docs/TEXTUREID.md, "8-bit against FP16"). One decision
-// per query descriptor against one gallery image: whether it passes, and which gallery descriptor
-// is its nearest.
-struct RatioDecision {
-  bool pass = false;
-  int nearest = -1;  // -1 when the gallery image has no descriptor
-};
-
-// The reference: RootSIFT in float (Features::descriptors_fp32), squared distances summed in double,
-// the nearest two (ties: the lower index), d1 < r^2 d2. `query` [rows][kDim], `gallery`
-// [gallery_rows][kDim]; fewer than 2 gallery descriptors never pass.
-std::vector<RatioDecision> reference_decisions(const float* query, int rows, const float* gallery, int gallery_rows,
-                                               float ratio);
-// The 8-bit matcher's decisions (match::match_u8_cpu per-row outputs, match::ratio_pass) and the
-// FP16 matcher's (match::match_cpu, match::ratio_pass_dot), as ratio_matches reads them before
-// making them one-to-one. gallery_rows <= match::kSlot (std::invalid_argument otherwise).
-std::vector<RatioDecision> u8_decisions(const uint8_t* query, int rows, const uint8_t* gallery, int gallery_rows,
-                                        float ratio);
-std::vector<RatioDecision> fp16_decisions(const uint16_t* query, int rows, const uint16_t* gallery, int gallery_rows,
-                                          float ratio);
-
-// Decisions that differ from the reference: a pass/fail flip, or both passing with another nearest
-// (a row failing both ways makes no match either way, whichever its nearest).
-struct DecisionDiff {
-  int rows = 0, flips = 0, other_nearest = 0;
-  int differ() const { return flips + other_nearest; }
-  DecisionDiff& operator+=(const DecisionDiff& o) {
-    rows += o.rows, flips += o.flips, other_nearest += o.other_nearest;
-    return *this;
-  }
-};
-// std::invalid_argument when the two differ in length.
-DecisionDiff compare_decisions(const std::vector<RatioDecision>& reference, const std::vector<RatioDecision>& other);
-
 struct VerifyParams {
   double reprojection_px = 6.0;  // RANSAC inlier threshold, in gallery-image pixels
   int max_iterations = 2000;
@@ -99,7 +62,7 @@ struct Verification {
 // probability kChanceInlier; the significance is -log10 P(Binomial(matches - 4, kChanceInlier) >=
 // inliers - 4), an a-contrario test in the spirit of Moisan & Stival's ORSA (IJCV 2004). Unlike the
 // bare inlier count it tells 7 of 7 matches (a blurred re-capture) from 7 of 14 (chance).
-// 0 below 5 inliers. The threshold on it is calibrated by `prism texture eval` (docs/TEXTUREID.md).
+// 0 below 5 inliers. The threshold on it is calibrated by `prism-texture-eval` (docs/TEXTUREID.md).
 constexpr double kChanceInlier = 0.01;
 double chance_significance(int inliers, int matches);
 

@@ -1,7 +1,6 @@
 // Texture identification on the CPU: features, geometric verification against a known homography,
 // the gallery's file format, atomic writes and refusal of corrupt files, and search/verify over
-// fresh random textures (smoothed noise at two scales: blob-rich like wood or stone); ratio-test
-// decisions of the 8-bit and FP16 matchers against the FP32 reference on a case solved by hand.
+// fresh random textures (smoothed noise at two scales: blob-rich like wood or stone).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -1358,69 +1357,6 @@ TEST(TextureGalleryPack, ALogMoreThanHalfDeadIsCompacted) {
   for (int i = 0; i < 6; ++i) w.update(small_entry("b", rng, 40));
   EXPECT_LE(fs::file_size(g / "pack.log"), 2 * compacted + 16);
   EXPECT_EQ(as_bytes(Gallery::open(g).entries()), per_file(g));
-}
-
-// Unit vectors spread evenly over 16 components (0.25 each: no 8-bit saturation) of the groups given.
-std::vector<float> spread(std::initializer_list<int> groups) {
-  std::vector<float> v(match::kDim, 0.f);
-  const float x = 0.25f / std::sqrt(float(groups.size()));
-  for (int g : groups)
-    for (int k = 0; k < 16; ++k) v[g * 16 + k] = x;
-  return v;
-}
-
-TEST(RatioDecisions, MatchersDecideAsTheReferenceOnAHandSolvedCase) {
-  // Gallery: a (group 0), b (group 1), (a + b)/sqrt 2. Squared distances of unit vectors 2 - 2 dot.
-  const std::vector<std::vector<float>> gallery = {spread({0}), spread({1}), spread({0, 1})};
-  // Queries: a itself (0 vs 0.586: passes, nearest 0); c, orthogonal to all (2 vs 2: fails);
-  // (a + b)/sqrt 2 itself (passes, nearest 2); (a + c)/sqrt 2 (0.586 vs 1.0 < 0.64: passes, nearest 0).
-  const std::vector<std::vector<float>> query = {spread({0}), spread({2}), spread({0, 1}), spread({0, 2})};
-  auto flat = [](const std::vector<std::vector<float>>& rows) {
-    std::vector<float> f;
-    for (const auto& r : rows) f.insert(f.end(), r.begin(), r.end());
-    return f;
-  };
-  const std::vector<float> qf = flat(query), gf = flat(gallery);
-  std::vector<uint8_t> q8(qf.size()), g8(gf.size());
-  std::vector<uint16_t> q16(qf.size()), g16(gf.size());
-  for (size_t i = 0; i < qf.size(); ++i) q8[i] = match::quantize_u8(qf[i]), q16[i] = match::float_to_half(qf[i]);
-  for (size_t i = 0; i < gf.size(); ++i) g8[i] = match::quantize_u8(gf[i]), g16[i] = match::float_to_half(gf[i]);
-  const auto ref = texture::reference_decisions(qf.data(), 4, gf.data(), 3, 0.8f);
-  const auto u8 = texture::u8_decisions(q8.data(), 4, g8.data(), 3, 0.8f);
-  const auto h = texture::fp16_decisions(q16.data(), 4, g16.data(), 3, 0.8f);
-  for (const auto* d : {&ref, &u8, &h}) {
-    ASSERT_EQ(d->size(), 4u);
-    const char* which = d == &ref ? "fp32" : d == &u8 ? "u8" : "fp16";
-    EXPECT_TRUE((*d)[0].pass) << which;
-    EXPECT_EQ((*d)[0].nearest, 0) << which;
-    EXPECT_FALSE((*d)[1].pass) << which;
-    EXPECT_TRUE((*d)[2].pass) << which;
-    EXPECT_EQ((*d)[2].nearest, 2) << which;
-    EXPECT_TRUE((*d)[3].pass) << which;
-    EXPECT_EQ((*d)[3].nearest, 0) << which;
-    EXPECT_EQ(texture::compare_decisions(ref, *d).differ(), 0) << which;
-  }
-  // At ratio 0.7 (0.49 < 0.586) the fourth query fails everywhere; with one gallery descriptor nothing passes.
-  EXPECT_FALSE(texture::reference_decisions(qf.data(), 4, gf.data(), 3, 0.7f)[3].pass);
-  EXPECT_FALSE(texture::u8_decisions(q8.data(), 4, g8.data(), 3, 0.7f)[3].pass);
-  EXPECT_FALSE(texture::fp16_decisions(q16.data(), 4, g16.data(), 3, 0.7f)[3].pass);
-  for (const auto& d : texture::u8_decisions(q8.data(), 4, g8.data(), 1, 0.8f)) EXPECT_FALSE(d.pass);
-  for (const auto& d : texture::fp16_decisions(q16.data(), 4, g16.data(), 1, 0.8f)) EXPECT_FALSE(d.pass);
-  for (const auto& d : texture::reference_decisions(qf.data(), 4, gf.data(), 1, 0.8f)) EXPECT_FALSE(d.pass);
-  EXPECT_THROW(texture::u8_decisions(q8.data(), 4, g8.data(), match::kSlot + 1, 0.8f), std::invalid_argument);
-}
-
-TEST(RatioDecisions, DifferencesAreFlipsOrAnotherNearestWhenBothPass) {
-  using D = texture::RatioDecision;
-  const std::vector<D> ref = {{true, 0}, {false, 0}, {true, 2}, {true, 0}, {false, 1}};
-  const std::vector<D> other = {{false, 0}, {true, 0}, {true, 1}, {true, 0}, {false, 2}};
-  const texture::DecisionDiff d = texture::compare_decisions(ref, other);
-  EXPECT_EQ(d.rows, 5);
-  EXPECT_EQ(d.flips, 2);
-  EXPECT_EQ(d.other_nearest, 1);  // row 4 fails both ways: its nearest makes no match
-  EXPECT_EQ(d.differ(), 3);
-  EXPECT_EQ(texture::compare_decisions(ref, ref).differ(), 0);
-  EXPECT_THROW(texture::compare_decisions(ref, {{true, 0}}), std::invalid_argument);
 }
 
 }  // namespace

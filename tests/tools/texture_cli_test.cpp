@@ -116,7 +116,6 @@ TEST(TextureCli, EverySubcommandAnswersHelp) {
        std::vector<std::vector<std::string>>{{"texture", "enroll", "--help"},
                                              {"texture", "search", "--gallery", "x", "-h"},
                                              {"texture", "delete", "--help"},
-                                             {"texture", "eval", "--help"},
                                              {"texture", "serve", "--help"},
                                              {"bow", "train", "--help"},
                                              {"bow", "classify", "-h"},
@@ -128,20 +127,13 @@ TEST(TextureCli, EverySubcommandAnswersHelp) {
   }
 }
 
-// eval's precision option: an unknown one is refused naming it (before any data is read).
-TEST(TextureCli, EvalRefusesAnUnknownPrecision) {
-  const auto r = run_prism({"texture", "eval", "--precision", "fp32", "--data", "/nonexistent"});
+// `prism texture eval` is no longer a command of the product: it names the evaluation tool that
+// replaced it, and fails.
+TEST(TextureCli, EvalNamesTheEvaluationTool) {
+  const auto r = run_prism({"texture", "eval", "--textures", "20"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--precision takes u8, not 'fp32'"), std::string::npos) << r.output;
-  // The FP16 index is gone: asking for it says so, before any data is read.
-  const auto f = run_prism({"texture", "eval", "--precision", "both", "--data", "/nonexistent"});
-  EXPECT_EQ(f.exit_code, 2) << f.output;
-  EXPECT_NE(f.output.find("the FP16 index was removed"), std::string::npos) << f.output;
-  for (const char* opt : {"--enrol-device", "--query-device", "--device"}) {
-    const auto d = run_prism({"texture", "eval", opt, "gpu", "--data", "/nonexistent"});
-    EXPECT_EQ(d.exit_code, 2) << d.output;
-    EXPECT_NE(d.output.find(std::string(opt) + " takes auto, cpu or cuda, not 'gpu'"), std::string::npos) << d.output;
-  }
+  EXPECT_NE(r.output.find("prism-texture-eval"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("build/evaluation/texture/"), std::string::npos) << r.output;
 }
 
 // Poor light (issue 22): a new gallery records its contrast normalisation (--normalise; none by
@@ -264,49 +256,6 @@ TEST(TextureCli, RacingEnrolmentsIntoANewFolderAgreeOnTheNormalisation) {
     EXPECT_EQ(gallery.entries()[0].id, ids[winner]);
     EXPECT_EQ(gallery.normalisation().name(), norms[winner]);
   }
-}
-
-// The eval's low-light perturbation (issue 22) on a small set (2 sun8 photos, the 3 skimage
-// textures and 8 Oxford img1): it runs, reports its row, and most of its captures are dark (mean
-// grey under 40), with their keypoint counts.
-TEST(TextureCli, EvalLowLightMakesDarkCaptures) {
-  const std::string data = test::data_dir();
-  if (!fs::exists(data + "/sun8/train.txt") || !fs::exists(data + "/textures/kth-tips-gray")) {
-    if (std::getenv("PRISM_REQUIRE_DATA")) FAIL() << "no ../shared/data/sun8";
-    GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/sun8 not found (set PRISM_DATA_DIR)";
-  }
-  TempDir dir;
-  // The index is 8-bit alone: no FP16 rows.
-  const auto r = run_prism({"texture",       "eval",  "--data",      data,  "--out",    (dir.path() / "eval").string(),
-                            "--textures",    "2",     "--impostors", "2",   "--device", "cpu",
-                            "--normalise",   "none",  "--digest",    "128", "--decoys", "60",
-                            "--digest-keep", "1,3,13"});
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output.find("| FP16"), std::string::npos) << r.output;  // no FP16 rows in the report
-  EXPECT_NE(r.output.find("contrast normalisation none at enrolment and query"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("| lowlight | 13 | "), std::string::npos) << r.output;
-  // | lowlight | 13 | SHARE% (DARK) | MEDIAN | MIN |: the row of the queries' table.
-  const std::regex row(R"(\| lowlight \| 13 \| [0-9.]+% \(([0-9]+)\) \| ([0-9]+) \| ([0-9]+) \|)");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, row)) << r.output;
-  EXPECT_GE(std::stoi(m[1]), 7) << "captures with a mean grey under 40, of 13";
-  EXPECT_GE(std::stoi(m[2]), std::stoi(m[3]));  // median >= min
-  EXPECT_TRUE(fs::exists(dir.path() / "eval" / "texture-eval.md"));
-  // In the same run (one CPU eval is a minute), --decoys: the digest slots gain the decoys' (60 decoys of
-  // 128 rows, 6 a slot: 10 slots beside the 3 that hold the 13 products'), and the share in the K best
-  // grows with K, to all of them at K = 13 (every slot).
-  const size_t digest_table = r.output.find("13 slots (60 decoys' digests in 10 of them)");
-  ASSERT_NE(digest_table, std::string::npos) << r.output;
-  const std::string digest_part = r.output.substr(digest_table);
-  // | **all** | N | EXACT% | FIRST% | KEPT% | BEST1% | BEST3% | BEST13% | margin |
-  const std::regex all(
-      R"(\| \*\*all\*\* \| [0-9]+ \| [0-9.]+% \| [0-9.]+% \| ([0-9.]+)% \| ([0-9.]+)% \| ([0-9.]+)% \| ([0-9.]+)% \|)");
-  ASSERT_TRUE(std::regex_search(digest_part, m, all)) << digest_part;
-  EXPECT_EQ(m[1], m[2]) << "first by digest: the best 1";
-  EXPECT_LE(std::stod(m[2]), std::stod(m[3]));
-  EXPECT_LE(std::stod(m[3]), std::stod(m[4]));
-  EXPECT_EQ(std::stod(m[4]), 100.0) << "every slot is in the best 13 of 13";
-  EXPECT_NE(r.output.find("in the best 13: 100.0% of those first exactly"), std::string::npos) << r.output;
 }
 
 // The pack's note: a reader that finds pack.log gone rebuilds it and says so on stderr, never in

@@ -28,7 +28,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", "validate and run a YAML pipeline config", prism::cli::run_command},
     {"inspect", "list the elements of the Prism GStreamer plugin", prism::cli::inspect_command},
-    {"texture", "texture identification: enrol, search, verify, evaluate", prism::cli::texture_command},
+    {"texture", "texture identification: enrol, search, verify, serve", prism::cli::texture_command},
     {"bow", "bag-of-visual-words scene classification: train, evaluate, classify", prism::cli::bow_command},
 };
 

@@ -51,7 +51,7 @@ constexpr const char* kUsage =
     "  list                           enrolled products\n"
     "  stats                          gallery size, features, memory\n"
     "  migrate                        rewrite format-1 (FP16) entries as format 2 (8-bit); resumable\n"
-    "  eval    --out DIR ...          accuracy evaluation (see 'prism texture eval --help')\n"
+    "  (eval)                         the accuracy evaluation is the separate tool prism-texture-eval\n"
     "  serve   --gallery DIR ...      the HTTP service (see 'prism texture serve --help', docs/SERVICE.md)\n"
     "\n"
     "options:\n"
@@ -492,7 +492,6 @@ int migrate(const Options& o) {
 
 }  // namespace
 
-int texture_eval_command(int argc, char** argv);
 int texture_serve_command(int argc, char** argv);
 int texture_shard_command(const std::vector<std::string>& args);
 
@@ -501,7 +500,13 @@ int texture_command(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (argc >= 2 && std::strcmp(argv[1], "eval") == 0) return texture_eval_command(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "eval") == 0) {  // moved out of the product
+    std::fputs(
+        "prism texture: error: 'eval' is not a prism command: the accuracy evaluation is the separate tool\n"
+        "prism-texture-eval (build/evaluation/texture/prism-texture-eval; not installed; docs/TEXTUREID.md)\n",
+        stderr);
+    return 2;
+  }
   if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) return texture_serve_command(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "shard") == 0) return texture_shard_command({argv + 2, argv + argc});
   for (int i = 2; i < argc; ++i)  // `prism texture enroll --help`
