@@ -14,6 +14,8 @@ cmake --install "$build" --prefix "$prefix" >"$prefix/install.log" 2>&1 || { cat
 echo "installed into $prefix:"; (cd "$prefix" && find . -type f -not -path './share/doc/*' -not -name install.log | sort)
 
 [ -x "$prefix/bin/prism" ] || fail "no bin/prism"
+# The evaluation tools (evaluation/) measure the product and are not part of it.
+! find "$prefix" -name 'prism-texture-eval*' | grep -q . || fail "prism-texture-eval is installed (evaluation/ is not)"
 version=$("$prefix/bin/prism" --version) || fail "prism --version exited $?"
 echo "$version"
 [[ "$version" == "prism "* ]] || fail "prism --version printed '$version'"

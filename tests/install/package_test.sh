@@ -18,6 +18,7 @@ want=(./usr/bin/prism "./usr/$plugindir/libgstprism.so" ./usr/share/doc/prism/RE
 for f in "${want[@]}"; do
   grep -q "^${f//./\\.}" <<<"$files" || fail "the package has no $f"
 done
+! grep -q 'prism-texture-eval' <<<"$files" || fail "the package has prism-texture-eval (evaluation/ is not packaged)"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 for d in libgstreamer1.0-0 libopencv-core406 gstreamer1.0-plugins-base; do
