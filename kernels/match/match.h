@@ -31,7 +31,7 @@ uint16_t float_to_half(float f);
 float half_to_float(uint16_t h);
 
 // RootSIFT of `count` SIFT vectors (kDim floats each, non-negative): L1-normalise, square root,
-// in float (the FP32 reference of `prism texture eval`). An all-zero vector stays zero.
+// in float (the FP32 reference of `prism-texture-eval`). An all-zero vector stays zero.
 void rootsift_float(const float* sift, int count, float* out);
 // The same stored as FP16.
 void rootsift(const float* sift, int count, uint16_t* out);

@@ -27,7 +27,7 @@ struct Features {
   std::vector<Keypoint> keypoints;   // strongest first
   std::vector<uint8_t> descriptors;  // [count][match::kDim] RootSIFT, 8-bit (match::rootsift_u8)
   // The same RootSIFT in FP16 (match::rootsift), only when FeatureParams::keep_fp16 asked for it:
-  // `prism texture eval` compares 8-bit against FP16 matching. Never stored in a gallery.
+  // `prism-texture-eval` compares 8-bit against FP16 matching. Never stored in a gallery.
   std::vector<uint16_t> descriptors_fp16;
   // The same RootSIFT in float (match::rootsift_float), only when FeatureParams::keep_fp32 asked:
   // the FP32 reference the eval compares both precisions' ratio-test decisions against.

@@ -7,7 +7,7 @@
 //
 // The normalisation is CLAHE (Zuiderveld 1994) as OpenCV 4.6's cv::CLAHE computes it on 8-bit
 // images, written here (normalise_pixel.h) in integer and single-rounding float arithmetic that a
-// CUDA kernel reproduces bit for bit; chosen by measurement in `prism texture eval` against global
+// CUDA kernel reproduces bit for bit; chosen by measurement in `prism-texture-eval` against global
 // histogram equalisation, other CLAHE settings and a local mean/std normalisation
 // (docs/TEXTUREID.md, "Poor light").
 #pragma once
@@ -44,7 +44,7 @@ constexpr int kMaxClaheClip = 40, kMaxClaheTiles = 32;
 // std::invalid_argument naming `name` and what is accepted.
 Normalisation parse_normalisation(const std::string& name);
 
-// The normalisation `prism texture eval` chose for poor light (docs/TEXTUREID.md), and the default
+// The normalisation `prism-texture-eval` chose for poor light (docs/TEXTUREID.md), and the default
 // that `prism texture enroll`, `serve`, `shard` and Python's Gallery(create=True) record in a new
 // gallery: on the full evaluation it identifies better in every perturbation, dim captures above
 // all. Gallery::open's own default stays none (the meaning of a gallery without a record).
