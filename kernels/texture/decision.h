@@ -14,7 +14,7 @@ namespace prism::texture {
 struct DecisionParams {
   // On the significance of a candidate's inliers (chance_significance, verify.h, less the
   // multiple-test term below): the smallest 0.1 step at which the 1:1 false-accept rate is at most
-  // 0.1%, calibrated by `prism texture eval` (docs/TEXTUREID.md).
+  // 0.1%, calibrated by `prism-texture-eval` (docs/TEXTUREID.md).
   double min_significance = 3.6;
   int min_inliers = 5;  // a floor besides: RANSAC's 4-point sample is consistent by construction
 };

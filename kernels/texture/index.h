@@ -149,7 +149,7 @@ struct IndexOptions {
   // of the GPU budget before the GPU tier's share; on the CPU path in host memory, in the host tier's
   // footprint). Such a search reads host memory only for the candidates, so it is no longer bound by
   // PCIe: a digest slot costs what a GPU-tier image costs. The rank of the genuine product's digest
-  // slot on real re-captures is `prism texture eval --digest` (docs/TEXTUREID.md). 0: none; otherwise
+  // slot on real re-captures is `prism-texture-eval --digest` (docs/TEXTUREID.md). 0: none; otherwise
   // a divisor of 768 from 16 to 384.
   int host_digest_rows = 0;
   // The digests are not kept: a digest search copies each host-tier slot's first host_digest_rows rows
