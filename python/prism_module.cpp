@@ -160,7 +160,7 @@ texture::SearchParams search_params(int top, const std::vector<std::string>& col
 
 struct PyCandidate {
   std::string id;
-  int matches = 0, inliers = 0;
+  int matches = 0, ratio_matches = 0, inliers = 0;
   double significance = 0;
   bool accepted = false;
   py::array_t<double> homography;  // 3x3, query -> gallery image
@@ -178,7 +178,8 @@ struct PyResult {
 PyCandidate candidate_of(const texture::Candidate& c, const texture::SearchParams& p) {
   PyCandidate out;
   out.id = c.id;
-  out.matches = c.score;
+  out.matches = c.geometry.matches;
+  out.ratio_matches = c.score;
   out.inliers = c.geometry.inliers;
   out.significance = c.significance;
   out.accepted = texture::accepted(c, p);
@@ -488,7 +489,9 @@ PYBIND11_MODULE(prism, m) {
 
   py::class_<PyCandidate>(m, "Candidate", "A verified gallery product: its scores and the geometry found.")
       .def_readonly("id", &PyCandidate::id)
-      .def_readonly("matches", &PyCandidate::matches, "ratio-test matches (one-to-one)")
+      .def_readonly("matches", &PyCandidate::matches, "one-to-one correspondences verified geometrically")
+      .def_readonly("ratio_matches", &PyCandidate::ratio_matches,
+                    "query features passing Lowe's ratio test (what ranks the shortlist)")
       .def_readonly("inliers", &PyCandidate::inliers, "RANSAC inliers of the homography")
       .def_readonly("significance", &PyCandidate::significance,
                     "the decision score: -log10 of the chance that a wrong product is as consistent")

@@ -272,9 +272,10 @@ json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr
 json api_json(const Match& m) {
   json h = json::array();
   for (int i = 0; i < 9; ++i) h.push_back(number_or_null(m.homography.val[i]));
+  // score: the deprecated spelling of ratio_matches (in prism.results/1 a score is how sure a result is).
   return {{"id", m.id},           {"accepted", m.accepted}, {"significance", number_or_null(m.significance)},
-          {"inliers", m.inliers}, {"matches", m.matches},   {"score", m.score},
-          {"homography", h}};
+          {"inliers", m.inliers}, {"matches", m.matches},   {"ratio_matches", m.score},
+          {"score", m.score},     {"homography", h}};
 }
 
 }  // namespace
@@ -424,7 +425,16 @@ struct HttpApi::Impl {
 
   texture::SearchParams search_params(const Input& f) const {
     texture::SearchParams p = options.search;
-    if (const std::string* v = f.get("threshold")) p.min_significance = parse_number_field("threshold", *v, 0, 1000);
+    // min_significance; `threshold` is its deprecated spelling (the API's first), still accepted.
+    const std::string* given = f.get("min_significance");
+    const std::string* old = f.get("threshold");
+    if (given) p.min_significance = parse_number_field("min_significance", *given, 0, 1000);
+    if (old) {
+      const double t = parse_number_field("threshold", *old, 0, 1000);
+      if (given && t != p.min_significance)
+        bad("threshold", "'threshold' (deprecated) and 'min_significance' disagree; give min_significance alone");
+      p.min_significance = t;
+    }
     if (const std::string* v = f.get("collections")) {
       std::stringstream list(*v);
       for (std::string c; std::getline(list, c, ',');) {
@@ -497,7 +507,7 @@ struct HttpApi::Impl {
   json verify(const httplib::Request& req) {
     authenticate(req, false);
     const auto start = Clock::now();
-    const Input f(req, {"threshold", "deadline_ms"}, true);
+    const Input f(req, {"min_significance", "threshold", "deadline_ms"}, true);
     const std::string id = product_id(req);
     const texture::SearchParams params = search_params(f);
     const texture::Normalisation normalisation = backend.normalisation();
@@ -506,7 +516,8 @@ struct HttpApi::Impl {
     const VerifyAnswer a = backend.verify(id, q, params, deadline_of(f, start));
     json out = api_json(a.match);
     out["decision"] = a.match.accepted ? "accepted" : "rejected";
-    out["threshold"] = params.min_significance;
+    out["min_significance"] = params.min_significance;
+    out["threshold"] = params.min_significance;  // deprecated: min_significance
     out["query_features"] = q.count();
     out["latency_ms"] = {{"extract", extract_ms},
                          {"match", a.match_ms},
@@ -518,8 +529,10 @@ struct HttpApi::Impl {
   json search(const httplib::Request& req) {
     authenticate(req, false);
     const auto start = Clock::now();
-    const Input f(req, {"top_k", "collections", "threshold", "allow_partial", "digest_candidates", "deadline_ms"},
-                  true);
+    const Input f(
+        req,
+        {"top_k", "collections", "min_significance", "threshold", "allow_partial", "digest_candidates", "deadline_ms"},
+        true);
     SearchQuery q;
     q.params = search_params(f);
     // Approximate through the host tier's digests (0: exact); an index without digests searches exactly.
@@ -538,7 +551,8 @@ struct HttpApi::Impl {
     return {{"identified", a.identified},
             {"id", a.identified ? json(a.candidates.front().id) : json(nullptr)},
             {"candidates", cands},
-            {"threshold", q.params.min_significance},
+            {"min_significance", q.params.min_significance},
+            {"threshold", q.params.min_significance},  // deprecated: min_significance
             {"query_features", q.features.count()},
             {"searched", a.searched},
             {"digested", a.digested},

@@ -187,6 +187,14 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
     EXPECT_NEAR(got["candidates"][0]["significance"].get<double>(), want.best.significance, 1e-9);
     EXPECT_EQ(got["searched"], products.size());
     EXPECT_EQ(got["searched_share"], 1.0);
+    // One word, one meaning: ratio_matches is the matcher's count (score its deprecated spelling),
+    // matches the one-to-one correspondences verified, min_significance the threshold (threshold
+    // its deprecated spelling).
+    EXPECT_EQ(got["candidates"][0]["ratio_matches"], want.best.score);
+    EXPECT_EQ(got["candidates"][0]["score"], want.best.score);
+    EXPECT_EQ(got["candidates"][0]["matches"], want.best.geometry.matches);
+    EXPECT_EQ(got["min_significance"], params.min_significance);
+    EXPECT_EQ(got["threshold"], params.min_significance);
 
     const texture::SearchResult v = index.verify(qf, "p" + std::to_string((i + 1) % products.size()), params);
     const json gv =
@@ -197,6 +205,19 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
     const json gs = body_of(post_image(c, "/v1/products/p" + std::to_string(i) + "/verify", query));
     EXPECT_EQ(gs["decision"], "accepted") << gs.dump();
   }
+  // The threshold by either spelling decides: a wrong product's verification is accepted or rejected as
+  // its significance reaches the threshold given (and 5 inliers), echoed under both names.
+  const cv::Mat again = test::noisy_capture(products[0], rng);
+  for (const std::string& field : {"min_significance", "threshold"})
+    for (const double t : {0.0, 2.0, 1000.0}) {
+      const json a = body_of(post_image(c, "/v1/products/p1/verify?" + field + "=" + std::to_string(t), again));
+      const bool passes = a["significance"].get<double>() >= t && a["inliers"].get<int>() >= 5;
+      EXPECT_EQ(a["decision"], passes ? "accepted" : "rejected") << field << "=" << t << ": " << a.dump();
+      EXPECT_EQ(a["min_significance"], t) << field;
+      EXPECT_EQ(a["threshold"], t) << field;
+    }
+  EXPECT_EQ(body_of(post_image(c, "/v1/products/p0/verify?min_significance=2&threshold=2", again))["decision"],
+            "accepted");
   // A scoped search sees only its collection.
   const json scoped = body_of(post_image(c, "/v1/search?collections=odd", test::noisy_capture(products[2], rng)));
   EXPECT_EQ(scoped["searched"], 3) << scoped.dump();
@@ -615,6 +636,10 @@ TEST(HttpApi, BadRequestsGetAFourHundredNamingTheField) {
       {"top_k not a number", "POST", "/v1/search?top_k=many", good, "image/x-portable-graymap", 400, "top_k"},
       {"top_k zero", "POST", "/v1/search?top_k=0", good, "image/x-portable-graymap", 400, "top_k"},
       {"threshold negative", "POST", "/v1/search?threshold=-1", good, "image/x-portable-graymap", 400, "threshold"},
+      {"min_significance negative", "POST", "/v1/search?min_significance=-1", good, "image/x-portable-graymap", 400,
+       "min_significance"},
+      {"threshold and min_significance disagree", "POST", "/v1/search?min_significance=3&threshold=4", good,
+       "image/x-portable-graymap", 400, "threshold"},
       {"collection name", "POST", "/v1/search?collections=a,b%20c", good, "image/x-portable-graymap", 400,
        "collections"},
       {"allow_partial", "POST", "/v1/search?allow_partial=maybe", good, "image/x-portable-graymap", 400,

@@ -309,31 +309,33 @@ void print_result(const Options& o, const std::string& image, const texture::Sea
     s << "{\"image\":" << json_string(image) << ",\"mode\":\"" << mode
       << "\",\"identified\":" << (r.identified ? "true" : "false")
       << ",\"id\":" << (r.best.index >= 0 ? json_string(r.best.id) : "null")
-      << ",\"inliers\":" << r.best.geometry.inliers << ",\"matches\":" << r.best.score
-      << ",\"significance\":" << r.best.significance << ",\"match_ms\":" << r.match_ms
+      << ",\"inliers\":" << r.best.geometry.inliers << ",\"matches\":" << r.best.geometry.matches
+      << ",\"ratio_matches\":" << r.best.score << ",\"significance\":" << r.best.significance
+      << ",\"min_significance\":" << o.search.min_significance << ",\"match_ms\":" << r.match_ms
       << ",\"verify_ms\":" << r.verify_ms << ",\"candidates\":[";
     for (size_t i = 0; i < r.candidates.size() && int(i) < o.top; ++i)
       s << (i ? "," : "") << "{\"id\":" << json_string(r.candidates[i].id)
-        << ",\"inliers\":" << r.candidates[i].geometry.inliers << ",\"matches\":" << r.candidates[i].score
-        << ",\"significance\":" << r.candidates[i].significance << "}";
+        << ",\"inliers\":" << r.candidates[i].geometry.inliers << ",\"matches\":" << r.candidates[i].geometry.matches
+        << ",\"ratio_matches\":" << r.candidates[i].score << ",\"significance\":" << r.candidates[i].significance
+        << "}";
     s << "]}";
     std::printf("%s\n", s.str().c_str());
     return;
   }
   if (mode == "verify")
     std::printf("%s: %s %s (%d inliers, %d matches, significance %.1f; threshold %.1f)\n", image.c_str(),
-                r.identified ? "ACCEPT" : "REJECT", r.best.id.c_str(), r.best.geometry.inliers, r.best.score,
+                r.identified ? "ACCEPT" : "REJECT", r.best.id.c_str(), r.best.geometry.inliers, r.best.geometry.matches,
                 r.best.significance, o.search.min_significance);
   else if (r.identified)
     std::printf("%s: %s (%d inliers, %d matches, significance %.1f)\n", image.c_str(), r.best.id.c_str(),
-                r.best.geometry.inliers, r.best.score, r.best.significance);
+                r.best.geometry.inliers, r.best.geometry.matches, r.best.significance);
   else
     std::printf("%s: not identified (best %s: %d inliers, significance %.1f; threshold %.1f)\n", image.c_str(),
                 r.best.index >= 0 ? r.best.id.c_str() : "none", r.best.geometry.inliers, r.best.significance,
                 o.search.min_significance);
   for (size_t i = 1; i < r.candidates.size() && int(i) < o.top; ++i)
     std::printf("  %zu. %s (%d inliers, %d matches, significance %.1f)\n", i + 1, r.candidates[i].id.c_str(),
-                r.candidates[i].geometry.inliers, r.candidates[i].score, r.candidates[i].significance);
+                r.candidates[i].geometry.inliers, r.candidates[i].geometry.matches, r.candidates[i].significance);
 }
 
 texture::IndexOptions index_options(const Options& o) {
