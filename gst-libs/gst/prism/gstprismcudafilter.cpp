@@ -1,11 +1,9 @@
 #include "gst/prism/gstprismcudafilter.h"
 
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <new>
-#include <thread>
 
+#include "gst/prism/gstprismasyncworker.h"
 #include "gst/prism/gstprismcudamemory.h"
 #include "gst/prism/gstprismframe.h"
 #include "gst/prism/gstprismmessage.h"
@@ -19,30 +17,6 @@ GST_DEBUG_CATEGORY_STATIC(gst_prism_cuda_filter_debug);
 #define GST_CAT_DEFAULT gst_prism_cuda_filter_debug
 
 enum { PROP_0, PROP_DEVICE, PROP_CUDA_DEVICE_ID };
-
-/* The async mode's worker (header: "The asynchronous mode"). Everything below `m` is guarded by
- * it; `cv` wakes the worker (a job, quit) and those waiting for it (idle, a picture). */
-struct AsyncWorker {
-  std::mutex m;
-  std::condition_variable cv;
-  std::thread thread;
-  bool quit = false;
-  bool busy = false;                               /* a job waits or runs */
-  GstBuffer *job_in = nullptr, *job_out = nullptr; /* the job (job_out: copy mode) */
-  guint64 job_frame = 0;
-  GstSegment job_segment;
-  GstBuffer *done = nullptr; /* the last finished job's buffer: its ROI meta go on the next frame */
-  guint64 done_frame = 0;
-  GstBuffer *latest = nullptr; /* copy mode: the newest finished output picture */
-  GstFlowReturn error = GST_FLOW_OK;
-  guint64 skipped = 0;
-
-  /* Drops the results not yet delivered (the lock held). */
-  void drop_results() {
-    gst_clear_buffer(&done);
-    gst_clear_buffer(&latest);
-  }
-};
 
 typedef struct {
   GstPrismCuda cuda;              /* device, cuda-device-id, path, context, stream */
@@ -58,10 +32,10 @@ typedef struct {
    * of the GObject private struct: constructed in instance init, destroyed in finalize. */
   prism::GstPrismDeviceArray<guint8> staging_in, staging_out;
 #endif
-  gint async_prop;     /* the `async` property (object lock); -1: not set, the subclass's default */
-  gboolean async_on;   /* latched at start */
-  AsyncWorker *worker; /* async_on: made at start, gone at stop */
-  guint64 frames;      /* frames that reached the element since start (streaming thread) */
+  gint async_prop;                    /* the `async` property (object lock); -1: not set, the subclass's default */
+  gboolean async_on;                  /* latched at start */
+  prism::GstPrismAsyncWorker *worker; /* async_on: made at start, gone at stop */
+  guint64 frames;                     /* frames that reached the element since start (streaming thread) */
   /* The frame being processed, for process/process_ip/finish: set by the thread that runs them. */
   guint64 frame_number;
   const GstSegment *frame_segment;
@@ -466,42 +440,7 @@ static GstFlowReturn run_ip(GstPrismCudaFilter *self, GstBuffer *buf) {
   return transform_ip_cpu(self, buf);
 }
 
-/* ---- the async mode (header: "The asynchronous mode") ---- */
-
-static void async_worker_main(GstPrismCudaFilter *self) {
-  GstPrismCudaFilterPrivate *priv = PRIV(self);
-  AsyncWorker &w = *priv->worker;
-  std::unique_lock<std::mutex> lk(w.m);
-  for (;;) {
-    w.cv.wait(lk, [&] { return w.quit || w.job_in; });
-    if (w.quit) break;
-    GstBuffer *in = w.job_in, *out = w.job_out;
-    w.job_in = w.job_out = nullptr;
-    const guint64 frame = w.job_frame;
-    const GstSegment segment = w.job_segment;
-    lk.unlock();
-    priv->frame_number = frame;
-    priv->frame_segment = &segment;
-    const GstFlowReturn ret = out ? run_copy(self, in, out) : run_ip(self, in);
-    priv->frame_segment = nullptr;
-    lk.lock();
-    w.busy = false;
-    if (ret != GST_FLOW_OK) {
-      if (w.error == GST_FLOW_OK) w.error = ret;
-    } else {
-      gst_buffer_replace(&w.done, out ? out : in);
-      w.done_frame = frame;
-      if (out) gst_buffer_replace(&w.latest, out);
-    }
-    gst_clear_buffer(&in);
-    gst_clear_buffer(&out);
-    w.cv.notify_all();
-  }
-  gst_clear_buffer(&w.job_in);
-  gst_clear_buffer(&w.job_out);
-  w.busy = false;
-  w.cv.notify_all();
-}
+/* ---- the async mode (header: "The asynchronous mode"; the worker: gstprismasyncworker.h) ---- */
 
 /* `async` as set, else the subclass's default (its pspec; FALSE for elements without one). Not
  * resolved in instance init: the class there is still the base class's. Object lock held. */
@@ -512,6 +451,16 @@ static gboolean async_value(GstPrismCudaFilter *self) {
   return async && G_IS_PARAM_SPEC_BOOLEAN(async) && G_PARAM_SPEC_BOOLEAN(async)->default_value;
 }
 
+/* One job on the worker's thread: the frame processed as the synchronous path does. */
+static GstFlowReturn async_run(GstPrismCudaFilter *self, const prism::GstPrismAsyncWorker::Job &job) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  priv->frame_number = job.frame;
+  priv->frame_segment = &job.segment;
+  const GstFlowReturn ret = job.out ? run_copy(self, job.in, job.out) : run_ip(self, job.in);
+  priv->frame_segment = nullptr;
+  return ret;
+}
+
 static void async_start(GstPrismCudaFilter *self) {
   GstPrismCudaFilterPrivate *priv = PRIV(self);
   GST_OBJECT_LOCK(self);
@@ -519,52 +468,35 @@ static void async_start(GstPrismCudaFilter *self) {
   GST_OBJECT_UNLOCK(self);
   priv->skipped_at_stop = 0;
   if (!priv->async_on || priv->worker) return;
-  priv->worker = new AsyncWorker();
-  gst_segment_init(&priv->worker->job_segment, GST_FORMAT_UNDEFINED);
-  priv->worker->thread = std::thread(async_worker_main, self);
+  priv->worker = new prism::GstPrismAsyncWorker();
+  priv->worker->start([self](const prism::GstPrismAsyncWorker::Job &job) { return async_run(self, job); });
 }
 
 /* Joins the worker: the analysis running ends first (there is no way to cut one short), a job not
  * yet started is dropped, and so are the results not delivered. Frames that still come (the
  * streaming thread runs until the pads are deactivated) are counted as skipped. */
 static void async_quit(GstPrismCudaFilter *self) {
-  AsyncWorker *w = PRIV(self)->worker;
-  if (!w || !w->thread.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lk(w->m);
-    w->quit = true;
-    w->cv.notify_all();
-  }
-  w->thread.join();
-  std::lock_guard<std::mutex> lk(w->m);
-  w->drop_results();
+  prism::GstPrismAsyncWorker *w = PRIV(self)->worker;
+  if (w) w->stop();
 }
 
 /* In stop(), when no streaming thread can use the worker any more. */
 static void async_free(GstPrismCudaFilter *self) {
   GstPrismCudaFilterPrivate *priv = PRIV(self);
-  AsyncWorker *w = priv->worker;
+  prism::GstPrismAsyncWorker *w = priv->worker;
   if (!w) return;
-  {
-    std::lock_guard<std::mutex> lk(w->m);
-    w->drop_results();
-    gst_clear_buffer(&w->job_in);
-    gst_clear_buffer(&w->job_out);
-  }
+  w->stop();
   GST_OBJECT_LOCK(self);
   priv->worker = nullptr;
-  priv->skipped_at_stop = w->skipped;
+  priv->skipped_at_stop = w->skipped();
   GST_OBJECT_UNLOCK(self);
   delete w;
 }
 
 /* Waits for the analysis running, if any; `drop`: its meta and the newest picture are dropped. */
 static void async_drain(GstPrismCudaFilter *self, gboolean drop) {
-  AsyncWorker *w = PRIV(self)->worker;
-  if (!w) return;
-  std::unique_lock<std::mutex> lk(w->m);
-  w->cv.wait(lk, [&] { return !w->busy; });
-  if (drop) w->drop_results();
+  prism::GstPrismAsyncWorker *w = PRIV(self)->worker;
+  if (w) w->drain(drop);
 }
 
 /* Moves the ROI meta of the finished job `from` onto `to`, the frame being pushed. */
@@ -606,39 +538,13 @@ static void async_job_buffers(GstPrismCudaFilter *self, GstBuffer *in, gboolean 
  * results finished since the last frame go on this one (copy mode: with the newest picture). */
 static GstFlowReturn async_submit(GstPrismCudaFilter *self, GstBuffer *in, GstBuffer *out, guint64 frame) {
   GstPrismCudaFilterPrivate *priv = PRIV(self);
-  AsyncWorker &w = *priv->worker;
   const gboolean copy = out != nullptr;
-  std::unique_lock<std::mutex> lk(w.m);
-  if (w.error != GST_FLOW_OK) return w.error;
-  if (!w.busy && !w.quit) {
-    w.busy = true; /* only this thread makes jobs: nothing changes that while unlocked */
-    lk.unlock();
-    GstBuffer *job_in, *job_out;
-    async_job_buffers(self, in, copy, &job_in, &job_out);
-    lk.lock();
-    if (w.quit) { /* shut down while the job was made: no worker will take it */
-      gst_buffer_unref(job_in);
-      if (job_out) gst_buffer_unref(job_out);
-      w.busy = false;
-      w.skipped++;
-      w.cv.notify_all();
-    } else {
-      w.job_in = job_in;
-      w.job_out = job_out;
-      w.job_frame = frame;
-      w.job_segment = GST_BASE_TRANSFORM(self)->segment;
-      w.cv.notify_all();
-    }
-  } else {
-    w.skipped++;
-  }
-  /* Copy mode: with no picture yet (the first frame), wait for this job's. */
-  if (copy) w.cv.wait(lk, [&] { return w.latest || w.quit || w.error != GST_FLOW_OK || (!w.busy && !w.job_in); });
-  if (w.error != GST_FLOW_OK) return w.error;
-  GstBuffer *done = w.done, *picture = copy && w.latest ? gst_buffer_ref(w.latest) : nullptr;
-  const guint64 done_frame = w.done_frame;
-  w.done = nullptr;
-  lk.unlock();
+  prism::GstPrismAsyncWorker::Delivery d = priv->worker->submit(
+      frame, GST_BASE_TRANSFORM(self)->segment, copy,
+      [&](GstBuffer **job_in, GstBuffer **job_out) { async_job_buffers(self, in, copy, job_in, job_out); });
+  if (d.ret != GST_FLOW_OK) return d.ret;
+  GstBuffer *done = d.done, *picture = d.picture;
+  const guint64 done_frame = d.done_frame;
   GstFlowReturn ret = GST_FLOW_OK;
   if (copy) {
     GstVideoFrame src, dst;
@@ -822,8 +728,7 @@ gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GVal
   guint64 skipped = 0;
   GST_OBJECT_LOCK(self); /* the worker is freed under it */
   if (priv->worker) {
-    std::lock_guard<std::mutex> lk(priv->worker->m);
-    skipped = priv->worker->skipped;
+    skipped = priv->worker->skipped();
   } else {
     skipped = priv->skipped_at_stop;
   }
@@ -844,11 +749,8 @@ const GstSegment *gst_prism_cuda_filter_frame_segment(GstPrismCudaFilter *self) 
 }
 
 void gst_prism_cuda_filter_post_frame_message(GstPrismCudaFilter *self, GstStructure *s) {
-  AsyncWorker *w = PRIV(self)->worker;
-  if (w) {
-    std::lock_guard<std::mutex> lk(w->m);
-    gst_structure_set(s, "skipped", G_TYPE_UINT64, w->skipped, nullptr);
-  }
+  prism::GstPrismAsyncWorker *w = PRIV(self)->worker;
+  if (w) gst_structure_set(s, "skipped", G_TYPE_UINT64, w->skipped(), nullptr);
   gst_prism_post_frame_message(GST_ELEMENT(self), s);
 }
 

@@ -129,7 +129,8 @@ struct _GstPrismCudaFilterClass {
  *    its meta is dropped (no frame follows). A flush (seek) and new caps wait for it too and drop
  *    its meta and the newest picture. A state change to READY or NULL waits for it (one analysis at
  *    most) and drops the frame waiting for the worker, if any. A failure on the worker is posted
- *    there and returned by the next frame.
+ *    there and returned by the next frame. The worker's life (idle, running, failed, stopping,
+ *    stopped) is written down in gstprismasyncworker.h.
  * Writes into the picture (an overlay) are not seen in async mode: the worker's buffer shares the
  * frame's memory only for reading (a write map copies it). */
 void gst_prism_cuda_filter_class_install_async(GObjectClass *klass, guint prop_async, guint prop_skipped,
