@@ -137,18 +137,14 @@ static gboolean start(GstBaseTransform *trans) {
   return TRUE;
 }
 
-static gboolean stop(GstBaseTransform *trans) {
-  GstBowClassify *self = GST_BOW_CLASSIFY(trans);
-  /* The async worker runs process_ip on the state: joined before it is freed (change_state has
-   * done so on PAUSED->READY, but stop() is reached without it too: a pad deactivated alone).
-   * The base's stop() comes last, as it releases the context the state is freed in. */
-  gst_prism_cuda_filter_join_worker(GST_PRISM_CUDA_FILTER(trans));
-  {
-    prism::GstPrismContextScope scope(cuda_of(self));
-    delete self->state;
-    self->state = nullptr;
-  }
-  return GST_BASE_TRANSFORM_CLASS(gst_bow_classify_parent_class)->stop(trans);
+/* The base's stop() has joined the async worker (it runs process_ip on the state) and releases the
+ * context the state is freed in after this. */
+static gboolean stop(GstPrismCudaFilter *filter) {
+  GstBowClassify *self = GST_BOW_CLASSIFY(filter);
+  prism::GstPrismContextScope scope(cuda_of(self));
+  delete self->state;
+  self->state = nullptr;
+  return TRUE;
 }
 
 /* The label box in the top-left corner: white text on black, drawn into `box`, a tile of the frame's
@@ -348,7 +344,7 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
    * system memory. */
   gst_prism_cuda_filter_class_add_pad_templates(element_class, PRISM_GREY_FORMATS, CUDA_FORMATS);
   trans_class->start = GST_DEBUG_FUNCPTR(start);
-  trans_class->stop = GST_DEBUG_FUNCPTR(stop);
+  filter_class->stop = stop;
   filter_class->process_ip = process_ip;
   filter_class->map_flags_ip = map_flags_ip;
   filter_class->finish = finish;

@@ -286,15 +286,14 @@ static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, con
   return ok;
 }
 
-static gboolean stop(GstBaseTransform *trans) {
-  GstEmdTracker *self = GST_EMD_TRACKER(trans);
-  /* The async worker (async=true) runs process() on the tracker: joined before its buffers are
-   * freed, as textureid and bowclassify do; the base's stop() comes last (it releases the context). */
-  gst_prism_cuda_filter_join_worker(GST_PRISM_CUDA_FILTER(trans));
-  const gboolean pushed = gst_prism_cuda_filter_push_context(GST_PRISM_CUDA_FILTER(trans));
+/* The base's stop() has joined the async worker (async=true runs process() on the tracker) and
+ * releases the context after this. */
+static gboolean stop(GstPrismCudaFilter *filter) {
+  GstEmdTracker *self = GST_EMD_TRACKER(filter);
+  const gboolean pushed = gst_prism_cuda_filter_push_context(filter);
   self->tracker->reset();
   if (pushed) gst_prism_cuda_filter_pop_context();
-  return filter_class_parent->stop(trans);
+  return TRUE;
 }
 
 /* ---- per frame ---- */
@@ -552,7 +551,7 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
   filter_class->process = process;
   filter_class->finish = finish;
   trans_class->start = GST_DEBUG_FUNCPTR(start);
-  trans_class->stop = GST_DEBUG_FUNCPTR(stop);
+  filter_class->stop = stop;
   trans_class->passthrough_on_same_caps = FALSE;
   GST_DEBUG_CATEGORY_INIT(gst_emd_tracker_debug, "emdtracker", 0, "Prism EMD tracker");
 }

@@ -375,18 +375,14 @@ static gboolean start(GstBaseTransform *trans) {
   return TRUE;
 }
 
-static gboolean stop(GstBaseTransform *trans) {
-  GstTextureId *self = GST_TEXTURE_ID(trans);
-  /* The async worker runs process_ip on the state: joined before it is freed (change_state has
-   * done so on PAUSED->READY, but stop() is reached without it too: a pad deactivated alone).
-   * The base's stop() comes last, as it releases the context the state is freed in. */
-  gst_prism_cuda_filter_join_worker(GST_PRISM_CUDA_FILTER(trans));
-  {
-    prism::GstPrismContextScope scope(cuda_of(self));
-    delete self->state;
-    self->state = nullptr;
-  }
-  return GST_BASE_TRANSFORM_CLASS(gst_texture_id_parent_class)->stop(trans);
+/* The base's stop() has joined the async worker (it runs process_ip on the state) and releases the
+ * context the state is freed in after this. */
+static gboolean stop(GstPrismCudaFilter *filter) {
+  GstTextureId *self = GST_TEXTURE_ID(filter);
+  prism::GstPrismContextScope scope(cuda_of(self));
+  delete self->state;
+  self->state = nullptr;
+  return TRUE;
 }
 
 /* ---- per frame ---- */
@@ -688,7 +684,7 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
    * in system memory. */
   gst_prism_cuda_filter_class_add_pad_templates(element_class, FORMATS, CUDA_FORMATS);
   trans_class->start = GST_DEBUG_FUNCPTR(start);
-  trans_class->stop = GST_DEBUG_FUNCPTR(stop);
+  filter_class->stop = stop;
   /* In place, never passthrough: the base class hands process_ip a writable buffer for the meta (a
    * shallow copy when the input is shared: the pixels are only read, never copied). */
   filter_class->set_info = set_info;

@@ -89,17 +89,22 @@ static gboolean start(GstBaseTransform *trans) {
   return TRUE;
 }
 
+/* The worker is joined before the subclass's stop frees what process/process_ip/finish use:
+ * change_state has joined it on PAUSED->READY, but stop() is also reached without that state change
+ * (a pad deactivated on its own, a start that fails half way). The context goes last. */
 static gboolean stop(GstBaseTransform *trans) {
+  GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
   GstPrismCudaFilterPrivate *priv = PRIV(trans);
-  /* The worker was joined in change_state (normally; here too when start failed half way). */
-  async_quit(GST_PRISM_CUDA_FILTER(trans));
-  async_free(GST_PRISM_CUDA_FILTER(trans));
+  GstPrismCudaFilterClass *klass = GST_PRISM_CUDA_FILTER_GET_CLASS(trans);
+  async_quit(self);
+  const gboolean ok = klass->stop ? klass->stop(self) : TRUE;
+  async_free(self);
 #if defined(PRISM_HAVE_CUDA)
   priv->staging_in.reset();
   priv->staging_out.reset();
 #endif
   gst_prism_cuda_stop(&priv->cuda);
-  return TRUE;
+  return ok;
 }
 
 /* ---- caps: the subclass maps structures; here we add memory features ---- */
@@ -736,8 +741,6 @@ gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GVal
   g_value_set_uint64(value, skipped);
   return TRUE;
 }
-
-void gst_prism_cuda_filter_join_worker(GstPrismCudaFilter *self) { async_quit(self); }
 
 gboolean gst_prism_cuda_filter_is_async(GstPrismCudaFilter *self) { return PRIV(self)->worker != nullptr; }
 

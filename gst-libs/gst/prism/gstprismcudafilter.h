@@ -100,7 +100,15 @@ struct _GstPrismCudaFilterClass {
    * Errors: post them and return GST_FLOW_ERROR. */
   GstFlowReturn (*finish)(GstPrismCudaFilter *self, GstBuffer *outbuf, const GstPrismFrame *out);
 
-  gpointer _reserved[4];
+  /* Optional, both modes: frees what process/process_ip/finish use (the subclass's per-run state).
+   * Called by the base class's GstBaseTransform stop() after the async worker is joined (no
+   * analysis runs or starts any more) and before the CUDA context is released (push it with
+   * prism::GstPrismContextScope to free device memory in it). Set this, not GstBaseTransformClass's
+   * stop: the base runs it in the right order, so no subclass joins the worker itself. Also called
+   * when a subclass's start() fails after chaining up and calls the base's stop(). */
+  gboolean (*stop)(GstPrismCudaFilter *self);
+
+  gpointer _reserved[3];
 };
 
 /* ---- The asynchronous mode (issue 23: live sources never wait for an analysis) ----
@@ -138,12 +146,6 @@ void gst_prism_cuda_filter_class_install_async(GObjectClass *klass, guint prop_a
 /* From the subclass's set/get_property: TRUE when `pspec` is `async` or `frames-skipped`. */
 gboolean gst_prism_cuda_filter_async_set_property(GstPrismCudaFilter *self, const GValue *value, GParamSpec *pspec);
 gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GValue *value, GParamSpec *pspec);
-/* Joins the async worker (waits for the analysis running, drops a job not yet started); nothing in
- * sync mode, and nothing the second time. A subclass's stop() calls it before freeing what
- * process/process_ip/finish use: the base joins the worker on PAUSED->READY already, but stop() is
- * also reached without that state change (a pad deactivated on its own, a start that fails half
- * way), and the state must not go while the worker may still read it. */
-void gst_prism_cuda_filter_join_worker(GstPrismCudaFilter *self);
 /* TRUE when the element runs in async mode (latched at start). */
 gboolean gst_prism_cuda_filter_is_async(GstPrismCudaFilter *self);
 /* In process/process_ip/finish: the number of the frame being processed, counting every frame that
@@ -162,10 +164,11 @@ gboolean gst_prism_cuda_filter_uses_cuda(GstPrismCudaFilter *self);
  * the object lock), its path, context and stream. Read only for subclasses. In C++,
  * prism::GstPrismContextScope scope(gst_prism_cuda_filter_get_cuda(self)) (gstprismcudamemory.h)
  * pushes the context on the GPU path around work outside process() and process_ip(), such as
- * making and freeing the subclass's device state in start() and stop(). Subclasses that override
- * start() or stop() chain up: the base class's start() chooses the path (a subclass checks its own
- * properties first, then chains up, then builds what depends on the path), its stop() releases the
- * context (the subclass frees its device state first). */
+ * making and freeing the subclass's device state in start() and the class's `stop`. A subclass
+ * that overrides GstBaseTransform's start() chains up: the base class's start() chooses the path (a
+ * subclass checks its own properties first, then chains up, then builds what depends on the path).
+ * It frees that state in GstPrismCudaFilterClass's `stop` (not GstBaseTransform's): the base's stop()
+ * joins the async worker, runs it, then releases the context. */
 GstPrismCuda *gst_prism_cuda_filter_get_cuda(GstPrismCudaFilter *self);
 /* Makes the element's CUDA context current (GPU path only; FALSE otherwise), for work outside
  * process() such as freeing per-caps device buffers in stop(); pair with ..._pop_context(). */
