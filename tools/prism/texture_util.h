@@ -10,14 +10,10 @@
 #include <opencv2/core.hpp>
 
 #include "common/gpu.h"
+#include "options.h" /* UsageError */
 #include "texture/normalise.h"
 
 namespace prism::cli {
-
-// A bad command line: the command prints it with its usage and exits 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // The value `v` of option `opt` as a whole number in [lo, hi] / a number in [lo, hi] (UsageError).
 int parse_int(const std::string& opt, const std::string& v, int lo, int hi);
