@@ -20,6 +20,7 @@
 #include "common/regular_file.h"
 #include "bow/model.h"
 #include "gst_setup.h"
+#include "options.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -63,62 +64,46 @@ Options parse(int argc, char** argv) {
   Options o;
   if (argc < 2) throw UsageError("give a subcommand: train, eval or classify");
   o.sub = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--data")
-      o.data = value();
-    else if (a == "--train")
-      o.train = value();
-    else if (a == "--test")
-      o.test = value();
-    else if (a == "--model")
-      o.model = value();
-    else if (a == "--out")
-      o.out = value();
-    else if (a == "--eval")
-      o.eval = value();
-    else if (a == "--confusion")
-      o.confusion = value();
-    else if (a == "--json")
-      o.json = true;
-    else if (a == "--device")
-      o.device = parse_device(a, value());
-    else if (a == "--k")
-      o.config.k = parse_int(a, value(), 2, 100000);
-    else if (a == "--levels")
-      o.config.levels = parse_int(a, value(), 0, 3);
-    else if (a == "--knn")
-      o.config.knn = parse_int(a, value(), 1, 1000);
-    else if (a == "--samples")
-      o.config.samples_per_image = parse_int(a, value(), 1, 1000000);
-    else if (a == "--iterations")
-      o.config.kmeans_iterations = parse_int(a, value(), 1, 100000);
-    else if (a == "--seed")
-      o.config.seed = uint64_t(parse_int(a, value(), 0, 2147483647));
-    else if (a == "--classifier") {
-      const std::string v = value();
-      if (v == "svm")
-        o.config.classifier = bow::ClassifierKind::kSvm;
-      else if (v == "knn")
-        o.config.classifier = bow::ClassifierKind::kKnn;
-      else
-        throw UsageError("--classifier takes svm or knn, not '" + v + "'");
-    } else if (a == "--svm-c")
-      o.config.svm_c = parse_number(a, value(), 1e-6, 1e6);
-    else if (a == "--sizes") {
-      o.config.bank.sizes.clear();
-      std::stringstream ss(value());
-      std::string part;
-      while (std::getline(ss, part, ',')) o.config.bank.sizes.push_back(parse_int("--sizes", part, 3, 31));
-    } else if (a.size() > 1 && a[0] == '-')
-      throw UsageError("unknown option '" + a + "'");
-    else
-      o.args.push_back(a);
-  }
+  bow::TrainConfig& c = o.config;
+  using Name = const std::string&;
+  using Value = const std::string&;
+  const std::vector<Option> table = {
+      with_value({"--data"}, o.data),
+      with_value({"--train"}, o.train),
+      with_value({"--test"}, o.test),
+      with_value({"--model"}, o.model),
+      with_value({"--out"}, o.out),
+      with_value({"--eval"}, o.eval),
+      with_value({"--confusion"}, o.confusion),
+      flag({"--json"}, o.json),
+      with_value({"--device"}, [&](Name a, Value v) { o.device = parse_device(a, v); }),
+      with_value({"--k"}, [&](Name a, Value v) { c.k = parse_int(a, v, 2, 100000); }),
+      with_value({"--levels"}, [&](Name a, Value v) { c.levels = parse_int(a, v, 0, 3); }),
+      with_value({"--knn"}, [&](Name a, Value v) { c.knn = parse_int(a, v, 1, 1000); }),
+      with_value({"--samples"}, [&](Name a, Value v) { c.samples_per_image = parse_int(a, v, 1, 1000000); }),
+      with_value({"--iterations"}, [&](Name a, Value v) { c.kmeans_iterations = parse_int(a, v, 1, 100000); }),
+      with_value({"--seed"}, [&](Name a, Value v) { c.seed = uint64_t(parse_int(a, v, 0, 2147483647)); }),
+      with_value({"--classifier"},
+                 [&](Name, Value v) {
+                   if (v == "svm")
+                     c.classifier = bow::ClassifierKind::kSvm;
+                   else if (v == "knn")
+                     c.classifier = bow::ClassifierKind::kKnn;
+                   else
+                     throw UsageError("--classifier takes svm or knn, not '" + v + "'");
+                 }),
+      with_value({"--svm-c"}, [&](Name a, Value v) { c.svm_c = parse_number(a, v, 1e-6, 1e6); }),
+      with_value({"--sizes"},
+                 [&](Name, Value v) {
+                   c.bank.sizes.clear();
+                   std::stringstream ss(v);
+                   std::string part;
+                   while (std::getline(ss, part, ',')) c.bank.sizes.push_back(parse_int("--sizes", part, 3, 31));
+                 }),
+  };
+  ParseRules rules;
+  rules.positional = [&](const std::string& a) { o.args.push_back(a); };  // images (classify)
+  parse_options(arguments(argc, argv, 2), table, rules);
   return o;
 }
 

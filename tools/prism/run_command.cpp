@@ -12,6 +12,7 @@
 #include "results_summary.h"
 #include "gst_setup.h"
 #include "launch_line.h"
+#include "options.h"
 #include "pipeline_config.h"
 #include "pipeline_runner.h"
 
@@ -55,59 +56,49 @@ int usage_error(const std::string& message) {
   return kExitConfigError;
 }
 
+// The seconds of --timeout or --grace (`name`), UsageError unless a positive number up to 1e6.
+double parse_seconds(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(seconds > 0) || seconds > 1e6)
+    throw UsageError(name + " needs a positive number of seconds, got '" + text + "'");
+  return seconds;
+}
+
 // Returns -1 when parsing succeeded, else the exit code.
 int parse_args(int argc, char** argv, RunArgs& args) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_inline_value = false;
-    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
-      value = arg.substr(arg.find('=') + 1);
-      arg = arg.substr(0, arg.find('='));
-      has_inline_value = true;
-    }
-    auto take_value = [&](std::string& out) {
-      if (has_inline_value) {
-        out = value;
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      out = argv[++i];
-      return true;
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return kExitOk;
-    } else if (arg == "--print") {
-      args.print = true;
-    } else if (arg == "-q" || arg == "--quiet") {
-      args.options.quiet = true;
-    } else if (arg == "--set") {
-      std::string text;
-      Override o;
-      if (!take_value(text)) return usage_error("--set needs NAME=VALUE");
-      if (!parse_override(text, o)) return usage_error("--set needs NAME=VALUE, got '" + text + "'");
-      args.overrides.push_back(o);
-    } else if (arg == "--results") {
-      if (!take_value(args.results_location) || args.results_location.empty())
-        return usage_error("--results needs a FILE, or '-' for standard output");
-      args.results = true;
-    } else if (arg == "--timeout" || arg == "--grace") {
-      std::string text;
-      if (!take_value(text)) return usage_error(arg + " needs a number of seconds");
-      char* end = nullptr;
-      const double seconds = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || !(seconds > 0) || seconds > 1e6) {
-        return usage_error(arg + " needs a positive number of seconds, got '" + text + "'");
-      }
-      (arg == "--timeout" ? args.options.timeout_s : args.options.eos_grace_s) = seconds;
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      return usage_error("unknown option '" + std::string(argv[i]) + "'");
-    } else if (args.config.empty()) {
-      args.config = arg;
-    } else {
-      return usage_error("more than one CONFIG given ('" + args.config + "', '" + arg + "')");
-    }
+  auto set = [&](const std::string&, const std::string& text) {
+    Override o;
+    if (!parse_override(text, o)) throw UsageError("--set needs NAME=VALUE, got '" + text + "'");
+    args.overrides.push_back(o);
+  };
+  auto results = [&](const std::string&, const std::string& location) {
+    if (location.empty()) throw UsageError("--results needs a FILE, or '-' for standard output");
+    args.results_location = location;
+    args.results = true;
+  };
+  auto seconds = [](double& target) {
+    return [&target](const std::string& name, const std::string& text) { target = parse_seconds(name, text); };
+  };
+  const std::vector<Option> table = {
+      help([] { std::fputs(kUsage, stdout); }),
+      flag({"--print"}, args.print),
+      flag({"-q", "--quiet"}, args.options.quiet),
+      with_value({"--set"}, set).if_missing("--set needs NAME=VALUE"),
+      with_value({"--results"}, results).if_missing("--results needs a FILE, or '-' for standard output"),
+      with_value({"--timeout"}, seconds(args.options.timeout_s)).if_missing("--timeout needs a number of seconds"),
+      with_value({"--grace"}, seconds(args.options.eos_grace_s)).if_missing("--grace needs a number of seconds"),
+  };
+  ParseRules rules;
+  rules.inline_values = true;  // --set=NAME=VALUE, --timeout=5
+  rules.positional = [&](const std::string& arg) {
+    if (!args.config.empty()) throw UsageError("more than one CONFIG given ('" + args.config + "', '" + arg + "')");
+    args.config = arg;
+  };
+  try {
+    if (!parse_options(arguments(argc, argv, 1), table, rules)) return kExitOk;  // --help
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
   }
   if (args.config.empty()) return usage_error("no CONFIG given");
   return -1;

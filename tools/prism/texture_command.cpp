@@ -28,6 +28,7 @@
 #include "texture/catalog.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
+#include "options.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -105,57 +106,42 @@ Options parse(int argc, char** argv) {
   Options o;
   if (argc < 2) throw UsageError("missing subcommand");
   o.sub = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--gallery")
-      o.gallery = value();
-    else if (a == "--id")
-      o.id = value();
-    else if (a == "--list")
-      o.list = value();
-    else if (a == "--normalise")
-      o.normalise = parse_normalise(a, value());
-    else if (a == "--collection") {
-      o.collection = value();
-      if (!texture::valid_collection(*o.collection))
-        throw UsageError("--collection: invalid collection '" + *o.collection +
-                         "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
-      if (!o.collection->empty()) o.collections.push_back(*o.collection);
-    } else if (a == "--gpu-memory")
-      o.gpu_memory = parse_size(a, value());
-    else if (a == "--host-memory")
-      o.host_memory = parse_size(a, value());
-    else if (a == "--digest-rows")
-      o.digest_rows = parse_digest_rows(a, value(), false);
-    else if (a == "--digest-candidates")
-      o.search.digest_candidates = parse_int(a, value(), 0, texture::SearchParams::kMaxDigestCandidates);
-    else if (a == "--stream-digests")
-      o.stream_digests = true;
-    else if (a == "--json")
-      o.json = true;
-    else if (a == "--update")
-      o.update = true;
-    else if (a == "--device")
-      o.device = parse_device(a, value());
-    else if (a == "--min-inliers")
-      o.search.min_inliers = parse_int(a, value(), 4, 100000);
-    else if (a == "--min-significance")
-      o.search.min_significance = parse_number(a, value(), 0, 1000);
-    else if (a == "--shortlist")
-      o.search.shortlist = parse_int(a, value(), 1, 1000);
-    else if (a == "--top")
-      o.top = parse_int(a, value(), 1, 1000);
-    else if (a == "--ratio")
-      o.search.ratio = float(parse_number(a, value(), 0.01, 1));
-    else if (a.size() > 1 && a[0] == '-')
-      throw UsageError("unknown option '" + a + "'");
-    else
-      o.args.push_back(a);
-  }
+  using Name = const std::string&;
+  using Value = const std::string&;
+  auto collection = [&](Name, Value v) {
+    o.collection = v;
+    if (!texture::valid_collection(*o.collection))
+      throw UsageError("--collection: invalid collection '" + *o.collection +
+                       "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
+    if (!o.collection->empty()) o.collections.push_back(*o.collection);
+  };
+  const std::vector<Option> table = {
+      with_value({"--gallery"}, o.gallery),
+      with_value({"--id"}, o.id),
+      with_value({"--list"}, o.list),
+      with_value({"--normalise"}, [&](Name a, Value v) { o.normalise = parse_normalise(a, v); }),
+      with_value({"--collection"}, collection),
+      with_value({"--gpu-memory"}, [&](Name a, Value v) { o.gpu_memory = parse_size(a, v); }),
+      with_value({"--host-memory"}, [&](Name a, Value v) { o.host_memory = parse_size(a, v); }),
+      with_value({"--digest-rows"}, [&](Name a, Value v) { o.digest_rows = parse_digest_rows(a, v, false); }),
+      with_value({"--digest-candidates"},
+                 [&](Name a, Value v) {
+                   o.search.digest_candidates = parse_int(a, v, 0, texture::SearchParams::kMaxDigestCandidates);
+                 }),
+      flag({"--stream-digests"}, o.stream_digests),
+      flag({"--json"}, o.json),
+      flag({"--update"}, o.update),
+      with_value({"--device"}, [&](Name a, Value v) { o.device = parse_device(a, v); }),
+      with_value({"--min-inliers"}, [&](Name a, Value v) { o.search.min_inliers = parse_int(a, v, 4, 100000); }),
+      with_value({"--min-significance"},
+                 [&](Name a, Value v) { o.search.min_significance = parse_number(a, v, 0, 1000); }),
+      with_value({"--shortlist"}, [&](Name a, Value v) { o.search.shortlist = parse_int(a, v, 1, 1000); }),
+      with_value({"--top"}, [&](Name a, Value v) { o.top = parse_int(a, v, 1, 1000); }),
+      with_value({"--ratio"}, [&](Name a, Value v) { o.search.ratio = float(parse_number(a, v, 0.01, 1)); }),
+  };
+  ParseRules rules;
+  rules.positional = [&](const std::string& a) { o.args.push_back(a); };  // images
+  parse_options(arguments(argc, argv, 2), table, rules);
   if (o.gallery.empty()) throw UsageError("--gallery DIR is required");
   if ((o.sub == "list" || o.sub == "stats" || o.sub == "migrate") && !o.args.empty())
     throw UsageError(o.sub + " takes no argument, not '" + o.args[0] + "' (the gallery is --gallery DIR)");

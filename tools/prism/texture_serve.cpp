@@ -17,6 +17,7 @@
 #include "http_api.h"
 #include "local_backend.h"
 #include "sharded_backend.h"
+#include "options.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -82,65 +83,52 @@ bool loopback(const std::string& host) {
 
 ServeOptions parse_serve(int argc, char** argv) {
   ServeOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--gallery")
-      o.gallery = value();
-    else if (a == "--redis")
-      o.redis = value();
-    else if (a == "--shards")
-      o.shards = parse_int(a, value(), 1, 4096);
-    else if (a == "--listen") {
-      const std::string v = value();
-      const size_t colon = v.rfind(':');
-      if (colon == std::string::npos || colon == 0)
-        throw UsageError("--listen takes HOST:PORT such as 127.0.0.1:8080, not '" + v + "'");
-      o.host = v.substr(0, colon);
-      o.port = parse_int("--listen's port", v.substr(colon + 1), 0, 65535);
-    } else if (a == "--keys")
-      o.keys = value();
-    else if (a == "--threads")
-      o.api.threads = parse_int(a, value(), 1, 1024);
-    else if (a == "--max-connections")
-      o.api.max_connections = parse_int(a, value(), 1, 1'000'000);
-    else if (a == "--reserved-threads")
-      o.api.reserved_threads = parse_int(a, value(), 0, 1023);
-    else if (a == "--max-body")
-      o.api.max_body_bytes = size_t(parse_size(a, value()));
-    else if (a == "--max-pixels")
-      o.api.max_image_pixels = uint64_t(parse_number(a, value(), 1, 1e12));
-    else if (a == "--decode-memory")
-      o.api.decode_memory_bytes = parse_size(a, value());
-    else if (a == "--deadline")
-      o.api.deadline = std::chrono::milliseconds(parse_int(a, value(), 1, int(o.api.max_deadline.count())));
-    else if (a == "--device")
-      o.api.features.device = o.index.device = parse_device(a, value());
-    else if (a == "--gpu-memory")
-      o.index.gpu_budget = parse_size(a, value());
-    else if (a == "--host-memory")
-      o.index.host_budget = parse_size(a, value());
-    else if (a == "--digest-rows")
-      o.index.host_digest_rows = parse_digest_rows(a, value(), true);
-    else if (a == "--stream-digests")
-      o.index.stream_host_digests = true;
-    else if (a == "--digest-candidates")
-      o.api.search.digest_candidates = parse_int(a, value(), 0, texture::SearchParams::kMaxDigestCandidates);
-    else if (a == "--normalise")
-      o.normalisation = parse_normalise(a, value());
-    else if (a == "--min-significance")
-      o.api.search.min_significance = parse_number(a, value(), 0, 1000);
-    else if (a == "--log")
-      o.api.log_requests = true;
-    else if (a == "-h" || a == "--help") {
-      std::fputs(kServeUsage, stdout);
-      std::exit(0);
-    } else
-      throw UsageError("unknown option '" + a + "'");
-  }
+  using Name = const std::string&;
+  using Value = const std::string&;
+  auto listen = [&](Name, Value v) {
+    const size_t colon = v.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      throw UsageError("--listen takes HOST:PORT such as 127.0.0.1:8080, not '" + v + "'");
+    o.host = v.substr(0, colon);
+    o.port = parse_int("--listen's port", v.substr(colon + 1), 0, 65535);
+  };
+  const std::vector<Option> table = {
+      with_value({"--gallery"}, o.gallery),
+      with_value({"--redis"}, o.redis),
+      with_value({"--shards"}, [&](Name a, Value v) { o.shards = parse_int(a, v, 1, 4096); }),
+      with_value({"--listen"}, listen),
+      with_value({"--keys"}, o.keys),
+      with_value({"--threads"}, [&](Name a, Value v) { o.api.threads = parse_int(a, v, 1, 1024); }),
+      with_value({"--max-connections"},
+                 [&](Name a, Value v) { o.api.max_connections = parse_int(a, v, 1, 1'000'000); }),
+      with_value({"--reserved-threads"}, [&](Name a, Value v) { o.api.reserved_threads = parse_int(a, v, 0, 1023); }),
+      with_value({"--max-body"}, [&](Name a, Value v) { o.api.max_body_bytes = size_t(parse_size(a, v)); }),
+      with_value({"--max-pixels"},
+                 [&](Name a, Value v) { o.api.max_image_pixels = uint64_t(parse_number(a, v, 1, 1e12)); }),
+      with_value({"--decode-memory"}, [&](Name a, Value v) { o.api.decode_memory_bytes = parse_size(a, v); }),
+      with_value({"--deadline"},
+                 [&](Name a, Value v) {
+                   o.api.deadline = std::chrono::milliseconds(parse_int(a, v, 1, int(o.api.max_deadline.count())));
+                 }),
+      with_value({"--device"}, [&](Name a, Value v) { o.api.features.device = o.index.device = parse_device(a, v); }),
+      with_value({"--gpu-memory"}, [&](Name a, Value v) { o.index.gpu_budget = parse_size(a, v); }),
+      with_value({"--host-memory"}, [&](Name a, Value v) { o.index.host_budget = parse_size(a, v); }),
+      with_value({"--digest-rows"}, [&](Name a, Value v) { o.index.host_digest_rows = parse_digest_rows(a, v, true); }),
+      flag({"--stream-digests"}, o.index.stream_host_digests),
+      with_value({"--digest-candidates"},
+                 [&](Name a, Value v) {
+                   o.api.search.digest_candidates = parse_int(a, v, 0, texture::SearchParams::kMaxDigestCandidates);
+                 }),
+      with_value({"--normalise"}, [&](Name a, Value v) { o.normalisation = parse_normalise(a, v); }),
+      with_value({"--min-significance"},
+                 [&](Name a, Value v) { o.api.search.min_significance = parse_number(a, v, 0, 1000); }),
+      flag({"--log"}, o.api.log_requests),
+      help([] {
+        std::fputs(kServeUsage, stdout);
+        std::exit(0);
+      }),
+  };
+  parse_options(arguments(argc, argv, 1), table);
   if (o.gallery.empty() == o.redis.empty()) throw UsageError("give one of --gallery DIR and --redis URL");
   if (o.shards && o.redis.empty()) throw UsageError("--shards goes with --redis");
   if (o.index.stream_host_digests && !o.index.host_digest_rows)

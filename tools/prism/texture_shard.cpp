@@ -15,6 +15,7 @@
 
 #include "common/numa.h"
 #include "shard_worker.h"
+#include "options.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -64,62 +65,49 @@ int texture_shard_command(const std::vector<std::string>& args) {
   bool have_shard = false;
   bool one_gpu = false;  // --device cuda:N
   try {
-    for (size_t i = 0; i < args.size(); ++i) {
-      const std::string& a = args[i];
-      if (a == "-h" || a == "--help") {
-        std::fputs(kUsage, stdout);
-        return 0;
-      }
-      auto value = [&]() -> std::string {
-        if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-        return args[++i];
-      };
-      if (a == "--redis")
-        o.redis = value();
-      else if (a == "--shard") {
-        o.shard = parse_int(a, value(), 0, 4095);
-        have_shard = true;
-      } else if (a == "--shards")
-        o.shards = parse_int(a, value(), 1, 4096);
-      else if (a == "--gallery")
-        o.local.gallery = value();
-      else if (a == "--replica")
-        o.replica = value();
-      else if (a == "--readers")
-        o.readers = parse_int(a, value(), 1, 64);
-      else if (a == "--device") {
-        const std::string v = value();
-        if (v.rfind("cuda:", 0) == 0) {
-          // One worker, one GPU: the process sees only GPU N (the Nth of CUDA_VISIBLE_DEVICES when
-          // it is set), chosen before any CUDA call.
-          const int n = parse_int("--device cuda:N", v.substr(5), 0, 63);
-          std::vector<std::string> visible;
-          if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
-            std::stringstream list(env);
-            for (std::string d; std::getline(list, d, ',');) visible.push_back(d);
-          }
-          if (!visible.empty() && n >= int(visible.size()))
-            throw UsageError("--device " + v + ": CUDA_VISIBLE_DEVICES lists " + std::to_string(visible.size()) +
-                             " GPUs");
-          setenv("CUDA_VISIBLE_DEVICES", visible.empty() ? std::to_string(n).c_str() : visible[size_t(n)].c_str(), 1);
-          o.local.index.device = gpu::Device::kCuda;
-          one_gpu = true;
-        } else {
-          o.local.index.device = parse_device(a, v);
+    using Name = const std::string&;
+    using Value = const std::string&;
+    auto device = [&](Name a, Value v) {
+      if (v.rfind("cuda:", 0) == 0) {
+        // One worker, one GPU: the process sees only GPU N (the Nth of CUDA_VISIBLE_DEVICES when
+        // it is set), chosen before any CUDA call.
+        const int n = parse_int("--device cuda:N", v.substr(5), 0, 63);
+        std::vector<std::string> visible;
+        if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
+          std::stringstream list(env);
+          for (std::string d; std::getline(list, d, ',');) visible.push_back(d);
         }
-      } else if (a == "--normalise")
-        o.local.normalisation = parse_normalise(a, value());
-      else if (a == "--gpu-memory")
-        o.local.index.gpu_budget = parse_size(a, value());
-      else if (a == "--host-memory")
-        o.local.index.host_budget = parse_size(a, value());
-      else if (a == "--digest-rows")
-        o.local.index.host_digest_rows = parse_digest_rows(a, value(), true);
-      else if (a == "--stream-digests")
-        o.local.index.stream_host_digests = true;
-      else
-        throw UsageError("unknown option '" + a + "'");
-    }
+        if (!visible.empty() && n >= int(visible.size()))
+          throw UsageError("--device " + v + ": CUDA_VISIBLE_DEVICES lists " + std::to_string(visible.size()) +
+                           " GPUs");
+        setenv("CUDA_VISIBLE_DEVICES", visible.empty() ? std::to_string(n).c_str() : visible[size_t(n)].c_str(), 1);
+        o.local.index.device = gpu::Device::kCuda;
+        one_gpu = true;
+      } else {
+        o.local.index.device = parse_device(a, v);
+      }
+    };
+    const std::vector<Option> table = {
+        help([] { std::fputs(kUsage, stdout); }),
+        with_value({"--redis"}, o.redis),
+        with_value({"--shard"},
+                   [&](Name a, Value v) {
+                     o.shard = parse_int(a, v, 0, 4095);
+                     have_shard = true;
+                   }),
+        with_value({"--shards"}, [&](Name a, Value v) { o.shards = parse_int(a, v, 1, 4096); }),
+        with_value({"--gallery"}, [&](Name, Value v) { o.local.gallery = v; }),  // a path
+        with_value({"--replica"}, o.replica),
+        with_value({"--readers"}, [&](Name a, Value v) { o.readers = parse_int(a, v, 1, 64); }),
+        with_value({"--device"}, device),
+        with_value({"--normalise"}, [&](Name a, Value v) { o.local.normalisation = parse_normalise(a, v); }),
+        with_value({"--gpu-memory"}, [&](Name a, Value v) { o.local.index.gpu_budget = parse_size(a, v); }),
+        with_value({"--host-memory"}, [&](Name a, Value v) { o.local.index.host_budget = parse_size(a, v); }),
+        with_value({"--digest-rows"},
+                   [&](Name a, Value v) { o.local.index.host_digest_rows = parse_digest_rows(a, v, true); }),
+        flag({"--stream-digests"}, o.local.index.stream_host_digests),
+    };
+    if (!parse_options(args, table)) return 0;  // --help
     if (o.redis.empty()) throw UsageError("--redis URL is required");
     if (!have_shard) throw UsageError("--shard K is required");
     if (o.local.gallery.empty()) throw UsageError("--gallery DIR is required");
