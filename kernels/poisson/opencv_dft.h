@@ -43,10 +43,8 @@ struct Cf {
   float re, im;
 };
 
-// Each product and sum rounded on its own (poisson_pixel.h; nvcc would contract into FMAs).
-using detail::add_rn;
-using detail::mul_rn;
-using detail::sub_rn;
+// Each product and sum rounded on its own (common/rounding.h: prism::mul_rn and its kin; nvcc would
+// contract into FMAs).
 
 // (x * w).re and (x * w).im as OpenCV spells them.
 PRISM_HD float cmul_re(Cf x, Cf w) { return sub_rn(mul_rn(x.re, w.re), mul_rn(x.im, w.im)); }

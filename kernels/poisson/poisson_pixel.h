@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/hostdevice.h"
+#include "common/rounding.h"
 #include "poisson/seamless_clone.h"
 
 namespace prism::poisson::detail {
@@ -22,30 +23,6 @@ struct Geometry {
 PRISM_HD int mask_at(const MaskView& m, int x, int y) {
   if (x <= 0 || y <= 0 || x >= m.width - 1 || y >= m.height - 1) return 0;
   return m.data[y * m.stride + static_cast<int64_t>(x) * m.step];
-}
-
-// Float product and sum rounded separately, as OpenCV stores each intermediate Mat: nvcc would
-// otherwise contract a*b + c into one FMA and change the last bit.
-PRISM_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-PRISM_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-PRISM_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
 }
 
 // Channel offset within a pixel of OpenCV's BGR channel c (0 = B, 1 = G, 2 = R).

@@ -90,8 +90,8 @@ __device__ void rhs_tile(const PackedImage& bg, const PackedImage& ov, const Mas
   for (int c = 0; c < 3; ++c) {
     float v = 0.f;
     if (inside) {
-      const float lap = detail::add_rn(sc.fx[c][ty + 1][tx + 1] - sc.fx[c][ty + 1][tx],
-                                       sc.fy[c][ty + 1][tx + 1] - sc.fy[c][ty][tx + 1]);
+      const float lap =
+          add_rn(sc.fx[c][ty + 1][tx + 1] - sc.fx[c][ty + 1][tx], sc.fy[c][ty + 1][tx + 1] - sc.fy[c][ty][tx + 1]);
       v = lap - detail::frame_neighbours(bg, g, i + 1, j + 1, c);
       rhs_plane[(static_cast<int64_t>(c) * M + j) * N + i] = v;  // for the OpenCV-exact low frequencies
     }

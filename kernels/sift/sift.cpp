@@ -12,6 +12,15 @@
 
 namespace prism::sift {
 
+bool strongest_first(const cv::KeyPoint& p, const cv::KeyPoint& q) {
+  if (p.response != q.response) return p.response > q.response;
+  if (p.pt.y != q.pt.y) return p.pt.y < q.pt.y;
+  if (p.pt.x != q.pt.x) return p.pt.x < q.pt.x;
+  if (p.size != q.size) return p.size < q.size;
+  if (p.angle != q.angle) return p.angle < q.angle;
+  return p.octave < q.octave;
+}
+
 namespace detail {
 
 namespace {
@@ -98,14 +107,7 @@ std::vector<cv::KeyPoint> dedupe_sort_cut(std::vector<cv::KeyPoint> kps, int nfe
                         }),
             kps.end());
   // Strongest first, then a total order (texture/features.cpp sorts cv::SIFT's output the same way).
-  std::sort(kps.begin(), kps.end(), [](const cv::KeyPoint& p, const cv::KeyPoint& q) {
-    if (p.response != q.response) return p.response > q.response;
-    if (p.pt.y != q.pt.y) return p.pt.y < q.pt.y;
-    if (p.pt.x != q.pt.x) return p.pt.x < q.pt.x;
-    if (p.size != q.size) return p.size < q.size;
-    if (p.angle != q.angle) return p.angle < q.angle;
-    return p.octave < q.octave;
-  });
+  std::sort(kps.begin(), kps.end(), strongest_first);
   if (nfeatures > 0 && int(kps.size()) > nfeatures) kps.resize(nfeatures);
   return kps;
 }

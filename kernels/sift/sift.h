@@ -59,6 +59,11 @@ struct Result {
   cv::Mat descriptors;  // count x 128, CV_32F
 };
 
+// The order of Result::keypoints: strongest response first, then y, x, size, angle and octave
+// ascending. A total order on distinct keypoints, so that features do not depend on the order an
+// extractor found them in (cv::SIFT's varies from run to run); texture::Features uses it too.
+bool strongest_first(const cv::KeyPoint& a, const cv::KeyPoint& b);
+
 // The CPU path: plain loops, one thread. It exists to define what the CUDA path computes (the two
 // are equal bit for bit) and to test that definition against cv::SIFT where there is no GPU;
 // cv::SIFT (vectorised, threaded) remains the faster CPU extractor.

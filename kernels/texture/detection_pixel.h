@@ -9,6 +9,7 @@
 
 #include "common/grey.h"
 #include "common/hostdevice.h"
+#include "common/rounding.h"
 #include "texture/detection_image.h"
 
 namespace prism::texture::detail {
@@ -20,21 +21,6 @@ struct AreaView {
   const int32_t *x_begin, *y_begin;
   const AreaTap *x_taps, *y_taps;
 };
-
-PRISM_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-PRISM_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 
 // saturate_cast<uchar>(float): cvRound (to nearest, ties to even), then clamped.
 PRISM_HD uint8_t saturate_u8(float v) {

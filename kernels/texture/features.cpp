@@ -40,15 +40,6 @@ cv::Mat to_grey(const cv::Mat& image) {
 
 }  // namespace
 
-bool strongest_first(const cv::KeyPoint& p, const cv::KeyPoint& q) {
-  if (p.response != q.response) return p.response > q.response;
-  if (p.pt.y != q.pt.y) return p.pt.y < q.pt.y;
-  if (p.pt.x != q.pt.x) return p.pt.x < q.pt.x;
-  if (p.size != q.size) return p.size < q.size;
-  if (p.angle != q.angle) return p.angle < q.angle;
-  return p.octave < q.octave;
-}
-
 const char* digest_order_name(DigestOrder o) {
   switch (o) {
     case DigestOrder::kStrongest: return "strongest";

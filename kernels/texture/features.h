@@ -12,6 +12,7 @@
 
 #include "common/gpu.h"
 #include "match/match.h"
+#include "sift/sift.h"
 #include "texture/normalise.h"
 
 namespace prism::texture {
@@ -75,12 +76,10 @@ uint64_t extraction_host_bytes(int width, int height, const FeatureParams& param
 // extract_features for the first bad image, naming its position.
 std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images, const FeatureParams& params = {});
 
-// The order of Features::keypoints, on the detection image's keypoints: strongest response first,
-// then y, x, size, angle and octave ascending. A total order on distinct keypoints, so that the
-// features do not depend on the order an extractor found them in (cv::SIFT's varies from run to
-// run); kernels/sift lists its keypoints in this order already (sift.h), so its output is taken
-// as it comes, and only cv::SIFT's is sorted.
-bool strongest_first(const cv::KeyPoint& a, const cv::KeyPoint& b);
+// The order of Features::keypoints, on the detection image's keypoints: kernels/sift's
+// (sift::strongest_first: strongest response first, then a total order), in which it lists its
+// keypoints already, so its output is taken as it comes, and only cv::SIFT's is sorted.
+using sift::strongest_first;
 
 // Which rows of an image make its digest (the rows a search reads of a host-tier image before it picks
 // the candidates it matches exactly: index.h, IndexOptions::host_digest_rows). kStrongest: the first

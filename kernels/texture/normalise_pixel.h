@@ -10,40 +10,9 @@
 #include <cstdint>
 
 #include "common/hostdevice.h"
+#include "common/rounding.h"
 
 namespace prism::texture {
-
-// a x b and a + b rounded once each (a CUDA build would otherwise fuse them into an FMA).
-PRISM_HD float clahe_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-PRISM_HD float clahe_add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-PRISM_HD float clahe_sub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
-// a / b rounded once (CUDA's default division is IEEE too; said here so that no flag changes it).
-PRISM_HD float clahe_div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // Round half to even and saturate to 0..255 (cv::saturate_cast<uchar>(float) in the default
 // rounding mode). The values here are never NaN.
@@ -65,9 +34,9 @@ PRISM_HD int clahe_clip_count(double clip, int area) {
 }
 
 // OpenCV's LUT scale for a tile of `area` pixels: float(255) / float(area).
-PRISM_HD float clahe_lut_scale(int area) { return clahe_div(255.0f, float(area)); }
+PRISM_HD float clahe_lut_scale(int area) { return div_rn(255.0f, float(area)); }
 // The reciprocal of a tile side, as the blend uses it: float(1) / float(size).
-PRISM_HD float clahe_inv_size(int size) { return clahe_div(1.0f, float(size)); }
+PRISM_HD float clahe_inv_size(int size) { return div_rn(1.0f, float(size)); }
 
 // A grid's tiles, clip count and scales for a width x height image. The histograms' image: when a
 // side does not divide into the grid, OpenCV pads both sides by (tiles - side % tiles), so a side
@@ -106,7 +75,7 @@ PRISM_HD void clahe_tile_lut(int* hist, int clip_count, float lut_scale, uint8_t
   int sum = 0;
   for (int i = 0; i < 256; ++i) {
     sum += hist[i];
-    lut[i] = clahe_round_u8(clahe_mul(float(sum), lut_scale));
+    lut[i] = clahe_round_u8(mul_rn(float(sum), lut_scale));
   }
 }
 
@@ -118,10 +87,10 @@ struct ClaheAxis {
   float w;
 };
 PRISM_HD ClaheAxis clahe_axis(int p, float inv_size, int tiles) {
-  const float t = clahe_sub(clahe_mul(float(p), inv_size), 0.5f);
+  const float t = sub_rn(mul_rn(float(p), inv_size), 0.5f);
   int lo = int(t);
   if (float(lo) > t) --lo;  // floor
-  ClaheAxis a{lo, lo + 1, clahe_sub(t, float(lo))};
+  ClaheAxis a{lo, lo + 1, sub_rn(t, float(lo))};
   if (a.lo < 0) a.lo = 0;
   if (a.hi > tiles - 1) a.hi = tiles - 1;
   return a;
@@ -131,10 +100,10 @@ PRISM_HD ClaheAxis clahe_axis(int p, float inv_size, int tiles) {
 // top-right, bottom-left, bottom-right), blended as
 // ((tl x (1-wx) + tr x wx) x (1-wy) + (bl x (1-wx) + br x wx) x wy), rounded.
 PRISM_HD uint8_t clahe_blend(int tl, int tr, int bl, int br, float wx, float wy) {
-  const float wx1 = clahe_sub(1.0f, wx), wy1 = clahe_sub(1.0f, wy);
-  const float top = clahe_add(clahe_mul(float(tl), wx1), clahe_mul(float(tr), wx));
-  const float bottom = clahe_add(clahe_mul(float(bl), wx1), clahe_mul(float(br), wx));
-  return clahe_round_u8(clahe_add(clahe_mul(top, wy1), clahe_mul(bottom, wy)));
+  const float wx1 = sub_rn(1.0f, wx), wy1 = sub_rn(1.0f, wy);
+  const float top = add_rn(mul_rn(float(tl), wx1), mul_rn(float(tr), wx));
+  const float bottom = add_rn(mul_rn(float(bl), wx1), mul_rn(float(br), wx));
+  return clahe_round_u8(add_rn(mul_rn(top, wy1), mul_rn(bottom, wy)));
 }
 
 }  // namespace prism::texture
