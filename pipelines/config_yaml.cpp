@@ -725,7 +725,7 @@ class Loader {
 
   // Data flows one way through a pipeline: links that come back to an element (a -> b -> a, over
   // one chain or several) would validate and then run for ever or deadlock, so the link that
-  // closes the loop is refused, with the loop (issue 41.7).
+  // closes the loop is refused, with the loop.
   void report_cycles(const PipelineConfig& config) {
     std::map<std::string, std::vector<std::pair<std::string, SourceLocation>>> next;
     for (const LinkChain& chain : config.chains) {

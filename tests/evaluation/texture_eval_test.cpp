@@ -54,7 +54,7 @@ TEST(TextureEval, RefusesAnUnknownPrecision) {
   }
 }
 
-// The eval's low-light perturbation (issue 22) on a small set (2 sun8 photos, the 3 skimage
+// The eval's low-light perturbation (for poor light) on a small set (2 sun8 photos, the 3 skimage
 // textures and 8 Oxford img1): it runs, reports its row, and most of its captures are dark (mean
 // grey under 40), with their keypoint counts.
 TEST(TextureEval, LowLightMakesDarkCaptures) {

@@ -61,6 +61,9 @@ TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   r = run_prism({"texture", "search", "--gallery", g, "--json", img + "/graf3.png"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"identified\":true,\"id\":\"graf1\""), std::string::npos) << r.output;
+  // --json says what the human form says: the threshold too; ratio_matches apart from matches.
+  EXPECT_NE(r.output.find("\"ratio_matches\":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"min_significance\":3.6"), std::string::npos) << r.output;
   // A photo that was never enrolled.
   r = run_prism({"texture", "search", "--gallery", g, img + "/fruits.jpg"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -82,9 +85,10 @@ TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   EXPECT_NE(r.output.find("{\"id\":\"baboon\",\"features\":768"), std::string::npos) << r.output;
   r = run_prism({"texture", "stats", "--gallery", g, "--json"});
   EXPECT_NE(r.output.find("\"products\":4"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"descriptors\":\"u8\",\"slot_rows\":768"), std::string::npos) << r.output;
 
   // Update: "box" now holds the fruits photo, so the box scene no longer verifies as box.
-  // The same image again is a no-op, as a repeated POST of the API (issue 40.12); another image
+  // The same image again is a no-op, as a repeated POST of the API; another image
   // under an enrolled id is refused.
   r = run_prism({"texture", "enroll", "--gallery", g, "--json", img + "/box.png"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -136,7 +140,7 @@ TEST(TextureCli, EvalNamesTheEvaluationTool) {
   EXPECT_NE(r.output.find("build/evaluation/texture/"), std::string::npos) << r.output;
 }
 
-// Poor light (issue 22): a new gallery records its contrast normalisation (--normalise; none by
+// Poor light: a new gallery records its contrast normalisation (--normalise; none by
 // default, as galleries made before the record mean) and every command against it applies it; a
 // --normalise that differs from the record, or an unknown one, is refused naming it.
 TEST(TextureCli, NormalisationIsRecordedAndFollowed) {
@@ -205,7 +209,7 @@ TEST(TextureCli, NormalisationIsRecordedAndFollowed) {
   EXPECT_EQ(a.find("graf1")->features.descriptors, c.find("graf1")->features.descriptors);
 }
 
-// Two `prism texture enroll --normalise` into one new folder at once (issue 23): both pass the
+// Two `prism texture enroll --normalise` into one new folder at once: both pass the
 // fresh-folder check while the test holds the gallery's writer lock; the first to get the lock
 // creates the gallery with its normalisation, and the other is refused naming that record (exit 2,
 // nothing enrolled) when it asked for another, or enrols beside it when they agree. The gallery
@@ -490,7 +494,7 @@ std::string grey_png(int w, int h, uint8_t value) {
   return png;
 }
 
-// Item 14 of issue 19: a flat or 1x1 image has no features and could never be identified: enrol and
+// A flat or 1x1 image has no features and could never be identified: enrol and
 // update refuse it, naming the file and the count, and the gallery is unchanged.
 TEST(TextureCli, FlatAndTinyImagesAreRefused) {
   REQUIRE_IMAGES(img);

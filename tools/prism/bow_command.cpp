@@ -1,4 +1,4 @@
-// prism bow: bag-of-visual-words scene classification (issue 6): train a model, evaluate it with a
+// prism bow: bag-of-visual-words scene classification: train a model, evaluate it with a
 // confusion matrix, classify images.
 #include <opencv2/imgproc.hpp>
 

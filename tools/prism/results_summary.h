@@ -1,4 +1,4 @@
-// What `prism run` tells a person at the end (issue 40.9): per analysis element, what it found in
+// What `prism run` tells a person at the end: per analysis element, what it found in
 // the run (the products textureid identified, the labels bowclassify gave, emdtracker's detections
 // and tracks), from the same JSON lines `--results` writes (docs/RESULTS.md), which stay as they are.
 #pragma once

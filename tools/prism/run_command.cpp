@@ -124,8 +124,8 @@ std::string prism_plugin_dir_for(const PipelineConfig& config) {
   return dir;
 }
 
-// What --print shows: a command a user pastes into a POSIX shell and that runs as prism run would
-// (issue 40.8): the sinks' missing folders made first, the Prism plugin's folder on
+// What --print shows: a command a user pastes into a POSIX shell and that runs as prism run would:
+// the sinks' missing folders made first, the Prism plugin's folder on
 // GST_PLUGIN_PATH when the config uses its elements, then the gst-launch-1.0 line.
 std::string pasteable_command(const PipelineConfig& config) {
   std::string line;

@@ -439,14 +439,16 @@ int stats(const Options& o) {
     for (const auto& [name, count] : collections)
       if (!name.empty()) c += (c.empty() ? "" : ",") + json_string(name) + ":" + std::to_string(count);
     std::printf(
-        "{\"products\":%zu,\"normalisation\":%s,\"features\":%zu,\"features_min\":%d,\"features_max\":%d,\"file_"
-        "bytes\":%zu,"
-        "\"search_memory_mb\":%.1f,\"format1_entries\":%zu,\"no_collection\":%zu,\"collections\":{%s},"
+        "{\"gallery\":%s,\"products\":%zu,\"normalisation\":%s,\"features\":%zu,\"features_per_product\":%.1f,"
+        "\"features_min\":%d,\"features_max\":%d,\"file_bytes\":%zu,"
+        "\"search_memory_mb\":%.1f,\"descriptors\":\"u8\",\"slot_rows\":%d,\"format1_entries\":%zu,"
+        "\"no_collection\":%zu,\"collections\":{%s},"
         "\"index\":{\"device\":%s,\"gpu_products\":%zu,\"host_products\":%zu,\"gpu_capacity\":%zu,"
         "\"host_capacity\":%zu,\"unplaced\":%zu}}\n",
-        n, json_string(normalisation).c_str(), features, fewest, most, file_bytes, search_mb, format1,
-        collections.count("") ? collections[""] : 0, c.c_str(), json_string(is.device).c_str(), in_gpu, in_host,
-        is.gpu_capacity, is.host_capacity, n - in_gpu - in_host);
+        json_string(o.gallery).c_str(), n, json_string(normalisation).c_str(), features, n ? double(features) / n : 0.0,
+        fewest, most, file_bytes, search_mb, match::kSlot, format1, collections.count("") ? collections[""] : 0,
+        c.c_str(), json_string(is.device).c_str(), in_gpu, in_host, is.gpu_capacity, is.host_capacity,
+        n - in_gpu - in_host);
   } else {
     std::printf(
         "gallery %s\n  products        %zu\n  normalisation   %s\n  features        %zu (%.1f per product, %d..%d)\n"

@@ -111,7 +111,7 @@ struct _GstPrismCudaFilterClass {
   gpointer _reserved[3];
 };
 
-/* ---- The asynchronous mode (issue 23: live sources never wait for an analysis) ----
+/* ---- The asynchronous mode (live sources never wait for an analysis) ----
  *
  * An analysis element that offers it calls gst_prism_cuda_filter_class_install_async() in class_init
  * (its `async` and `frames-skipped` properties) and routes them from its set/get_property. With
