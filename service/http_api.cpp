@@ -736,9 +736,11 @@ struct HttpApi::Impl {
              "digests).\n"
              "# TYPE prism_gallery_bytes gauge\n";
     std::ostringstream repaired;
-    repaired << "# HELP prism_gallery_copies_repaired Damaged copies of entries (entry file or pack record) read "
-                "from the other copy and written again since the shard's worker started.\n"
-                "# TYPE prism_gallery_copies_repaired gauge\n";
+    // A counter (it only grows while the worker runs, and starts at 0 with it): /v1/stats' copies_repaired.
+    repaired << "# HELP prism_gallery_damaged_copies_total Damaged copies of entries (entry file or pack record) "
+                "found and read from the other copy since the shard's worker started; each is written again at "
+                "once, or by the next reader that takes the gallery's lock.\n"
+                "# TYPE prism_gallery_damaged_copies_total counter\n";
     std::ostringstream replicas;
     replicas << "# HELP prism_replica_pending_writes Writes given to a replica and not yet applied.\n"
                 "# TYPE prism_replica_pending_writes gauge\n"
@@ -761,7 +763,7 @@ struct HttpApi::Impl {
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_bytes << "\n";
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"host\"} " << sh.index.host_bytes << "\n";
         bytes << "prism_gallery_bytes{shard=\"" << sh.shard << "\",tier=\"digest\"} " << sh.index.digest_bytes << "\n";
-        repaired << "prism_gallery_copies_repaired{shard=\"" << sh.shard << "\"} " << sh.copies_repaired << "\n";
+        repaired << "prism_gallery_damaged_copies_total{shard=\"" << sh.shard << "\"} " << sh.copies_repaired << "\n";
       }
     } catch (const std::exception&) {
       // The request metrics are still worth scraping when a shard does not answer.

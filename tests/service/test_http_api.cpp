@@ -420,7 +420,9 @@ TEST(HttpApi, ADamagedEntryFileIsServedFromItsCopyAndCounted) {
   EXPECT_EQ(stats["shards"][0]["copies_repaired"], 1) << stats.dump();
   const httplib::Result metrics = c.Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("prism_gallery_copies_repaired{shard=\"0\"} 1"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("prism_gallery_damaged_copies_total{shard=\"0\"} 1"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("# TYPE prism_gallery_damaged_copies_total counter"), std::string::npos);
 }
 
 int raw_status(int port, const std::string& request);
