@@ -525,8 +525,11 @@ create makes a new gallery in an absent or empty folder; it records normalise, t
 normalisation applied before SIFT ("none" or "clahe-CLIP-TILES"; "": clahe-4-8, as
 `prism texture enroll`), and every enrol, search and verify applies the gallery's record. device is where searches match
 ("auto": the GPU when usable, else the CPU). gpu_memory/host_memory: bytes of descriptor slots
-per tier (-1: the defaults of `prism texture`). Writes are durable when they return. The object
-sees the gallery as opened plus its own writes; reopen it to see other processes' writes.)")
+per tier (-1: the defaults of `prism texture`). Opening indexes every entry on that device (so a
+device error is raised here). Writes are durable when they return, and an enrolment the index
+refuses (IndexFull: the budgets are used) is taken back out of the gallery before the error is
+raised. The object sees the gallery as opened plus its own writes; reopen it to see other
+processes' writes.)")
       .def(py::init<const std::string&, bool, const std::string&, int64_t, int64_t, const std::string&>(),
            py::arg("path"), py::arg("create") = false, py::arg("device") = "auto",
            py::arg("gpu_memory") = tx::kDefaultBudget, py::arg("host_memory") = tx::kDefaultBudget,
