@@ -1,7 +1,7 @@
 // Gallery images searched per second. On the CPU (any machine): the FP16 match_cpu and the 8-bit
 // match_u8_cpu on each instruction path this CPU has, in ms per gallery image per query of 768
-// descriptors. On the GPU (when there is one): the fused FP16 and 8-bit tensor-core matchers (one
-// query of 768 RootSIFT descriptors, and batches of queries) against OpenCV's CPU
+// descriptors. On the GPU (when there is one): the 8-bit tensor-core matchers (one query of 768
+// RootSIFT descriptors, and batches of queries) against OpenCV's CPU
 // BFMatcher::knnMatch(k=2) on the same descriptors. The 8-bit gallery is the FP16 one quantised
 // (half_to_u8), so both see the same descriptors. PyTorch matmul + topk on the same GPU is measured
 // by tools/bench_match_torch.py in the same run.
@@ -107,8 +107,6 @@ int main(int argc, char** argv) {
   bench::check(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s; gallery %d images x %d RootSIFT descriptors (FP16 %.0f MB, 8-bit %.0f MB); query %d\n\n",
               prop.name, images, Q, gallery.size() * 2 / 1e6, gallery.size() / 1e6, Q);
-  const gpu::DeviceArray<uint16_t> dg = gpu::device_copy(gallery.data(), gallery.size());
-  const gpu::DeviceArray<uint16_t> dq = gpu::device_copy(queries.data(), queries.size());
   const gpu::DeviceArray<uint8_t> dg8 = gpu::device_copy(gallery_u8.data(), gallery_u8.size());
   const gpu::DeviceArray<uint8_t> dq8 = gpu::device_copy(queries_u8.data(), queries_u8.size());
   const gpu::DeviceArray<int> dc = gpu::device_copy(counts.data(), counts.size());
@@ -116,17 +114,6 @@ int main(int argc, char** argv) {
 
   std::printf(
       "| method | queries per launch | median ms | gallery images/s (per query) | TOPS |\n|---|---|---|---|---|\n");
-  time_gpu("fused mma.sync m16n8k16 FP16 top-2 (ours)", images, [&](int batch) {
-    match::MatchProblem p;
-    p.query = dq.data();
-    p.rows = batch * Q;
-    p.query_rows = Q;
-    p.gallery = dg.data();
-    p.counts = dc.data();
-    p.images = images;
-    bench::check(cudaMemsetAsync(ds.data(), 0, size_t(batch) * images * sizeof(int)));
-    match::match_cuda(p, {0.8f}, {ds.data()}, nullptr);
-  });
   // The 8-bit kernels, each forced (kAuto takes wgmma here on an H100 or H200); the last with |g|^2
   // kept beside the gallery, as the index's GPU tier keeps them (MatchU8Problem::norms).
   std::vector<int32_t> norms(gallery_u8.size() / match::kDim);

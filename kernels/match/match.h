@@ -5,9 +5,13 @@
 // RootSIFT vectors (Arandjelovic & Zisserman, "Three things everyone should know to improve object
 // retrieval", CVPR 2012) are L2-unit with non-negative entries, so squared distance = 2 - 2 dot:
 // the two nearest are the two largest dot products, and the ratio test d1 < r d2 on distances is
-// (1 - dot1) < r^2 (1 - dot2). Descriptors are stored in FP16; dot products accumulate in FP32.
+// (1 - dot1) < r^2 (1 - dot2).
 //
-// The CUDA path needs an sm_80 or newer GPU (it throws otherwise).
+// Two precisions. 8 bits (below) is the product: what the gallery stores and the index matches, on
+// the CPU and on the GPU, equal bit for bit. FP16 (this part) is the evaluation's reference for the
+// 8-bit rounding (`prism-texture-eval`'s ratio decisions) and runs on the CPU only; its CUDA kernel
+// was deleted once the 8-bit matcher replaced it everywhere (commit b53c1f8 is the last that has
+// it; docs/benchmarks/matching.md keeps its figures).
 //
 // Layout: a gallery batch is `images` slots of kSlot descriptors x kDim halves, padded with any
 // values past the image's count (counts[b] <= kSlot; padded rows are never matched). Queries are
@@ -41,7 +45,7 @@ struct MatchParams {
 };
 
 // The FP16 matcher's ratio test on the best and second dot products of unit vectors, in float as
-// match_cpu and match_cuda decide it: (1 - dot1) < r^2 (1 - dot2).
+// match_cpu decides it: (1 - dot1) < r^2 (1 - dot2).
 PRISM_HD bool ratio_pass_dot(float best, float second, float ratio) {
   const float r2 = ratio * ratio;
   return (1.f - best) < r2 * (1.f - second);
@@ -60,7 +64,7 @@ struct MatchOutputs {
 struct MatchProblem {
   const uint16_t* query = nullptr;    // [rows][kDim]
   int rows = 0;                       // all queries' rows
-  int query_rows = 0;                 // rows per query (rows for a single query); a multiple of 16 for the GPU
+  int query_rows = 0;                 // rows per query (rows for a single query)
   const uint16_t* gallery = nullptr;  // [images][kSlot][kDim]
   const int* counts = nullptr;        // [images]
   int images = 0;
@@ -69,14 +73,6 @@ struct MatchProblem {
 
 // CPU path (threads over gallery images). Ties keep the lower descriptor index.
 void match_cpu(const MatchProblem& p, const MatchParams& params, const MatchOutputs& out);
-
-#if defined(PRISM_HAVE_CUDA)
-// The same on device memory, asynchronous on `stream`: one fused kernel, the dot products on
-// tensor cores (mma.sync m16n8k16, FP16 in, FP32 accumulate) with the top-2 selection and the
-// ratio test in the epilogue, so the distance matrix never goes to memory. out.scores must be
-// zeroed by the caller (the kernel adds to it).
-void match_cuda(const MatchProblem& p, const MatchParams& params, const MatchOutputs& out, cudaStream_t stream);
-#endif
 
 // ---- 8-bit descriptors (the gallery's storage and the index's matcher) ----
 //

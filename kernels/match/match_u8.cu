@@ -1,8 +1,8 @@
 // The 8-bit matcher on the GPU (match.h): one fused kernel on the integer tensor cores, and the
 // plain reference kernel the GPU tests check it against.
 //
-// The fused kernel follows the FP16 one (match.cu): a block of 8 warps takes 32 query rows per warp
-// against one gallery image; each warp keeps its rows' A fragments (two m16 tiles x 128 bytes, 32
+// The fused kernel (first written for FP16 descriptors, docs/benchmarks/matching.md): a block of 8 warps takes 32 query
+// rows per warp against one gallery image; each warp keeps its rows' A fragments (two m16 tiles x 128 bytes, 32
 // registers) and streams the image through shared memory in chunks of 128 descriptors (cp.async
 // double buffering; rows padded to 144 bytes so that the 8 rows of an ldmatrix fall in distinct
 // banks). Once a chunk has arrived the block computes |g|^2 of its descriptors (dp4a, two threads
@@ -21,6 +21,8 @@
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+
+#include <cub/warp/warp_reduce.cuh>
 
 #include "common/gpu.h"
 #include "common/mma.cuh"
@@ -122,6 +124,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                     int32_t* out_best, int32_t* out_second, int* out_index) {
   __shared__ __align__(16) uint8_t tile[kStages][kChunk][kPitch];
   __shared__ __align__(16) int32_t gnorm[kStages][kChunk];
+  __shared__ cub::WarpReduce<int>::TempStorage pass_sum[kWarps];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = (lane & 3) * 4;
   const int image = blockIdx.x;  // x: gridDim.y would cap a batch at 65,535 images
   const int row0 = blockIdx.y * kRowsPerBlock + warp * kRowsPerWarp;
@@ -214,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         if (out_index) out_index[o] = some ? top[h].index : -1;
       }
     }
-    for (int off = 16; off > 0; off >>= 1) pass += __shfl_down_sync(0xFFFFFFFFu, pass, off);
+    pass = cub::WarpReduce<int>(pass_sum[warp]).Sum(pass);  // lane 0's is the warp's
     const int tile_row0 = row0 + m * 16;
     if (lane == 0 && pass > 0 && tile_row0 < rows)
       atomicAdd(&scores[static_cast<int64_t>(tile_row0 / query_rows) * images + image], pass);
@@ -232,7 +235,7 @@ void launch(const MatchU8Problem& p, float ratio, const MatchU8Outputs& out, cud
 __global__ void match_u8_plain(const uint8_t* query, int rows, int query_rows, const uint8_t* gallery,
                                const int* counts, const int* slots, int images, float ratio, int* scores,
                                int32_t* out_best, int32_t* out_second, int* out_index) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+  const int r = blockIdx.y * blockDim.x + threadIdx.x, b = blockIdx.x;
   if (r >= rows) return;
   const int slot = slots ? slots[b] : b;
   const int n = counts[slot];
@@ -341,7 +344,7 @@ void match_u8_cuda_reference(const MatchU8Problem& p, const MatchParams& params,
   check(p, out, "match_u8_cuda_reference");
   if (p.images == 0 || p.rows == 0) return;
   PRISM_CUDA_CHECK(cudaMemsetAsync(out.scores, 0, sizeof(int) * size_t(p.queries()) * p.images, stream));
-  const dim3 grid((p.rows + 127) / 128, p.images);
+  const dim3 grid(p.images, (p.rows + 127) / 128);  // images on x: a batch may exceed 65,535
   match_u8_plain<<<grid, 128, 0, stream>>>(p.query, p.rows, p.query_rows, p.gallery, p.counts, p.slots, p.images,
                                            params.ratio, out.scores, out.best, out.second, out.best_index);
   PRISM_CUDA_CHECK(cudaGetLastError());

@@ -1,13 +1,11 @@
-// The fused tensor-core matcher against the CPU path: top-2 dot products, best indices and scores,
-// single and batched queries, images with 0, 1, few and kSlot descriptors; scores alone (the kernel's
-// index-free variant) equal to the scores with per-row outputs. The 8-bit fused kernel equal to the CPU
-// path and to the plain reference kernel bit for bit (scores, distances, indices), with slot lists.
+// The 8-bit matcher's GPU kernels (mma.sync, wgmma, the plain reference) equal to the CPU path bit
+// for bit: scores, distances and indices, single and batched queries, images with 0, 1, few and kSlot
+// descriptors, slot lists, large batches and batches of more than 65,535 images.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -53,69 +51,6 @@ gpu::DeviceArray<int32_t> poisoned_norms(const test::MatchU8Case& c) {
   for (size_t s = 0; s < c.counts.size(); ++s)
     std::fill(n.begin() + s * match::kSlot + c.counts[s], n.begin() + (s + 1) * match::kSlot, 0);
   return upload(n);
-}
-
-TEST(MatchGpu, FusedKernelMatchesTheCpuPath) {
-  PRISM_NEED_GPU();
-  std::mt19937 rng(std::random_device{}());
-  struct Shape {
-    int queries, query_rows;
-    std::vector<int> counts;
-  };
-  for (const Shape& s :
-       std::vector<Shape>{{1, 768, {768, 0, 1, 65, 700, 768}}, {3, 64, {5, 768, 2, 129}}, {2, 16, {64, 63, 768}}}) {
-    const test::MatchCase c = test::make_match_case(s.queries, s.query_rows, s.counts, rng);
-    const match::MatchProblem& p = c.problem;
-    const size_t n_scores = size_t(p.queries()) * p.images, n_rows = size_t(p.images) * p.rows;
-    std::vector<int> cs(n_scores), ci(n_rows), gs(n_scores), gi(n_rows);
-    std::vector<float> cb(n_rows), c2(n_rows), gb(n_rows), g2(n_rows);
-    match::match_cpu(p, {0.8f}, {cs.data(), cb.data(), c2.data(), ci.data()});
-
-    match::MatchProblem dp = p;
-    const gpu::DeviceArray<uint16_t> dq = upload(c.query), dg = upload(c.gallery);
-    const gpu::DeviceArray<int> dc = upload(c.counts), d_scores = upload(std::vector<int>(n_scores, 0)),
-                                d_index = upload(ci);
-    const gpu::DeviceArray<float> d_best = upload(cb), d_second = upload(c2);
-    dp.query = dq.data();
-    dp.gallery = dg.data();
-    dp.counts = dc.data();
-    match::match_cuda(dp, {0.8f}, {d_scores.data(), d_best.data(), d_second.data(), d_index.data()}, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    download(gs, d_scores);
-    // Scores alone take the kernel's other top-2 update (no index): the same scores, exactly.
-    std::vector<int> gs_only(n_scores, -1);
-    PRISM_CUDA_CHECK(cudaMemset(d_scores.data(), 0, n_scores * sizeof(int)));
-    match::match_cuda(dp, {0.8f}, {d_scores.data()}, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    download(gs_only, d_scores);
-    EXPECT_EQ(gs_only, gs);
-    download(gi, d_index);
-    download(gb, d_best);
-    download(g2, d_second);
-
-    int near = 0, index_differs = 0;
-    for (int b = 0; b < p.images; ++b)
-      for (int r = 0; r < p.rows; ++r) {
-        const size_t o = size_t(b) * p.rows + r;
-        if (c.counts[b] == 0) {
-          EXPECT_EQ(gi[o], -1);
-          continue;
-        }
-        ASSERT_NEAR(gb[o], cb[o], 2e-5) << "image " << b << " row " << r;
-        if (c.counts[b] >= 2) {
-          ASSERT_NEAR(g2[o], c2[o], 2e-5) << "image " << b << " row " << r;
-        }
-        if (gi[o] != ci[o]) {
-          ++index_differs;
-          EXPECT_NEAR(cb[o], c2[o], 4e-5) << "a different best that is not a near tie, image " << b << " row " << r;
-        }
-        near += std::fabs((1 - cb[o]) - 0.64f * (1 - c2[o])) < 1e-4;
-      }
-    int score_diff = 0;
-    for (size_t i = 0; i < n_scores; ++i) score_diff += std::abs(gs[i] - cs[i]);
-    EXPECT_LE(score_diff, near) << "scores differ beyond the rows at the ratio threshold";
-    EXPECT_LE(index_differs, p.rows / 50 + 1);
-  }
 }
 
 TEST(MatchU8Gpu, FusedKernelEqualsTheCpuPathBitForBit) {
@@ -263,6 +198,56 @@ TEST(MatchU8Gpu, BadRequestsAreRefused) {
   p.norms = nullptr;
   p.grid_sms = -1;
   EXPECT_THROW(match::match_u8_cuda(p, {0.8f}, {&scores}, nullptr), std::invalid_argument);
+}
+
+// A batch of 70,000 gallery images: a grid with the images on y would stop at 65,535. Every kernel
+// scores the one planted image as the CPU path does and every empty one 0.
+TEST(MatchU8Gpu, BatchesOfMoreThan65535Images) {
+  PRISM_NEED_GPU();
+  const int images = 70000, rows = 64;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint8_t> query = test::random_rootsift_u8(rows, rng);
+  std::vector<uint8_t> last = test::random_rootsift_u8(match::kSlot, rng);
+  for (int r = 0; r < rows; ++r)
+    std::copy_n(&query[size_t(r) * match::kDim], match::kDim, &last[size_t(3 * r) * match::kDim]);
+  std::vector<int> counts(images, 0);
+  counts.back() = 200;  // the last image holds the query's 64 descriptors among random ones
+  match::MatchU8Problem p;
+  p.rows = p.query_rows = rows;
+  p.images = 1;
+  p.query = query.data();
+  p.gallery = last.data();
+  p.counts = &counts.back();
+  int expected = -1;
+  match::match_u8_cpu(p, {}, {&expected});
+  ASSERT_GT(expected, 0);
+
+  gpu::DeviceArray<uint8_t> dg(size_t(images) * match::kSlotBytes);
+  PRISM_CUDA_CHECK(cudaMemset(dg.data(), 0, dg.bytes()));
+  PRISM_CUDA_CHECK(
+      cudaMemcpy(dg.data() + size_t(images - 1) * match::kSlotBytes, last.data(), last.size(), cudaMemcpyHostToDevice));
+  const gpu::DeviceArray<uint8_t> dq = upload(query);
+  const gpu::DeviceArray<int> dc = upload(counts);
+  gpu::DeviceArray<int> ds(images);
+  p.query = dq.data();
+  p.gallery = dg.data();
+  p.counts = dc.data();
+  p.images = images;
+  std::vector<int> scores(images);
+  const auto check_scores = [&](const char* kernel) {
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << kernel;
+    download(scores, ds);
+    EXPECT_EQ(scores.back(), expected) << kernel;
+    for (int i = 0; i + 1 < images; ++i) ASSERT_EQ(scores[i], 0) << kernel << ", image " << i;
+  };
+  for (const match::GpuPath path : scores_paths()) {
+    PRISM_CUDA_CHECK(cudaMemset(ds.data(), 0xFF, ds.bytes()));  // the kernels write, not add
+    match::match_u8_cuda(p, {}, {ds.data()}, nullptr, path);
+    check_scores(path_name(path));
+  }
+  PRISM_CUDA_CHECK(cudaMemset(ds.data(), 0xFF, ds.bytes()));
+  match::match_u8_cuda_reference(p, {}, {ds.data()}, nullptr);
+  check_scores("reference");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Texture identification on the GPU against the CPU path: ratio-test scores over a gallery of fresh
-// random textures, search and verify decisions, and a batch of more than 65,535 gallery images.
+// random textures, search and verify decisions (the matcher's large batches: test_match_gpu.cpp).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "common/device_array.h"
-#include "match_cases.h"
 #include "ppm.h"
 #include "prism_test.h"
 #include "texture/gallery.h"
@@ -200,37 +199,6 @@ TEST(TextureGpu, IndexSurvivesAFailedVerificationAllocation) {
   const texture::SearchResult after = index.verify(full, "a0", {});
   EXPECT_EQ(after.best.geometry.matches, before.best.geometry.matches);
   EXPECT_EQ(after.best.geometry.inliers, before.best.geometry.inliers);
-}
-
-TEST(TextureGpu, BatchesOfMoreThan65535Images) {
-  PRISM_NEED_GPU();
-  const int images = 70000;  // gridDim.y would stop at 65,535
-  std::mt19937 rng(std::random_device{}());
-  const std::vector<uint16_t> query = test::random_rootsift(64, rng);
-  const size_t slot = size_t(match::kSlot) * match::kDim;
-  gpu::DeviceArray<uint16_t> dg(size_t(images) * slot);
-  gpu::DeviceArray<int> ds(images);
-  PRISM_CUDA_CHECK(cudaMemset(dg.data(), 0, dg.bytes()));
-  PRISM_CUDA_CHECK(cudaMemset(ds.data(), 0, ds.bytes()));
-  std::vector<int> counts(images, 0);
-  counts.back() = 200;  // the last image holds the query's 64 descriptors among random ones
-  std::vector<uint16_t> last = test::random_rootsift(match::kSlot, rng);
-  for (int r = 0; r < 64; ++r)
-    std::copy_n(&query[size_t(r) * match::kDim], match::kDim, &last[size_t(3 * r) * match::kDim]);
-  PRISM_CUDA_CHECK(cudaMemcpy(dg.data() + size_t(images - 1) * slot, last.data(), slot * 2, cudaMemcpyHostToDevice));
-  const gpu::DeviceArray<uint16_t> dq = gpu::device_copy(query.data(), query.size());
-  const gpu::DeviceArray<int> dc = gpu::device_copy(counts.data(), counts.size());
-  match::MatchProblem p;
-  p.query = dq.data();
-  p.rows = p.query_rows = 64;
-  p.gallery = dg.data();
-  p.counts = dc.data();
-  p.images = images;
-  match::match_cuda(p, {}, {ds.data()}, nullptr);
-  std::vector<int> scores(images);
-  ASSERT_EQ(cudaMemcpy(scores.data(), ds.data(), images * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(scores.back(), 64);
-  for (int i = 0; i + 1 < images; ++i) ASSERT_EQ(scores[i], 0) << i;
 }
 
 }  // namespace

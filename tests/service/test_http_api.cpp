@@ -208,7 +208,7 @@ TEST(HttpApi, AnswersEqualTheIndexOnTheSameGallery) {
   // The threshold by either spelling decides: a wrong product's verification is accepted or rejected as
   // its significance reaches the threshold given (and 5 inliers), echoed under both names.
   const cv::Mat again = test::noisy_capture(products[0], rng);
-  for (const std::string& field : {"min_significance", "threshold"})
+  for (const std::string field : {"min_significance", "threshold"})
     for (const double t : {0.0, 2.0, 1000.0}) {
       const json a = body_of(post_image(c, "/v1/products/p1/verify?" + field + "=" + std::to_string(t), again));
       const bool passes = a["significance"].get<double>() >= t && a["inliers"].get<int>() >= 5;
