@@ -14,6 +14,8 @@
 // are copied to larger arrays at the same indices and rehash_kernel rebuilds the slots from them.
 #include <algorithm>
 
+#include <cub/warp/warp_reduce.cuh>
+
 #include "common/device_array.h"
 #include "common/gpu.h"
 #include "emd/emd_map.h"
@@ -115,11 +117,13 @@ __global__ void lookup_kernel(DeviceTable t, const float* sig, long long pixels,
 }
 
 constexpr int kSolveThreads = 128;
+using PivotSum = cub::WarpReduce<unsigned long long>;
 
 __global__ void __launch_bounds__(kSolveThreads)
     solve_kernel(DeviceTable t, const float* target, const float* cost, float max_cost, Normalization norm) {
   __shared__ float s_cost[kMaxBins * kMaxBins];
   __shared__ float s_target[kMaxBins];
+  __shared__ PivotSum::TempStorage pivot_sum[kSolveThreads / 32];
   const int n = t.n;
   for (int i = threadIdx.x; i < n * n; i += blockDim.x) s_cost[i] = cost[i];
   for (int i = threadIdx.x; i < n; i += blockDim.x) s_target[i] = target[i];
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(kSolveThreads)
     t.value[e] = static_cast<float>(d);
     pivots = static_cast<unsigned long long>(st.pivots);
   }
-  for (int off = 16; off > 0; off >>= 1) pivots += __shfl_down_sync(0xffffffffu, pivots, off);
+  pivots = PivotSum(pivot_sum[threadIdx.x / 32]).Sum(pivots);  // lane 0's is the warp's
   if ((threadIdx.x & 31) == 0 && pivots) atomicAdd(&t.counters[kPivots], pivots);
 }
 
@@ -144,6 +148,7 @@ __global__ void __launch_bounds__(kSolveThreads)
                         float max_cost, Normalization norm, float* out, unsigned long long* pivots_out) {
   __shared__ float s_cost[kMaxBins * kMaxBins];
   __shared__ float s_target[kMaxBins];
+  __shared__ PivotSum::TempStorage pivot_sum[kSolveThreads / 32];
   for (int i = threadIdx.x; i < n * n; i += blockDim.x) s_cost[i] = cost[i];
   for (int i = threadIdx.x; i < n; i += blockDim.x) s_target[i] = target[i];
   __syncthreads();
@@ -155,7 +160,7 @@ __global__ void __launch_bounds__(kSolveThreads)
     out[p] = static_cast<float>(earth_movers_distance<double>(sig + p * n, s_target, c, norm, &st));
     pivots = static_cast<unsigned long long>(st.pivots);
   }
-  for (int off = 16; off > 0; off >>= 1) pivots += __shfl_down_sync(0xffffffffu, pivots, off);
+  pivots = PivotSum(pivot_sum[threadIdx.x / 32]).Sum(pivots);
   if ((threadIdx.x & 31) == 0 && pivots) atomicAdd(pivots_out, pivots);
 }
 

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <climits>
 
+#include <cub/warp/warp_reduce.cuh>
+
 #include "common/gpu.h"
 #include "common/mma.cuh"
 
@@ -104,6 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];  // [2][kImageBytes] images, then [2][kSlot] |g|^2
   int32_t* gnorm = reinterpret_cast<int32_t*>(smem + 2 * kImageBytes);
+  __shared__ cub::WarpReduce<int>::TempStorage pass_sum[kThreads / 32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // Row tile m of this warp's warpgroup: 16 rows of the warp from here (the warpgroup's 64 are its 4 warps').
   auto tile_row0 = [&](int m) { return blockIdx.y * kWgmmaRowsPerBlock + m * (64 * kWarpgroups) + warp * 16; };
@@ -232,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int32_t d2 = top[m][h].second < kFar / 2 ? q + top[m][h].second : INT32_MAX;
           pass += n >= 2 && ratio_pass(d1, d2, ratio);
         }
-      for (int off = 16; off > 0; off >>= 1) pass += __shfl_down_sync(0xFFFFFFFFu, pass, off);
+      pass = cub::WarpReduce<int>(pass_sum[warp]).Sum(pass);  // lane 0's is the warp's
       if (lane == 0 && pass > 0)  // the warp's 16 rows belong to one query (query_rows % 16 == 0)
         atomicAdd(&scores[static_cast<int64_t>(row0 / query_rows) * images + image], pass);
     }

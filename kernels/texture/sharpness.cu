@@ -2,6 +2,8 @@
 // path, summed in 64-bit integers, so the result is the CPU's bit for bit whatever the order.
 #include <stdexcept>
 
+#include <cub/block/block_reduce.cuh>
+
 #include "common/gpu.h"
 #include "texture/sharpness.h"
 #include "texture/sharpness_pixel.h"
@@ -10,7 +12,7 @@ namespace prism::texture {
 
 namespace {
 
-constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kThreads = 256;
 // Blocks stride over rows; enough of them to fill a large GPU, few enough that the atomics are rare.
 constexpr int kMaxBlocks = 1024;
 
@@ -24,17 +26,11 @@ __global__ void laplacian_sums_kernel(const uint8_t* __restrict__ grey, size_t p
       sum += l;
       squares += unsigned(l * l);
     }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    sum += __shfl_down_sync(0xffffffffu, sum, offset);
-    squares += __shfl_down_sync(0xffffffffu, squares, offset);
-  }
-  __shared__ long long warp_sum[kWarps];
-  __shared__ unsigned long long warp_squares[kWarps];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_sum[warp] = sum, warp_squares[warp] = squares;
-  __syncthreads();
+  __shared__ typename cub::BlockReduce<long long, kThreads>::TempStorage sum_storage;
+  __shared__ typename cub::BlockReduce<unsigned long long, kThreads>::TempStorage squares_storage;
+  sum = cub::BlockReduce<long long, kThreads>(sum_storage).Sum(sum);  // thread 0's is the block's
+  squares = cub::BlockReduce<unsigned long long, kThreads>(squares_storage).Sum(squares);
   if (threadIdx.x != 0) return;
-  for (int w = 1; w < kWarps; ++w) sum += warp_sum[w], squares += warp_squares[w];
   // Integer additions commute: the total is the same in any order (the sum as two's complement).
   atomicAdd(&sums[0], static_cast<unsigned long long>(sum));
   atomicAdd(&sums[1], squares);
