@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> photos, photo_ids;
   for (int i = 0; i < 16; ++i) {
     const cv::Mat t = test::random_texture(rng, 640, 480);
-    texture::GalleryEntry e{"real" + std::to_string(i), "bench", 1800000000, texture::extract_features(t)};
+    texture::GalleryEntry e{"real" + std::to_string(i), "bench", 1800000000,
+                            texture::extract_features(t, ApiOptions{}.features)};  // as uploads
     write_entry(one, e);
     write_entry(four[size_t(shard::shard_of(e.id, 4))], e);
     for (int c = 0; c < 4; ++c) {
@@ -178,7 +179,10 @@ int main(int argc, char** argv) {
   LocalBackend& local = *owner;
   const std::string device = local.shard_stats().index.device;
   std::printf("device: %s\n", device.c_str());
-  const texture::FeatureParams fp;
+  // Extracted as the API extracts (on the GPU when there is one, the gallery's normalisation).
+  texture::FeatureParams fp = ApiOptions{}.features;
+  fp.normalisation = local.normalisation();
+  std::printf("features extracted on %s\n", texture::extraction_device(fp).c_str());
   auto in_process = [&](int kind, size_t q) {
     const std::string& bytes = photos[q % photos.size()];
     const texture::Features f = texture::extract_features(decode_grey(bytes, "image", 50'000'000), fp);

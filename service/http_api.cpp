@@ -343,6 +343,7 @@ struct HttpApi::Impl {
 
   std::atomic<int> slow_running{0};
   DecodeBudget decode_budget;
+  const std::string extraction = texture::extraction_device(options.features);
 
   Impl(Backend& b, ApiOptions o)
       : backend(b),
@@ -605,7 +606,7 @@ struct HttpApi::Impl {
                         {"writes_applied", sh.writes_applied},
                         {"copies_repaired", sh.copies_repaired}});
     }
-    return {{"images", images}, {"shards_expected", s.shards_expected}, {"shards", shards}};
+    return {{"images", images}, {"extraction", extraction}, {"shards_expected", s.shards_expected}, {"shards", shards}};
   }
 
   std::string metrics_text() { return metrics.text() + gallery_metrics(); }
@@ -806,6 +807,8 @@ struct HttpApi::Impl {
     server.set_exception_handler([](R, W r, std::exception_ptr) { error(r, 500, "", "internal error"); });
   }
 };
+
+const std::string& HttpApi::extraction_device() const { return impl_->extraction; }
 
 HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<Impl>(backend, std::move(options))) {
   Impl& m = *impl_;

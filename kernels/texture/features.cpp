@@ -224,6 +224,19 @@ bool use_cuda(gpu::Device device) {
 
 }  // namespace
 
+std::string extraction_device(const FeatureParams& params) {
+  if (params.device == gpu::Device::kCpu) return "cpu (cv::SIFT)";
+  std::string why;
+  if (!gpu::available(&why)) return "cpu (cv::SIFT; no GPU: " + why + ")";
+#if defined(PRISM_HAVE_CUDA)
+  int device = 0;
+  PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  return "cuda:" + std::to_string(device) + " (" + gpu::device_name(device) + ")";
+#else
+  return "cpu (cv::SIFT)";
+#endif
+}
+
 uint64_t extraction_host_bytes(int width, int height, const FeatureParams& params) {
   double scale = 1;
   const cv::Size d = detection_size(width, height, params.max_side, &scale);

@@ -62,6 +62,12 @@ struct FeatureParams {
 // an empty image or another type.
 Features extract_features(const cv::Mat& image, const FeatureParams& params = {});
 
+// Where extract_features runs with `params`: "cuda:0 (NVIDIA H100 80GB HBM3)", "cpu (cv::SIFT)"
+// when asked for the CPU, or "cpu (cv::SIFT; no GPU: WHY)" when kAuto finds none. For servers and
+// tools to say so at start and in their stats: extraction is most of a request's time, and the two
+// differ tenfold.
+std::string extraction_device(const FeatureParams& params);
+
 // Host memory extract_features holds at its peak for a width x height image (an estimate from the
 // sizes, for a server's memory budget): the detection image and its normalised copy and, where
 // cv::SIFT runs (kCpu, or kAuto without a GPU), its pyramids: the detection image doubled (as

@@ -48,13 +48,16 @@ int wait_exit(pid_t pid, int seconds) {
   return -1;
 }
 
-// `prism texture serve ARGS` started in the background, its output in a file.
+// `prism texture serve ARGS` started in the background, its output in a file; `--device cpu` added
+// unless ARGS name a device or `as_given`.
 struct Serve {
   pid_t pid = 0;
   std::string out;
-  Serve(const TempDir& dir, const std::string& name, const std::string& args) : out(dir.file(name + ".txt")) {
-    const std::string cmd = std::string("exec '") + PRISM_EXE + "' texture serve " + args +
-                            " --device cpu --host-memory 64M > '" + out + "' 2>&1";
+  Serve(const TempDir& dir, const std::string& name, const std::string& args, bool as_given = false)
+      : out(dir.file(name + ".txt")) {
+    const std::string device = as_given || args.find("--device") != std::string::npos ? "" : " --device cpu";
+    const std::string cmd = std::string("exec '") + PRISM_EXE + "' texture serve " + args + device +
+                            " --host-memory 64M > '" + out + "' 2>&1";
     const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
     if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) pid = 0;
   }
@@ -102,6 +105,34 @@ TEST(ServeCli, ServesUntilSigterm) {
   ASSERT_EQ(kill(serve.pid, SIGTERM), 0);
   EXPECT_EQ(serve.exit_status(20), 0) << read_file(serve.out);
   EXPECT_NE(read_file(serve.out).find("stopped"), std::string::npos);
+}
+
+// Without --device the server extracts uploads where `auto` says (the GPU when there is one: on a
+// GPU machine cv::SIFT took five times as long per request), and says where at start and in
+// /v1/stats; --device cpu is cv::SIFT.
+TEST(ServeCli, ExtractsWhereDeviceSaysAndTellsWhere) {
+  TempDir dir;
+  struct Case {
+    std::string name, args;
+  } cases[] = {{"default", ""}, {"cpu", " --device cpu"}};
+  for (const Case& k : cases) {
+    Serve serve(dir, k.name, "--gallery '" + dir.file("g-" + k.name) + "' --listen 127.0.0.1:0" + k.args, true);
+    const int port = serve.port();
+    ASSERT_GT(port, 0) << read_file(serve.out);
+    httplib::Client c("127.0.0.1", port);
+    const httplib::Result stats = c.Get("/v1/stats");
+    ASSERT_TRUE(stats);
+    const std::string extraction = nlohmann::json::parse(stats->body)["extraction"].get<std::string>();
+    EXPECT_NE(read_file(serve.out).find("features extracted on " + extraction), std::string::npos)
+        << read_file(serve.out);
+    if (k.name == "cpu")
+      EXPECT_EQ(extraction, "cpu (cv::SIFT)");
+    else  // auto: the GPU, or the CPU saying why not
+      EXPECT_TRUE(extraction.rfind("cuda:", 0) == 0 || extraction.rfind("cpu (cv::SIFT; no GPU: ", 0) == 0)
+          << extraction;
+    ASSERT_EQ(kill(serve.pid, SIGTERM), 0);
+    EXPECT_EQ(serve.exit_status(20), 0) << read_file(serve.out);
+  }
 }
 
 // cpp-httplib's SO_REUSEPORT let a second server share the port, and the kernel split

@@ -202,7 +202,8 @@ int texture_serve_command(int argc, char** argv) {
     const int port = api.bind(o.host, o.port);
     if (auto* local = dynamic_cast<service::LocalBackend*>(backend.get()))
       local->describe_owner("prism texture serve on " + o.host + ":" + std::to_string(port));
-    std::printf("prism texture serve: listening on http://%s:%d (%s; %s)\n", o.host.c_str(), port, what.c_str(),
+    std::printf("prism texture serve: listening on http://%s:%d (%s; features extracted on %s; %s)\n", o.host.c_str(),
+                port, what.c_str(), api.extraction_device().c_str(),
                 o.api.keys.empty() ? "no API keys: loopback only" : "API keys required");
     std::fflush(stdout);
     std::thread stopper([&] {
