@@ -1,82 +1,95 @@
 // The one owner of CUDA device and pinned host memory in kernels/.
 //
-// DeviceArray<T> (cudaMalloc/cudaFree) and PinnedArray<T> (cudaMallocHost/cudaFreeHost) own a
-// typed array; move-only, freed by the destructor, so no algorithm keeps a hand-written free list
-// and nothing leaks when a check throws between two allocations. Allocation failures throw
-// gpu::CudaError naming the call site (PRISM_CUDA_CHECK); freeing never throws (a destructor may
-// run while an exception unwinds, and a sticky CUDA error must not turn into std::terminate).
+// OwnedArray<T, Alloc> owns a typed array; move-only, freed by the destructor, so no algorithm keeps
+// a hand-written free list and nothing leaks when a check throws between two allocations.
+// DeviceArray<T> (cudaMalloc/cudaFree) and PinnedArray<T> (cudaMallocHost/cudaFreeHost) are it with
+// a stateless policy. A failed allocation throws gpu::CudaError
+// naming the call site (PRISM_CUDA_CHECK); freeing never throws (a destructor may run while an
+// exception unwinds, and a sticky CUDA error must not turn into std::terminate).
 //
 // The memory belongs to the CUDA context current when it was allocated (the primary context in
 // kernels/, an element's GstCudaContext in plugins/: gst-libs/gst/prism/gstprismcudamemory.h has
-// the context-aware variant). Like std::vector, zero elements hold no allocation; data() is then
-// nullptr, which no kernel may dereference.
+// the context-aware variant). That is why the policy may carry state: a policy that holds a
+// context can allocate and free in it from any thread; this header knows nothing of GStreamer.
+// A policy is
+//   - nothrow default-constructible (the empty state) and nothrow movable, copyable;
+//   - `void* alloc(size_t bytes)`: throws gpu::CudaError on failure;
+//   - `void release(void* p, size_t bytes) noexcept`;
+//   - with state: `==`, true when two policies allocate alike (the same context).
+// The policy is that of the current allocation: reset() and a move leave the empty policy behind, so
+// an empty array keeps no context alive. reserve(count, policy) keeps the allocation when it is large
+// enough and made by an equal policy; otherwise the old array is freed (by its own policy) first.
+//
+// Like std::vector, zero elements hold no allocation; data() is then nullptr, which no kernel may
+// dereference. OwnedArray itself needs no CUDA: tests/kernels/test_device_array.cpp holds it to
+// these rules with host policies, in any build.
 #pragma once
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
 
 #if defined(PRISM_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
-#include <cstddef>
-#include <utility>
-
 #include "common/gpu.h"
+#endif
 
 namespace prism::gpu {
 
-namespace detail {
-// cudaMalloc / cudaMallocHost with cudaFree / cudaFreeHost as one policy each, so the two arrays
-// below are one template.
-struct DeviceAlloc {
-  static void* alloc(size_t bytes) {
-    void* p = nullptr;
-    PRISM_CUDA_CHECK(cudaMalloc(&p, bytes));
-    return p;
-  }
-  static void release(void* p) noexcept { cudaFree(p); }
-};
-struct PinnedAlloc {
-  static void* alloc(size_t bytes) {
-    void* p = nullptr;
-    PRISM_CUDA_CHECK(cudaMallocHost(&p, bytes));
-    return p;
-  }
-  static void release(void* p) noexcept { cudaFreeHost(p); }
-};
-
+// The policy is a private base, so that a stateless one takes no room (C++17 has no
+// [[no_unique_address]]): DeviceArray is a pointer and a size, as before policies had state.
 template <class T, class Alloc>
-class OwnedArray {
+class OwnedArray : private Alloc {
+  static_assert(std::is_nothrow_default_constructible_v<Alloc> && std::is_nothrow_move_constructible_v<Alloc> &&
+                    std::is_nothrow_move_assignable_v<Alloc>,
+                "an allocation policy's empty state and moves must not throw: reset() and moves are noexcept");
+
  public:
   OwnedArray() = default;
-  explicit OwnedArray(size_t count) { resize(count); }
+  explicit OwnedArray(size_t count, Alloc alloc = Alloc()) { resize(count, std::move(alloc)); }
   ~OwnedArray() { reset(); }
   OwnedArray(const OwnedArray&) = delete;
   OwnedArray& operator=(const OwnedArray&) = delete;
-  OwnedArray(OwnedArray&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  OwnedArray(OwnedArray&& o) noexcept
+      : Alloc(std::exchange(o.own_policy(), Alloc())),
+        ptr_(std::exchange(o.ptr_, nullptr)),
+        size_(std::exchange(o.size_, 0)) {}
   OwnedArray& operator=(OwnedArray&& o) noexcept {
     if (this != &o) {
       reset();
+      own_policy() = std::exchange(o.own_policy(), Alloc());
       ptr_ = std::exchange(o.ptr_, nullptr);
       size_ = std::exchange(o.size_, 0);
     }
     return *this;
   }
 
-  // Exactly `count` elements; the contents are not kept. The old array is freed first, so a
-  // failed allocation leaves this empty rather than holding stale memory.
-  void resize(size_t count) {
-    if (count == size_) return;
+  // Exactly `count` elements, allocated by `alloc` (by default the current policy); the contents
+  // are not kept. Kept as it is when the size and the policy are the same. The old array is freed
+  // first, so a failed allocation leaves this empty rather than holding stale memory.
+  void resize(size_t count) { resize(count, Alloc(policy())); }
+  void resize(size_t count, Alloc alloc) {
+    if (count == size_ && same_policy(alloc)) return;
     reset();
     if (count == 0) return;
-    ptr_ = static_cast<T*>(Alloc::alloc(count * sizeof(T)));
+    ptr_ = static_cast<T*>(alloc.alloc(count * sizeof(T)));
     size_ = count;
+    own_policy() = std::move(alloc);
   }
-  // At least `count` elements: grows (contents not kept), never shrinks.
+  // At least `count` elements (contents not kept): grows, never shrinks; with `alloc`, also
+  // reallocates when the current allocation was made by another policy (another context).
   void reserve(size_t count) {
     if (count > size_) resize(count);
   }
+  void reserve(size_t count, Alloc alloc) {
+    if (count > size_ || !same_policy(alloc)) resize(count, std::move(alloc));
+  }
   void reset() noexcept {
-    if (ptr_) Alloc::release(ptr_);
+    if (ptr_) own_policy().release(ptr_, bytes());
     ptr_ = nullptr;
     size_ = 0;
+    own_policy() = Alloc();
   }
 
   T* data() const { return ptr_; }
@@ -84,17 +97,46 @@ class OwnedArray {
   size_t bytes() const { return size_ * sizeof(T); }
   bool empty() const { return size_ == 0; }
   T& operator[](size_t i) const { return ptr_[i]; }  // pinned memory only: host-addressable
+  const Alloc& policy() const { return *this; }
 
  private:
+  Alloc& own_policy() { return *this; }
+  bool same_policy(const Alloc& alloc) const {
+    if constexpr (std::is_empty_v<Alloc>)
+      return true;
+    else
+      return policy() == alloc;
+  }
+
   T* ptr_ = nullptr;
   size_t size_ = 0;
+};
+
+#if defined(PRISM_HAVE_CUDA)
+namespace detail {
+// cudaMalloc / cudaMallocHost with cudaFree / cudaFreeHost as one stateless policy each.
+struct DeviceAlloc {
+  static void* alloc(size_t bytes) {
+    void* p = nullptr;
+    PRISM_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  static void release(void* p, size_t) noexcept { cudaFree(p); }
+};
+struct PinnedAlloc {
+  static void* alloc(size_t bytes) {
+    void* p = nullptr;
+    PRISM_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return p;
+  }
+  static void release(void* p, size_t) noexcept { cudaFreeHost(p); }
 };
 }  // namespace detail
 
 template <class T>
-using DeviceArray = detail::OwnedArray<T, detail::DeviceAlloc>;
+using DeviceArray = OwnedArray<T, detail::DeviceAlloc>;
 template <class T>
-using PinnedArray = detail::OwnedArray<T, detail::PinnedAlloc>;
+using PinnedArray = OwnedArray<T, detail::PinnedAlloc>;
 
 // A device copy of `count` host values (synchronous: set-up uploads, not per-frame work).
 template <class T>
@@ -167,5 +209,6 @@ class Event : public detail::OwnedHandle<cudaEvent_t, cudaEventDestroy> {
   }
 };
 
+#endif  // PRISM_HAVE_CUDA
+
 }  // namespace prism::gpu
-#endif
