@@ -334,14 +334,15 @@ static gboolean negotiated_src_caps(GstAggregator *agg, GstCaps *caps) {
   }
 #if defined(PRISM_HAVE_CUDA)
   else {
-    cudaError_t err = cudaSuccess;
     s->staging.reset();
     s->rgba_dev.reset();
-    if (!cuda_caps) err = s->staging.reserve(self->cuda.context, GST_VIDEO_INFO_SIZE(&info));
-    if (err == cudaSuccess && yuv) err = s->rgba_dev.reserve(self->cuda.context, rgba_size);
-    if (err != cudaSuccess) {
+    try {
+      const prism::GstPrismContextAlloc alloc(self->cuda.context);
+      if (!cuda_caps) s->staging.reserve(GST_VIDEO_INFO_SIZE(&info), alloc);
+      if (yuv) s->rgba_dev.reserve(rgba_size, alloc);
+    } catch (const prism::gpu::CudaError &e) {
       GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU memory for %" GST_PTR_FORMAT, caps),
-                        ("%s", cudaGetErrorString(err)));
+                        ("%s", e.what()));
       return FALSE;
     }
   }
@@ -899,7 +900,7 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
       step->at(name, "uploading the overlay");
       const int pstride = GST_VIDEO_INFO_COMP_PSTRIDE(w.info, 0);
       ov_stride = (int64_t)ow * pstride;
-      PRISM_CUDA_CHECK(st->overlay_dev.reserve(self->cuda.context, (size_t)ov_stride * oh));
+      st->overlay_dev.reserve((size_t)ov_stride * oh, prism::GstPrismContextAlloc(self->cuda.context));
       ov_data = st->overlay_dev.data();
       if (!st->device_copy_valid || (alpha && !st->alpha_box_valid)) {
         if (!ov.map_host(w.info, w.buffer, GST_MAP_READ)) {
@@ -930,7 +931,7 @@ static GstFlowReturn aggregate_cuda(GstPoissonBlend *self, GstBuffer *bgbuf, Gst
       /* mask-location: uploaded once per decoded file */
       if (st->mask_dev_of != w.props.mask) {
         step->at(name, "uploading the mask");
-        PRISM_CUDA_CHECK(st->mask_dev.reserve(self->cuda.context, w.props.mask->grey.size()));
+        st->mask_dev.reserve(w.props.mask->grey.size(), prism::GstPrismContextAlloc(self->cuda.context));
         PRISM_CUDA_CHECK(cudaMemcpyAsync(st->mask_dev.data(), w.props.mask->grey.data(), w.props.mask->grey.size(),
                                          cudaMemcpyHostToDevice, stream));
         st->mask_dev_of = w.props.mask;

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gst/prism/gstprismcudamemory.h" /* GstPrismContextScope: the index lives in the element's context */
+#include "gst/prism/gstprismcudamemory.h" /* the index and the device grey live in the element's context */
 #include "gst/prism/gstprismgrey.h"
 #include "common/stopwatch.h"
 #include "gst/prism/gstprismmessage.h"
@@ -396,11 +396,12 @@ static gboolean set_info(GstPrismCudaFilter *filter, const GstVideoInfo *in, con
   GstTextureId *self = GST_TEXTURE_ID(filter);
   GstPrismCuda *cuda = cuda_of(self);
   if (!self->state || !cuda->use_cuda || GST_VIDEO_INFO_FORMAT(in) != GST_VIDEO_FORMAT_RGBA) return TRUE;
-  const cudaError_t err = self->state->device_grey.reserve(
-      cuda->context, size_t(GST_VIDEO_INFO_WIDTH(in)) * size_t(GST_VIDEO_INFO_HEIGHT(in)));
-  if (err != cudaSuccess) {
+  try {
+    self->state->device_grey.reserve(size_t(GST_VIDEO_INFO_WIDTH(in)) * size_t(GST_VIDEO_INFO_HEIGHT(in)),
+                                     prism::GstPrismContextAlloc(cuda->context));
+  } catch (const prism::gpu::CudaError &e) {
     GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("textureid: cannot allocate the GPU grey image"),
-                      ("%s", cudaGetErrorString(err)));
+                      ("%s", e.what()));
     return FALSE;
   }
 #else

@@ -1,17 +1,17 @@
-// The one owner of CUDA device and pinned host memory in kernels/.
+// The one owner of CUDA device and pinned host memory, in kernels/ and in the elements.
 //
 // OwnedArray<T, Alloc> owns a typed array; move-only, freed by the destructor, so no algorithm keeps
 // a hand-written free list and nothing leaks when a check throws between two allocations.
 // DeviceArray<T> (cudaMalloc/cudaFree) and PinnedArray<T> (cudaMallocHost/cudaFreeHost) are it with
-// a stateless policy. A failed allocation throws gpu::CudaError
+// a stateless policy. One error convention everywhere: a failed allocation throws gpu::CudaError
 // naming the call site (PRISM_CUDA_CHECK); freeing never throws (a destructor may run while an
 // exception unwinds, and a sticky CUDA error must not turn into std::terminate).
 //
-// The memory belongs to the CUDA context current when it was allocated (the primary context in
-// kernels/, an element's GstCudaContext in plugins/: gst-libs/gst/prism/gstprismcudamemory.h has
-// the context-aware variant). That is why the policy may carry state: a policy that holds a
-// context can allocate and free in it from any thread; this header knows nothing of GStreamer.
-// A policy is
+// The memory belongs to the CUDA context current when it was allocated: the primary context in
+// kernels/, an element's GstCudaContext in plugins/. That is why the policy may carry state: the
+// elements' policy (gst-libs/gst/prism/gstprismcudamemory.h, GstPrismDeviceArray<T>) holds a
+// reference to the context it allocated in and pushes it to allocate and to free, so an element's
+// array may be freed from any thread; this header knows nothing of GStreamer. A policy is
 //   - nothrow default-constructible (the empty state) and nothrow movable, copyable;
 //   - `void* alloc(size_t bytes)`: throws gpu::CudaError on failure;
 //   - `void release(void* p, size_t bytes) noexcept`;

@@ -1,7 +1,9 @@
-// gpu::OwnedArray (common/device_array.h), the one owner of device memory in kernels/, on the CPU:
-// its rules do not depend on CUDA, so they are tested here with host policies. A stateful one
-// stands for a policy that holds a CUDA context (here a shared_ptr, whose use_count shows who keeps
-// the "context" alive) and a stateless one for DeviceAlloc/PinnedAlloc, which run in kernels_gpu.
+// gpu::OwnedArray (common/device_array.h), the one owner of device memory, on the CPU: its rules do
+// not depend on CUDA, so they are tested here with host policies. A stateful one stands for the
+// elements' GstPrismContextAlloc (a GstCudaContext reference: here a shared_ptr, whose use_count
+// shows who keeps the "context" alive) and a stateless one for DeviceAlloc/PinnedAlloc. The CUDA
+// policies run in the GPU tests: kernels_gpu, and the elements' poissonblend_gpu, textureid_gpu,
+// prismconvert_gpu.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

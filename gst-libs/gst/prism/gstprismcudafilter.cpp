@@ -204,13 +204,12 @@ static gboolean set_caps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outc
   if (priv->cuda.use_cuda) {
     const gboolean stage_in = !priv->in_cuda_caps && !(in_place && klass->ip_host_frames);
     const gboolean stage_out = !in_place && !priv->out_cuda_caps;
-    cudaError_t err = cudaSuccess;
-    if (stage_in) err = priv->staging_in.reserve(priv->cuda.context, GST_VIDEO_INFO_SIZE(&priv->in_info));
-    if (err == cudaSuccess && stage_out)
-      err = priv->staging_out.reserve(priv->cuda.context, GST_VIDEO_INFO_SIZE(&priv->out_info));
-    if (err != cudaSuccess) {
-      GST_ELEMENT_ERROR(trans, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU staging memory"),
-                        ("%s", cudaGetErrorString(err)));
+    try {
+      const prism::GstPrismContextAlloc alloc(priv->cuda.context);
+      if (stage_in) priv->staging_in.reserve(GST_VIDEO_INFO_SIZE(&priv->in_info), alloc);
+      if (stage_out) priv->staging_out.reserve(GST_VIDEO_INFO_SIZE(&priv->out_info), alloc);
+    } catch (const prism::gpu::CudaError &e) {
+      GST_ELEMENT_ERROR(trans, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU staging memory"), ("%s", e.what()));
       return FALSE;
     }
   }
@@ -339,13 +338,14 @@ static gboolean map_device_frame(GstPrismCudaFilter *self, GstBuffer *buf, const
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map a buffer"), (nullptr));
     return FALSE;
   }
-  cudaError_t err = staging.reserve(priv->cuda.context, GST_VIDEO_INFO_SIZE(info));
-  if (err != cudaSuccess) {
-    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU staging memory"),
-                      ("%s", cudaGetErrorString(err)));
+  try {
+    staging.reserve(GST_VIDEO_INFO_SIZE(info), prism::GstPrismContextAlloc(priv->cuda.context));
+  } catch (const prism::gpu::CudaError &e) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT, ("cannot allocate GPU staging memory"), ("%s", e.what()));
     return FALSE;
   }
   gst_prism_frame_from_staging(staging.data(), info, dev);
+  cudaError_t err = cudaSuccess;
   if (upload && (err = gst_prism_cuda_copy_planes(map.frame(), dev, TRUE, priv->cuda.stream)) != cudaSuccess) {
     post_cuda_error(self, err);
     return FALSE;

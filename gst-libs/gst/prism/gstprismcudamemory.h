@@ -1,11 +1,19 @@
-/* Device memory and the current CUDA context for C++ code in elements: the context-aware variant of
- * kernels/common/device_array.h.
+/* Device memory and the current CUDA context for C++ code in elements.
  *
  * An element's device memory lives in its GstCudaContext (shared with nvh264dec, cudaupload and
  * our other elements), which is current only while pushed; cudaFree outside it would free in the
- * wrong context or none. GstPrismContextScope pushes the context for a scope;
- * GstPrismDeviceArray<T> holds a reference to the context it allocated in and pushes it again to
- * free, so it may be reset from any thread (stop, pad finalize) and outlive a context switch.
+ * wrong context or none. GstPrismContextScope pushes the context for a scope.
+ *
+ * GstPrismDeviceArray<T> is the one owner of kernels/common/device_array.h (gpu::OwnedArray) with
+ * GstPrismContextAlloc as its policy, not a class of its own: the policy holds a reference to the
+ * context the array allocated in and pushes it to allocate and again to free, so the array may be
+ * reset from any thread (stop, pad finalize) and outlive a context switch; reset() drops the
+ * reference. reserve(count, GstPrismContextAlloc(context)) keeps the allocation when it is large
+ * enough and in the same context. The error convention is the kernels' one: a failed allocation
+ * (the context cannot be pushed, cudaMalloc fails) throws prism::gpu::CudaError, which the element
+ * catches where GStreamer calls it and posts as an element error; freeing never throws, and when
+ * the context cannot be pushed it warns and leaks rather than free in whatever context is current.
+ *
  * GstPrismContextScope(GstPrismCuda *) also exists in a CPU-only build (where it pushes nothing),
  * so element code that pushes the context needs no #if of its own.
  */
@@ -19,6 +27,9 @@
 
 #include <cstddef>
 #include <utility>
+
+#include "common/device_array.h"
+#include "common/gpu.h"
 #endif
 
 namespace prism {
@@ -48,69 +59,36 @@ class GstPrismContextScope {
 #if defined(PRISM_HAVE_CUDA)
 namespace prism {
 
-/* `count` T in a GstCudaContext; move-only, freed in that context. */
-template <class T>
-class GstPrismDeviceArray {
+/* The allocation policy of GstPrismDeviceArray (see above): cudaMalloc and cudaFree with the
+ * context pushed. Holds a reference to the context (the empty policy, an empty array's, holds
+ * none); two policies are equal when they name the same context. */
+class GstPrismContextAlloc {
  public:
-  GstPrismDeviceArray() = default;
-  ~GstPrismDeviceArray() { reset(); }
-  GstPrismDeviceArray(const GstPrismDeviceArray &) = delete;
-  GstPrismDeviceArray &operator=(const GstPrismDeviceArray &) = delete;
-  GstPrismDeviceArray(GstPrismDeviceArray &&o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)),
-        size_(std::exchange(o.size_, 0)),
-        context_(std::exchange(o.context_, nullptr)) {}
-  GstPrismDeviceArray &operator=(GstPrismDeviceArray &&o) noexcept {
-    if (this != &o) {
-      reset();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-      context_ = std::exchange(o.context_, nullptr);
-    }
+  GstPrismContextAlloc() noexcept = default;
+  explicit GstPrismContextAlloc(GstCudaContext *context) noexcept
+      : context_(context ? (GstCudaContext *)gst_object_ref(context) : nullptr) {}
+  GstPrismContextAlloc(const GstPrismContextAlloc &o) noexcept : GstPrismContextAlloc(o.context_) {}
+  GstPrismContextAlloc(GstPrismContextAlloc &&o) noexcept : context_(std::exchange(o.context_, nullptr)) {}
+  GstPrismContextAlloc &operator=(GstPrismContextAlloc o) noexcept {
+    std::swap(context_, o.context_);
     return *this;
   }
-
-  /* At least `count` elements in `context` (contents not kept); keeps the allocation when it is
-   * large enough and in the same context. cudaErrorDeviceUninitialized when the context cannot be
-   * pushed; on failure the array is empty. */
-  cudaError_t reserve(GstCudaContext *context, size_t count) {
-    if (ptr_ && size_ >= count && context_ == context) return cudaSuccess;
-    reset();
-    if (count == 0) return cudaSuccess;
-    GstPrismContextScope scope(context);
-    if (!scope.pushed()) return cudaErrorDeviceUninitialized;
-    void *p = nullptr;
-    cudaError_t err = cudaMalloc(&p, count * sizeof(T));
-    if (err != cudaSuccess) return err;
-    ptr_ = static_cast<T *>(p);
-    size_ = count;
-    context_ = (GstCudaContext *)gst_object_ref(context);
-    return cudaSuccess;
-  }
-  void reset() noexcept {
-    if (ptr_) {
-      GstPrismContextScope scope(context_);
-      if (scope.pushed())
-        (void)cudaFree(ptr_);
-      else /* freeing in whatever context is current would be worse than leaking */
-        GST_WARNING("GstPrismDeviceArray: the CUDA context cannot be made current; %zu bytes leaked", bytes());
-    }
-    ptr_ = nullptr;
-    size_ = 0;
-    gst_clear_object(&context_);
-  }
-
-  T *data() const { return ptr_; }
-  size_t size() const { return size_; }
-  size_t bytes() const { return size_ * sizeof(T); }
-  bool empty() const { return size_ == 0; }
+  ~GstPrismContextAlloc() { gst_clear_object(&context_); }
+  bool operator==(const GstPrismContextAlloc &o) const { return context_ == o.context_; }
   GstCudaContext *context() const { return context_; }
 
+  /* Throws gpu::CudaError when the context cannot be pushed or cudaMalloc fails. */
+  void *alloc(size_t bytes) const;
+  /* Warns and leaks when the context cannot be pushed. */
+  void release(void *p, size_t bytes) const noexcept;
+
  private:
-  T *ptr_ = nullptr;
-  size_t size_ = 0;
   GstCudaContext *context_ = nullptr;
 };
+
+/* `count` T in a GstCudaContext; move-only, freed in that context. */
+template <class T>
+using GstPrismDeviceArray = gpu::OwnedArray<T, GstPrismContextAlloc>;
 
 }  // namespace prism
 #endif
