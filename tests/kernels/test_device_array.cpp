@@ -2,8 +2,8 @@
 // not depend on CUDA, so they are tested here with host policies. A stateful one stands for the
 // elements' GstPrismContextAlloc (a GstCudaContext reference: here a shared_ptr, whose use_count
 // shows who keeps the "context" alive) and a stateless one for DeviceAlloc/PinnedAlloc. The CUDA
-// policies run in the GPU tests: kernels_gpu, and the elements' poissonblend_gpu, textureid_gpu,
-// prismconvert_gpu.
+// policies run in the GPU tests: kernels_gpu, cudamemory_gpu (GstPrismContextAlloc alone), and the
+// elements' poissonblend_gpu, textureid_gpu, prismconvert_gpu.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
