@@ -43,20 +43,23 @@ bool valid_key_text(const std::string& k) {
 
 // ---- metrics -------------------------------------------------------------------------------------
 
-// Prometheus text exposition: request counters and latency histograms per route, gallery gauges per
-// shard and tier (from the backend's stats when scraped).
+// Prometheus text exposition: request counters and latency histograms per route, and per route and
+// stage (docs/SERVICE.md lists them), gallery gauges per shard and tier (from the backend's stats
+// when scraped).
 class Metrics {
  public:
-  static constexpr std::array<double, 14> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                      0.25,  0.5,    1,     2.5,  5,     10,   30};
+  // From 100 us: a stage such as matching a few products takes less than the requests' first bucket.
+  static constexpr std::array<double, 17> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
   void observe(const std::string& route, int status, double seconds) {
     std::lock_guard lock(mutex_);
     ++requests_[{route, status}];
-    Histogram& h = latency_[route];
-    for (size_t i = 0; i < kBuckets.size(); ++i)
-      if (seconds <= kBuckets[i]) ++h.counts[i];
-    ++h.count;
-    h.sum += seconds;
+    latency_[route].add(seconds);
+  }
+  // One stage of one request of `route` (queue, decode, extract, match, verify).
+  void observe_stage(const std::string& route, const std::string& stage, double seconds) {
+    std::lock_guard lock(mutex_);
+    stages_[{route, stage}].add(seconds);
   }
   std::string text() const {
     std::ostringstream o;
@@ -67,26 +70,40 @@ class Metrics {
       o << "prism_http_requests_total{route=\"" << k.first << "\",code=\"" << k.second << "\"} " << n << "\n";
     o << "# HELP prism_http_request_duration_seconds Time from the handler's start to its answer.\n"
          "# TYPE prism_http_request_duration_seconds histogram\n";
-    for (const auto& [route, h] : latency_) {
-      for (size_t i = 0; i < kBuckets.size(); ++i)
-        o << "prism_http_request_duration_seconds_bucket{route=\"" << route << "\",le=\"" << kBuckets[i] << "\"} "
-          << h.counts[i] << "\n";
-      o << "prism_http_request_duration_seconds_bucket{route=\"" << route << "\",le=\"+Inf\"} " << h.count << "\n";
-      o << "prism_http_request_duration_seconds_sum{route=\"" << route << "\"} " << h.sum << "\n";
-      o << "prism_http_request_duration_seconds_count{route=\"" << route << "\"} " << h.count << "\n";
-    }
+    for (const auto& [route, h] : latency_)
+      h.write(o, "prism_http_request_duration_seconds", "route=\"" + route + "\"");
+    o << "# HELP prism_http_request_stage_duration_seconds Time of one stage of a request: queue (waiting, "
+         "complete, for a worker thread), decode, extract (SIFT), match, verify.\n"
+         "# TYPE prism_http_request_stage_duration_seconds histogram\n";
+    for (const auto& [key, h] : stages_)
+      h.write(o, "prism_http_request_stage_duration_seconds",
+              "route=\"" + key.first + "\",stage=\"" + key.second + "\"");
     return o.str();
   }
 
  private:
   struct Histogram {
-    std::array<uint64_t, kBuckets.size()> counts{};
+    std::array<uint64_t, kBuckets.size()> counts{};  // cumulative, as Prometheus counts buckets
     uint64_t count = 0;
     double sum = 0;
+    void add(double seconds) {
+      for (size_t i = 0; i < kBuckets.size(); ++i)
+        if (seconds <= kBuckets[i]) ++counts[i];
+      ++count;
+      sum += seconds;
+    }
+    void write(std::ostream& o, const std::string& name, const std::string& labels) const {
+      for (size_t i = 0; i < kBuckets.size(); ++i)
+        o << name << "_bucket{" << labels << ",le=\"" << kBuckets[i] << "\"} " << counts[i] << "\n";
+      o << name << "_bucket{" << labels << ",le=\"+Inf\"} " << count << "\n";
+      o << name << "_sum{" << labels << "} " << sum << "\n";
+      o << name << "_count{" << labels << "} " << count << "\n";
+    }
   };
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, Histogram> latency_;
+  std::map<std::pair<std::string, std::string>, Histogram> stages_;
 };
 
 // ---- request parsing ---------------------------------------------------------------------------------
@@ -410,7 +427,8 @@ struct HttpApi::Impl {
   // The image is admitted against the decode budget from its header (memory grows with the
   // pixels, not the bytes: service/images.h), then decoded and extracted by `deadline` (a decode
   // still running then is abandoned: 503).
-  texture::Features features_of(const Input& in, const texture::Normalisation& normalisation, double& extract_ms,
+  // `latency` gains the request's decode (admission included) and extract (SIFT) parts, in ms.
+  texture::Features features_of(const Input& in, const texture::Normalisation& normalisation, json& latency,
                                 Clock::time_point deadline) {
     const auto t0 = Clock::now();
     const std::string& bytes = in.image();
@@ -419,8 +437,10 @@ struct HttpApi::Impl {
     const DecodeBudget::Lease lease =
         decode_budget.admit(image_cost(bytes, "image", options.max_image_pixels, params), deadline);
     const cv::Mat grey = decode_grey(bytes, "image", options.max_image_pixels, deadline);
+    const auto t1 = Clock::now();
     texture::Features f = texture::extract_features(grey, params);
-    extract_ms = ms_between(t0, Clock::now());
+    latency["decode"] = ms_between(t0, t1);
+    latency["extract"] = ms_between(t1, Clock::now());
     return f;
   }
 
@@ -471,8 +491,8 @@ struct HttpApi::Impl {
       if (!p) bad("id", "product '" + id + "' is not enrolled", 404);
       if (!f.get("collection")) e.collection = p->collection;
     }
-    double extract_ms = 0;
-    e.features = features_of(f, normalisation, extract_ms, deadline_of(f, start));
+    json latency = latency_start();
+    e.features = features_of(f, normalisation, latency, deadline_of(f, start));
     if (e.features.count() < texture::kMinFeatures)
       bad("image",
           "the image has " + std::to_string(e.features.count()) + " features, fewer than the " +
@@ -485,7 +505,7 @@ struct HttpApi::Impl {
             {"outcome", w.outcome == WriteOutcome::kCreated     ? "created"
                         : w.outcome == WriteOutcome::kUnchanged ? "unchanged"
                                                                 : "updated"},
-            {"latency_ms", {{"extract", extract_ms}, {"total", ms_between(start, Clock::now())}}}};
+            {"latency_ms", latency_end(latency, start)}};
   }
 
   json remove(const httplib::Request& req) {
@@ -512,18 +532,17 @@ struct HttpApi::Impl {
     const std::string id = product_id(req);
     const texture::SearchParams params = search_params(f);
     const texture::Normalisation normalisation = backend.normalisation();
-    double extract_ms = 0;
-    const texture::Features q = features_of(f, normalisation, extract_ms, deadline_of(f, start));
+    json latency = latency_start();
+    const texture::Features q = features_of(f, normalisation, latency, deadline_of(f, start));
     const VerifyAnswer a = backend.verify(id, q, params, deadline_of(f, start));
     json out = api_json(a.match);
     out["decision"] = a.match.accepted ? "accepted" : "rejected";
     out["min_significance"] = params.min_significance;
     out["threshold"] = params.min_significance;  // deprecated: min_significance
     out["query_features"] = q.count();
-    out["latency_ms"] = {{"extract", extract_ms},
-                         {"match", a.match_ms},
-                         {"verify", a.verify_ms},
-                         {"total", ms_between(start, Clock::now())}};
+    latency["match"] = a.match_ms;
+    latency["verify"] = a.verify_ms;
+    out["latency_ms"] = latency_end(latency, start);
     return out;
   }
 
@@ -544,9 +563,11 @@ struct HttpApi::Impl {
     if (const std::string* v = f.get("allow_partial")) q.allow_partial = parse_bool_field("allow_partial", *v);
     q.deadline = deadline_of(f, start);
     const texture::Normalisation normalisation = backend.normalisation();
-    double extract_ms = 0;
-    q.features = features_of(f, normalisation, extract_ms, q.deadline);
+    json latency = latency_start();
+    q.features = features_of(f, normalisation, latency, q.deadline);
     const SearchAnswer a = backend.search(q);
+    latency["match"] = a.match_ms;
+    latency["verify"] = a.verify_ms;
     json cands = json::array();
     for (const Match& m : a.candidates) cands.push_back(api_json(m));
     return {{"identified", a.identified},
@@ -562,11 +583,16 @@ struct HttpApi::Impl {
             {"shards", a.shards},
             {"shards_answered", a.shards_answered},
             {"missing_shards", a.missing_shards},
-            {"latency_ms",
-             {{"extract", extract_ms},
-              {"match", a.match_ms},
-              {"verify", a.verify_ms},
-              {"total", ms_between(start, Clock::now())}}}};
+            {"latency_ms", latency_end(latency, start)}};
+  }
+
+  // A request's latency_ms: its wait for a worker first (HttpListener::current_queue_seconds), its
+  // stages as they run, the total from the handler's start last. handle() observes each part but
+  // the total in /metrics (prism_http_request_stage_duration_seconds).
+  static json latency_start() { return json{{"queue", HttpListener::current_queue_seconds() * 1e3}}; }
+  static json latency_end(json& latency, Clock::time_point start) {
+    latency["total"] = ms_between(start, Clock::now());
+    return std::move(latency);
   }
 
   json stats(const httplib::Request& req) {
@@ -637,6 +663,9 @@ struct HttpApi::Impl {
       }
       const json out = body(req, res);
       res.set_content(json_text(out), "application/json");
+      if (const auto parts = out.find("latency_ms"); parts != out.end() && parts->is_object())
+        for (const auto& [stage, ms] : parts->items())
+          if (stage != "total" && ms.is_number()) metrics.observe_stage(route, stage, ms.get<double>() / 1e3);
     } catch (const ServiceError& e) {
       error(res, e.status, e.field, e.what());
       if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));

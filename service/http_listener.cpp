@@ -30,6 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local int current_fd = -1;
+thread_local double current_wait_s = 0;  // the request current_fd's worker handles: its wait for a worker
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
@@ -146,7 +147,8 @@ struct HttpListener::Impl {
     uint64_t reserved = 0;  // of the buffered-bytes budget
     int served = 0;
     bool peer_closed = false;
-    bool close = false;  // after the answer being handled
+    bool close = false;           // after the answer being handled
+    Clock::time_point queued_at;  // when its complete request was given to the workers' queue
   };
 
   // A complete request for httplib: the head (as parse_request_head rewrote it), then the body in
@@ -414,6 +416,7 @@ struct HttpListener::Impl {
       if (jobs.size() < limits.max_queued) {
         c.state = State::kBusy;
         ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
+        c.queued_at = Clock::now();
         jobs.push_back(&c);
         queued = true;
       }
@@ -454,12 +457,14 @@ struct HttpListener::Impl {
           ++c->served >= limits.max_requests_per_connection || !c->head.framed || c->peer_closed || stopping;
       bool closed = false;
       current_fd = c->fd;
+      current_wait_s = std::chrono::duration<double>(Clock::now() - c->queued_at).count();
       try {
         owner.process(stream, last, closed);
       } catch (...) {
         closed = true;  // the handlers' exceptions are answered inside; this is the library's own
       }
       current_fd = -1;
+      current_wait_s = 0;
       c->close = last || closed || stream.closes();
       {
         std::lock_guard lock(mutex);
@@ -636,5 +641,6 @@ void HttpListener::stop() {
 }
 
 int HttpListener::current_connection() { return current_fd; }
+double HttpListener::current_queue_seconds() { return current_wait_s; }
 
 }  // namespace prism::service

@@ -94,6 +94,9 @@ class HttpListener : public httplib::Server {
   // The connection whose request the calling worker is handling (-1 on other threads): its handler
   // may poll it to see that the client went away.
   static int current_connection();
+  // How long the request the calling worker handles waited, complete, for a worker (0 on other
+  // threads): the queue stage of a request's latency.
+  static double current_queue_seconds();
   const ListenerLimits& limits() const { return limits_; }
 
  private:

@@ -425,6 +425,52 @@ TEST(HttpApi, ADamagedEntryFileIsServedFromItsCopyAndCounted) {
   EXPECT_NE(metrics->body.find("# TYPE prism_gallery_damaged_copies_total counter"), std::string::npos);
 }
 
+// Every answered upload says where its time went (latency_ms: queue, decode, extract, match,
+// verify, total), and /metrics holds one histogram per route and stage counting exactly those
+// requests, in seconds, whose sum is the answers' parts.
+TEST(HttpApi, RequestStagesAreTimedInTheAnswerAndInMetrics) {
+  Server server;
+  httplib::Client c = server.client();
+  const std::vector<cv::Mat> t = textures(2, 73);
+  ASSERT_EQ(post_image(c, "/v1/products/a", t[0])->status, 201);
+  std::map<std::string, double> verify_ms;  // stage -> sum over the verifies
+  for (int i = 0; i < 3; ++i) {
+    const json v = body_of(post_image(c, "/v1/products/a/verify", t[i % 2]));
+    ASSERT_TRUE(v.contains("latency_ms")) << v.dump();
+    const json& l = v["latency_ms"];
+    for (const char* stage : {"queue", "decode", "extract", "match", "verify", "total"}) {
+      ASSERT_TRUE(l.contains(stage) && l[stage].is_number()) << stage << " " << l.dump();
+      EXPECT_GE(l[stage].get<double>(), 0.0) << stage;
+      verify_ms[stage] += l[stage].get<double>();
+    }
+    EXPECT_GT(l["decode"].get<double>(), 0.0);
+    EXPECT_GT(l["extract"].get<double>(), 0.0);
+    EXPECT_LE(l["decode"].get<double>() + l["extract"].get<double>() + l["match"].get<double>(),
+              l["total"].get<double>() + 1e-3);
+  }
+  const json s = body_of(post_image(c, "/v1/search", t[1]));
+  for (const char* stage : {"queue", "decode", "extract", "match", "verify", "total"})
+    EXPECT_TRUE(s["latency_ms"].contains(stage)) << stage << " " << s.dump();
+  const httplib::Result m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("# TYPE prism_http_request_stage_duration_seconds histogram"), std::string::npos);
+  const auto metric = [&](const std::string& series) {
+    const size_t at = m->body.find(series + " ");
+    EXPECT_NE(at, std::string::npos) << series << "\n" << m->body;
+    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + series.size() + 1));
+  };
+  for (const char* stage : {"queue", "decode", "extract", "match", "verify"}) {
+    const std::string labels = std::string("{route=\"verify\",stage=\"") + stage + "\"}";
+    EXPECT_EQ(metric("prism_http_request_stage_duration_seconds_count" + labels), 3.0) << stage;
+    EXPECT_NEAR(metric("prism_http_request_stage_duration_seconds_sum" + labels), verify_ms[stage] / 1e3,
+                1e-6 + 1e-6 * verify_ms[stage])
+        << stage;
+  }
+  EXPECT_EQ(metric("prism_http_request_stage_duration_seconds_count{route=\"search\",stage=\"decode\"}"), 1.0);
+  EXPECT_EQ(metric("prism_http_request_stage_duration_seconds_count{route=\"enrol\",stage=\"extract\"}"), 1.0);
+  EXPECT_EQ(m->body.find("stage=\"total\""), std::string::npos) << "the total is the request histogram's";
+}
+
 int raw_status(int port, const std::string& request);
 
 TEST(HttpApi, ApiKeysHaveRoles) {
