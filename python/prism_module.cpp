@@ -16,6 +16,7 @@
 
 #include <opencv2/core.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -277,24 +278,34 @@ class PyGallery {
     if (!catalog_.remove(id)) throw texture::GalleryError("product '" + id + "' is not enrolled");
   }
 
+  // The products this object holds, as stored, sorted by id: the gallery's pack streamed once
+  // (Catalog::for_each_entry), each entry's descriptors dropped as it passes.
   py::list entries() const {
-    std::vector<GalleryEntry> all;
+    struct Listed {
+      std::string id, collection, source;
+      int features = 0, width = 0, height = 0, format = 0;
+      int64_t enrolled_unix = 0;
+    };
+    std::vector<Listed> all;
     {
       py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (const std::string& id : catalog_.index().ids()) all.push_back(catalog_.read(id));
+      std::lock_guard<std::mutex> lock(mutex_);  // no write meanwhile, as for_each_entry asks
+      all.reserve(catalog_.size());
+      catalog_.for_each_entry([&](GalleryEntry&& e) {
+        all.push_back({std::move(e.id), std::move(e.collection), std::move(e.source), e.features.count(),
+                       e.features.width, e.features.height, e.version, e.enrolled_unix});
+      });
     }
-    std::sort(all.begin(), all.end(), [](const GalleryEntry& a, const GalleryEntry& b) { return a.id < b.id; });
     py::list out;
-    for (const GalleryEntry& e : all) {
+    for (const Listed& e : all) {
       py::dict d;
       d["id"] = e.id;
-      d["features"] = e.features.count();
-      d["width"] = e.features.width;
-      d["height"] = e.features.height;
+      d["features"] = e.features;
+      d["width"] = e.width;
+      d["height"] = e.height;
       d["enrolled_unix"] = e.enrolled_unix;
       d["collection"] = e.collection.empty() ? py::object(py::none()) : py::object(py::str(e.collection));
-      d["format"] = e.version;
+      d["format"] = e.format;
       d["source"] = e.source;
       out.append(d);
     }

@@ -1,6 +1,8 @@
 #include "texture/catalog.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 namespace prism::texture {
 
@@ -37,8 +39,8 @@ FeatureParams Catalog::feature_params() const {
   return p;
 }
 
-void Catalog::note(const std::string& text) const {
-  ++copies_repaired_;
+void Catalog::note(const std::string& text, int64_t copies) const {
+  copies_repaired_ += copies;
   if (note_sink_)
     note_sink_(text);
   else
@@ -57,6 +59,33 @@ GalleryEntry Catalog::read(const std::string& id) const {
                             : Gallery::open(options_.gallery, false, Gallery::Load::kNoEntries).read_entry(id, &n);
   if (!n.empty()) note(n);
   return e;
+}
+
+void Catalog::for_each_entry(const std::function<void(GalleryEntry&&)>& on_entry) const {
+  // The ids the index holds, in id order, merged with the stream (in id order too): an id the stream
+  // skips is read() where it would have come.
+  std::vector<std::string> held = index_.ids();
+  std::sort(held.begin(), held.end());
+  std::vector<char> passed(held.size(), 0);
+  size_t next = 0;  // held[..next) have been passed on or read
+  const auto read_up_to = [&](size_t end) {
+    for (; next < end; ++next)
+      if (!passed[next]) {
+        passed[next] = 1;
+        on_entry(read(held[next]));
+      }
+  };
+  const Gallery::ReadSummary r = Gallery::for_each_entry(options_.gallery, [&](GalleryEntry&& e) {
+    const auto it = std::lower_bound(held.begin(), held.end(), e.id);
+    if (it == held.end() || *it != e.id) return;  // not indexed: written by another process since
+    const size_t at = size_t(it - held.begin());
+    read_up_to(at);
+    if (passed[at]) return;
+    passed[at] = 1;
+    on_entry(std::move(e));
+  });
+  if (r.damaged_copies > 0) note(r.note, int64_t(r.damaged_copies));
+  read_up_to(held.size());
 }
 
 void Catalog::add(const GalleryEntry& entry) {

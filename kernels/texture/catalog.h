@@ -83,6 +83,14 @@ class Catalog {
   // One entry as stored (GalleryError when not enrolled or both copies are damaged); a damaged copy
   // repaired on the way is noted and counted.
   GalleryEntry read(const std::string& id) const;
+  // Every entry the catalog holds (its index's ids), as stored, sorted by id: what read() of each id
+  // in turn would pass on, from one stream of the gallery's pack (Gallery::for_each_entry) rather than
+  // a file opened per id. Entries on disk that the index does not hold (written by another process
+  // since the catalog was opened) are left out; an id the index holds and the stream did not bring
+  // (removed by another process) is read(), which throws GalleryError as it would. Damaged copies read
+  // from the other copy are noted and counted. The index's ids are taken when it starts: call it with
+  // no write running (as TextureIndex::ids()); an exception from `on_entry` stops it there.
+  void for_each_entry(const std::function<void(GalleryEntry&&)>& on_entry) const;
 
   // Writable catalogs. add: GalleryError for an id on disk already (GalleryConflict when the index
   // does not hold it); update: a product that is enrolled (GalleryError otherwise), indexed anew;
@@ -101,7 +109,7 @@ class Catalog {
 
  private:
   Gallery& writer();
-  void note(const std::string& text) const;
+  void note(const std::string& text, int64_t copies = 1) const;
 
   CatalogOptions options_;
   std::unique_ptr<GalleryOwner> owner_;  // before the gallery: no other process writes it from here on

@@ -52,7 +52,9 @@ PackRead read_gallery(const fs::path& dir, const EntrySink& sink) {
     }
     PackRead files;
     std::vector<fs::path> list = Gallery::list_entry_files(dir);
-    std::sort(list.begin(), list.end());
+    // By id, as the pack's records come (paths order "a-b.tex" before "a.tex", ids "a" before "a-b").
+    std::sort(list.begin(), list.end(),
+              [](const fs::path& a, const fs::path& b) { return a.stem().string() < b.stem().string(); });
     for (const fs::path& p : list)
       if (std::optional<GalleryEntry> e = read_entry_file(p)) {
         ++files.summary.entries;

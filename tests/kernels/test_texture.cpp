@@ -1189,6 +1189,38 @@ TEST(TextureGalleryPack, AStaleDirtyMarkerIsResolvedFromTheEntryFile) {
   EXPECT_EQ(as_bytes(Gallery::open(g).entries()), per_file(g));
 }
 
+// A pack that cannot be trusted while another process holds the writer lock: the reader reads the
+// entry files one by one, and passes them on in id order as the pack would ("a" before "a-b", where
+// their files' names order "a-b.tex" before "a.tex").
+TEST(TextureGalleryPack, EntryFilesReadOneByOneComeInIdOrder) {
+  std::mt19937 rng(std::random_device{}());
+  test::TempDir dir;
+  const fs::path g = dir.path() / "gallery";
+  Gallery gallery = Gallery::open(g, true);
+  for (const char* id : {"a-b", "a", "a_c", "a.d", "b"}) gallery.add(small_entry(id, rng));
+  { std::fstream(g / "pack.log", std::ios::in | std::ios::out | std::ios::binary).write("XXXX", 4); }
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = fork();
+  if (holder == 0) {
+    const int fd = ::open((g / ".lock").c_str(), O_RDWR);
+    if (fd >= 0 && ::flock(fd, LOCK_EX) == 0) (void)!::write(ready[1], "x", 1);
+    ::pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  std::vector<std::string> ids;
+  const Gallery::ReadSummary s = Gallery::for_each_entry(g, [&](GalleryEntry&& e) { ids.push_back(e.id); });
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  EXPECT_FALSE(s.from_pack);
+  EXPECT_NE(s.note.find("read the entry files one by one"), std::string::npos) << s.note;
+  EXPECT_EQ(ids, (std::vector<std::string>{"a", "a-b", "a.d", "a_c", "b"}));
+}
+
 // Readers open while a writer adds, updates and deletes: every open succeeds, reads what was
 // acknowledged before it began, and never a damaged or half-written entry.
 TEST(TextureGalleryPack, ReadersOpenWhileAWriterWrites) {

@@ -1,11 +1,16 @@
 // texture::Catalog, the gallery and its index as one: a write the index refuses leaves the gallery as
 // it was (nothing unacknowledged stays on disk), a reopened catalog answers as the one that wrote, a
-// normalisation that disagrees with the gallery's record is refused naming both, and a read-only
-// catalog writes nothing.
+// normalisation that disagrees with the gallery's record is refused naming both, a read-only
+// catalog writes nothing, and for_each_entry passes on what read() of each indexed id would, in id
+// order, from one stream.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gallery_cases.h"
 #include "match/match.h"
@@ -84,6 +89,83 @@ TEST(TextureCatalog, AReopenedCatalogAnswersAsTheOneThatWrote) {
   EXPECT_THROW(again.add(test::random_index_entry("new", rng, 64)), texture::GalleryError);
   EXPECT_THROW(again.remove("p1"), texture::GalleryError);
   EXPECT_EQ(texture::Gallery::open(g).entries().size(), 12u);
+}
+
+// An entry as bytes (the entry file's encoding), what "the same entry" means below.
+std::string bytes_of(const texture::GalleryEntry& e) {
+  const std::vector<uint8_t> b = texture::Gallery::encode(e);
+  return std::string(b.begin(), b.end());
+}
+std::string file_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void flip_byte(const std::filesystem::path& p, size_t at) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(at));
+  const char c = char(f.get());
+  f.seekp(std::streamoff(at));
+  f.put(char(c ^ 0x5a));
+}
+
+// for_each_entry: every indexed entry as read() gives it, sorted by id (ids whose files' names sort
+// otherwise included), after the catalog's own updates and removals; not the entries another writer
+// added since; an indexed id another writer removed is not enrolled (GalleryError, as read() says);
+// and a damaged pack record is read from its entry file, noted and counted.
+TEST(TextureCatalog, ForEachEntryPassesWhatReadWouldInIdOrder) {
+  test::TempDir dir;
+  const auto g = dir.path() / "g";
+  std::mt19937 rng(std::random_device{}());
+  texture::Catalog c(writable(g));
+  std::vector<std::string> notes;
+  c.on_note([&](const std::string& n) { notes.push_back(n); });
+  c.load();
+  std::vector<std::string> ids = {"m", "a-b", "z", "a", "a.c", "b_1", "a_c", "q", "c"};
+  for (size_t i = 0; i < ids.size(); ++i) c.add(test::random_index_entry(ids[i], rng, 20 + int(i), i % 3 ? "lot" : ""));
+  c.update(test::random_index_entry("q", rng, 77, "other"));
+  EXPECT_TRUE(c.remove("m"));
+  ids.erase(std::find(ids.begin(), ids.end(), "m"));
+  std::sort(ids.begin(), ids.end());
+  const auto listed = [&] {
+    std::vector<std::string> out;
+    c.for_each_entry([&](texture::GalleryEntry&& e) { out.push_back(bytes_of(e)); });
+    return out;
+  };
+  const auto read_each = [&] {
+    std::vector<std::string> out;
+    for (const std::string& id : ids) out.push_back(bytes_of(c.read(id)));
+    return out;
+  };
+  EXPECT_EQ(listed(), read_each());
+  std::vector<std::string> order;
+  c.for_each_entry([&](texture::GalleryEntry&& e) { order.push_back(e.id); });
+  EXPECT_EQ(order, ids);
+  // Written by another writer since: not indexed, not passed on (a changed entry is, as stored).
+  texture::Gallery other = texture::Gallery::open(g, false, texture::Gallery::Load::kNoEntries);
+  other.add(test::random_index_entry("a0", rng, 30));
+  other.add(test::random_index_entry("zz", rng, 30));
+  other.update(test::random_index_entry("c", rng, 55));
+  EXPECT_EQ(listed(), read_each());
+  EXPECT_EQ(c.read("c").features.count(), 55);
+  // A damaged pack record: the entry file's copy, noted and counted.
+  const std::string pack = file_text(g / "pack.log");
+  const size_t at = pack.rfind(bytes_of(c.read("b_1")));
+  ASSERT_NE(at, std::string::npos);
+  flip_byte(g / "pack.log", at + 200);
+  EXPECT_EQ(c.copies_repaired(), 0);
+  EXPECT_EQ(listed(), read_each());
+  EXPECT_EQ(c.copies_repaired(), 1);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("b_1"), std::string::npos) << notes[0];
+  // An indexed id removed behind the catalog's back: not enrolled, as read() says; at the end of the
+  // id order (read after the stream) and within it.
+  other.remove("z");
+  EXPECT_THROW(c.read("z"), texture::GalleryError);
+  EXPECT_THROW(listed(), texture::GalleryError);
+  other.add(test::random_index_entry("z", rng, 33));
+  EXPECT_EQ(listed(), read_each());
+  other.remove("a.c");
+  EXPECT_THROW(listed(), texture::GalleryError);
 }
 
 TEST(TextureCatalog, ANormalisationThatDisagreesIsRefusedNamingBoth) {
