@@ -9,11 +9,10 @@ namespace prism::texture {
 Catalog::Catalog(const CatalogOptions& options)
     : options_(options),
       owner_(options.owner ? std::make_unique<GalleryOwner>(options.gallery, *options.owner) : nullptr),
-      gallery_(options.writable
-                   ? std::optional<Gallery>(Gallery::open(options.gallery, options.create, Gallery::Load::kNoEntries,
-                                                          options.normalisation.value_or(poor_light_normalisation())))
-                   : std::nullopt),
-      normalisation_(gallery_ ? gallery_->normalisation() : Gallery::read_normalisation(options.gallery)),
+      // (a read-only catalog creates nothing: open() writes only with `create`)
+      gallery_(Gallery::open(options.gallery, options.writable && options.create, Gallery::Load::kNoEntries,
+                             options.normalisation.value_or(poor_light_normalisation()))),
+      normalisation_(gallery_.normalisation()),
       index_(options.index) {
   if (options.normalisation && *options.normalisation != normalisation_)
     throw NormalisationMismatch(options.setting + " " + options.normalisation->name() + ": the gallery " +
@@ -48,15 +47,13 @@ void Catalog::note(const std::string& text, int64_t copies) const {
 }
 
 Gallery& Catalog::writer() {
-  if (!gallery_) throw GalleryError("the gallery " + options_.gallery.string() + " was opened read-only");
-  return *gallery_;
+  if (!options_.writable) throw GalleryError("the gallery " + options_.gallery.string() + " was opened read-only");
+  return gallery_;
 }
 
 GalleryEntry Catalog::read(const std::string& id) const {
   std::string n;
-  // (a read-only catalog opens the folder for the one read)
-  GalleryEntry e = gallery_ ? gallery_->read_entry(id, &n)
-                            : Gallery::open(options_.gallery, false, Gallery::Load::kNoEntries).read_entry(id, &n);
+  GalleryEntry e = gallery_.read_entry(id, &n);
   if (!n.empty()) note(n);
   return e;
 }

@@ -81,7 +81,8 @@ class Catalog {
   size_t size() const { return index_.size(); }
   bool contains(const std::string& id) const { return index_.find(id) >= 0; }
   // One entry as stored (GalleryError when not enrolled or both copies are damaged); a damaged copy
-  // repaired on the way is noted and counted.
+  // repaired on the way is noted and counted. Through the gallery opened with the catalog (read-only
+  // ones too): a read opens the entry file alone, not the gallery.
   GalleryEntry read(const std::string& id) const;
   // Every entry the catalog holds (its index's ids), as stored, sorted by id: what read() of each id
   // in turn would pass on, from one stream of the gallery's pack (Gallery::for_each_entry) rather than
@@ -113,7 +114,9 @@ class Catalog {
 
   CatalogOptions options_;
   std::unique_ptr<GalleryOwner> owner_;  // before the gallery: no other process writes it from here on
-  std::optional<Gallery> gallery_;       // writable catalogs
+  // Opened once (Load::kNoEntries: the index holds the entries), read-only catalogs' too: read() goes
+  // through it. Only a writable catalog writes through it (writer()).
+  Gallery gallery_;
   Normalisation normalisation_;
   TextureIndex index_;
   std::string open_note_;

@@ -1,8 +1,8 @@
 // texture::Catalog, the gallery and its index as one: a write the index refuses leaves the gallery as
 // it was (nothing unacknowledged stays on disk), a reopened catalog answers as the one that wrote, a
 // normalisation that disagrees with the gallery's record is refused naming both, a read-only
-// catalog writes nothing, and for_each_entry passes on what read() of each indexed id would, in id
-// order, from one stream.
+// catalog writes nothing, reads each entry as stored through the gallery it opened, and
+// for_each_entry passes on what read() of each indexed id would, in id order, from one stream.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -106,6 +106,59 @@ void flip_byte(const std::filesystem::path& p, size_t at) {
   const char c = char(f.get());
   f.seekp(std::streamoff(at));
   f.put(char(c ^ 0x5a));
+}
+
+// A read-only catalog reads through the gallery it opened, each read the entry as stored then: what
+// another writer changed since is read as it now is, what it removed is not enrolled, and a damaged
+// entry file is read from its copy in the pack, noted and counted.
+TEST(TextureCatalog, AReadOnlyCatalogReadsEachEntryAsStored) {
+  test::TempDir dir;
+  const auto g = dir.path() / "g";
+  std::mt19937 rng(std::random_device{}());
+  std::vector<texture::GalleryEntry> entries;
+  {
+    texture::Catalog c(writable(g));
+    c.load();
+    for (int i = 0; i < 6; ++i) {
+      entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, 40 + 10 * i, i % 2 ? "odd" : ""));
+      entries.back().source = "source " + std::to_string(i);
+      entries.back().enrolled_unix = 1000 + i;
+      c.add(entries.back());
+    }
+  }
+  texture::CatalogOptions ro;
+  ro.gallery = g;
+  ro.index.device = texture::Device::kCpu;
+  texture::Catalog c(ro);
+  std::vector<std::string> notes;
+  c.on_note([&](const std::string& n) { notes.push_back(n); });
+  c.load();
+  for (int round = 0; round < 2; ++round)  // the same answers read after read
+    for (const texture::GalleryEntry& e : entries) EXPECT_EQ(bytes_of(c.read(e.id)), bytes_of(e)) << e.id;
+  EXPECT_THROW(c.read("absent"), texture::GalleryError);
+  // Another writer (another process, as far as this catalog knows) updates p1, removes p2, adds p9.
+  texture::Gallery other = texture::Gallery::open(g, false, texture::Gallery::Load::kNoEntries);
+  texture::GalleryEntry p1 = test::random_index_entry("p1", rng, 99, "changed");
+  p1.enrolled_unix = 2000;
+  other.update(p1);
+  other.remove("p2");
+  texture::GalleryEntry p9 = test::random_index_entry("p9", rng, 30);
+  p9.enrolled_unix = 3000;
+  other.add(p9);
+  EXPECT_EQ(bytes_of(c.read("p1")), bytes_of(p1));
+  EXPECT_EQ(c.read("p1").collection, "changed");
+  EXPECT_THROW(c.read("p2"), texture::GalleryError);
+  EXPECT_EQ(bytes_of(c.read("p9")), bytes_of(p9));
+  EXPECT_EQ(bytes_of(c.read("p0")), bytes_of(entries[0]));
+  EXPECT_EQ(c.size(), 6u);  // the index is as it was opened
+  // A damaged entry file: read from the pack's copy, and said.
+  flip_byte(g / "entries" / "p3.tex", 100);
+  EXPECT_EQ(c.copies_repaired(), 0);
+  EXPECT_EQ(bytes_of(c.read("p3")), bytes_of(entries[3]));
+  EXPECT_EQ(c.copies_repaired(), 1);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("p3"), std::string::npos) << notes[0];
+  EXPECT_EQ(bytes_of(c.read("p4")), bytes_of(entries[4]));
 }
 
 // for_each_entry: every indexed entry as read() gives it, sorted by id (ids whose files' names sort
