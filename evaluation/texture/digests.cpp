@@ -12,44 +12,30 @@ namespace prism::eval {
 
 namespace {
 
-// A product's digest: its first `rows` rows (fewer if it has fewer) in `order` (texture::digest_order).
-std::vector<const uint8_t*> digest_rows_of(const texture::Features& p, texture::DigestOrder order, int rows) {
-  const std::vector<int> taken = texture::digest_order(p, order, rows);
-  std::vector<const uint8_t*> out;
-  for (int r = 0; r < std::min(rows, p.count()); ++r)
-    out.push_back(p.descriptors.data() + size_t(taken[r]) * match::kDim);
-  return out;
-}
-
-// A slot of 768 rows of 255 (|g|^2 = 8.3 M against about 0.26 M for RootSIFT's rows: never a nearest
-// neighbour), into which digests are copied; what is left stays padding.
-texture::GalleryEntry padded_slot(std::string id, int width, int height) {
+// A digest slot (the index's layout: texture::pack_digest_slots) as an entry of the evaluation's index:
+// 768 rows (keypoints at 0: the digest index is only scored, never verified).
+texture::GalleryEntry slot_entry(std::string id, int width, int height, const uint8_t* slot) {
   texture::GalleryEntry e;
   e.id = std::move(id);
   e.features.width = width, e.features.height = height;
   e.features.keypoints.resize(match::kSlot);
-  e.features.descriptors.assign(size_t(match::kSlot) * match::kDim, uint8_t(255));
+  e.features.descriptors.assign(slot, slot + match::kSlotBytes);
   return e;
-}
-
-void put_row(texture::GalleryEntry& slot, int row, const uint8_t* descriptor) {
-  std::copy_n(descriptor, match::kDim, slot.features.descriptors.begin() + size_t(row) * match::kDim);
 }
 
 }  // namespace
 
 std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Features>& products, int rows,
                                                   texture::DigestOrder order) {
-  const int per_slot = match::kSlot / rows;
+  const size_t per_slot = size_t(match::kSlot / rows);
+  std::vector<std::vector<uint8_t>> digests;
+  for (const texture::Features& p : products) digests.push_back(texture::image_digest(p, rows, order));
+  const std::vector<uint8_t> packed = texture::pack_digest_slots(digests, rows);
   std::vector<texture::GalleryEntry> slots;
-  for (size_t first = 0; first < products.size(); first += size_t(per_slot)) {
-    texture::GalleryEntry e =
-        padded_slot("digest-" + std::to_string(slots.size()), products[first].width, products[first].height);
-    for (int k = 0; k < per_slot && first + k < products.size(); ++k) {
-      const std::vector<const uint8_t*> digest = digest_rows_of(products[first + k], order, rows);
-      for (size_t r = 0; r < digest.size(); ++r) put_row(e, k * rows + int(r), digest[r]);
-    }
-    slots.push_back(std::move(e));
+  for (size_t k = 0; k * match::kSlotBytes < packed.size(); ++k) {
+    const texture::Features& first = products[k * per_slot];
+    slots.push_back(
+        slot_entry("digest-" + std::to_string(k), first.width, first.height, packed.data() + k * match::kSlotBytes));
   }
   return slots;
 }
@@ -57,21 +43,28 @@ std::vector<texture::GalleryEntry> digest_entries(const std::vector<texture::Fea
 void add_decoys(texture::TextureIndex& index, const std::vector<texture::Features>& outsiders, int decoys, int rows,
                 texture::DigestOrder order, unsigned seed) {
   if (decoys == 0) return;
+  // The pool: the rows of the outsiders' digests that are theirs (fewer than `rows` for an image with
+  // fewer; not the padding, nor a one-row image's second copy).
+  std::vector<std::vector<uint8_t>> digests;
   std::vector<const uint8_t*> pool;
-  for (const texture::Features& f : outsiders) {
-    const std::vector<const uint8_t*> digest = digest_rows_of(f, order, rows);
-    pool.insert(pool.end(), digest.begin(), digest.end());
-  }
+  for (const texture::Features& f : outsiders) digests.push_back(texture::image_digest(f, rows, order));
+  for (size_t i = 0; i < outsiders.size(); ++i)
+    for (int r = 0; r < std::min(rows, outsiders[i].count()); ++r)
+      pool.push_back(digests[i].data() + size_t(r) * match::kDim);
   if (pool.empty()) throw std::runtime_error("--decoys: the photos not enrolled have no features (--impostors)");
   std::mt19937 rng(seed * 2654435761u + unsigned(rows));
   const int per_slot = match::kSlot / rows;
   const int slots = (decoys + per_slot - 1) / per_slot;
   cli::Progress progress("eval decoys (" + std::to_string(rows) + " rows)", slots, true);
   for (int k = 0; k < slots; ++k) {
-    texture::GalleryEntry e = padded_slot("decoy-" + std::to_string(k), 256, 256);
-    const int filled = std::min(per_slot, decoys - k * per_slot) * rows;
-    for (int r = 0; r < filled; ++r) put_row(e, r, pool[rng() % pool.size()]);
-    index.add(e);
+    // This slot's decoys, each `rows` rows drawn from the pool, packed as the index packs digests.
+    std::vector<std::vector<uint8_t>> drawn(size_t(std::min(per_slot, decoys - k * per_slot)));
+    for (std::vector<uint8_t>& d : drawn)
+      for (int r = 0; r < rows; ++r) {
+        const uint8_t* row = pool[rng() % pool.size()];
+        d.insert(d.end(), row, row + match::kDim);
+      }
+    index.add(slot_entry("decoy-" + std::to_string(k), 256, 256, texture::pack_digest_slots(drawn, rows).data()));
     progress.step();
   }
   progress.finish();

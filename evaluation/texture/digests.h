@@ -1,8 +1,8 @@
-// --digest: the digest slots the evaluation ranks queries against. A product's digest is its first
-// ROWS descriptors in a texture::DigestOrder (texture::digest_order, the index's own order); 768 /
-// ROWS products' digests are packed into one matcher slot, in the layout of the index's host-tier
-// digests (IndexOptions::host_digest_rows): product p at rows [p % per_slot * ROWS, ...) of slot
-// p / per_slot, the rest of a slot 255s (never a nearest neighbour).
+// --digest: the digest slots the evaluation ranks queries against, made by the index's own functions
+// (texture::image_digest, texture::pack_digest_slots: index.h), so that what is measured is what an
+// index with IndexOptions::host_digest_rows = ROWS holds. A product's digest is its first ROWS rows in a
+// texture::DigestOrder; 768 / ROWS products' digests are packed into one matcher slot, product p at rows
+// [p % per_slot * ROWS, ...) of slot p / per_slot, the rest of a slot 255s (never a nearest neighbour).
 #pragma once
 #include <vector>
 

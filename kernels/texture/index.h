@@ -170,6 +170,18 @@ struct IndexOptions {
 // IndexOptions::host_digest_rows that an index accepts: 0, or a divisor of 768 from 16 to 384.
 bool valid_host_digest_rows(int rows);
 
+// The host-tier digests as an index with IndexOptions::host_digest_rows = `rows` and digest_order =
+// `order` holds them, for a measurement that ranks queries against digests without building a host
+// tier (prism-texture-eval --digest). std::invalid_argument unless `rows` is a valid, non-zero
+// host_digest_rows.
+//   image_digest: an image's digest, the first `rows` rows of its slot as the index writes it (its rows
+//   in `order`; past its rows 255s, and a one-row image's row twice), rows * 128 bytes.
+//   pack_digest_slots: digests of `rows` rows each (image_digest's, or any) in the layout of one host
+//   block's digest slots: digest k at rows [(k % per) * rows, + rows) of slot k / per (per = 768 / rows),
+//   255s in the places no image holds; match::kSlotBytes a slot, each matched whole (768 rows).
+std::vector<uint8_t> image_digest(const Features& f, int rows, DigestOrder order);
+std::vector<uint8_t> pack_digest_slots(const std::vector<std::vector<uint8_t>>& digests, int rows);
+
 // What lives where (IndexOptions: budgets as resolved).
 struct IndexStats {
   size_t images = 0, gpu_images = 0, host_images = 0;

@@ -1,7 +1,8 @@
 // The texture index's units on their own, on the CPU: the slot store's placement by age and its
 // moves (with a "GPU" tier in plain memory, so that the FIFO is followed without a GPU), against a
-// model; the digest stage's choice of candidates; and the search plan's per-row re-matching against
-// the matcher on the same slots.
+// model; its kept digests against index.h's image_digest and pack_digest_slots; the digest stage's
+// choice of candidates; and the search plan's per-row re-matching against the matcher on the same
+// slots.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -146,6 +148,46 @@ TEST(TextureSlotStore, APlaceWithNoRoomIsRefusedNamingTheBudgetsAndChangesNothin
   store.place(1000, extra, {});
   expect_consistent(store, m, "after a newer image");
   EXPECT_EQ(store.where(int(m.features.size()) - 1).tier, kGpuTier);
+}
+
+// index.h's image_digest and pack_digest_slots (what prism-texture-eval --digest packs with) give the
+// digest slots the store keeps, byte for byte: images of fewer rows than a digest, one row, none and
+// more than a slot holds; host blocks of 3 images in digest slots of 4; after a removal moved slots.
+TEST(TextureSlotStore, ImageDigestsAndTheirPackingAreTheStoresOwn) {
+  std::mt19937 rng(std::random_device{}());
+  texture::SearchResources res(false, 1, 4);
+  const int rows = 192;  // 4 images a digest slot
+  SlotStore store(two_tiers(0, 30, rows), false, res);
+  std::vector<texture::Features> f;
+  for (int i = 0; i < 11; ++i) {
+    const int n = i == 1 ? 1 : i == 2 ? 0 : i == 3 ? 100 : i == 4 ? match::kSlot + 40 : 200 + int(rng() % 400);
+    f.push_back(test::random_index_entry("p", rng, n).features);
+    store.place(i, f.back(), store.row_order(f.back()));
+  }
+  const auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    const texture::Tier& h = store.tier(kHostTier);
+    const size_t B = size_t(h.block_slots);
+    for (size_t b = 0; b * B < h.used(); ++b) {
+      std::vector<std::vector<uint8_t>> digests;
+      for (size_t s = b * B; s < std::min(h.used(), (b + 1) * B); ++s)
+        digests.push_back(texture::image_digest(f[size_t(h.entry[s])], rows, texture::IndexOptions{}.digest_order));
+      const std::vector<uint8_t> packed = texture::pack_digest_slots(digests, rows);
+      ASSERT_EQ(packed.size(), match::kSlotBytes) << "block " << b;
+      EXPECT_TRUE(std::equal(packed.begin(), packed.end(), store.digest_slots().blocks[b]->data)) << "block " << b;
+    }
+  };
+  check("after placement");
+  store.remove(1);  // the last owner takes its place, and its slot moves into slot 1
+  f[1] = f.back();
+  f.pop_back();
+  check("after a removal");
+  const std::vector<uint8_t> one = texture::image_digest(f[0], 16, texture::DigestOrder::kStrongest);
+  EXPECT_EQ(one.size(), size_t(16) * match::kDim);
+  EXPECT_TRUE(std::equal(one.begin(), one.end(), f[0].descriptors.begin()));  // the stored order's first rows
+  EXPECT_THROW(texture::image_digest(f[0], 100, texture::DigestOrder::kStrongest), std::invalid_argument);
+  EXPECT_THROW(texture::pack_digest_slots({one}, 0), std::invalid_argument);
+  EXPECT_THROW(texture::pack_digest_slots({one}, 32), std::invalid_argument);  // 16 rows, not 32
 }
 
 // The digest stage keeps the host images of the best-scoring digest slots, ties to the lower slot, in

@@ -64,6 +64,41 @@ void check_descriptors(const Features& f, const std::string& what) {
                                 std::to_string(match::kDim) + " a keypoint)");
 }
 
+namespace {
+void check_digest_rows(int rows) {
+  if (rows == 0 || !valid_host_digest_rows(rows))
+    throw std::invalid_argument("texture digests: " + std::to_string(rows) +
+                                " rows is not a divisor of 768 from 16 to 384");
+}
+}  // namespace
+
+std::vector<uint8_t> image_digest(const Features& f, int rows, DigestOrder order) {
+  check_digest_rows(rows);
+  check_descriptors(f, "an image");
+  // What SlotStore::write_slot writes, in SlotStore::row_order's order; the digest is its first rows.
+  std::vector<uint8_t> slot(kSlotBytes);
+  pack_slot(f, slot.data(), digest_order(f, order, rows));
+  slot.resize(size_t(rows) * match::kDim);
+  return slot;
+}
+
+std::vector<uint8_t> pack_digest_slots(const std::vector<std::vector<uint8_t>>& digests, int rows) {
+  check_digest_rows(rows);
+  DigestLayout layout;
+  layout.rows = rows;
+  layout.per = match::kSlot / rows;
+  const size_t n = digests.size(), bytes = size_t(rows) * match::kDim;
+  std::vector<uint8_t> slots(layout.slots_for(n) * kSlotBytes, uint8_t(255));
+  for (size_t k = 0; k < n; ++k) {  // (one block of n host slots)
+    if (digests[k].size() != bytes)
+      throw std::invalid_argument("texture digests: digest " + std::to_string(k) + " has " +
+                                  std::to_string(digests[k].size()) + " bytes, not " + std::to_string(bytes));
+    std::copy(digests[k].begin(), digests[k].end(),
+              slots.begin() + long(layout.slot_of(k, n) * kSlotBytes + layout.row_of(k, n) * match::kDim));
+  }
+  return slots;
+}
+
 // ---- Tier ----
 
 void Tier::grow(bool cuda, bool with_counts) {
@@ -292,8 +327,7 @@ void SlotStore::put_digest(const Tier& t, size_t s, bool clear) {
   if (digest_.rows == 0 || &t != &tiers_[kHostTier]) return;
   const size_t B = size_t(t.block_slots);
   if (s / B >= digest_slots_.blocks.size()) return;  // (streamed, or an add whose block was not allocated)
-  uint8_t* const at =
-      digest_slots_.slot_data(digest_.slot_of(s, B)) + s % B % size_t(digest_.per) * digest_.rows * match::kDim;
+  uint8_t* const at = digest_slots_.slot_data(digest_.slot_of(s, B)) + digest_.row_of(s, B) * match::kDim;
   const size_t bytes = size_t(digest_.rows) * match::kDim;
   if (!gpu_) {
     if (clear)

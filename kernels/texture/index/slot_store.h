@@ -87,7 +87,8 @@ struct Tier {
 // slots' indices, so every write or move of a host slot rewrites its digest in place. Places no image
 // holds are 255s, which change no ratio test of the images beside them (pack_slot). Streamed
 // (IndexOptions::stream_host_digests), a search copies the same rows into the same layout in staging
-// instead (digest_stage.h).
+// instead (digest_stage.h). index.h's image_digest and pack_digest_slots give the same digests and
+// layout (one host block) to a caller outside the index.
 struct DigestLayout {
   int rows = 0, per = 0;  // rows: 0 without digests
   bool streamed = false;
@@ -95,6 +96,8 @@ struct DigestLayout {
   // The digest slots of the first n host slots (host blocks of B), and host slot s's digest slot.
   size_t slots_of(size_t n, size_t B) const { return n / B * slots_for(B) + slots_for(n % B); }
   size_t slot_of(size_t s, size_t B) const { return s / B * slots_for(B) + s % B / size_t(per); }
+  // Host slot s's first row in its digest slot.
+  size_t row_of(size_t s, size_t B) const { return s % B % size_t(per) * size_t(rows); }
 };
 
 // One image's descriptors in a slot's layout. The matcher reads only a slot's first `count` rows. Past
