@@ -1,6 +1,8 @@
 // The tiered index on the GPU against the CPU path, bit for bit: every image in GPU memory, split
 // between GPU memory and pinned host memory (streamed in small batches over two streams), and all
-// in host memory; whole-index and scoped searches; live updates moving images between the tiers.
+// in host memory; whole-index and scoped searches; live updates moving images between the tiers; the
+// verification's re-matching of a shortlist that spans GPU-tier blocks (read in place) and the host
+// tier (copied), per row and through search and verify.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -9,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +22,9 @@
 #include "prism_test.h"
 #include "gallery_cases.h"
 #include "texture/index.h"
+#include "texture/index/resources.h"
+#include "texture/index/search_plan.h"
+#include "texture/index/slot_store.h"
 
 namespace prism {
 namespace {
@@ -382,6 +389,163 @@ TEST(TextureIndexGpu, AGpuBudgetBeyondTheCardIsRefusedNamingIt) {
   }
   EXPECT_EQ(index.size(), 0u);
   EXPECT_EQ(index.stats().gpu_bytes, 0u);
+}
+
+// The verification's re-matching on the GPU (GPU-tier slots read in place through a slot list, one
+// launch per GPU block; host-tier slots copied into scratch) against the CPU path's, per row and bit
+// for bit, in the shortlist's order: shortlists across three GPU blocks and the host tier in shuffled
+// order, the GPU tier alone, the host tier alone, one image; after a removal moved slots.
+TEST(TextureIndexGpu, RematchAcrossTiersEqualsTheCpuPathPerRow) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::IndexOptions o;
+  o.gpu_budget = 5 * int64_t(texture::image_bytes(true));  // GPU blocks of 2, 2 and 1
+  o.host_budget = 30 * int64_t(match::kSlotBytes);
+  o.host_reserve = 0;
+  o.gpu_block_slots = 2;
+  o.block_slots = 3;
+  o.host_batch = 3;
+  o.streams = 2;
+  texture::SearchResources gres(true, o.streams, o.host_batch), cres(false, 1, 4);
+  texture::SlotStore gpu(o, true, gres), cpu(o, false, cres);
+  std::vector<texture::Features> f;
+  for (int i = 0; i < 16; ++i) {
+    const int n = i == 3 ? 1 : i == 5 ? match::kSlot : i == 7 ? 0 : 2 + int(rng() % 300);
+    f.push_back(test::random_index_entry("p", rng, n).features);
+    gpu.place(i, f.back(), {});
+    cpu.place(i, f.back(), {});
+  }
+  ASSERT_EQ(gpu.tier(texture::kGpuTier).used(), 5u);
+  ASSERT_EQ(gpu.tier(texture::kGpuTier).blocks.size(), 3u);
+  ASSERT_EQ(gpu.tier(texture::kHostTier).used(), 11u);
+  // A query holding rows of every image (some of each pass the ratio test) and random ones.
+  texture::Features query = test::random_index_entry("q", rng, 600).features;
+  for (size_t i = 0; i < f.size(); ++i)
+    std::copy_n(f[i].descriptors.begin(), std::min(f[i].descriptors.size(), size_t(30) * match::kDim),
+                query.descriptors.begin() + long(i * 30 * match::kDim));
+  const auto compare = [&](const std::vector<int>& owners, const std::string& what) {
+    SCOPED_TRACE(what);
+    std::mutex gwork, cwork;
+    std::vector<int32_t> gb, gs, cb, cs;
+    std::vector<int> gi, ci;
+    texture::Query gq, cq;
+    {
+      std::unique_lock<std::mutex> turn(gwork);
+      texture::prepare_query(gres, query, gq);
+      texture::rematch(gpu, gres, gq, owners, 0.8f, gb, gs, gi, turn);
+    }
+    {
+      std::unique_lock<std::mutex> turn(cwork);
+      texture::prepare_query(cres, query, cq);
+      texture::rematch(cpu, cres, cq, owners, 0.8f, cb, cs, ci, turn);
+    }
+    ASSERT_EQ(gq.rows, cq.rows);
+    ASSERT_EQ(gb.size(), owners.size() * size_t(cq.rows));
+    EXPECT_EQ(gb, cb);
+    EXPECT_EQ(gs, cs);
+    EXPECT_EQ(gi, ci);
+    // Not vacuous: every listed image with two rows or more has rows whose nearest is its own copy.
+    for (size_t c = 0; c < owners.size(); ++c) {
+      if (f[size_t(owners[c])].count() < 2) continue;
+      int exact = 0;
+      for (int r = 0; r < cq.rows; ++r) exact += cb[c * size_t(cq.rows) + size_t(r)] == 0;
+      EXPECT_GT(exact, 0) << "owner " << owners[c];
+    }
+  };
+  const auto where = [&](int owner) { return gpu.where(owner); };
+  const auto check = [&](const char* when) {
+    std::vector<int> all(f.size()), gpu_only, host_only;
+    for (size_t i = 0; i < f.size(); ++i) {
+      all[i] = int(i);
+      (where(int(i)).tier == texture::kGpuTier ? gpu_only : host_only).push_back(int(i));
+    }
+    std::shuffle(all.begin(), all.end(), rng);
+    std::shuffle(gpu_only.begin(), gpu_only.end(), rng);
+    std::set<size_t> blocks;
+    for (int e : gpu_only) blocks.insert(size_t(where(e).slot) / 2);
+    ASSERT_EQ(blocks.size(), 3u) << when;  // the GPU tier's three blocks
+    ASSERT_FALSE(host_only.empty()) << when;
+    compare(all, std::string(when) + ": every image, shuffled");
+    std::vector<int> mixed(all.begin(), all.begin() + 8);  // a shortlist of 8
+    compare(mixed, std::string(when) + ": 8 of them");
+    compare(gpu_only, std::string(when) + ": the GPU tier alone");
+    compare(host_only, std::string(when) + ": the host tier alone");
+    compare({gpu_only.back()}, std::string(when) + ": one GPU-tier image");
+    compare({host_only.front()}, std::string(when) + ": one host-tier image");
+  };
+  check("after placement");
+  // A removal from the GPU tier: its last slot moves into the hole and the newest host image moves up;
+  // the last owner takes the removed one's place.
+  int removed = -1;
+  for (size_t i = 0; i < f.size() && removed < 0; ++i)
+    if (where(int(i)).tier == texture::kGpuTier && where(int(i)).slot == 0) removed = int(i);
+  ASSERT_GE(removed, 0);
+  gpu.remove(removed);
+  cpu.remove(removed);
+  f[size_t(removed)] = f.back();
+  f.pop_back();
+  check("after a removal");
+}
+
+// Search and verify whose shortlists span the GPU tier (two blocks) and the host tier: every verified
+// candidate (its score, correspondences, inliers, significance and homography) equal to the CPU
+// path's, the whole index and a collection; and 1:1 verification of GPU-tier and host-tier images.
+TEST(TextureIndexGpu, VerificationAcrossTiersEqualsTheCpuPath) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::TextureIndex cpu(options(texture::Device::kCpu, 0, 1000));
+  texture::TextureIndex all_gpu(options(texture::Device::kCuda, 1000, 1000));
+  texture::TextureIndex split(options(texture::Device::kCuda, 7, 1000));  // GPU blocks of 4 and 3
+  texture::TextureIndex all_host(options(texture::Device::kCuda, 0, 1000));
+  std::vector<texture::TextureIndex*> gpus{&all_gpu, &split, &all_host};
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 18; ++i) {
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, 40 + int(rng() % 300), i % 2 ? "a" : "b"));
+    entries.back().enrolled_unix = 1700000000 + i;
+    cpu.add(entries.back());
+    for (auto* g : gpus) g->add(entries.back());
+  }
+  ASSERT_EQ(split.stats().gpu_images, 7u);
+  // The query: rows of 14 images (12 to 30 each, so that their scores differ) among random rows.
+  texture::Features query = test::random_index_entry("q", rng, 700).features;
+  for (int i = 0; i < 14; ++i) {
+    const texture::Features& g = entries[size_t(i) + 2].features;
+    const size_t n = std::min(size_t(g.count()), size_t(12 + i));
+    std::copy_n(g.descriptors.begin(), n * match::kDim, query.descriptors.begin() + long(size_t(i) * 40 * match::kDim));
+  }
+  const auto same = [](const texture::Candidate& a, const texture::Candidate& b, const std::string& what) {
+    EXPECT_EQ(a.id, b.id) << what;
+    EXPECT_EQ(a.score, b.score) << what << " " << a.id;
+    EXPECT_EQ(a.geometry.matches, b.geometry.matches) << what << " " << a.id;
+    EXPECT_EQ(a.geometry.inliers, b.geometry.inliers) << what << " " << a.id;
+    EXPECT_EQ(a.geometry.significance, b.geometry.significance) << what << " " << a.id;
+    EXPECT_EQ(a.significance, b.significance) << what << " " << a.id;
+    EXPECT_TRUE(a.geometry.homography == b.geometry.homography) << what << " " << a.id;
+  };
+  for (int scoped = 0; scoped < 2; ++scoped) {
+    texture::SearchParams p;
+    p.shortlist = 16;
+    if (scoped) p.collections = {"a", "b"};
+    const texture::SearchResult want = cpu.search(query, p);
+    ASSERT_GE(want.candidates.size(), 12u) << "the shortlist";
+    size_t in_gpu = 0, in_host = 0;
+    for (const texture::Candidate& c : want.candidates) (split.in_gpu_memory(c.id) ? in_gpu : in_host)++;
+    EXPECT_GE(in_gpu, 3u) << "split's shortlist holds GPU-tier images";
+    EXPECT_GE(in_host, 3u) << "split's shortlist holds host-tier images";
+    for (auto* g : gpus) {
+      const std::string what = g->device_description() + (scoped ? ", scoped" : ", whole") + " (" +
+                               std::to_string(g->stats().gpu_images) + " in GPU memory)";
+      const texture::SearchResult got = g->search(query, p);
+      ASSERT_EQ(got.candidates.size(), want.candidates.size()) << what;
+      for (size_t c = 0; c < want.candidates.size(); ++c) same(got.candidates[c], want.candidates[c], what);
+      same(got.best, want.best, what + ", best");
+      EXPECT_EQ(got.identified, want.identified) << what;
+    }
+  }
+  for (const GalleryEntry& e : entries) {
+    const texture::SearchResult want = cpu.verify(query, e.id, {});
+    for (auto* g : gpus) same(g->verify(query, e.id, {}).best, want.best, "verify " + e.id);
+  }
 }
 
 // Searches and verifications from several threads at once (each takes the GPU for its matching only

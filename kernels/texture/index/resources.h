@@ -79,7 +79,7 @@ struct SearchResources {
   // kSlot, as many times as one matcher call takes digest slots (host_batch streamed, a block's kept): the
   // counts of every digest search (a digest slot is read whole)
   gpu::DeviceArray<int> d_full_counts;
-  gpu::DeviceArray<uint8_t> d_verify;  // shortlist slots
+  gpu::DeviceArray<uint8_t> d_verify;  // the shortlist's host-tier slots (GPU-tier ones are read in place)
   gpu::DeviceArray<int> d_verify_scores, d_index;
   gpu::DeviceArray<int32_t> d_best, d_second;
 

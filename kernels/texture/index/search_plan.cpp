@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <numeric>
 
 #include "texture/index/digest_stage.h"
 
@@ -335,26 +336,68 @@ void rematch(const SlotStore& store, SearchResources& res, const Query& q, const
   }
 #if defined(PRISM_HAVE_CUDA)
   // `work` is held since prepare_query: d_query holds this search's query.
-  res.d_verify.reserve(size_t(k) * kSlotBytes);
+  // The shortlist grouped by where its slots live: each GPU-tier block's candidates matched in place
+  // through a slot list (the block's counts are in GPU memory beside it), the host tier's copied into
+  // the d_verify scratch (pinned memory: one copy each) and matched there with their counts. Each
+  // group's outputs land at its place in `grouped` order and are put back in the shortlist's order.
+  std::vector<int> grouped(owners.size());  // shortlist positions, GPU-tier blocks first, then the host tier
+  std::iota(grouped.begin(), grouped.end(), 0);
+  const auto group_of = [&](int c) {
+    const Place at = store.where(owners[size_t(c)]);
+    return at.tier == kGpuTier ? size_t(at.slot) / size_t(store.tier(kGpuTier).block_slots) : SIZE_MAX;
+  };
+  std::stable_sort(grouped.begin(), grouped.end(), [&](int a, int b) { return group_of(a) < group_of(b); });
+  struct Launch {
+    size_t first = 0;  // in `grouped`
+    int images = 0;
+    size_t block = SIZE_MAX;  // the GPU tier's block; SIZE_MAX: the host tier's, in d_verify
+  };
+  std::vector<Launch> launches;
+  for (size_t i = 0; i < grouped.size(); ++i) {
+    const size_t g = group_of(grouped[i]);
+    if (launches.empty() || launches.back().block != g) launches.push_back({i, 0, g});
+    ++launches.back().images;
+  }
+  // Grown before anything is enqueued (freeing device memory would wait for the device).
+  const size_t host_candidates = launches.empty() || launches.back().block != SIZE_MAX ? 0 : launches.back().images;
+  res.d_verify.reserve(host_candidates * kSlotBytes);
   res.d_verify_scores.reserve(k);
   res.d_best.reserve(n), res.d_second.reserve(n);
   res.d_index.reserve(n);
-  int* counts = res.list_buf.get(k, true);
-  for (int c = 0; c < k; ++c) {
-    const Place at = store.where(owners[c]);
-    const Tier& t = store.tier(at.tier);
-    counts[c] = t.counts[size_t(at.slot)];
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_verify.data() + size_t(c) * kSlotBytes, t.slot_data(size_t(at.slot)),
-                                     kSlotBytes, cudaMemcpyDefault, res.stream));
-  }
   res.d_slots.reserve(k);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_slots.data(), counts, k * sizeof(int), cudaMemcpyHostToDevice, res.stream));
+  // One int a candidate, uploaded at once: a GPU-tier candidate's slot within its block, a host-tier
+  // candidate's count.
+  int* list = res.list_buf.get(size_t(k), true);
+  size_t copied = 0;  // host-tier candidates in d_verify
+  for (size_t i = 0; i < grouped.size(); ++i) {
+    const Place at = store.where(owners[size_t(grouped[i])]);
+    const Tier& t = store.tier(at.tier);
+    if (at.tier == kGpuTier) {
+      list[i] = int(size_t(at.slot) % size_t(t.block_slots));
+      continue;
+    }
+    list[i] = t.counts[size_t(at.slot)];
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_verify.data() + copied++ * kSlotBytes, t.slot_data(size_t(at.slot)),
+                                     kSlotBytes, cudaMemcpyHostToDevice, res.stream));
+  }
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_slots.data(), list, k * sizeof(int), cudaMemcpyHostToDevice, res.stream));
   p.query = res.d_query.data();
-  p.gallery = res.d_verify.data();
-  p.counts = res.d_slots.data();
-  p.images = k;
-  match_on_device(p, ratio, res.d_verify_scores.data(), {res.d_best.data(), res.d_second.data(), res.d_index.data()},
-                  res.stream);
+  for (const Launch& l : launches) {
+    if (l.block != SIZE_MAX) {
+      const Tier::Block& blk = *store.tier(kGpuTier).blocks[l.block];
+      p.gallery = blk.data;
+      p.counts = blk.d_counts.data();
+      p.slots = res.d_slots.data() + l.first;
+    } else {
+      p.gallery = res.d_verify.data();
+      p.counts = res.d_slots.data() + l.first;
+      p.slots = nullptr;
+    }
+    p.images = l.images;
+    const size_t o = l.first * size_t(rows);
+    match_on_device(p, ratio, res.d_verify_scores.data() + l.first,
+                    {res.d_best.data() + o, res.d_second.data() + o, res.d_index.data() + o}, res.stream);
+  }
   // Back to the host vectors.
   int32_t* hb = res.best_buf.get(n, true);
   int32_t* hs = res.second_buf.get(n, true);
@@ -363,9 +406,12 @@ void rematch(const SlotStore& store, SearchResources& res, const Query& q, const
   PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, res.d_second.data(), n * 4, cudaMemcpyDeviceToHost, res.stream));
   PRISM_CUDA_CHECK(cudaMemcpyAsync(hi, res.d_index.data(), n * 4, cudaMemcpyDeviceToHost, res.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(res.stream));
-  std::copy_n(hb, n, best.begin());
-  std::copy_n(hs, n, second.begin());
-  std::copy_n(hi, n, index.begin());
+  for (size_t i = 0; i < grouped.size(); ++i) {  // grouped order -> the shortlist's
+    const size_t from = i * size_t(rows), to = size_t(grouped[i]) * size_t(rows);
+    std::copy_n(hb + from, rows, best.begin() + long(to));
+    std::copy_n(hs + from, rows, second.begin() + long(to));
+    std::copy_n(hi + from, rows, index.begin() + long(to));
+  }
   work.unlock();
 #else
   (void)work;

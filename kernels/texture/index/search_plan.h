@@ -40,9 +40,12 @@ void score(const SlotStore& store, SearchResources& res, const Query& q, const S
            size_t* digested = nullptr);
 
 // Each of `owners` re-matched against the prepared query for its per-row top-2: rows [c * q.rows, +q.rows)
-// of best, second (squared distances) and index are owner c's. On the GPU `work` (held since
-// prepare_query) is given back once the results are in host memory, before the caller's geometric
-// verification, so that another search matches on the GPU meanwhile.
+// of best, second (squared distances) and index are owner c's. On the GPU the owners in the GPU tier
+// are matched where they live (one launch per GPU block, through a slot list, with the block's counts),
+// and only those in the host tier are copied (pinned memory) into the resources' d_verify and matched
+// there: the same integers as matching copies of every slot. `work` (held since prepare_query) is given
+// back once the results are in host memory, before the caller's geometric verification, so that
+// another search matches on the GPU meanwhile.
 void rematch(const SlotStore& store, SearchResources& res, const Query& q, const std::vector<int>& owners, float ratio,
              std::vector<int32_t>& best, std::vector<int32_t>& second, std::vector<int>& index,
              std::unique_lock<std::mutex>& work);
