@@ -260,12 +260,22 @@ bool jpeg_open(JpegJob& job, const uint8_t* data, size_t size) {
   return true;
 }
 
-// Decodes into `out` (height rows of width bytes, `stride` apart). False with job.message set.
-bool jpeg_rows(JpegJob& job, uint8_t* out, size_t stride) {
+// Decodes into `out` (height rows of width bytes, `stride` apart), reduced by 1 / `reduction` in
+// the DCT domain. False with job.message set, also where libjpeg's output size is not out's
+// (jpeg_reduced_size rounds as libjpeg does: it is not expected).
+bool jpeg_rows(JpegJob& job, int reduction, uint8_t* out, size_t stride, uint64_t width, uint64_t height) {
   if (setjmp(job.on_error)) return false;
   job.cinfo.out_color_space = JCS_GRAYSCALE;
   job.cinfo.dct_method = JDCT_ISLOW;
+  job.cinfo.scale_num = 1;
+  job.cinfo.scale_denom = unsigned(reduction);
   jpeg_start_decompress(&job.cinfo);  // a progressive image's scans are all read here
+  if (job.cinfo.output_width != width || job.cinfo.output_height != height) {
+    std::snprintf(job.message, sizeof job.message, "libjpeg decodes it at 1/%d to %ux%u, not the %llux%llu expected",
+                  reduction, unsigned(job.cinfo.output_width), unsigned(job.cinfo.output_height),
+                  (unsigned long long)width, (unsigned long long)height);
+    return false;
+  }
   while (job.cinfo.output_scanline < job.cinfo.output_height) {
     JSAMPROW row = out + size_t(job.cinfo.output_scanline) * stride;
     jpeg_read_scanlines(&job.cinfo, &row, 1);
@@ -278,7 +288,7 @@ bool jpeg_rows(JpegJob& job, uint8_t* out, size_t stride) {
   throw DecodeError(Kind::kMalformed, std::string("is a malformed JPEG: ") + job.message);
 }
 
-DecodeHeader jpeg_header(JpegJob& job, const uint8_t* data, size_t size, uint64_t max_pixels) {
+DecodeHeader jpeg_header(JpegJob& job, const uint8_t* data, size_t size, uint64_t max_pixels, int min_side) {
   if (!jpeg_open(job, data, size)) jpeg_error(job);
   const jpeg_decompress_struct& c = job.cinfo;
   if (c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK)
@@ -288,8 +298,10 @@ DecodeHeader jpeg_header(JpegJob& job, const uint8_t* data, size_t size, uint64_
   h.format = ImageFormat::kJpeg;
   h.width = c.image_width;
   h.height = c.image_height;
-  check_size(h.width, h.height, max_pixels);
-  h.working_bytes = h.width * h.height;
+  check_size(h.width, h.height, max_pixels);  // the declared size, whatever the scaling
+  h.decoded = jpeg_reduced_size(h.width, h.height, min_side);
+  h.working_bytes = h.decoded.width * h.decoded.height;
+  // (coefficients are buffered for every block at full size, scaled or not)
   if (jpeg_has_multiple_scans(const_cast<j_decompress_ptr>(&c))) {
     // Every component's DCT coefficients (2 bytes each, per block of 8x8, at its own sampling).
     uint64_t coefficients = 0;
@@ -306,12 +318,16 @@ DecodeHeader jpeg_header(JpegJob& job, const uint8_t* data, size_t size, uint64_
   return h;
 }
 
-cv::Mat decode_jpeg(const uint8_t* data, size_t size, const DecodeLimits& limits) {
+ReducedGrey decode_jpeg(const uint8_t* data, size_t size, int min_side, const DecodeLimits& limits) {
   JpegJob job;
   job.deadline = limits.deadline;
-  jpeg_header(job, data, size, limits.max_pixels);
-  cv::Mat out(int(job.cinfo.image_height), int(job.cinfo.image_width), CV_8UC1);
-  if (!jpeg_rows(job, out.data, out.step)) jpeg_error(job);
+  const DecodeHeader h = jpeg_header(job, data, size, limits.max_pixels, min_side);
+  ReducedGrey out;
+  out.width = h.width;
+  out.height = h.height;
+  out.reduction = h.decoded.reduction;
+  out.grey.create(int(h.decoded.height), int(h.decoded.width), CV_8UC1);
+  if (!jpeg_rows(job, out.reduction, out.grey.data, out.grey.step, h.decoded.width, h.decoded.height)) jpeg_error(job);
   if (job.truncated) throw DecodeError(Kind::kMalformed, "is a truncated JPEG: its data ends before the image does");
   return out;
 }
@@ -427,6 +443,7 @@ DecodeHeader png_header(PngJob& job, PngLayout& layout, const uint8_t* data, siz
   h.format = ImageFormat::kPng;
   h.width = layout.width;
   h.height = layout.height;
+  h.decoded = {h.width, h.height, 1};
   h.working_bytes = h.width * h.height * (layout.passes > 1 ? (layout.colour ? 4 : 2) : 1);
   return h;
 }
@@ -472,7 +489,26 @@ bool is_binary_pnm(const uint8_t* data, size_t size) {
   return size >= 3 && data[0] == 'P' && data[1] >= '4' && data[1] <= '6' && is_space(data[2]);
 }
 
+ReducedGrey full_size(cv::Mat grey) {
+  ReducedGrey out;
+  out.width = uint64_t(grey.cols);
+  out.height = uint64_t(grey.rows);
+  out.grey = std::move(grey);
+  return out;
+}
+
 }  // namespace
+
+ReducedSize jpeg_reduced_size(uint64_t width, uint64_t height, int min_side) {
+  ReducedSize r{width, height, 1};
+  if (min_side <= 0) return r;
+  const uint64_t side = std::max(width, height);
+  for (uint64_t d : {2, 4, 8}) {
+    if ((side + d - 1) / d < uint64_t(min_side)) break;  // libjpeg rounds each side up
+    r = {(width + d - 1) / d, (height + d - 1) / d, int(d)};
+  }
+  return r;
+}
 
 ImageFormat sniff_format(const uint8_t* data, size_t size) {
   if (starts_with(data, size, "\x89PNG\r\n\x1a\n", 8)) return ImageFormat::kPng;
@@ -485,7 +521,7 @@ void check_format(const uint8_t* data, size_t size) {
   if (sniff_format(data, size) == ImageFormat::kUnknown) unsupported(data, size);
 }
 
-DecodeHeader read_header(const uint8_t* data, size_t size, uint64_t max_pixels) {
+DecodeHeader read_header(const uint8_t* data, size_t size, uint64_t max_pixels, int min_side) {
   switch (sniff_format(data, size)) {
     case ImageFormat::kPng: {
       PngJob job;
@@ -494,7 +530,7 @@ DecodeHeader read_header(const uint8_t* data, size_t size, uint64_t max_pixels) 
     }
     case ImageFormat::kJpeg: {
       JpegJob job;
-      return jpeg_header(job, data, size, max_pixels);
+      return jpeg_header(job, data, size, max_pixels, min_side);
     }
     case ImageFormat::kPnm: {
       const PnmHeader p = pnm_header(data, size);
@@ -503,6 +539,7 @@ DecodeHeader read_header(const uint8_t* data, size_t size, uint64_t max_pixels) 
       h.format = ImageFormat::kPnm;
       h.width = p.width;
       h.height = p.height;
+      h.decoded = {h.width, h.height, 1};
       h.working_bytes = h.width * h.height;
       return h;
     }
@@ -512,11 +549,15 @@ DecodeHeader read_header(const uint8_t* data, size_t size, uint64_t max_pixels) 
 }
 
 cv::Mat decode_grey(const uint8_t* data, size_t size, const DecodeLimits& limits) {
+  return decode_grey_reduced(data, size, 0, limits).grey;
+}
+
+ReducedGrey decode_grey_reduced(const uint8_t* data, size_t size, int min_side, const DecodeLimits& limits) {
   try {
     switch (sniff_format(data, size)) {
-      case ImageFormat::kPng: return decode_png(data, size, limits);
-      case ImageFormat::kJpeg: return decode_jpeg(data, size, limits);
-      case ImageFormat::kPnm: return decode_pnm(data, size, limits);
+      case ImageFormat::kPng: return full_size(decode_png(data, size, limits));
+      case ImageFormat::kJpeg: return decode_jpeg(data, size, min_side, limits);
+      case ImageFormat::kPnm: return full_size(decode_pnm(data, size, limits));
       case ImageFormat::kUnknown: break;
     }
   } catch (const std::bad_alloc&) {

@@ -1,7 +1,10 @@
 // kernels/image/decode.h against independent decoders, bit for bit: OpenCV's imdecode (its own
 // libpng, libjpeg-turbo and PxM readers) on fresh random images of every variant the decoder
 // reads, and on the real photos of ../shared/data; the refusals (other formats, declared sizes,
-// damage, deadlines) by kind and wording.
+// damage, deadlines) by kind and wording. Reduced JPEG decodes against OpenCV's
+// imdecode(IMREAD_REDUCED_GRAYSCALE_2/4/8), which asks libjpeg for scale_denom 2/4/8 itself
+// (imgcodecs' JpegDecoder; OpenCV 4.6 here links the system's libjpeg-turbo 2.1.5, as we do), and
+// their sizes against libjpeg's own jpeg_calc_output_dimensions.
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>
@@ -31,6 +34,9 @@ namespace {
 
 using prism::image::DecodeError;
 using prism::image::DecodeLimits;
+using prism::image::jpeg_reduced_size;
+using prism::image::ReducedGrey;
+using prism::image::ReducedSize;
 using Kind = DecodeError::Kind;
 
 std::vector<uint8_t> encode(const cv::Mat& m, const std::string& ext, const std::vector<int>& params = {}) {
@@ -42,6 +48,37 @@ std::vector<uint8_t> encode(const cv::Mat& m, const std::string& ext, const std:
 cv::Mat decode(const std::vector<uint8_t>& b, const DecodeLimits& limits = {}) {
   return prism::image::decode_grey(b.data(), b.size(), limits);
 }
+
+ReducedGrey decode_reduced(const std::vector<uint8_t>& b, int min_side, const DecodeLimits& limits = {}) {
+  return prism::image::decode_grey_reduced(b.data(), b.size(), min_side, limits);
+}
+
+// OpenCV's grey of a JPEG reduced by 1/`reduction` in libjpeg's DCT domain (1: full size).
+cv::Mat opencv_reduced_grey(const std::vector<uint8_t>& b, int reduction) {
+  const int flag = reduction == 8   ? cv::IMREAD_REDUCED_GRAYSCALE_8
+                   : reduction == 4 ? cv::IMREAD_REDUCED_GRAYSCALE_4
+                   : reduction == 2 ? cv::IMREAD_REDUCED_GRAYSCALE_2
+                                    : cv::IMREAD_GRAYSCALE;
+  return cv::imdecode(b, flag | cv::IMREAD_IGNORE_ORIENTATION);
+}
+
+// libjpeg's own output size for a JPEG at 1/`denom` (jpeg_calc_output_dimensions), asked directly.
+cv::Size libjpeg_output_size(const std::vector<uint8_t>& b, int denom) {
+  jpeg_decompress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&c);
+  jpeg_mem_src(&c, b.data(), (unsigned long)b.size());
+  jpeg_read_header(&c, TRUE);
+  c.scale_num = 1;
+  c.scale_denom = unsigned(denom);
+  jpeg_calc_output_dimensions(&c);
+  const cv::Size size(int(c.output_width), int(c.output_height));
+  jpeg_destroy_decompress(&c);
+  return size;
+}
+
+std::string size_text(int w, int h) { return std::to_string(w) + "x" + std::to_string(h); }
 
 // OpenCV's grey of a PNG or PNM: read as 8-bit colour, then cvtColor (the decoder's documented rule).
 cv::Mat opencv_grey_via_colour(const std::vector<uint8_t>& b) {
@@ -67,9 +104,14 @@ void expect_same(const cv::Mat& got, const cv::Mat& want, const std::string& wha
   EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << what << ": pixels differ from OpenCV's";
 }
 
-DecodeError::Kind refusal(const std::vector<uint8_t>& b, std::string* message, const DecodeLimits& limits = {}) {
+// `min_side` > 0: the refusal of the reduced decode.
+DecodeError::Kind refusal(const std::vector<uint8_t>& b, std::string* message, const DecodeLimits& limits = {},
+                          int min_side = 0) {
   try {
-    decode(b, limits);
+    if (min_side > 0)
+      decode_reduced(b, min_side, limits);
+    else
+      decode(b, limits);
   } catch (const DecodeError& e) {
     *message = e.what();
     return e.kind();
@@ -279,11 +321,13 @@ TEST(ImageDecode, OtherFormatsAreRefusedNamingWhatTheyAre) {
     EXPECT_NE(message.find("unsupported image format (PNG, JPEG, PNM)"), std::string::npos) << message;
     EXPECT_THROW(prism::image::check_format(c.bytes.data(), c.bytes.size()), DecodeError) << c.says;
   }
-  // A CMYK JPEG (libjpeg writes one): the colour space named.
+  // A CMYK JPEG (libjpeg writes one): the colour space named, reduced or not.
   std::string message;
-  EXPECT_EQ(refusal(libjpeg_encode(8, 8, JCS_CMYK, std::vector<uint8_t>(8 * 8 * 4, 77)), &message), Kind::kUnsupported)
-      << message;
-  EXPECT_NE(message.find("is a CMYK JPEG"), std::string::npos) << message;
+  const std::vector<uint8_t> cmyk = libjpeg_encode(32, 32, JCS_CMYK, std::vector<uint8_t>(32 * 32 * 4, 77));
+  for (int min_side : {0, 4}) {
+    EXPECT_EQ(refusal(cmyk, &message, {}, min_side), Kind::kUnsupported) << message;
+    EXPECT_NE(message.find("is a CMYK JPEG"), std::string::npos) << message;
+  }
 }
 
 TEST(ImageDecode, DeclaredSizesAreRefusedBeforeDecoding) {
@@ -311,6 +355,10 @@ TEST(ImageDecode, DeclaredSizesAreRefusedBeforeDecoding) {
     }
   EXPECT_EQ(refusal(jpg, &message, limits), Kind::kTooLarge) << message;
   EXPECT_NE(message.find("declares 65280x65280 pixels"), std::string::npos) << message;
+  // Reduced or not, the declared size is what is checked (65280x65280 at 1/8 is 8160x8160).
+  EXPECT_EQ(refusal(jpg, &message, limits, 1024), Kind::kTooLarge) << message;
+  EXPECT_NE(message.find("declares 65280x65280 pixels"), std::string::npos) << message;
+  EXPECT_THROW(prism::image::read_header(jpg.data(), jpg.size(), limits.max_pixels, 1024), DecodeError);
   const prism::image::DecodeHeader h = [&] {
     try {
       return prism::image::read_header(jpg.data(), jpg.size(), 1ull << 40);
@@ -331,8 +379,10 @@ TEST(ImageDecode, DamagedImagesAreMalformedNotGarbage) {
   for (const std::string ext : {".png", ".jpg", ".ppm"}) {
     std::vector<uint8_t> b = encode(m, ext);
     b.resize(b.size() / 2);
-    EXPECT_EQ(refusal(b, &message), Kind::kMalformed) << ext << ": " << message;
-    EXPECT_NE(message.find("truncated"), std::string::npos) << ext << ": " << message;
+    for (int min_side : {0, 40}) {  // full size, and a JPEG at 1/4
+      EXPECT_EQ(refusal(b, &message, {}, min_side), Kind::kMalformed) << ext << " " << min_side << ": " << message;
+      EXPECT_NE(message.find("truncated"), std::string::npos) << ext << ": " << message;
+    }
   }
   std::vector<uint8_t> png = encode(m, ".png");
   png[40] ^= 0xff;  // inside IDAT: its CRC fails
@@ -353,9 +403,12 @@ TEST(ImageDecode, ADecodePastItsDeadlineIsAbandoned) {
            {encode(m, ".jpg"), "baseline JPEG"},
            {encode(m, ".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1}), "progressive JPEG"},
            {encode(m, ".ppm"), "PNM"}}) {
-    EXPECT_EQ(refusal(b, &message, past), Kind::kTimedOut) << what << ": " << message;
-    EXPECT_NE(message.find("abandoned"), std::string::npos) << message;
+    for (int min_side : {0, 100}) {  // full size, and a JPEG at 1/8
+      EXPECT_EQ(refusal(b, &message, past, min_side), Kind::kTimedOut) << what << " " << min_side << ": " << message;
+      EXPECT_NE(message.find("abandoned"), std::string::npos) << message;
+    }
     EXPECT_NO_THROW(decode(b)) << what;  // and in time, it decodes
+    EXPECT_NO_THROW(decode_reduced(b, 100)) << what;
   }
 }
 
@@ -373,6 +426,155 @@ TEST(ImageDecode, WorkingBytesCountWhatTheCodecHoldsWhole) {
   std::vector<uint8_t> rgb(size_t(pixels) * 3, 5);
   EXPECT_EQ(working(libpng_encode(640, 480, PNG_COLOR_TYPE_RGB, 8, true, rgb)), 4 * pixels);
   EXPECT_EQ(working(encode(m, ".ppm")), pixels);
+  // Reduced: the grey result at its reduced size, a progressive JPEG's coefficients at full size.
+  const auto reduced = [](const std::vector<uint8_t>& b, int min_side) {
+    return prism::image::read_header(b.data(), b.size(), 1ull << 30, min_side);
+  };
+  const prism::image::DecodeHeader quarter = reduced(encode(m, ".jpg"), 100);  // 640 / 8 = 80 < 100
+  EXPECT_EQ(quarter.width, 640u);
+  EXPECT_EQ(quarter.decoded.width, 160u);
+  EXPECT_EQ(quarter.decoded.height, 120u);
+  EXPECT_EQ(quarter.decoded.reduction, 4);
+  EXPECT_EQ(quarter.working_bytes, 160u * 120u);
+  EXPECT_EQ(reduced(encode(m, ".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1}), 100).working_bytes,
+            160u * 120u + (80 * 60 + 2 * 40 * 30) * 128);
+  for (const std::string ext : {".png", ".ppm"}) {  // never reduced
+    const prism::image::DecodeHeader h = reduced(encode(m, ext), 100);
+    EXPECT_EQ(h.decoded.width, 640u) << ext;
+    EXPECT_EQ(h.decoded.reduction, 1) << ext;
+    EXPECT_EQ(h.working_bytes, pixels) << ext;
+  }
+}
+
+// The size chosen: the smallest of 1/2, 1/4, 1/8 with a longer side still >= min_side, rounded up
+// as libjpeg rounds (its jpeg_calc_output_dimensions asked directly).
+TEST(ImageDecode, ReducedSizesAreTheSmallestStillAsLargeAsAskedRoundedAsLibjpegRounds) {
+  const auto expect_size = [](uint64_t w, uint64_t h, int min_side, uint64_t rw, uint64_t rh, int r) {
+    const ReducedSize s = jpeg_reduced_size(w, h, min_side);
+    EXPECT_EQ(s.width, rw) << w << "x" << h << " min_side " << min_side;
+    EXPECT_EQ(s.height, rh) << w << "x" << h << " min_side " << min_side;
+    EXPECT_EQ(s.reduction, r) << w << "x" << h << " min_side " << min_side;
+  };
+  expect_size(4000, 3000, 1024, 2000, 1500, 2);  // a phone photo, for extraction at 1024
+  expect_size(3000, 4000, 1024, 1500, 2000, 2);
+  expect_size(8000, 6000, 1024, 2000, 1500, 4);
+  expect_size(4000, 3000, 2000, 2000, 1500, 2);
+  expect_size(4000, 3000, 2001, 4000, 3000, 1);  // no scaling is large enough: full size
+  expect_size(4000, 3000, 5000, 4000, 3000, 1);
+  expect_size(4000, 3000, 0, 4000, 3000, 1);  // 0 (the default) and below: full size
+  expect_size(4000, 3000, -1, 4000, 3000, 1);
+  expect_size(4001, 3001, 1000, 1001, 751, 4);  // sides rounded up
+  expect_size(4001, 3001, 1002, 2001, 1501, 2);
+  expect_size(16385, 3, 2048, 2049, 1, 8);
+  expect_size(1, 1, 1, 1, 1, 8);
+  // Against libjpeg, for every min_side of images of odd sizes.
+  std::mt19937 rng(48);
+  for (cv::Size size : {cv::Size(1, 1), cv::Size(7, 3), cv::Size(9, 17), cv::Size(37, 23), cv::Size(1001, 667)}) {
+    const std::vector<uint8_t> jpg = encode(random_image(rng, size.height, size.width, CV_8UC1), ".jpg");
+    const int side = std::max(size.width, size.height);
+    for (int min_side = 0; min_side <= side + 1; min_side += min_side < 40 ? 1 : 37) {
+      const ReducedSize s = jpeg_reduced_size(uint64_t(size.width), uint64_t(size.height), min_side);
+      EXPECT_EQ(cv::Size(int(s.width), int(s.height)), libjpeg_output_size(jpg, s.reduction))
+          << size_text(size.width, size.height) << " min_side " << min_side;
+      if (s.reduction > 1) EXPECT_GE(int(std::max(s.width, s.height)), min_side);
+      if (s.reduction < 8 && min_side > 0) {  // the next scaling would be too small
+        const cv::Size next = libjpeg_output_size(jpg, 2 * s.reduction);
+        EXPECT_LT(std::max(next.width, next.height), min_side)
+            << size_text(size.width, size.height) << " min_side " << min_side;
+      }
+    }
+  }
+}
+
+// Every kind of JPEG (grey, colour 4:2:0, progressive, optimised, restart intervals; odd sizes) at
+// each scaling is OpenCV's IMREAD_REDUCED_GRAYSCALE_2/4/8 bit for bit.
+TEST(ImageDecode, ReducedJpegIsOpenCvsReducedGreyBitForBit) {
+  std::mt19937 rng(49);
+  for (int type : {CV_8UC1, CV_8UC3})
+    for (cv::Size size : {cv::Size(1, 1), cv::Size(37, 23), cv::Size(1001, 667), cv::Size(667, 2049)})
+      for (const std::vector<int>& params :
+           std::vector<std::vector<int>>{{cv::IMWRITE_JPEG_QUALITY, 90},
+                                         {cv::IMWRITE_JPEG_QUALITY, 30, cv::IMWRITE_JPEG_PROGRESSIVE, 1},
+                                         {cv::IMWRITE_JPEG_QUALITY, 100, cv::IMWRITE_JPEG_OPTIMIZE, 1},
+                                         {cv::IMWRITE_JPEG_QUALITY, 75, cv::IMWRITE_JPEG_RST_INTERVAL, 3}}) {
+        const std::vector<uint8_t> jpg = encode(random_image(rng, size.height, size.width, type), ".jpg", params);
+        const int side = std::max(size.width, size.height);
+        for (int want : {2, 4, 8}) {
+          const int min_side = (side + want - 1) / want;  // the longer side at 1/want
+          const std::string what = "JPEG type " + std::to_string(type) + " " + size_text(size.width, size.height) +
+                                   " param " + std::to_string(params[1]) + " min_side " + std::to_string(min_side);
+          const ReducedGrey d = decode_reduced(jpg, min_side);
+          const ReducedSize s = jpeg_reduced_size(uint64_t(size.width), uint64_t(size.height), min_side);
+          EXPECT_EQ(d.width, uint64_t(size.width)) << what;
+          EXPECT_EQ(d.height, uint64_t(size.height)) << what;
+          EXPECT_EQ(d.reduction, s.reduction) << what;
+          if (side >= 8) EXPECT_EQ(d.reduction, want) << what;  // (1x1 is 1x1 at 1/8 already)
+          EXPECT_TRUE(d.grey.isContinuous()) << what;
+          expect_same(d.grey, opencv_reduced_grey(jpg, d.reduction), what);
+        }
+      }
+  // Other colour layouts.
+  const int w = 99, h = 61;
+  std::vector<uint8_t> rgb(size_t(w) * h * 3);
+  for (uint8_t& v : rgb) v = uint8_t(rng());
+  for (const auto& [jpg, what] : std::vector<std::pair<std::vector<uint8_t>, std::string>>{
+           {libjpeg_encode(w, h, JCS_YCbCr, rgb, true), "4:4:4 YCbCr"}, {libjpeg_encode(w, h, JCS_RGB, rgb), "RGB"}})
+    for (int min_side : {50, 25, 13}) {
+      const ReducedGrey d = decode_reduced(jpg, min_side);
+      expect_same(d.grey, opencv_reduced_grey(jpg, d.reduction), what + " min_side " + std::to_string(min_side));
+    }
+}
+
+// min_side 0 (every existing caller), or more than half the longer side: the full decode.
+TEST(ImageDecode, ReducedDecodesAtFullSizeWhenNoScalingIsLargeEnough) {
+  std::mt19937 rng(50);
+  const cv::Mat m = random_image(rng, 667, 1001, CV_8UC3);
+  for (const std::vector<int>& params : std::vector<std::vector<int>>{{}, {cv::IMWRITE_JPEG_PROGRESSIVE, 1}}) {
+    const std::vector<uint8_t> jpg = encode(m, ".jpg", params);
+    for (int min_side : {0, -3, 502, 1001, 5000}) {
+      const ReducedGrey d = decode_reduced(jpg, min_side);
+      EXPECT_EQ(d.reduction, 1) << min_side;
+      EXPECT_EQ(d.width, 1001u);
+      EXPECT_EQ(d.height, 667u);
+      expect_same(d.grey, decode(jpg), "min_side " + std::to_string(min_side));
+    }
+    EXPECT_EQ(decode_reduced(jpg, 501).reduction, 2);  // ceil(1001 / 2)
+  }
+}
+
+// PNG and PNM ignore min_side: decoded at full size, as decode_grey decodes them.
+TEST(ImageDecode, PngAndPnmAreNeverReduced) {
+  std::mt19937 rng(51);
+  const cv::Mat m = random_image(rng, 480, 640, CV_8UC3);
+  for (const std::string ext : {".png", ".ppm"}) {
+    const std::vector<uint8_t> b = encode(m, ext);
+    const ReducedGrey d = decode_reduced(b, 16);
+    EXPECT_EQ(d.reduction, 1) << ext;
+    EXPECT_EQ(d.width, uint64_t(d.grey.cols)) << ext;
+    EXPECT_EQ(d.height, uint64_t(d.grey.rows)) << ext;
+    expect_same(d.grey, decode(b), ext);
+  }
+}
+
+// The real JPEG photos of ../shared/data at 1/2, 1/4 and 1/8: OpenCV's reduced grey.
+TEST(ImageDecode, RealJpegPhotosReducedAreOpenCvsReducedGrey) {
+  const std::string dir = prism::test::data_dir() + "/images";
+  PRISM_NEED_FILE(dir + "/baboon.jpg");
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".jpg") continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    const std::vector<uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const prism::image::DecodeHeader h = prism::image::read_header(b.data(), b.size(), 1ull << 30);
+    const int side = int(std::max(h.width, h.height));
+    for (int want : {2, 4, 8}) {
+      const ReducedGrey d = decode_reduced(b, (side + want - 1) / want);
+      EXPECT_EQ(d.reduction, want) << e.path();
+      expect_same(d.grey, opencv_reduced_grey(b, want), e.path().string() + " at 1/" + std::to_string(want));
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 10);
 }
 
 }  // namespace
