@@ -237,6 +237,19 @@ std::string extraction_device(const FeatureParams& params) {
 #endif
 }
 
+void to_original_pixels(Features& f, int width, int height, int reduction) {
+  if (reduction < 1) throw std::invalid_argument("to_original_pixels: a reduction of " + std::to_string(reduction));
+  f.width = width;
+  f.height = height;
+  if (reduction == 1) return;
+  const double r = reduction;
+  for (Keypoint& k : f.keypoints) {
+    k.x = float((k.x + 0.5) * r - 0.5);
+    k.y = float((k.y + 0.5) * r - 0.5);
+    k.size = float(k.size * r);
+  }
+}
+
 uint64_t extraction_host_bytes(int width, int height, const FeatureParams& params) {
   double scale = 1;
   const cv::Size d = detection_size(width, height, params.max_side, &scale);

@@ -18,13 +18,15 @@
 namespace prism::texture {
 
 struct Keypoint {
-  float x = 0, y = 0;  // pixel coordinates in the image given to extract_features
+  // Pixel coordinates (centres at integers) in the image given to extract_features, or in the
+  // original image of a reduced decode once to_original_pixels has put them there.
+  float x = 0, y = 0;
   float size = 0, angle = 0, response = 0;
   int32_t octave = 0;
 };
 
 struct Features {
-  int width = 0, height = 0;         // the image's size
+  int width = 0, height = 0;         // the image's size (the original's: to_original_pixels)
   std::vector<Keypoint> keypoints;   // strongest first
   std::vector<uint8_t> descriptors;  // [count][match::kDim] RootSIFT, 8-bit (match::rootsift_u8)
   // The same RootSIFT in FP16 (match::rootsift), only when FeatureParams::keep_fp16 asked for it:
@@ -61,6 +63,17 @@ struct FeatureParams {
 // Features of an 8-bit image with 1, 3 (BGR) or 4 (BGRA) channels. Throws std::invalid_argument on
 // an empty image or another type.
 Features extract_features(const cv::Mat& image, const FeatureParams& params = {});
+
+// Features of a reduced copy of an image, put in the original image's pixels: Features::width and
+// height become `width` x `height` (the original's), and each keypoint's x, y and size are scaled by
+// `reduction` about the pixel edge (x_original = (x + 0.5) reduction - 0.5, as extract_features maps
+// its detection image's keypoints back). For an image decoded reduced (image/decode.h's
+// decode_grey_reduced: a large JPEG reduced by 1/2, 1/4 or 1/8 in the DCT domain, then shrunk the
+// rest of the way to max_side by extract_features as any image is): the service's uploads and
+// `prism texture`'s images, so that their keypoints, and the homographies verified from them, are
+// in the pixels of the image as uploaded, not of the reduced decode. A reduction of 1 changes
+// nothing but the size. Throws std::invalid_argument for a reduction under 1.
+void to_original_pixels(Features& f, int width, int height, int reduction);
 
 // Where extract_features runs with `params`: "cuda:0 (NVIDIA H100 80GB HBM3)", "cpu (cv::SIFT)"
 // when asked for the CPU, or "cpu (cv::SIFT; no GPU: WHY)" when kAuto finds none. For servers and

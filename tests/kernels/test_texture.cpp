@@ -27,6 +27,7 @@
 #include <tuple>
 
 #include "common/durable_file.h"
+#include "image/decode.h"
 #include "prism_test.h"
 #include "gallery_v1.h"
 #include "sift/sift.h"
@@ -104,6 +105,76 @@ TEST(TextureFeatures, StrongestFirstUnitRootSiftAndOriginalCoordinates) {
   EXPECT_GT(max_x, 400.f);  // not squeezed into the 320-pixel detection image
   small.max_features = 50;
   EXPECT_EQ(texture::extract_features(img, small).count(), 50);
+}
+
+// A keypoint of a reduced copy maps back about the pixel edge: reduced pixel x covers the
+// original's [x r, (x + 1) r).
+TEST(TextureFeatures, ToOriginalPixelsScalesAboutThePixelEdge) {
+  texture::Features f;
+  f.width = 500;
+  f.height = 376;
+  f.keypoints = {{0, 0, 3, 45, 1, 0}, {10.25f, 99.5f, 8, 10, 0.5f, 1}};
+  texture::Features one = f;
+  texture::to_original_pixels(one, 1000, 751, 1);
+  EXPECT_EQ(one.width, 1000);
+  EXPECT_EQ(one.height, 751);
+  EXPECT_EQ(one.keypoints[1].x, 10.25f);
+  texture::to_original_pixels(f, 3999, 3001, 8);
+  EXPECT_EQ(f.width, 3999);
+  EXPECT_EQ(f.height, 3001);
+  EXPECT_EQ(f.keypoints[0].x, 3.5f);  // the centre of the original's pixels 0..7
+  EXPECT_EQ(f.keypoints[0].y, 3.5f);
+  EXPECT_EQ(f.keypoints[0].size, 24.f);
+  EXPECT_EQ(f.keypoints[1].x, 85.5f);  // (10.25 + 0.5) 8 - 0.5
+  EXPECT_EQ(f.keypoints[1].y, 799.5f);
+  EXPECT_EQ(f.keypoints[1].angle, 10.f);
+  EXPECT_EQ(f.keypoints[1].octave, 1);
+  EXPECT_THROW(texture::to_original_pixels(f, 1, 1, 0), std::invalid_argument);
+}
+
+// A large JPEG decoded reduced (1/2 here) and extracted, its features put in the original's
+// pixels, has the size and keypoints of the full decode's features: the strongest keypoints land
+// within 2 pixels of each other (the two detection images differ only by the decode).
+TEST(TextureFeatures, AReducedJpegDecodeHasTheFullDecodesSizeAndKeypoints) {
+  std::mt19937 rng(52);
+  cv::Mat big;
+  cv::resize(random_texture(rng, 1024, 768), big, cv::Size(2560, 1920), 0, 0, cv::INTER_CUBIC);
+  std::vector<uint8_t> jpg;
+  ASSERT_TRUE(cv::imencode(".jpg", big, jpg, {cv::IMWRITE_JPEG_QUALITY, 92}));
+  texture::FeatureParams params;  // max_side 1024
+  const cv::Mat full_grey = prism::image::decode_grey(jpg.data(), jpg.size());
+  const texture::Features full = texture::extract_features(full_grey, params);
+  const prism::image::ReducedGrey d = prism::image::decode_grey_reduced(jpg.data(), jpg.size(), params.max_side);
+  ASSERT_EQ(d.reduction, 2);
+  ASSERT_EQ(d.grey.size(), cv::Size(1280, 960));
+  texture::Features reduced = texture::extract_features(d.grey, params);
+  const texture::Features as_decoded = reduced;
+  texture::to_original_pixels(reduced, int(d.width), int(d.height), d.reduction);
+  EXPECT_EQ(full.width, 2560);
+  EXPECT_EQ(reduced.width, 2560);
+  EXPECT_EQ(reduced.height, 1920);
+  ASSERT_GT(full.count(), 200);
+  ASSERT_GT(reduced.count(), 200);
+  // Of full's strongest 100, how many have a keypoint of `f` within 2 pixels and of a like size.
+  const auto landed = [&](const texture::Features& f) {
+    int n = 0;
+    for (int i = 0; i < 100; ++i) {
+      const texture::Keypoint& a = full.keypoints[i];
+      for (const texture::Keypoint& b : f.keypoints)
+        if (std::hypot(a.x - b.x, a.y - b.y) <= 2 && b.size > 0.8f * a.size && b.size < 1.25f * a.size) {
+          ++n;
+          break;
+        }
+    }
+    return n;
+  };
+  const int same = landed(reduced);
+  std::printf(
+      "of the full decode's strongest 100 keypoints, %d within 2 px in the reduced decode's (%d before "
+      "to_original_pixels)\n",
+      same, landed(as_decoded));
+  EXPECT_GE(same, 80);
+  EXPECT_LT(landed(as_decoded), 20);  // in the reduced image's pixels they would not
 }
 
 // The real images of kernels/sift's tests (under test::data_dir()), shrunk to at most 640 pixels
