@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   std::printf("features extracted on %s\n", texture::extraction_device(fp).c_str());
   auto in_process = [&](int kind, size_t q) {
     const std::string& bytes = photos[q % photos.size()];
-    const texture::Features f = texture::extract_features(decode_grey(bytes, "image", 50'000'000), fp);
+    const texture::Features f = extract_upload(bytes, "image", 50'000'000, fp, Clock::time_point::max());
     if (kind == 1) return local.verify(photo_ids[q % photos.size()], f, {}, Clock::time_point::max()).match.accepted;
     SearchQuery sq;
     sq.features = f;

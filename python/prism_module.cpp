@@ -102,6 +102,24 @@ cv::Mat load_grey_file(const std::string& path) {
   return cv::Mat(image.height, image.width, CV_8UC1, image.pixels.data()).clone();
 }
 
+// The CLI's features of an image file (texture_util.cpp file_features): a JPEG whose longer side is
+// at least twice params.max_side decoded reduced by libjpeg's DCT scaling, the features put back in
+// the file's own pixels (texture::to_original_pixels). Called without the GIL.
+texture::Features file_features(const std::string& path, const texture::FeatureParams& params) {
+  ensure_gstreamer();
+  ImageFile image;
+  GError* error = nullptr;
+  if (!image_file_load_grey(path.c_str(), &image, &error, kImageFileMaxPixels, params.max_side)) {
+    const std::string why = error ? error->message : path + ": cannot decode";
+    g_clear_error(&error);
+    throw std::runtime_error(why);
+  }
+  texture::Features f =
+      texture::extract_features(cv::Mat(image.height, image.width, CV_8UC1, image.pixels.data()), params);
+  texture::to_original_pixels(f, image.file_width, image.file_height, image.reduction);
+  return f;
+}
+
 std::optional<std::string> path_of(const py::handle& obj) {
   if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();
   if (py::hasattr(obj, "__fspath__")) return py::module_::import("os").attr("fspath")(obj).cast<std::string>();
@@ -115,7 +133,7 @@ texture::Features features_of(const py::handle& image, std::string* source, cons
   if (auto path = path_of(image)) {
     *source = *path;
     py::gil_scoped_release release;
-    return texture::extract_features(load_grey_file(*path), params);
+    return file_features(*path, params);
   }
   auto a = u8_image(image, "image", {1, 3, 4});
   *source = "numpy array " + std::to_string(a.shape(0)) + "x" + std::to_string(a.shape(1)) + "x" +

@@ -425,8 +425,9 @@ struct HttpApi::Impl {
   // choice; asked for at the start of a request, so that one that cannot be served yet is refused
   // before any other work.
   // The image is admitted against the decode budget from its header (memory grows with the
-  // pixels, not the bytes: service/images.h), then decoded and extracted by `deadline` (a decode
-  // still running then is abandoned: 503).
+  // pixels, not the bytes: service/images.h), then decoded (a large JPEG reduced in the DCT domain
+  // towards max_side, its keypoints in the upload's pixels all the same: extract_upload) and
+  // extracted by `deadline` (a decode still running then is abandoned: 503).
   // `latency` gains the request's decode (admission included) and extract (SIFT) parts, in ms.
   texture::Features features_of(const Input& in, const texture::Normalisation& normalisation, json& latency,
                                 Clock::time_point deadline) {
@@ -436,11 +437,10 @@ struct HttpApi::Impl {
     params.normalisation = normalisation;
     const DecodeBudget::Lease lease =
         decode_budget.admit(image_cost(bytes, "image", options.max_image_pixels, params), deadline);
-    const cv::Mat grey = decode_grey(bytes, "image", options.max_image_pixels, deadline);
-    const auto t1 = Clock::now();
-    texture::Features f = texture::extract_features(grey, params);
-    latency["decode"] = ms_between(t0, t1);
-    latency["extract"] = ms_between(t1, Clock::now());
+    UploadTimes times;
+    texture::Features f = extract_upload(bytes, "image", options.max_image_pixels, params, deadline, &times);
+    latency["decode"] = ms_between(t0, Clock::now()) - times.extract_ms;
+    latency["extract"] = times.extract_ms;
     return f;
   }
 

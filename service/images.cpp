@@ -63,8 +63,8 @@ uint64_t image_cost(const std::string& bytes, const std::string& field, uint64_t
                     const texture::FeatureParams& extraction) {
   check_not_empty(bytes, field);
   try {
-    const image::DecodeHeader h = image::read_header(bytes_of(bytes), bytes.size(), max_pixels);
-    return h.working_bytes + texture::extraction_host_bytes(int(h.width), int(h.height), extraction);
+    const image::DecodeHeader h = image::read_header(bytes_of(bytes), bytes.size(), max_pixels, extraction.max_side);
+    return h.working_bytes + texture::extraction_host_bytes(int(h.decoded.width), int(h.decoded.height), extraction);
   } catch (const DecodeError& e) {
     refuse(e, field);
   }
@@ -81,6 +81,27 @@ cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t
   } catch (const DecodeError& e) {
     refuse(e, field);
   }
+}
+
+texture::Features extract_upload(const std::string& bytes, const std::string& field, uint64_t max_pixels,
+                                 const texture::FeatureParams& extraction,
+                                 std::chrono::steady_clock::time_point deadline, UploadTimes* times) {
+  check_not_empty(bytes, field);
+  image::ReducedGrey d;
+  try {
+    image::DecodeLimits limits;
+    limits.max_pixels = max_pixels;
+    limits.deadline = deadline;
+    d = image::decode_grey_reduced(bytes_of(bytes), bytes.size(), extraction.max_side, limits);
+  } catch (const DecodeError& e) {
+    refuse(e, field);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  texture::Features f = texture::extract_features(d.grey, extraction);
+  texture::to_original_pixels(f, int(d.width), int(d.height), d.reduction);
+  if (times)
+    times->extract_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return f;
 }
 
 }  // namespace prism::service

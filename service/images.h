@@ -52,8 +52,9 @@ class DecodeBudget {
   uint64_t used_ = 0;
 };
 
-// What decoding the image in `bytes` and extracting its features with `extraction` will hold in
-// host memory (its header read, no pixel decoded; texture::extraction_host_bytes for the second).
+// What decoding the image in `bytes` for extraction with `extraction` (decode_upload) and
+// extracting its features will hold in host memory (its header read, no pixel decoded; a large
+// JPEG's reduced size counted; texture::extraction_host_bytes for the second).
 // Throws ServiceError naming `field`: 400 for an empty or damaged image, 413 for one declaring more
 // than `max_pixels`, 415 for another format than PNG, JPEG or binary PNM.
 uint64_t image_cost(const std::string& bytes, const std::string& field, uint64_t max_pixels,
@@ -63,5 +64,20 @@ uint64_t image_cost(const std::string& bytes, const std::string& field, uint64_t
 // (Retry-After) when the deadline passes mid-decode (the decode is abandoned) or memory runs out.
 cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t max_pixels,
                     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+
+// The features of the uploaded image in `bytes`, in its own pixels: decoded as decode_grey does,
+// except that a JPEG whose longer side is at least twice extraction.max_side is decoded reduced by
+// libjpeg's DCT scaling (image::decode_grey_reduced with min_side = max_side: a 4000x3000 photo at
+// 2000x1500), which extract_features then shrinks to max_side as it shrinks any image; the keypoints
+// are put back in the upload's pixels (texture::to_original_pixels), so that Features::width/height
+// and the homographies verified from them are the uploaded image's. Throws as decode_grey, and
+// std::invalid_argument as extract_features. `times`, when given, gets the extraction's part (the
+// rest is the decode's: the request's latency_ms).
+struct UploadTimes {
+  double extract_ms = 0;
+};
+texture::Features extract_upload(const std::string& bytes, const std::string& field, uint64_t max_pixels,
+                                 const texture::FeatureParams& extraction,
+                                 std::chrono::steady_clock::time_point deadline, UploadTimes* times = nullptr);
 
 }  // namespace prism::service

@@ -4,7 +4,10 @@
 // The limit is small here (kMaxPixels) so that the header/dimension check before decoding is hit
 // often and accepted images decode quickly. Checks: an accepted image has 1..kMaxPixels pixels and
 // exactly width x height grey bytes; a refusal is a GError naming the file; no GStreamer-CRITICAL or
-// WARNING (the log handler aborts on one).
+// WARNING (the log handler aborts on one). Each input is loaded a second time with a min_side (a
+// JPEG decoded reduced by libjpeg's DCT scaling, as `prism texture` loads large photos) chosen by
+// the input's length, so that the reduced path sees every input the full one does: the same checks,
+// and where both decode, the same file size, and the reduced size image::jpeg_reduced_size gives.
 #include <glib.h>
 #include <gst/gst.h>
 
@@ -12,10 +15,38 @@
 
 #include "fuzz_util.h"
 #include "gst/prism/gstprismimagefile.h"
+#include "image/decode.h"
 
 namespace {
 
 constexpr guint64 kMaxPixels = 256 * 256;
+// The reduced load's min_side, by the input's length: every scaling of small and large images.
+constexpr int kMinSides[] = {1, 3, 16, 40, 100};
+
+// Loads `path` with `min_side`; false on a refusal (checked to be a GError naming the file).
+bool load(const std::string& path, int min_side, prism::ImageFile* image) {
+  GError* error = nullptr;
+  if (!prism::image_file_load_grey(path.c_str(), image, &error, kMaxPixels, min_side)) {
+    FUZZ_CHECK(error && std::string(error->message).find(path) != std::string::npos,
+               error ? error->message : "no GError");
+    g_clear_error(&error);
+    return false;
+  }
+  FUZZ_CHECK(!error, "a GError on success");
+  FUZZ_CHECK(image->width > 0 && image->height > 0 && guint64(image->width) * guint64(image->height) <= kMaxPixels,
+             "image size");
+  FUZZ_CHECK(image->channels == 1 && image->pixels.size() == size_t(image->width) * size_t(image->height), "pixels");
+  FUZZ_CHECK(image->file_width > 0 && image->file_height > 0 &&
+                 guint64(image->file_width) * guint64(image->file_height) <= kMaxPixels,
+             "file size");
+  const prism::image::ReducedSize r =
+      prism::image::jpeg_reduced_size(uint64_t(image->file_width), uint64_t(image->file_height), min_side);
+  FUZZ_CHECK(image->reduction == 1 || image->reduction == r.reduction, "reduction");
+  FUZZ_CHECK(uint64_t(image->width) == (image->reduction == 1 ? uint64_t(image->file_width) : r.width) &&
+                 uint64_t(image->height) == (image->reduction == 1 ? uint64_t(image->file_height) : r.height),
+             "reduced size");
+  return true;
+}
 
 }  // namespace
 
@@ -28,17 +59,18 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = prism::fuzz::write_input("image", data, size);
-  prism::ImageFile image;
-  GError* error = nullptr;
-  if (!prism::image_file_load_grey(path.c_str(), &image, &error, kMaxPixels)) {
-    FUZZ_CHECK(error && std::string(error->message).find(path) != std::string::npos,
-               error ? error->message : "no GError");
-    g_clear_error(&error);
-    return 0;
+  prism::ImageFile full, reduced;
+  const bool full_ok = load(path, 0, &full);
+  if (full_ok)
+    FUZZ_CHECK(full.reduction == 1 && full.file_width == full.width && full.file_height == full.height, "full size");
+  const int min_side = kMinSides[size % (sizeof kMinSides / sizeof kMinSides[0])];
+  if (load(path, min_side, &reduced) && full_ok) {
+    FUZZ_CHECK(reduced.file_width == full.width && reduced.file_height == full.height, "the file's size");
+    const bool is_jpeg = prism::image::sniff_format(data, size) == prism::image::ImageFormat::kJpeg;
+    const prism::image::ReducedSize r =
+        prism::image::jpeg_reduced_size(uint64_t(full.width), uint64_t(full.height), is_jpeg ? min_side : 0);
+    FUZZ_CHECK(reduced.reduction == r.reduction, "the reduction jpeg_reduced_size gives (JPEG alone)");
+    if (reduced.reduction == 1) FUZZ_CHECK(reduced.pixels == full.pixels, "full size: the same pixels");
   }
-  FUZZ_CHECK(!error, "a GError on success");
-  FUZZ_CHECK(image.width > 0 && image.height > 0 && guint64(image.width) * guint64(image.height) <= kMaxPixels,
-             "image size");
-  FUZZ_CHECK(image.channels == 1 && image.pixels.size() == size_t(image.width) * size_t(image.height), "pixels");
   return 0;
 }

@@ -11,10 +11,12 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -134,6 +136,16 @@ json body_of(const httplib::Result& r) {
 httplib::Result post_image(httplib::Client& c, const std::string& path, const cv::Mat& grey,
                            const httplib::Headers& headers = {}) {
   return c.Post(path.c_str(), headers, test::pgm_bytes(grey), "image/x-portable-graymap");
+}
+
+// The farthest a corner of a w x h image lands under `a` from where it lands under `b`, in pixels.
+double corner_error(const cv::Matx33d& a, const cv::Matx33d& b, int w, int h) {
+  double worst = 0;
+  for (cv::Point2d p : {cv::Point2d(0, 0), cv::Point2d(w, 0), cv::Point2d(w, h), cv::Point2d(0, h)}) {
+    const cv::Vec3d u = a * cv::Vec3d(p.x, p.y, 1), v = b * cv::Vec3d(p.x, p.y, 1);
+    worst = std::max(worst, std::hypot(u[0] / u[2] - v[0] / v[2], u[1] / u[2] - v[1] / v[2]));
+  }
+  return worst;
 }
 
 std::vector<cv::Mat> textures(int n, uint32_t seed) {
@@ -375,6 +387,31 @@ TEST(HttpApi, WritesAreIdempotentAndDurable) {
   EXPECT_NE(metrics->body.find("prism_http_requests_total{route=\"enrol\",code=\"409\"} 1"), std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("prism_gallery_images{shard=\"0\",tier=\"host\"} 0"), std::string::npos);
+}
+
+// A large JPEG upload is decoded reduced in the DCT domain (2560x1920 at 1/2) and its features put
+// back in its own pixels: the product's size is the upload's, and a full-size PGM of the same
+// image verifies against it with a homography of about the identity.
+TEST(HttpApi, ALargeJpegIsDecodedReducedAndDescribedInItsOwnPixels) {
+  Server server;
+  httplib::Client c = server.client();
+  std::mt19937 rng(53);
+  cv::Mat big;
+  cv::resize(test::random_texture(rng, 1024, 768), big, cv::Size(2560, 1920), 0, 0, cv::INTER_CUBIC);
+  std::vector<uint8_t> jpg;
+  ASSERT_TRUE(cv::imencode(".jpg", big, jpg, {cv::IMWRITE_JPEG_QUALITY, 92}));
+  const httplib::Result r = c.Post("/v1/products/big", std::string(jpg.begin(), jpg.end()), "image/jpeg");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_EQ(r->status, 201) << r->body;
+  const json got = body_of(c.Get("/v1/products/big"));
+  EXPECT_EQ(got["width"], 2560) << got.dump();
+  EXPECT_EQ(got["height"], 1920);
+  const json v = body_of(post_image(c, "/v1/products/big/verify", big));
+  ASSERT_EQ(v["decision"], "accepted") << v.dump();
+  ASSERT_EQ(v["homography"].size(), 9u) << v.dump();
+  cv::Matx33d h;
+  for (int i = 0; i < 9; ++i) h.val[i] = v["homography"][i].get<double>();
+  EXPECT_LT(corner_error(h, cv::Matx33d::eye(), 2560, 1920), 3.0) << v.dump();
 }
 
 // An entry file put into the gallery behind the server's back (a replica repaired by

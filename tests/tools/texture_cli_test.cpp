@@ -18,11 +18,15 @@
 #include <sstream>
 #include <thread>
 
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
 #include "cli_support.h"
 #include "common/durable_file.h"
 #include "gallery_v1.h"
 #include "process.h"
 #include "texture/gallery.h"
+#include "texture_cases.h"
 
 namespace fs = std::filesystem;
 
@@ -112,6 +116,30 @@ TEST(TextureCli, EnrolSearchVerifyUpdateDelete) {
   r = run_prism({"texture", "list", "--gallery", g});
   EXPECT_EQ(r.output.find("graf1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("baboon"), std::string::npos) << r.output;
+}
+
+// A large JPEG is decoded reduced (2560x1920 at 1/2: kernels/image/decode.h) for its features, which
+// are stored in its own pixels: the listed size is the file's, the same pixels as a PNG (decoded at
+// full size) verify against it, and enrolling the JPEG again is a no-op (the same features).
+TEST(TextureCli, ALargeJpegIsEnrolledInItsOwnPixels) {
+  TempDir dir;
+  const std::string g = (dir.path() / "gallery").string();
+  std::mt19937 rng(54);
+  cv::Mat big;
+  cv::resize(test::random_texture(rng, 1024, 768), big, cv::Size(2560, 1920), 0, 0, cv::INTER_CUBIC);
+  const std::string jpg = (dir.path() / "big.jpg").string(), png = (dir.path() / "big.png").string();
+  ASSERT_TRUE(cv::imwrite(jpg, big, {cv::IMWRITE_JPEG_QUALITY, 92}));
+  ASSERT_TRUE(cv::imwrite(png, big));
+  auto r = run_prism({"texture", "enroll", "--gallery", g, "--device", "cpu", jpg});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_prism({"texture", "list", "--gallery", g, "--json"});
+  EXPECT_NE(r.output.find("\"width\":2560,\"height\":1920"), std::string::npos) << r.output;
+  r = run_prism({"texture", "verify", "--gallery", g, "--device", "cpu", "--id", "big", png});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ACCEPT big"), std::string::npos) << r.output;
+  r = run_prism({"texture", "enroll", "--gallery", g, "--device", "cpu", "--json", jpg});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(",\"unchanged\":true}"), std::string::npos) << r.output;
 }
 
 // Every subcommand answers --help with its usage, exit 0.

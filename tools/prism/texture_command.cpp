@@ -212,7 +212,7 @@ int enroll(const Options& o) {
     const size_t b1 = std::min(jobs.size(), b0 + batch);
     std::vector<GalleryEntry> entries(b1 - b0);
     std::vector<std::string> errors(b1 - b0);
-    std::vector<cv::Mat> greys(b1 - b0);
+    std::vector<FeatureImage> greys(b1 - b0);
     cv::parallel_for_(cv::Range(int(b0), int(b1)), [&](const cv::Range& r) {
       for (int i = r.start; i < r.end; ++i) {
         GalleryEntry& e = entries[i - b0];
@@ -220,7 +220,7 @@ int enroll(const Options& o) {
         e.source = jobs[i].second;
         e.collection = o.collection.value_or("");
         try {
-          greys[i - b0] = load_grey(jobs[i].second);
+          greys[i - b0] = load_feature_image(jobs[i].second, fparams.max_side);  // a large JPEG reduced
         } catch (const std::exception& ex) {
           errors[i - b0] = ex.what();
         }
@@ -231,18 +231,20 @@ int enroll(const Options& o) {
     for (size_t i = 0; i < greys.size(); ++i)
       if (errors[i].empty()) {
         loaded.push_back(i);
-        images.push_back(greys[i]);
+        images.push_back(greys[i].grey);
       }
     try {
       std::vector<texture::Features> features = texture::extract_features_batch(images, fparams);
       for (size_t k = 0; k < loaded.size(); ++k) entries[loaded[k]].features = std::move(features[k]);
     } catch (const std::exception&) {  // one at a time, so that each error names its own image
       for (size_t i : loaded) try {
-          entries[i].features = texture::extract_features(greys[i], fparams);
+          entries[i].features = texture::extract_features(greys[i].grey, fparams);
         } catch (const std::exception& ex) {
           errors[i] = ex.what();
         }
     }
+    for (size_t i : loaded)  // in the file's pixels, whatever the decode's reduction
+      if (errors[i].empty()) to_file_pixels(entries[i].features, greys[i]);
     for (size_t i = 0; i < entries.size(); ++i) {
       GalleryEntry& e = entries[i];
       std::string error = errors[i];
@@ -353,7 +355,7 @@ int search_or_verify(const Options& o, bool verify) {
   bool all = true, failed = false;
   for (const auto& image : o.args) {
     try {
-      const texture::Features q = texture::extract_features(load_grey(image), fparams);
+      const texture::Features q = file_features(image, fparams);
       const texture::SearchResult r = verify ? catalog.verify(q, o.id, o.search) : catalog.search(q, o.search);
       print_result(o, image, r, verify ? "verify" : "search");
       all = all && r.identified;
@@ -514,8 +516,7 @@ int texture_command(int argc, char** argv) {
         throw UsageError("--id: invalid product id '" + o.id +
                          "' (1..128 of A-Z a-z 0-9 . _ -, not starting with . or -)");
       Gallery gallery = Gallery::open(o.gallery, false, Gallery::Load::kNoEntries);  // repairs a damaged entry
-      GalleryEntry e{o.id, o.args[0], 0,
-                     texture::extract_features(load_grey(o.args[0]), feature_params(o, gallery.normalisation()))};
+      GalleryEntry e{o.id, o.args[0], 0, file_features(o.args[0], feature_params(o, gallery.normalisation()))};
       if (o.collection) {
         e.collection = *o.collection;
       } else {

@@ -95,6 +95,29 @@ cv::Mat load_grey(const std::string& path) {
   return cv::Mat(image.height, image.width, CV_8UC1, image.pixels.data()).clone();
 }
 
+FeatureImage load_feature_image(const std::string& path, int min_side) {
+  ImageFile image;
+  GError* error = nullptr;
+  if (!image_file_load_grey(path.c_str(), &image, &error, kImageFileMaxPixels, min_side)) {
+    const std::string why = error ? error->message : path + ": cannot decode";
+    g_clear_error(&error);
+    throw std::runtime_error(why);
+  }
+  return {cv::Mat(image.height, image.width, CV_8UC1, image.pixels.data()).clone(), image.file_width, image.file_height,
+          image.reduction};
+}
+
+void to_file_pixels(texture::Features& f, const FeatureImage& image) {
+  texture::to_original_pixels(f, image.width, image.height, image.reduction);
+}
+
+texture::Features file_features(const std::string& path, const texture::FeatureParams& params) {
+  const FeatureImage image = load_feature_image(path, params.max_side);
+  texture::Features f = texture::extract_features(image.grey, params);
+  to_file_pixels(f, image);
+  return f;
+}
+
 std::vector<uint8_t> gst_transcode(const cv::Mat& img, const std::string& chain) {
   if (img.empty() || img.depth() != CV_8U || (img.channels() != 1 && img.channels() != 3))
     throw std::runtime_error("gst_transcode: needs an 8-bit grey or BGR image");

@@ -11,6 +11,7 @@
 
 #include "common/gpu.h"
 #include "options.h" /* UsageError */
+#include "texture/features.h"
 #include "texture/normalise.h"
 
 namespace prism::cli {
@@ -33,6 +34,22 @@ int parse_digest_rows(const std::string& opt, const std::string& v, bool allow_n
 // An image file as 8-bit grey (decoded by GStreamer; grey = OpenCV's BGR2GRAY). Throws
 // std::runtime_error naming the file.
 cv::Mat load_grey(const std::string& path);
+
+// An image file decoded for texture features (`prism texture` enroll, update, search, verify): as
+// load_grey, except that a JPEG whose longer side is at least twice `min_side` (the extraction's
+// FeatureParams::max_side) is decoded reduced by libjpeg's DCT scaling (1/2, 1/4 or 1/8:
+// kernels/image/decode.h), which extract_features then shrinks to max_side as it shrinks any image.
+struct FeatureImage {
+  cv::Mat grey;               // what extract_features is given
+  int width = 0, height = 0;  // the file's own size
+  int reduction = 1;          // grey is the file's image reduced by it (1: full size)
+};
+FeatureImage load_feature_image(const std::string& path, int min_side);
+// Features of such an image in the file's own pixels (texture::to_original_pixels): size, keypoints
+// and so the homographies verified from them are the file's, whatever the decode's reduction.
+void to_file_pixels(texture::Features& f, const FeatureImage& image);
+// load_feature_image with params.max_side, extract_features, to_file_pixels.
+texture::Features file_features(const std::string& path, const texture::FeatureParams& params);
 
 // Runs `img` (GRAY8 or BGR, one frame) through `appsrc ! CHAIN ! appsink` and returns the first
 // output buffer's bytes (e.g. CHAIN = "videoconvert ! pngenc"). Throws std::runtime_error.

@@ -619,7 +619,7 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
   return ok;
 }
 
-gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error, guint64 max_pixels) {
+gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error, guint64 max_pixels, int min_side) {
   if (!path || !*path) {
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND, "no image file name given");
     return FALSE;
@@ -642,11 +642,14 @@ gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error,
   try {
     image::DecodeLimits limits;
     limits.max_pixels = max_pixels;
-    const cv::Mat grey = image::decode_grey(bytes.data(), bytes.size(), limits);
-    out->width = grey.cols;
-    out->height = grey.rows;
+    const image::ReducedGrey d = image::decode_grey_reduced(bytes.data(), bytes.size(), min_side, limits);
+    out->width = d.grey.cols;
+    out->height = d.grey.rows;
     out->channels = 1;
-    out->pixels.assign(grey.data, grey.data + grey.total());
+    out->pixels.assign(d.grey.data, d.grey.data + d.grey.total());
+    out->file_width = int(d.width);
+    out->file_height = int(d.height);
+    out->reduction = d.reduction;
     return TRUE;
   } catch (const image::DecodeError &e) {
     using Kind = image::DecodeError::Kind;

@@ -28,6 +28,12 @@ struct ImageFile {
   int height = 0;
   int channels = 0;             // bytes per pixel: 4 for BGRA/RGBA, 3 for BGR/RGB, 1 for GRAY8
   std::vector<uint8_t> pixels;  // rows packed without padding: width * channels bytes each
+  // Set by image_file_load_grey alone: the file's own size, and the factor (1, 2, 4 or 8) its image
+  // was decoded reduced by (a large JPEG with `min_side`: image::decode_grey_reduced); width x
+  // height is the pixels' size, the file's divided by `reduction` and rounded up.
+  int file_width = 0;
+  int file_height = 0;
+  int reduction = 1;
 };
 
 // The default of `max_pixels` below: 8192 x 8192 (256 MiB as BGRA).
@@ -52,8 +58,11 @@ gboolean image_file_load(const gchar *path, GstVideoFormat format, ImageFile *ou
 // The file as 8-bit grey, by prism::image::decode_grey (kernels/image/decode.h says what grey is per
 // format): another format than PNG, JPEG or binary PNM is GST_STREAM_ERROR_WRONG_TYPE, more than
 // `max_pixels` GST_RESOURCE_ERROR_NO_SPACE_LEFT (from the header, before decoding), a damaged file
-// GST_STREAM_ERROR_DECODE; each message names the file.
+// GST_STREAM_ERROR_DECODE; each message names the file. `min_side` > 0: a JPEG whose longer side is
+// at least twice it is decoded reduced by libjpeg's DCT scaling (image::decode_grey_reduced), for a
+// caller that shrinks it to min_side anyway (texture features: FeatureParams::max_side); `out`'s
+// file_width, file_height and reduction say how to map its pixels back to the file's.
 gboolean image_file_load_grey(const gchar *path, ImageFile *out, GError **error,
-                              guint64 max_pixels = kImageFileMaxPixels);
+                              guint64 max_pixels = kImageFileMaxPixels, int min_side = 0);
 
 }  // namespace prism
