@@ -170,7 +170,13 @@ TEST(TextureGpu, IndexSurvivesAFailedVerificationAllocation) {
   texture::SearchParams one;
   one.shortlist = 1;
 
-  texture::TextureIndex index(texture::Device::kCuda), fresh(texture::Device::kCuda);
+  // Every slot in the host tier: verification copies those into its own buffers, which then grow
+  // (GPU-tier slots are read in place and need none).
+  texture::IndexOptions host_only;
+  host_only.device = texture::Device::kCuda;
+  host_only.gpu_budget = 0;
+  host_only.host_budget = int64_t(64) << 20;
+  texture::TextureIndex index(host_only), fresh(host_only);
   ASSERT_TRUE(index.on_gpu());
   index.build(entries);
   fresh.build(entries);
