@@ -142,15 +142,48 @@ Features to_features(int width, int height, double scale, const std::vector<cv::
 }
 
 #if defined(PRISM_HAVE_CUDA)
-Features extract_cuda(sift::CudaExtractor& extractor, const cv::Mat& grey, const FeatureParams& params) {
-  double scale = 1.0;
-  const cv::Mat detect = detection_image(grey, params, &scale);
-  if (detect.cols < 8 || detect.rows < 8)
-    return to_features(grey.cols, grey.rows, scale, {}, cv::Mat(), params, KeypointOrder::kStrongestFirst);
-  const sift::Result r = extractor.detect_and_compute(detect.isContinuous() ? detect : detect.clone());
-  return to_features(grey.cols, grey.rows, scale, r.keypoints, r.descriptors, params, KeypointOrder::kStrongestFirst);
+// kernels/sift on one extractor, for prepared images: results[i] for images[i], left empty (no
+// features) for one smaller than 8x8. One image alone goes through detect_and_compute, several
+// through detect_and_compute_batch (equal to it bit for bit, images of one size per launch).
+void sift_cuda(sift::CudaExtractor& extractor, const DetectionImage* images, size_t n, size_t max_bytes,
+               sift::Result* results) {
+  std::vector<size_t> at;
+  std::vector<cv::Mat> batch;
+  for (size_t i = 0; i < n; ++i) {
+    const cv::Mat& p = images[i].pixels;
+    if (p.cols < 8 || p.rows < 8) continue;
+    at.push_back(i);
+    batch.push_back(p.isContinuous() ? p : p.clone());
+  }
+  if (batch.empty()) return;
+  if (batch.size() == 1) {
+    results[at[0]] = extractor.detect_and_compute(batch[0]);
+    return;
+  }
+  std::vector<sift::Result> r = extractor.detect_and_compute_batch(batch, max_bytes);
+  for (size_t k = 0; k < at.size(); ++k) results[at[k]] = std::move(r[k]);
+}
+
+Features cuda_features(const DetectionImage& d, const sift::Result& r, const FeatureParams& params) {
+  return to_features(d.width, d.height, d.scale, r.keypoints, r.descriptors, params, KeypointOrder::kStrongestFirst);
+}
+
+Features extract_cuda(sift::CudaExtractor& extractor, const DetectionImage& d, const FeatureParams& params) {
+  sift::Result r;
+  sift_cuda(extractor, &d, 1, 0, &r);
+  return cuda_features(d, r, params);
 }
 #endif
+
+// cv::SIFT, which keeps the strongest nfeatures (ties at the cut may add a few; to_features cuts
+// exactly) in the order its threads found them.
+Features sift_cpu(const DetectionImage& d, const FeatureParams& params) {
+  cv::Ptr<cv::SIFT> sift = cv::SIFT::create(std::clamp(params.max_features, 1, match::kSlot));
+  std::vector<cv::KeyPoint> kps;
+  cv::Mat desc;
+  sift->detectAndCompute(d.pixels, cv::noArray(), kps, desc);
+  return to_features(d.width, d.height, d.scale, kps, desc, params, KeypointOrder::kAny);
+}
 
 #if defined(PRISM_HAVE_CUDA)
 // The CUDA extractors extract_features shares among its calling threads: each holds about 250 MB
@@ -222,6 +255,16 @@ bool use_cuda(gpu::Device device) {
   return false;
 }
 
+#if defined(PRISM_HAVE_CUDA)
+// Device buffers each of `workers` extractors running batches at once may take: a share of the free
+// memory, at most sift.h's 2 GiB default, so that a smaller GPU batches less rather than fails.
+size_t batch_bytes(size_t workers) {
+  size_t free_bytes = 0, total_bytes = 0;
+  PRISM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return std::min(size_t(1) << 31, free_bytes / (2 * std::max<size_t>(workers, 1)));
+}
+#endif
+
 }  // namespace
 
 std::string extraction_device(const FeatureParams& params) {
@@ -264,72 +307,78 @@ uint64_t extraction_host_bytes(int width, int height, const FeatureParams& param
   return bytes;
 }
 
-Features extract_features(const cv::Mat& image, const FeatureParams& params) {
-  const int max_features = std::clamp(params.max_features, 1, match::kSlot);
+DetectionImage prepare_detection(const cv::Mat& image, const FeatureParams& params) {
   const cv::Mat grey = to_grey(image);
+  DetectionImage d;
+  d.width = grey.cols;
+  d.height = grey.rows;
+  d.pixels = detection_image(grey, params, &d.scale);
+  return d;
+}
+
+Features extract_features(const cv::Mat& image, const FeatureParams& params) {
+  const bool cuda = use_cuda(params.device);
+  const DetectionImage d = prepare_detection(image, params);
+#if defined(PRISM_HAVE_CUDA)
+  if (cuda) {
+    ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
+    return extract_cuda(lease.get(), d, params);
+  }
+#else
+  (void)cuda;
+#endif
+  return sift_cpu(d, params);
+}
+
+std::vector<Features> extract_prepared(const std::vector<DetectionImage>& images, const FeatureParams& params) {
+  const int n = int(images.size());
+  std::vector<Features> out(n);
 #if defined(PRISM_HAVE_CUDA)
   if (use_cuda(params.device)) {
-    ExtractorLease lease(max_features);
-    return extract_cuda(lease.get(), grey, params);
+    std::vector<sift::Result> results(n);
+    {
+      ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
+      sift_cuda(lease.get(), images.data(), images.size(), batch_bytes(1), results.data());
+    }
+    cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
+      for (int i = r.start; i < r.end; ++i) out[i] = cuda_features(images[i], results[i], params);
+    });
+    return out;
   }
 #else
   use_cuda(params.device);
 #endif
-  double scale = 1.0;
-  const cv::Mat detect = detection_image(grey, params, &scale);
-  // cv::SIFT keeps the strongest nfeatures (ties at the cut may add a few); to_features cuts exactly.
-  cv::Ptr<cv::SIFT> sift = cv::SIFT::create(max_features);
-  std::vector<cv::KeyPoint> kps;
-  cv::Mat desc;
-  sift->detectAndCompute(detect, cv::noArray(), kps, desc);
-  return to_features(grey.cols, grey.rows, scale, kps, desc, params, KeypointOrder::kAny);
+  cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
+    for (int i = r.start; i < r.end; ++i) out[i] = sift_cpu(images[i], params);
+  });
+  return out;
 }
 
 std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images, const FeatureParams& params) {
+  const bool cuda = use_cuda(params.device);
   const int n = int(images.size());
-  std::vector<Features> out(n);
+  std::vector<DetectionImage> prepared(n);
   std::vector<std::string> errors(n);
-  const auto check = [&] {
-    for (int i = 0; i < n; ++i)
-      if (!errors[i].empty()) throw std::invalid_argument(errors[i] + " (image " + std::to_string(i) + ")");
-  };
+  cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
+    for (int i = r.start; i < r.end; ++i) try {
+        prepared[i] = prepare_detection(images[i], params);
+      } catch (const std::invalid_argument& e) {
+        errors[i] = e.what();
+      }
+  });
+  for (int i = 0; i < n; ++i)
+    if (!errors[i].empty()) throw std::invalid_argument(errors[i] + " (image " + std::to_string(i) + ")");
 #if defined(PRISM_HAVE_CUDA)
-  if (use_cuda(params.device)) {
-    std::vector<cv::Mat> detect(n);
-    std::vector<double> scale(n, 1.0);
-    std::vector<cv::Size> size(n);
-    cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
-      for (int i = r.start; i < r.end; ++i) {
-        try {
-          const cv::Mat grey = to_grey(images[i]);
-          size[i] = grey.size();
-          detect[i] = detection_image(grey, params, &scale[i]);
-        } catch (const std::invalid_argument& e) {
-          errors[i] = e.what();
-        }
-      }
-    });
-    check();
-    std::vector<int> extracted;  // the images large enough for SIFT (extract_cuda's rule)
-    std::vector<cv::Mat> batch;
-    for (int i = 0; i < n; ++i)
-      if (detect[i].cols >= 8 && detect[i].rows >= 8) {
-        extracted.push_back(i);
-        batch.push_back(detect[i]);
-      }
+  if (cuda) {
     // A few extractors at once, each on its share: one's host work (the keypoints' selection, the
     // copies) overlaps another's kernels (docs/benchmarks/sift.md, "Batched enrolment").
-    std::vector<sift::Result> results(batch.size());
-    const size_t workers = std::min<size_t>(kBatchExtractors, (batch.size() + 15) / 16);
+    std::vector<sift::Result> results(n);
+    const size_t workers = std::min<size_t>(kBatchExtractors, (n + 15) / 16);
     std::vector<std::exception_ptr> failed(workers);
     std::vector<std::thread> threads;
     int device = 0;
     PRISM_CUDA_CHECK(cudaGetDevice(&device));
-    // Each worker's pyramids within a share of the free memory (at most sift.h's 2 GiB default),
-    // so that a smaller GPU batches less rather than fails.
-    size_t free_bytes = 0, total_bytes = 0;
-    PRISM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const size_t max_bytes = std::min(size_t(1) << 31, free_bytes / (2 * std::max<size_t>(workers, 1)));
+    const size_t max_bytes = batch_bytes(workers);
     const auto join_all = [&] {
       for (std::thread& t : threads) t.join();
     };
@@ -337,11 +386,9 @@ std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images,
         threads.emplace_back([&, w] {
           try {
             PRISM_CUDA_CHECK(cudaSetDevice(device));  // the caller's device, in this thread too
-            const size_t first = batch.size() * w / workers, last = batch.size() * (w + 1) / workers;
+            const size_t first = size_t(n) * w / workers, last = size_t(n) * (w + 1) / workers;
             ExtractorLease lease(std::clamp(params.max_features, 1, match::kSlot));
-            std::vector<sift::Result> part = lease.get().detect_and_compute_batch(
-                std::vector<cv::Mat>(batch.begin() + first, batch.begin() + last), max_bytes);
-            std::move(part.begin(), part.end(), results.begin() + first);
+            sift_cuda(lease.get(), prepared.data() + first, last - first, max_bytes, results.data() + first);
           } catch (...) {
             failed[w] = std::current_exception();
           }
@@ -353,28 +400,19 @@ std::vector<Features> extract_features_batch(const std::vector<cv::Mat>& images,
     join_all();
     for (const std::exception_ptr& e : failed)
       if (e) std::rethrow_exception(e);
-    std::vector<const sift::Result*> of(n, nullptr);
-    for (size_t k = 0; k < extracted.size(); ++k) of[extracted[k]] = &results[k];
+    std::vector<Features> out(n);
     cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
-      for (int i = r.start; i < r.end; ++i)
-        out[i] = of[i] ? to_features(size[i].width, size[i].height, scale[i], of[i]->keypoints, of[i]->descriptors,
-                                     params, KeypointOrder::kStrongestFirst)
-                       : to_features(size[i].width, size[i].height, scale[i], {}, cv::Mat(), params,
-                                     KeypointOrder::kStrongestFirst);
+      for (int i = r.start; i < r.end; ++i) out[i] = cuda_features(prepared[i], results[i], params);
     });
     return out;
   }
+#else
+  (void)cuda;
 #endif
+  std::vector<Features> out(n);
   cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
-    for (int i = r.start; i < r.end; ++i) {
-      try {
-        out[i] = extract_features(images[i], params);
-      } catch (const std::invalid_argument& e) {
-        errors[i] = e.what();
-      }
-    }
+    for (int i = r.start; i < r.end; ++i) out[i] = sift_cpu(prepared[i], params);
   });
-  check();
   return out;
 }
 
@@ -398,7 +436,7 @@ CudaFeatureExtractor::CudaFeatureExtractor(CudaFeatureExtractor&&) noexcept = de
 CudaFeatureExtractor& CudaFeatureExtractor::operator=(CudaFeatureExtractor&&) noexcept = default;
 
 Features CudaFeatureExtractor::extract(const cv::Mat& image) {
-  return extract_cuda(impl_->sift, to_grey(image), impl_->params);
+  return extract_cuda(impl_->sift, prepare_detection(image, impl_->params), impl_->params);
 }
 
 Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch, int width, int height) {

@@ -89,6 +89,21 @@ std::string extraction_device(const FeatureParams& params);
 // for a photo shrunk to 1024 x 1024. kernels/sift keeps its pyramids in GPU memory.
 uint64_t extraction_host_bytes(int width, int height, const FeatureParams& params);
 
+// extract_features in two halves, for callers that share the second (the service's concurrent
+// requests: texture/extraction_batcher.h). prepare_detection is the host part, done on each caller's
+// own thread: grey, the INTER_AREA shrink to max_side and the normalisation (params.max_side and
+// params.normalisation). extract_prepared runs SIFT on many such images at once, with params.device
+// (on the GPU, images of one size in one launch: sift.h's detect_and_compute_batch; on the CPU, one
+// image per thread of OpenCV's pool) and gives each exactly what extract_features gives for its
+// image, bit for bit. Throws as extract_features.
+struct DetectionImage {
+  cv::Mat pixels;             // 8-bit grey, what SIFT sees; smaller than 8x8: no features
+  int width = 0, height = 0;  // the image's (Features::width, height)
+  double scale = 1;           // image / detection coordinates
+};
+DetectionImage prepare_detection(const cv::Mat& image, const FeatureParams& params);
+std::vector<Features> extract_prepared(const std::vector<DetectionImage>& images, const FeatureParams& params);
+
 // Many images, for enrolment: each result equals extract_features of that image. On the GPU the
 // detection images go through kernels/sift in batches (many images per launch: sift.h's
 // detect_and_compute_batch); on the CPU, one image per thread of OpenCV's pool. Throws as

@@ -6,7 +6,10 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <chrono>
 #include <cstdlib>
+#include <future>
+#include <optional>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -17,6 +20,8 @@
 #include "prism_test.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
+#include "batcher_cases.h"
+#include "texture/extraction_batcher.h"
 #include "texture_cases.h"
 
 namespace prism {
@@ -205,6 +210,70 @@ TEST(TextureGpu, IndexSurvivesAFailedVerificationAllocation) {
   const texture::SearchResult after = index.verify(full, "a0", {});
   EXPECT_EQ(after.best.geometry.matches, before.best.geometry.matches);
   EXPECT_EQ(after.best.geometry.inliers, before.best.geometry.inliers);
+}
+
+// The service's batcher on the GPU: concurrent callers' images of one size go to kernels/sift as one
+// batch (every caller reserved before any handed its image, and the wait is longer than the test:
+// the batches are exactly one per size and max_batch), and each caller gets extract_features' answer
+// for its own image, bit for bit.
+TEST(TextureGpu, ConcurrentExtractionsAreBatchedAndEachGetsItsOwn) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::BatcherOptions o;
+  o.max_wait = std::chrono::hours(1);
+  texture::FeatureParams p;
+  p.normalisation = texture::parse_normalisation("clahe-4-8");
+  {
+    texture::ExtractionBatcher batcher(gpu::Device::kCuda, o);
+    ASSERT_TRUE(batcher.batching());
+    std::vector<cv::Mat> same;
+    for (int i = 0; i < 12; ++i) same.push_back(test::random_texture(rng, 640, 480));
+    test::expect_batched_as_one_by_one(batcher, same, p);
+    EXPECT_EQ(batcher.stats().batches, 1u);
+    EXPECT_EQ(batcher.stats().largest, 12);
+    // Two sizes (1400x1000 is shrunk to 1024x731 on the host first) and a flat image: a batch each.
+    std::vector<cv::Mat> mixed;
+    for (int i = 0; i < 5; ++i) mixed.push_back(test::random_texture(rng, 1400, 1000));
+    for (int i = 0; i < 5; ++i) mixed.push_back(test::random_texture(rng, 320, 240));
+    mixed.push_back(cv::Mat(240, 320, CV_8U, cv::Scalar(77)));
+    test::expect_batched_as_one_by_one(batcher, mixed, p);
+    EXPECT_EQ(batcher.stats().batches, 3u);
+    EXPECT_EQ(batcher.stats().images, 23u);
+  }
+  o.max_batch = 4;
+  texture::ExtractionBatcher small(gpu::Device::kCuda, o);
+  std::vector<cv::Mat> ten;
+  for (int i = 0; i < 10; ++i) ten.push_back(test::random_texture(rng, 400, 300));
+  test::expect_batched_as_one_by_one(small, ten, p);
+  EXPECT_EQ(small.stats().batches, 3u);  // 4, 4 and 2
+  EXPECT_EQ(small.stats().largest, 4);
+}
+
+// A lone request is never held (the wait is an hour), and a batch waits for an announced image
+// only until its reservation is released.
+TEST(TextureGpu, ABatchWaitsOnlyForAnnouncedImages) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::BatcherOptions o;
+  o.max_wait = std::chrono::hours(1);
+  texture::ExtractionBatcher batcher(gpu::Device::kCuda, o);
+  const cv::Mat image = test::random_texture(rng, 640, 480);
+  texture::FeatureParams p;
+  EXPECT_GT(batcher.reserve().extract(texture::prepare_detection(image, p), p).count(), 100);
+  std::optional<texture::ExtractionBatcher::Reservation> other(batcher.reserve());
+  auto waiting = std::async(std::launch::async,
+                            [&] { return batcher.reserve().extract(texture::prepare_detection(image, p), p); });
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "a batch left without the image announced";
+  other.reset();
+  EXPECT_EQ(test::features_difference(waiting.get(), texture::extract_features(image,
+                                                                               [] {
+                                                                                 texture::FeatureParams c;
+                                                                                 c.device = gpu::Device::kCuda;
+                                                                                 return c;
+                                                                               }())),
+            "");
+  EXPECT_EQ(batcher.stats().batches, 2u);
 }
 
 }  // namespace
