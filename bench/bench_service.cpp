@@ -183,9 +183,11 @@ int main(int argc, char** argv) {
   texture::FeatureParams fp = ApiOptions{}.features;
   fp.normalisation = local.normalisation();
   std::printf("features extracted on %s\n", texture::extraction_device(fp).c_str());
+  texture::ExtractionBatcher batcher(fp.device, ApiOptions{}.batching);  // as the API's, shared by the clients
   auto in_process = [&](int kind, size_t q) {
     const std::string& bytes = photos[q % photos.size()];
-    const texture::Features f = extract_upload(bytes, "image", 50'000'000, fp, Clock::time_point::max());
+    const texture::Features f =
+        extract_upload(bytes, "image", 50'000'000, fp, batcher.reserve(), Clock::time_point::max());
     if (kind == 1) return local.verify(photo_ids[q % photos.size()], f, {}, Clock::time_point::max()).match.accepted;
     SearchQuery sq;
     sq.features = f;

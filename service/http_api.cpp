@@ -361,12 +361,14 @@ struct HttpApi::Impl {
   std::atomic<int> slow_running{0};
   DecodeBudget decode_budget;
   const std::string extraction = texture::extraction_device(options.features);
+  texture::ExtractionBatcher batcher;
 
   Impl(Backend& b, ApiOptions o)
       : backend(b),
         options(std::move(o)),
         server(limits_of(options), error_text, [this](int status) { metrics.observe("connection", status, 0); }),
-        decode_budget(options.decode_memory_bytes) {}
+        decode_budget(options.decode_memory_bytes),
+        batcher(options.features.device, options.batching) {}
 
   static ListenerLimits limits_of(const ApiOptions& o) {
     ListenerLimits l;
@@ -438,7 +440,8 @@ struct HttpApi::Impl {
     const DecodeBudget::Lease lease =
         decode_budget.admit(image_cost(bytes, "image", options.max_image_pixels, params), deadline);
     UploadTimes times;
-    texture::Features f = extract_upload(bytes, "image", options.max_image_pixels, params, deadline, &times);
+    texture::Features f =
+        extract_upload(bytes, "image", options.max_image_pixels, params, batcher.reserve(), deadline, &times);
     latency["decode"] = ms_between(t0, Clock::now()) - times.extract_ms;
     latency["extract"] = times.extract_ms;
     return f;
@@ -632,10 +635,37 @@ struct HttpApi::Impl {
                         {"writes_applied", sh.writes_applied},
                         {"copies_repaired", sh.copies_repaired}});
     }
-    return {{"images", images}, {"extraction", extraction}, {"shards_expected", s.shards_expected}, {"shards", shards}};
+    const texture::ExtractionBatcher::Stats b = batcher.stats();
+    return {{"images", images},
+            {"extraction", extraction},
+            {"extraction_batches",
+             {{"batching", batcher.batching()},
+              {"max_batch", batcher.options().max_batch},
+              {"max_wait_us", batcher.options().max_wait.count()},
+              {"batches", b.batches},
+              {"images", b.images},
+              {"largest", b.largest}}},
+            {"shards_expected", s.shards_expected},
+            {"shards", shards}};
   }
 
-  std::string metrics_text() { return metrics.text() + gallery_metrics(); }
+  std::string metrics_text() { return metrics.text() + batch_metrics() + gallery_metrics(); }
+
+  // Uploads extracted on the GPU together (texture/extraction_batcher.h): images / batches is the
+  // mean batch, what the batching saves.
+  std::string batch_metrics() const {
+    const texture::ExtractionBatcher::Stats b = batcher.stats();
+    std::ostringstream o;
+    o << "# HELP prism_extraction_batches_total SIFT batches run on the GPU for uploads.\n"
+         "# TYPE prism_extraction_batches_total counter\n"
+         "prism_extraction_batches_total "
+      << b.batches
+      << "\n# HELP prism_extraction_batched_images_total Uploads extracted in those batches.\n"
+         "# TYPE prism_extraction_batched_images_total counter\n"
+         "prism_extraction_batched_images_total "
+      << b.images << "\n";
+    return o.str();
+  }
 
   // Runs one route: the JSON answer, or the JSON error; counted in the metrics under `route`.
   void handle(const std::string& route, const httplib::Request& req, httplib::Response& res,

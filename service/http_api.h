@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "texture/extraction_batcher.h"
 #include "texture/features.h"
 
 namespace prism::service {
@@ -75,6 +76,9 @@ struct ApiOptions {
     p.device = gpu::Device::kAuto;
     return p;
   }();
+  // Uploads arriving together extracted as one SIFT batch on the GPU (texture/extraction_batcher.h):
+  // a batch waits up to max_wait for requests already decoding, never for a lone one.
+  texture::BatcherOptions batching;
   bool log_requests = false;  // one line per request on stderr
 };
 

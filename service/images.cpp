@@ -85,6 +85,7 @@ cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t
 
 texture::Features extract_upload(const std::string& bytes, const std::string& field, uint64_t max_pixels,
                                  const texture::FeatureParams& extraction,
+                                 texture::ExtractionBatcher::Reservation reservation,
                                  std::chrono::steady_clock::time_point deadline, UploadTimes* times) {
   check_not_empty(bytes, field);
   image::ReducedGrey d;
@@ -97,7 +98,7 @@ texture::Features extract_upload(const std::string& bytes, const std::string& fi
     refuse(e, field);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  texture::Features f = texture::extract_features(d.grey, extraction);
+  texture::Features f = reservation.extract(texture::prepare_detection(d.grey, extraction), extraction);
   texture::to_original_pixels(f, int(d.width), int(d.height), d.reduction);
   if (times)
     times->extract_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -13,6 +13,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "texture/extraction_batcher.h"
 #include "texture/features.h"
 
 namespace prism::service {
@@ -70,14 +71,18 @@ cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t
 // libjpeg's DCT scaling (image::decode_grey_reduced with min_side = max_side: a 4000x3000 photo at
 // 2000x1500), which extract_features then shrinks to max_side as it shrinks any image; the keypoints
 // are put back in the upload's pixels (texture::to_original_pixels), so that Features::width/height
-// and the homographies verified from them are the uploaded image's. Throws as decode_grey, and
+// and the homographies verified from them are the uploaded image's. SIFT runs through `batcher`
+// (texture/extraction_batcher.h: on the GPU, with the images of the requests arriving together; the
+// result is extract_features', bit for bit); `reservation` is this request's, taken before its image
+// was admitted, so that batches forming meanwhile wait for it. Throws as decode_grey, and
 // std::invalid_argument as extract_features. `times`, when given, gets the extraction's part (the
-// rest is the decode's: the request's latency_ms).
+// shrink, the wait for a batch and SIFT; the rest is the decode's: the request's latency_ms).
 struct UploadTimes {
   double extract_ms = 0;
 };
 texture::Features extract_upload(const std::string& bytes, const std::string& field, uint64_t max_pixels,
                                  const texture::FeatureParams& extraction,
+                                 texture::ExtractionBatcher::Reservation reservation,
                                  std::chrono::steady_clock::time_point deadline, UploadTimes* times = nullptr);
 
 }  // namespace prism::service

@@ -29,7 +29,7 @@ using json = nlohmann::json;
 class Served {
  public:
   Served(const std::filesystem::path& dir, texture::Device device,
-         gpu::Device extraction = ApiOptions{}.features.device) {
+         gpu::Device extraction = ApiOptions{}.features.device, const texture::BatcherOptions& batching = {}) {
     LocalOptions lo;
     lo.gallery = dir;
     lo.index.device = device;
@@ -37,6 +37,7 @@ class Served {
     backend_ = std::make_unique<LocalBackend>(lo);
     ApiOptions api;
     api.features.device = extraction;
+    api.batching = batching;
     api_ = std::make_unique<HttpApi>(*backend_, api);
     port_ = api_->bind("127.0.0.1", 0);
     thread_ = std::thread([this] { api_->serve(); });
@@ -129,6 +130,54 @@ TEST(ServiceGpu, UploadsAreExtractedOnTheGpuByDefault) {
     const json v = served.post("/v1/products/p" + std::to_string(i) + "/verify", body);
     EXPECT_EQ(v["accepted"], true) << v.dump();
   }
+}
+
+// Requests arriving together are extracted as SIFT batches (texture/extraction_batcher.h), and each
+// gets the answer it gets alone: 24 verifies and searches from 12 clients at once, then each again
+// by itself, equal but for latency_ms. (That images of one size wait for each other and share a
+// batch, exactly, is TextureGpu.ConcurrentExtractionsAreBatchedAndEachGetsItsOwn; here the batches
+// depend on when the requests arrive.)
+TEST(ServiceGpu, ConcurrentRequestsAreBatchedAndAnswerAsAlone) {
+  PRISM_NEED_GPU();
+  gst_init(nullptr, nullptr);
+  test::TempDir dir;
+  std::mt19937 rng(std::random_device{}());
+  texture::BatcherOptions batching;
+  batching.max_wait = std::chrono::milliseconds(50);
+  Served served(dir.path() / "g", texture::Device::kAuto, gpu::Device::kCuda, batching);
+  std::vector<cv::Mat> products;
+  for (int i = 0; i < 8; ++i) {
+    products.push_back(test::random_texture(rng, 640, 480));
+    const json r = served.post("/v1/products/p" + std::to_string(i), test::pgm_bytes(products.back()));
+    ASSERT_EQ(r["outcome"], "created") << r.dump();
+  }
+  std::vector<std::pair<std::string, std::string>> asks;  // path, body
+  for (int i = 0; i < 12; ++i) {
+    const std::string body = test::pgm_bytes(test::noisy_capture(products[size_t(i) % products.size()], rng));
+    asks.emplace_back("/v1/search?top_k=3", body);
+    asks.emplace_back("/v1/products/p" + std::to_string(i % 8) + "/verify", body);
+  }
+  std::vector<json> together(asks.size());
+  std::vector<std::thread> clients;
+  for (size_t c = 0; c < 12; ++c)
+    clients.emplace_back([&, c] {
+      for (size_t k = c; k < asks.size(); k += 12) together[k] = served.post(asks[k].first, asks[k].second);
+    });
+  for (std::thread& t : clients) t.join();
+  const json batches = served.get("/v1/stats")["extraction_batches"];
+  std::printf("24 requests from 12 clients: %s\n", batches.dump().c_str());
+  EXPECT_EQ(batches["batching"], true) << batches.dump();
+  EXPECT_GE(batches["images"].get<int>(), int(8 + asks.size())) << batches.dump();
+  int identified = 0;
+  for (size_t k = 0; k < asks.size(); ++k) {
+    json alone = served.post(asks[k].first, asks[k].second);
+    ASSERT_TRUE(together[k].contains("latency_ms")) << together[k].dump();
+    together[k].erase("latency_ms");
+    alone.erase("latency_ms");
+    EXPECT_EQ(together[k], alone) << asks[k].first;
+    identified += k % 2 == 0 ? together[k]["identified"] == true : together[k]["accepted"] == true;
+  }
+  EXPECT_EQ(identified, int(asks.size()));
 }
 
 TEST(ServiceGpu, ShardWorkersOnTheGpuAnswerAsOneCpuGallery) {

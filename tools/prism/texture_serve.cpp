@@ -46,6 +46,10 @@ constexpr const char* kServeUsage =
     "  --max-pixels N       largest image, in pixels, checked before decoding (default 50000000)\n"
     "  --decode-memory SIZE memory uploads being decoded and extracted may hold at once; beyond it\n"
     "                       a request waits up to its deadline, then gets 503 (default 2G)\n"
+    "  --batch N            uploads extracted as one SIFT batch on the GPU at most (default 16; 1:\n"
+    "                       one at a time)\n"
+    "  --batch-wait US      how long a batch waits for requests already decoding, in microseconds;\n"
+    "                       a lone request never waits (default 1000)\n"
     "  --deadline MS        default request deadline, up to 120000 (default 10000; clients may\n"
     "                       set deadline_ms up to 120000)\n"
     "  --device D           auto (default), cpu or cuda: where features are extracted (SIFT) and\n"
@@ -106,6 +110,10 @@ ServeOptions parse_serve(int argc, char** argv) {
       with_value({"--max-pixels"},
                  [&](Name a, Value v) { o.api.max_image_pixels = uint64_t(parse_number(a, v, 1, 1e12)); }),
       with_value({"--decode-memory"}, [&](Name a, Value v) { o.api.decode_memory_bytes = parse_size(a, v); }),
+      with_value({"--batch"}, [&](Name a, Value v) { o.api.batching.max_batch = parse_int(a, v, 1, 256); }),
+      with_value(
+          {"--batch-wait"},
+          [&](Name a, Value v) { o.api.batching.max_wait = std::chrono::microseconds(parse_int(a, v, 0, 1'000'000)); }),
       with_value({"--deadline"},
                  [&](Name a, Value v) {
                    o.api.deadline = std::chrono::milliseconds(parse_int(a, v, 1, int(o.api.max_deadline.count())));
