@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include <opencv2/core/utility.hpp>
+
 #include "common/gpu.h"
 #include "common/stopwatch.h"
 #include "match/match.h"
@@ -327,13 +329,17 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, const Que
   std::vector<int32_t> best, second;
   std::vector<int> index;
   rematch(store, resources, q, owners, params.ratio, best, second, index, work);
-  for (int c = 0; c < k; ++c) {
-    const size_t o = size_t(c) * size_t(q.rows);
-    const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
-    cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
-    cands[c].gallery_size = entries[cands[c].index].size;
-    cands[c].significance = decision_significance(cands[c].geometry.significance, size_t(k));
-  }
+  // The candidates' RANSACs on OpenCV's threads: each is independent and seeded alike
+  // (findHomography's fixed RNG), so the answer does not depend on the threads.
+  cv::parallel_for_(cv::Range(0, k), [&](const cv::Range& r) {
+    for (int c = r.start; c < r.end; ++c) {
+      const size_t o = size_t(c) * size_t(q.rows);
+      const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
+      cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
+      cands[c].gallery_size = entries[cands[c].index].size;
+      cands[c].significance = decision_significance(cands[c].geometry.significance, size_t(k));
+    }
+  });
   const auto key = [](const Candidate& c) {
     return VerifiedKey{c.geometry.significance, c.geometry.inliers, c.score, c.id};
   };
