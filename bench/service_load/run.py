@@ -395,6 +395,24 @@ def decode_table(a, tools, uploads):
     return rows, peer
 
 
+def extract_table(a, tools, uploads):
+    """Decode and extraction on the CPU, one request at a time, beside OpenCV's imdecode + resize + SIFT
+    of the same bytes (bench_service_load extract): what a verify costs a server without a GPU."""
+    files = [uploads[k][0] for k in a.uploads]
+    r = subprocess.run([tools["bench_service_load"], "extract", str(a.extract_reps)] + files, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        die(f"bench_service_load extract: {r.stderr.strip()}")
+    labels = {os.path.basename(uploads[k][0]): UPLOADS[k][0] for k in a.uploads}
+    rows = []
+    for line in r.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] in labels:
+            cells[0] = labels[cells[0]]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     lst = lambda f: lambda s: [f(x) for x in s.split(",") if x]  # noqa: E731
@@ -417,6 +435,8 @@ def main():
     p.add_argument("--serve-args", default="", help="more options of every serve (e.g. '--deadline 60000')")
     p.add_argument("--shard-args", default="", help="more options of every shard worker")
     p.add_argument("--decode-reps", type=int, default=20)
+    p.add_argument("--extract-reps", type=int, default=0,
+                   help="also time decode + extraction on the CPU against OpenCV's pipeline, p50 of N (0: not)")
     p.add_argument("--data", default=os.environ.get("PRISM_DATA_DIR", os.path.join(ROOT, "..", "shared", "data")))
     p.add_argument("--work", default=None, help="fixture folder (default: a new one under TMPDIR, removed)")
     p.add_argument("--prism"), p.add_argument("--tool", help="bench_service_load"), p.add_argument("--wrk")
@@ -498,6 +518,10 @@ def measure(a, tools, work, own_work):
     dec, peer = decode_table(a, tools, uploads)
     emit(f"decode step alone, one thread, p50 of {a.decode_reps}: full size (image::decode_grey), as the service "
          f"decodes for extraction (decode_grey_reduced, min_side 1024), {peer}:", "", *dec, "")
+    if a.extract_reps > 0:
+        emit(f"decode + extraction on the CPU (cv::SIFT), one request at a time, p50 of {a.extract_reps}, against "
+             "OpenCV's own cv::imdecode + cv::resize (INTER_AREA) + cv::SIFT of the same bytes:", "",
+             *extract_table(a, tools, uploads), "")
     emit("| deployment | products | upload | route | connections | requests | requests/s | right/s | p50 | p99 "
          "| errors | note |", "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|")
     failures, skipped = [], []
