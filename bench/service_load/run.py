@@ -395,22 +395,69 @@ def decode_table(a, tools, uploads):
     return rows, peer
 
 
+CV2_EXTRACT = """
+import json, statistics, sys, time
+try:
+    import cv2
+    import numpy as np
+except ImportError as e:
+    print(json.dumps({"skipped": f"this Python has no cv2 ({e})"}))
+    sys.exit()
+sift = cv2.SIFT_create(768)
+out = {"version": f"OpenCV {cv2.__version__}"}
+for path in sys.argv[2:]:
+    buf = np.frombuffer(open(path, "rb").read(), np.uint8)
+    def once():
+        g = cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)
+        s = 1024 / max(g.shape)
+        if s < 1:
+            g = cv2.resize(g, (round(g.shape[1] * s), round(g.shape[0] * s)), interpolation=cv2.INTER_AREA)
+        return len(sift.detectAndCompute(g, None)[0])
+    once()
+    ts = []
+    for _ in range(int(sys.argv[1])):
+        t = time.perf_counter()
+        once()
+        ts.append((time.perf_counter() - t) * 1e3)
+    out[path] = statistics.median(ts)
+print(json.dumps(out))
+"""
+
+
 def extract_table(a, tools, uploads):
-    """Decode and extraction on the CPU, one request at a time, beside OpenCV's imdecode + resize + SIFT
-    of the same bytes (bench_service_load extract): what a verify costs a server without a GPU."""
+    """Decode and extraction on the CPU, one request at a time (bench_service_load extract), beside
+    OpenCV's own imdecode + resize (INTER_AREA) + SIFT(768) of the same bytes in Python's cv2: what a
+    verify costs a server without a GPU, against the peer it is held to."""
     files = [uploads[k][0] for k in a.uploads]
     r = subprocess.run([tools["bench_service_load"], "extract", str(a.extract_reps)] + files, capture_output=True,
                        text=True)
     if r.returncode != 0:
         die(f"bench_service_load extract: {r.stderr.strip()}")
-    labels = {os.path.basename(uploads[k][0]): UPLOADS[k][0] for k in a.uploads}
-    rows = []
+    ours = {}
     for line in r.stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] in labels:
-            cells[0] = labels[cells[0]]
-        rows.append("| " + " | ".join(cells) + " |")
-    return rows
+        if len(cells) == 4 and cells[0] in {os.path.basename(f) for f in files}:
+            ours[cells[0]] = cells
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}  # as decode_table
+    r = subprocess.run([sys.executable, "-c", CV2_EXTRACT, str(a.extract_reps)] + files, capture_output=True,
+                       text=True, env=env)
+    try:
+        cv = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        cv = {"skipped": f"cv2 timing failed: {r.stderr.strip()[-300:]}"}
+    peer = cv.pop("skipped", None) or cv.pop("version")
+    rows = ["| upload | service decode + extract p50 (clahe-4-8) | without clahe | features | OpenCV imdecode + resize "
+            "+ SIFT p50 | service / OpenCV |", "|---|---:|---:|---:|---:|---:|"]
+    for k in a.uploads:
+        path, label = uploads[k][0], UPLOADS[k][0]
+        o = ours[os.path.basename(path)]
+        if path in cv:
+            ratio = float(o[1].split()[0]) / cv[path]
+            c, rr = f"{cv[path]:.2f} ms", f"{ratio:.2f}x"
+        else:
+            c, rr = "-", "-"
+        rows.append(f"| {label} | {o[1]} | {o[3]} | {o[2]} | {c} | {rr} |")
+    return rows, peer
 
 
 def main():
@@ -519,9 +566,9 @@ def measure(a, tools, work, own_work):
     emit(f"decode step alone, one thread, p50 of {a.decode_reps}: full size (image::decode_grey), as the service "
          f"decodes for extraction (decode_grey_reduced, min_side 1024), {peer}:", "", *dec, "")
     if a.extract_reps > 0:
+        ext, cv_peer = extract_table(a, tools, uploads)
         emit(f"decode + extraction on the CPU (cv::SIFT), one request at a time, p50 of {a.extract_reps}, against "
-             "OpenCV's own cv::imdecode + cv::resize (INTER_AREA) + cv::SIFT of the same bytes:", "",
-             *extract_table(a, tools, uploads), "")
+             f"OpenCV's own imdecode + resize (INTER_AREA) + SIFT of the same bytes ({cv_peer}):", "", *ext, "")
     emit("| deployment | products | upload | route | connections | requests | requests/s | right/s | p50 | p99 "
          "| errors | note |", "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|")
     failures, skipped = [], []
