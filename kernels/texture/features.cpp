@@ -348,6 +348,11 @@ std::vector<Features> extract_prepared(const std::vector<DetectionImage>& images
 #else
   use_cuda(params.device);
 #endif
+  // One image: cv::SIFT on this thread, free to use OpenCV's pool (inside parallel_for_ it could not).
+  if (n == 1) {
+    out[0] = sift_cpu(images[0], params);
+    return out;
+  }
   cv::parallel_for_(cv::Range(0, n), [&](const cv::Range& r) {
     for (int i = r.start; i < r.end; ++i) out[i] = sift_cpu(images[i], params);
   });
