@@ -90,6 +90,10 @@ struct TextureIndex::Impl {
     const std::vector<int> in_scope = scope_of(params.collections);
     texture::score(store, resources, q, params, &in_scope, s, entry_of, digested);
   }
+  // A search's first half: scores the prepared query over the scope and ranks the shortlist
+  // (r.candidates, unverified; r.searched, r.digested and r.match_ms from `t0`). Returns the best
+  // score's candidate, whatever its score (index -1 when nothing was scored).
+  Candidate shortlist(const Query& q, const SearchParams& params, SearchResult& r, Clock::time_point t0);
   Candidate verify_candidates(const Features& query, const Query& q, std::vector<Candidate>& cands,
                               const SearchParams& params, SearchResult& result, std::unique_lock<std::mutex>& work);
 
@@ -363,6 +367,27 @@ std::vector<int> TextureIndex::scores(const Features& query, const SearchParams&
   return out;
 }
 
+Candidate TextureIndex::Impl::shortlist(const Query& q, const SearchParams& params, SearchResult& r,
+                                        Clock::time_point t0) {
+  std::vector<int> s, entry_of;
+  score(q, params, s, entry_of, &r.digested);
+  r.searched = s.size();
+  r.match_ms = ms_since(t0);
+  std::vector<int> order(s.size());
+  std::iota(order.begin(), order.end(), 0);
+  const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return shortlist_before(s[a], entries[entry_of[a]].id, s[b], entries[entry_of[b]].id);
+  });
+  for (size_t i = 0; i < k; ++i) {
+    const int e = entry_of[order[i]];
+    if (s[order[i]] >= kMinVerifiedMatches) r.candidates.push_back({e, entries[e].id, s[order[i]], {}});
+  }
+  if (order.empty()) return Candidate{};
+  const int e = entry_of[order[0]];
+  return {e, entries[e].id, s[order[0]], {}};
+}
+
 SearchResult TextureIndex::search(const Features& query, const SearchParams& params) {
   Impl& m = *impl_;
   auto lock = m.read_lock();
@@ -372,27 +397,43 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   const auto t0 = Clock::now();
   Query q;
   prepare_query(m.resources, query, q);
-  std::vector<int> s, entry_of;
-  m.score(q, params, s, entry_of, &r.digested);
+  const Candidate top = m.shortlist(q, params, r, t0);
   // `work` stays held: the verification's matching reads the query where the scoring left it.
-  r.searched = s.size();
-  r.match_ms = ms_since(t0);
-  std::vector<int> order(s.size());
-  std::iota(order.begin(), order.end(), 0);
-  const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    return shortlist_before(s[a], m.entries[entry_of[a]].id, s[b], m.entries[entry_of[b]].id);
-  });
-  for (size_t i = 0; i < k; ++i) {
-    const int e = entry_of[order[i]];
-    if (s[order[i]] >= kMinVerifiedMatches) r.candidates.push_back({e, m.entries[e].id, s[order[i]], {}});
-  }
   r.best = m.verify_candidates(query, q, r.candidates, params, r, work);
-  if (r.best.index < 0 && !order.empty()) {
-    const int e = entry_of[order[0]];
-    r.best = {e, m.entries[e].id, s[order[0]], {}};
-  }
+  if (r.best.index < 0) r.best = top;
   r.identified = r.best.index >= 0 && accepted(r.best, params);
+  return r;
+}
+
+SearchResult TextureIndex::shortlist(const Features& query, const SearchParams& params) {
+  Impl& m = *impl_;
+  auto lock = m.read_lock();
+  m.store.refuse_if_broken();
+  auto work = m.work_turn();
+  SearchResult r;
+  const auto t0 = Clock::now();
+  Query q;
+  prepare_query(m.resources, query, q);
+  r.best = m.shortlist(q, params, r, t0);
+  return r;
+}
+
+SearchResult TextureIndex::verify_shortlist(const Features& query, const std::vector<Candidate>& candidates,
+                                            const SearchParams& params) {
+  Impl& m = *impl_;
+  auto lock = m.read_lock();
+  m.store.refuse_if_broken();
+  SearchResult r;
+  for (const Candidate& c : candidates) {
+    const auto it = m.by_id.find(c.id);
+    if (it != m.by_id.end()) r.candidates.push_back({it->second, c.id, c.score, {}});  // absent: removed since
+  }
+  if (r.candidates.empty()) return r;
+  auto work = m.work_turn();  // given back by verify_candidates after its matching
+  Query q;
+  prepare_query(m.resources, query, q);
+  r.best = m.verify_candidates(query, q, r.candidates, params, r, work);
+  r.identified = accepted(r.best, params);
   return r;
 }
 

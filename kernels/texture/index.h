@@ -243,6 +243,17 @@ class TextureIndex {
   // search's collections).
   std::vector<int> scores(const Features& query, const SearchParams& params);
   SearchResult search(const Features& query, const SearchParams& params);
+  // search() in two halves, for a caller that pools the shortlists of several indexes before it
+  // verifies (the sharded service, service/backend.h: a shard verifies only its part of the global
+  // shortlist, not a shortlist of its own). shortlist: the scores and the shortlist as search()
+  // takes them, unverified (candidates without geometry, best the best score's; searched,
+  // digested, match_ms). verify_shortlist: `candidates` (id and score, as shortlist gave them)
+  // verified and ordered as search() verifies its own, the significance among those verified; ids
+  // no longer indexed (removed since) are left out. search() equals verify_shortlist of
+  // shortlist's candidates, with one upload of the query.
+  SearchResult shortlist(const Features& query, const SearchParams& params);
+  SearchResult verify_shortlist(const Features& query, const std::vector<Candidate>& candidates,
+                                const SearchParams& params);
   // 1:1 against `id` (IndexError when it is not indexed).
   SearchResult verify(const Features& query, const std::string& id, const SearchParams& params);
 

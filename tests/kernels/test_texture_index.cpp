@@ -136,6 +136,56 @@ TEST(TextureIndexLive, PlantedQueriesAreIdentified) {
   }
 }
 
+// search() in two halves (what a sharded search runs: the shortlists of every shard pooled before
+// any is verified): the same candidates, geometry and significances as search() itself; a
+// candidate removed between the halves is left out.
+TEST(TextureIndexLive, ShortlistThenVerifyIsTheSearch) {
+  std::mt19937 rng(11);
+  texture::FeatureParams fp;
+  std::vector<cv::Mat> images;
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 8; ++i) {
+    images.push_back(test::random_texture(rng, 320, 240));
+    entries.push_back({"t" + std::to_string(i), "", 0, texture::extract_features(images.back(), fp)});
+  }
+  TextureIndex index(small_blocks());
+  index.build(entries);
+  texture::SearchParams params;
+  params.shortlist = 3;
+  for (int i : {0, 4, 7}) {
+    cv::Mat warped;
+    cv::warpPerspective(images[i], warped, cv::Mat(test::random_homography(rng, 320, 240)), images[i].size());
+    const texture::Features q = texture::extract_features(warped, fp);
+    const texture::SearchResult whole = index.search(q, params), first = index.shortlist(q, params);
+    EXPECT_EQ(first.searched, whole.searched);
+    EXPECT_FALSE(first.identified);
+    ASSERT_EQ(first.candidates.size(), whole.candidates.size());
+    for (const texture::Candidate& c : first.candidates) EXPECT_EQ(c.geometry.inliers, 0) << "verified already";
+    const texture::SearchResult second = index.verify_shortlist(q, first.candidates, params);
+    EXPECT_EQ(second.identified, whole.identified) << "query " << i;
+    EXPECT_EQ(second.best.id, "t" + std::to_string(i));
+    ASSERT_EQ(second.candidates.size(), whole.candidates.size());
+    for (size_t c = 0; c < whole.candidates.size(); ++c) {
+      const texture::Candidate &a = second.candidates[c], &b = whole.candidates[c];
+      EXPECT_EQ(a.id, b.id);
+      EXPECT_EQ(a.score, b.score);
+      EXPECT_EQ(a.geometry.inliers, b.geometry.inliers);
+      EXPECT_EQ(a.geometry.significance, b.geometry.significance);
+      EXPECT_EQ(a.significance, b.significance);
+      EXPECT_EQ(a.gallery_size, b.gallery_size);
+    }
+  }
+  // Removed between the halves: left out (and an empty list verifies nothing).
+  const texture::SearchResult first = index.shortlist(entries[2].features, params);
+  ASSERT_FALSE(first.candidates.empty());
+  EXPECT_EQ(first.best.id, "t2");
+  ASSERT_TRUE(index.remove("t2"));
+  const texture::SearchResult second = index.verify_shortlist(entries[2].features, first.candidates, params);
+  EXPECT_EQ(second.candidates.size(), first.candidates.size() - 1);
+  for (const texture::Candidate& c : second.candidates) EXPECT_NE(c.id, "t2");
+  EXPECT_TRUE(index.verify_shortlist(entries[2].features, {}, params).candidates.empty());
+}
+
 TEST(TextureIndexLive, AddUpdateRemoveMatchAModel) {
   std::mt19937 rng(std::random_device{}());
   TextureIndex index(small_blocks());
