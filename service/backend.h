@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "texture/gallery.h"
@@ -172,20 +174,51 @@ class Backend {
 };
 
 // One shard's part of a search: its verified shortlist (texture::TextureIndex::search, every
-// candidate with at least 4 ratio-test matches among its `shortlist` best scores).
+// candidate with at least 4 ratio-test matches among its `shortlist` best scores), or in the first
+// phase of a sharded search (`scored`) that shortlist unverified.
+//
+// Why two phases: verification (RANSAC on the host) is a search's costly part, and of N shards'
+// shortlists of S only the S best scores of all survive the merge. So the front of a sharded
+// search (ShardedBackend::search) first gathers every shard's shortlist by score (shard_scores),
+// cuts the global shortlist from them (shortlist_by_shard) and then asks each shard to verify only
+// its candidates in it (shard_verify): S verifications instead of N * S, for one more round trip.
+// The answer is the one phase's exactly: a candidate's geometry does not depend on the others, and
+// merge_search takes the same global shortlist either way.
 struct ShardSearch {
   int shard = 0;
+  bool scored = false;  // the shortlist is unverified: each Match has its id and score only
   std::vector<Match> shortlist;
   size_t searched = 0, digested = 0, gallery_size = 0;
   double match_ms = 0, verify_ms = 0;
 };
 ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture::Features& query,
                          const texture::SearchParams& params);
+// The first phase: shard_search's shortlist, scored and not verified.
+ShardSearch shard_scores(texture::TextureIndex& index, int shard, const texture::Features& query,
+                         const texture::SearchParams& params);
+// The second phase: `candidates` (id and score, as shard_scores gave them) verified, as shard_search
+// verifies its own; those no longer indexed (removed since) are left out. Only the shortlist and
+// the times are set (the counts are the first phase's).
+ShardSearch shard_verify(texture::TextureIndex& index, int shard, const texture::Features& query,
+                         const std::vector<Match>& candidates, const texture::SearchParams& params);
+
+// The global shortlist of the shards' parts: their shortlists pooled in texture::shortlist_before's
+// order (more matches first, ties by id) and cut to params.shortlist, as (part, candidate) positions.
+std::vector<std::pair<size_t, size_t>> global_shortlist(const std::vector<ShardSearch>& parts,
+                                                        const texture::SearchParams& params);
+
+// The middle of a two-phase search: each part's shortlist cut to its candidates in the global
+// shortlist, and the candidates each `scored` part's shard is to verify (shards with none are not
+// asked). Parts verified already (a worker from before the two-phase search answers the first phase
+// whole, shard_protocol.h) need nothing more.
+std::map<int, std::vector<Match>> shortlist_by_shard(std::vector<ShardSearch>& parts,
+                                                     const texture::SearchParams& params);
 
 // The answer of a search from the shards' parts: the `shortlist` best scores of all shards (ties by
 // id), each one's significance less log10 of their number, sorted by significance (then inliers,
 // score, id), cut to top_k. With one shard this is exactly TextureIndex::search's answer; with
 // several it equals the answer of one index holding every shard's images (ties in score apart).
+// The parts are verified ones (shard_search's, or shard_verify's with the first phase's counts).
 SearchAnswer merge_search(const std::vector<ShardSearch>& parts, const texture::SearchParams& params, int top_k,
                           int shards);
 

@@ -138,6 +138,15 @@ ShardSearch LocalBackend::search_part(const texture::Features& query, const text
   return shard_search(catalog_.index(), options_.shard, query, params);
 }
 
+ShardSearch LocalBackend::search_scores(const texture::Features& query, const texture::SearchParams& params) {
+  return shard_scores(catalog_.index(), options_.shard, query, params);
+}
+
+ShardSearch LocalBackend::search_verify(const texture::Features& query, const std::vector<Match>& candidates,
+                                        const texture::SearchParams& params) {
+  return shard_verify(catalog_.index(), options_.shard, query, candidates, params);
+}
+
 SearchAnswer LocalBackend::search(const SearchQuery& q) {
   check_deadline(q.deadline, "the search");
   return merge_search({search_part(q.features, q.params)}, q.params, q.top_k, 1);

@@ -51,8 +51,12 @@ class LocalBackend : public Backend {
   std::string health() override { return {}; }
   texture::Normalisation normalisation() override { return catalog_.normalisation(); }
 
-  // This shard's part of a search (what a shard worker sends to the front).
+  // This shard's part of a search (what a shard worker sends to the front): whole, or one of the
+  // two phases of a sharded search (shard_scores, shard_verify in backend.h).
   ShardSearch search_part(const texture::Features& query, const texture::SearchParams& params);
+  ShardSearch search_scores(const texture::Features& query, const texture::SearchParams& params);
+  ShardSearch search_verify(const texture::Features& query, const std::vector<Match>& candidates,
+                            const texture::SearchParams& params);
   ShardStats shard_stats();
   size_t size() const { return catalog_.size(); }
   bool contains(const std::string& id) const { return catalog_.contains(id); }

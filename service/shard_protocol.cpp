@@ -217,26 +217,52 @@ Match match_from(const json& j) {
 
 json shard_search_json(const ShardSearch& s) {
   json list = json::array();
-  for (const Match& m : s.shortlist) list.push_back(match_json(m));
-  return {{"shard", s.shard},
-          {"shortlist", list},
-          {"searched", s.searched},
-          {"digested", s.digested},
-          {"gallery_size", s.gallery_size},
-          {"match_ms", s.match_ms},
-          {"verify_ms", s.verify_ms}};
+  if (s.scored)
+    list = scored_json(s.shortlist);
+  else
+    for (const Match& m : s.shortlist) list.push_back(match_json(m));
+  json j = {{"shard", s.shard},
+            {"shortlist", list},
+            {"searched", s.searched},
+            {"digested", s.digested},
+            {"gallery_size", s.gallery_size},
+            {"match_ms", s.match_ms},
+            {"verify_ms", s.verify_ms}};
+  if (s.scored) j["scored"] = true;  // only then: a front from before the two-phase search never asks for it
+  return j;
 }
 
 ShardSearch shard_search_from(const json& j) {
   ShardSearch s;
   s.shard = number_field<int>(j, "shard");
-  for (const json& m : j.at("shortlist")) s.shortlist.push_back(match_from(m));
+  s.scored = j.contains("scored") && j.at("scored").get<bool>();
+  if (s.scored)
+    s.shortlist = scored_from(j.at("shortlist"));
+  else
+    for (const json& m : j.at("shortlist")) s.shortlist.push_back(match_from(m));
   s.searched = number_field<size_t>(j, "searched");
   s.digested = added_count_field<size_t>(j, "digested");
   s.gallery_size = number_field<size_t>(j, "gallery_size");
   s.match_ms = number_field<double>(j, "match_ms");
   s.verify_ms = number_field<double>(j, "verify_ms");
   return s;
+}
+
+json scored_json(const std::vector<Match>& candidates) {
+  json list = json::array();
+  for (const Match& m : candidates) list.push_back({{"id", m.id}, {"score", m.score}});
+  return list;
+}
+
+std::vector<Match> scored_from(const json& j) {
+  std::vector<Match> out;
+  for (const json& c : j.get_ref<const json::array_t&>()) {
+    Match m;
+    m.id = c.at("id").get<std::string>();
+    m.score = number_field<int>(c, "score");
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 json shard_stats_json(const ShardStats& s) {
@@ -334,6 +360,17 @@ Request parse_request(const StreamEntry& e, bool write) {
     r.entry = entry_of(e);
     r.search = params_from(r.params);
     if (r.op == "verify") r.id = r.params.at("id").get<std::string>();
+    if (r.op == "search" && r.params.contains("phase")) {
+      const std::string phase = r.params.at("phase").get<std::string>();
+      if (phase == "score") {
+        r.phase = SearchPhase::kScore;
+      } else if (phase == "verify") {
+        r.phase = SearchPhase::kVerify;
+        r.candidates = scored_from(r.params.at("candidates"));
+      } else {
+        throw ServiceError(400, "phase", "unknown search phase '" + phase + "'");
+      }
+    }
   } else if (r.op != "stats") {
     throw ServiceError(400, "op", "unknown read op '" + r.op + "'");
   }

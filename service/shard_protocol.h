@@ -136,8 +136,26 @@ json product_json(const Product& p);
 Product product_from(const json& j);
 json match_json(const Match& m);
 Match match_from(const json& j);
+// A scored part (ShardSearch::scored) carries `scored: true` and a shortlist of {id, score} only;
+// absent, `scored` reads as false (a verified part, as every worker before the two-phase search
+// answers).
 json shard_search_json(const ShardSearch& s);
 ShardSearch shard_search_from(const json& j);
+// The candidates of a second phase's request (`candidates`) and of a scored part's shortlist:
+// [{id, score}, ...].
+json scored_json(const std::vector<Match>& candidates);
+std::vector<Match> scored_from(const json& j);
+
+// The phases of a sharded search (ShardSearch in backend.h says why), as the `phase` of a search
+// read's params: absent, the whole search (scores, shortlist, verification: shard_search); "score",
+// the shortlist by score alone (shard_scores); "verify", the read's `candidates` verified
+// (shard_verify). Added after the first release, as digest_candidates was: a worker from before it
+// ignores `phase` and answers every search read whole, a verified shortlist that holds the
+// candidates of either phase (with its gallery unchanged, a shard's part of the global shortlist
+// is among its own shortlist). So the front takes a verified answer to its first phase as that
+// shard's second, and keeps of a verified answer to its second the candidates it asked for: a
+// rolling upgrade costs such shards their whole verification, never a search.
+enum class SearchPhase { kWhole, kScore, kVerify };
 json shard_stats_json(const ShardStats& s);
 ShardStats shard_stats_from(const json& j);
 
@@ -150,12 +168,14 @@ struct Request {
   texture::GalleryEntry entry;                            // post, put: the entry; verify, search: the query
   texture::SearchParams search;                           // verify, search
   std::string id;                                         // delete, get, verify
+  SearchPhase phase = SearchPhase::kWhole;                // search: `phase`
+  std::vector<Match> candidates;                          // search of phase "verify": `candidates`
 };
 // `write`: an entry of the writes stream (post, put, delete), else of the reads stream (get,
-// verify, search, stats). Throws ServiceError 400 naming `op` (not an op of that stream) or `id`
-// (a post or put of an invalid product id), texture::GalleryError naming the stream entry (an entry
-// that does not decode), json::exception (params that are not JSON, lack a field or hold one out of
-// range) and std::logic_error (a read's deadline_ms that is not a number).
+// verify, search, stats). Throws ServiceError 400 naming `op` (not an op of that stream), `phase`
+// (a search phase this worker does not know) or `id` (a post or put of an invalid product id), texture::GalleryError
+// naming the stream entry (an entry that does not decode), json::exception (params that are not JSON, lack a field or
+// hold one out of range) and std::logic_error (a read's deadline_ms that is not a number).
 Request parse_request(const StreamEntry& e, bool write);
 
 // The front's reading of a shard's answer text (ShardedBackend::call and scatter): the answer

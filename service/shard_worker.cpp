@@ -598,7 +598,15 @@ json ShardWorker::answer_read(const StreamEntry& e) {
       return j;
     }
     if (r.op == "search") {
-      json j = shard::shard_search_json(backend_->search_part(r.entry.features, r.search));
+      ShardSearch part;
+      switch (options_.whole_searches ? shard::SearchPhase::kWhole : r.phase) {
+        case shard::SearchPhase::kScore: part = backend_->search_scores(r.entry.features, r.search); break;
+        case shard::SearchPhase::kVerify:
+          part = backend_->search_verify(r.entry.features, r.candidates, r.search);
+          break;
+        case shard::SearchPhase::kWhole: part = backend_->search_part(r.entry.features, r.search); break;
+      }
+      json j = shard::shard_search_json(part);
       j["status"] = 200;
       return j;
     }

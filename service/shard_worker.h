@@ -18,7 +18,8 @@
 // - Entry fields: `op` (post|put|delete|get|verify|search|stats), `reply` (the list key the answer
 //   goes to: `prism:reply:FRONTID:SEQ`), `deadline_ms` (unix ms), `entry` (Gallery::encode bytes:
 //   the GalleryEntry of a post/put; for verify/search the query's features with id "query"),
-//   `params` (JSON: the SearchParams fields, `top_k`, `id` for get/verify/delete).
+//   `params` (JSON: the SearchParams fields, `top_k`, `id` for get/verify/delete, `phase` and
+//   `candidates` for search).
 // - Answers: one JSON object LPUSHed to the reply key, which then EXPIREs in 60 s: `status` (200,
 //   201, or an error's status with `field`, `error` and `kind` "gallery" for a GalleryError), then
 //   per op `outcome` + `product` (post/put), `removed` (delete), `found` + `product` (get), `match`
@@ -26,6 +27,10 @@
 //   A GalleryError refusing the request itself (Gallery::check_entry) also carries `request: true`;
 //   a write a replica failed to apply, `retrying: true` (below).
 //   A search sends one read per shard with the same reply key; each answer carries its `shard`.
+//   It runs in two phases (`phase` in its params; ShardSearch in service/backend.h says why, and
+//   shard_protocol.h's SearchPhase how workers of an older release take part): "score" to every
+//   shard, answered with its shortlist by score (`scored`), then "verify" with `candidates` to
+//   each shard holding some of the global shortlist, answered with them verified.
 // - Writes are applied on one thread, in stream order: XREADGROUP BLOCK, apply to the gallery
 //   (durable before the answer), LPUSH the answer, EXPIRE, then XACK. Writes are applied whatever
 //   their deadline (replicas must agree). A crash between apply and XACK re-applies the write after
@@ -83,6 +88,9 @@ struct ShardWorkerOptions {
   // Tests only (fault injection): called on the reader's thread before each read is answered,
   // with its op ("get", "verify", "search", "stats"). Empty in production.
   std::function<void(const std::string& op)> before_answer;
+  // Tests only: every search is answered whole, its `phase` ignored, as a worker from before the
+  // two-phase search answers (a rolling upgrade). False in production.
+  bool whole_searches = false;
 };
 
 class ShardWorker {

@@ -175,6 +175,123 @@ TEST(ShardProtocol, OutOfRangeNumbersDeadlinesAndStatusesAreRefused) {
   EXPECT_EQ(shard::parse_request(e, true).id, "p7");
 }
 
+// The two phases of a sharded search on the wire: a scored part round-trips as ids and scores, a
+// search read's phase and candidates are read, an unknown phase is refused naming it, and a read
+// without one (a front of the release before) is the whole search.
+TEST(ShardProtocol, SearchPhasesAndScoredPartsAreRead) {
+  using shard::json;
+  ShardSearch part;
+  part.shard = 2;
+  part.scored = true;
+  part.searched = 40;
+  part.shortlist = {Match{}, Match{}};
+  part.shortlist[0].id = "p001", part.shortlist[0].score = 31;
+  part.shortlist[1].id = "p017", part.shortlist[1].score = 9;
+  const json j = shard::shard_search_json(part);
+  EXPECT_EQ(j.at("shortlist"), json::parse(R"([{"id": "p001", "score": 31}, {"id": "p017", "score": 9}])"));
+  const ShardSearch back = shard::shard_search_from(j);
+  EXPECT_TRUE(back.scored);
+  ASSERT_EQ(back.shortlist.size(), 2u);
+  EXPECT_EQ(back.shortlist[1].id, "p017");
+  EXPECT_EQ(back.shortlist[1].score, 9);
+  EXPECT_EQ(back.searched, 40u);
+  part.scored = false;  // verified: as every release answers, without `scored`
+  EXPECT_FALSE(shard::shard_search_json(part).contains("scored"));
+  EXPECT_FALSE(shard::shard_search_from(shard::shard_search_json(part)).scored);
+
+  texture::GalleryEntry q;
+  q.id = "query";
+  std::mt19937 rng(5);
+  q.features = test::random_gallery_entry("query", rng, 20).features;
+  q.features.descriptors_fp16.clear();
+  const std::vector<uint8_t> bytes = texture::Gallery::encode(q);
+  auto read = [&](const json& params) {
+    shard::StreamEntry e;
+    e.id = "1-1";
+    e.fields = {{"op", "search"},
+                {"deadline_ms", "1"},
+                {"entry", std::string(bytes.begin(), bytes.end())},
+                {"params", params.dump()}};
+    return shard::parse_request(e, false);
+  };
+  json p = shard::params_json(texture::SearchParams{});
+  EXPECT_EQ(read(p).phase, shard::SearchPhase::kWhole);
+  p["phase"] = "score";
+  EXPECT_EQ(read(p).phase, shard::SearchPhase::kScore);
+  p["phase"] = "verify";
+  EXPECT_THROW(read(p), json::exception);  // without its candidates
+  p["candidates"] = shard::scored_json(back.shortlist);
+  const shard::Request r = read(p);
+  EXPECT_EQ(r.phase, shard::SearchPhase::kVerify);
+  ASSERT_EQ(r.candidates.size(), 2u);
+  EXPECT_EQ(r.candidates[0].id, "p001");
+  EXPECT_EQ(r.candidates[0].score, 31);
+  p["candidates"] = json::object();
+  EXPECT_THROW(read(p), json::exception);
+  p["phase"] = "guess";
+  try {
+    read(p);
+    ADD_FAILURE() << "an unknown search phase was taken";
+  } catch (const ServiceError& x) {
+    EXPECT_EQ(x.status, 400);
+    EXPECT_EQ(x.field, "phase");
+  }
+}
+
+// The two phases without Redis: three galleries scored, the global shortlist cut from their
+// scores, each gallery verifying its candidates in it, merged: one gallery's answer exactly, with
+// only the global shortlist verified.
+TEST(ShardedSearch, TwoPhasesAnswerAsOneGalleryVerifyingTheGlobalShortlistOnly) {
+  test::TempDir tmp;
+  std::vector<std::unique_ptr<LocalBackend>> shards;
+  for (int k = 0; k < 3; ++k) {
+    LocalOptions o = local_options(tmp.path() / ("shard" + std::to_string(k)));
+    o.shard = k;
+    shards.push_back(std::make_unique<LocalBackend>(o));
+  }
+  LocalBackend one(local_options(tmp.path() / "one"));
+  std::mt19937 rng(8);
+  const std::vector<GalleryEntry> entries = products(45, rng);
+  for (const GalleryEntry& e : entries) {
+    shards[size_t(shard::shard_of(e.id, 3))]->write(e, false, Clock::time_point::max());
+    one.write(e, false, Clock::time_point::max());
+  }
+  std::vector<texture::Features> queries;
+  for (int i : {0, 13, 44}) queries.push_back(entries[size_t(i)].features);
+  queries.push_back(test::random_gallery_entry("q", rng, 60).features);
+  for (size_t i = 0; i < queries.size(); ++i)
+    for (const int shortlist : {8, 4, 1}) {
+      SCOPED_TRACE("query " + std::to_string(i) + ", shortlist " + std::to_string(shortlist));
+      texture::SearchParams params;
+      params.shortlist = shortlist;
+      std::vector<ShardSearch> parts;
+      for (auto& s : shards) parts.push_back(s->search_scores(queries[i], params));
+      const std::map<int, std::vector<Match>> asked = shortlist_by_shard(parts, params);
+      size_t verified = 0;
+      for (ShardSearch& part : parts) {
+        part.scored = false;
+        if (!asked.count(part.shard)) {
+          EXPECT_TRUE(part.shortlist.empty());
+          continue;
+        }
+        part.shortlist = shards[size_t(part.shard)]->search_verify(queries[i], asked.at(part.shard), params).shortlist;
+        verified += part.shortlist.size();
+      }
+      SearchQuery q;
+      q.features = queries[i];
+      q.params = params;
+      q.top_k = 100;
+      const SearchAnswer s = merge_search(parts, params, q.top_k, 3), l = one.search(q);
+      EXPECT_LE(verified, size_t(shortlist));
+      EXPECT_EQ(verified, l.candidates.size());
+      EXPECT_EQ(s.identified, l.identified);
+      EXPECT_EQ(s.searched, l.searched);
+      EXPECT_EQ(s.gallery_size, l.gallery_size);
+      ASSERT_EQ(s.candidates.size(), l.candidates.size());
+      for (size_t c = 0; c < s.candidates.size(); ++c) expect_same_match(s.candidates[c], l.candidates[c]);
+    }
+}
+
 TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
   PRISM_NEED_REDIS();
   test::TempDir tmp;
