@@ -109,6 +109,8 @@ struct SearchAnswer {
   size_t gallery_size = 0;        // images the shards that answered hold
   int shards = 1, shards_answered = 1;
   std::vector<int> missing_shards;  // with allow_partial: the shards that did not answer in time
+  // Sharded: match_ms the slowest shard's scoring; verify_ms the verification phase as the front
+  // waited for it (its round trip included).
   double match_ms = 0, verify_ms = 0;
 };
 

@@ -183,8 +183,15 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
   }
 }
 
-std::vector<json> ShardedBackend::scatter(const std::string& op, const std::string& entry, const json& params,
-                                          Clock::time_point deadline, std::vector<int>& missing) {
+std::map<int, json> ShardedBackend::every_shard(const json& params) const {
+  std::map<int, json> to;
+  for (int k = 0; k < shards_; ++k) to.emplace(k, params);
+  return to;
+}
+
+std::vector<json> ShardedBackend::scatter(const std::string& op, const std::string& entry,
+                                          const std::map<int, json>& to, Clock::time_point deadline,
+                                          std::vector<int>& missing) {
   const std::string reply = next_reply_key();
   const Clock::time_point hedge = hedge_time(Clock::now(), deadline);
   std::vector<json> answers;
@@ -193,18 +200,20 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
   try {
     RedisPool::Lease redis = pool_.acquire();
     const std::string deadline_ms = std::to_string(shard::unix_ms(deadline));
-    const std::string p = json_text(params);
+    std::map<int, std::string> params;
+    for (const auto& [k, p] : to) params[k] = json_text(p);
     auto send = [&](int k) {
-      const Reply added = redis->command({"XADD", shard::reads_key(k), "MAXLEN", "~", kReadsMaxLen, "*", "op", op,
-                                          "reply", reply, "deadline_ms", deadline_ms, "entry", entry, "params", p});
+      const Reply added =
+          redis->command({"XADD", shard::reads_key(k), "MAXLEN", "~", kReadsMaxLen, "*", "op", op, "reply", reply,
+                          "deadline_ms", deadline_ms, "entry", entry, "params", params[k]});
       if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
     };
-    for (int k = 0; k < shards_; ++k) send(k);
+    for (const auto& [k, p] : to) send(k);
     bool hedged = false;
     // Shards without a live worker (checked as in call()) are not waited for: missing at once.
     Clock::time_point check = Clock::now() + kLivenessFirstCheck;
     std::set<int> dead;
-    while (int(heard.size() + dead.size()) < shards_ && Clock::now() < deadline) {
+    while (heard.size() + dead.size() < to.size() && Clock::now() < deadline) {
       const Clock::time_point until = hedged ? deadline : hedge;
       const Reply got = pop(*redis, reply, std::min(until, check));
       if ((got.type != Reply::Type::kArray || got.elements.size() != 2) && Clock::now() < until) {
@@ -212,7 +221,7 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
           throw ServiceError(499, "", "the client closed its connection: the shards are no longer waited for");
         const std::map<int, std::vector<std::string>> live = live_workers(/*for_reads=*/true);
         dead.clear();
-        for (int k = 0; k < shards_; ++k)
+        for (const auto& [k, p] : to)
           if (!heard.count(k) && !live.count(k)) dead.insert(k);
         check = Clock::now() + kLivenessCheckEvery;
         continue;
@@ -220,13 +229,13 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
       if (got.type != Reply::Type::kArray || got.elements.size() != 2) {
         if (hedged || Clock::now() >= deadline) break;
         hedged = true;  // the shards not heard from get their read once more (hedge_time)
-        for (int k = 0; k < shards_; ++k)
+        for (const auto& [k, p] : to)
           if (!heard.count(k)) send(k);
         continue;
       }
       json answer = shard::answer_from(got.elements[1].str, /*created_ok=*/false);
       const int k = shard::number_field<int>(op == "stats" ? answer.at("stats") : answer, "shard");
-      if (k < 0 || k >= shards_ || !heard.insert(k).second) continue;  // a read answered twice (reclaimed)
+      if (!to.count(k) || !heard.insert(k).second) continue;  // a read answered twice (reclaimed)
       answers.push_back(std::move(answer));
     }
   } catch (const RedisError& e) {
@@ -235,7 +244,7 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
     throw ServiceError(502, "", std::string("a shard sent a malformed answer: ") + e.what());
   }
   missing.clear();
-  for (int k = 0; k < shards_; ++k)
+  for (const auto& [k, p] : to)
     if (!heard.count(k)) missing.push_back(k);
   return answers;
 }
@@ -282,33 +291,90 @@ VerifyAnswer ShardedBackend::verify(const std::string& id, const texture::Featur
   return from_answer(k, [&] { return shard::verify_answer_from(a); });
 }
 
-SearchAnswer ShardedBackend::search(const SearchQuery& q) {
-  const Clock::time_point start = Clock::now(), deadline = deadline_of(q.deadline);
-  json p = shard::params_json(q.params);
-  p["top_k"] = q.top_k;
-  std::vector<int> missing;
-  const std::vector<json> answers = scatter("search", encode_query(q.features), p, deadline, missing);
-  if (!missing.empty() && !q.allow_partial)
-    throw ServiceError(503, "",
-                       std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) +
-                           " did not answer (no live worker, or none within " +
-                           std::to_string(whole_ms(start, deadline)) + " ms; " + std::to_string(shards_) +
-                           " shards in all; allow partial results to search the others)",
-                       kDeadShardRetryAfterSeconds);
+namespace {
+
+std::vector<ShardSearch> search_parts(const std::vector<json>& answers) {
   std::vector<ShardSearch> parts;
   try {
     for (const json& a : answers) parts.push_back(shard::shard_search_from(a));
   } catch (const json::exception& e) {
     throw ServiceError(502, "", std::string("a shard sent a malformed search answer: ") + e.what());
   }
+  return parts;
+}
+
+}  // namespace
+
+SearchAnswer ShardedBackend::search(const SearchQuery& q) {
+  const Clock::time_point start = Clock::now(), deadline = deadline_of(q.deadline);
+  auto refuse_missing = [&](const std::vector<int>& missing) {
+    if (missing.empty() || q.allow_partial) return;
+    throw ServiceError(503, "",
+                       std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) +
+                           " did not answer (no live worker, or none within " +
+                           std::to_string(whole_ms(start, deadline)) + " ms; " + std::to_string(shards_) +
+                           " shards in all; allow partial results to search the others)",
+                       kDeadShardRetryAfterSeconds);
+  };
+  json p = shard::params_json(q.params);
+  p["top_k"] = q.top_k;
+  const std::string query = encode_query(q.features);
+  // Two phases (ShardSearch in backend.h says why): every shard's shortlist by score, then only the
+  // global shortlist verified, each shard verifying its own candidates in it. With allow_partial
+  // the first phase waits for the shards until three quarters of the time, so that what the others
+  // found can still be verified; without, a shard missing then fails the search anyway.
+  const Clock::time_point scored_by = q.allow_partial ? deadline - (deadline - start) / 4 : deadline;
+  json score = p;
+  score["phase"] = "score";
+  std::vector<int> missing;
+  std::vector<ShardSearch> parts = search_parts(scatter("search", query, every_shard(score), scored_by, missing));
+  refuse_missing(missing);
+  const std::map<int, std::vector<Match>> asked = shortlist_by_shard(parts, q.params);
+  std::optional<double> verify_ms;
+  if (!asked.empty()) {
+    std::map<int, json> to;
+    for (const auto& [k, candidates] : asked) {
+      json v = p;
+      v["phase"] = "verify";
+      v["candidates"] = shard::scored_json(candidates);
+      to.emplace(k, std::move(v));
+    }
+    const Clock::time_point verify_start = Clock::now();
+    std::vector<int> late;
+    const std::vector<ShardSearch> verified = search_parts(scatter("search", query, to, deadline, late));
+    verify_ms = ms_between(verify_start, Clock::now());
+    refuse_missing(late);
+    for (ShardSearch& part : parts) {
+      if (!part.scored) continue;  // verified in the first phase already (a worker of an older release)
+      part.scored = false;
+      const auto v =
+          std::find_if(verified.begin(), verified.end(), [&](const ShardSearch& x) { return x.shard == part.shard; });
+      if (v == verified.end()) continue;  // asked for nothing (none of its candidates made the cut)
+      // Only what was asked for: a worker of an older release answers with its whole shortlist.
+      const std::vector<Match>& wanted = asked.at(part.shard);
+      part.shortlist.clear();
+      for (const Match& m : v->shortlist)
+        if (std::any_of(wanted.begin(), wanted.end(), [&](const Match& w) { return w.id == m.id; }))
+          part.shortlist.push_back(m);
+      part.verify_ms = v->verify_ms;
+    }
+    // A shard that did not verify its candidates in time (allow_partial) is missing: its part goes.
+    parts.erase(std::remove_if(
+                    parts.begin(), parts.end(),
+                    [&](const ShardSearch& x) { return std::find(late.begin(), late.end(), x.shard) != late.end(); }),
+                parts.end());
+    missing.insert(missing.end(), late.begin(), late.end());
+    std::sort(missing.begin(), missing.end());
+  }
   SearchAnswer answer = merge_search(parts, q.params, q.top_k, shards_);
+  if (verify_ms) answer.verify_ms = *verify_ms;
   answer.missing_shards = missing;
   return answer;
 }
 
 ServiceStats ShardedBackend::stats(Clock::time_point deadline) {
   std::vector<int> missing;
-  const std::vector<json> answers = scatter("stats", "", json::object(), deadline_of(deadline), missing);
+  const std::vector<json> answers = scatter("stats", "", every_shard(json::object()), deadline_of(deadline), missing);
   ServiceStats s;
   s.shards_expected = shards_;
   try {

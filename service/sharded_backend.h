@@ -1,8 +1,9 @@
 // The front of a sharded deployment (`prism texture serve --redis URL`): a stateless Backend that
 // forwards each operation to the shard workers (service/shard_worker.h, which describes the
 // protocol) through Redis Streams. Writes, gets and verifies go to the product's shard; a search is
-// scattered to every shard and its shortlists merged (merge_search), so that it answers what one
-// gallery holding every shard's products would.
+// scattered to every shard for their shortlists by score, and only the global shortlist of them is
+// verified, by the shards holding it (two phases: ShardSearch in backend.h), and merged
+// (merge_search), so that it answers what one gallery holding every shard's products would.
 //
 // Failures are answers, never crashes or hangs: Redis unreachable -> ServiceError 503 "Redis
 // unreachable at URL"; a shard that does not answer by the deadline -> 503 naming it (a search with
@@ -78,9 +79,12 @@ class ShardedBackend : public Backend {
   // One request to shard K's writes or reads stream; the first answer, or ServiceError.
   shard::json call(int shard, bool write, const std::string& op, const std::string& entry, const shard::json& params,
                    Clock::time_point deadline);
-  // A read sent to every shard, answers gathered until all came or the deadline passed.
-  std::vector<shard::json> scatter(const std::string& op, const std::string& entry, const shard::json& params,
-                                   Clock::time_point deadline, std::vector<int>& missing);
+  // A read sent to each shard of `to` with its params, answers gathered until all came or the
+  // deadline passed; `missing`: the shards of `to` not heard from.
+  std::vector<shard::json> scatter(const std::string& op, const std::string& entry,
+                                   const std::map<int, shard::json>& to, Clock::time_point deadline,
+                                   std::vector<int>& missing);
+  std::map<int, shard::json> every_shard(const shard::json& params) const;
   Clock::time_point deadline_of(Clock::time_point deadline) const;
   std::string next_reply_key();
 

@@ -16,7 +16,9 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "common/gpu.h"
 #include "gallery_cases.h"
@@ -297,9 +299,13 @@ TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
   test::TempDir tmp;
   test::RedisServer server(tmp.path() / "redis");
   std::vector<std::unique_ptr<Worker>> workers;
-  for (int k = 0; k < 3; ++k)
-    workers.push_back(std::make_unique<Worker>(server.url(), k, 3, "w" + std::to_string(k),
-                                               tmp.path() / ("shard" + std::to_string(k))));
+  std::atomic<int> search_reads[3] = {0, 0, 0};  // the search reads each shard answered
+  for (int k = 0; k < 3; ++k) {
+    ShardWorkerOptions o =
+        Worker::options(server.url(), k, 3, "w" + std::to_string(k), tmp.path() / ("shard" + std::to_string(k)));
+    o.before_answer = [&search_reads, k](const std::string& op) { search_reads[k] += op == "search"; };
+    workers.push_back(std::make_unique<Worker>(o));
+  }
   ShardedBackend front(front_options(server.url(), 3));
   LocalBackend one(local_options(tmp.path() / "one"));
   EXPECT_EQ(front.shards(), 3);
@@ -366,26 +372,38 @@ TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
       const VerifyAnswer s = front.verify(id, queries[i], params, never), l = one.verify(id, queries[i], params, never);
       expect_same_match(s.match, l.match);
     }
-    for (const std::vector<std::string>& scope : {std::vector<std::string>{}, {"a"}, {"b", "a"}}) {
-      SearchQuery q;
-      q.features = queries[i];
-      q.params.collections = scope;
-      q.top_k = 5;
-      const SearchAnswer s = front.search(q), l = one.search(q);
-      SCOPED_TRACE("query " + std::to_string(i) + ", " + std::to_string(scope.size()) + " collections");
-      EXPECT_EQ(s.identified, l.identified);
-      EXPECT_EQ(s.searched, l.searched);
-      EXPECT_EQ(s.gallery_size, l.gallery_size);
-      EXPECT_EQ(s.shards, 3);
-      EXPECT_EQ(s.shards_answered, 3);
-      EXPECT_TRUE(s.missing_shards.empty());
-      ASSERT_EQ(s.candidates.size(), l.candidates.size());
-      for (size_t c = 0; c < s.candidates.size(); ++c) expect_same_match(s.candidates[c], l.candidates[c]);
-      if (i < 5 && scope.empty()) {
-        EXPECT_TRUE(s.identified);
-        EXPECT_EQ(s.candidates.at(0).id, entries[size_t(std::vector<int>{0, 11, 29, 40, 58}[i])].id);
+    for (const std::vector<std::string>& scope : {std::vector<std::string>{}, {"a"}, {"b", "a"}})
+      for (const int shortlist : {8, 3, 1}) {
+        SearchQuery q;
+        q.features = queries[i];
+        q.params.collections = scope;
+        q.params.shortlist = shortlist;
+        q.top_k = 5;
+        int reads[3];
+        for (int k = 0; k < 3; ++k) reads[k] = search_reads[k];
+        const SearchAnswer s = front.search(q), l = one.search(q);
+        SCOPED_TRACE("query " + std::to_string(i) + ", " + std::to_string(scope.size()) + " collections, shortlist " +
+                     std::to_string(shortlist));
+        // Two phases: every shard scores; only the shards holding some of the global shortlist (one
+        // gallery's verified candidates) verify, and only those.
+        SearchQuery all = q;
+        all.top_k = 100;
+        std::set<int> verifying;
+        for (const Match& m : one.search(all).candidates) verifying.insert(shard::shard_of(m.id, 3));
+        for (int k = 0; k < 3; ++k) EXPECT_EQ(search_reads[k] - reads[k], 1 + int(verifying.count(k))) << "shard " << k;
+        EXPECT_EQ(s.identified, l.identified);
+        EXPECT_EQ(s.searched, l.searched);
+        EXPECT_EQ(s.gallery_size, l.gallery_size);
+        EXPECT_EQ(s.shards, 3);
+        EXPECT_EQ(s.shards_answered, 3);
+        EXPECT_TRUE(s.missing_shards.empty());
+        ASSERT_EQ(s.candidates.size(), l.candidates.size());
+        for (size_t c = 0; c < s.candidates.size(); ++c) expect_same_match(s.candidates[c], l.candidates[c]);
+        if (i < 5 && scope.empty()) {
+          EXPECT_TRUE(s.identified);
+          EXPECT_EQ(s.candidates.at(0).id, entries[size_t(std::vector<int>{0, 11, 29, 40, 58}[i])].id);
+        }
       }
-    }
   }
   EXPECT_EQ(service_status([&] { front.verify("nobody", queries[0], params, never); }), 404);
 
@@ -1224,6 +1242,108 @@ TEST(ShardedBackend, AShardWithoutALiveWorkerIsAnsweredAtOnce) {
   EXPECT_EQ(stats.shards[1].shard, 1);
   EXPECT_FALSE(stats.shards[1].answered);
   EXPECT_TRUE(stats.shards[1].replicas.empty());
+}
+
+// A rolling upgrade: workers of the release before the two-phase search answer every search read
+// whole (ShardWorkerOptions::whole_searches). Shard 1's only worker is one, and shard 2 has one
+// beside an upgraded replica (either may take either phase): every answer is still one gallery's.
+TEST(ShardedBackend, WorkersOfTheReleaseBeforeTwoPhasesAnswerAlike) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (const auto& [k, name, old] : std::vector<std::tuple<int, std::string, bool>>{
+           {0, "new0", false}, {1, "old1", true}, {2, "new2", false}, {2, "old2", true}}) {
+    ShardWorkerOptions o = Worker::options(server.url(), k, 3, name, tmp.path() / name);
+    o.whole_searches = old;
+    workers.push_back(std::make_unique<Worker>(o));
+  }
+  ShardedBackend front(front_options(server.url(), 3));
+  LocalBackend one(local_options(tmp.path() / "one"));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(31);
+  const std::vector<GalleryEntry> entries = products(45, rng);
+  for (const GalleryEntry& e : entries) {
+    front.write(e, false, in(10s));
+    one.write(e, false, Clock::time_point::max());
+  }
+  std::vector<texture::Features> queries;
+  for (int i : {1, 20, 33, 42}) queries.push_back(entries[size_t(i)].features);
+  queries.push_back(test::random_gallery_entry("q", rng, 60).features);
+  for (size_t i = 0; i < queries.size(); ++i)
+    for (const int shortlist : {8, 2}) {
+      for (int repeat = 0; repeat < 3; ++repeat) {  // shard 2's reads go to either replica
+        SCOPED_TRACE("query " + std::to_string(i) + ", shortlist " + std::to_string(shortlist));
+        SearchQuery q;
+        q.features = queries[i];
+        q.params.shortlist = shortlist;
+        q.top_k = 5;
+        q.deadline = in(10s);
+        const SearchAnswer s = front.search(q), l = one.search(q);
+        EXPECT_EQ(s.identified, l.identified);
+        EXPECT_EQ(s.searched, l.searched);
+        EXPECT_EQ(s.gallery_size, l.gallery_size);
+        EXPECT_EQ(s.shards_answered, 3);
+        ASSERT_EQ(s.candidates.size(), l.candidates.size());
+        for (size_t c = 0; c < s.candidates.size(); ++c) expect_same_match(s.candidates[c], l.candidates[c]);
+      }
+    }
+  for (auto& w : workers) EXPECT_EQ(w->error(), "");
+}
+
+// A shard that scores in time but does not verify its candidates by the deadline: with
+// allow_partial it is missing (its candidates dropped, its images not counted), without the search
+// fails naming it; either by the deadline.
+TEST(ShardedBackend, AShardLateToVerifyIsMissing) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::atomic<int> reads{0};  // shard 1's search reads: odd ones score, even ones verify
+  std::atomic<bool> slept{false};
+  ShardWorkerOptions slow = Worker::options(server.url(), 1, 2, "slow", tmp.path() / "s1");
+  slow.readers = 1;
+  slow.before_answer = [&](const std::string& op) {
+    if (op != "search" || ++reads % 2 != 0) return;
+    std::this_thread::sleep_for(2500ms);  // past the 2 s deadlines below
+    slept = true;
+  };
+  Worker w0(server.url(), 0, 2, "w0", tmp.path() / "s0");
+  Worker w1(slow);
+  ShardedBackend front(front_options(server.url(), 2));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(14);
+  std::vector<GalleryEntry> entries;
+  for (const int k : {0, 1})
+    for (const std::string& id : ids_of_shard(k, 2, 6)) {
+      GalleryEntry e = test::random_gallery_entry(id, rng, 40);
+      e.features.descriptors_fp16.clear();
+      front.write(e, false, in(10s));
+      entries.push_back(std::move(e));
+    }
+  // Shard 1's own product: it holds the best candidate, so the search asks it to verify.
+  SearchQuery q;
+  q.features = entries[6].features;
+  q.allow_partial = true;
+  q.deadline = in(2s);
+  Clock::time_point t0 = Clock::now();
+  const SearchAnswer partial = front.search(q);
+  EXPECT_LT(Clock::now() - t0, 2s + 3s) << "not a speed figure: the search ends by its deadline";
+  EXPECT_EQ(reads, 2);
+  EXPECT_EQ(partial.missing_shards, std::vector<int>{1});
+  EXPECT_EQ(partial.shards_answered, 1);
+  EXPECT_EQ(partial.gallery_size, 6u);
+  for (const Match& m : partial.candidates) EXPECT_EQ(shard::shard_of(m.id, 2), 0) << m.id;
+  for (int i = 0; i < 100 && !slept; ++i) std::this_thread::sleep_for(50ms);
+  q.allow_partial = false;
+  q.deadline = in(2s);
+  t0 = Clock::now();
+  std::string message;
+  EXPECT_EQ(service_status([&] { front.search(q); }, &message), 503);
+  EXPECT_LT(Clock::now() - t0, 2s + 3s);
+  EXPECT_EQ(reads, 4);
+  EXPECT_NE(message.find("shard 1 did not answer"), std::string::npos) << message;
+  EXPECT_EQ(w0.error(), "");
+  EXPECT_EQ(w1.error(), "");
 }
 
 // The default replica name is the host's, so two replicas of a shard on one host
