@@ -14,6 +14,7 @@
 #include "common/gpu.h"
 #include "common/stopwatch.h"
 #include "match/match.h"
+#include "texture/index/digest_stage.h"
 #include "texture/index/resources.h"
 #include "texture/index/search_plan.h"
 #include "texture/index/slot_store.h"
@@ -94,6 +95,9 @@ struct TextureIndex::Impl {
   // (r.candidates, unverified; r.searched, r.digested and r.match_ms from `t0`). Returns the best
   // score's candidate, whatever its score (index -1 when nothing was scored).
   Candidate shortlist(const Query& q, const SearchParams& params, SearchResult& r, Clock::time_point t0);
+  // The ranking of shortlist: the scores `s` (s[i] for entry entry_of[i]) into r.candidates and
+  // r.searched; returns the best score's candidate (index -1 when nothing was scored).
+  Candidate rank(const int* s, const std::vector<int>& entry_of, const SearchParams& params, SearchResult& r);
   Candidate verify_candidates(const Features& query, const Query& q, std::vector<Candidate>& cands,
                               const SearchParams& params, SearchResult& result, std::unique_lock<std::mutex>& work);
 
@@ -371,9 +375,14 @@ Candidate TextureIndex::Impl::shortlist(const Query& q, const SearchParams& para
                                         Clock::time_point t0) {
   std::vector<int> s, entry_of;
   score(q, params, s, entry_of, &r.digested);
-  r.searched = s.size();
   r.match_ms = ms_since(t0);
-  std::vector<int> order(s.size());
+  return rank(s.data(), entry_of, params, r);
+}
+
+Candidate TextureIndex::Impl::rank(const int* s, const std::vector<int>& entry_of, const SearchParams& params,
+                                   SearchResult& r) {
+  r.searched = entry_of.size();
+  std::vector<int> order(entry_of.size());
   std::iota(order.begin(), order.end(), 0);
   const size_t k = std::min(order.size(), size_t(std::max(1, params.shortlist)));
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
@@ -403,6 +412,55 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   if (r.best.index < 0) r.best = top;
   r.identified = r.best.index >= 0 && accepted(r.best, params);
   return r;
+}
+
+std::vector<SearchResult> TextureIndex::search_many(const std::vector<const Features*>& queries,
+                                                    const SearchParams& params) {
+  Impl& m = *impl_;
+  std::vector<SearchResult> results(queries.size());
+  // One at a time: the digest stage matches one query (its candidates are the query's own), and a query
+  // without descriptors matches nothing (search's answer, which a batch's zero scores are not).
+  std::vector<size_t> batched, alone;
+  {
+    auto lock = m.read_lock();
+    m.store.refuse_if_broken();
+    const bool digesting = params.collections.empty() && digest_search(m.store, params);
+    for (size_t i = 0; i < queries.size(); ++i) {
+      check_descriptors(*queries[i], "the query");
+      (digesting || queries[i]->count() == 0 ? alone : batched).push_back(i);
+    }
+    // The whole call under one shared lock: the positions in entry_of hold for every batch.
+    for (size_t first = 0; first < batched.size(); first += size_t(kMaxQueries)) {
+      const size_t nq = std::min(batched.size() - first, size_t(kMaxQueries));
+      std::vector<const Features*> batch(nq);
+      for (size_t j = 0; j < nq; ++j) batch[j] = queries[batched[first + j]];
+      std::vector<int> s, entry_of;
+      double match_ms = 0;
+      {
+        auto work = m.work_turn();
+        const auto t0 = Clock::now();
+        Query q;
+        prepare_queries(m.resources, batch, q);
+        m.score(q, params, s, entry_of);
+        match_ms = ms_since(t0);
+      }  // (the scoring waited for its results: d_query is free for the verifications' single queries)
+      // Each query's shortlist verified as search verifies its own, with the query uploaded alone (only
+      // for a shortlist: an upload that no matching waits for would race the next one's).
+      for (size_t j = 0; j < nq; ++j) {
+        SearchResult& r = results[batched[first + j]];
+        r.match_ms = match_ms;
+        const Candidate top = m.rank(s.data() + j * entry_of.size(), entry_of, params, r);
+        auto work = m.work_turn();  // given back by the rematch on the GPU
+        Query one;
+        if (!r.candidates.empty()) prepare_query(m.resources, *batch[j], one);
+        r.best = m.verify_candidates(*batch[j], one, r.candidates, params, r, work);
+        if (r.best.index < 0) r.best = top;
+        r.identified = r.best.index >= 0 && accepted(r.best, params);
+      }
+    }
+  }
+  for (size_t i : alone) results[i] = search(*queries[i], params);
+  return results;
 }
 
 SearchResult TextureIndex::shortlist(const Features& query, const SearchParams& params) {

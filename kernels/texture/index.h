@@ -243,6 +243,14 @@ class TextureIndex {
   // search's collections).
   std::vector<int> scores(const Features& query, const SearchParams& params);
   SearchResult search(const Features& query, const SearchParams& params);
+  // Several searches with the same parameters: result i is search(*queries[i], params)'s (the same
+  // candidates, scores, geometry and decision; match_ms is the time of the scoring its query shared).
+  // The scoring matches up to 8 queries in each matcher call (the matcher's batched queries), so that
+  // concurrent searches read each indexed image, and on the GPU path stream the host tier, once per
+  // batch rather than once per query. Verification stays per query. Approximate (digest) searches and
+  // queries without descriptors are searched one at a time. A query that search would refuse
+  // (check_descriptors) makes the whole call throw.
+  std::vector<SearchResult> search_many(const std::vector<const Features*>& queries, const SearchParams& params);
   // search() in two halves, for a caller that pools the shortlists of several indexes before it
   // verifies (the sharded service, service/backend.h: a shard verifies only its part of the global
   // shortlist, not a shortlist of its own). shortlist: the scores and the shortlist as search()

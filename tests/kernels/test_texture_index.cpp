@@ -21,6 +21,7 @@
 #include "match/match.h"
 #include "texture/features.h"
 #include "gallery_cases.h"
+#include "search_cases.h"
 #include "texture/index.h"
 #include "texture_cases.h"
 
@@ -324,6 +325,76 @@ TEST(TextureIndexLive, CollectionsScopeTheSearch) {
   EXPECT_TRUE(index.remove("p0"));
   EXPECT_EQ(index.search(q, in_a).searched, 8u);
   EXPECT_EQ(index.stats().collections, 2u);
+}
+
+// Queries of every length (none, one row, a few, a full slot), planted or not, for search_many: more
+// than one batch of the matcher's (kMaxQueries, 8), and one that is not full.
+std::vector<texture::Features> mixed_queries(const std::vector<GalleryEntry>& entries, std::mt19937& rng, int n) {
+  std::vector<texture::Features> out;
+  for (int i = 0; i < n; ++i) {
+    const int rows = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 20 + int(rng() % 500);
+    texture::Features q = test::random_index_entry("q", rng, rows).features;
+    const GalleryEntry& e = entries[rng() % entries.size()];
+    const int shared = std::min({rows, e.features.count(), 10 + int(rng() % 40)});
+    std::copy_n(e.features.descriptors.begin(), size_t(shared) * match::kDim, q.descriptors.begin());
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+// search_many against search one query at a time: the same results, field by field, over the whole
+// index and collection scopes (one with an unknown collection), and on an index with digests, whose
+// approximate searches search_many leaves to search.
+TEST(TextureIndexLive, SearchManyEqualsSearchingOneByOne) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  texture::IndexOptions with_digests = small_blocks();
+  with_digests.host_digest_rows = 128;
+  for (const texture::IndexOptions& o : {small_blocks(), with_digests}) {
+    SCOPED_TRACE("host_digest_rows " + std::to_string(o.host_digest_rows));
+    TextureIndex index(o);
+    std::vector<GalleryEntry> entries;
+    for (int i = 0; i < 40; ++i) {
+      const int n = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? match::kSlot : 5 + int(rng() % 300);
+      entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, n, i % 3 ? "a" : "b"));
+      index.add(entries.back());
+    }
+    const std::vector<texture::Features> queries = mixed_queries(entries, rng, 11);
+    std::vector<const texture::Features*> ptrs;
+    for (const auto& q : queries) ptrs.push_back(&q);
+    texture::SearchParams whole, in_b, scoped, digest;
+    in_b.collections = {"b"};
+    scoped.collections = {"a", "nope"};
+    scoped.shortlist = 3;
+    digest.digest_candidates = 2;
+    const std::vector<texture::SearchParams> params{whole, in_b, scoped, digest};
+    for (size_t k = 0; k < params.size(); ++k) {
+      const std::vector<texture::SearchResult> many = index.search_many(ptrs, params[k]);
+      ASSERT_EQ(many.size(), queries.size());
+      size_t verified = 0;  // (the comparison is of verified shortlists, not only of empty ones)
+      for (const auto& r : many) verified += r.candidates.size();
+      if (k == 0) {
+        EXPECT_GE(verified, queries.size() / 2);  // most of them planted
+      }
+      for (size_t i = 0; i < queries.size(); ++i)
+        EXPECT_EQ(test::search_difference(many[i], index.search(queries[i], params[k])), "")
+            << "query " << i << " (" << queries[i].count() << " rows), params " << k;
+    }
+    EXPECT_TRUE(index.search_many({}, whole).empty());
+  }
+}
+
+// A query that search refuses makes search_many throw (the same error), whichever its place.
+TEST(TextureIndexLive, SearchManyRefusesWhatSearchRefuses) {
+  std::mt19937 rng(std::random_device{}());
+  TextureIndex index(small_blocks());
+  index.add(test::random_index_entry("p0", rng, 40));
+  texture::Features good = test::random_index_entry("q", rng, 40).features, bad = good;
+  bad.descriptors.resize(30 * match::kDim);
+  EXPECT_THROW(index.search(bad, {}), std::invalid_argument);
+  EXPECT_THROW(index.search_many({&good, &good, &bad}, {}), std::invalid_argument);
+  EXPECT_EQ(index.search_many({&good, &good}, {}).size(), 2u);
 }
 
 TEST(TextureIndexLive, ConcurrentSearchesSeeEveryReturnedWrite) {

@@ -2,7 +2,7 @@
 // between GPU memory and pinned host memory (streamed in small batches over two streams), and all
 // in host memory; whole-index and scoped searches; live updates moving images between the tiers; the
 // verification's re-matching of a shortlist that spans GPU-tier blocks (read in place) and the host
-// tier (copied), per row and through search and verify.
+// tier (copied), per row and through search and verify; several queries scored together (search_many).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -21,6 +21,7 @@
 #include "match/match.h"
 #include "prism_test.h"
 #include "gallery_cases.h"
+#include "search_cases.h"
 #include "texture/index.h"
 #include "texture/index/resources.h"
 #include "texture/index/search_plan.h"
@@ -545,6 +546,66 @@ TEST(TextureIndexGpu, VerificationAcrossTiersEqualsTheCpuPath) {
   for (const GalleryEntry& e : entries) {
     const texture::SearchResult want = cpu.verify(query, e.id, {});
     for (auto* g : gpus) same(g->verify(query, e.id, {}).best, want.best, "verify " + e.id);
+  }
+}
+
+// search_many on the GPU: up to kMaxQueries queries per matcher call, over a GPU tier matched in place
+// and a host tier streamed in batches, whole and scoped; each result equal to search's on the same index
+// and to the CPU path's, field by field. 19 queries: two full batches and a short one, of every length
+// (none, one row, a full slot). `wide` holds its GPU tier in one block of at least two images per
+// multiprocessor, in two runs, which with 8 queries of 768 rows (blocks of 768 rows, 8 per image)
+// kAuto gives the wgmma kernel on an H100 or H200.
+TEST(TextureIndexGpu, SearchManyEqualsSearchingOneByOne) {
+  PRISM_NEED_GPU();
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int gpu_slots = std::max(2 * sms, 300);
+  texture::TextureIndex cpu(options(texture::Device::kCpu, 0, 2 * gpu_slots));
+  texture::TextureIndex split(options(texture::Device::kCuda, 7, 2 * gpu_slots));  // GPU blocks of 4 and 3
+  texture::IndexOptions wide_options = options(texture::Device::kCuda, gpu_slots, 2 * gpu_slots);
+  wide_options.gpu_block_slots = gpu_slots;
+  wide_options.gpu_run_slots = gpu_slots / 2;
+  texture::TextureIndex wide(wide_options);
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < gpu_slots + 30; ++i) {
+    const int n = i == 0 ? 0 : i == 1 ? 1 : i % 5 == 2 ? match::kSlot : 5 + int(rng() % 700);
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, n, i % 3 ? "a" : "b"));
+    entries.back().enrolled_unix = 1700000000 + i;
+    cpu.add(entries.back());
+    split.add(entries.back());
+    wide.add(entries.back());
+  }
+  ASSERT_EQ(split.stats().gpu_images, 7u);
+  ASSERT_EQ(wide.stats().host_images, 30u);
+  std::vector<texture::Features> queries;
+  for (int k = 0; k < 19; ++k) {
+    const int rows = k == 0 ? 0 : k == 1 ? 1 : k < 10 ? match::kSlot : 20 + int(rng() % 700);
+    texture::Features q = test::random_index_entry("q", rng, rows).features;
+    const GalleryEntry& t = entries[rng() % entries.size()];
+    const size_t shared = std::min({size_t(rows), size_t(t.features.count()), size_t(10 + rng() % 40)});
+    std::copy_n(t.features.descriptors.begin(), shared * match::kDim, q.descriptors.begin());
+    queries.push_back(std::move(q));
+  }
+  std::vector<const texture::Features*> ptrs;
+  for (const auto& q : queries) ptrs.push_back(&q);
+  texture::SearchParams whole, scoped;
+  scoped.collections = {"b", "nope"};
+  scoped.shortlist = 4;
+  for (const texture::SearchParams& p : {whole, scoped}) {
+    const std::string what = p.collections.empty() ? "whole" : "scoped";
+    for (texture::TextureIndex* g : {&split, &wide}) {
+      const std::vector<texture::SearchResult> many = g->search_many(ptrs, p);
+      ASSERT_EQ(many.size(), queries.size());
+      for (size_t i = 0; i < queries.size(); ++i) {
+        const std::string which = what + ", query " + std::to_string(i) + " (" + std::to_string(queries[i].count()) +
+                                  " rows), " + std::to_string(g->stats().gpu_images) + " in GPU memory";
+        EXPECT_EQ(test::search_difference(many[i], g->search(queries[i], p)), "") << which;
+        EXPECT_EQ(test::search_difference(many[i], cpu.search(queries[i], p)), "") << which << " against the CPU";
+      }
+    }
   }
 }
 

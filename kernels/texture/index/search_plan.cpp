@@ -6,6 +6,8 @@
 #include <exception>
 #include <functional>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include "texture/index/digest_stage.h"
 
@@ -19,14 +21,13 @@ namespace {
 
 constexpr size_t kSlotBytes = match::kSlotBytes;
 
-// Query rows padded to a multiple of 16 with zero vectors (a zero row never passes the ratio test),
-// written to `out` (a slot's bytes); returns the row count.
-int pad_query(const Features& q, uint8_t* out) {
-  const int rows = std::max(16, (std::min(q.count(), match::kSlot) + 15) / 16 * 16);
-  const size_t used = std::min(q.descriptors.size(), kSlotBytes);
+// A query's rows padded to a multiple of 16 (at most a slot's).
+int padded_rows(const Features& q) { return std::max(16, (std::min(q.count(), match::kSlot) + 15) / 16 * 16); }
+// The query's rows, then zero vectors up to `rows` (a zero row never passes the ratio test), into `out`.
+void pad_query(const Features& q, int rows, uint8_t* out) {
+  const size_t used = std::min(q.descriptors.size(), size_t(rows) * match::kDim);
   std::copy_n(q.descriptors.data(), used, out);
   std::fill(out + used, out + size_t(rows) * match::kDim, uint8_t(0));
-  return rows;
 }
 
 // One matcher call of a search: `images` images of one block of one tier, their scores at
@@ -42,21 +43,35 @@ struct Run {
 
 }  // namespace
 
-void prepare_query(SearchResources& res, const Features& query, Query& q) {
-  check_descriptors(query, "the query");
-  q.features = query.count();
-  if (!res.gpu) {
-    q.plain.resize(kSlotBytes);
-    q.rows = pad_query(query, q.plain.data());
-    q.host = q.plain.data();
-    return;
+void prepare_query(SearchResources& res, const Features& query, Query& q) { prepare_queries(res, {&query}, q); }
+
+void prepare_queries(SearchResources& res, const std::vector<const Features*>& queries, Query& q) {
+  if (queries.empty() || queries.size() > size_t(kMaxQueries))
+    throw std::invalid_argument("texture index: 1 to " + std::to_string(kMaxQueries) + " queries per batch");
+  int rows = 16, features = 0;
+  for (const Features* f : queries) {
+    check_descriptors(*f, "the query");
+    rows = std::max(rows, padded_rows(*f));
+    features = std::max(features, f->count());
   }
+  q.rows = rows;
+  q.features = features;
+  q.queries = int(queries.size());
+  const size_t per = size_t(rows) * match::kDim, bytes = per * queries.size();
+  uint8_t* dst = nullptr;
+  if (!res.gpu) {
+    q.plain.resize(bytes);
+    dst = q.plain.data();
+  } else {
 #if defined(PRISM_HAVE_CUDA)
-  uint8_t* pinned = res.query_buf.get(kSlotBytes, true);
-  q.rows = pad_query(query, pinned);
-  q.host = pinned;
-  PRISM_CUDA_CHECK(
-      cudaMemcpyAsync(res.d_query.data(), pinned, q.rows * match::kDim, cudaMemcpyHostToDevice, res.stream));
+    dst = res.query_buf.get(bytes, true);
+    res.d_query.reserve(bytes);  // (a slot's from the start: grown for a batch of long queries)
+#endif
+  }
+  for (size_t j = 0; j < queries.size(); ++j) pad_query(*queries[j], rows, dst + j * per);
+  q.host = dst;
+#if defined(PRISM_HAVE_CUDA)
+  if (res.gpu) PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_query.data(), dst, bytes, cudaMemcpyHostToDevice, res.stream));
 #endif
 }
 
@@ -82,7 +97,16 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
   } drain{res};
 #endif
   const uint8_t* q = query.host;  // padded, and on the GPU path in res.d_query (prepare_query)
-  const int rows = query.rows;
+  const int rows = query.rows;    // per query
+  const int nq = query.queries;
+  // Each matcher call writes its run's scores query-major ([nq][r.images], at r.pos * nq of a
+  // run-major buffer): put back as scores[j * total + pos] (the same layout when nq is 1).
+  const auto unpack = [&](const std::vector<Run>& rs, const int* run_major, size_t total) {
+    for (const Run& r : rs)
+      for (int j = 0; j < nq; ++j)
+        std::copy_n(run_major + r.pos * size_t(nq) + size_t(j) * size_t(r.images), r.images,
+                    scores.begin() + long(size_t(j) * total + r.pos));
+  };
   // The plan: runs over whole blocks, or over each block's members of the scope (or of a digest search's
   // candidates).
   std::vector<Run> runs;
@@ -119,6 +143,7 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
   // (K digest slots that name every host image: the exact plan, which streams them without the digests)
   const DigestLayout& digest = store.digest();
   const bool digesting = !scoped && digest_search(store, params);
+  if (digesting && nq != 1) throw std::logic_error("texture index: a digest search takes one query at a time");
   // Whether copy streams match host-tier batches while the GPU tier is matched (see `step`).
   const bool host_streams = digesting ? digest.streamed : store.tier(kHostTier).used() > 0;
   if (!scoped) {
@@ -154,14 +179,15 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
     const Tier::Block& blk = *store.tier(kGpuTier).blocks[r.block];
     match::MatchU8Problem p;
     p.query = res.d_query.data();
-    p.rows = p.query_rows = rows;
+    p.rows = nq * rows;
+    p.query_rows = rows;
     p.images = r.images;
     p.gallery = blk.data + r.first * kSlotBytes;
     p.counts = blk.d_counts.data() + r.first;
     p.slots = r.scoped ? res.d_slots.data() + r.list : nullptr;
     if (store.tier(kGpuTier).norms) p.norms = blk.d_norms.data() + r.first * match::kSlot;
     if (digesting && digest.streamed) p.grid_sms = res.gather_grid_sms();  // beside the digests' copies
-    match_on_device(p, params.ratio, res.d_scores.data() + r.pos, {}, res.stream);
+    match_on_device(p, params.ratio, res.d_scores.data() + r.pos * size_t(nq), {}, res.stream);
   };
 #endif
   [[maybe_unused]] size_t early = 0;  // runs already enqueued: a digest search's GPU tier, with its digests
@@ -192,7 +218,7 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
     plan_listed(chosen);
   }
   const size_t total = owner_of.size();
-  scores.assign(total, 0);
+  scores.assign(total * size_t(nq), 0);
   if (total == 0) {
 #if defined(PRISM_HAVE_CUDA)
     if (gpu) PRISM_CUDA_CHECK(cudaStreamSynchronize(res.stream));  // the query's copy reads query_buf
@@ -201,22 +227,25 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
   }
 
   if (!gpu) {
+    std::vector<int> run_major(nq == 1 ? 0 : scores.size());
     for (const Run& r : runs) {
       const Tier& tier = store.tier(r.tier);
       const size_t base = r.block * tier.block_slots;
       match::MatchU8Problem p;
       p.query = q;
-      p.rows = p.query_rows = rows;
+      p.rows = nq * rows;
+      p.query_rows = rows;
       p.gallery = tier.blocks[r.block]->data + r.first * kSlotBytes;
       p.counts = tier.counts.data() + base + r.first;
       p.images = r.images;
       p.slots = r.scoped ? slot_list.data() + r.list : nullptr;
-      match_on_host(p, params.ratio, &scores[r.pos]);
+      match_on_host(p, params.ratio, nq == 1 ? &scores[r.pos] : &run_major[r.pos * size_t(nq)]);
     }
+    if (nq != 1) unpack(runs, run_major.data(), total);
     return;
   }
 #if defined(PRISM_HAVE_CUDA)
-  res.d_scores.reserve(total);
+  res.d_scores.reserve(total * size_t(nq));
   // Scoped runs: the slot lists, and for host-tier runs (gathered into staging) their counts.
   std::vector<int> gathered_counts_pos(runs.size(), -1);
   size_t gathered = 0;
@@ -278,9 +307,10 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
     const Tier::Block& blk = *store.tier(kHostTier).blocks[r.block];
     match::MatchU8Problem p;
     p.query = res.d_query.data();
-    p.rows = p.query_rows = rows;
+    p.rows = nq * rows;
+    p.query_rows = rows;
     p.images = r.images;
-    int* out = res.d_scores.data() + r.pos;
+    int* out = res.d_scores.data() + r.pos * size_t(nq);
     const int s = next++ % res.streams;
     cudaStream_t cs = res.copy_streams[s];
     uint8_t* dst = res.staging[s].data();
@@ -303,11 +333,15 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
   }
   if (streaming)
     for (auto& cs : res.copy_streams) PRISM_CUDA_CHECK(cudaStreamSynchronize(cs));
-  int* h_scores = res.scores_buf.get(total, true);
+  const size_t n_scores = total * size_t(nq);
+  int* h_scores = res.scores_buf.get(n_scores, true);
   PRISM_CUDA_CHECK(
-      cudaMemcpyAsync(h_scores, res.d_scores.data(), total * sizeof(int), cudaMemcpyDeviceToHost, res.stream));
+      cudaMemcpyAsync(h_scores, res.d_scores.data(), n_scores * sizeof(int), cudaMemcpyDeviceToHost, res.stream));
   PRISM_CUDA_CHECK(cudaStreamSynchronize(res.stream));
-  std::copy_n(h_scores, total, scores.begin());
+  if (nq == 1)
+    std::copy_n(h_scores, total, scores.begin());
+  else
+    unpack(runs, h_scores, total);
 #endif
 }
 

@@ -23,18 +23,32 @@ namespace prism::texture {
 // the scoring, the digests and the verification all read it there. On the GPU path it lives in the
 // resources' query_buf and d_query, so the search holds `work` from prepare_query until its last
 // matching (the verification's); on the CPU path in `plain`.
+//
+// Or up to kMaxQueries queries at once (prepare_queries), matched by one matcher call per run of images
+// (the matcher's batched queries: query j owns rows [j * rows, (j + 1) * rows)). Each is padded to the
+// longest one's rows: the extra rows are zero and never pass, so each query's scores are its own alone.
 struct Query {
   std::vector<uint8_t> plain;
   const uint8_t* host = nullptr;
-  int rows = 0;      // padded to a multiple of 16
-  int features = 0;  // the query's own (0: nothing to match)
+  int rows = 0;      // per query, padded to a multiple of 16
+  int features = 0;  // the query's own (batched: the most any has; 0: nothing to match)
+  int queries = 1;
 };
+// Queries per batched scoring. The kernels themselves take any number (their grids grow with the rows),
+// but the gain is in the first few: on an H100 the wgmma kernel matches 5.35 M images/s per query at 2
+// queries a launch and 5.31 M at 8 (docs/benchmarks/matching.md), and the query and score buffers grow
+// with the batch (8 x 96 KiB of query).
+constexpr int kMaxQueries = 8;
 // std::invalid_argument unless the query carries 8-bit descriptors (check_descriptors).
 void prepare_query(SearchResources& res, const Features& query, Query& q);
+// 1 to kMaxQueries queries (std::invalid_argument otherwise, or when one is not 8-bit: check_descriptors).
+void prepare_queries(SearchResources& res, const std::vector<const Features*>& queries, Query& q);
 
 // The ratio-test scores of the owners in the search's scope, scores[i] for owner owner_of[i]: every
 // image (scope null; through the digests when digest_search says so, `digested` then counting the
-// host-tier images ranked by their digest alone), or the owners listed in `scope`.
+// host-tier images ranked by their digest alone), or the owners listed in `scope`. A batch of queries
+// (Query::queries > 1) has query j's scores at scores[j * owner_of.size() + i]; it never goes through
+// the digests (std::logic_error: the index searches such batches one query at a time).
 void score(const SlotStore& store, SearchResources& res, const Query& q, const SearchParams& params,
            const std::vector<int>* scope, std::vector<int>& scores, std::vector<int>& owner_of,
            size_t* digested = nullptr);
