@@ -9,9 +9,10 @@
 // caller gets exactly the features extract_features gives for its image (bit for bit: a batch's
 // results equal one image's).
 //
-// Waiting: a batch waits for more images only while some caller has announced one (reserve()) and
-// not handed it yet, up to max_wait after its first image arrived, or until it holds max_batch. A
-// lone request is never held: with nobody else announced, its image leaves at once. Where SIFT runs
+// Waiting (common/dynamic_batcher.h, the queue this is built on): a batch waits for more images only
+// while some caller has announced one (reserve()) and not handed it yet, up to max_wait after its first
+// image arrived, or until it holds max_batch. A lone request is never held: with nobody else announced,
+// its image leaves at once. Where SIFT runs
 // on the CPU (cv::SIFT: kCpu, or kAuto without a GPU) there is nothing to batch: each caller extracts
 // on its own thread.
 #pragma once
