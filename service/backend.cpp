@@ -53,6 +53,10 @@ ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture:
   return part_of(index.search(query, params), index, shard);
 }
 
+ShardSearch shard_search_of(const texture::SearchResult& r, texture::TextureIndex& index, int shard) {
+  return part_of(r, index, shard);
+}
+
 ShardSearch shard_scores(texture::TextureIndex& index, int shard, const texture::Features& query,
                          const texture::SearchParams& params) {
   ShardSearch part = part_of(index.shortlist(query, params), index, shard);

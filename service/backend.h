@@ -195,6 +195,8 @@ struct ShardSearch {
 };
 ShardSearch shard_search(texture::TextureIndex& index, int shard, const texture::Features& query,
                          const texture::SearchParams& params);
+// The same part of a search already run (TextureIndex::search or search_many) on `index`.
+ShardSearch shard_search_of(const texture::SearchResult& r, texture::TextureIndex& index, int shard);
 // The first phase: shard_search's shortlist, scored and not verified.
 ShardSearch shard_scores(texture::TextureIndex& index, int shard, const texture::Features& query,
                          const texture::SearchParams& params);

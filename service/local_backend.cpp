@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 namespace prism::service {
 
@@ -37,6 +38,10 @@ texture::CatalogOptions catalog_options(const LocalOptions& o) {
 LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
     : options_(options), catalog_(catalog_options(options)) {
   catalog_.load(progress);
+  searches_ = std::make_unique<DynamicBatcher<SearchRequest, SearchOutcome>>(
+      options.search_batching,
+      [](const SearchRequest& a, const SearchRequest& b) { return texture::same_params(*a.params, *b.params); },
+      [this](std::vector<SearchRequest>& batch) { return search_batch(batch); });
   // A damaged copy read from the other one, a pack rebuilt or compacted: the operator should know
   // (lost redundancy must not be silent).
   if (!catalog_.open_note().empty())
@@ -135,7 +140,35 @@ VerifyAnswer LocalBackend::verify(const std::string& id, const texture::Features
 }
 
 ShardSearch LocalBackend::search_part(const texture::Features& query, const texture::SearchParams& params) {
-  return shard_search(catalog_.index(), options_.shard, query, params);
+  SearchOutcome o = searches_->submit({&query, &params}, false).get();
+  if (o.error) std::rethrow_exception(o.error);
+  return std::move(o.part);
+}
+
+std::vector<LocalBackend::SearchOutcome> LocalBackend::search_batch(std::vector<SearchRequest>& batch) {
+  texture::TextureIndex& index = catalog_.index();
+  std::vector<SearchOutcome> out(batch.size());
+  std::vector<const texture::Features*> queries;
+  for (const SearchRequest& r : batch) queries.push_back(r.query);
+  try {
+    const std::vector<texture::SearchResult> results = index.search_many(queries, *batch.front().params);
+    for (size_t k = 0; k < batch.size(); ++k) out[k].part = shard_search_of(results[k], index, options_.shard);
+    return out;
+  } catch (...) {
+    if (batch.size() == 1) {
+      out[0].error = std::current_exception();
+      return out;
+    }
+  }
+  // A query that search_many refused (or a failure in its batch): each searched alone, with its own outcome.
+  for (size_t k = 0; k < batch.size(); ++k) {
+    try {
+      out[k].part = shard_search(index, options_.shard, *batch[k].query, *batch[k].params);
+    } catch (...) {
+      out[k].error = std::current_exception();
+    }
+  }
+  return out;
 }
 
 ShardSearch LocalBackend::search_scores(const texture::Features& query, const texture::SearchParams& params) {

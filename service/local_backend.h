@@ -9,15 +9,24 @@
 // concurrently with each other and wait only while the index itself changes. Every call checks its
 // deadline before the work (503 naming deadline_ms when it passed), and a write gives up waiting for
 // the one before it at its deadline.
+//
+// Concurrent searches share the index's matching (TextureIndex::search_many: up to 8 queries per matcher
+// call, each indexed image read once for all of them) through a dynamic batcher (common/dynamic_batcher.h):
+// searches that arrive while earlier ones are searched leave together when their parameters are equal.
+// None waits for another to arrive (nobody announces one), so a lone search starts at once.
 #pragma once
 
+#include <atomic>
+#include <exception>
 #include <filesystem>
 #include <functional>
-#include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "backend.h"
+#include "common/dynamic_batcher.h"
 #include "texture/catalog.h"
 
 namespace prism::service {
@@ -33,6 +42,9 @@ struct LocalOptions {
   // What this process is, named to a writer refused while it holds the gallery
   // (texture::GalleryOwner): "prism texture serve on 127.0.0.1:8080".
   std::string owner = "a texture service";
+  // Searches per search_many (max_batch; 1: each alone) and batches searched at once (instances: one's
+  // verification, on the CPU, beside another's matching). max_wait is not used: no search is announced.
+  DynamicBatcherOptions search_batching{texture::kMaxBatchQueries, std::chrono::microseconds(0), 2};
 };
 
 class LocalBackend : public Backend {
@@ -51,12 +63,14 @@ class LocalBackend : public Backend {
   std::string health() override { return {}; }
   texture::Normalisation normalisation() override { return catalog_.normalisation(); }
 
-  // This shard's part of a search (what a shard worker sends to the front): whole, or one of the
-  // two phases of a sharded search (shard_scores, shard_verify in backend.h).
+  // This shard's part of a search (what a shard worker sends to the front): whole (batched with
+  // concurrent ones), or one of the two phases of a sharded search (shard_scores, shard_verify in
+  // backend.h; one at a time).
   ShardSearch search_part(const texture::Features& query, const texture::SearchParams& params);
   ShardSearch search_scores(const texture::Features& query, const texture::SearchParams& params);
   ShardSearch search_verify(const texture::Features& query, const std::vector<Match>& candidates,
                             const texture::SearchParams& params);
+  DynamicBatcherStats search_batching() const { return searches_->stats(); }
   ShardStats shard_stats();
   size_t size() const { return catalog_.size(); }
   bool contains(const std::string& id) const { return catalog_.contains(id); }
@@ -69,6 +83,20 @@ class LocalBackend : public Backend {
 
   std::timed_mutex write_;  // a write waits for the one before it until its deadline (the catalog's writes)
   std::atomic<int64_t> writes_{0};
+
+  // A search handed to the batcher (the caller's, alive while it waits) and its outcome: one query's
+  // error is its own, not its batch's.
+  struct SearchRequest {
+    const texture::Features* query = nullptr;
+    const texture::SearchParams* params = nullptr;
+  };
+  struct SearchOutcome {
+    ShardSearch part;
+    std::exception_ptr error;
+  };
+  std::vector<SearchOutcome> search_batch(std::vector<SearchRequest>& batch);
+  // After the catalog: stopped (its threads joined) before the index goes.
+  std::unique_ptr<DynamicBatcher<SearchRequest, SearchOutcome>> searches_;
 };
 
 }  // namespace prism::service

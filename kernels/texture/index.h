@@ -59,6 +59,21 @@ struct SearchParams : DecisionParams {
   static constexpr int kMaxDigestCandidates = 100000000;
 };
 
+// Whether two searches ask the same (every field of SearchParams: a field added there belongs here
+// too), so that they may share a search_many.
+inline bool same_params(const SearchParams& a, const SearchParams& b) {
+  return a.min_significance == b.min_significance && a.min_inliers == b.min_inliers && a.ratio == b.ratio &&
+         a.shortlist == b.shortlist && a.verify.reprojection_px == b.verify.reprojection_px &&
+         a.verify.max_iterations == b.verify.max_iterations && a.verify.confidence == b.verify.confidence &&
+         a.collections == b.collections && a.digest_candidates == b.digest_candidates;
+}
+
+// Queries that search_many scores per matcher call. The kernels themselves take any number (their grids
+// grow with the rows), but the gain is in the first few: on an H100 the wgmma kernel matches 5.35 M
+// images/s per query at 2 queries a launch and 5.31 M at 8 (docs/benchmarks/matching.md), while the
+// query and score buffers grow with the batch (8 x 96 KiB of query).
+constexpr int kMaxBatchQueries = 8;
+
 struct Candidate {
   int index = -1;  // the entry's position in ids() when the search ran
   std::string id;
@@ -245,11 +260,10 @@ class TextureIndex {
   SearchResult search(const Features& query, const SearchParams& params);
   // Several searches with the same parameters: result i is search(*queries[i], params)'s (the same
   // candidates, scores, geometry and decision; match_ms is the time of the scoring its query shared).
-  // The scoring matches up to 8 queries in each matcher call (the matcher's batched queries), so that
-  // concurrent searches read each indexed image, and on the GPU path stream the host tier, once per
-  // batch rather than once per query. Verification stays per query. Approximate (digest) searches and
-  // queries without descriptors are searched one at a time. A query that search would refuse
-  // (check_descriptors) makes the whole call throw.
+  // The scoring matches up to kMaxBatchQueries (8) queries in each matcher call (the matcher's batched queries), so
+  // that concurrent searches read each indexed image, and on the GPU path stream the host tier, once per batch rather
+  // than once per query. Verification stays per query. Approximate (digest) searches and queries without descriptors
+  // are searched one at a time. A query that search would refuse (check_descriptors) makes the whole call throw.
   std::vector<SearchResult> search_many(const std::vector<const Features*>& queries, const SearchParams& params);
   // search() in two halves, for a caller that pools the shortlists of several indexes before it
   // verifies (the sharded service, service/backend.h: a shard verifies only its part of the global

@@ -1,7 +1,8 @@
 // The HTTP API over one gallery (service/http_api.h + service/local_backend.h), through a real
 // cpp-httplib server on 127.0.0.1 (a free port) and a real client: answers equal the index's own on
 // the same gallery; write semantics; API keys; every bad request a 4xx JSON error naming the field
-// with the server still healthy; a bounded load of 32 concurrent clients.
+// with the server still healthy; a bounded load of 32 concurrent clients; concurrent searches of the
+// backend batched together (search_many) answering as alone.
 #include <arpa/inet.h>
 #include <gst/gst.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@
 #include <random>
 #include <thread>
 
+#include "gallery_cases.h"
 #include "http_api.h"
 #include "images.h"
 #include "local_backend.h"
@@ -1212,6 +1214,67 @@ TEST(HttpApi, ThirtyTwoConcurrentClientsForAFixedTime) {
               shed.load(), all[all.size() / 2], all[std::min(all.size() - 1, all.size() * 99 / 100)]);
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// Concurrent searches of one backend share search_many batches (LocalOptions::search_batching) and each
+// answers as the same search alone: the whole gallery and a collection (parameters that never share a
+// batch), and a query the index refuses, whose error is its own and not its batch's.
+TEST(LocalBackendSearch, ConcurrentSearchesAnswerAsAlone) {
+  TempDir dir;
+  LocalOptions lo;
+  lo.gallery = dir.path() / "gallery";
+  lo.index = cpu_index();
+  LocalBackend backend(lo);
+  std::mt19937 rng(std::random_device{}());
+  std::vector<texture::GalleryEntry> entries;
+  for (int i = 0; i < 24; ++i) {
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, 40 + int(rng() % 200), i % 2 ? "a" : ""));
+    backend.write(entries.back(), false, Clock::time_point::max());
+  }
+  std::vector<texture::Features> queries;
+  for (int k = 0; k < 12; ++k) {
+    texture::Features q = test::random_index_entry("q", rng, 100 + int(rng() % 300)).features;
+    const texture::Features& t = entries[rng() % entries.size()].features;
+    std::copy_n(t.descriptors.begin(), size_t(std::min(t.count(), 30)) * match::kDim, q.descriptors.begin());
+    queries.push_back(std::move(q));
+  }
+  texture::Features bad = queries[0];
+  bad.descriptors.resize(10 * match::kDim);
+  texture::SearchParams whole, in_a;
+  in_a.collections = {"a"};
+  const auto key = [](const ShardSearch& s) {
+    std::string out = std::to_string(s.searched);
+    for (const Match& m : s.shortlist)
+      out += " " + m.id + ":" + std::to_string(m.score) + "/" + std::to_string(m.matches) + "/" +
+             std::to_string(m.inliers) + "/" + std::to_string(m.geometric_significance);
+    return out;
+  };
+  std::vector<std::string> alone;
+  for (size_t k = 0; k < queries.size(); ++k)
+    alone.push_back(key(backend.search_part(queries[k], k % 3 ? whole : in_a)));
+  const DynamicBatcherStats before = backend.search_batching();
+  std::atomic<int> wrong{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 12; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 4; ++round) {
+        const size_t k = size_t(t + round) % queries.size();
+        wrong += key(backend.search_part(queries[k], k % 3 ? whole : in_a)) != alone[k];
+        if (t == 0) try {
+            backend.search_part(bad, whole);
+          } catch (const std::invalid_argument&) {
+            ++refused;
+          }
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(refused.load(), 4);
+  const DynamicBatcherStats s = backend.search_batching();
+  EXPECT_EQ(s.requests - before.requests, 12u * 4u + 4u);
+  EXPECT_LE(s.largest, texture::kMaxBatchQueries);
+  std::printf("%llu searches in %llu batches, the largest of %d\n", (unsigned long long)(s.requests - before.requests),
+              (unsigned long long)(s.batches - before.batches), s.largest);
 }
 
 }  // namespace

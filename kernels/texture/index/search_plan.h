@@ -34,11 +34,7 @@ struct Query {
   int features = 0;  // the query's own (batched: the most any has; 0: nothing to match)
   int queries = 1;
 };
-// Queries per batched scoring. The kernels themselves take any number (their grids grow with the rows),
-// but the gain is in the first few: on an H100 the wgmma kernel matches 5.35 M images/s per query at 2
-// queries a launch and 5.31 M at 8 (docs/benchmarks/matching.md), and the query and score buffers grow
-// with the batch (8 x 96 KiB of query).
-constexpr int kMaxQueries = 8;
+constexpr int kMaxQueries = kMaxBatchQueries;  // (index.h says why 8)
 // std::invalid_argument unless the query carries 8-bit descriptors (check_descriptors).
 void prepare_query(SearchResources& res, const Features& query, Query& q);
 // 1 to kMaxQueries queries (std::invalid_argument otherwise, or when one is not 8-bit: check_descriptors).
