@@ -38,10 +38,11 @@ texture::CatalogOptions catalog_options(const LocalOptions& o) {
 LocalBackend::LocalBackend(const LocalOptions& options, const std::function<void(size_t)>& progress)
     : options_(options), catalog_(catalog_options(options)) {
   catalog_.load(progress);
-  searches_ = std::make_unique<DynamicBatcher<SearchRequest, SearchOutcome>>(
-      options.search_batching,
-      [](const SearchRequest& a, const SearchRequest& b) { return texture::same_params(*a.params, *b.params); },
-      [this](std::vector<SearchRequest>& batch) { return search_batch(batch); });
+  if (options.search_batching.max_batch > 1)
+    searches_ = std::make_unique<DynamicBatcher<SearchRequest, SearchOutcome>>(
+        options.search_batching,
+        [](const SearchRequest& a, const SearchRequest& b) { return texture::same_params(*a.params, *b.params); },
+        [this](std::vector<SearchRequest>& batch) { return search_batch(batch); });
   // A damaged copy read from the other one, a pack rebuilt or compacted: the operator should know
   // (lost redundancy must not be silent).
   if (!catalog_.open_note().empty())
@@ -140,6 +141,7 @@ VerifyAnswer LocalBackend::verify(const std::string& id, const texture::Features
 }
 
 ShardSearch LocalBackend::search_part(const texture::Features& query, const texture::SearchParams& params) {
+  if (!searches_) return shard_search(catalog_.index(), options_.shard, query, params);
   SearchOutcome o = searches_->submit({&query, &params}, false).get();
   if (o.error) std::rethrow_exception(o.error);
   return std::move(o.part);

@@ -13,7 +13,8 @@
 // Concurrent searches share the index's matching (TextureIndex::search_many: up to 8 queries per matcher
 // call, each indexed image read once for all of them) through a dynamic batcher (common/dynamic_batcher.h):
 // searches that arrive while earlier ones are searched leave together when their parameters are equal.
-// None waits for another to arrive (nobody announces one), so a lone search starts at once.
+// None waits for another to arrive (nobody announces one), so a lone search starts at once. Off by
+// default (LocalOptions::search_batching; `serve --search-batch N`).
 #pragma once
 
 #include <atomic>
@@ -42,9 +43,11 @@ struct LocalOptions {
   // What this process is, named to a writer refused while it holds the gallery
   // (texture::GalleryOwner): "prism texture serve on 127.0.0.1:8080".
   std::string owner = "a texture service";
-  // Searches per search_many (max_batch; 1: each alone) and batches searched at once (instances: one's
-  // verification, on the CPU, beside another's matching). max_wait is not used: no search is announced.
-  DynamicBatcherOptions search_batching{texture::kMaxBatchQueries, std::chrono::microseconds(0), 2};
+  // Searches per search_many (max_batch) and batches searched at once (instances: one's verification,
+  // on the CPU, beside another's matching). max_wait is not used: no search is announced. max_batch 1,
+  // the default: each search on its caller's thread, as many at once as there are callers (the batched
+  // path has not been measured under load yet, and runs searches on `instances` threads only).
+  DynamicBatcherOptions search_batching{1, std::chrono::microseconds(0), 2};
 };
 
 class LocalBackend : public Backend {
@@ -70,7 +73,7 @@ class LocalBackend : public Backend {
   ShardSearch search_scores(const texture::Features& query, const texture::SearchParams& params);
   ShardSearch search_verify(const texture::Features& query, const std::vector<Match>& candidates,
                             const texture::SearchParams& params);
-  DynamicBatcherStats search_batching() const { return searches_->stats(); }
+  DynamicBatcherStats search_batching() const { return searches_ ? searches_->stats() : DynamicBatcherStats{}; }
   ShardStats shard_stats();
   size_t size() const { return catalog_.size(); }
   bool contains(const std::string& id) const { return catalog_.contains(id); }

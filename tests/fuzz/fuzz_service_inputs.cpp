@@ -66,13 +66,6 @@ void keys(const uint8_t* data, size_t size) {
                "keys written back");
 }
 
-bool same_params(const prism::texture::SearchParams& a, const prism::texture::SearchParams& b) {
-  return a.ratio == b.ratio && a.shortlist == b.shortlist && a.min_significance == b.min_significance &&
-         a.min_inliers == b.min_inliers && a.verify.reprojection_px == b.verify.reprojection_px &&
-         a.verify.max_iterations == b.verify.max_iterations && a.verify.confidence == b.verify.confidence &&
-         a.collections == b.collections && a.digest_candidates == b.digest_candidates;
-}
-
 void request(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const bool write = data[0] & 1;
@@ -117,7 +110,8 @@ void request(const uint8_t* data, size_t size) {
     FUZZ_CHECK(back > ms - 60000 && back < ms + 60000, "the deadline moved");
   }
   if (r.op == "verify" || r.op == "search")
-    FUZZ_CHECK(same_params(shard::params_from(shard::params_json(r.search)), r.search), "search parameters");
+    FUZZ_CHECK(prism::texture::same_params(shard::params_from(shard::params_json(r.search)), r.search),
+               "search parameters");
 }
 
 void answer(const uint8_t* data, size_t size) {

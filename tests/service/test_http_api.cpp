@@ -1224,6 +1224,7 @@ TEST(LocalBackendSearch, ConcurrentSearchesAnswerAsAlone) {
   LocalOptions lo;
   lo.gallery = dir.path() / "gallery";
   lo.index = cpu_index();
+  lo.search_batching.max_batch = texture::kMaxBatchQueries;
   LocalBackend backend(lo);
   std::mt19937 rng(std::random_device{}());
   std::vector<texture::GalleryEntry> entries;

@@ -48,6 +48,8 @@ constexpr const char* kServeUsage =
     "                       a request waits up to its deadline, then gets 503 (default 2G)\n"
     "  --batch N            uploads extracted as one SIFT batch on the GPU at most (default 16; 1:\n"
     "                       one at a time)\n"
+    "  --search-batch N     searches matched together at most (--gallery; 1..8, default 1: each\n"
+    "                       alone, on its own thread)\n"
     "  --batch-wait US      how long a batch waits for requests already decoding, in microseconds;\n"
     "                       a lone request never waits (default 1000)\n"
     "  --deadline MS        default request deadline, up to 120000 (default 10000; clients may\n"
@@ -78,6 +80,7 @@ struct ServeOptions {
   int port = 8080, shards = 0;
   service::ApiOptions api;
   texture::IndexOptions index;
+  int search_batch = 1;  // --search-batch
   std::optional<texture::Normalisation> normalisation;
 };
 
@@ -110,6 +113,8 @@ ServeOptions parse_serve(int argc, char** argv) {
       with_value({"--max-pixels"},
                  [&](Name a, Value v) { o.api.max_image_pixels = uint64_t(parse_number(a, v, 1, 1e12)); }),
       with_value({"--decode-memory"}, [&](Name a, Value v) { o.api.decode_memory_bytes = parse_size(a, v); }),
+      with_value({"--search-batch"},
+                 [&](Name a, Value v) { o.search_batch = parse_int(a, v, 1, texture::kMaxBatchQueries); }),
       with_value({"--batch"}, [&](Name a, Value v) { o.api.batching.max_batch = parse_int(a, v, 1, 256); }),
       with_value(
           {"--batch-wait"},
@@ -191,6 +196,7 @@ int texture_serve_command(int argc, char** argv) {
       service::LocalOptions lo;
       lo.gallery = o.gallery;
       lo.index = o.index;
+      lo.search_batching.max_batch = o.search_batch;
       lo.normalisation = o.normalisation;
       lo.owner = "prism texture serve on " + o.host + ":" + std::to_string(o.port);  // port 0: told after bind
       std::unique_ptr<service::LocalBackend> local;
