@@ -15,6 +15,7 @@
 #include <thread>
 #include <string>
 
+#include "common/lease_pool.h"
 #include "sift/sift.h"
 
 #if defined(PRISM_HAVE_CUDA)
@@ -192,55 +193,28 @@ Features sift_cpu(const DetectionImage& d, const FeatureParams& params) {
 // feature count; a thread borrows one for a call, or waits for one.
 class ExtractorLease {
  public:
-  explicit ExtractorLease(int max_features) {
-    int device = 0;
-    PRISM_CUDA_CHECK(cudaGetDevice(&device));
-    pool_ = &pool_for(device, max_features);
-    std::unique_lock<std::mutex> lock(pool_->mutex);
-    pool_->freed.wait(lock, [&] { return !pool_->idle.empty() || pool_->created < kPoolSize; });
-    if (!pool_->idle.empty()) {
-      extractor_ = std::move(pool_->idle.back());
-      pool_->idle.pop_back();
-      return;
-    }
-    ++pool_->created;
-    lock.unlock();
-    try {
-      sift::Params p;
-      p.nfeatures = max_features;
-      extractor_ = std::make_unique<sift::CudaExtractor>(p);
-    } catch (...) {
-      std::lock_guard<std::mutex> relock(pool_->mutex);
-      --pool_->created;
-      pool_->freed.notify_one();
-      throw;
-    }
-  }
-  ~ExtractorLease() {
-    std::lock_guard<std::mutex> lock(pool_->mutex);
-    pool_->idle.push_back(std::move(extractor_));
-    pool_->freed.notify_one();
-  }
-  ExtractorLease(const ExtractorLease&) = delete;
-  ExtractorLease& operator=(const ExtractorLease&) = delete;
-  sift::CudaExtractor& get() { return *extractor_; }
+  explicit ExtractorLease(int max_features)
+      : lease_(pool_for(max_features).borrow([&] {
+          sift::Params p;
+          p.nfeatures = max_features;
+          return new sift::CudaExtractor(p);
+        })) {}
+  sift::CudaExtractor& get() { return *lease_; }
 
  private:
   static constexpr int kPoolSize = 8;
-  struct Pool {
-    std::mutex mutex;
-    std::condition_variable freed;
-    std::vector<std::unique_ptr<sift::CudaExtractor>> idle;
-    int created = 0;
-  };
-  static Pool& pool_for(int device, int max_features) {
+  using Pool = LeasePool<sift::CudaExtractor>;
+  static Pool& pool_for(int max_features) {
+    int device = 0;
+    PRISM_CUDA_CHECK(cudaGetDevice(&device));
     static std::mutex pools_mutex;
-    static std::map<std::pair<int, int>, Pool> pools;  // never shrinks: a few entries per process
+    static std::map<std::pair<int, int>, std::unique_ptr<Pool>> pools;  // never shrinks: a few per process
     std::lock_guard<std::mutex> lock(pools_mutex);
-    return pools[{device, max_features}];
+    std::unique_ptr<Pool>& pool = pools[{device, max_features}];
+    if (!pool) pool = std::make_unique<Pool>(kPoolSize);
+    return *pool;
   }
-  Pool* pool_ = nullptr;
-  std::unique_ptr<sift::CudaExtractor> extractor_;
+  Pool::Lease lease_;
 };
 #endif
 
@@ -475,6 +449,42 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
 }
 
 cudaStream_t CudaFeatureExtractor::stream() const { return impl_->sift.stream(); }
+
+namespace {
+// extract_on_gpu's pooled extractor with its upload buffer.
+struct GpuExtraction {
+  explicit GpuExtraction(const FeatureParams& params) : extractor(params) {}
+  CudaFeatureExtractor extractor;
+  gpu::DeviceArray<uint8_t> grey;
+};
+
+LeasePool<GpuExtraction>& gpu_extraction_pool(const FeatureParams& params) {
+  constexpr int kPoolSize = 8;  // as ExtractorLease's: ~250 MB of GPU buffers each
+  int device = 0;
+  PRISM_CUDA_CHECK(cudaGetDevice(&device));
+  // Everything CudaFeatureExtractor keeps of its params (the device is the current one).
+  const std::string key = std::to_string(device) + "/" + std::to_string(params.max_features) + "/" +
+                          std::to_string(params.max_side) + "/" + params.normalisation.name() + "/" +
+                          std::to_string(params.keep_fp16) + std::to_string(params.keep_fp32);
+  static std::mutex pools_mutex;
+  static std::map<std::string, std::unique_ptr<LeasePool<GpuExtraction>>> pools;  // a few per process
+  std::lock_guard<std::mutex> lock(pools_mutex);
+  auto& pool = pools[key];
+  if (!pool) pool = std::make_unique<LeasePool<GpuExtraction>>(kPoolSize);
+  return *pool;
+}
+}  // namespace
+
+Features extract_on_gpu(const cv::Mat& image, const FeatureParams& params) {
+  const cv::Mat grey = to_grey(image);
+  use_cuda(gpu::Device::kCuda);  // throws gpu::CudaError without a usable GPU
+  auto slot = gpu_extraction_pool(params).borrow([&] { return new GpuExtraction(params); });
+  const size_t row = size_t(grey.cols);
+  slot->grey.reserve(row * size_t(grey.rows));
+  PRISM_CUDA_CHECK(cudaMemcpy2DAsync(slot->grey.data(), row, grey.data, grey.step, row, size_t(grey.rows),
+                                     cudaMemcpyHostToDevice, slot->extractor.stream()));
+  return slot->extractor.extract_device(slot->grey.data(), row, grey.cols, grey.rows);
+}
 #endif
 
 bool same_stored_features(const Features& a, const Features& b) {
