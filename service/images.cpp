@@ -98,7 +98,7 @@ texture::Features extract_upload(const std::string& bytes, const std::string& fi
     refuse(e, field);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  texture::Features f = reservation.extract(texture::prepare_detection(d.grey, extraction), extraction);
+  texture::Features f = reservation.extract(d.grey, extraction);
   texture::to_original_pixels(f, int(d.width), int(d.height), d.reduction);
   if (times)
     times->extract_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -48,6 +48,7 @@ struct ExtractionBatcher::Impl {
   BatcherOptions options;
   gpu::Device device = gpu::Device::kCpu;
   std::unique_ptr<DynamicBatcher<Item, Features>> core;  // batching only
+  bool on_gpu = false;                                   // the GPU, one image per caller (max_batch 1)
 };
 
 ExtractionBatcher::ExtractionBatcher(gpu::Device device, const BatcherOptions& options)
@@ -73,7 +74,9 @@ ExtractionBatcher::ExtractionBatcher(gpu::Device device, const BatcherOptions& o
 #else
   batching = false;
 #endif
-  if (batching)
+  if (batching && options.max_batch == 1)
+    m.on_gpu = true;
+  else if (batching)
     m.core = std::make_unique<DynamicBatcher<Item, Features>>(core_options(options), same_batch, run, on_start);
 }
 
@@ -88,17 +91,21 @@ ExtractionBatcher::Reservation::~Reservation() {
   if (owner_ && owner_->impl_->core) owner_->impl_->core->withdraw();
 }
 
-Features ExtractionBatcher::Reservation::extract(DetectionImage image, const FeatureParams& params) {
+Features ExtractionBatcher::Reservation::extract(const cv::Mat& image, const FeatureParams& params) {
   if (!owner_) throw std::logic_error("ExtractionBatcher::Reservation::extract: used already");
   Impl& m = *owner_->impl_;
   owner_ = nullptr;
   FeatureParams p = params;
   p.device = m.device;
-  if (!m.core) return std::move(extract_prepared({image}, p).front());  // the CPU: this thread
-  return m.core->submit(Item{std::move(image), p}, true).get();
+#if defined(PRISM_HAVE_CUDA)
+  if (m.on_gpu) return extract_on_gpu(image, p);  // this thread, every step on the GPU
+#endif
+  if (!m.core) return extract_features(image, p);  // the CPU: this thread
+  return m.core->submit(Item{prepare_detection(image, p), p}, true).get();
 }
 
 bool ExtractionBatcher::batching() const { return impl_->core != nullptr; }
+bool ExtractionBatcher::on_gpu() const { return impl_->core != nullptr || impl_->on_gpu; }
 
 ExtractionBatcher::Stats ExtractionBatcher::stats() const {
   Stats s;

@@ -12,9 +12,12 @@
 // Waiting (common/dynamic_batcher.h, the queue this is built on): a batch waits for more images only
 // while some caller has announced one (reserve()) and not handed it yet, up to max_wait after its first
 // image arrived, or until it holds max_batch. A lone request is never held: with nobody else announced,
-// its image leaves at once. Where SIFT runs
-// on the CPU (cv::SIFT: kCpu, or kAuto without a GPU) there is nothing to batch: each caller extracts
-// on its own thread.
+// its image leaves at once. Where SIFT runs on the CPU (cv::SIFT: kCpu, or kAuto without a GPU)
+// there is nothing to batch: each caller extracts on its own thread. With max_batch 1 on the GPU
+// nothing is batched either: each caller extracts on its own thread with every step after the grey
+// on the GPU (extract_on_gpu: the shrink and the normalisation too, from a pool of extractors on
+// streams of their own), which frees the callers' cores of that host work; batching (max_batch > 1)
+// prepares on the callers' threads, as extract_prepared wants.
 #pragma once
 
 #include <chrono>
@@ -51,12 +54,11 @@ class ExtractionBatcher {
     Reservation(Reservation&& o) noexcept : owner_(o.owner_) { o.owner_ = nullptr; }
     Reservation& operator=(Reservation&&) = delete;
     ~Reservation();
-    // The features of the image (prepare_detection's, with the same params), as extract_features
-    // gives them; blocks until its batch is extracted. Once per reservation (std::logic_error
-    // after). Throws as extract_prepared; a batch's failure (gpu::CudaError) is every member's.
-    // `params`: FeatureParams::device is the batcher's; images batch together only with the same
-    // max_features and keep_fp16/keep_fp32.
-    Features extract(DetectionImage image, const FeatureParams& params);
+    // The features of the image, exactly as extract_features gives them; blocks until its batch is
+    // extracted. Once per reservation (std::logic_error after). Throws as extract_features; a
+    // batch's failure (gpu::CudaError) is every member's. `params`: FeatureParams::device is the
+    // batcher's; images batch together only with the same max_features and keep_fp16/keep_fp32.
+    Features extract(const cv::Mat& image, const FeatureParams& params);
 
    private:
     friend class ExtractionBatcher;
@@ -65,8 +67,10 @@ class ExtractionBatcher {
   };
   Reservation reserve();
 
-  // True when images go to the GPU in batches (false: each caller runs cv::SIFT itself).
+  // True when images go to the GPU in batches.
   bool batching() const;
+  // True when SIFT runs on the GPU, batched or not (false: each caller runs cv::SIFT itself).
+  bool on_gpu() const;
   struct Stats {
     uint64_t batches = 0;  // SIFT batches run (batching only)
     uint64_t images = 0;   // images extracted in them

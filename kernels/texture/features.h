@@ -130,6 +130,19 @@ DigestOrder parse_digest_order(const std::string& name);
 std::vector<int> digest_order(const Features& f, DigestOrder o, int first = match::kSlot);
 
 #if defined(PRISM_HAVE_CUDA)
+// extract_features (device kCuda) of an image with every step after its grey on the GPU: uploaded, then
+// shrunk, normalised and described there (CudaFeatureExtractor::extract_device), where
+// extract_features shrinks and normalises on the calling thread. Equal to it bit for bit (the
+// device's shrink and normalisation give their host twins' bits: detection_image.h, normalise.h),
+// for a fraction of the host time (a CLAHE of 640x480 takes 1.5 ms of a core): for a server whose
+// request threads are its cores. Extractors come from a pool of 8 per device and params (each holds
+// about 250 MB of GPU buffers), each on its own stream, so concurrent callers' kernels overlap; a
+// caller finding all 8 out waits. Throws gpu::CudaError without a usable GPU, std::invalid_argument
+// as extract_features.
+Features extract_on_gpu(const cv::Mat& image, const FeatureParams& params);
+#endif
+
+#if defined(PRISM_HAVE_CUDA)
 // kernels/sift's CUDA path with its buffers kept between calls, for a caller that owns its CUDA
 // context and stream (an element): one per thread. FeatureParams::device is ignored.
 class CudaFeatureExtractor {

@@ -31,7 +31,7 @@ TEST(ExtractionBatcher, OnTheCpuEachCallerExtractsItsOwn) {
 TEST(ExtractionBatcher, AReservationIsUsedOnce) {
   texture::ExtractionBatcher batcher(gpu::Device::kCpu);
   std::mt19937 rng(7);
-  const texture::DetectionImage d = texture::prepare_detection(test::random_texture(rng), {});
+  const cv::Mat d = test::random_texture(rng);
   texture::ExtractionBatcher::Reservation r = batcher.reserve();
   EXPECT_GT(r.extract(d, {}).count(), 20);
   EXPECT_THROW(r.extract(d, {}), std::logic_error);

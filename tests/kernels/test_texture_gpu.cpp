@@ -249,6 +249,41 @@ TEST(TextureGpu, ConcurrentExtractionsAreBatchedAndEachGetsItsOwn) {
   EXPECT_EQ(small.stats().largest, 4);
 }
 
+// extract_on_gpu (every step after the grey on the GPU) gives extract_features' features bit for
+// bit: colour and grey, shrunk or not, normalised or not, and too small for any.
+TEST(TextureGpu, ExtractOnGpuEqualsExtractFeatures) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  for (const char* normalisation : {"none", "clahe-4-8"})
+    for (cv::Size size : {cv::Size(7, 5), cv::Size(640, 480), cv::Size(1500, 1100), cv::Size(2001, 1501)}) {
+      texture::FeatureParams p;
+      p.device = gpu::Device::kCuda;
+      p.normalisation = texture::parse_normalisation(normalisation);
+      cv::Mat grey = test::random_texture(rng, size.width, size.height), bgr;
+      cv::cvtColor(grey, bgr, cv::COLOR_GRAY2BGR);
+      for (const cv::Mat& image : {grey, bgr})
+        EXPECT_EQ(test::features_difference(texture::extract_on_gpu(image, p), texture::extract_features(image, p)), "")
+            << normalisation << " " << size << " channels " << image.channels();
+    }
+}
+
+// max_batch 1: nothing batched, each caller extracts on the GPU on its own thread, as alone.
+TEST(TextureGpu, UnbatchedCallersExtractOnTheGpuAsAlone) {
+  PRISM_NEED_GPU();
+  std::mt19937 rng(std::random_device{}());
+  texture::BatcherOptions o;
+  o.max_batch = 1;
+  texture::ExtractionBatcher batcher(gpu::Device::kCuda, o);
+  EXPECT_FALSE(batcher.batching());
+  EXPECT_TRUE(batcher.on_gpu());
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 12; ++i) images.push_back(test::random_texture(rng, i % 2 ? 640 : 1800, i % 2 ? 480 : 1200));
+  texture::FeatureParams p;
+  p.normalisation = texture::parse_normalisation("clahe-4-8");
+  test::expect_batched_as_one_by_one(batcher, images, p);
+  EXPECT_EQ(batcher.stats().batches, 0u);
+}
+
 // A lone request is never held (the wait is an hour), and a batch waits for an announced image
 // only until its reservation is released.
 TEST(TextureGpu, ABatchWaitsOnlyForAnnouncedImages) {
@@ -259,10 +294,9 @@ TEST(TextureGpu, ABatchWaitsOnlyForAnnouncedImages) {
   texture::ExtractionBatcher batcher(gpu::Device::kCuda, o);
   const cv::Mat image = test::random_texture(rng, 640, 480);
   texture::FeatureParams p;
-  EXPECT_GT(batcher.reserve().extract(texture::prepare_detection(image, p), p).count(), 100);
+  EXPECT_GT(batcher.reserve().extract(image, p).count(), 100);
   std::optional<texture::ExtractionBatcher::Reservation> other(batcher.reserve());
-  auto waiting = std::async(std::launch::async,
-                            [&] { return batcher.reserve().extract(texture::prepare_detection(image, p), p); });
+  auto waiting = std::async(std::launch::async, [&] { return batcher.reserve().extract(image, p); });
   EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
       << "a batch left without the image announced";
   other.reset();

@@ -40,14 +40,14 @@ inline void expect_batched_as_one_by_one(texture::ExtractionBatcher& batcher, co
         all_reserved.wait(lock, [&] { return count == n; });
       }
       try {
-        got[i] = reserved[i]->extract(texture::prepare_detection(images[i], params), params);
+        got[i] = reserved[i]->extract(images[i], params);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
     });
   for (std::thread& t : threads) t.join();
   texture::FeatureParams alone = params;
-  alone.device = batcher.batching() ? gpu::Device::kCuda : gpu::Device::kCpu;
+  alone.device = batcher.on_gpu() ? gpu::Device::kCuda : gpu::Device::kCpu;
   for (size_t i = 0; i < n; ++i) {
     EXPECT_EQ(errors[i], "") << "image " << i;
     EXPECT_EQ(features_difference(got[i], texture::extract_features(images[i], alone)), "") << "image " << i;
