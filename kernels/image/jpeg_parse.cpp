@@ -314,6 +314,10 @@ std::optional<JpegLayout> parse_jpeg(const uint8_t* data, size_t size, std::stri
         return std::nullopt;
       }
       used[c] = true;
+      if (!quant_defined[comps[c].tq]) {  // libjpeg latches every scanned component's table
+        refuse(why, "no quantisation table for a component");
+        return std::nullopt;
+      }
       if (td >= kMaxTables || ta >= kMaxTables || !dc_raw[td].defined || !ac_raw[ta].defined) {
         refuse(why, "a scan using a Huffman table the file does not define");
         return std::nullopt;

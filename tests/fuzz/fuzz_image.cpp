@@ -8,14 +8,21 @@
 // JPEG decoded reduced by libjpeg's DCT scaling, as `prism texture` loads large photos) chosen by
 // the input's length, so that the reduced path sees every input the full one does: the same checks,
 // and where both decode, the same file size, and the reduced size image::jpeg_reduced_size gives.
+// A JPEG goes through the parallel decoder's CPU path too (image/jpeg_parallel.h, subsequence and
+// group sizes chosen by the input's length) at full size and at the reduction of the reduced load:
+// where it decodes, libjpeg-turbo (image::decode_grey_reduced) must decode the same pixels, since a
+// caller only falls back to libjpeg where the parallel decoder refuses.
 #include <glib.h>
 #include <gst/gst.h>
 
+#include <optional>
 #include <string>
 
 #include "fuzz_util.h"
 #include "gst/prism/gstprismimagefile.h"
 #include "image/decode.h"
+#include "image/jpeg_parallel.h"
+#include "image/jpeg_parse.h"
 
 namespace {
 
@@ -48,6 +55,36 @@ bool load(const std::string& path, int min_side, prism::ImageFile* image) {
   return true;
 }
 
+// The parallel decode of a JPEG at the reduction a load with `min_side` gets: where it decodes,
+// libjpeg-turbo's pixels.
+void check_parallel(const uint8_t* data, size_t size, int min_side) {
+  namespace jpeg = prism::image::jpeg;
+  const std::optional<jpeg::JpegLayout> layout = jpeg::parse_jpeg(data, size);
+  if (!layout) return;
+  const int reduction = prism::image::jpeg_reduced_size(layout->width, layout->height, min_side).reduction;
+  jpeg::ParallelParams params;
+  params.max_pixels = kMaxPixels;
+  params.seq_bits = 64 << (size % 3);
+  params.group = 1 + int(size % 61);
+  std::string why;
+  const std::optional<cv::Mat> got = jpeg::decode_grey_parallel(data, size, reduction, params, &why);
+  if (!got) {
+    FUZZ_CHECK(!why.empty(), "a refusal without a reason");
+    return;
+  }
+  prism::image::DecodeLimits limits;
+  limits.max_pixels = kMaxPixels;
+  prism::image::ReducedGrey want;
+  try {
+    want = prism::image::decode_grey_reduced(data, size, min_side, limits);
+  } catch (const prism::image::DecodeError& e) {
+    FUZZ_CHECK(false, (std::string("decoded in parallel, refused by libjpeg-turbo: ") + e.what()).c_str());
+  }
+  FUZZ_CHECK(want.reduction == reduction, "the reduction");
+  FUZZ_CHECK(want.grey.size() == got->size() && cv::norm(want.grey, *got, cv::NORM_INF) == 0,
+             "the parallel decode's pixels differ from libjpeg-turbo's");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -71,6 +108,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         prism::image::jpeg_reduced_size(uint64_t(full.width), uint64_t(full.height), is_jpeg ? min_side : 0);
     FUZZ_CHECK(reduced.reduction == r.reduction, "the reduction jpeg_reduced_size gives (JPEG alone)");
     if (reduced.reduction == 1) FUZZ_CHECK(reduced.pixels == full.pixels, "full size: the same pixels");
+  }
+  if (prism::image::sniff_format(data, size) == prism::image::ImageFormat::kJpeg) {
+    check_parallel(data, size, 0);
+    check_parallel(data, size, min_side);
   }
   return 0;
 }

@@ -229,6 +229,17 @@ TEST(JpegParallel, RefusesWhatItDoesNotHandle) {
   EXPECT_FALSE(image::jpeg::parse_jpeg(b.data(), b.size(), &why));
   EXPECT_NE(why.find("upsampling"), std::string::npos) << why;
   EXPECT_FALSE(decode_grey_parallel(b.data(), b.size(), 1, ParallelParams(), &why));
+  // a chroma component whose quantisation table is not defined: libjpeg fails, whatever the grey
+  // needs (found by mutating files; the first component's table alone was checked)
+  b = test::encode_jpeg_case(base);
+  for (size_t i = 2; i + 20 < b.size(); ++i)
+    if (b[i] == 0xff && b[i + 1] == 0xc0) {
+      b[i + 10 + 3 * 2 + 2] = 3;  // the third component's table
+      break;
+    }
+  EXPECT_FALSE(image::jpeg::parse_jpeg(b.data(), b.size(), &why));
+  EXPECT_NE(why.find("quantisation table"), std::string::npos) << why;
+  EXPECT_FALSE(test::libjpeg_grey(b.data(), b.size(), 1));
   EXPECT_FALSE(decode_grey_parallel(nullptr, 0, 1, ParallelParams(), &why));
   const uint8_t junk[] = {0xff, 0xd8, 0xff, 0xd9};
   EXPECT_FALSE(decode_grey_parallel(junk, sizeof junk, 1, ParallelParams(), &why));
@@ -273,13 +284,19 @@ TEST(JpegParallel, DamagedFilesFailOrGiveLibjpegsPixels) {
                             c.name() + " cut at " + std::to_string(n), &decoded, &failed);
       ++files;
     }
-    // bits flipped, in the headers and in the scan
+    // bits flipped, bytes replaced, set to FF, removed or inserted, in the headers and in the scan
     for (int i = 0; i < 300; ++i) {
       std::vector<uint8_t> b = good;
-      const int flips = 1 + int(rng() % 3);
-      for (int f = 0; f < flips; ++f) {
+      const int changes = 1 + int(rng() % 3);
+      for (int f = 0; f < changes; ++f) {
         const size_t at = i % 4 == 0 ? rng() % b.size() : scan + rng() % (b.size() - scan);
-        b[at] ^= uint8_t(1u << (rng() % 8));
+        switch (i % 5) {
+          case 0: b[at] = uint8_t(rng()); break;
+          case 1: b[at] = 0xff; break;
+          case 2: b.erase(b.begin() + long(at)); break;
+          case 3: b.insert(b.begin() + long(at), uint8_t(rng())); break;
+          default: b[at] ^= uint8_t(1u << (rng() % 8));
+        }
       }
       expect_damage_handled(b, c.name() + " flipped #" + std::to_string(i), &decoded, &failed);
       ++files;
