@@ -359,6 +359,7 @@ struct HttpApi::Impl {
   std::string gauges;
 
   std::atomic<int> slow_running{0};
+  std::atomic<uint64_t> gpu_decodes{0};  // JPEG uploads decoded on the GPU (extract_upload)
   DecodeBudget decode_budget;
   const std::string extraction = texture::extraction_device(options.features);
   texture::ExtractionBatcher batcher;
@@ -444,6 +445,7 @@ struct HttpApi::Impl {
         extract_upload(bytes, "image", options.max_image_pixels, params, batcher.reserve(), deadline, &times);
     latency["decode"] = ms_between(t0, Clock::now()) - times.extract_ms;
     latency["extract"] = times.extract_ms;
+    if (times.decoded_on_gpu) gpu_decodes.fetch_add(1, std::memory_order_relaxed);
     return f;
   }
 
@@ -644,7 +646,8 @@ struct HttpApi::Impl {
               {"max_wait_us", batcher.options().max_wait.count()},
               {"batches", b.batches},
               {"images", b.images},
-              {"largest", b.largest}}},
+              {"largest", b.largest},
+              {"jpeg_decoded_on_gpu", gpu_decodes.load(std::memory_order_relaxed)}}},
             {"shards_expected", s.shards_expected},
             {"shards", shards}};
   }
@@ -663,7 +666,11 @@ struct HttpApi::Impl {
       << "\n# HELP prism_extraction_batched_images_total Uploads extracted in those batches.\n"
          "# TYPE prism_extraction_batched_images_total counter\n"
          "prism_extraction_batched_images_total "
-      << b.images << "\n";
+      << b.images
+      << "\n# HELP prism_uploads_decoded_on_gpu_total JPEG uploads decoded on the GPU (serve --batch 1 on a GPU).\n"
+         "# TYPE prism_uploads_decoded_on_gpu_total counter\n"
+         "prism_uploads_decoded_on_gpu_total "
+      << gpu_decodes.load(std::memory_order_relaxed) << "\n";
     return o.str();
   }
 

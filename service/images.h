@@ -76,9 +76,13 @@ cv::Mat decode_grey(const std::string& bytes, const std::string& field, uint64_t
 // result is extract_features', bit for bit); `reservation` is this request's, taken before its image
 // was admitted, so that batches forming meanwhile wait for it. Throws as decode_grey, and
 // std::invalid_argument as extract_features. `times`, when given, gets the extraction's part (the
-// shrink, the wait for a batch and SIFT; the rest is the decode's: the request's latency_ms).
+// shrink, the wait for a batch and SIFT; the rest is the decode's: the request's latency_ms). Where
+// the batcher extracts each upload on the GPU alone (serve --batch 1 on a GPU), a JPEG is decoded
+// there too (texture::extract_jpeg_on_gpu, the same features bit for bit): its decode is then part
+// of extract_ms, and decoded_on_gpu is set.
 struct UploadTimes {
   double extract_ms = 0;
+  bool decoded_on_gpu = false;
 };
 texture::Features extract_upload(const std::string& bytes, const std::string& field, uint64_t max_pixels,
                                  const texture::FeatureParams& extraction,

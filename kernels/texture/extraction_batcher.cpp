@@ -104,6 +104,24 @@ Features ExtractionBatcher::Reservation::extract(const cv::Mat& image, const Fea
   return m.core->submit(Item{prepare_detection(image, p), p}, true).get();
 }
 
+std::optional<Features> ExtractionBatcher::Reservation::extract_jpeg(const uint8_t* jpeg, size_t size, int width,
+                                                                     int height, int reduction,
+                                                                     const FeatureParams& params) {
+  if (!owner_) throw std::logic_error("ExtractionBatcher::Reservation::extract_jpeg: used already");
+#if defined(PRISM_HAVE_CUDA)
+  if (owner_->impl_->on_gpu) {
+    FeatureParams p = params;
+    p.device = owner_->impl_->device;
+    std::optional<Features> f = extract_jpeg_on_gpu(jpeg, size, width, height, reduction, p);
+    if (f) owner_ = nullptr;
+    return f;
+  }
+#else
+  (void)jpeg, (void)size, (void)width, (void)height, (void)reduction, (void)params;
+#endif
+  return std::nullopt;
+}
+
 bool ExtractionBatcher::batching() const { return impl_->core != nullptr; }
 bool ExtractionBatcher::on_gpu() const { return impl_->core != nullptr || impl_->on_gpu; }
 

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "common/gpu.h"
 #include "texture/features.h"
@@ -59,6 +60,12 @@ class ExtractionBatcher {
     // batch's failure (gpu::CudaError) is every member's. `params`: FeatureParams::device is the
     // batcher's; images batch together only with the same max_features and keep_fp16/keep_fp32.
     Features extract(const cv::Mat& image, const FeatureParams& params);
+    // Where this batcher extracts each caller's image on the GPU alone (max_batch 1 on a GPU): the
+    // features of a JPEG decoded on the GPU as well (extract_jpeg_on_gpu; width, height and
+    // reduction as it takes them), using the reservation. Otherwise, or where the GPU decoder does
+    // not take the file, nothing, and the reservation stays for extract() of the host's decode.
+    std::optional<Features> extract_jpeg(const uint8_t* jpeg, size_t size, int width, int height, int reduction,
+                                         const FeatureParams& params);
 
    private:
     friend class ExtractionBatcher;

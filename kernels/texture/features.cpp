@@ -10,12 +10,16 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <exception>
 #include <stdexcept>
 #include <thread>
 #include <string>
 
 #include "common/lease_pool.h"
+#if defined(PRISM_HAVE_CUDA)
+#include "image/jpeg_parallel.h"
+#endif
 #include "sift/sift.h"
 
 #if defined(PRISM_HAVE_CUDA)
@@ -451,11 +455,14 @@ Features CudaFeatureExtractor::extract_device(const uint8_t* grey, size_t pitch,
 cudaStream_t CudaFeatureExtractor::stream() const { return impl_->sift.stream(); }
 
 namespace {
-// extract_on_gpu's pooled extractor with its upload buffer.
+// extract_on_gpu's pooled extractor with its upload buffer, and extract_jpeg_on_gpu's decoder and
+// its output (on the extractor's stream).
 struct GpuExtraction {
   explicit GpuExtraction(const FeatureParams& params) : extractor(params) {}
   CudaFeatureExtractor extractor;
   gpu::DeviceArray<uint8_t> grey;
+  image::jpeg::CudaJpegDecoder jpeg;
+  image::jpeg::DeviceGrey decoded;
 };
 
 LeasePool<GpuExtraction>& gpu_extraction_pool(const FeatureParams& params) {
@@ -484,6 +491,18 @@ Features extract_on_gpu(const cv::Mat& image, const FeatureParams& params) {
   PRISM_CUDA_CHECK(cudaMemcpy2DAsync(slot->grey.data(), row, grey.data, grey.step, row, size_t(grey.rows),
                                      cudaMemcpyHostToDevice, slot->extractor.stream()));
   return slot->extractor.extract_device(slot->grey.data(), row, grey.cols, grey.rows);
+}
+
+std::optional<Features> extract_jpeg_on_gpu(const uint8_t* jpeg, size_t size, int width, int height, int reduction,
+                                            const FeatureParams& params, std::string* why) {
+  use_cuda(gpu::Device::kCuda);
+  auto slot = gpu_extraction_pool(params).borrow([&] { return new GpuExtraction(params); });
+  if (!slot->jpeg.decode_grey(jpeg, size, reduction, &slot->decoded, slot->extractor.stream(), why))
+    return std::nullopt;
+  const image::jpeg::DeviceGrey& d = slot->decoded;
+  Features f = slot->extractor.extract_device(d.pixels.data(), size_t(d.width), d.width, d.height);
+  to_original_pixels(f, width, height, reduction);
+  return f;
 }
 #endif
 

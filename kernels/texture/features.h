@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,15 @@ std::vector<int> digest_order(const Features& f, DigestOrder o, int first = matc
 // caller finding all 8 out waits. Throws gpu::CudaError without a usable GPU, std::invalid_argument
 // as extract_features.
 Features extract_on_gpu(const cv::Mat& image, const FeatureParams& params);
+
+// A JPEG's features with its decode on the GPU too (image/jpeg_parallel.h's CudaJpegDecoder, at
+// `reduction`: 1, 2, 4 or 8, image/decode.h's jpeg_reduced_size for max_side), then as
+// extract_on_gpu, put back in the file's `width` x `height` pixels (to_original_pixels): equal bit
+// for bit to extract_features of decode_grey_reduced's image so put back. Nothing (with `why`) where
+// the decoder does not take the file (progressive, arithmetic, damaged...): decode it on the host
+// then. A phone photo's decode is most of its host time (45 of 60 ms on the GPU host's cores).
+std::optional<Features> extract_jpeg_on_gpu(const uint8_t* jpeg, size_t size, int width, int height, int reduction,
+                                            const FeatureParams& params, std::string* why = nullptr);
 #endif
 
 #if defined(PRISM_HAVE_CUDA)

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "common/device_array.h"
+#include "image/decode.h"
+#include "jpeg_cases.h"
 #include "ppm.h"
 #include "prism_test.h"
 #include "texture/gallery.h"
@@ -265,6 +267,39 @@ TEST(TextureGpu, ExtractOnGpuEqualsExtractFeatures) {
         EXPECT_EQ(test::features_difference(texture::extract_on_gpu(image, p), texture::extract_features(image, p)), "")
             << normalisation << " " << size << " channels " << image.channels();
     }
+}
+
+// A JPEG decoded on the GPU and extracted there gives the features of the host's decode
+// (decode_grey_reduced at the reduction the service asks for, then extract_features, put back in
+// the file's pixels), bit for bit; one the GPU decoder does not take (progressive) gives nothing.
+TEST(TextureGpu, AJpegDecodedOnTheGpuHasTheHostDecodesFeatures) {
+  PRISM_NEED_GPU();
+  texture::FeatureParams p;
+  p.device = gpu::Device::kCuda;
+  p.normalisation = texture::parse_normalisation("clahe-4-8");
+  std::mt19937 rng(std::random_device{}());
+  for (cv::Size size : {cv::Size(640, 480), cv::Size(2100, 1500), cv::Size(4000, 3000), cv::Size(8200, 4100)}) {
+    test::JpegCase c;
+    c.quality = 80;
+    cv::Mat image;
+    cv::resize(test::random_texture(rng, 500, 375), image, size, 0, 0, cv::INTER_CUBIC);
+    const std::vector<uint8_t> jpeg = test::encode_jpeg(image, c);
+    const image::DecodeHeader h = image::read_header(jpeg.data(), jpeg.size(), 1ull << 30, p.max_side);
+    const image::ReducedGrey host = image::decode_grey_reduced(jpeg.data(), jpeg.size(), p.max_side);
+    texture::Features want = texture::extract_features(host.grey, p);
+    texture::to_original_pixels(want, int(host.width), int(host.height), host.reduction);
+    std::string why;
+    const std::optional<texture::Features> got = texture::extract_jpeg_on_gpu(
+        jpeg.data(), jpeg.size(), int(h.width), int(h.height), h.decoded.reduction, p, &why);
+    ASSERT_TRUE(got.has_value()) << size << ": " << why;
+    EXPECT_EQ(test::features_difference(*got, want), "") << size << " at 1/" << h.decoded.reduction;
+    EXPECT_GT(got->count(), 100) << size;
+  }
+  test::JpegCase progressive;
+  progressive.progressive = true;
+  const std::vector<uint8_t> jpeg = test::encode_jpeg_case(progressive);
+  EXPECT_FALSE(texture::extract_jpeg_on_gpu(jpeg.data(), jpeg.size(), progressive.width, progressive.height, 1, p))
+      << "a progressive JPEG is the host's";
 }
 
 // max_batch 1: nothing batched, each caller extracts on the GPU on its own thread, as alone.

@@ -17,6 +17,7 @@
 #include "shard_fixture.h"
 #include "test_env.h"
 #include "ppm.h"
+#include "jpeg_cases.h"
 #include "texture_cases.h"
 
 namespace prism::service {
@@ -178,6 +179,53 @@ TEST(ServiceGpu, ConcurrentRequestsAreBatchedAndAnswerAsAlone) {
     identified += k % 2 == 0 ? together[k]["identified"] == true : together[k]["accepted"] == true;
   }
   EXPECT_EQ(identified, int(asks.size()));
+}
+
+// serve --batch 1 on a GPU: each upload extracted on its own request's thread with every step on the
+// GPU, a JPEG's decode included (texture::extract_jpeg_on_gpu). Its answers are those of the
+// batched server, which decodes on the host, on copies of one gallery: phone-sized JPEGs (decoded at
+// 1/2) and small ones, enrolled, searched and verified.
+TEST(ServiceGpu, UnbatchedJpegUploadsAreDecodedOnTheGpuAndAnswerAsTheHostsDecode) {
+  PRISM_NEED_GPU();
+  gst_init(nullptr, nullptr);
+  test::TempDir dir;
+  std::mt19937 rng(std::random_device{}());
+  test::JpegCase q80;
+  q80.quality = 80;
+  std::vector<cv::Mat> products;
+  {
+    Served host(dir.path() / "g", texture::Device::kAuto, gpu::Device::kCuda);
+    for (int i = 0; i < 4; ++i) {
+      cv::Mat big;
+      cv::resize(test::random_texture(rng, 400, 300), big, cv::Size(i % 2 ? 2400 : 640, i % 2 ? 1800 : 480), 0, 0,
+                 cv::INTER_CUBIC);
+      products.push_back(big);
+      const std::vector<uint8_t> jpeg = test::encode_jpeg(big, q80);
+      const json r = host.post("/v1/products/p" + std::to_string(i), std::string(jpeg.begin(), jpeg.end()));
+      ASSERT_EQ(r["outcome"], "created") << r.dump();
+    }
+  }
+  std::filesystem::copy(dir.path() / "g", dir.path() / "g-gpu", std::filesystem::copy_options::recursive);
+  texture::BatcherOptions alone;
+  alone.max_batch = 1;
+  Served host(dir.path() / "g", texture::Device::kAuto, gpu::Device::kCuda);
+  Served gpu(dir.path() / "g-gpu", texture::Device::kAuto, gpu::Device::kCuda, alone);
+  for (size_t i = 0; i < products.size(); ++i) {
+    const cv::Mat capture = test::noisy_capture(products[i], rng);
+    const std::vector<uint8_t> jpeg = test::encode_jpeg(capture, q80);
+    const std::string body(jpeg.begin(), jpeg.end());
+    for (const std::string& path :
+         {std::string("/v1/search?top_k=3"), "/v1/products/p" + std::to_string(i) + "/verify"}) {
+      json a = gpu.post(path, body), b = host.post(path, body);
+      for (json* j : {&a, &b}) j->erase("latency_ms");
+      EXPECT_EQ(a, b) << path;
+      EXPECT_TRUE(a.value("identified", false) || a.value("accepted", false)) << path << ": " << a.dump();
+    }
+  }
+  const json g = gpu.get("/v1/stats")["extraction_batches"], h = host.get("/v1/stats")["extraction_batches"];
+  EXPECT_EQ(g["batching"], false) << g.dump();
+  EXPECT_EQ(g["jpeg_decoded_on_gpu"], 2 * products.size()) << g.dump();
+  EXPECT_EQ(h["jpeg_decoded_on_gpu"], 0) << h.dump();
 }
 
 TEST(ServiceGpu, ShardWorkersOnTheGpuAnswerAsOneCpuGallery) {
