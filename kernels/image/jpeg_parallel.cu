@@ -30,8 +30,8 @@ __device__ void load_tables(const ScanTables* global, ScanTables* shared) {
 }
 
 // Phase 1: one block per group of blockDim.x subsequences.
-__global__ void sync_groups_kernel(ScanView v, const ScanTables* tables, SyncState* x, SeqResult* r, int max_rounds,
-                                   uint32_t* status) {
+__global__ void __launch_bounds__(1024) sync_groups_kernel(ScanView v, const ScanTables* tables, SyncState* x,
+                                                           SeqResult* r, int max_rounds, uint32_t* status) {
   extern __shared__ uint4 smem[];
   ScanTables* t = reinterpret_cast<ScanTables*>(smem);
   SyncState* xs = reinterpret_cast<SyncState*>(reinterpret_cast<char*>(smem) + kTablesBytes);
@@ -149,6 +149,7 @@ bool CudaJpegDecoder::decode_grey(const uint8_t* data, size_t size, int reductio
   const std::optional<JpegLayout> layout = parse_jpeg(data, size, w);
   if (!layout) return false;
   if (!check_plan(*layout, size, reduction, params_, w)) return false;
+  if (!unstuff_sizes_ok(*layout, size, params_.seq_bits, w)) return false;  // before any buffer is sized
 
   // Host: the tables, the intervals and the unstuffed data, staged in pinned memory.
   const uint64_t n_intervals = layout->intervals();
@@ -187,42 +188,51 @@ bool CudaJpegDecoder::decode_grey(const uint8_t* data, size_t size, int reductio
   out->width = int(plan.width);
   out->height = int(plan.height);
 
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(input_.data(), staging_.data(), upload, cudaMemcpyHostToDevice, stream));
-  PRISM_CUDA_CHECK(cudaMemsetAsync(status_.data(), 0, 4 * sizeof(uint32_t), stream));
-  int16_t* coef = reduction == 8 ? nullptr : coef_.data();
-  if (coef) PRISM_CUDA_CHECK(cudaMemsetAsync(coef, 0, y_blocks * 64 * sizeof(int16_t), stream));
+  // What a failure leaves queued is waited for before the error leaves: the next call's host writes
+  // into staging_ must not race this call's upload from it.
+  try {
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(input_.data(), staging_.data(), upload, cudaMemcpyHostToDevice, stream));
+    PRISM_CUDA_CHECK(cudaMemsetAsync(status_.data(), 0, 4 * sizeof(uint32_t), stream));
+    int16_t* coef = reduction == 8 ? nullptr : coef_.data();
+    if (coef) PRISM_CUDA_CHECK(cudaMemsetAsync(coef, 0, y_blocks * 64 * sizeof(int16_t), stream));
 
-  const ScanTables* tables = reinterpret_cast<const ScanTables*>(input_.data());
-  ScanView v =
-      scan_view(*layout, input_.data() + bytes_at, reinterpret_cast<const Interval*>(input_.data() + intervals_at),
-                uint32_t(n_intervals), n_seq, params_.seq_bits);
-  v.t = tables;
-  const uint32_t group = uint32_t(params_.group), n_groups = blocks_for(n_seq, params_.group);
-  const int max_rounds = params_.max_rounds > 0 ? params_.max_rounds : params_.group + 1;
-  uint32_t* status = status_.data();
+    const ScanTables* tables = reinterpret_cast<const ScanTables*>(input_.data());
+    ScanView v =
+        scan_view(*layout, input_.data() + bytes_at, reinterpret_cast<const Interval*>(input_.data() + intervals_at),
+                  uint32_t(n_intervals), n_seq, params_.seq_bits);
+    v.t = tables;
+    const uint32_t group = uint32_t(params_.group), n_groups = blocks_for(n_seq, params_.group);
+    const int max_rounds = params_.max_rounds > 0 ? params_.max_rounds : params_.group + 1;
+    uint32_t* status = status_.data();
 
-  sync_groups_kernel<<<n_groups, group, kTablesBytes + group*(sizeof(SyncState) + sizeof(SeqResult)), stream>>>(
-      v, tables, entries_.data(), results_.data(), max_rounds, status);
-  if (n_groups > 1)
-    resync_kernel<<<blocks_for(n_groups - 1, 128), 128, 0, stream>>>(v, group, n_groups, entries_.data(),
-                                                                     results_.data(), status);
-  sequential_kernel<<<blocks_for(n_intervals, 128), 128, 0, stream>>>(v, entries_.data(), results_.data(), status);
-  counts_kernel<<<blocks_for(n_seq, kThreads), kThreads, 0, stream>>>(results_.data(), n_seq, counts_.data());
-  PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(
-      cub::DeviceScan::ExclusiveSum(scan_temp_.data(), scan_bytes, counts_.data(), starts_.data(), int(n_seq), stream));
-  verify_kernel<<<blocks_for(n_seq, kThreads), kThreads, 0, stream>>>(v, results_.data(), starts_.data(), status);
-  write_kernel<<<blocks_for(n_seq, kThreads), kThreads, kTablesBytes, stream>>>(
-      v, tables, entries_.data(), starts_.data(), coef, dc_.data(), status);
-  PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data(), dc_bytes, reinterpret_cast<uint32_t*>(dc_.data()),
-                                                 dc_sum_.data(), int(y_blocks), stream));
-  idct_kernel<<<blocks_for(y_blocks, kThreads), kThreads, 0, stream>>>(
-      tables, layout->mcus_x, y_blocks, reduction, plan.interval_y_blocks, coef, dc_sum_.data(), out->pixels.data(),
-      plan.width, plan.height, status);
-  PRISM_CUDA_CHECK(cudaGetLastError());
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(status_host_.data(), status, 3 * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-  PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    sync_groups_kernel<<<n_groups, group, kTablesBytes + group*(sizeof(SyncState) + sizeof(SeqResult)), stream>>>(
+        v, tables, entries_.data(), results_.data(), max_rounds, status);
+    PRISM_CUDA_CHECK(cudaGetLastError());  // not the next kernels on its unwritten results
+    if (n_groups > 1)
+      resync_kernel<<<blocks_for(n_groups - 1, 128), 128, 0, stream>>>(v, group, n_groups, entries_.data(),
+                                                                       results_.data(), status);
+    sequential_kernel<<<blocks_for(n_intervals, 128), 128, 0, stream>>>(v, entries_.data(), results_.data(), status);
+    counts_kernel<<<blocks_for(n_seq, kThreads), kThreads, 0, stream>>>(results_.data(), n_seq, counts_.data());
+    PRISM_CUDA_CHECK(cudaGetLastError());
+    PRISM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), scan_bytes, counts_.data(), starts_.data(),
+                                                   int(n_seq), stream));
+    verify_kernel<<<blocks_for(n_seq, kThreads), kThreads, 0, stream>>>(v, results_.data(), starts_.data(), status);
+    write_kernel<<<blocks_for(n_seq, kThreads), kThreads, kTablesBytes, stream>>>(
+        v, tables, entries_.data(), starts_.data(), coef, dc_.data(), status);
+    PRISM_CUDA_CHECK(cudaGetLastError());
+    PRISM_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scan_temp_.data(), dc_bytes, reinterpret_cast<uint32_t*>(dc_.data()),
+                                                   dc_sum_.data(), int(y_blocks), stream));
+    idct_kernel<<<blocks_for(y_blocks, kThreads), kThreads, 0, stream>>>(
+        tables, layout->mcus_x, y_blocks, reduction, plan.interval_y_blocks, coef, dc_sum_.data(), out->pixels.data(),
+        plan.width, plan.height, status);
+    PRISM_CUDA_CHECK(cudaGetLastError());
+    PRISM_CUDA_CHECK(
+        cudaMemcpyAsync(status_host_.data(), status, 3 * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+    PRISM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (...) {
+    cudaStreamSynchronize(stream);
+    throw;
+  }
   st.status = status_host_[0];
   st.rounds = int(status_host_[1]);
   st.resynced = status_host_[2];

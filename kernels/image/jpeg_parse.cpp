@@ -373,17 +373,23 @@ size_t unstuffed_capacity(const JpegLayout& layout, size_t size, int seq_bits) {
   return data + size_t(layout.intervals()) * seq_bytes + seq_bytes + kPadBytes;
 }
 
-bool unstuff_scan_into(const JpegLayout& layout, const uint8_t* data, size_t size, int seq_bits, uint8_t* out,
-                       Interval* intervals, uint32_t* subsequences, size_t* used_bytes, std::string* why) {
+bool unstuff_sizes_ok(const JpegLayout& layout, size_t size, int seq_bits, std::string* why) {
   if (seq_bits < 64 || seq_bits > 4096 || seq_bits % 64 != 0)
     return refuse(why, "subsequences must be a multiple of 64 bits, 64..4096");
-  const size_t seq_bytes = size_t(seq_bits) / 8;
-  const size_t capacity = unstuffed_capacity(layout, size, seq_bits);
-  if (capacity - kPadBytes >= (size_t(1) << 29)) return refuse(why, "entropy-coded data over 512 MB");
-  const uint64_t n_intervals = layout.intervals();
-  // every interval but the last ends in a 2-byte restart marker
-  if (size <= layout.scan_begin || n_intervals - 1 > (size - layout.scan_begin) / 2)
+  // every interval but the last ends in a 2-byte restart marker (checked first: the capacity grows
+  // with the intervals)
+  if (size <= layout.scan_begin || layout.intervals() - 1 > (size - layout.scan_begin) / 2)
     return refuse(why, "more restart intervals than the data could hold");
+  if (unstuffed_capacity(layout, size, seq_bits) - kPadBytes >= (size_t(1) << 29))
+    return refuse(why, "entropy-coded data over 512 MB");
+  return true;
+}
+
+bool unstuff_scan_into(const JpegLayout& layout, const uint8_t* data, size_t size, int seq_bits, uint8_t* out,
+                       Interval* intervals, uint32_t* subsequences, size_t* used_bytes, std::string* why) {
+  if (!unstuff_sizes_ok(layout, size, seq_bits, why)) return false;
+  const size_t seq_bytes = size_t(seq_bits) / 8;
+  const uint64_t n_intervals = layout.intervals();
   size_t o = 0;    // output bytes
   uint64_t k = 0;  // the interval being copied
   size_t i = layout.scan_begin;

@@ -66,6 +66,12 @@ constexpr size_t kPadBytes = 8;
 // `size` bytes, for a caller that provides the buffer (unstuff_scan_into).
 size_t unstuffed_capacity(const JpegLayout& layout, size_t size, int seq_bits);
 
+// Whether the scan's sizes are ones unstuff_scan_into takes (subsequences of 64..4096 bits, a
+// multiple of 64; under 512 MB of data; no more restart intervals than the data could hold), false
+// with `why` otherwise: checked before a caller sizes its buffers from the header's numbers, which a
+// damaged file may make huge (a restart interval of 1 MCU declared for far more MCUs than bytes).
+bool unstuff_sizes_ok(const JpegLayout& layout, size_t size, int seq_bits, std::string* why = nullptr);
+
 // One pass over the scan's bytes: unstuffed into `bytes` (unstuffed_capacity bytes) and
 // `intervals` (layout.intervals() entries). False with `why` where the scan's data does not end in a
 // marker before the file does, a restart marker is missing, out of sequence or in excess, or the
