@@ -76,9 +76,16 @@ struct ApiOptions {
     p.device = gpu::Device::kAuto;
     return p;
   }();
-  // Uploads arriving together extracted as one SIFT batch on the GPU (texture/extraction_batcher.h):
-  // a batch waits up to max_wait for requests already decoding, never for a lone one.
-  texture::BatcherOptions batching;
+  // How uploads are extracted (texture/extraction_batcher.h). max_batch 1 (the default): each on its
+  // own request's thread with every step on the GPU, a JPEG's decode included; more: as SIFT batches
+  // of the requests arriving together, a batch waiting up to max_wait for requests already decoding,
+  // never for a lone one. On the H100 node the first served 1.3-1.4x the verifies per second of the
+  // second (BENCHMARKS.md): the host's shrink and normalisation were the larger cost.
+  texture::BatcherOptions batching = [] {
+    texture::BatcherOptions b;
+    b.max_batch = 1;
+    return b;
+  }();
   bool log_requests = false;  // one line per request on stderr
 };
 
