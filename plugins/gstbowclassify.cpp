@@ -23,7 +23,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_bow_classify_debug);
 
 namespace bow = prism::bow;
 
-enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY, PROP_ASYNC, PROP_FRAMES_SKIPPED };
+enum { PROP_0, PROP_MODEL, PROP_INTERVAL, PROP_OVERLAY, PROP_ASYNC, PROP_FRAMES_SKIPPED, PROP_CAMERA, PROP_CAMERA_URI };
 
 constexpr guint kDefaultInterval = 30;
 
@@ -59,6 +59,7 @@ GST_ELEMENT_REGISTER_DEFINE(bowclassify, "bowclassify", GST_RANK_NONE, GST_TYPE_
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
   if (gst_prism_cuda_filter_async_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
+  if (gst_prism_cuda_filter_camera_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL:
@@ -75,6 +76,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstBowClassify *self = GST_BOW_CLASSIFY(object);
   if (gst_prism_cuda_filter_async_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
+  if (gst_prism_cuda_filter_camera_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_MODEL: g_value_set_string(value, self->model); break;
@@ -334,6 +336,7 @@ static void gst_bow_classify_class_init(GstBowClassifyClass *klass) {
                            "Write the latest label and confidence into the picture's top-left corner", FALSE, playing));
   /* About 2 s per classification on 2 CPU cores: a live source must not wait for it. */
   gst_prism_cuda_filter_class_install_async(gobject_class, PROP_ASYNC, PROP_FRAMES_SKIPPED, TRUE);
+  gst_prism_cuda_filter_class_install_camera(gobject_class, PROP_CAMERA, PROP_CAMERA_URI);
   gst_element_class_set_static_metadata(
       element_class, "Prism bag-of-words scene classification", "Filter/Analyzer/Video",
       "Labels the scene of video frames every N frames with a bag-of-visual-words model (filter bank, dictionary, "

@@ -68,6 +68,8 @@ enum {
   PROP_LEGEND,
   PROP_ASYNC,
   PROP_FRAMES_SKIPPED,
+  PROP_CAMERA,
+  PROP_CAMERA_URI,
 };
 
 struct _GstEmdTracker {
@@ -102,6 +104,7 @@ static GstBaseTransformClass *filter_class_parent = nullptr;  // GstPrismCudaFil
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstEmdTracker *self = GST_EMD_TRACKER(object);
   if (gst_prism_cuda_filter_async_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
+  if (gst_prism_cuda_filter_camera_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_TARGET:
@@ -148,6 +151,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstEmdTracker *self = GST_EMD_TRACKER(object);
   if (gst_prism_cuda_filter_async_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
+  if (gst_prism_cuda_filter_camera_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_TARGET: g_value_set_string(value, self->target_text); break;
@@ -531,6 +535,7 @@ static void gst_emd_tracker_class_init(GstEmdTrackerClass *klass) {
                                             TRUE, playing));
   /* Tracking needs every frame: off by default, available for a live source on a slow CPU. */
   gst_prism_cuda_filter_class_install_async(oc, PROP_ASYNC, PROP_FRAMES_SKIPPED, FALSE);
+  gst_prism_cuda_filter_class_install_camera(oc, PROP_CAMERA, PROP_CAMERA_URI);
 
   gst_element_class_set_static_metadata(
       element_class, "Prism EMD tracker", "Filter/Analyzer/Video/Hardware",

@@ -65,6 +65,8 @@ enum {
   PROP_STREAM_DIGESTS,
   PROP_ASYNC,
   PROP_FRAMES_SKIPPED,
+  PROP_CAMERA,
+  PROP_CAMERA_URI,
 };
 
 constexpr guint kDefaultInterval = 10;
@@ -141,6 +143,7 @@ static bool parse_collections(const gchar *text, std::vector<std::string> *out, 
 static void set_property(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstTextureId *self = GST_TEXTURE_ID(object);
   if (gst_prism_cuda_filter_async_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
+  if (gst_prism_cuda_filter_camera_set_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_GALLERY:
@@ -176,6 +179,7 @@ static void set_property(GObject *object, guint id, const GValue *value, GParamS
 static void get_property(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstTextureId *self = GST_TEXTURE_ID(object);
   if (gst_prism_cuda_filter_async_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
+  if (gst_prism_cuda_filter_camera_get_property(GST_PRISM_CUDA_FILTER(self), value, pspec)) return;
   GST_OBJECT_LOCK(self);
   switch (id) {
     case PROP_GALLERY: g_value_set_string(value, self->gallery); break;
@@ -674,6 +678,7 @@ static void gst_texture_id_class_init(GstTextureIdClass *klass) {
                                FALSE, ready));
   /* About 1 s per identification on 2 CPU cores: a live source must not wait for it. */
   gst_prism_cuda_filter_class_install_async(oc, PROP_ASYNC, PROP_FRAMES_SKIPPED, TRUE);
+  gst_prism_cuda_filter_class_install_camera(oc, PROP_CAMERA, PROP_CAMERA_URI);
 
   gst_element_class_set_static_metadata(
       element_class, "Prism texture identification", "Filter/Analyzer/Video",

@@ -39,7 +39,8 @@ typedef struct {
   /* The frame being processed, for process/process_ip/finish: set by the thread that runs them. */
   guint64 frame_number;
   const GstSegment *frame_segment;
-  guint64 skipped_at_stop; /* frames-skipped after the worker is gone (object lock) */
+  guint64 skipped_at_stop;    /* frames-skipped after the worker is gone (object lock) */
+  gchar *camera, *camera_uri; /* the `camera` and `camera-uri` properties (object lock); may be null */
 } GstPrismCudaFilterPrivate;
 
 G_DEFINE_ABSTRACT_TYPE_WITH_CODE(GstPrismCudaFilter, gst_prism_cuda_filter, GST_TYPE_BASE_TRANSFORM,
@@ -77,6 +78,7 @@ static gboolean query(GstBaseTransform *trans, GstPadDirection direction, GstQue
 /* ---- start / stop: choose the path ---- */
 
 static void async_start(GstPrismCudaFilter *self);
+static void stamp_camera(GstPrismCudaFilter *self, GstBuffer *buf);
 static void async_quit(GstPrismCudaFilter *self);
 static void async_free(GstPrismCudaFilter *self);
 static void async_drain(GstPrismCudaFilter *self, gboolean drop);
@@ -462,6 +464,7 @@ static GstFlowReturn async_run(GstPrismCudaFilter *self, const prism::GstPrismAs
   priv->frame_number = job.frame;
   priv->frame_segment = &job.segment;
   const GstFlowReturn ret = job.out ? run_copy(self, job.in, job.out) : run_ip(self, job.in);
+  stamp_camera(self, job.out ? job.out : job.in); /* the meta moved onto a later frame keep it */
   priv->frame_segment = nullptr;
   return ret;
 }
@@ -577,6 +580,27 @@ static GstFlowReturn async_submit(GstPrismCudaFilter *self, GstBuffer *in, GstBu
   return ret;
 }
 
+/* Gives every ROI meta of `buf` that has none a "prism-camera" param naming the element's camera
+ * (header: "The camera a frame comes from"). Nothing without a camera. */
+static void stamp_camera(GstPrismCudaFilter *self, GstBuffer *buf) {
+  GstPrismCudaFilterPrivate *priv = PRIV(self);
+  GST_OBJECT_LOCK(self);
+  GstStructure *param = priv->camera
+                            ? gst_structure_new("prism-camera", "camera", G_TYPE_STRING, priv->camera, "camera-uri",
+                                                G_TYPE_STRING, priv->camera_uri ? priv->camera_uri : "", nullptr)
+                            : nullptr;
+  GST_OBJECT_UNLOCK(self);
+  if (!param) return;
+  gpointer iter = nullptr;
+  GstMeta *meta;
+  while ((meta = gst_buffer_iterate_meta_filtered(buf, &iter, GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE))) {
+    auto *roi = (GstVideoRegionOfInterestMeta *)meta;
+    if (!gst_video_region_of_interest_meta_get_param(roi, "prism-camera"))
+      gst_video_region_of_interest_meta_add_param(roi, gst_structure_copy(param));
+  }
+  gst_structure_free(param);
+}
+
 static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   GstPrismCudaFilter *self = GST_PRISM_CUDA_FILTER(trans);
   GstPrismCudaFilterPrivate *priv = PRIV(self);
@@ -585,7 +609,9 @@ static GstFlowReturn transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   if (priv->worker) return async_submit(self, inbuf, outbuf, frame);
   priv->frame_number = frame;
   priv->frame_segment = &trans->segment;
-  return run_copy(self, inbuf, outbuf);
+  const GstFlowReturn ret = run_copy(self, inbuf, outbuf);
+  stamp_camera(self, outbuf);
+  return ret;
 }
 
 static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
@@ -596,7 +622,9 @@ static GstFlowReturn transform_ip(GstBaseTransform *trans, GstBuffer *buf) {
   if (priv->worker) return async_submit(self, buf, nullptr, frame);
   priv->frame_number = frame;
   priv->frame_segment = &trans->segment;
-  return run_ip(self, buf);
+  const GstFlowReturn ret = run_ip(self, buf);
+  stamp_camera(self, buf);
+  return ret;
 }
 
 /* GstController bindings (GST_PARAM_CONTROLLABLE properties) take their values at each frame's
@@ -642,6 +670,8 @@ static void constructed(GObject *object) {
 }
 
 static void finalize(GObject *object) {
+  g_free(PRIV(object)->camera);
+  g_free(PRIV(object)->camera_uri);
 #if defined(PRISM_HAVE_CUDA)
   using Staging = prism::GstPrismDeviceArray<guint8>;
   PRIV(object)->staging_in.~Staging();
@@ -742,6 +772,41 @@ gboolean gst_prism_cuda_filter_async_get_property(GstPrismCudaFilter *self, GVal
   return TRUE;
 }
 
+void gst_prism_cuda_filter_class_install_camera(GObjectClass *klass, guint prop_camera, guint prop_camera_uri) {
+  const auto flags = (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
+  g_object_class_install_property(
+      klass, prop_camera,
+      g_param_spec_string("camera", "Camera",
+                          "The camera the frames come from, a stable id named in every result (message field, JSON "
+                          "line, ROI meta param prism-camera); empty: none",
+                          nullptr, flags));
+  g_object_class_install_property(
+      klass, prop_camera_uri,
+      g_param_spec_string("camera-uri", "Camera URI", "The camera's source URI, named with camera in every result",
+                          nullptr, flags));
+}
+
+gboolean gst_prism_cuda_filter_camera_set_property(GstPrismCudaFilter *self, const GValue *value, GParamSpec *pspec) {
+  const gboolean is_camera = std::strcmp(pspec->name, "camera") == 0;
+  if (!is_camera && std::strcmp(pspec->name, "camera-uri") != 0) return FALSE;
+  const gchar *text = g_value_get_string(value);
+  GST_OBJECT_LOCK(self);
+  gchar **field = is_camera ? &PRIV(self)->camera : &PRIV(self)->camera_uri;
+  g_free(*field);
+  *field = text && *text ? g_strdup(text) : nullptr;
+  GST_OBJECT_UNLOCK(self);
+  return TRUE;
+}
+
+gboolean gst_prism_cuda_filter_camera_get_property(GstPrismCudaFilter *self, GValue *value, GParamSpec *pspec) {
+  const gboolean is_camera = std::strcmp(pspec->name, "camera") == 0;
+  if (!is_camera && std::strcmp(pspec->name, "camera-uri") != 0) return FALSE;
+  GST_OBJECT_LOCK(self);
+  g_value_set_string(value, is_camera ? PRIV(self)->camera : PRIV(self)->camera_uri);
+  GST_OBJECT_UNLOCK(self);
+  return TRUE;
+}
+
 gboolean gst_prism_cuda_filter_is_async(GstPrismCudaFilter *self) { return PRIV(self)->worker != nullptr; }
 
 guint64 gst_prism_cuda_filter_frame_number(GstPrismCudaFilter *self) { return PRIV(self)->frame_number; }
@@ -754,6 +819,11 @@ const GstSegment *gst_prism_cuda_filter_frame_segment(GstPrismCudaFilter *self) 
 void gst_prism_cuda_filter_post_frame_message(GstPrismCudaFilter *self, GstStructure *s) {
   prism::GstPrismAsyncWorker *w = PRIV(self)->worker;
   if (w) gst_structure_set(s, "skipped", G_TYPE_UINT64, w->skipped(), nullptr);
+  GST_OBJECT_LOCK(self);
+  if (PRIV(self)->camera)
+    gst_structure_set(s, "camera", G_TYPE_STRING, PRIV(self)->camera, "camera-uri", G_TYPE_STRING,
+                      PRIV(self)->camera_uri ? PRIV(self)->camera_uri : "", nullptr);
+  GST_OBJECT_UNLOCK(self);
   gst_prism_post_frame_message(GST_ELEMENT(self), s);
 }
 

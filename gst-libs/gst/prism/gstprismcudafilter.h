@@ -154,8 +154,29 @@ guint64 gst_prism_cuda_filter_frame_number(GstPrismCudaFilter *self);
 /* In process/process_ip/finish: the segment of the frame being processed (use it rather than
  * GstBaseTransform's, which the streaming thread changes while the worker runs). */
 const GstSegment *gst_prism_cuda_filter_frame_segment(GstPrismCudaFilter *self);
+/* ---- The camera a frame comes from (many cameras in one pipeline: README, "Many cameras") ----
+ *
+ * An analysis element that posts results calls gst_prism_cuda_filter_class_install_camera() in
+ * class_init (its `camera` and `camera-uri` properties, strings, mutable in PLAYING) and routes them
+ * from its set/get_property. When `camera` is set, every result names it:
+ *  - the per-frame message (gst_prism_cuda_filter_post_frame_message) gets `camera` and
+ *    `camera-uri` (strings), and so every JSON line (docs/RESULTS.md: `camera`, `camera_uri`);
+ *  - every GstVideoRegionOfInterestMeta on the frames the element pushes gets a param named
+ *    "prism-camera" with the same two fields (once: a meta that has one keeps it).
+ * Why a property of the analysis element and not something carried by the stream (a stream-id of
+ * STREAM_START, tags): the stream's own ids are made by the source (uridecodebin's are hashes) and
+ * change when a camera's source is made anew after it drops, while the element outlives its
+ * camera's sources; `prism run` sets both for each camera's elements (pipelines/camera_config.h),
+ * and a gst-launch line can set them by hand. The URI is shown as given: `prism run` takes the
+ * password out of it first. */
+void gst_prism_cuda_filter_class_install_camera(GObjectClass *klass, guint prop_camera, guint prop_camera_uri);
+/* From the subclass's set/get_property: TRUE when `pspec` is `camera` or `camera-uri`. */
+gboolean gst_prism_cuda_filter_camera_set_property(GstPrismCudaFilter *self, const GValue *value, GParamSpec *pspec);
+gboolean gst_prism_cuda_filter_camera_get_property(GstPrismCudaFilter *self, GValue *value, GParamSpec *pspec);
+
 /* Posts a per-frame message (gst_prism_frame_message_new; `s` taken), adding `skipped` (guint64:
- * frames skipped since start) in async mode. */
+ * frames skipped since start) in async mode, and
+ * `camera` and `camera-uri` when the element has a camera. */
 void gst_prism_cuda_filter_post_frame_message(GstPrismCudaFilter *self, GstStructure *s);
 
 /* TRUE once started on the GPU path. */

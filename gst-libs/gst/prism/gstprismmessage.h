@@ -9,7 +9,11 @@
  *    nanoseconds, GST_CLOCK_TIME_NONE (G_MAXUINT64) when unknown;
  *  - `frame` (guint64): the frame's index since the element started, counting every frame
  *    (emdtracker: since its caps were set, as new caps restart its tracking);
+ *  - `camera` and `camera-uri` (strings) when the element has a camera (gstprismcudafilter.h);
  *  - then the element's own results (README.md, per element).
+ * `prism run` posts one more kind, "prism-camera", from a camera's source element when the camera
+ * goes online or offline (pipelines/camera_supervisor.h): `camera`, `camera-uri`, `state`, `reason`
+ * and `reconnects`, with the time fields unknown.
  * The same results also ride on the frame as GstVideoRegionOfInterestMeta params where there is a
  * region to name.
  */

@@ -34,6 +34,7 @@ struct KindRule {
   const char *list_field;
   const char *const *info_fields; /* null-terminated; may be null */
   const char *const *renames;     /* pairs, null-terminated; may be null */
+  bool no_results = false;        /* every field is info: a state, not a finding (kind "camera") */
 };
 
 const char *const kTextureInfo[] = {"mode", "latency-ms", "sharpness", "skipped", nullptr};
@@ -45,6 +46,8 @@ const KindRule kRules[] = {
     {"emdtracker", "detections", nullptr, kEmdRenames},
     {"textureid", nullptr, kTextureInfo, nullptr},
     {"bowclassify", nullptr, kBowInfo, kBowRenames},
+    /* a camera's state from prism run (gstprismmessage.h, "prism-camera"): its factory is "camera" */
+    {"camera", nullptr, nullptr, nullptr, true},
 };
 const KindRule kOtherKind = {"", nullptr, nullptr, nullptr}; /* a kind added later: one result */
 
@@ -178,10 +181,11 @@ const char *factory_name(GstElement *element) {
   return f ? GST_OBJECT_NAME(f) : GST_ELEMENT_NAME(element);
 }
 
+/* The fields of the line itself, not of results or info: the times, `frame` and the camera. */
 bool is_time_field(const char *name) {
   for (const auto &f : kTimeFields)
     if (!std::strcmp(f[0], name)) return true;
-  return !std::strcmp(name, "frame");
+  return !std::strcmp(name, "frame") || !std::strcmp(name, "camera") || !std::strcmp(name, "camera-uri");
 }
 
 }  // namespace
@@ -206,7 +210,10 @@ std::string results_json_line(GstMessage *msg) {
   GstObject *src = GST_MESSAGE_SRC(msg);
   line["element"] = src ? Json(GST_OBJECT_NAME(src)) : Json(nullptr);
   GstElementFactory *factory = src && GST_IS_ELEMENT(src) ? gst_element_get_factory(GST_ELEMENT(src)) : nullptr;
-  line["factory"] = factory ? Json(GST_OBJECT_NAME(factory)) : Json(kind);
+  line["factory"] = factory && !rule->no_results ? Json(GST_OBJECT_NAME(factory)) : Json(kind);
+  /* the camera, when the element has one (gstprismcudafilter.h, "The camera a frame comes from") */
+  for (const char *field : {"camera", "camera-uri"})
+    if (const char *text = gst_structure_get_string(s, field)) line[json_name(field)] = text;
   for (const auto &f : kTimeFields) line[f[1]] = time_json(s, f[0]);
   guint64 frame = 0;
   line["frame"] = gst_structure_get_uint64(s, "frame", &frame) ? Json(frame) : Json(nullptr);
@@ -214,7 +221,12 @@ std::string results_json_line(GstMessage *msg) {
   Json results = Json::array();
   Json info = Json::object();
   const int n = gst_structure_n_fields(s);
-  if (rule->list_field) {
+  if (rule->no_results) {
+    for (int i = 0; i < n; ++i) {
+      const char *name = gst_structure_nth_field_name(s, i);
+      if (!is_time_field(name)) info[json_name(name)] = to_json(gst_structure_get_value(s, name));
+    }
+  } else if (rule->list_field) {
     for (int i = 0; i < n; ++i) {
       const char *name = gst_structure_nth_field_name(s, i);
       if (is_time_field(name)) continue;

@@ -12,7 +12,10 @@
  *  - a message is a result when it is an element message whose structure is named "prism-KIND";
  *  - timestamp, running-time, stream-time, duration and frame become pts, running_time,
  *    stream_time, duration and frame (integers, nanoseconds; null when GST_CLOCK_TIME_NONE);
- *    element and factory come from the message's source;
+ *    element and factory come from the message's source; `camera` and `camera-uri` (set by an
+ *    element that has a camera, gstprismcudafilter.h) become the line's camera and camera_uri;
+ *  - kind "camera" (prism run's camera state: online, offline, with the reason and the reconnects)
+ *    has factory "camera", no results and every field in `info`;
  *  - `results`: one object per detection for a kind whose results are a list (emdtracker's
  *    `detections`), else one object of the message's own result fields (textureid, bowclassify);
  *  - `info`: the per-frame fields that are not a result (emdtracker's target-known and stats,
