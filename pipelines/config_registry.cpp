@@ -134,6 +134,17 @@ GstElementFactory* Registry::find_factory(const std::string& factory, const Sour
   return nullptr;
 }
 
+bool Registry::has_property(GstElementFactory* factory, const char* property) {
+  GstPluginFeature* loaded = gst_plugin_feature_load(GST_PLUGIN_FEATURE(factory));
+  if (!loaded) return false;  // check_properties says so
+  const GType type = gst_element_factory_get_element_type(GST_ELEMENT_FACTORY(loaded));
+  gst_object_unref(loaded);
+  auto* klass = static_cast<GObjectClass*>(g_type_class_ref(type));
+  const bool found = g_object_class_find_property(klass, property) != nullptr;
+  g_type_class_unref(klass);
+  return found;
+}
+
 bool Registry::check_properties(ElementSpec& spec, GstElementFactory* factory, const std::vector<RawProperty>& raw,
                                 const ValueExpander& expand) {
   if (raw.empty()) return true;

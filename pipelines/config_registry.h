@@ -58,6 +58,8 @@ class Registry {
 
   // The factory named `factory` (a reference), or nullptr with an error at `where`.
   GstElementFactory* find_factory(const std::string& factory, const SourceLocation& where);
+  // Whether the element class of `factory` has a property named `property` (loading its plugin).
+  bool has_property(GstElementFactory* factory, const char* property);
   // Checks each property of `raw` against the element class of `factory` (loading its plugin when
   // there are any), expanding values with `expand`, and appends the valid ones to spec.properties
   // (canonical names, final values). False when any was refused (all are checked and reported).

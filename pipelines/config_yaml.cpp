@@ -22,9 +22,15 @@ namespace prism::config {
 
 namespace {
 
-const std::vector<std::string> kTopLevelKeys = {"description", "variables", "elements", "links"};
+const std::vector<std::string> kTopLevelKeys = {"description", "variables", "elements",
+                                                "links",       "cameras",   "per-camera"};
 const std::vector<std::string> kElementKeys = {"element", "properties"};
-const std::vector<std::string> kBuiltinVariables = {"cwd", "config_dir"};
+const std::vector<std::string> kCameraKeys = {"id", "uri", "reconnect"};
+const std::vector<std::string> kPerCameraKeys = {"elements", "links"};
+// camera.id and camera.uri are the camera's own inside `per-camera:`.
+const std::vector<std::string> kBuiltinVariables = {"cwd", "config_dir", "camera.id", "camera.uri"};
+// The name of a camera's source in the links of `per-camera:`.
+const char* const kCameraSource = "source";
 const char* const kPathTag = "!path";
 // Bounds on substitution, so that a hostile config fails with an error instead of exhausting the
 // stack (a long chain v0: ${v1}, v1: ${v2}, ...) or the memory (dN: ${dN-1}${dN-1}).
@@ -69,7 +75,7 @@ class Loader {
  public:
   Loader(std::string path, const std::vector<Override>& overrides, std::vector<ConfigError>& errors,
          const std::string& cwd)
-      : path_(std::move(path)), overrides_(overrides), report_(errors), registry_(report_) {
+      : path_(std::move(path)), overrides_(overrides), errors_(errors), report_(errors), registry_(report_) {
     std::error_code ec;
     cwd_ = cwd.empty() ? fs::current_path(ec) : fs::absolute(cwd, ec);
     config_dir_ = fs::absolute(fs::path(path_), ec).parent_path();
@@ -171,7 +177,7 @@ class Loader {
       error(at(root, top), "the config must be a map with 'elements:' and 'links:', not a " + kind_name(root));
       return;
     }
-    std::optional<YAML::Node> variables, elements, links;
+    std::optional<YAML::Node> variables, elements, links, cameras, per_camera;
     std::set<std::string> seen;
     for (const auto& entry : root) {
       const std::string key = key_text(entry.first);
@@ -192,6 +198,12 @@ class Loader {
       } else if (key == "links") {
         links = entry.second;
         links_where_ = at(entry.first.Mark());
+      } else if (key == "cameras") {
+        cameras = entry.second;
+        cameras_where_ = at(entry.first.Mark());
+      } else if (key == "per-camera") {
+        per_camera = entry.second;
+        per_camera_where_ = at(entry.first.Mark());
       } else {
         error(at(entry.first.Mark()), "unknown key '" + key + "'" + suggest(key, kTopLevelKeys) +
                                           " (valid keys: " + join_list(kTopLevelKeys) + ")");
@@ -201,20 +213,28 @@ class Loader {
     if (variables) load_variables(*variables);
     apply_overrides();
     if (!elements) {
-      error(top, "missing 'elements:' (a map of NAME: {element: FACTORY, properties: {...}})");
+      if (!cameras) error(top, "missing 'elements:' (a map of NAME: {element: FACTORY, properties: {...}})");
     } else {
       load_elements(*elements, config);
     }
+    bool cameras_linked = false;
+    if (cameras) {
+      cameras_linked = load_cameras(*cameras, per_camera, config);
+    } else if (per_camera) {
+      error(per_camera_where_, "'per-camera:' needs 'cameras:' (a list such as - {id: door, uri: rtsp://...})");
+    }
     report_unused_overrides(config);
+    bool linked = cameras_linked;
     if (!links) {
       if (elements) error(top, "missing 'links:' (a list of chains such as [src, conv, sink])");
     } else {
-      load_links(*links, config);
-      if (links->IsSequence() && links->size() > 0) {
-        report_unlinked(config);
-        if (!chains_broken_) registry_.report_unlinked_sink_pads(config, linked_);
-        if (!chains_broken_) report_cycles(config);
-      }
+      load_links(*links, links_where_, config);
+      linked = linked || (links->IsSequence() && links->size() > 0);
+    }
+    if (linked) {
+      report_unlinked(config);
+      if (!chains_broken_) registry_.report_unlinked_sink_pads(config, linked_);
+      if (!chains_broken_) report_cycles(config);
     }
   }
 
@@ -421,6 +441,13 @@ class Loader {
   std::optional<Expanded> variable_value(const std::string& name, const SourceLocation& where) {
     if (name == "cwd") return Expanded{cwd_.string(), false};
     if (name == "config_dir") return Expanded{config_dir_.string(), false};
+    if (name == "camera.id" || name == "camera.uri") {
+      if (!camera_) {
+        error(where, "'${" + name + "}' is only defined inside 'per-camera:' (each camera's own)");
+        return std::nullopt;
+      }
+      return Expanded{name == "camera.id" ? camera_->id : camera_->shown_uri, false};
+    }
     auto it = variables_.find(name);
     if (it == variables_.end()) {
       error(where, "undefined variable '" + name + "'" + suggest(name, variable_names()));
@@ -543,7 +570,8 @@ class Loader {
       }
     }
     for (auto& eo : element_overrides_) {
-      if (eo.element != name) continue;
+      // inside per-camera, TEMPLATE.PROPERTY sets it for every camera, ID-TEMPLATE.PROPERTY for one
+      if (eo.element != name && !(camera_ && eo.element == template_name_)) continue;
       eo.used = true;
       RawProperty p{eo.property, at_override(*eo.source), eo.source->value, at_override(*eo.source), true, false};
       auto same = std::find_if(raw.begin(), raw.end(), [&](const RawProperty& r) { return r.key == eo.property; });
@@ -555,6 +583,7 @@ class Loader {
 
     GstElementFactory* gst_factory = registry_.find_factory(factory->text, factory_where);
     if (!gst_factory) return std::nullopt;
+    if (camera_) add_camera_properties(gst_factory, where, raw);
     ElementSpec spec{name, factory->text, {}, where};
     // The registry checks each property's name, then has its value substituted here.
     auto expand_value = [&](const RawProperty& p, bool is_path) -> std::optional<std::string> {
@@ -594,22 +623,285 @@ class Loader {
     return ok;
   }
 
+  // ---- cameras ------------------------------------------------------------------------------
+
+  // `cameras:` and `per-camera:` (README, "Many cameras"): each camera gets the elements of
+  // per-camera named ID-NAME and its links, `source` standing for the camera's uridecodebin. True
+  // when the cameras were stamped out with their links (the graph checks may run).
+  bool load_cameras(const YAML::Node& node, const std::optional<YAML::Node>& per_camera, PipelineConfig& config) {
+    if (!node.IsSequence() || node.size() == 0) {
+      error(at(node, cameras_where_),
+            "'cameras' must be a non-empty list such as - {id: door, uri: \"rtsp://...\"}, not a" +
+                std::string(node.IsSequence() ? "n empty list" : " " + kind_name(node)));
+      return false;
+    }
+    std::optional<YAML::Node> elements, links;
+    SourceLocation elements_where = per_camera_where_, links_where = per_camera_where_;
+    if (!per_camera) {
+      error(cameras_where_,
+            "'cameras:' needs 'per-camera:' (the elements and links made for each camera, its source named "
+            "'source' in the links)");
+    } else if (!per_camera->IsMap()) {
+      error(at(*per_camera, per_camera_where_),
+            "'per-camera' must be a map with 'elements:' and 'links:', not a " + kind_name(*per_camera));
+    } else {
+      for (const auto& entry : *per_camera) {
+        const std::string key = key_text(entry.first);
+        if (key == "elements") {
+          elements = entry.second;
+          elements_where = at(entry.first.Mark());
+        } else if (key == "links") {
+          links = entry.second;
+          links_where = at(entry.first.Mark());
+        } else if (!key.empty()) {
+          error(at(entry.first.Mark()), "unknown key '" + key + "' in 'per-camera'" + suggest(key, kPerCameraKeys) +
+                                            " (valid keys: " + join_list(kPerCameraKeys) + ")");
+        }
+      }
+      if (!links) error(per_camera_where_, "'per-camera' has no 'links:' (chains such as [source, conv, sink])");
+      if (elements && !elements->IsNull() && !elements->IsMap()) {
+        error(at(*elements, elements_where),
+              "'elements' of 'per-camera' must be a map of NAME: {element: FACTORY, properties: {...}}, not a " +
+                  kind_name(*elements));
+        elements.reset();
+      }
+    }
+    std::vector<CameraSpec> cameras;
+    std::set<std::string> ids;
+    for (size_t i = 0; i < node.size(); ++i) {
+      std::optional<CameraSpec> camera = load_camera(node[i], i);
+      if (!camera) continue;
+      if (!ids.insert(camera->id).second) {
+        error(camera->where, "duplicate camera id '" + camera->id + "'");
+        continue;
+      }
+      cameras.push_back(std::move(*camera));
+    }
+    if (!per_camera || !per_camera->IsMap() || !links) return false;
+    template_names_.clear();
+    if (elements && elements->IsMap()) {
+      for (const auto& entry : *elements) {
+        const std::string name = key_text(entry.first);
+        if (name.empty()) continue;
+        const SourceLocation where = at(entry.first.Mark());
+        if (name == kCameraSource)
+          error(where, "'source' is the camera's own source in 'per-camera'; give this element another name");
+        else if (!is_identifier(name, false))
+          error(where,
+                "invalid element name '" + name + "' (use letters, digits, '_' and '-', starting with a letter)");
+        else if (std::find(template_names_.begin(), template_names_.end(), name) != template_names_.end())
+          error(where, "duplicate element name '" + name + "' in 'per-camera'");
+        else
+          template_names_.push_back(name);
+      }
+    }
+    bool ok = true;
+    for (CameraSpec& camera : cameras) {
+      const size_t errors_before = errors_.size();
+      stamp_camera(camera, elements, *links, links_where, config);
+      config.cameras.push_back(std::move(camera));
+      // the same mistake of per-camera is reported for the first camera only
+      if (errors_.size() != errors_before) {
+        ok = false;
+        break;
+      }
+    }
+    return ok;
+  }
+
+  // One entry of `cameras:`: a URI, or a map {id, uri, reconnect}.
+  std::optional<CameraSpec> load_camera(const YAML::Node& node, size_t index) {
+    CameraSpec camera;
+    camera.where = at(node, cameras_where_);
+    camera.id = "cam" + std::to_string(index);
+    std::optional<YAML::Node> uri_node, reconnect_node;
+    if (node.IsScalar()) {
+      uri_node = node;
+    } else if (node.IsMap()) {
+      bool ok = true;
+      for (const auto& entry : node) {
+        const std::string key = key_text(entry.first);
+        const SourceLocation key_where = at(entry.first.Mark());
+        if (key.empty()) {
+          ok = false;
+        } else if (key == "uri") {
+          uri_node = entry.second;
+        } else if (key == "reconnect") {
+          reconnect_node = entry.second;
+        } else if (key == "id") {
+          const std::string id = entry.second.IsScalar() ? entry.second.Scalar() : std::string();
+          if (!is_identifier(id, false)) {
+            error(at(entry.second, key_where),
+                  "invalid camera id '" + id + "' (use letters, digits, '_' and '-', starting with a letter)");
+            ok = false;
+          }
+          camera.id = id;
+        } else {
+          error(key_where, "unknown key '" + key + "' in a camera" + suggest(key, kCameraKeys) +
+                               " (valid keys: " + join_list(kCameraKeys) + ")");
+          ok = false;
+        }
+      }
+      if (!ok) return std::nullopt;
+    } else {
+      error(camera.where,
+            "a camera must be a URI or a map such as {id: door, uri: \"rtsp://...\"}, not a " + kind_name(node));
+      return std::nullopt;
+    }
+    if (!uri_node || !uri_node->IsScalar() || uri_node->Scalar().empty()) {
+      error(uri_node ? at(*uri_node, camera.where) : camera.where,
+            "camera '" + camera.id + "' needs a 'uri' (file:///..., rtsp://..., v4l2:///dev/video0, or a file path)");
+      return std::nullopt;
+    }
+    const SourceLocation uri_where = at(*uri_node, camera.where);
+    std::optional<Expanded> uri = expand(uri_node->Scalar(), uri_where, false, "the URI of camera '" + camera.id + "'");
+    if (!uri) return std::nullopt;
+    if (uri->text.find("://") == std::string::npos) {  // a file path, against the config's folder
+      const std::string file = resolve_path(*uri);
+      gchar* text = gst_filename_to_uri(file.c_str(), nullptr);
+      uri->text = text ? text : file;
+      g_free(text);
+    }
+    gchar* protocol = gst_uri_get_protocol(uri->text.c_str());
+    const bool readable = protocol && gst_uri_protocol_is_supported(GST_URI_SRC, protocol);
+    const std::string scheme = protocol ? protocol : "";
+    g_free(protocol);
+    if (!readable) {
+      error(uri_where, "camera '" + camera.id + "': no GStreamer source reads '" + scheme +
+                           "://' URIs (is its plugin installed? file, rtsp, http and v4l2 are the usual ones)");
+      return std::nullopt;
+    }
+    camera.uri = uri->text;
+    camera.shown_uri = uri_without_password(camera.uri);
+    camera.reconnect = scheme != "file";
+    if (reconnect_node) {
+      bool value = false;
+      if (!reconnect_node->IsScalar() || !YAML::convert<bool>::decode(*reconnect_node, value)) {
+        error(at(*reconnect_node, camera.where), "'reconnect' of camera '" + camera.id + "' must be true or false");
+        return std::nullopt;
+      }
+      camera.reconnect = value;
+    }
+    camera.source = camera.id + "-" + kCameraSource;
+    return camera;
+  }
+
+  // The elements and links of per-camera for `camera`, named ID-NAME, and its source.
+  void stamp_camera(CameraSpec& camera, const std::optional<YAML::Node>& elements, const YAML::Node& links,
+                    const SourceLocation& links_where, PipelineConfig& config) {
+    camera_ = &camera;
+    for (auto& [name, v] : variables_)  // a variable may use ${camera.id}: resolved for each camera
+      if (v.state == Variable::State::Done) v.state = Variable::State::Pending;
+    auto claim = [&](const std::string& name, const SourceLocation& where) {
+      if (!element_where_.count(name)) {
+        element_where_[name] = where;
+        return true;
+      }
+      error(where, "camera '" + camera.id + "': its element '" + name + "' has the name of another element (first " +
+                       "defined at " + element_where_[name].to_string() + "); rename the camera or the element");
+      return false;
+    };
+    if (claim(camera.source, camera.where)) {
+      config.elements.push_back({camera.source, "uridecodebin", {{"uri", camera.uri, camera.where}}, camera.where});
+      camera.elements.push_back(camera.source);
+    }
+    if (elements && elements->IsMap()) {
+      for (const auto& entry : *elements) {
+        const std::string name = entry.first.IsScalar() ? entry.first.Scalar() : std::string();
+        if (std::find(template_names_.begin(), template_names_.end(), name) == template_names_.end()) continue;
+        const SourceLocation where = at(entry.first.Mark());
+        const std::string full = camera.id + "-" + name;
+        if (!claim(full, where)) continue;
+        template_name_ = name;
+        if (std::optional<ElementSpec> spec = load_element(full, where, entry.second)) {
+          config.elements.push_back(std::move(*spec));
+          camera.elements.push_back(full);
+        }
+      }
+    }
+    template_name_.clear();
+    const size_t first_chain = config.chains.size();
+    load_links(links, links_where, config);
+    size_t starts = 0;
+    for (size_t i = first_chain; i < config.chains.size(); ++i) {
+      const LinkChain& chain = config.chains[i];
+      for (size_t k = 0; k < chain.size(); ++k) {
+        if (chain[k].element != camera.source) continue;
+        if (k != 0) {
+          error(chain[k].where, "'source' (the camera's source) has no sink pad: it can only start a chain");
+          chains_broken_ = true;
+        } else if (++starts > 1) {
+          error(chain[k].where, "'source' starts more than one chain; link it once (and branch with a tee)");
+          chains_broken_ = true;
+        }
+      }
+      // the source is linked by its first element's always sink pad when it is made anew
+      const size_t next = chain.size() > 1 && chain[1].kind == LinkItem::Kind::Caps ? 2 : 1;
+      if (!chain.empty() && chain[0].element == camera.source && next < chain.size() && !chain[next].pad.empty()) {
+        error(chain[next].where, "the element after 'source' is linked by its sink pad; name no pad there");
+        chains_broken_ = true;
+      }
+    }
+    if (starts == 0 && links.IsSequence() && links.size() > 0)
+      error(links_where,
+            "no chain of 'per-camera' starts with 'source' (the camera's source), e.g. [source, conv, sink]");
+    camera_ = nullptr;
+  }
+
+  // A link item of per-camera: `source` is the camera's source, NAME its element ID-NAME.
+  std::optional<LinkItem> camera_link_item(LinkItem item, const SourceLocation& where) {
+    if (item.element == kCameraSource) {
+      if (!item.pad.empty()) {
+        error(where, "'source' is linked by the pads it makes; name no pad ('source." + item.pad + "')");
+        return std::nullopt;
+      }
+      item.element = camera_->source;
+    } else if (std::find(template_names_.begin(), template_names_.end(), item.element) != template_names_.end()) {
+      item.element = camera_->id + "-" + item.element;
+      if (!element_where_.count(item.element)) return std::nullopt;  // its own error was reported
+    } else {
+      std::vector<std::string> names = template_names_;
+      names.push_back(kCameraSource);
+      error(where, "link to undefined element '" + item.element + "' in 'per-camera'" + suggest(item.element, names) +
+                       " (per-camera links name its own elements and 'source')");
+      return std::nullopt;
+    }
+    linked_.insert(item.element);
+    return item;
+  }
+
+  // An analysis element of a camera names it in its results (gstprismcudafilter.h): its `camera`
+  // and `camera-uri` are set unless the config sets them.
+  void add_camera_properties(GstElementFactory* factory, const SourceLocation& where, std::vector<RawProperty>& raw) {
+    const std::pair<const char*, std::string> values[] = {{"camera", camera_->id}, {"camera-uri", camera_->shown_uri}};
+    for (const auto& [property, value] : values) {
+      if (!registry_.has_property(factory, property)) continue;
+      if (std::any_of(raw.begin(), raw.end(), [&](const RawProperty& r) { return r.key == property; })) continue;
+      std::string literal;  // substitution runs on it: a '${' in the URI stays one
+      for (size_t i = 0; i < value.size(); ++i) {
+        if (value.compare(i, 2, "${") == 0) literal += '$';
+        literal += value[i];
+      }
+      raw.push_back({property, where, literal, where, false, false});
+    }
+  }
+
   // ---- links ------------------------------------------------------------------------------
 
-  void load_links(const YAML::Node& node, PipelineConfig& config) {
+  void load_links(const YAML::Node& node, const SourceLocation& links_where, PipelineConfig& config) {
     if (node.IsNull() || (node.IsSequence() && node.size() == 0)) {
-      error(links_where_, "'links' is empty; add chains such as [src, conv, sink]");
+      error(links_where, "'links' is empty; add chains such as [src, conv, sink]");
       return;
     }
     if (!node.IsSequence()) {
-      error(at(node, links_where_),
+      error(at(node, links_where),
             "'links' must be a list of chains such as [src, conv, sink], "
             "not a " +
                 kind_name(node));
       return;
     }
     for (const auto& chain_node : node) {
-      const SourceLocation chain_where = at(chain_node, links_where_);
+      const SourceLocation chain_where = at(chain_node, links_where);
       if (!chain_node.IsSequence()) {
         error(chain_where,
               "each link must be a chain (a list) such as [src, conv, sink], not a " + kind_name(chain_node));
@@ -646,6 +938,7 @@ class Loader {
           return std::nullopt;
         }
       }
+      if (camera_) return camera_link_item(std::move(item), where);
       if (!element_where_.count(item.element)) {
         if (elements_broken_) return std::nullopt;  // already reported: 'elements' is unusable
         error(where, "link to undefined element '" + item.element + "'" + suggest(item.element, element_names()));
@@ -772,10 +1065,14 @@ class Loader {
 
   std::string path_;
   const std::vector<Override>& overrides_;
+  const std::vector<ConfigError>& errors_;  // what report_ appends to (counted per camera)
   Reporter report_;
   Registry registry_;  // the registry half, reporting through report_
   fs::path cwd_, config_dir_;
-  SourceLocation variables_where_, elements_where_, links_where_;
+  SourceLocation variables_where_, elements_where_, links_where_, cameras_where_, per_camera_where_;
+  const CameraSpec* camera_ = nullptr;  // the camera whose elements and links are being stamped out
+  std::string template_name_;           // the per-camera element being loaded, without its prefix
+  std::vector<std::string> template_names_;
   std::map<std::string, Variable> variables_;
   std::vector<std::string> resolving_;  // the variables being expanded, outermost first
   std::vector<ElementOverride> element_overrides_;

@@ -36,6 +36,18 @@ const ElementSpec* PipelineConfig::find_element(const std::string& name) const {
   return nullptr;
 }
 
+std::string uri_without_password(const std::string& uri) {
+  const size_t scheme = uri.find("://");
+  if (scheme == std::string::npos) return uri;
+  const size_t host_start = scheme + 3;
+  const size_t path = uri.find_first_of("/?#", host_start);
+  const size_t at = uri.rfind('@', path == std::string::npos ? std::string::npos : path);
+  if (at == std::string::npos || at < host_start) return uri;
+  const size_t colon = uri.find(':', host_start);
+  if (colon == std::string::npos || colon > at) return uri;
+  return uri.substr(0, colon + 1) + "***" + uri.substr(at);
+}
+
 bool parse_override(const std::string& text, Override& out) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0) return false;

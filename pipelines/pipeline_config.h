@@ -50,11 +50,25 @@ struct LinkItem {
 
 using LinkChain = std::vector<LinkItem>;
 
+// One camera of a config with `cameras:` (README, "Many cameras"): its source and the elements
+// stamped out for it from `per-camera:`, named ID-NAME. The source is a `uridecodebin` named
+// ID-source; pipelines/camera_supervisor.h makes it anew when the camera drops.
+struct CameraSpec {
+  std::string id;                     // stable, unique: the `camera` of its results
+  std::string uri;                    // what the source reads (a password included)
+  std::string shown_uri;              // the URI without its password: results, messages, progress
+  bool reconnect = true;              // a source that ends or fails is retried (false: the camera ends)
+  std::string source;                 // the source element's name (ID-source)
+  std::vector<std::string> elements;  // every element of the camera, the source first
+  SourceLocation where;               // the camera's entry under `cameras:`
+};
+
 struct PipelineConfig {
   std::string path;                   // the config file as given
   std::string description;            // optional `description:`
   std::vector<ElementSpec> elements;  // in config order
   std::vector<LinkChain> chains;
+  std::vector<CameraSpec> cameras;  // empty without `cameras:`; their elements are in `elements`
 
   const ElementSpec* find_element(const std::string& name) const;
 };
@@ -62,6 +76,10 @@ struct PipelineConfig {
 // Whether relative values of a string property with this name are file-system paths:
 // "location" and names ending in "-location", "-file", "-path" or "-dir".
 bool is_path_property(const std::string& property_name);
+
+// `uri` with the password of its user information replaced by "***" ("rtsp://admin:***@host/s"),
+// the form results and messages show; unchanged without one.
+std::string uri_without_password(const std::string& uri);
 
 // A `--set NAME=VALUE` from the command line. NAME is a declared variable or ELEMENT.PROPERTY.
 struct Override {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "camera_supervisor.h"
 #include "launch_line.h"
 
 namespace fs = std::filesystem;
@@ -64,6 +65,7 @@ class SignalGuard {
 
 struct SinkCounter {
   std::string name;
+  int camera = -1;  // index in config.cameras of the camera whose element the sink is, or -1
   std::atomic<guint64> buffers{0};
 };
 
@@ -109,18 +111,35 @@ class Run {
     if (!build()) return kExitRuntimeError;
     if (!create_output_folders()) return kExitRuntimeError;
     attach_counters();
+    if (!config_.cameras.empty()) {
+      cameras_ =
+          std::make_unique<CameraSupervisor>(pipeline_, config_, [this](const std::string& t) { print_line(t); });
+      cameras_->attach();
+    }
     SignalGuard signals(options_.handle_signals);
-    start_ = last_progress_ = Clock::now();
-    if (gst_element_set_state(pipeline_, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    start_ = last_progress_ = last_camera_progress_ = Clock::now();
+    // A camera whose source fails as the pipeline starts is taken out (CameraSupervisor), and the
+    // rest of the pipeline started again; any other failure ends the run.
+    for (size_t attempt = 0; gst_element_set_state(pipeline_, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE;
+         ++attempt) {
       GstBus* bus = gst_element_get_bus(pipeline_);
-      GstMessage* msg = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
-      gst_object_unref(bus);
-      if (msg) {
-        report(msg, "error");
+      bool cameras_failed = false, failed = false;
+      // (popping drops the other kinds: element messages, the cameras' states among them, go on)
+      const auto kinds = static_cast<GstMessageType>(GST_MESSAGE_ERROR | GST_MESSAGE_ELEMENT);
+      while (GstMessage* msg = gst_bus_pop_filtered(bus, kinds)) {
+        if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ELEMENT) {
+          if (options_.on_element_message) options_.on_element_message(msg);
+        } else if (cameras_ && attempt < config_.cameras.size() && cameras_->handle_error(msg)) {
+          cameras_failed = true;
+        } else {
+          report(msg, "error");
+          failed = true;
+        }
         gst_message_unref(msg);
-      } else {
-        print_line("prism: error: the pipeline could not be started");
       }
+      gst_object_unref(bus);
+      if (cameras_failed && !failed) continue;
+      if (!failed) print_line("prism: error: the pipeline could not be started");
       return kExitRuntimeError;
     }
     return loop();
@@ -168,6 +187,10 @@ class Run {
       if (GST_OBJECT_FLAG_IS_SET(element, GST_ELEMENT_FLAG_SINK)) {
         auto counter = std::make_unique<SinkCounter>();
         counter->name = spec.name;
+        for (size_t i = 0; i < config_.cameras.size(); ++i) {
+          const auto& names = config_.cameras[i].elements;
+          if (std::find(names.begin(), names.end(), spec.name) != names.end()) counter->camera = int(i);
+        }
         GstIterator* pads = gst_element_iterate_sink_pads(element);
         GValue item = G_VALUE_INIT;
         while (gst_iterator_next(pads, &item) == GST_ITERATOR_OK) {
@@ -200,6 +223,7 @@ class Run {
         switch (GST_MESSAGE_TYPE(msg)) {
           case GST_MESSAGE_EOS: result = stop == Stop::Interrupt ? kExitInterrupted : kExitOk; break;
           case GST_MESSAGE_ERROR:
+            if (cameras_ && cameras_->handle_error(msg)) break;  // that camera is offline, the run goes on
             report(msg, "error");
             result = kExitRuntimeError;
             break;
@@ -217,6 +241,7 @@ class Run {
         gst_message_unref(msg);
         if (result >= 0) break;
       }
+      if (cameras_) cameras_->tick();
       const Clock::time_point now = Clock::now();
       if (stop == Stop::None && g_interrupts > 0) {
         stop = Stop::Interrupt;
@@ -226,6 +251,7 @@ class Run {
         if (!options_.quiet) print_line("prism: --timeout reached, stopping");
       }
       if (stop != Stop::None && stop_deadline == Clock::time_point()) {
+        if (cameras_) cameras_->stop();
         run_detached(pipeline_, [](GstElement* p) { gst_element_send_event(p, gst_event_new_eos()); });
         stop_deadline =
             now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.eos_grace_s));
@@ -274,24 +300,53 @@ class Run {
     return buffer;
   }
 
-  // Frames = buffers at the busiest sink (branches of a tee would otherwise count twice).
-  guint64 frames() const {
+  // Frames = buffers at the busiest sink (branches of a tee would otherwise count twice), of the
+  // camera `camera` (-1: of the elements of no camera); with cameras, the sum over them.
+  guint64 frames(int camera) const {
     guint64 most = 0;
-    for (const auto& c : counters_) most = std::max<guint64>(most, c->buffers.load());
+    for (const auto& c : counters_)
+      if (c->camera == camera) most = std::max<guint64>(most, c->buffers.load());
     return most;
   }
+  guint64 frames() const {
+    if (config_.cameras.empty()) return frames(-1);
+    guint64 sum = 0;
+    for (size_t i = 0; i < config_.cameras.size(); ++i) sum += frames(int(i));
+    return sum;
+  }
 
-  std::string progress_text() const {
-    const double elapsed = seconds(Clock::now() - start_);
+  // "N frames, F fps, T s", and with cameras each camera's frames and rate since the last progress
+  // line (or its state when it has no source): "; door 120 30.0 fps, yard offline (2 reconnects)".
+  std::string progress_text() {
+    const Clock::time_point now = Clock::now();
+    const double elapsed = seconds(now - start_);
     const guint64 n = frames();
     char buffer[96];
     std::snprintf(buffer, sizeof buffer, "%llu frames, %.1f fps, %.1f s", static_cast<unsigned long long>(n),
                   elapsed > 0 ? n / elapsed : 0.0, elapsed);
-    return buffer;
+    std::string text = buffer;
+    if (!cameras_) return text;
+    const std::vector<CameraSupervisor::Status> status = cameras_->status();
+    const double interval = seconds(now - last_camera_progress_);
+    last_camera_frames_.resize(status.size());
+    for (size_t i = 0; i < status.size(); ++i) {
+      const guint64 f = frames(int(i));
+      const double fps = interval > 0 ? (f - last_camera_frames_[i]) / interval : 0.0;
+      last_camera_frames_[i] = f;
+      std::snprintf(buffer, sizeof buffer, " %llu %.1f fps", static_cast<unsigned long long>(f), fps);
+      text += (i ? ", " : "; ") + status[i].id +
+              (status[i].online       ? buffer
+               : status[i].ended      ? " ended"
+               : status[i].reconnects ? " offline"
+                                      : " starting");
+      if (status[i].reconnects) text += " (" + std::to_string(status[i].reconnects) + " reconnects)";
+    }
+    last_camera_progress_ = now;
+    return text;
   }
 
   std::string sink_breakdown() const {
-    if (counters_.size() < 2) return {};
+    if (counters_.size() < 2 || cameras_) return {};
     std::string text = " (";
     for (size_t i = 0; i < counters_.size(); ++i) {
       text += (i ? ", " : "") + counters_[i]->name + " " + std::to_string(counters_[i]->buffers.load());
@@ -363,7 +418,9 @@ class Run {
   const bool tty_;
   GstElement* pipeline_ = nullptr;
   std::vector<std::unique_ptr<SinkCounter>> counters_;
-  Clock::time_point start_, last_progress_;
+  std::unique_ptr<CameraSupervisor> cameras_;  // with cameras: keeps them running when one drops
+  Clock::time_point start_, last_progress_, last_camera_progress_;
+  std::vector<guint64> last_camera_frames_;
   bool progress_open_ = false;
 };
 
