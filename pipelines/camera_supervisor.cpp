@@ -11,6 +11,8 @@ constexpr double kMaxBackoffS = 5;
 // A live camera that sends no frame for this long is taken as gone (a network cut leaves rtspsrc
 // waiting); a new source gets as long for its first frame (RTSP's jitterbuffer is 2 s by default).
 constexpr double kSilenceS = 10;
+// How long a remade source stays PAUSED, opening, before it is taken to PLAYING (restart).
+constexpr int kOpenWaitMs = 1000;
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -47,7 +49,9 @@ struct CameraSupervisor::Camera {
   Clock::time_point retry_at;
   double backoff_s = kFirstBackoffS;
   guint64 reconnects = 0;
-  bool eos_due = false;  // the branch is to get EOS once its first element is PAUSED
+  bool eos_due = false;   // the branch is to get EOS once its first element is PAUSED
+  bool play_due = false;  // a remade source waits in PAUSED until play_at (see restart)
+  Clock::time_point play_at;
 };
 
 CameraSupervisor::CameraSupervisor(GstElement* pipeline, const PipelineConfig& config,
@@ -177,6 +181,11 @@ void CameraSupervisor::tick() {
     switch (camera.state) {
       case Camera::State::Starting:
       case Camera::State::Online:
+        if (camera.play_due && now >= camera.play_at) {
+          camera.play_due = false;
+          std::lock_guard<std::mutex> guard(camera.lock);
+          if (camera.source) gst_element_sync_state_with_parent(camera.source);
+        }
         if (camera.ended.exchange(false)) {
           go_offline(camera, "end of stream");
         } else if (buffers != camera.buffers_seen) {
@@ -266,7 +275,12 @@ void CameraSupervisor::restart(Camera& camera) {
   watch(camera, source);
   gst_bin_add(GST_BIN(pipeline_), source);
   // A failure to start posts its ERROR, which takes the camera offline again (handle_error).
-  gst_element_sync_state_with_parent(source);
+  // PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked
+  // for while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc);
+  // tick() takes it to the pipeline's state once it had time to open.
+  gst_element_set_state(source, GST_STATE_PAUSED);
+  camera.play_due = true;
+  camera.play_at = Clock::now() + std::chrono::milliseconds(kOpenWaitMs);
 }
 
 // EOS into the camera's branch, so that it ends as a branch whose source ended does. Not before

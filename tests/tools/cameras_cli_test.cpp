@@ -179,8 +179,21 @@ TEST(CamerasCli, RtspCameraDropsWhileTheOtherGoesOn) {
   EXPECT_TRUE(wait_for(
       results, [&](const auto& l) { return count(l, frames("one")) >= one_at_offline + 10; }, 60));
 
-  // Not asserted yet: that the camera comes back once its server does (a new source connects
-  // but sends no frame here; see the branch's report).
+  // Its server back on the same port: the camera rejoins (an "online" line after a reconnect) and
+  // its frames resume.
+  const size_t two_at_offline = count(read_lines(results), frames("two"));
+  two.start(two.port());
+  EXPECT_TRUE(wait_for(
+      results,
+      [](const auto& l) {
+        return count(l, [](const Json& x) {
+                 return state_of(x, "two", "online") && x["info"].value("reconnects", 0) >= 1;
+               }) >= 1;
+      },
+      60))
+      << "camera two did not come back";
+  EXPECT_TRUE(wait_for(
+      results, [&](const auto& l) { return count(l, frames("two")) >= two_at_offline + 10; }, 60));
   kill(run.pid, SIGINT);
   const auto r = test::wait_prism(run, 30);
   EXPECT_EQ(r.exit_code, 130) << r.output;
