@@ -874,7 +874,9 @@ class Loader {
   // and `camera-uri` are set unless the config sets them.
   void add_camera_properties(GstElementFactory* factory, const SourceLocation& where, std::vector<RawProperty>& raw) {
     const std::pair<const char*, std::string> values[] = {{"camera", camera_->id}, {"camera-uri", camera_->shown_uri}};
-    for (const auto& [property, value] : values) {
+    for (const auto& setting : values) {
+      const char* property = setting.first;  // (not a structured binding: clang 14 cannot capture one)
+      const std::string& value = setting.second;
       if (!registry_.has_property(factory, property)) continue;
       if (std::any_of(raw.begin(), raw.end(), [&](const RawProperty& r) { return r.key == property; })) continue;
       std::string literal;  // substitution runs on it: a '${' in the URI stays one
