@@ -11,11 +11,13 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "camera_supervisor.h"
+#include "gst/prism/gstprismcuda.h"
 #include "launch_line.h"
 
 namespace fs = std::filesystem;
@@ -105,11 +107,13 @@ class Run {
       gst_element_set_state(pipeline_, GST_STATE_NULL);
       gst_object_unref(pipeline_);
     }
+    if (cuda_context_) gst_context_unref(cuda_context_);
   }
 
   int execute() {
     if (!build()) return kExitRuntimeError;
     if (!create_output_folders()) return kExitRuntimeError;
+    share_cuda_context();
     attach_counters();
     if (!config_.cameras.empty()) {
       cameras_ =
@@ -166,6 +170,25 @@ class Run {
       gst_bin_add(GST_BIN(pipeline_), element);
     }
     return true;
+  }
+
+  // Every element that asks for a CUDA context (decoders, uploads, ours) gets one, made when the
+  // first asks: a pipeline of many cameras waits on the GPU from many threads, which must sleep
+  // rather than spin (gst_prism_cuda_shared_context_new says why). Answered from the asking thread.
+  void share_cuda_context() {
+    GstBus* bus = gst_element_get_bus(pipeline_);
+    gst_bus_enable_sync_message_emission(bus);
+    g_signal_connect(bus, "sync-message::need-context", G_CALLBACK(+[](GstBus*, GstMessage* msg, gpointer run) {
+                       static_cast<Run*>(run)->answer_need_context(msg);
+                     }),
+                     this);
+    gst_object_unref(bus);
+  }
+  void answer_need_context(GstMessage* msg) {
+    const gchar* type = nullptr;
+    if (!gst_message_parse_context_type(msg, &type) || g_strcmp0(type, "gst.cuda.context") != 0) return;
+    std::call_once(cuda_context_once_, [this] { cuda_context_ = gst_prism_cuda_shared_context_new(0); });
+    gst_prism_cuda_answer_need_context(msg, cuda_context_);
   }
 
   bool create_output_folders() {
@@ -419,6 +442,8 @@ class Run {
   GstElement* pipeline_ = nullptr;
   std::vector<std::unique_ptr<SinkCounter>> counters_;
   std::unique_ptr<CameraSupervisor> cameras_;  // with cameras: keeps them running when one drops
+  std::once_flag cuda_context_once_;
+  GstContext* cuda_context_ = nullptr;  // the one CUDA context of the run (none without a GPU)
   Clock::time_point start_, last_progress_, last_camera_progress_;
   std::vector<guint64> last_camera_frames_;
   bool progress_open_ = false;

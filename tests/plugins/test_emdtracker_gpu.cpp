@@ -7,6 +7,7 @@
 
 #include "emdtracker_util.h"
 #include "envi/envi.h"
+#include "gst/prism/gstprismcuda.h"
 #include "prism_test.h"
 
 namespace prism {
@@ -103,6 +104,79 @@ TEST_F(EmdTrackerGpu, NvdecFramesStayInCudaMemory) {
   EXPECT_GT(with_detections, 0) << "no detection after the target was learned at frame 30";
   EXPECT_EQ(in.second, in.first) << "input left CUDA memory";
   EXPECT_EQ(out.second, out.first) << "output left CUDA memory";
+}
+
+// What prism run does for many cameras (gst_prism_cuda_shared_context_new): the need-context of
+// nvh264dec and emdtracker answered with one blocking-sync context. Both run in it, and the
+// detections are those of the same pipeline with GstCudaContext's own context.
+TEST_F(EmdTrackerGpu, OneSharedContextServesTheDecoderAndTheTrackerWithTheSameDetections) {
+  PRISM_NEED_GPU();
+  const std::string video = test::data_dir() + "/video/vtest.mp4";
+  PRISM_NEED_FILE(video);
+  const std::string launch = "filesrc location=" + video +
+                             " ! qtdemux ! h264parse ! nvh264dec name=d ! identity eos-after=41 ! emdtracker name=t "
+                             "device=cuda target-rect=634,262,28,50 target-frame=30 threshold=1.0 min-area=96 ! "
+                             "fakesink";
+  auto detections = [](const RunResult& r) {
+    std::vector<std::string> out;
+    for (const GstStructure* m : r.messages) {
+      const GValue* d = gst_structure_get_value(m, "detections");
+      gchar* text = d ? gst_value_serialize(d) : g_strdup("none");
+      out.emplace_back(text);
+      g_free(text);
+    }
+    return out;
+  };
+  RunOptions own;
+  own.message_name = "prism-emdtracker";
+  const RunResult reference = run_launch(launch, own);
+  ASSERT_EQ(reference.error, "");
+
+  GstContext* shared = gst_prism_cuda_shared_context_new(0);
+  ASSERT_NE(shared, nullptr);
+  GstCudaContext* cuda = nullptr;
+  gst_structure_get(gst_context_get_structure(shared), "gst.cuda.context", GST_TYPE_CUDA_CONTEXT, &cuda, nullptr);
+  ASSERT_NE(cuda, nullptr);
+  GstElement *decoder = nullptr, *tracker = nullptr;
+  int answered = 0;
+  struct Answer {
+    GstContext* shared;
+    int* answered;
+  } answer{shared, &answered};
+  RunOptions options = own;
+  options.before_play = [&](GstElement* p) {
+    decoder = gst_bin_get_by_name(GST_BIN(p), "d");
+    tracker = gst_bin_get_by_name(GST_BIN(p), "t");
+    GstBus* bus = gst_element_get_bus(p);
+    gst_bus_enable_sync_message_emission(bus);
+    g_signal_connect(bus, "sync-message::need-context", G_CALLBACK(+[](GstBus*, GstMessage* msg, gpointer data) {
+                       auto* a = static_cast<Answer*>(data);
+                       if (gst_prism_cuda_answer_need_context(msg, a->shared)) ++*a->answered;
+                     }),
+                     &answer);
+    gst_object_unref(bus);
+  };
+  const RunResult r = run_launch(launch, options);
+  EXPECT_EQ(r.error, "");
+  EXPECT_GE(answered, 1);
+  ASSERT_TRUE(decoder && tracker);
+  auto context_of = [](GstElement* e) {
+    GstContext* c = gst_element_get_context(e, "gst.cuda.context");
+    GstCudaContext* got = nullptr;
+    if (c) gst_structure_get(gst_context_get_structure(c), "gst.cuda.context", GST_TYPE_CUDA_CONTEXT, &got, nullptr);
+    if (c) gst_context_unref(c);
+    if (got) gst_object_unref(got);  // compared as pointers; the context keeps it
+    return got;
+  };
+  EXPECT_EQ(context_of(decoder), cuda) << "nvh264dec made its own context";
+  EXPECT_EQ(context_of(tracker), cuda) << "emdtracker made its own context";
+  const auto expected = detections(reference), got = detections(r);
+  EXPECT_GE(got.size(), 40u);
+  EXPECT_EQ(got, expected);
+  gst_object_unref(decoder);
+  gst_object_unref(tracker);
+  gst_object_unref(cuda);
+  gst_context_unref(shared);
 }
 
 // other/x-prism-tensor in CUDA memory end to end: cudaupload -> spectralize -> emdtracker -> float

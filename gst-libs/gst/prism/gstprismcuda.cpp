@@ -7,6 +7,7 @@
 #include "common/gpu.h"
 
 #if defined(PRISM_HAVE_CUDA)
+#include <gst/cuda/cuda-gst.h>
 #include <gst/cuda/gstcudabufferpool.h>
 #include <gst/cuda/gstcudaloader.h>
 #include <gst/cuda/gstcudamemory.h>
@@ -103,6 +104,42 @@ gboolean gst_prism_cuda_handle_context_query(GstPrismCuda *cuda, GstElement *ele
   (void)query;
 #endif
   return FALSE;
+}
+
+/* ---- one context for a pipeline ---- */
+
+GstContext *gst_prism_cuda_shared_context_new(gint device_id) {
+#if defined(PRISM_HAVE_CUDA)
+  if (!gst_cuda_load_library() || !prism::gpu::available(nullptr)) return nullptr;
+  CUdevice device;
+  CUcontext handle;
+  if (CuInit(0) != CUDA_SUCCESS || CuDeviceGet(&device, device_id) != CUDA_SUCCESS ||
+      CuCtxCreate(&handle, CU_CTX_SCHED_BLOCKING_SYNC, device) != CUDA_SUCCESS)
+    return nullptr;
+  CuCtxPopCurrent(nullptr); /* created current on this thread; the elements push it to use it */
+  /* Wrapped: GstCudaContext does not destroy a context it did not make, so the handle lives as
+   * long as the process (GstCudaContext's own live as long as an element holds them). */
+  GstCudaContext *context = gst_cuda_context_new_wrapped(handle, device);
+  if (!context) {
+    CuCtxDestroy(handle);
+    return nullptr;
+  }
+  GstContext *shared = gst_context_new_cuda_context(context);
+  gst_object_unref(context);
+  return shared;
+#else
+  (void)device_id;
+  return nullptr;
+#endif
+}
+
+gboolean gst_prism_cuda_answer_need_context(GstMessage *msg, GstContext *shared) {
+  const gchar *type = nullptr;
+  if (!shared || GST_MESSAGE_TYPE(msg) != GST_MESSAGE_NEED_CONTEXT || !gst_message_parse_context_type(msg, &type) ||
+      g_strcmp0(type, gst_context_get_context_type(shared)) != 0 || !GST_IS_ELEMENT(GST_MESSAGE_SRC(msg)))
+    return FALSE;
+  gst_element_set_context(GST_ELEMENT(GST_MESSAGE_SRC(msg)), shared);
+  return TRUE;
 }
 
 /* ---- start / stop: choose the path ---- */

@@ -68,6 +68,18 @@ void gst_prism_cuda_set_context(GstPrismCuda *cuda, GstElement *element, GstCont
 /* Answers a GST_QUERY_CONTEXT for our GstCudaContext; FALSE when not answered. */
 gboolean gst_prism_cuda_handle_context_query(GstPrismCuda *cuda, GstElement *element, GstQuery *query);
 
+/* One CUDA context for a whole pipeline of many streams, made with CU_CTX_SCHED_BLOCKING_SYNC:
+ * GstCudaContext's own (flags 0, CU_CTX_SCHED_AUTO) spins while it waits for the GPU whenever the
+ * process has fewer contexts than cores, so K streams' threads waiting on decodes and syncs keep K
+ * cores busy doing nothing; blocking, they sleep. An application shares it by answering the
+ * elements' need-context messages (gst_prism_cuda_answer_need_context, from a sync-message
+ * handler): nvh264dec, cudaupload and ours then run in it. NULL without a usable driver or device
+ * `device_id` (the elements then make their own, as before). */
+GstContext *gst_prism_cuda_shared_context_new(gint device_id);
+/* If `msg` is a need-context message for a CUDA context, sets `shared` on the element that asked
+ * and returns TRUE. */
+gboolean gst_prism_cuda_answer_need_context(GstMessage *msg, GstContext *shared);
+
 /* Chooses the GPU or the CPU path (see the top of this file). FALSE, with an error posted, only
  * when device=cuda and no GPU can be used. */
 gboolean gst_prism_cuda_start(GstPrismCuda *cuda, GstElement *element);
