@@ -151,8 +151,7 @@ int main(int argc, char** argv) {
     GError* e = nullptr;
     gchar* dbg = nullptr;
     gst_message_parse_error(msg, &e, &dbg);
-    std::fprintf(stderr, "error from %s: %s (%s)\n", GST_OBJECT_NAME(GST_MESSAGE_SRC(msg)), e->message,
-                 dbg ? dbg : "");
+    std::fprintf(stderr, "error from %s: %s (%s)\n", GST_OBJECT_NAME(GST_MESSAGE_SRC(msg)), e->message, dbg ? dbg : "");
     g_clear_error(&e);
     g_free(dbg);
     rc = 1;

@@ -51,6 +51,7 @@ UPLOADS = {  # name: (label, width, height, encoder, content type)
     "png": ("640x480 PNG", 640, 480, "pngenc", "image/png"),
     # I420 before jpegenc: YCbCr 4:2:0 as cameras write it (given RGB, jpegenc stores RGB 4:4:4);
     # quality 95 for the photo: about 2 MB, as a phone's
+    "jpeg640": ("640x480 JPEG", 640, 480, "video/x-raw,format=I420 ! jpegenc quality=90", "image/jpeg"),
     "jpeg1280": ("1280x960 JPEG", 1280, 960, "video/x-raw,format=I420 ! jpegenc quality=40", "image/jpeg"),
     "jpeg4000": ("4000x3000 JPEG", 4000, 3000, "video/x-raw,format=I420 ! jpegenc quality=95", "image/jpeg"),
 }
