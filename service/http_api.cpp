@@ -25,6 +25,7 @@
 
 #include "common/regular_file.h"
 #include "http_listener.h"
+#include "http_metrics.h"
 #include "images.h"
 #include "json_text.h"
 
@@ -40,71 +41,6 @@ bool valid_key_text(const std::string& k) {
                      // (strchr finds a NUL: the string's own terminator)
                      [](unsigned char c) { return std::isalnum(c) || (c && std::strchr("._~+/=-", c) != nullptr); });
 }
-
-// ---- metrics -------------------------------------------------------------------------------------
-
-// Prometheus text exposition: request counters and latency histograms per route, and per route and
-// stage (docs/SERVICE.md lists them), gallery gauges per shard and tier (from the backend's stats
-// when scraped).
-class Metrics {
- public:
-  // From 100 us: a stage such as matching a few products takes less than the requests' first bucket.
-  static constexpr std::array<double, 17> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
-  void observe(const std::string& route, int status, double seconds) {
-    std::lock_guard lock(mutex_);
-    ++requests_[{route, status}];
-    latency_[route].add(seconds);
-  }
-  // One stage of one request of `route` (queue, decode, extract, match, verify).
-  void observe_stage(const std::string& route, const std::string& stage, double seconds) {
-    std::lock_guard lock(mutex_);
-    stages_[{route, stage}].add(seconds);
-  }
-  std::string text() const {
-    std::ostringstream o;
-    std::lock_guard lock(mutex_);
-    o << "# HELP prism_http_requests_total HTTP requests by route and status.\n"
-         "# TYPE prism_http_requests_total counter\n";
-    for (const auto& [k, n] : requests_)
-      o << "prism_http_requests_total{route=\"" << k.first << "\",code=\"" << k.second << "\"} " << n << "\n";
-    o << "# HELP prism_http_request_duration_seconds Time from the handler's start to its answer.\n"
-         "# TYPE prism_http_request_duration_seconds histogram\n";
-    for (const auto& [route, h] : latency_)
-      h.write(o, "prism_http_request_duration_seconds", "route=\"" + route + "\"");
-    o << "# HELP prism_http_request_stage_duration_seconds Time of one stage of a request: queue (waiting, "
-         "complete, for a worker thread), decode, extract (SIFT), match, verify.\n"
-         "# TYPE prism_http_request_stage_duration_seconds histogram\n";
-    for (const auto& [key, h] : stages_)
-      h.write(o, "prism_http_request_stage_duration_seconds",
-              "route=\"" + key.first + "\",stage=\"" + key.second + "\"");
-    return o.str();
-  }
-
- private:
-  struct Histogram {
-    std::array<uint64_t, kBuckets.size()> counts{};  // cumulative, as Prometheus counts buckets
-    uint64_t count = 0;
-    double sum = 0;
-    void add(double seconds) {
-      for (size_t i = 0; i < kBuckets.size(); ++i)
-        if (seconds <= kBuckets[i]) ++counts[i];
-      ++count;
-      sum += seconds;
-    }
-    void write(std::ostream& o, const std::string& name, const std::string& labels) const {
-      for (size_t i = 0; i < kBuckets.size(); ++i)
-        o << name << "_bucket{" << labels << ",le=\"" << kBuckets[i] << "\"} " << counts[i] << "\n";
-      o << name << "_bucket{" << labels << ",le=\"+Inf\"} " << count << "\n";
-      o << name << "_sum{" << labels << "} " << sum << "\n";
-      o << name << "_count{" << labels << "} " << count << "\n";
-    }
-  };
-  mutable std::mutex mutex_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;
-  std::map<std::string, Histogram> latency_;
-  std::map<std::pair<std::string, std::string>, Histogram> stages_;
-};
 
 // ---- request parsing ---------------------------------------------------------------------------------
 
@@ -352,7 +288,7 @@ std::string whole_header(const httplib::Request& req, const char* name) {
 struct HttpApi::Impl {
   Backend& backend;
   ApiOptions options;
-  Metrics metrics;
+  HttpMetrics metrics;
   HttpListener server;
   std::mutex gauges_mutex;
   Clock::time_point gauges_time{};
@@ -728,9 +664,7 @@ struct HttpApi::Impl {
   }
 
   static std::string error_text(int status, const std::string& field, const std::string& message) {
-    const json e = {
-        {"error", {{"status", status}, {"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}}}};
-    return json_text(e);
+    return error_json(status, field, message);
   }
   static void error(httplib::Response& res, int status, const std::string& field, const std::string& message) {
     res.status = status;

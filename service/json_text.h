@@ -13,4 +13,14 @@ inline std::string json_text(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The body of every refusal of the HTTP APIs: {"error": {"status", "field", "message"}}, `field`
+// null when the fault is not one field's.
+inline std::string error_json(int status, const std::string& field, const std::string& message) {
+  const nlohmann::json e = {{"error",
+                             {{"status", status},
+                              {"field", field.empty() ? nlohmann::json(nullptr) : nlohmann::json(field)},
+                              {"message", message}}}};
+  return json_text(e);
+}
+
 }  // namespace prism::service
