@@ -74,8 +74,13 @@ struct ElementOverride {
 class Loader {
  public:
   Loader(std::string path, const std::vector<Override>& overrides, std::vector<ConfigError>& errors,
-         const std::string& cwd)
-      : path_(std::move(path)), overrides_(overrides), errors_(errors), report_(errors), registry_(report_) {
+         const std::string& cwd, const CameraRequest* extra = nullptr)
+      : path_(std::move(path)),
+        overrides_(overrides),
+        errors_(errors),
+        report_(errors),
+        registry_(report_),
+        extra_(extra) {
     std::error_code ec;
     cwd_ = cwd.empty() ? fs::current_path(ec) : fs::absolute(cwd, ec);
     config_dir_ = fs::absolute(fs::path(path_), ec).parent_path();
@@ -84,6 +89,9 @@ class Loader {
   PipelineConfig load(const std::string& text) {
     PipelineConfig config;
     config.path = path_;
+    config.text = text;
+    config.overrides = overrides_;
+    config.cwd = cwd_.string();
     YAML::Node root;
     try {
       root = YAML::Load(text);
@@ -212,6 +220,10 @@ class Loader {
 
     if (variables) load_variables(*variables);
     apply_overrides();
+    if (extra_) {  // a camera added at runtime: its own elements and links only (stamp_camera)
+      load_extra_camera(cameras, per_camera, config);
+      return;
+    }
     if (!elements) {
       if (!cameras) error(top, "missing 'elements:' (a map of NAME: {element: FACTORY, properties: {...}})");
     } else {
@@ -636,16 +648,50 @@ class Loader {
       return false;
     }
     std::optional<YAML::Node> elements, links;
-    SourceLocation elements_where = per_camera_where_, links_where = per_camera_where_;
+    SourceLocation links_where = per_camera_where_;
     if (!per_camera) {
       error(cameras_where_,
             "'cameras:' needs 'per-camera:' (the elements and links made for each camera, its source named "
             "'source' in the links)");
-    } else if (!per_camera->IsMap()) {
-      error(at(*per_camera, per_camera_where_),
-            "'per-camera' must be a map with 'elements:' and 'links:', not a " + kind_name(*per_camera));
     } else {
-      for (const auto& entry : *per_camera) {
+      read_per_camera(*per_camera, elements, links, links_where);
+    }
+    std::vector<CameraSpec> cameras;
+    std::set<std::string> ids;
+    for (size_t i = 0; i < node.size(); ++i) {
+      std::optional<CameraSpec> camera = load_camera(node[i], i);
+      if (!camera) continue;
+      if (!ids.insert(camera->id).second) {
+        error(camera->where, "duplicate camera id '" + camera->id + "'");
+        continue;
+      }
+      cameras.push_back(std::move(*camera));
+    }
+    if (!per_camera || !per_camera->IsMap() || !links) return false;
+    read_template_names(elements);
+    bool ok = true;
+    for (CameraSpec& camera : cameras) {
+      const size_t errors_before = errors_.size();
+      stamp_camera(camera, elements, *links, links_where, config);
+      config.cameras.push_back(std::move(camera));
+      // the same mistake of per-camera is reported for the first camera only
+      if (errors_.size() != errors_before) {
+        ok = false;
+        break;
+      }
+    }
+    return ok;
+  }
+
+  // `per-camera:`: its `elements:` (unset when missing or not a map) and `links:`.
+  void read_per_camera(const YAML::Node& per_camera, std::optional<YAML::Node>& elements,
+                       std::optional<YAML::Node>& links, SourceLocation& links_where) {
+    SourceLocation elements_where = per_camera_where_;
+    if (!per_camera.IsMap()) {
+      error(at(per_camera, per_camera_where_),
+            "'per-camera' must be a map with 'elements:' and 'links:', not a " + kind_name(per_camera));
+    } else {
+      for (const auto& entry : per_camera) {
         const std::string key = key_text(entry.first);
         if (key == "elements") {
           elements = entry.second;
@@ -666,18 +712,10 @@ class Loader {
         elements.reset();
       }
     }
-    std::vector<CameraSpec> cameras;
-    std::set<std::string> ids;
-    for (size_t i = 0; i < node.size(); ++i) {
-      std::optional<CameraSpec> camera = load_camera(node[i], i);
-      if (!camera) continue;
-      if (!ids.insert(camera->id).second) {
-        error(camera->where, "duplicate camera id '" + camera->id + "'");
-        continue;
-      }
-      cameras.push_back(std::move(*camera));
-    }
-    if (!per_camera || !per_camera->IsMap() || !links) return false;
+  }
+
+  // The names of per-camera's elements (template_names_), each checked once.
+  void read_template_names(const std::optional<YAML::Node>& elements) {
     template_names_.clear();
     if (elements && elements->IsMap()) {
       for (const auto& entry : *elements) {
@@ -695,18 +733,64 @@ class Loader {
           template_names_.push_back(name);
       }
     }
-    bool ok = true;
-    for (CameraSpec& camera : cameras) {
-      const size_t errors_before = errors_.size();
-      stamp_camera(camera, elements, *links, links_where, config);
-      config.cameras.push_back(std::move(camera));
-      // the same mistake of per-camera is reported for the first camera only
-      if (errors_.size() != errors_before) {
-        ok = false;
-        break;
-      }
+  }
+
+  // The camera of extra_ (stamp_camera, pipeline_config.h): checked as an entry of `cameras:` is,
+  // its fields' errors at the field's name; stamped out alone.
+  void load_extra_camera(const std::optional<YAML::Node>& cameras, const std::optional<YAML::Node>& per_camera,
+                         PipelineConfig& config) {
+    if (!cameras || !per_camera) {
+      error({path_},
+            "cameras cannot be added: the config has no 'cameras:' and 'per-camera:' (the chain made for "
+            "each camera; README, \"Many cameras\")");
+      return;
     }
-    return ok;
+    std::optional<YAML::Node> elements, links;
+    SourceLocation links_where = per_camera_where_;
+    const size_t errors_before = errors_.size();
+    read_per_camera(*per_camera, elements, links, links_where);
+    if (errors_.size() != errors_before || !links) return;
+    read_template_names(elements);
+    CameraSpec camera;
+    camera.id = extra_->id;
+    camera.where = {"id"};
+    if (!is_identifier(camera.id, false)) {
+      error({"id"}, "invalid camera id '" + camera.id + "' (use letters, digits, '_' and '-', starting with a letter)");
+      return;
+    }
+    std::string uri = extra_->uri;
+    if (uri.empty()) {
+      error({"uri"}, "camera '" + camera.id + "' needs a 'uri' (rtsp://..., file:///..., v4l2:///dev/video0)");
+      return;
+    }
+    if (uri.find("://") == std::string::npos) {
+      if (!fs::path(uri).is_absolute()) {
+        error({"uri"}, "'" + uri + "' is neither a URI (rtsp://..., file:///...) nor an absolute file path");
+        return;
+      }
+      gchar* text = gst_filename_to_uri(uri.c_str(), nullptr);
+      if (text) uri = text;
+      g_free(text);
+    }
+    if (!gst_uri_is_valid(uri.c_str())) {
+      error({"uri"}, "'" + uri_without_password(uri) + "' is not a valid URI");
+      return;
+    }
+    gchar* protocol = gst_uri_get_protocol(uri.c_str());
+    const bool readable = protocol && gst_uri_protocol_is_supported(GST_URI_SRC, protocol);
+    const std::string scheme = protocol ? protocol : "";
+    g_free(protocol);
+    if (!readable) {
+      error({"uri"}, "no GStreamer source reads '" + scheme +
+                         "://' URIs (is its plugin installed? file, rtsp, http and v4l2 are the usual ones)");
+      return;
+    }
+    camera.uri = uri;
+    camera.shown_uri = uri_without_password(uri);
+    camera.reconnect = extra_->reconnect < 0 ? scheme != "file" : extra_->reconnect > 0;
+    camera.source = camera.id + "-" + kCameraSource;
+    stamp_camera(camera, elements, *links, links_where, config);
+    config.cameras.push_back(std::move(camera));
   }
 
   // One entry of `cameras:`: a URI, or a map {id, uri, reconnect}.
@@ -1082,13 +1166,14 @@ class Loader {
   std::set<std::string> linked_;
   bool elements_broken_ = false;
   bool chains_broken_ = false;
+  const CameraRequest* extra_ = nullptr;  // stamp_camera(): the one camera to stamp out
 };
 
 }  // namespace
 
 PipelineConfig parse_yaml(const std::string& yaml_text, const std::string& path, const std::vector<Override>& overrides,
-                          std::vector<ConfigError>& errors, const std::string& cwd) {
-  return Loader(path, overrides, errors, cwd).load(yaml_text);
+                          std::vector<ConfigError>& errors, const std::string& cwd, const CameraRequest* extra) {
+  return Loader(path, overrides, errors, cwd, extra).load(yaml_text);
 }
 
 }  // namespace prism::config

@@ -18,8 +18,10 @@
 namespace prism::config {
 
 // parse_pipeline_config() (pipeline_config.h): `yaml_text` named `path` in messages, its folder the
-// base of relative paths; every problem appended to `errors`.
+// base of relative paths; every problem appended to `errors`. With `extra`: stamp_camera()
+// (pipeline_config.h), that camera alone.
 PipelineConfig parse_yaml(const std::string& yaml_text, const std::string& path, const std::vector<Override>& overrides,
-                          std::vector<ConfigError>& errors, const std::string& cwd);
+                          std::vector<ConfigError>& errors, const std::string& cwd,
+                          const CameraRequest* extra = nullptr);
 
 }  // namespace prism::config

@@ -62,23 +62,36 @@ PipelineConfig parse_pipeline_config(const std::string& yaml_text, const std::st
   return config::parse_yaml(yaml_text, path, overrides, errors, cwd);
 }
 
+PipelineConfig stamp_camera(const PipelineConfig& config, const CameraRequest& request,
+                            std::vector<ConfigError>& errors) {
+  return config::parse_yaml(config.text, config.path, config.overrides, errors, config.cwd, &request);
+}
+
+namespace {
+
+PipelineConfig unreadable(const std::string& path, const char* why, std::vector<ConfigError>& errors) {
+  ConfigError e;
+  e.where.file = path;
+  e.message = why;
+  errors.push_back(std::move(e));
+  PipelineConfig config;
+  config.path = path;
+  return config;
+}
+
+}  // namespace
+
 PipelineConfig load_pipeline_config(const std::string& path, const std::vector<Override>& overrides,
                                     std::vector<ConfigError>& errors, const std::string& cwd) {
   // A FIFO or a device (/dev/zero) would be read forever, or opening it would block.
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    errors.push_back({{path}, "the config is not a regular file"});
-    PipelineConfig config;
-    config.path = path;
-    return config;
+    return unreadable(path, "the config is not a regular file", errors);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    errors.push_back({{path}, "cannot read the config file"});
-    PipelineConfig config;
-    config.path = path;
-    return config;
+    return unreadable(path, "cannot read the config file", errors);
   }
   std::ostringstream text;
   text << in.rdbuf();

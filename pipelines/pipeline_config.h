@@ -63,8 +63,17 @@ struct CameraSpec {
   SourceLocation where;               // the camera's entry under `cameras:`
 };
 
+// A `--set NAME=VALUE` from the command line. NAME is a declared variable or ELEMENT.PROPERTY.
+struct Override {
+  std::string name;
+  std::string value;
+};
+
 struct PipelineConfig {
-  std::string path;                   // the config file as given
+  std::string path;                 // the config file as given
+  std::string text;                 // the YAML it was loaded from (cameras added later are stamped from it)
+  std::vector<Override> overrides;  // the --set it was loaded with, and its folder for relative paths
+  std::string cwd;
   std::string description;            // optional `description:`
   std::vector<ElementSpec> elements;  // in config order
   std::vector<LinkChain> chains;
@@ -81,14 +90,25 @@ bool is_path_property(const std::string& property_name);
 // the form results and messages show; unchanged without one.
 std::string uri_without_password(const std::string& uri);
 
-// A `--set NAME=VALUE` from the command line. NAME is a declared variable or ELEMENT.PROPERTY.
-struct Override {
-  std::string name;
-  std::string value;
-};
-
 // Parses "NAME=VALUE"; returns false when there is no '=' or the name is empty.
 bool parse_override(const std::string& text, Override& out);
+
+// A camera to add while the pipeline runs (`prism run --control`, README "Many cameras").
+struct CameraRequest {
+  std::string id;      // letters, digits, '_' and '-', starting with a letter
+  std::string uri;     // a URI (rtsp://, file://, ...) or an absolute file path; taken as it is (no ${})
+  int reconnect = -1;  // -1: the default (true, false for files)
+};
+
+// The camera `request` stamped out from the `per-camera:` of the text `config` was loaded from (its
+// variables and --set included, ${camera.id} and ${camera.uri} its own): a config holding only that
+// camera (its CameraSpec, its elements named ID-NAME and its links). A problem of the request's own
+// fields is a ConfigError whose `where.file` is the field ("id", "uri", "reconnect") and line 0;
+// other problems (a config without `cameras:` and `per-camera:`, a property that no longer
+// validates) name the config's file and line. Nothing is checked against the running pipeline
+// (ids and element names in use are the caller's).
+PipelineConfig stamp_camera(const PipelineConfig& config, const CameraRequest& request,
+                            std::vector<ConfigError>& errors);
 
 // Loads, substitutes and validates a config. Every problem found is appended to `errors` (all of
 // them, not only the first); the returned config is only meaningful when `errors` is empty.

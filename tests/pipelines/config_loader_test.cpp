@@ -817,6 +817,175 @@ TEST(RepositoryConfigs, LiveConfigsQueueLeakilyBeforeAnAsyncAnalysis) {
   EXPECT_NE(joined(errors).find("'async'"), std::string::npos) << joined(errors);
 }
 
+// ---- cameras: and per-camera: (README, "Many cameras") ---------------------------------------------
+
+constexpr char kPerCamera[] = R"(per-camera:
+  elements:
+    conv: {element: videoconvert}
+    sink: {element: fakesink, properties: {sync: false}}
+  links:
+    - [source, conv, sink]
+)";
+
+TEST(PipelineConfig, CamerasAreStampedOutPerCamera) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config = load_text(dir, "c.yaml", R"(variables:
+  out: "${camera.id}.txt"
+cameras:
+  - {id: door, uri: "rtsp://user:secret@10.0.0.1/s"}
+  - rtsp://10.0.0.2/s
+per-camera:
+  elements:
+    conv: {element: videoconvert}
+    sink: {element: filesink, properties: {location: "${out}"}}
+  links:
+    - [source, conv, sink]
+)",
+                                          errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  ASSERT_EQ(config.cameras.size(), 2u);
+  EXPECT_EQ(config.cameras[0].id, "door");
+  EXPECT_EQ(config.cameras[0].shown_uri, "rtsp://user:***@10.0.0.1/s");
+  EXPECT_EQ(config.cameras[1].id, "cam1");
+  EXPECT_EQ(config.cameras[1].elements, (std::vector<std::string>{"cam1-source", "cam1-conv", "cam1-sink"}));
+  const PropertySetting* location = find_property(config, "cam1-sink", "location");
+  ASSERT_NE(location, nullptr);
+  EXPECT_EQ(fs::path(location->value).filename(), "cam1.txt");
+
+  // A camera added while running (prism run --control): stamped from the same text, alone.
+  const PipelineConfig added = stamp_camera(config, {"yard", "rtsp://u:p@10.0.0.3/s", -1}, errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  ASSERT_EQ(added.cameras.size(), 1u);
+  EXPECT_EQ(added.cameras[0].id, "yard");
+  EXPECT_EQ(added.cameras[0].shown_uri, "rtsp://u:***@10.0.0.3/s");
+  EXPECT_TRUE(added.cameras[0].reconnect);
+  EXPECT_EQ(added.cameras[0].elements, (std::vector<std::string>{"yard-source", "yard-conv", "yard-sink"}));
+  EXPECT_EQ(added.elements.size(), 3u);
+  ASSERT_EQ(added.chains.size(), 1u);
+  EXPECT_EQ(fs::path(find_property(added, "yard-sink", "location")->value).filename(), "yard.txt");
+  EXPECT_EQ(stamp_camera(config, {"file", "/tmp/a.avi", -1}, errors).cameras.at(0).reconnect, false);
+  EXPECT_EQ(stamp_camera(config, {"file", "/tmp/a.avi", 1}, errors).cameras.at(0).uri, "file:///tmp/a.avi");
+  EXPECT_TRUE(errors.empty()) << joined(errors);
+}
+
+// The request's own fields are named as the error's file (line 0); the HTTP API answers 400 naming
+// them.
+TEST(PipelineConfigErrors, CamerasAddedWhileRunning) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  const PipelineConfig config =
+      load_text(dir, "c.yaml", std::string("cameras: [rtsp://10.0.0.2/s]\n") + kPerCamera, errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  const struct {
+    CameraRequest request;
+    const char* field;
+    const char* fragment;
+  } cases[] = {
+      {{"", "rtsp://h/s", -1}, "id", "invalid camera id ''"},
+      {{"9lives", "rtsp://h/s", -1}, "id", "invalid camera id '9lives'"},
+      {{"a b", "rtsp://h/s", -1}, "id", "invalid camera id 'a b'"},
+      {{"x", "", -1}, "uri", "needs a 'uri'"},
+      {{"x", "relative.avi", -1}, "uri", "nor an absolute file path"},
+      {{"x", "nosuch://u:secret@h/s", -1}, "uri", "no GStreamer source reads 'nosuch://'"},
+      {{"x", "://u:secret@h/s", -1}, "uri", "not a valid URI"},
+  };
+  for (const auto& c : cases) {
+    errors.clear();
+    stamp_camera(config, c.request, errors);
+    ASSERT_EQ(errors.size(), 1u) << c.request.id << " " << c.request.uri << ": " << joined(errors);
+    EXPECT_EQ(errors[0].where.file, c.field) << joined(errors);
+    EXPECT_EQ(errors[0].where.line, 0);
+    EXPECT_NE(errors[0].message.find(c.fragment), std::string::npos) << joined(errors);
+    EXPECT_EQ(errors[0].message.find("secret"), std::string::npos) << "the password is shown: " << joined(errors);
+  }
+  // a config without cameras has nothing to stamp out
+  errors.clear();
+  const PipelineConfig plain = load_text(dir, "p.yaml", kTeeConfig, errors);
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  stamp_camera(plain, {"x", "rtsp://h/s", -1}, errors);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_EQ(errors[0].where.file, plain.path);
+  EXPECT_NE(errors[0].message.find("no 'cameras:' and 'per-camera:'"), std::string::npos) << joined(errors);
+}
+
+struct CameraCase {
+  const char* name;
+  std::string yaml;
+  int line;
+  int column;
+  const char* fragment;
+};
+
+class CameraConfigError : public testing::TestWithParam<CameraCase> {};
+
+TEST_P(CameraConfigError, NamesTheFileLineAndKey) {
+  TempDir dir;
+  std::vector<ConfigError> errors;
+  load_text(dir, "c.yaml", GetParam().yaml, errors);
+  expect_error(errors, (dir.path() / "c.yaml").string(), GetParam().line, GetParam().column, GetParam().fragment);
+}
+
+const std::string kCam = "cameras:\n  - {id: door, uri: \"rtsp://10.0.0.1/s\"}\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cameras, CameraConfigError,
+    testing::Values(
+        CameraCase{"cameras_scalar", std::string("cameras: rtsp://h/s\n") + kPerCamera, 1, 10,
+                   "'cameras' must be a non-empty list"},
+        CameraCase{"cameras_empty", std::string("cameras: []\n") + kPerCamera, 1, 10, "not an empty list"},
+        CameraCase{"camera_unknown_key", std::string("cameras:\n  - {id: door, url: rtsp://h/s}\n") + kPerCamera, 2, 16,
+                   "unknown key 'url' in a camera; did you mean 'uri'?"},
+        CameraCase{"camera_bad_id", std::string("cameras:\n  - {id: \"door 1\", uri: rtsp://h/s}\n") + kPerCamera, 2,
+                   10, "invalid camera id 'door 1'"},
+        CameraCase{
+            "camera_duplicate_id",
+            std::string("cameras:\n  - {id: door, uri: rtsp://h/s}\n  - {id: door, uri: rtsp://h/t}\n") + kPerCamera, 3,
+            5, "duplicate camera id 'door'"},
+        CameraCase{"camera_without_uri", std::string("cameras:\n  - {id: door}\n") + kPerCamera, 2, 5,
+                   "camera 'door' needs a 'uri'"},
+        CameraCase{"camera_unknown_scheme",
+                   std::string("cameras:\n  - {id: door, uri: \"nosuch://h/s\"}\n") + kPerCamera, 2, 21,
+                   "no GStreamer source reads 'nosuch://'"},
+        CameraCase{"camera_reconnect_not_bool",
+                   std::string("cameras:\n  - {id: door, uri: rtsp://h/s, reconnect: often}\n") + kPerCamera, 2, 44,
+                   "'reconnect' of camera 'door' must be true or false"},
+        CameraCase{"camera_a_list", std::string("cameras:\n  - [door, rtsp://h/s]\n") + kPerCamera, 2, 5,
+                   "a camera must be a URI or a map"},
+        CameraCase{"per_camera_without_cameras", std::string(kPerCamera), 1, 1, "'per-camera:' needs 'cameras:'"},
+        CameraCase{"cameras_without_per_camera", kCam, 1, 1, "'cameras:' needs 'per-camera:'"},
+        CameraCase{"per_camera_a_list", kCam + "per-camera: [source, sink]\n", 3, 13,
+                   "'per-camera' must be a map with 'elements:' and 'links:'"},
+        CameraCase{"per_camera_unknown_key", kCam + "per-camera:\n  element: {}\n  links: [[source, s]]\n", 4, 3,
+                   "unknown key 'element' in 'per-camera'; did you mean 'elements'?"},
+        CameraCase{"per_camera_without_links", kCam + "per-camera:\n  elements:\n    sink: {element: fakesink}\n", 3, 1,
+                   "'per-camera' has no 'links:'"},
+        CameraCase{"per_camera_element_named_source",
+                   kCam + "per-camera:\n  elements:\n    source: {element: fakesink}\n  links: [[source, x]]\n", 5, 5,
+                   "'source' is the camera's own source"},
+        CameraCase{"per_camera_undefined_link",
+                   kCam + "per-camera:\n  elements:\n    sink: {element: fakesink}\n  links: [[source, snk]]\n", 6, 20,
+                   "link to undefined element 'snk' in 'per-camera'; did you mean 'sink'?"},
+        CameraCase{"per_camera_source_not_first",
+                   kCam + "per-camera:\n  elements:\n    conv: {element: videoconvert}\n    sink: {element: fakesink}\n"
+                          "  links: [[source, conv, sink], [conv, source]]\n",
+                   7, 40, "'source' (the camera's source) has no sink pad"},
+        CameraCase{"per_camera_no_chain_from_source",
+                   kCam + "per-camera:\n  elements:\n    src: {element: videotestsrc}\n    sink: {element: fakesink}\n"
+                          "  links: [[src, sink]]\n",
+                   7, 3, "no chain of 'per-camera' starts with 'source'"},
+        CameraCase{"camera_variable_outside_per_camera",
+                   "elements:\n  src: {element: videotestsrc}\n  sink: {element: filesink, properties: {location: "
+                   "\"${camera.id}.txt\"}}\nlinks: [[src, sink]]\n",
+                   3, 52, "'${camera.id}' is only defined inside 'per-camera:'"},
+        CameraCase{"camera_element_name_taken",
+                   kCam +
+                       "elements:\n  door-sink: {element: fakesink}\n  src: {element: videotestsrc}\n"
+                       "links: [[src, door-sink]]\n" +
+                       kPerCamera,
+                   10, 5, "camera 'door': its element 'door-sink' has the name of another element"}),
+    [](const testing::TestParamInfo<CameraCase>& info) { return std::string(info.param.name); });
+
 TEST(PipelineConfigErrors, MissingFile) {
   std::vector<ConfigError> errors;
   load_pipeline_config("/nonexistent/prism.yaml", {}, errors);
