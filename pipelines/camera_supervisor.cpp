@@ -1,5 +1,7 @@
 #include "camera_supervisor.h"
 
+#include "launch_line.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -32,7 +34,9 @@ struct CameraSupervisor::Camera {
   enum class State { Starting, Online, Offline, Ended };
 
   CameraSupervisor* owner = nullptr;
-  const CameraSpec* spec = nullptr;
+  CameraSpec spec;
+  GstBin* home = nullptr;    // the bin its elements are in (a reference): the pipeline, or its own bin
+  bool own_bin = false;      // added at runtime: its elements are in a bin of their own (home)
   std::string next_element;  // the element the source links to, and the caps between (may be "")
   std::string caps;
 
@@ -57,18 +61,23 @@ struct CameraSupervisor::Camera {
 CameraSupervisor::CameraSupervisor(GstElement* pipeline, const PipelineConfig& config,
                                    std::function<void(const std::string&)> say)
     : pipeline_(GST_ELEMENT(gst_object_ref(pipeline))), config_(config), say_(std::move(say)) {
-  for (const CameraSpec& spec : config.cameras) {
-    auto camera = std::make_unique<Camera>();
-    camera->owner = this;
-    camera->spec = &spec;
-    for (const LinkChain& chain : config.chains) {
-      if (chain.empty() || chain[0].element != spec.source) continue;
-      const size_t next = chain.size() > 2 && chain[1].kind == LinkItem::Kind::Caps ? 2 : 1;
-      if (next < chain.size()) camera->next_element = chain[next].element;
-      if (next == 2) camera->caps = chain[1].caps;
-    }
-    cameras_.push_back(std::move(camera));
+  for (const CameraSpec& spec : config.cameras) cameras_.push_back(make_camera(spec, config.chains, GST_BIN(pipeline)));
+}
+
+std::unique_ptr<CameraSupervisor::Camera> CameraSupervisor::make_camera(const CameraSpec& spec,
+                                                                        const std::vector<LinkChain>& chains,
+                                                                        GstBin* home) {
+  auto camera = std::make_unique<Camera>();
+  camera->owner = this;
+  camera->spec = spec;
+  camera->home = GST_BIN(gst_object_ref(home));
+  for (const LinkChain& chain : chains) {
+    if (chain.empty() || chain[0].element != spec.source) continue;
+    const size_t next = chain.size() > 2 && chain[1].kind == LinkItem::Kind::Caps ? 2 : 1;
+    if (next < chain.size()) camera->next_element = chain[next].element;
+    if (next == 2) camera->caps = chain[1].caps;
   }
+  return camera;
 }
 
 CameraSupervisor::~CameraSupervisor() {
@@ -77,13 +86,14 @@ CameraSupervisor::~CameraSupervisor() {
     if (camera->source) g_signal_handlers_disconnect_by_data(camera->source, camera.get());
     gst_clear_object(&camera->source);
     gst_clear_object(&camera->target);
+    gst_clear_object(&camera->home);
   }
   gst_object_unref(pipeline_);
 }
 
 void CameraSupervisor::attach() {
   for (auto& camera : cameras_) {
-    GstElement* source = gst_bin_get_by_name(GST_BIN(pipeline_), camera->spec->source.c_str());
+    GstElement* source = gst_bin_get_by_name(GST_BIN(pipeline_), camera->spec.source.c_str());
     if (!source) continue;
     watch(*camera, source);
     gst_object_unref(source);
@@ -124,7 +134,7 @@ GstPadProbeReturn CameraSupervisor::on_source_data(GstPad*, GstPadProbeInfo* inf
   auto* camera = static_cast<Camera*>(data);
   if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
     if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) != GST_EVENT_EOS) return GST_PAD_PROBE_OK;
-    if (!camera->spec->reconnect || camera->owner->stopping_) return GST_PAD_PROBE_OK;
+    if (!camera->spec.reconnect || camera->owner->stopping_) return GST_PAD_PROBE_OK;
     camera->ended = true;  // the bus loop takes the camera offline; its branch goes on
     return GST_PAD_PROBE_DROP;
   }
@@ -145,7 +155,7 @@ void CameraSupervisor::watch(Camera& camera, GstElement* source) {
 CameraSupervisor::Camera* CameraSupervisor::camera_of(GstMessage* msg, bool* current) {
   for (GstObject* obj = GST_MESSAGE_SRC(msg); obj; obj = GST_OBJECT_PARENT(obj)) {
     for (auto& camera : cameras_) {
-      if (camera->spec->source != GST_OBJECT_NAME(obj)) continue;
+      if (camera->spec.source != GST_OBJECT_NAME(obj)) continue;
       std::lock_guard<std::mutex> guard(camera->lock);
       *current = GST_OBJECT(camera->source) == obj;
       return camera.get();
@@ -199,11 +209,11 @@ void CameraSupervisor::tick() {
               std::lock_guard<std::mutex> guard(camera.lock);
               if (camera.source) source = GST_ELEMENT(gst_object_ref(camera.source));
             }
-            if (camera.reconnects > 0) say_("prism: camera '" + camera.spec->id + "' is back online");
+            if (camera.reconnects > 0) say_("prism: camera '" + camera.spec.id + "' is back online");
             if (source) post_state(camera, source, "online", "");
             if (source) gst_object_unref(source);
           }
-        } else if (camera.spec->reconnect && !stopping_ && seconds(now - camera.since) > kSilenceS) {
+        } else if (camera.spec.reconnect && !stopping_ && seconds(now - camera.since) > kSilenceS) {
           char reason[64];
           std::snprintf(reason, sizeof reason, "no frame for %.0f s", kSilenceS);
           go_offline(camera, reason);
@@ -221,8 +231,8 @@ void CameraSupervisor::tick() {
 
 void CameraSupervisor::post_state(Camera& camera, GstElement* from, const char* state, const std::string& reason) {
   GstStructure* s =
-      gst_structure_new("prism-camera", "camera", G_TYPE_STRING, camera.spec->id.c_str(), "camera-uri", G_TYPE_STRING,
-                        camera.spec->shown_uri.c_str(), "state", G_TYPE_STRING, state, "reason", G_TYPE_STRING,
+      gst_structure_new("prism-camera", "camera", G_TYPE_STRING, camera.spec.id.c_str(), "camera-uri", G_TYPE_STRING,
+                        camera.spec.shown_uri.c_str(), "state", G_TYPE_STRING, state, "reason", G_TYPE_STRING,
                         reason.c_str(), "reconnects", G_TYPE_UINT64, camera.reconnects, nullptr);
   GstBus* bus = gst_element_get_bus(pipeline_);
   gst_bus_post(bus, gst_message_new_element(GST_OBJECT(from), s));
@@ -237,18 +247,18 @@ void CameraSupervisor::go_offline(Camera& camera, const std::string& reason) {
     source = camera.source;
     camera.source = nullptr;
   }
-  const bool ends = !camera.spec->reconnect || stopping_;
+  const bool ends = !camera.spec.reconnect || stopping_;
   if (source) {
     post_state(camera, source, ends ? "ended" : "offline", reason);
     g_signal_handlers_disconnect_by_data(source, &camera);
     gst_element_set_locked_state(source, TRUE);
     gst_element_set_state(source, GST_STATE_NULL);
-    gst_bin_remove(GST_BIN(pipeline_), source);
+    gst_bin_remove(camera.home, source);
     gst_object_unref(source);
   }
   if (ends) {
     camera.state = Camera::State::Ended;
-    say_("prism: camera '" + camera.spec->id + "' ended: " + reason);
+    say_("prism: camera '" + camera.spec.id + "' ended: " + reason);
     end_branch(camera);
     return;
   }
@@ -257,23 +267,23 @@ void CameraSupervisor::go_offline(Camera& camera, const std::string& reason) {
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(camera.backoff_s));
   char retry[64];
   std::snprintf(retry, sizeof retry, "; trying again in %.1f s", camera.backoff_s);
-  say_("prism: camera '" + camera.spec->id + "' offline: " + reason + retry);
+  say_("prism: camera '" + camera.spec.id + "' offline: " + reason + retry);
   camera.backoff_s = std::min(camera.backoff_s * 2, kMaxBackoffS);
 }
 
 void CameraSupervisor::restart(Camera& camera) {
-  GstElement* source = gst_element_factory_make("uridecodebin", camera.spec->source.c_str());
+  GstElement* source = gst_element_factory_make("uridecodebin", camera.spec.source.c_str());
   if (!source) {
     go_offline(camera, "cannot make a uridecodebin");
     return;
   }
-  g_object_set(source, "uri", camera.spec->uri.c_str(), nullptr);
+  g_object_set(source, "uri", camera.spec.uri.c_str(), nullptr);
   camera.reconnects += 1;
   camera.state = Camera::State::Starting;
   camera.since = Clock::now();
   camera.buffers_seen = 0;
   watch(camera, source);
-  gst_bin_add(GST_BIN(pipeline_), source);
+  gst_bin_add(camera.home, source);
   // A failure to start posts its ERROR, which takes the camera offline again (handle_error).
   // PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked
   // for while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc);
@@ -330,9 +340,109 @@ void CameraSupervisor::stop() {
 std::vector<CameraSupervisor::Status> CameraSupervisor::status() const {
   std::vector<Status> out;
   for (const auto& camera : cameras_)
-    out.push_back({camera->spec->id, camera->state == Camera::State::Online, camera->state == Camera::State::Ended,
-                   camera->reconnects});
+    out.push_back({camera->spec.id, camera->state == Camera::State::Online, camera->state == Camera::State::Ended,
+                   camera->reconnects, camera->spec.shown_uri, camera->own_bin});
   return out;
+}
+
+const CameraSpec* CameraSupervisor::find(const std::string& id) const {
+  for (const auto& camera : cameras_)
+    if (camera->spec.id == id) return &camera->spec;
+  return nullptr;
+}
+
+// The branch is built apart (a bin of its own, its sinks' preroll kept inside it: async-handling),
+// then added and brought to the pipeline's state; its source opens in PAUSED first, as a remade
+// one does (restart), and plays from tick().
+std::string CameraSupervisor::add(const PipelineConfig& stamped) {
+  if (stamped.cameras.size() != 1) return "no camera to add";
+  const CameraSpec& spec = stamped.cameras[0];
+  GError* error = nullptr;
+  GstElement* bin = gst_parse_bin_from_description_full(to_launch_line(stamped).c_str(), FALSE, nullptr,
+                                                        GST_PARSE_FLAG_FATAL_ERRORS, &error);
+  if (!bin || error) {
+    const std::string why = std::string("could not build the camera's chain: ") + (error ? error->message : "?");
+    g_clear_error(&error);
+    if (bin) gst_object_unref(gst_object_ref_sink(bin));
+    return why;
+  }
+  gst_object_set_name(GST_OBJECT(bin), (spec.id + "-camera").c_str());
+  g_object_set(bin, "async-handling", TRUE, nullptr);
+  auto camera = make_camera(spec, stamped.chains, GST_BIN(bin));
+  camera->own_bin = true;
+  camera->since = Clock::now();
+  GstElement* source = gst_bin_get_by_name(GST_BIN(bin), spec.source.c_str());
+  if (source) {
+    watch(*camera, source);
+    gst_element_set_locked_state(source, TRUE);  // PAUSED first, then PLAYING from tick()
+  }
+  if (!gst_bin_add(GST_BIN(pipeline_), bin)) {  // (a name in use: the caller checked)
+    if (source) {
+      g_signal_handlers_disconnect_by_data(source, camera.get());
+      gst_object_unref(source);
+    }
+    gst_clear_object(&camera->home);
+    gst_object_unref(gst_object_ref_sink(bin));
+    return "could not add the camera's chain to the pipeline";
+  }
+  Camera& added = *camera;
+  cameras_.push_back(std::move(camera));
+  gst_element_sync_state_with_parent(bin);
+  if (source) {
+    gst_element_set_locked_state(source, FALSE);
+    gst_element_set_state(source, GST_STATE_PAUSED);
+    added.play_due = true;
+    added.play_at = Clock::now() + std::chrono::milliseconds(kOpenWaitMs);
+    gst_object_unref(source);
+  }
+  return {};
+}
+
+// The source goes first (no more data enters the branch), then the rest of the branch, each
+// element locked in its state so that nothing of the pipeline's own changes reaches it, set to
+// NULL and taken out. The other branches are not touched.
+bool CameraSupervisor::remove(const std::string& id) {
+  const auto it = std::find_if(cameras_.begin(), cameras_.end(),
+                               [&](const std::unique_ptr<Camera>& c) { return c->spec.id == id; });
+  if (it == cameras_.end()) return false;
+  std::unique_ptr<Camera> camera = std::move(*it);
+  cameras_.erase(it);
+  GstElement* source = nullptr;
+  {
+    std::lock_guard<std::mutex> guard(camera->lock);
+    source = camera->source;
+    camera->source = nullptr;
+  }
+  post_state(*camera, source ? source : pipeline_, "removed", "removed by the control API");
+  if (source) g_signal_handlers_disconnect_by_data(source, camera.get());
+  auto take_out = [](GstElement* element) {
+    gst_element_set_locked_state(element, TRUE);
+    gst_element_set_state(element, GST_STATE_NULL);
+    if (GstObject* parent = gst_object_get_parent(GST_OBJECT(element))) {
+      gst_bin_remove(GST_BIN(parent), element);
+      gst_object_unref(parent);
+    }
+  };
+  if (source) {
+    take_out(source);
+    gst_object_unref(source);
+  }
+  if (camera->own_bin) {
+    take_out(GST_ELEMENT(camera->home));
+  } else {
+    for (const std::string& name : camera->spec.elements) {
+      if (name == camera->spec.source) continue;
+      if (GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), name.c_str())) {
+        take_out(element);
+        gst_object_unref(element);
+      }
+    }
+  }
+  say_("prism: camera '" + id + "' removed");
+  std::lock_guard<std::mutex> guard(camera->lock);
+  gst_clear_object(&camera->target);
+  gst_clear_object(&camera->home);
+  return true;
 }
 
 }  // namespace prism

@@ -18,8 +18,13 @@
 // its branch; when its source fails, EOS is sent into its branch instead, so the run ends when
 // every branch has ended (or on --timeout / Ctrl-C), never because of one camera.
 //
+// Cameras are added and removed while the pipeline runs (prism run --control): add() builds a
+// camera's branch from its stamped config (stamp_camera, pipeline_config.h) in a bin of its own,
+// adds it and brings it to the pipeline's state; remove() takes a camera's source, then the rest of
+// its branch, to NULL and out of the pipeline. Neither changes the state of anything else.
+//
 // Each change is posted on the bus as an element message "prism-camera" from the camera's source
-// (gstprismmessage.h): `camera`, `camera-uri`, `state` ("online", "offline", "ended"), `reason`
+// (gstprismmessage.h): `camera`, `camera-uri`, `state` ("online", "offline", "ended", "removed"), `reason`
 // ("" when online) and `reconnects` (new sources made so far); `prism run --results` writes it as
 // a line of factory "camera" (docs/RESULTS.md), and progress shows each camera's state.
 //
@@ -50,6 +55,8 @@ class CameraSupervisor {
     bool online = false;  // frames have come from its current source
     bool ended = false;   // no source any more (reconnect=false), or its stream ended
     guint64 reconnects = 0;
+    std::string shown_uri;  // its URI without the password
+    bool added = false;     // added while running (add())
   };
 
   // `say` prints a line (the runner's stderr reporting).
@@ -69,12 +76,20 @@ class CameraSupervisor {
   // The run is ending (EOS is sent to the pipeline next): nothing is made anew any more, EOS from
   // sources passes, and the branch of each camera without a running source gets EOS itself.
   void stop();
+  // In the order they were added (the config's first).
   std::vector<Status> status() const;
+  const CameraSpec* find(const std::string& id) const;
+  // Adds the one camera of `stamped` (stamp_camera); "" or why it could not. The caller has checked
+  // that its id and element names are free.
+  std::string add(const PipelineConfig& stamped);
+  // Takes the camera out of the pipeline; false when there is no such camera.
+  bool remove(const std::string& id);
 
  private:
   struct Camera;
   using Clock = std::chrono::steady_clock;
 
+  std::unique_ptr<Camera> make_camera(const CameraSpec& spec, const std::vector<LinkChain>& chains, GstBin* home);
   static void on_pad_added(GstElement* source, GstPad* pad, gpointer camera);
   static GstPadProbeReturn on_source_data(GstPad* pad, GstPadProbeInfo* info, gpointer camera);
   Camera* camera_of(GstMessage* msg, bool* current);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "camera_control.h"
 #include "camera_supervisor.h"
 #include "gst/prism/gstprismcuda.h"
 #include "launch_line.h"
@@ -67,19 +68,59 @@ class SignalGuard {
 
 struct SinkCounter {
   std::string name;
-  int camera = -1;  // index in config.cameras of the camera whose element the sink is, or -1
+  std::string camera;  // the id of the camera whose element the sink is, or ""
   std::atomic<guint64> buffers{0};
+  // With --control/--metrics: each frame's lateness at the sink (the clock's running time less the
+  // frame's), summed; the streaming thread's segment.
+  bool measure_latency = false;
+  GstSegment segment{};
+  std::atomic<gint64> latency_sum_ns{0};
+  std::atomic<guint64> latency_frames{0};
 };
 
-GstPadProbeReturn count_buffers(GstPad*, GstPadProbeInfo* info, gpointer data) {
+void measure_latency(SinkCounter* counter, GstPad* pad, GstBuffer* buffer) {
+  if (counter->segment.format != GST_FORMAT_TIME || !GST_BUFFER_PTS_IS_VALID(buffer)) return;
+  const guint64 running = gst_segment_to_running_time(&counter->segment, GST_FORMAT_TIME, GST_BUFFER_PTS(buffer));
+  GstElement* sink = GST_PAD_PARENT(pad);
+  if (running == GST_CLOCK_TIME_NONE || !sink) return;
+  GstClock* clock = gst_element_get_clock(sink);
+  if (!clock) return;
+  const GstClockTime now = gst_clock_get_time(clock);
+  gst_object_unref(clock);
+  const GstClockTime base = gst_element_get_base_time(sink);
+  if (now == GST_CLOCK_TIME_NONE || now < base) return;
+  counter->latency_sum_ns += gint64(now - base) - gint64(running);
+  counter->latency_frames += 1;
+}
+
+GstPadProbeReturn count_buffers(GstPad* pad, GstPadProbeInfo* info, gpointer data) {
   auto* counter = static_cast<SinkCounter*>(data);
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    GstEvent* event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) gst_event_copy_segment(event, &counter->segment);
+    return GST_PAD_PROBE_OK;
+  }
   if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
     counter->buffers += gst_buffer_list_length(GST_PAD_PROBE_INFO_BUFFER_LIST(info));
   } else {
     counter->buffers += 1;
+    if (counter->measure_latency) measure_latency(counter, pad, GST_PAD_PROBE_INFO_BUFFER(info));
   }
   return GST_PAD_PROBE_OK;
 }
+
+// What the loop keeps of each camera for --control and --metrics (CameraControl::Camera).
+struct CameraStats {
+  std::vector<std::string> analysis;              // its elements with frames-skipped
+  guint64 analysed = 0;                           // results posted by them
+  std::map<std::string, guint64> dropped;         // the latest QoS count of each of its elements
+  std::chrono::steady_clock::time_point sampled;  // fps and latency over [sampled, now]
+  guint64 sampled_frames = 0;
+  gint64 sampled_latency_ns = 0;
+  guint64 sampled_latency_frames = 0;
+  double fps = 0;
+  double latency_s = -1;
+};
 
 // Runs `work` on a thread of its own, holding a reference to `pipeline`; the future is ready when
 // it returns. gst_element_send_event(EOS) and set_state(NULL) wait for the streaming threads (and
@@ -119,6 +160,7 @@ class Run {
       cameras_ =
           std::make_unique<CameraSupervisor>(pipeline_, config_, [this](const std::string& t) { print_line(t); });
       cameras_->attach();
+      for (const CameraSpec& camera : config_.cameras) watch_camera(camera);
     }
     SignalGuard signals(options_.handle_signals);
     start_ = last_progress_ = last_camera_progress_ = Clock::now();
@@ -205,37 +247,234 @@ class Run {
 
   void attach_counters() {
     for (const auto& spec : config_.elements) {
-      GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), spec.name.c_str());
-      if (!element) continue;
-      if (GST_OBJECT_FLAG_IS_SET(element, GST_ELEMENT_FLAG_SINK)) {
-        auto counter = std::make_unique<SinkCounter>();
-        counter->name = spec.name;
-        for (size_t i = 0; i < config_.cameras.size(); ++i) {
-          const auto& names = config_.cameras[i].elements;
-          if (std::find(names.begin(), names.end(), spec.name) != names.end()) counter->camera = int(i);
-        }
-        GstIterator* pads = gst_element_iterate_sink_pads(element);
-        GValue item = G_VALUE_INIT;
-        while (gst_iterator_next(pads, &item) == GST_ITERATOR_OK) {
-          auto* pad = GST_PAD(g_value_get_object(&item));
-          gst_pad_add_probe(pad,
-                            static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
-                            count_buffers, counter.get(), nullptr);
-          g_value_reset(&item);
-        }
-        g_value_unset(&item);
-        gst_iterator_free(pads);
-        counters_.push_back(std::move(counter));
+      std::string camera;
+      for (const CameraSpec& c : config_.cameras)
+        if (std::find(c.elements.begin(), c.elements.end(), spec.name) != c.elements.end()) camera = c.id;
+      attach_counter(spec.name, camera);
+    }
+  }
+
+  // Counts the buffers reaching the sink pads of `name` when it is a sink.
+  void attach_counter(const std::string& name, const std::string& camera) {
+    GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), name.c_str());
+    if (!element) return;
+    if (GST_OBJECT_FLAG_IS_SET(element, GST_ELEMENT_FLAG_SINK)) {
+      auto counter = std::make_unique<SinkCounter>();
+      counter->name = name;
+      counter->camera = camera;
+      counter->measure_latency = options_.control != nullptr && !camera.empty();
+      gst_segment_init(&counter->segment, GST_FORMAT_UNDEFINED);
+      GstIterator* pads = gst_element_iterate_sink_pads(element);
+      GValue item = G_VALUE_INIT;
+      while (gst_iterator_next(pads, &item) == GST_ITERATOR_OK) {
+        auto* pad = GST_PAD(g_value_get_object(&item));
+        gst_pad_add_probe(pad,
+                          static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
+                                                       GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                          count_buffers, counter.get(), nullptr);
+        g_value_reset(&item);
       }
+      g_value_unset(&item);
+      gst_iterator_free(pads);
+      counters_.push_back(std::move(counter));
+    }
+    gst_object_unref(element);
+  }
+
+  // Notes which elements are the camera's (messages, QoS) and its analysis elements.
+  void watch_camera(const CameraSpec& camera) {
+    CameraStats& stats = stats_[camera.id];
+    stats = CameraStats();
+    stats.sampled = Clock::now();
+    for (const std::string& name : camera.elements) {
+      camera_of_element_[name] = camera.id;
+      GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), name.c_str());
+      if (!element) continue;
+      if (g_object_class_find_property(G_OBJECT_GET_CLASS(element), "frames-skipped")) stats.analysis.push_back(name);
       gst_object_unref(element);
     }
   }
 
+  // The camera an element's message comes from ("" for none), and whether from its analysis.
+  std::string camera_of(GstMessage* msg, bool* analysis = nullptr) const {
+    for (GstObject* obj = GST_MESSAGE_SRC(msg); obj; obj = GST_OBJECT_PARENT(obj)) {
+      const auto it = camera_of_element_.find(GST_OBJECT_NAME(obj));
+      if (it == camera_of_element_.end()) continue;
+      if (analysis) {
+        const auto stats = stats_.find(it->second);
+        *analysis = stats != stats_.end() && obj == GST_MESSAGE_SRC(msg) &&
+                    std::find(stats->second.analysis.begin(), stats->second.analysis.end(), GST_OBJECT_NAME(obj)) !=
+                        stats->second.analysis.end();
+      }
+      return it->second;
+    }
+    return {};
+  }
+
+  // ---- --control and --metrics (CameraControl) ----
+
+  static CameraControl::Reply refusal(int status, const std::string& field, const std::string& message) {
+    CameraControl::Reply r;
+    r.status = status;
+    r.field = field;
+    r.message = message;
+    return r;
+  }
+
+  CameraControl::Reply add_camera(CameraControl::Request request) {
+    if (request.id.empty()) {  // the next free camN
+      for (size_t n = config_.cameras.size() + added_;; ++n) {
+        request.id = "cam" + std::to_string(n);
+        if (!cameras_ || !cameras_->find(request.id)) break;
+      }
+    }
+    if (cameras_ && cameras_->find(request.id))
+      return refusal(409, "id", "camera '" + request.id + "' exists already (remove it first, or give another id)");
+    std::vector<ConfigError> errors;
+    const PipelineConfig stamped = stamp_camera(config_, {request.id, request.uri, request.reconnect}, errors);
+    if (!errors.empty()) {
+      const ConfigError& e = errors.front();
+      if (e.where.line == 0 && (e.where.file == "id" || e.where.file == "uri" || e.where.file == "reconnect"))
+        return refusal(400, e.where.file, e.message);
+      if (!cameras_) return refusal(409, "", config_.path + ": " + e.message);
+      std::string text;
+      for (const ConfigError& each : errors) text += (text.empty() ? "" : "; ") + each.to_string();
+      return refusal(400, "", "the camera's chain could not be made from 'per-camera:': " + text);
+    }
+    std::vector<std::string> names = stamped.cameras[0].elements;
+    names.push_back(request.id + "-camera");  // its bin
+    for (const std::string& name : names) {
+      GstElement* existing = gst_bin_get_by_name(GST_BIN(pipeline_), name.c_str());
+      if (!existing) continue;
+      gst_object_unref(existing);
+      return refusal(409, "id",
+                     "camera '" + request.id + "' would make an element '" + name +
+                         "', a name the pipeline has already; give another id");
+    }
+    if (const std::string why = cameras_->add(stamped); !why.empty()) return refusal(500, "", why);
+    added_ += 1;
+    for (const std::string& name : stamped.cameras[0].elements) attach_counter(name, request.id);
+    watch_camera(stamped.cameras[0]);
+    print_line("prism: camera '" + request.id + "' added (" + stamped.cameras[0].shown_uri + ")");
+    CameraControl::Reply r;
+    r.status = 201;
+    for (const CameraControl::Camera& c : camera_snapshot())
+      if (c.id == request.id) r.camera = c;
+    return r;
+  }
+
+  CameraControl::Reply remove_camera(const std::string& id) {
+    if (!cameras_ || !cameras_->find(id)) return refusal(404, "id", "no camera '" + id + "'");
+    std::vector<std::string> elements = cameras_->find(id)->elements;
+    removed_frames_ += frames(id);
+    cameras_->remove(id);
+    // its elements are in NULL and out of the pipeline: no streaming thread counts any more
+    counters_.erase(std::remove_if(counters_.begin(), counters_.end(),
+                                   [&](const std::unique_ptr<SinkCounter>& c) { return c->camera == id; }),
+                    counters_.end());
+    for (const std::string& name : elements) camera_of_element_.erase(name);
+    stats_.erase(id);
+    last_camera_frames_.erase(id);
+    CameraControl::Reply r;
+    r.status = 200;
+    return r;
+  }
+
+  void serve_control() {
+    for (const CameraControl::Pending& p : options_.control->take()) {
+      CameraControl::Reply reply;
+      try {
+        reply =
+            p.request.kind == CameraControl::Request::Kind::kAdd ? add_camera(p.request) : remove_camera(p.request.id);
+      } catch (const std::exception& e) {
+        reply = refusal(500, "", e.what());
+      }
+      // the list shows the change before the answer goes
+      options_.control->publish(camera_snapshot(), true);
+      CameraControl::answer(p, std::move(reply));
+    }
+  }
+
+  // Each camera as CameraControl shows it; fps and latency are sampled about once a second.
+  std::vector<CameraControl::Camera> camera_snapshot() {
+    std::vector<CameraControl::Camera> out;
+    if (!cameras_) return out;
+    const Clock::time_point now = Clock::now();
+    for (const CameraSupervisor::Status& s : cameras_->status()) {
+      CameraStats& stats = stats_[s.id];
+      CameraControl::Camera c;
+      c.id = s.id;
+      c.uri = s.shown_uri;
+      c.state = s.online ? "online" : s.ended ? "ended" : s.reconnects ? "offline" : "starting";
+      c.added = s.added;
+      c.reconnects = s.reconnects;
+      c.frames = frames(s.id);
+      for (const auto& [element, n] : stats.dropped) c.dropped += n;
+      c.analysis = !stats.analysis.empty();
+      c.analysed = stats.analysed;
+      for (const std::string& name : stats.analysis) {
+        GstElement* element = gst_bin_get_by_name(GST_BIN(pipeline_), name.c_str());
+        if (!element) continue;
+        guint64 skipped = 0;
+        g_object_get(element, "frames-skipped", &skipped, nullptr);
+        c.skipped += skipped;
+        gst_object_unref(element);
+      }
+      const double interval = seconds(now - stats.sampled);
+      if (interval >= 1.0) {
+        stats.fps = c.frames >= stats.sampled_frames ? (c.frames - stats.sampled_frames) / interval : 0.0;
+        gint64 sum = 0;
+        guint64 n = 0;
+        for (const auto& counter : counters_) {
+          if (counter->camera != s.id) continue;
+          sum += counter->latency_sum_ns.load();
+          n += counter->latency_frames.load();
+        }
+        stats.latency_s = -1;
+        if (n > stats.sampled_latency_frames && is_live(s.id))
+          stats.latency_s = double(sum - stats.sampled_latency_ns) / double(n - stats.sampled_latency_frames) / 1e9;
+        stats.sampled = now;
+        stats.sampled_frames = c.frames;
+        stats.sampled_latency_ns = sum;
+        stats.sampled_latency_frames = n;
+      }
+      c.fps = s.online ? stats.fps : 0.0;
+      c.latency_s = s.online ? stats.latency_s : -1;
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  // Whether the camera's stream is live (a LATENCY query from its busiest sink, upstream): only a
+  // live frame's running time is its capture time on the pipeline's clock.
+  bool is_live(const std::string& camera) {
+    const SinkCounter* busiest = nullptr;
+    for (const auto& c : counters_)
+      if (c->camera == camera && (!busiest || c->buffers > busiest->buffers)) busiest = c.get();
+    if (!busiest) return false;
+    GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline_), busiest->name.c_str());
+    if (!sink) return false;
+    gboolean live = FALSE;
+    GstIterator* pads = gst_element_iterate_sink_pads(sink);
+    GValue item = G_VALUE_INIT;
+    if (gst_iterator_next(pads, &item) == GST_ITERATOR_OK) {
+      GstQuery* query = gst_query_new_latency();
+      if (gst_pad_peer_query(GST_PAD(g_value_get_object(&item)), query))
+        gst_query_parse_latency(query, &live, nullptr, nullptr);
+      gst_query_unref(query);
+    }
+    g_value_unset(&item);
+    gst_iterator_free(pads);
+    gst_object_unref(sink);
+    return live;
+  }
+
   int loop() {
     GstBus* bus = gst_element_get_bus(pipeline_);
-    const auto types =
-        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO |
-                                    (options_.on_element_message ? GST_MESSAGE_ELEMENT : 0));
+    const bool control = options_.control != nullptr;
+    const auto types = static_cast<GstMessageType>(
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO |
+        (options_.on_element_message || control ? GST_MESSAGE_ELEMENT : 0) | (control ? GST_MESSAGE_QOS : 0));
     Stop stop = Stop::None;
     Clock::time_point stop_deadline;
     int result = -1;
@@ -254,17 +493,24 @@ class Run {
           // e.g. a Prism element telling that it runs on the CPU because no GPU is usable
           case GST_MESSAGE_INFO: report(msg, "info"); break;
           case GST_MESSAGE_ELEMENT:
+            if (control) count_result(msg);
+            if (!options_.on_element_message) break;
             if (const std::string error = options_.on_element_message(msg); !error.empty()) {
               print_line("prism: error: " + error);
               result = kExitRuntimeError;
             }
             break;
+          case GST_MESSAGE_QOS: count_dropped(msg); break;
           default: break;
         }
         gst_message_unref(msg);
         if (result >= 0) break;
       }
       if (cameras_) cameras_->tick();
+      if (control && stop == Stop::None) {
+        serve_control();
+        options_.control->publish(camera_snapshot(), true);
+      }
       const Clock::time_point now = Clock::now();
       if (stop == Stop::None && g_interrupts > 0) {
         stop = Stop::Interrupt;
@@ -274,6 +520,7 @@ class Run {
         if (!options_.quiet) print_line("prism: --timeout reached, stopping");
       }
       if (stop != Stop::None && stop_deadline == Clock::time_point()) {
+        if (control) options_.control->close();
         if (cameras_) cameras_->stop();
         run_detached(pipeline_, [](GstElement* p) { gst_element_send_event(p, gst_event_new_eos()); });
         stop_deadline =
@@ -324,18 +571,39 @@ class Run {
   }
 
   // Frames = buffers at the busiest sink (branches of a tee would otherwise count twice), of the
-  // camera `camera` (-1: of the elements of no camera); with cameras, the sum over them.
-  guint64 frames(int camera) const {
+  // camera `camera` ("": of the elements of no camera); with cameras, the sum over them (those
+  // removed while running included).
+  guint64 frames(const std::string& camera) const {
     guint64 most = 0;
     for (const auto& c : counters_)
       if (c->camera == camera) most = std::max<guint64>(most, c->buffers.load());
     return most;
   }
   guint64 frames() const {
-    if (config_.cameras.empty()) return frames(-1);
-    guint64 sum = 0;
-    for (size_t i = 0; i < config_.cameras.size(); ++i) sum += frames(int(i));
+    if (!cameras_) return frames(std::string());
+    guint64 sum = removed_frames_;
+    for (const CameraSupervisor::Status& s : cameras_->status()) sum += frames(s.id);
     return sum;
+  }
+
+  // A result of a camera's analysis element (one per analysed frame).
+  void count_result(GstMessage* msg) {
+    const GstStructure* s = gst_message_get_structure(msg);
+    if (!s || gst_structure_has_name(s, "prism-camera")) return;
+    bool analysis = false;
+    const std::string camera = camera_of(msg, &analysis);
+    if (!camera.empty() && analysis) stats_[camera].analysed += 1;
+  }
+
+  // A sink's (or decoder's) QoS message: its count of frames dropped so far.
+  void count_dropped(GstMessage* msg) {
+    const std::string camera = camera_of(msg);
+    if (camera.empty()) return;
+    GstFormat format = GST_FORMAT_UNDEFINED;
+    guint64 processed = 0, dropped = 0;
+    gst_message_parse_qos_stats(msg, &format, &processed, &dropped);
+    if ((format == GST_FORMAT_BUFFERS || format == GST_FORMAT_DEFAULT) && dropped != guint64(-1))
+      stats_[camera].dropped[GST_MESSAGE_SRC_NAME(msg)] = dropped;
   }
 
   // "N frames, F fps, T s", and with cameras each camera's frames and rate since the last progress
@@ -351,11 +619,11 @@ class Run {
     if (!cameras_) return text;
     const std::vector<CameraSupervisor::Status> status = cameras_->status();
     const double interval = seconds(now - last_camera_progress_);
-    last_camera_frames_.resize(status.size());
     for (size_t i = 0; i < status.size(); ++i) {
-      const guint64 f = frames(int(i));
-      const double fps = interval > 0 ? (f - last_camera_frames_[i]) / interval : 0.0;
-      last_camera_frames_[i] = f;
+      const guint64 f = frames(status[i].id);
+      guint64& last = last_camera_frames_[status[i].id];
+      const double fps = interval > 0 && f >= last ? (f - last) / interval : 0.0;
+      last = f;
       std::snprintf(buffer, sizeof buffer, " %llu %.1f fps", static_cast<unsigned long long>(f), fps);
       text += (i ? ", " : "; ") + status[i].id +
               (status[i].online       ? buffer
@@ -445,7 +713,11 @@ class Run {
   std::once_flag cuda_context_once_;
   GstContext* cuda_context_ = nullptr;  // the one CUDA context of the run (none without a GPU)
   Clock::time_point start_, last_progress_, last_camera_progress_;
-  std::vector<guint64> last_camera_frames_;
+  std::map<std::string, guint64> last_camera_frames_;
+  std::map<std::string, std::string> camera_of_element_;  // the cameras' elements by name
+  std::map<std::string, CameraStats> stats_;              // by camera id
+  size_t added_ = 0;                                      // cameras added through the control API
+  guint64 removed_frames_ = 0;                            // the frames of cameras removed
   bool progress_open_ = false;
 };
 
@@ -472,6 +744,10 @@ std::vector<OutputFolder> missing_output_folders(const PipelineConfig& config) {
   return out;
 }
 
-int run_pipeline(const PipelineConfig& config, const RunOptions& options) { return Run(config, options).execute(); }
+int run_pipeline(const PipelineConfig& config, const RunOptions& options) {
+  const int rc = Run(config, options).execute();
+  if (options.control) options.control->close();  // (the run ended before its loop did, if it failed)
+  return rc;
+}
 
 }  // namespace prism

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "camera_control.h"
 #include "pipeline_config.h"
 
 namespace prism {
@@ -31,6 +32,9 @@ struct RunOptions {
   // --results writes the analysis results). A non-empty return is an error: printed, and the run
   // stops with kExitRuntimeError.
   std::function<std::string(GstMessage*)> on_element_message;
+  // prism run --control / --metrics: the loop publishes each camera's state and counts to it and
+  // does the cameras' additions and removals asked through it (camera_control.h).
+  CameraControl* control = nullptr;
 };
 
 // A folder a sink of the config writes into (the parent of a path property; URLs left out) that
