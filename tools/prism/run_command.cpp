@@ -1,10 +1,12 @@
 // prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS] [--grace SECONDS]
-//                  [--results FILE|-]
+//                  [--results FILE|-] [--control HOST:PORT] [--metrics HOST:PORT]
 #include <gst/gst.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,13 +17,14 @@
 #include "options.h"
 #include "pipeline_config.h"
 #include "pipeline_runner.h"
+#include "run_control.h"
 
 namespace prism::cli {
 namespace {
 
 constexpr char kUsage[] =
     "usage: prism run CONFIG [--set NAME=VALUE]... [--print] [--quiet] [--timeout SECONDS]\n"
-    "                [--grace SECONDS] [--results FILE|-]\n"
+    "                [--grace SECONDS] [--results FILE|-] [--control HOST:PORT] [--metrics HOST:PORT]\n"
     "\n"
     "Validates the YAML pipeline CONFIG, then runs it until end of stream.\n"
     "\n"
@@ -37,6 +40,11 @@ constexpr char kUsage[] =
     "                     bowclassify) as JSON lines, schema prism.results/1 (docs/RESULTS.md),\n"
     "                     to FILE (created or emptied) or to standard output with '-'; progress,\n"
     "                     warnings and errors always go to standard error\n"
+    "  --control HOST:PORT  serve HTTP + JSON there to list the cameras, add one by URI (made from\n"
+    "                     the config's per-camera:) and remove one while the pipeline runs\n"
+    "                     (README, \"Many cameras\"); port 0: any free port, told on stderr\n"
+    "  --metrics HOST:PORT  serve the cameras' metrics there (GET /metrics, Prometheus text); the\n"
+    "                     same address as --control: one server for both\n"
     "  -h, --help         show this help\n"
     "\n"
     "Exit status: 0 end of stream, 1 pipeline error, 2 invalid config or arguments,\n"
@@ -48,6 +56,8 @@ struct RunArgs {
   bool print = false;
   bool results = false;
   std::string results_location;
+  std::string control_host, metrics_host;
+  int control_port = -1, metrics_port = -1;  // -1: not asked for
   RunOptions options;
 };
 
@@ -77,6 +87,19 @@ int parse_args(int argc, char** argv, RunArgs& args) {
     args.results_location = location;
     args.results = true;
   };
+  auto address = [](std::string& host, int& port) {
+    return [&host, &port](const std::string& name, const std::string& text) {
+      const size_t colon = text.rfind(':');
+      char* end = nullptr;
+      const long value = colon == std::string::npos ? -1 : std::strtol(text.c_str() + colon + 1, &end, 10);
+      if (colon == std::string::npos || colon == 0 || colon + 1 == text.size() || *end != '\0' || value < 0 ||
+          value > 65535)
+        throw UsageError(name + " takes HOST:PORT such as 127.0.0.1:8081 (port 0: any free port), not '" + text + "'");
+      host = text.substr(0, colon);
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+      port = int(value);
+    };
+  };
   auto seconds = [](double& target) {
     return [&target](const std::string& name, const std::string& text) { target = parse_seconds(name, text); };
   };
@@ -88,6 +111,10 @@ int parse_args(int argc, char** argv, RunArgs& args) {
       with_value({"--results"}, results).if_missing("--results needs a FILE, or '-' for standard output"),
       with_value({"--timeout"}, seconds(args.options.timeout_s)).if_missing("--timeout needs a number of seconds"),
       with_value({"--grace"}, seconds(args.options.eos_grace_s)).if_missing("--grace needs a number of seconds"),
+      with_value({"--control"}, address(args.control_host, args.control_port))
+          .if_missing("--control needs HOST:PORT such as 127.0.0.1:8081"),
+      with_value({"--metrics"}, address(args.metrics_host, args.metrics_port))
+          .if_missing("--metrics needs HOST:PORT such as 127.0.0.1:8082"),
   };
   ParseRules rules;
   rules.inline_values = true;  // --set=NAME=VALUE, --timeout=5
@@ -163,6 +190,49 @@ int run_command(int argc, char** argv) {
       return kExitConfigError;
     }
   }
+  // The control and metrics servers listen before the pipeline is built: an address in use fails
+  // before anything runs. With --control and --metrics on one address, one server serves both.
+  CameraControl control;
+  std::vector<std::unique_ptr<RunServer>> servers;
+  if (args.control_port >= 0 || args.metrics_port >= 0) {
+    const bool shared = args.control_port >= 0 && args.control_host == args.metrics_host &&
+                        args.control_port == args.metrics_port && args.control_port != 0;
+    struct Asked {
+      const char* option;
+      std::string host;
+      int port;
+      bool control, metrics;
+    };
+    std::vector<Asked> asked;
+    if (args.control_port >= 0)
+      asked.push_back(
+          {shared ? "--control and --metrics" : "--control", args.control_host, args.control_port, true, shared});
+    if (args.metrics_port >= 0 && !shared)
+      asked.push_back({"--metrics", args.metrics_host, args.metrics_port, false, true});
+    for (const Asked& a : asked) {
+      auto server = std::make_unique<RunServer>(control, a.control, a.metrics);
+      int port = 0;
+      try {
+        port = server->bind(a.host, a.port);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "prism run: error: %s: %s\n", a.option, e.what());
+        return kExitConfigError;
+      }
+      const bool loopback = a.host == "localhost" || a.host == "::1" || a.host.rfind("127.", 0) == 0;
+      std::fprintf(stderr, "prism: %s listening on http://%s:%d%s\n", a.control ? "control API" : "metrics",
+                   a.host.find(':') != std::string::npos ? ("[" + a.host + "]").c_str() : a.host.c_str(), port,
+                   a.control ? (a.metrics ? " (/api/v1/cameras, /metrics)" : " (/api/v1/cameras)") : " (/metrics)");
+      if (!loopback)
+        std::fprintf(stderr,
+                     "prism run: warning: %s on %s is reachable from other hosts and asks no password: anyone who "
+                     "reaches it may %s\n",
+                     a.option, a.host.c_str(), a.control ? "add and remove cameras" : "read the metrics");
+      servers.push_back(std::move(server));
+    }
+    std::fflush(stderr);
+    for (auto& server : servers) server->start();
+    args.options.control = &control;
+  }
   ResultsSummary summary;
   args.options.on_element_message = [&](GstMessage* msg) {
     if (!results_message_is_result(msg)) return std::string();
@@ -173,6 +243,7 @@ int run_command(int argc, char** argv) {
     return std::string();
   };
   const int rc = run_pipeline(config, args.options);
+  for (auto& server : servers) server->stop();
   // The summary goes where the person reads: stderr when stdout carries the JSON lines.
   FILE* out = args.results && args.results_location == "-" ? stderr : stdout;
   if (!args.options.quiet)
