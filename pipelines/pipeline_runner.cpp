@@ -262,7 +262,8 @@ class Run {
       auto counter = std::make_unique<SinkCounter>();
       counter->name = name;
       counter->camera = camera;
-      counter->measure_latency = options_.control != nullptr && !camera.empty();
+      // (one sink pad: the segment is its streaming thread's)
+      counter->measure_latency = options_.control != nullptr && !camera.empty() && element->numsinkpads == 1;
       gst_segment_init(&counter->segment, GST_FORMAT_UNDEFINED);
       GstIterator* pads = gst_element_iterate_sink_pads(element);
       GValue item = G_VALUE_INIT;

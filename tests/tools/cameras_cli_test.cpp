@@ -400,6 +400,13 @@ TEST(CamerasCli, CamerasAddedAndRemovedWhileRunning) {
   EXPECT_NE(after.find("prism_camera_frames_total{camera=\"three\"} "), std::string::npos) << after;
   EXPECT_NE(after.find("prism_cameras 2\n"), std::string::npos) << after;
 
+  // A removed camera's id (and its elements' names) may be used again.
+  const Answer again = http(control, "POST", "/api/v1/cameras", "{\"id\": \"two\", \"uri\": \"" + two.uri() + "\"}");
+  ASSERT_EQ(again.status, 201) << again.text;
+  EXPECT_TRUE(wait_frames(
+      control, [](const auto& f) { return at(f, "two") >= 5; }, 60))
+      << read_text(log);
+
   kill(run.pid, SIGINT);
   const auto r = test::wait_prism(run, 30);
   EXPECT_EQ(r.exit_code, 130) << r.output;
