@@ -319,7 +319,12 @@ void CameraSupervisor::end_branch(Camera& camera) {
   if (first) gst_element_get_state(first, &state, nullptr, 0);
   if (state >= GST_STATE_PAUSED) {
     camera.eos_due = false;
-    gst_pad_send_event(target, gst_event_new_eos());
+    // From another thread: a sink in PAUSED takes EOS as its preroll and holds the thread that
+    // sent it until the pipeline plays (the bus loop's, had it been sent from here: a run whose
+    // every camera failed at the start then waited forever).
+    gst_element_call_async(
+        first, [](GstElement*, gpointer pad) { gst_pad_send_event(GST_PAD(pad), gst_event_new_eos()); },
+        gst_object_ref(target), gst_object_unref);
   }
   if (first) gst_object_unref(first);
   gst_object_unref(target);
