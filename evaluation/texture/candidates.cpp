@@ -69,7 +69,8 @@ std::vector<texture::Features> candidate_features(const std::vector<cv::Mat>& im
 std::vector<CandidateResult> compare_normalisations(const std::vector<Item>& gallery,
                                                     const std::vector<cv::Mat>& images,
                                                     const std::filesystem::path& data, unsigned seed,
-                                                    texture::Device device, const texture::SearchParams& sp) {
+                                                    texture::Device device, const texture::SearchParams& sp,
+                                                    const std::vector<int>& perturbations, bool oxford) {
   const std::vector<Candidate> cands = {
       {"none", texture::Normalisation{}, ""},
       {"equalizeHist (OpenCV)", {}, "equalize"},
@@ -79,16 +80,21 @@ std::vector<CandidateResult> compare_normalisations(const std::vector<Item>& gal
       {"clahe-3-16", texture::parse_normalisation("clahe-3-16"), ""},
       {"local mean/std (sigma 16)", {}, "localstd"},
   };
-  const int np = kPerturbationCount;
-  std::vector<std::vector<cv::Mat>> queries(np + 1);
-  std::vector<std::vector<std::string>> truth(np + 1);  // product ids
-  for (int p = 0; p < np; ++p) {
-    queries[p] = perturbed_queries(images, seed, p);
-    for (const auto& g : gallery) truth[p].push_back(g.id);
+  std::vector<std::string> names;
+  std::vector<std::vector<cv::Mat>> queries;
+  std::vector<std::vector<std::string>> truth;  // product ids
+  for (int p : perturbations) {
+    names.push_back(kPerturbations[p]);
+    queries.push_back(perturbed_queries(images, seed, p));
+    truth.emplace_back();
+    for (const auto& g : gallery) truth.back().push_back(g.id);
   }
-  Recaptures oxford = oxford_recaptures(data, false);  // and the real re-captures: Oxford img2..6 against img1
-  queries[np] = std::move(oxford.images);
-  truth[np] = std::move(oxford.product);
+  if (oxford) {  // and the real re-captures: Oxford img2..6 against img1
+    Recaptures r = oxford_recaptures(data, false);
+    names.push_back("oxford-affine");
+    queries.push_back(std::move(r.images));
+    truth.push_back(std::move(r.product));
+  }
   std::vector<CandidateResult> results;
   for (const Candidate& c : cands) {
     std::fprintf(stderr, "eval: candidate %s\n", c.name.c_str());
@@ -101,12 +107,12 @@ std::vector<CandidateResult> compare_normalisations(const std::vector<Item>& gal
     index.build(ce);
     CandidateResult result;
     result.name = c.name;
-    for (int p = 0; p <= np; ++p) {
+    for (size_t p = 0; p < queries.size(); ++p) {
       const std::vector<texture::Features> qf = candidate_features(queries[p], c);
       CandidateResult::Set set;
+      set.name = names[p];
       set.n = int(qf.size());
-      cli::Progress progress("candidate " + c.name + " " + (p < np ? kPerturbations[p] : "oxford-affine"),
-                             int(qf.size()), true);
+      cli::Progress progress("candidate " + c.name + " " + names[p], int(qf.size()), true);
       for (size_t i = 0; i < qf.size(); ++i) {
         const texture::SearchResult r = index.search(qf[i], sp);
         const bool right = r.best.index == index.find(truth[p][i]);

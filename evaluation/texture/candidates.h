@@ -16,9 +16,10 @@ namespace prism::eval {
 
 struct CandidateResult {
   std::string name;
-  // Per perturbation (kPerturbations), then the Oxford re-captures: queries ranked first, and
+  // Per perturbation (of `perturbations`), then the Oxford re-captures (with `oxford`): queries ranked first, and
   // identified at the default threshold, of n; the queries' keypoints.
   struct Set {
+    std::string name;  // the perturbation's, or "oxford-affine"
     int top1 = 0, identified = 0, n = 0;
     int keypoints_median = 0, keypoints_min = 0;
   };
@@ -27,10 +28,12 @@ struct CandidateResult {
 };
 
 // `images`: the gallery's grey images (gallery[i].grey); queries are perturbed from them with `seed`.
-// `params`: the search (its min_significance decides "identified").
+// `params`: the search (its min_significance decides "identified"). `perturbations`: the kPerturbations
+// positions compared (--perturbations); `oxford`: the Oxford re-captures too (no --skip oxford).
 std::vector<CandidateResult> compare_normalisations(const std::vector<Item>& gallery,
                                                     const std::vector<cv::Mat>& images,
                                                     const std::filesystem::path& data, unsigned seed,
-                                                    texture::Device device, const texture::SearchParams& params);
+                                                    texture::Device device, const texture::SearchParams& params,
+                                                    const std::vector<int>& perturbations, bool oxford);
 
 }  // namespace prism::eval

@@ -37,6 +37,11 @@
 // the digests of the photos not enrolled), so that the genuine slot's rank can be read against as
 // many slots as a million-scale host tier has; --digest-keep K[,K...] reports the share ranked in the
 // K best (the slots a search with SearchParams::digest_candidates = K re-matches).
+//
+// A limited run (--perturbations P[,P...], --skip oxford,decisions): only the synthetic query sets
+// named, without the Oxford queries or the real pairs' decisions; the report lists what ran and says
+// what was skipped. A set run keeps a full run's queries and 1:1 impostor claims (a skipped set's
+// claims are drawn all the same); the threshold is calibrated on the sets run.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -73,6 +78,7 @@ constexpr const char* kEvalUsage =
     "                          [--precision u8] [--normalise NAME] [--candidates]\n"
     "                          [--enrol-device D] [--query-device D] [--digest ROWS[,ROWS...]]\n"
     "                          [--digest-order O[,O...]] [--decoys N] [--digest-keep K[,K...]]\n"
+    "                          [--perturbations P[,P...]] [--skip S[,S...]]\n"
     "\n"
     "  --data DIR       ../shared/data (sun8/, textures/skimage/, textures/kth-tips-gray/, oxford-affine/)\n"
     "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
@@ -96,6 +102,12 @@ constexpr const char* kEvalUsage =
     "                   from the digests of the photos not enrolled; default 0)\n"
     "  --digest-keep K[,K...]  report the genuine slot's share in the K best slots (default: 1% of the\n"
     "                   slots), the slots a search with that many digest candidates re-matches\n"
+    "  --perturbations P[,P...]  only these synthetic query sets (default all: viewpoint, illumination,\n"
+    "                   gamma, occlusion30, blur, noise, jpeg, combined, lowlight); a set run has the queries\n"
+    "                   and 1:1 impostor claims of a full run's, the threshold is calibrated on the sets run\n"
+    "  --skip S[,S...]  leave out oxford (the Oxford img2..6 queries and their corner errors) and/or\n"
+    "                   decisions (the ratio-test decisions on real pairs against FP32); --perturbations\n"
+    "                   and --skip oxford limit --candidates too\n"
     "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
 
 int run(int argc, char** argv) {
@@ -110,6 +122,8 @@ int run(int argc, char** argv) {
   std::vector<texture::DigestOrder> digest_orders;
   int decoys = 0;
   std::vector<int> digest_keep;
+  std::vector<int> perturbations;  // kPerturbations positions; empty: all
+  bool oxford = true, decisions_run = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -173,6 +187,20 @@ int run(int argc, char** argv) {
           } catch (const std::invalid_argument& e) {
             throw std::runtime_error(std::string("--digest-order: ") + e.what());
           }
+      } else if (a == "--perturbations")
+        perturbations = parse_perturbations(a, value());
+      else if (a == "--skip") {
+        const std::string v = value();
+        std::stringstream list(v);
+        std::string item;
+        if (v.empty()) throw std::runtime_error("--skip takes oxford or decisions (comma-separated), not ''");
+        while (std::getline(list, item, ','))
+          if (item == "oxford")
+            oxford = false;
+          else if (item == "decisions")
+            decisions_run = false;
+          else
+            throw std::runtime_error("--skip takes oxford or decisions (comma-separated), not '" + item + "'");
       } else
         throw std::runtime_error("unknown option '" + a + "'");
     } catch (const std::exception& e) {
@@ -185,6 +213,8 @@ int run(int argc, char** argv) {
                  decoys > 0 ? "--decoys" : "--digest-keep", kEvalUsage);
     return 2;
   }
+  if (perturbations.empty())
+    for (int p = 0; p < kPerturbationCount; ++p) perturbations.push_back(p);
   try {
     init_gstreamer();
     fs::create_directories(out);
@@ -204,7 +234,8 @@ int run(int argc, char** argv) {
     std::string cand_md;  // the --candidates table, reported first
     if (candidates) {
       const texture::SearchParams sp;  // the defaults: identified = significance >= 3.6 as in production
-      cand_md = candidates_table(compare_normalisations(gallery, images, data, seed, device, sp), sp.min_significance);
+      cand_md = candidates_table(compare_normalisations(gallery, images, data, seed, device, sp, perturbations, oxford),
+                                 sp.min_significance);
     }
     auto t0 = Clock::now();
     const std::vector<texture::Features> gf = texture::extract_features_batch(images, fparams);
@@ -270,20 +301,31 @@ int run(int argc, char** argv) {
     ScoresCsv csv(out / "scores.csv");
     QuerySets sets(runs, digests, qparams, params, seed, decoys > 0, csv);
     for (int p = 0; p < kPerturbationCount; ++p) {
+      if (std::find(perturbations.begin(), perturbations.end(), p) == perturbations.end()) {
+        sets.skip(gallery.size());  // not asked (--perturbations)
+        continue;
+      }
       std::vector<int> truth(gallery.size());
       for (size_t i = 0; i < gallery.size(); ++i) truth[i] = first.find(gallery[i].id);
       sets.run(kPerturbations[p], perturbed_queries(images, seed, p), truth);
     }
     // Oxford: real re-captures, img2..6 against img1, with the recovered homography checked.
-    const Recaptures oxford = oxford_recaptures(data, true);
-    std::vector<int> oxt;
-    for (const std::string& product : oxford.product) oxt.push_back(first.find(product));
-    sets.run("oxford-affine", oxford.images, oxt);
-    corner_errors(runs, oxford, texture::extract_features_batch(oxford.images, qparams), oxt, params);
+    Recaptures ox;
+    if (oxford) {
+      ox = oxford_recaptures(data, true);
+      std::vector<int> oxt;
+      for (const std::string& product : ox.product) oxt.push_back(first.find(product));
+      sets.run("oxford-affine", ox.images, oxt);
+      corner_errors(runs, ox, texture::extract_features_batch(ox.images, qparams), oxt, params);
+    }
     open_set(runs, outsider_features(qparams), params, csv);
     calibrate_thresholds(runs);
-    const std::vector<PairSet> pair_sets = decision_pairs(data);
-    const DecisionSweep decisions = decision_sweep(pair_sets, runs.size(), fparams, query_device, params.ratio);
+    std::vector<PairSet> pair_sets;
+    DecisionSweep decisions;
+    if (decisions_run) {
+      pair_sets = decision_pairs(data);
+      decisions = decision_sweep(pair_sets, runs.size(), fparams, query_device, params.ratio);
+    }
 
     ReportInput in;
     in.products = entries.size();
@@ -297,10 +339,10 @@ int run(int argc, char** argv) {
     in.order = &sets.order();
     in.query_stats = &sets.stats();
     in.outsiders = outsiders.size();
-    in.oxford_names = &oxford.name;
+    in.oxford_names = oxford ? &ox.name : nullptr;
     in.ratio = params.ratio;
-    in.pair_sets = &pair_sets;
-    in.decisions = &decisions;
+    in.pair_sets = decisions_run ? &pair_sets : nullptr;
+    in.decisions = decisions_run ? &decisions : nullptr;
     in.digests = &digests;
     in.decoys = decoys;
     in.total_s = std::chrono::duration<double>(Clock::now() - t_start).count();

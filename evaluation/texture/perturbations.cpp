@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
+#include <stdexcept>
 
 #include "texture_util.h"
 
@@ -127,6 +129,27 @@ std::vector<cv::Mat> perturbed_queries(const std::vector<cv::Mat>& gallery, unsi
     }
   });
   return queries;
+}
+
+std::vector<int> parse_perturbations(const std::string& option, const std::string& list) {
+  std::vector<bool> named(kPerturbationCount);
+  auto refuse = [&](const std::string& item) {
+    std::string names;
+    for (int p = 0; p < kPerturbationCount; ++p)
+      names += std::string(p == 0 ? "" : p + 1 < kPerturbationCount ? ", " : " or ") + kPerturbations[p];
+    return std::runtime_error(option + " takes " + names + " (comma-separated), not '" + item + "'");
+  };
+  if (list.empty()) throw refuse(list);
+  std::stringstream items(list);
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto* at = std::find(std::begin(kPerturbations), std::end(kPerturbations), item);
+    if (at == std::end(kPerturbations)) throw refuse(item);
+    named[size_t(at - std::begin(kPerturbations))] = true;
+  }
+  std::vector<int> out;
+  for (int p = 0; p < kPerturbationCount; ++p)
+    if (named[size_t(p)]) out.push_back(p);
+  return out;
 }
 
 }  // namespace prism::eval

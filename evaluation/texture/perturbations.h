@@ -16,6 +16,11 @@ inline const char* const kPerturbations[] = {"viewpoint", "illumination", "gamma
                                              "noise",     "jpeg",         "combined", "lowlight"};
 constexpr int kPerturbationCount = int(std::size(kPerturbations));
 
+// --perturbations NAME[,NAME...]: the kPerturbations positions named, in kPerturbations order (a name
+// given twice counts once). Throws std::runtime_error naming `option` and the first name that is
+// not a perturbation (an empty list or item too).
+std::vector<int> parse_perturbations(const std::string& option, const std::string& list);
+
 // One capture of `g` (8-bit grey) changed by perturbation `kind` (a kPerturbations name), drawing
 // from `rng` (and from cv::theRNG(), seeded from it, for noise).
 cv::Mat perturb(const cv::Mat& g, const std::string& kind, std::mt19937& rng);

@@ -50,7 +50,7 @@ void QuerySets::run(const std::string& set, const std::vector<cv::Mat>& queries,
   QueryStats& qs = stats_[set];
   for (const cv::Mat& q : queries) qs.dark += cv::mean(q)[0] < 40;
   qs.keypoints = keypoint_median_min(qf);
-  std::vector<std::array<int, 3>> claims(queries.size());
+  std::vector<std::array<int, kClaims>> claims(queries.size());
   for (size_t q = 0; q < queries.size(); ++q)
     for (int& other : claims[q]) {
       other = int(pick_() % first.size());

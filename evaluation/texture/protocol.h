@@ -88,6 +88,9 @@ class QuerySets {
             const texture::SearchParams& params, unsigned seed, bool decoys, ScoresCsv& csv);
   // `truth`: each query's genuine product, by entry position.
   void run(const std::string& set, const std::vector<cv::Mat>& queries, const std::vector<int>& truth);
+  // A set of `queries` queries left out (--perturbations): its impostor claims are drawn all the same,
+  // so that every set run is claimed against the products a full run's would be.
+  void skip(size_t queries) { pick_.discard(kClaims * queries); }
   const std::vector<std::string>& order() const { return order_; }  // the sets as run
   const std::map<std::string, QueryStats>& stats() const { return stats_; }
 
@@ -98,6 +101,7 @@ class QuerySets {
   const texture::SearchParams& params_;
   bool decoys_;
   ScoresCsv& csv_;
+  static constexpr int kClaims = 3;  // 1:1 impostor claims per query
   std::mt19937 pick_;
   std::vector<std::string> order_;
   std::map<std::string, QueryStats> stats_;

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "perturbations.h"
 #include "texture_util.h"
 
 namespace prism::eval {
@@ -21,6 +20,69 @@ std::string sift_name(gpu::Device d) {
   if (d == gpu::Device::kCpu) return "cv::SIFT (CPU)";
   if (d == gpu::Device::kCuda) return "kernels/sift (CUDA)";
   return gpu::available() ? "kernels/sift (CUDA, auto)" : "cv::SIFT (CPU, auto)";
+}
+
+// The Oxford-affine rows: the rank-1 result of each re-capture (`oxname`), its corner error.
+void oxford_table(std::ostringstream& md, const std::vector<PrecisionRun>& runs,
+                  const std::vector<std::string>& oxname) {
+  const bool both = runs.size() > 1;
+  md << "\nOxford-affine (img1 enrolled; rank-1 result, max corner error of the recovered homography vs the "
+        "ground truth):\n\n| query |";
+  for (const char* col : {"top-1 id", "inliers", "significance", "corner error px"})
+    for (const auto& run : runs) md << " " << col << (both ? " " + run.name : "") << " |";
+  md << "\n|---|";
+  for (size_t c = 0; c < 4 * runs.size(); ++c) md << "---|";
+  md << "\n";
+  for (size_t q = 0; q < oxname.size(); ++q) {
+    md << "| " << oxname[q] << " |";
+    for (auto& run : runs) md << (run.tally.at("oxford-affine").top1_best[q].query >= 0 ? " correct |" : " WRONG |");
+    for (auto& run : runs) md << " " << run.tally.at("oxford-affine").genuine[q].inliers << " |";
+    for (auto& run : runs) md << cv::format(" %.1f |", run.tally.at("oxford-affine").genuine[q].significance);
+    for (auto& run : runs)
+      md << " " << (run.corner_error[q] >= 0 ? cv::format("%.1f", run.corner_error[q]) : std::string("-")) << " |";
+    md << "\n";
+  }
+}
+
+// The ratio-test decisions on real pairs against the FP32 reference, per pair set.
+void decisions_table(std::ostringstream& md, const std::vector<PrecisionRun>& runs,
+                     const std::vector<PairSet>& pair_sets, const DecisionSweep& decisions, float ratio) {
+  const std::vector<std::vector<DecisionDiff>>& pair_diffs = decisions.diffs;
+  const std::vector<int>& reference_passes = decisions.reference_passes;
+  auto pct = [](double a, double b) { return b > 0 ? 100.0 * a / b : 0.0; };
+  md << "\nRatio-test decisions on real pairs of one surface, against the FP32 reference (RootSIFT in float, "
+        "squared distances in double, ratio "
+     << cv::format("%.2f", ratio)
+     << "): per query descriptor, pass or fail and its nearest gallery descriptor. A decision differs when it "
+        "flips, or when both pass with another nearest. Oxford: img1 against img2..6; KTH-TIPS: each material's "
+        "scale-5 image 1 against images 2..9 (other poses and lights).\n\n"
+     << "| pairs | n | query descriptors | FP32 passes |";
+  for (const auto& run : runs) md << " " << run.name << " differ: of all, of FP32 passes (flips + other nearest) |";
+  md << "\n|---|---|---|---|";
+  for (size_t k = 0; k < runs.size(); ++k) md << "---|";
+  md << "\n";
+  std::vector<DecisionDiff> all_diff(runs.size());
+  int all_passes = 0;
+  size_t all_pairs = 0;
+  // The share of all query descriptors, then of the FP32 passes (the matches that count).
+  auto diff_cell = [&](const DecisionDiff& d, int passes) {
+    return cv::format(" %.3f%%, %.2f%% of passes (%d + %d) |", pct(d.differ(), d.rows), pct(d.differ(), passes),
+                      d.flips, d.other_nearest);
+  };
+  for (size_t si = 0; si < pair_sets.size(); ++si) {
+    md << "| " << pair_sets[si].name << " | " << pair_sets[si].pairs.size() << " | " << pair_diffs[si][0].rows << " | "
+       << reference_passes[si] << " |";
+    for (size_t k = 0; k < runs.size(); ++k) {
+      md << diff_cell(pair_diffs[si][k], reference_passes[si]);
+      all_diff[k] += pair_diffs[si][k];
+    }
+    md << "\n";
+    all_passes += reference_passes[si];
+    all_pairs += pair_sets[si].pairs.size();
+  }
+  md << "| **all** | " << all_pairs << " | " << all_diff[0].rows << " | " << all_passes << " |";
+  for (const auto& d : all_diff) md << diff_cell(d, all_passes);
+  md << "\n";
 }
 
 }  // namespace
@@ -37,14 +99,15 @@ void ScoresCsv::add(const std::string& tag, const std::string& set, size_t query
 }
 
 std::string candidates_table(const std::vector<CandidateResult>& results, double min_significance) {
-  const int np = kPerturbationCount;
   std::ostringstream cand_md;
   cand_md << "Contrast normalisations compared (--candidates): top-1 / identified at the default threshold "
           << cv::format("%.1f", min_significance)
           << " (8-bit index), then the queries' keypoints (median, min):\n\n| normalisation |";
-  for (int p = 0; p < np; ++p) cand_md << " " << kPerturbations[p] << " |";
-  cand_md << " oxford-affine | **all** |\n|---|";
-  for (int p = 0; p <= np + 1; ++p) cand_md << "---|";
+  const std::vector<CandidateResult::Set> none;
+  const std::vector<CandidateResult::Set>& sets = results.empty() ? none : results.front().sets;
+  for (const CandidateResult::Set& s : sets) cand_md << " " << s.name << " |";
+  cand_md << " **all** |\n|---|";
+  for (size_t p = 0; p <= sets.size(); ++p) cand_md << "---|";
   cand_md << "\n";
   for (const CandidateResult& c : results) {
     cand_md << "| " << c.name << " |";
@@ -61,10 +124,6 @@ std::string report_markdown(const ReportInput& in) {
   const std::vector<PrecisionRun>& runs = *in.runs;
   const std::vector<std::string>& order = *in.order;
   const std::map<std::string, QueryStats>& query_stats = *in.query_stats;
-  const std::vector<std::string>& oxname = *in.oxford_names;
-  const std::vector<PairSet>& pair_sets = *in.pair_sets;
-  const std::vector<std::vector<DecisionDiff>>& pair_diffs = in.decisions->diffs;
-  const std::vector<int>& reference_passes = in.decisions->reference_passes;
   const std::vector<DigestRun>& digests = *in.digests;
   const bool both = runs.size() > 1;
   auto pct = [](double a, double b) { return b > 0 ? 100.0 * a / b : 0.0; };
@@ -169,55 +228,16 @@ std::string report_markdown(const ReportInput& in) {
     const int open_accept = accepted(run.open_set, run.threshold);
     md << " " << run.name << " " << open_accept << cv::format(" (%.1f%%)", pct(open_accept, run.open_set.size()));
   }
-  md << ".\n\nOxford-affine (img1 enrolled; rank-1 result, max corner error of the recovered homography vs the "
-        "ground truth):\n\n| query |";
-  for (const char* col : {"top-1 id", "inliers", "significance", "corner error px"})
-    for (const auto& run : runs) md << " " << col << (both ? " " + run.name : "") << " |";
-  md << "\n|---|";
-  for (size_t c = 0; c < 4 * runs.size(); ++c) md << "---|";
-  md << "\n";
-  for (size_t q = 0; q < oxname.size(); ++q) {
-    md << "| " << oxname[q] << " |";
-    for (auto& run : runs) md << (run.tally.at("oxford-affine").top1_best[q].query >= 0 ? " correct |" : " WRONG |");
-    for (auto& run : runs) md << " " << run.tally.at("oxford-affine").genuine[q].inliers << " |";
-    for (auto& run : runs) md << cv::format(" %.1f |", run.tally.at("oxford-affine").genuine[q].significance);
-    for (auto& run : runs)
-      md << " " << (run.corner_error[q] >= 0 ? cv::format("%.1f", run.corner_error[q]) : std::string("-")) << " |";
-    md << "\n";
-  }
-  md << "\nRatio-test decisions on real pairs of one surface, against the FP32 reference (RootSIFT in float, "
-        "squared distances in double, ratio "
-     << cv::format("%.2f", in.ratio)
-     << "): per query descriptor, pass or fail and its nearest gallery descriptor. A decision differs when it "
-        "flips, or when both pass with another nearest. Oxford: img1 against img2..6; KTH-TIPS: each material's "
-        "scale-5 image 1 against images 2..9 (other poses and lights).\n\n"
-     << "| pairs | n | query descriptors | FP32 passes |";
-  for (const auto& run : runs) md << " " << run.name << " differ: of all, of FP32 passes (flips + other nearest) |";
-  md << "\n|---|---|---|---|";
-  for (size_t k = 0; k < runs.size(); ++k) md << "---|";
-  md << "\n";
-  std::vector<DecisionDiff> all_diff(runs.size());
-  int all_passes = 0;
-  size_t all_pairs = 0;
-  // The share of all query descriptors, then of the FP32 passes (the matches that count).
-  auto diff_cell = [&](const DecisionDiff& d, int passes) {
-    return cv::format(" %.3f%%, %.2f%% of passes (%d + %d) |", pct(d.differ(), d.rows), pct(d.differ(), passes),
-                      d.flips, d.other_nearest);
-  };
-  for (size_t si = 0; si < pair_sets.size(); ++si) {
-    md << "| " << pair_sets[si].name << " | " << pair_sets[si].pairs.size() << " | " << pair_diffs[si][0].rows << " | "
-       << reference_passes[si] << " |";
-    for (size_t k = 0; k < runs.size(); ++k) {
-      md << diff_cell(pair_diffs[si][k], reference_passes[si]);
-      all_diff[k] += pair_diffs[si][k];
-    }
-    md << "\n";
-    all_passes += reference_passes[si];
-    all_pairs += pair_sets[si].pairs.size();
-  }
-  md << "| **all** | " << all_pairs << " | " << all_diff[0].rows << " | " << all_passes << " |";
-  for (const auto& d : all_diff) md << diff_cell(d, all_passes);
-  md << "\n";
+  md << ".\n";
+  if (in.oxford_names)
+    oxford_table(md, runs, *in.oxford_names);
+  else
+    md << "\nOxford-affine queries: not run (--skip oxford).\n";
+  if (in.pair_sets && in.decisions)
+    decisions_table(md, runs, *in.pair_sets, *in.decisions, in.ratio);
+  else
+    md << "\nRatio-test decisions on real pairs: not run (--skip decisions).\n";
+
   md << "\nEvaluation time " << int(in.total_s) << " s on " << in.threads << " threads; enrolment (decode excluded) "
      << cv::format("%.1f", in.enrol_images_per_s) << " images/s.\n";
   md << "\nThe queries (normalisation " << in.normalisation

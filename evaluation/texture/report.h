@@ -42,9 +42,9 @@ struct ReportInput {
   const std::vector<std::string>* order = nullptr;  // the query sets
   const std::map<std::string, QueryStats>* query_stats = nullptr;
   size_t outsiders = 0;
-  const std::vector<std::string>* oxford_names = nullptr;
+  const std::vector<std::string>* oxford_names = nullptr;  // null: --skip oxford
   float ratio = 0;
-  const std::vector<PairSet>* pair_sets = nullptr;
+  const std::vector<PairSet>* pair_sets = nullptr;  // these two null: --skip decisions
   const DecisionSweep* decisions = nullptr;
   const std::vector<DigestRun>* digests = nullptr;
   int decoys = 0;
