@@ -5,7 +5,7 @@ Runs bench_density (bench/bench_density.cpp) for every case and K, with `nvidia-
 the GPU's SM and decoder load meanwhile, and writes one markdown table (docs/benchmarks/density.md
 holds the measured tables and the command). Cases are the chains of issue 44's table: decode only,
 decode -> emdtracker, decode -> spectralize -> emdtracker, the same with a queue between decoder
-and analysis, bowclassify; each with one shared blocking-sync CUDA context (what prism run sets)
+and analysis, bowclassify, textureid (search, every frame tried); each with one shared blocking-sync CUDA context (what prism run sets)
 or with every element's own GstCudaContext (gst-launch). No case starts after --budget seconds.
 
   python3 bench/density/run.py --bench .gpu/bin/bench_density --clip1080 C --clip576 C --out density.md
@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--clip1080", required=True, help="1080p H.264 clip (tools/gpu-suite bundle makes one)")
     ap.add_argument("--clip576", required=True, help="768x576 H.264 clip (vtest)")
     ap.add_argument("--bow-model", default="", help="a .bow model for the bowclassify rows")
+    ap.add_argument("--texture-gallery", default="", help="a texture gallery folder for the textureid rows")
     ap.add_argument("--cases", default="", help="comma list of case names to run (default: all)")
     ap.add_argument("--budget", type=float, default=480)
     ap.add_argument("--out", required=True)
@@ -63,6 +64,7 @@ def main():
         "emdtracker (distance map out)": f"{dec} ! {emd} ! other/x-prism-tensor(memory:CUDAMemory) ! {sink}",
         "bowclassify interval=0": f"{dec} ! bowclassify interval=0 model={a.bow_model} ! {sink}",
         "bowclassify interval=0 async=false": f"{dec} ! bowclassify interval=0 async=false model={a.bow_model} ! {sink}",
+        "textureid interval=0": f"{dec} ! textureid interval=0 gallery={a.texture_gallery} ! {sink}",
     }
     clips = {"1080p": (a.clip1080, "1585,491,70,94"), "768x576": (a.clip576, "634,262,28,50")}
     # (resolution, chain, context, Ks): the first rows answer "where does it top out and why"
@@ -76,6 +78,7 @@ def main():
         ("1080p", "emdtracker (distance map out)", "shared", [64]),
         ("1080p", "bowclassify interval=0", "shared", [16, 64]),
         ("1080p", "bowclassify interval=0 async=false", "shared", [16, 64]),
+        ("1080p", "textureid interval=0", "shared", [16, 64]),
         ("768x576", "decode", "shared", [64, 128]),
         ("768x576", "emdtracker", "shared", [64, 128]),
     ]
@@ -101,6 +104,8 @@ def main():
         if wanted and chain not in wanted:
             continue
         if chain.startswith("bowclassify") and not a.bow_model:
+            continue
+        if chain.startswith("textureid") and not a.texture_gallery:
             continue
         clip, rect = clips[res]
         branch = chains[chain].format(clip=clip, rect=rect)
