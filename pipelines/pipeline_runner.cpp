@@ -11,14 +11,12 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "camera_control.h"
 #include "camera_supervisor.h"
-#include "gst/prism/gstprismcuda.h"
 #include "launch_line.h"
 
 namespace fs = std::filesystem;
@@ -148,7 +146,6 @@ class Run {
       gst_element_set_state(pipeline_, GST_STATE_NULL);
       gst_object_unref(pipeline_);
     }
-    if (cuda_context_) gst_context_unref(cuda_context_);
   }
 
   int execute() {
@@ -214,23 +211,16 @@ class Run {
     return true;
   }
 
-  // Every element that asks for a CUDA context (decoders, uploads, ours) gets one, made when the
-  // first asks: a pipeline of many cameras waits on the GPU from many threads, which must sleep
-  // rather than spin (gst_prism_cuda_shared_context_new says why). Answered from the asking thread.
+  // need-context messages go to options_.on_need_context from the asking element's thread.
   void share_cuda_context() {
+    if (!options_.on_need_context) return;
     GstBus* bus = gst_element_get_bus(pipeline_);
     gst_bus_enable_sync_message_emission(bus);
     g_signal_connect(bus, "sync-message::need-context", G_CALLBACK(+[](GstBus*, GstMessage* msg, gpointer run) {
-                       static_cast<Run*>(run)->answer_need_context(msg);
+                       static_cast<Run*>(run)->options_.on_need_context(msg);
                      }),
                      this);
     gst_object_unref(bus);
-  }
-  void answer_need_context(GstMessage* msg) {
-    const gchar* type = nullptr;
-    if (!gst_message_parse_context_type(msg, &type) || g_strcmp0(type, "gst.cuda.context") != 0) return;
-    std::call_once(cuda_context_once_, [this] { cuda_context_ = gst_prism_cuda_shared_context_new(0); });
-    gst_prism_cuda_answer_need_context(msg, cuda_context_);
   }
 
   bool create_output_folders() {
@@ -711,8 +701,6 @@ class Run {
   GstElement* pipeline_ = nullptr;
   std::vector<std::unique_ptr<SinkCounter>> counters_;
   std::unique_ptr<CameraSupervisor> cameras_;  // with cameras: keeps them running when one drops
-  std::once_flag cuda_context_once_;
-  GstContext* cuda_context_ = nullptr;  // the one CUDA context of the run (none without a GPU)
   Clock::time_point start_, last_progress_, last_camera_progress_;
   std::map<std::string, guint64> last_camera_frames_;
   std::map<std::string, std::string> camera_of_element_;  // the cameras' elements by name

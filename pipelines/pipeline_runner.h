@@ -32,6 +32,10 @@ struct RunOptions {
   // --results writes the analysis results). A non-empty return is an error: printed, and the run
   // stops with kExitRuntimeError.
   std::function<std::string(GstMessage*)> on_element_message;
+  // When set, called for every need-context message, on the thread of the element that asks (a
+  // bus sync-message handler): prism run answers CUDA context requests with one context for the
+  // whole run (gst_prism_cuda_shared_context_new, in gst-libs, which this layer does not include).
+  std::function<void(GstMessage*)> on_need_context;
   // prism run --control / --metrics: the loop publishes each camera's state and counts to it and
   // does the cameras' additions and removals asked through it (camera_control.h).
   CameraControl* control = nullptr;
