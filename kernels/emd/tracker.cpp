@@ -382,10 +382,15 @@ void Tracker::process_cuda(const Input& in, const Output& out, const FrameParams
 
 void Tracker::draw_boxes_cuda(const std::vector<Detection>& dets, uint8_t* rgba, int64_t stride) {
   const int count = static_cast<int>(std::min<size_t>(dets.size(), kMaxDrawnBoxes));
-  for (int i = 0; i < count; i++) h_boxes_[i] = {dets[i].x, dets[i].y, dets[i].w, dets[i].h};
+  int max_w = 0, max_h = 0;
+  for (int i = 0; i < count; i++) {
+    h_boxes_[i] = {dets[i].x, dets[i].y, dets[i].w, dets[i].h};
+    max_w = std::max(max_w, dets[i].w);
+    max_h = std::max(max_h, dets[i].h);
+  }
   PRISM_CUDA_CHECK(
       cudaMemcpyAsync(d_boxes_.data(), h_boxes_.data(), sizeof(Box) * count, cudaMemcpyHostToDevice, stream_));
-  emd::draw_boxes_cuda(d_boxes_.data(), count, shape_.width, shape_.height, rgba, stride, stream_);
+  emd::draw_boxes_cuda(d_boxes_.data(), count, max_w, max_h, shape_.width, shape_.height, rgba, stride, stream_);
   PRISM_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 #endif

@@ -24,12 +24,12 @@ __global__ void boxes_kernel(const Box* boxes, int width, int height, uint8_t* r
 
 }  // namespace
 
-void draw_boxes_cuda(const Box* boxes, int count, int width, int height, uint8_t* rgba, int64_t stride,
-                     cudaStream_t stream) {
-  if (count <= 0) return;
-  // grid over the largest possible box (the frame); threads outside a box return at once
-  boxes_kernel<<<dim3((width + 31) / 32, (height + 7) / 8, count), dim3(32, 8), 0, stream>>>(boxes, width, height, rgba,
-                                                                                             stride);
+void draw_boxes_cuda(const Box* boxes, int count, int max_width, int max_height, int width, int height, uint8_t* rgba,
+                     int64_t stride, cudaStream_t stream) {
+  if (count <= 0 || max_width <= 0 || max_height <= 0) return;
+  // grid over the largest box; threads outside a smaller box return at once
+  boxes_kernel<<<dim3((max_width + 31) / 32, (max_height + 7) / 8, count), dim3(32, 8), 0, stream>>>(
+      boxes, width, height, rgba, stride);
   PRISM_CUDA_CHECK(cudaGetLastError());
 }
 

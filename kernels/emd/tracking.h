@@ -151,9 +151,10 @@ PRISM_HD bool on_outline(const Box& b, int x, int y) {
 }
 void draw_boxes_cpu(const std::vector<Box>& boxes, int width, int height, uint8_t* rgba, int64_t rgba_stride);
 #if defined(PRISM_HAVE_CUDA)
-// boxes: device array of count boxes.
-void draw_boxes_cuda(const Box* boxes, int count, int width, int height, uint8_t* rgba, int64_t rgba_stride,
-                     cudaStream_t stream);
+// boxes: device array of count boxes, none wider than max_width nor taller than max_height (the
+// grid covers that much of each box, not the frame).
+void draw_boxes_cuda(const Box* boxes, int count, int max_width, int max_height, int width, int height, uint8_t* rgba,
+                     int64_t rgba_stride, cudaStream_t stream);
 #endif
 
 }  // namespace prism::emd

@@ -24,7 +24,20 @@ using test::random_grey;
 TEST(SpectralizeGpu, MatchesTheCpuPath) {
   PRISM_NEED_GPU();
   for (auto [w, h, bins, window] :
-       std::vector<std::array<int, 4>>{{1920, 1080, 11, 11}, {333, 211, 32, 31}, {7, 5, 4, 3}, {640, 360, 8, 1}}) {
+       std::vector<std::array<int, 4>>{{1920, 1080, 11, 11},
+                                       {333, 211, 32, 31},
+                                       {7, 5, 4, 3},
+                                       {640, 360, 8, 1},
+                                       // every width of the packed counts (2, 4, 6, 8, 12, 16 words),
+                                       // tiles cut by the frame's edges, windows wider than the frame
+                                       {95, 41, 2, 5},
+                                       {129, 17, 7, 9},
+                                       {64, 64, 13, 15},
+                                       {200, 9, 16, 13},
+                                       {31, 33, 23, 21},
+                                       {257, 130, 24, 31},
+                                       {40, 300, 29, 3},
+                                       {3, 3, 32, 31}}) {
     const cv::Mat g = random_grey(w, h, 7u + static_cast<uint32_t>(bins));
     const SpectralizeParams p{bins, window};
     std::vector<float> cpu(static_cast<size_t>(w) * h * bins), gpu(cpu.size());
