@@ -7,7 +7,7 @@
 // BRANCH is a gst-launch description with {i} standing for the stream's index; it must end each
 // branch in a sink (fakesink sync=false) and hold its own frame count (identity eos-after=N + 1).
 // --context shared (the default) answers the elements' need-context with one blocking-sync CUDA
-// context, as prism run does (gst_prism_cuda_shared_context_new); element: GstCudaContext's own,
+// context, as prism run does (GstPrismCudaContextSharer); element: GstCudaContext's own,
 // made by the first element that needs one and shared through the bin (gst-launch).
 // Prints one markdown row: | LABEL | K | fps | fps per stream | cores | skipped | frames | wall |.
 #include <gst/gst.h>
@@ -30,7 +30,7 @@ struct Counter {
   std::atomic<guint64> frames{0};
   guint64 warm_at = 0;  // total frames at which the steady span starts
   std::atomic<bool> warm{false};
-  Clock::time_point t_warm, t_last;
+  Clock::time_point t_warm;
   double cpu_warm = 0;
   std::atomic<gint64> last_ns{0};
 };
@@ -52,10 +52,6 @@ GstPadProbeReturn count(GstPad*, GstPadProbeInfo*, gpointer data) {
     c->warm = true;
   }
   return GST_PAD_PROBE_OK;
-}
-
-void answer(GstBus*, GstMessage* msg, gpointer context) {
-  gst_prism_cuda_answer_need_context(msg, static_cast<GstContext*>(context));
 }
 
 std::string expand(const std::string& branch, int k) {
@@ -116,13 +112,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bad pipeline: %s\n", err ? err->message : "?");
     return 2;
   }
-  GstContext* context = shared ? gst_prism_cuda_shared_context_new(0) : nullptr;
-  if (shared && !context) std::fprintf(stderr, "no shared CUDA context (no GPU?)\n");
+  GstPrismCudaContextSharer* sharer = shared ? gst_prism_cuda_context_sharer_new() : nullptr;
   GstBus* bus = gst_element_get_bus(pipe);
-  if (context) {
-    gst_bus_enable_sync_message_emission(bus);
-    g_signal_connect(bus, "sync-message::need-context", G_CALLBACK(answer), context);
-  }
+  if (sharer) gst_prism_cuda_context_sharer_watch(sharer, bus);
   Counter c;
   c.warm_at = static_cast<guint64>(k) * warmup;
   int sinks = 0;
@@ -161,7 +153,9 @@ int main(int argc, char** argv) {
   gst_element_set_state(pipe, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(pipe);
-  if (context) gst_context_unref(context);
+  if (sharer && gst_prism_cuda_context_sharer_answered(sharer) == 0)
+    std::fprintf(stderr, "no element was given the shared CUDA context (no GPU?)\n");
+  gst_prism_cuda_context_sharer_free(sharer);
   const guint64 total = c.frames;
   if (!c.warm || total <= c.warm_at) {
     std::printf("| %s | %d | failed (%llu frames) | | | | | %.1f s |\n", label, k, (unsigned long long)total, wall);

@@ -106,7 +106,7 @@ TEST_F(EmdTrackerGpu, NvdecFramesStayInCudaMemory) {
   EXPECT_EQ(out.second, out.first) << "output left CUDA memory";
 }
 
-// What prism run does for many cameras (gst_prism_cuda_shared_context_new): the need-context of
+// What prism run does for many cameras (GstPrismCudaContextSharer): the need-context of
 // nvh264dec and emdtracker answered with one blocking-sync context. Both run in it, and the
 // detections are those of the same pipeline with GstCudaContext's own context.
 TEST_F(EmdTrackerGpu, OneSharedContextServesTheDecoderAndTheTrackerWithTheSameDetections) {
@@ -132,33 +132,21 @@ TEST_F(EmdTrackerGpu, OneSharedContextServesTheDecoderAndTheTrackerWithTheSameDe
   const RunResult reference = run_launch(launch, own);
   ASSERT_EQ(reference.error, "");
 
-  GstContext* shared = gst_prism_cuda_shared_context_new(0);
-  ASSERT_NE(shared, nullptr);
-  GstCudaContext* cuda = nullptr;
-  gst_structure_get(gst_context_get_structure(shared), "gst.cuda.context", GST_TYPE_CUDA_CONTEXT, &cuda, nullptr);
-  ASSERT_NE(cuda, nullptr);
+  GstPrismCudaContextSharer* sharer = gst_prism_cuda_context_sharer_new();
   GstElement *decoder = nullptr, *tracker = nullptr;
-  int answered = 0;
-  struct Answer {
-    GstContext* shared;
-    int* answered;
-  } answer{shared, &answered};
   RunOptions options = own;
   options.before_play = [&](GstElement* p) {
     decoder = gst_bin_get_by_name(GST_BIN(p), "d");
     tracker = gst_bin_get_by_name(GST_BIN(p), "t");
     GstBus* bus = gst_element_get_bus(p);
-    gst_bus_enable_sync_message_emission(bus);
-    g_signal_connect(bus, "sync-message::need-context", G_CALLBACK(+[](GstBus*, GstMessage* msg, gpointer data) {
-                       auto* a = static_cast<Answer*>(data);
-                       if (gst_prism_cuda_answer_need_context(msg, a->shared)) ++*a->answered;
-                     }),
-                     &answer);
+    gst_prism_cuda_context_sharer_watch(sharer, bus);
     gst_object_unref(bus);
   };
   const RunResult r = run_launch(launch, options);
   EXPECT_EQ(r.error, "");
-  EXPECT_GE(answered, 1);
+  EXPECT_GE(gst_prism_cuda_context_sharer_answered(sharer), 1u);
+  GstCudaContext* cuda = gst_prism_cuda_context_sharer_get(sharer, 0);
+  ASSERT_NE(cuda, nullptr);
   ASSERT_TRUE(decoder && tracker);
   auto context_of = [](GstElement* e) {
     GstContext* c = gst_element_get_context(e, "gst.cuda.context");
@@ -176,7 +164,7 @@ TEST_F(EmdTrackerGpu, OneSharedContextServesTheDecoderAndTheTrackerWithTheSameDe
   gst_object_unref(decoder);
   gst_object_unref(tracker);
   gst_object_unref(cuda);
-  gst_context_unref(shared);
+  gst_prism_cuda_context_sharer_free(sharer);
 }
 
 // other/x-prism-tensor in CUDA memory end to end: cudaupload -> spectralize -> emdtracker -> float

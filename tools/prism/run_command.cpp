@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -244,19 +243,13 @@ int run_command(int argc, char** argv) {
     if (args.results && !results.write_line(line, &error)) return "--results: " + error;
     return std::string();
   };
-  // Every element that asks for a CUDA context (decoders, uploads, ours) gets the same one, made
-  // when the first asks: many cameras' threads wait on the GPU, and this one sleeps while they do
+  // Every element that asks for a CUDA context (decoders, uploads, ours) gets its device's one
+  // blocking-sync context: many cameras' threads wait on the GPU, and that one sleeps while they do
   // where GStreamer's own spins (gst_prism_cuda_shared_context_new says why).
-  std::once_flag cuda_once;
-  GstContext* cuda_context = nullptr;
-  args.options.on_need_context = [&](GstMessage* msg) {
-    const gchar* type = nullptr;
-    if (!gst_message_parse_context_type(msg, &type) || g_strcmp0(type, "gst.cuda.context") != 0) return;
-    std::call_once(cuda_once, [&] { cuda_context = gst_prism_cuda_shared_context_new(0); });
-    gst_prism_cuda_answer_need_context(msg, cuda_context);
-  };
+  std::unique_ptr<GstPrismCudaContextSharer, void (*)(GstPrismCudaContextSharer*)> cuda_sharer(
+      gst_prism_cuda_context_sharer_new(), gst_prism_cuda_context_sharer_free);
+  args.options.on_need_context = [&](GstMessage* msg) { gst_prism_cuda_context_sharer_answer(cuda_sharer.get(), msg); };
   const int rc = run_pipeline(config, args.options);
-  if (cuda_context) gst_context_unref(cuda_context);
   for (auto& server : servers) server->stop();
   // The summary goes where the person reads: stderr when stdout carries the JSON lines.
   FILE* out = args.results && args.results_location == "-" ? stderr : stdout;

@@ -2,6 +2,7 @@
 
 #include "gst/prism/gstprismtensor.h"
 
+#include <map>
 #include <string>
 
 #include "common/gpu.h"
@@ -133,14 +134,91 @@ GstContext *gst_prism_cuda_shared_context_new(gint device_id) {
 #endif
 }
 
-gboolean gst_prism_cuda_answer_need_context(GstMessage *msg, GstContext *shared) {
+struct _GstPrismCudaContextSharer {
+  GMutex lock;
+  std::map<gint, GstContext *> contexts; /* NULL where making one failed: not tried again */
+  guint answered = 0;
+};
+
+GstPrismCudaContextSharer *gst_prism_cuda_context_sharer_new(void) {
+  auto *sharer = new GstPrismCudaContextSharer();
+  g_mutex_init(&sharer->lock);
+  return sharer;
+}
+
+void gst_prism_cuda_context_sharer_free(GstPrismCudaContextSharer *sharer) {
+  if (!sharer) return;
+  for (auto &entry : sharer->contexts)
+    if (entry.second) gst_context_unref(entry.second);
+  g_mutex_clear(&sharer->lock);
+  delete sharer;
+}
+
+/* The device an element will run on: its cuda-device-id (ours, nvcodec's decoders and
+ * GstCudaBaseTransform's all have one), -1 ("any") and none taken as 0. */
+static gint element_device_id(GstElement *element) {
+  GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(element), "cuda-device-id");
+  if (!spec || (spec->flags & G_PARAM_READABLE) == 0) return 0;
+  GValue v = G_VALUE_INIT;
+  g_value_init(&v, spec->value_type);
+  g_object_get_property(G_OBJECT(element), "cuda-device-id", &v);
+  gint id = 0;
+  if (G_VALUE_HOLDS_INT(&v))
+    id = g_value_get_int(&v);
+  else if (G_VALUE_HOLDS_UINT(&v))
+    id = gint(g_value_get_uint(&v));
+  g_value_unset(&v);
+  return id < 0 ? 0 : id;
+}
+
+gboolean gst_prism_cuda_context_sharer_answer(GstPrismCudaContextSharer *sharer, GstMessage *msg) {
   const gchar *type = nullptr;
-  if (!shared || GST_MESSAGE_TYPE(msg) != GST_MESSAGE_NEED_CONTEXT || !gst_message_parse_context_type(msg, &type) ||
-      g_strcmp0(type, gst_context_get_context_type(shared)) != 0 || !GST_IS_ELEMENT(GST_MESSAGE_SRC(msg)))
+  if (!sharer || GST_MESSAGE_TYPE(msg) != GST_MESSAGE_NEED_CONTEXT || !gst_message_parse_context_type(msg, &type) ||
+      g_strcmp0(type, "gst.cuda.context") != 0 || !GST_IS_ELEMENT(GST_MESSAGE_SRC(msg)))
     return FALSE;
-  gst_element_set_context(GST_ELEMENT(GST_MESSAGE_SRC(msg)), shared);
+  GstElement *element = GST_ELEMENT(GST_MESSAGE_SRC(msg));
+  const gint device_id = element_device_id(element);
+  g_mutex_lock(&sharer->lock);
+  auto found = sharer->contexts.find(device_id);
+  if (found == sharer->contexts.end())
+    found = sharer->contexts.emplace(device_id, gst_prism_cuda_shared_context_new(device_id)).first;
+  GstContext *context = found->second ? gst_context_ref(found->second) : nullptr;
+  if (context) sharer->answered++;
+  g_mutex_unlock(&sharer->lock);
+  if (!context) return FALSE;
+  gst_element_set_context(element, context);
+  gst_context_unref(context);
   return TRUE;
 }
+
+static void on_need_context(GstBus *, GstMessage *msg, gpointer sharer) {
+  gst_prism_cuda_context_sharer_answer(static_cast<GstPrismCudaContextSharer *>(sharer), msg);
+}
+
+void gst_prism_cuda_context_sharer_watch(GstPrismCudaContextSharer *sharer, GstBus *bus) {
+  gst_bus_enable_sync_message_emission(bus);
+  g_signal_connect(bus, "sync-message::need-context", G_CALLBACK(on_need_context), sharer);
+}
+
+guint gst_prism_cuda_context_sharer_answered(GstPrismCudaContextSharer *sharer) {
+  g_mutex_lock(&sharer->lock);
+  const guint n = sharer->answered;
+  g_mutex_unlock(&sharer->lock);
+  return n;
+}
+
+#if defined(PRISM_HAVE_CUDA)
+GstCudaContext *gst_prism_cuda_context_sharer_get(GstPrismCudaContextSharer *sharer, gint device_id) {
+  GstCudaContext *cuda = nullptr;
+  g_mutex_lock(&sharer->lock);
+  auto found = sharer->contexts.find(device_id);
+  if (found != sharer->contexts.end() && found->second)
+    gst_structure_get(gst_context_get_structure(found->second), "gst.cuda.context", GST_TYPE_CUDA_CONTEXT, &cuda,
+                      nullptr);
+  g_mutex_unlock(&sharer->lock);
+  return cuda;
+}
+#endif
 
 /* ---- start / stop: choose the path ---- */
 

@@ -71,14 +71,31 @@ gboolean gst_prism_cuda_handle_context_query(GstPrismCuda *cuda, GstElement *ele
 /* One CUDA context for a whole pipeline of many streams, made with CU_CTX_SCHED_BLOCKING_SYNC:
  * GstCudaContext's own (flags 0, CU_CTX_SCHED_AUTO) spins while it waits for the GPU whenever the
  * process has fewer contexts than cores, so K streams' threads waiting on decodes and syncs keep K
- * cores busy doing nothing; blocking, they sleep. An application shares it by answering the
- * elements' need-context messages (gst_prism_cuda_answer_need_context, from a sync-message
- * handler): nvh264dec, cudaupload and ours then run in it. NULL without a usable driver or device
- * `device_id` (the elements then make their own, as before). */
+ * cores busy doing nothing; blocking, they sleep. NULL without a usable driver or device
+ * `device_id`. Applications share it through a GstPrismCudaContextSharer. */
 GstContext *gst_prism_cuda_shared_context_new(gint device_id);
-/* If `msg` is a need-context message for a CUDA context, sets `shared` on the element that asked
- * and returns TRUE. */
-gboolean gst_prism_cuda_answer_need_context(GstMessage *msg, GstContext *shared);
+
+/* Answers the need-context messages of a pipeline's elements (nvh264dec, cudaupload and ours) so
+ * that every element asking for a CUDA context on device N gets the same blocking-sync one
+ * (gst_prism_cuda_shared_context_new(N)), made when the first asks. N is the asking element's
+ * `cuda-device-id` (0 when it has none or leaves it at -1, "any"). Elements ask from their own
+ * streaming threads: answering is thread-safe. Where no context can be made (no GPU), nothing is
+ * answered and the elements make their own, as without a sharer. */
+typedef struct _GstPrismCudaContextSharer GstPrismCudaContextSharer;
+GstPrismCudaContextSharer *gst_prism_cuda_context_sharer_new(void);
+/* Drops the sharer's references; elements keep the contexts they were given. */
+void gst_prism_cuda_context_sharer_free(GstPrismCudaContextSharer *sharer);
+/* TRUE when `msg` was a need-context for a CUDA context and was answered. */
+gboolean gst_prism_cuda_context_sharer_answer(GstPrismCudaContextSharer *sharer, GstMessage *msg);
+/* Answers every need-context posted on `bus` from now on (from a sync-message handler, so before the
+ * asking element goes on); the sharer must outlive the pipeline's run. */
+void gst_prism_cuda_context_sharer_watch(GstPrismCudaContextSharer *sharer, GstBus *bus);
+/* How many need-context messages were answered so far. */
+guint gst_prism_cuda_context_sharer_answered(GstPrismCudaContextSharer *sharer);
+#if defined(PRISM_HAVE_CUDA)
+/* The context shared on `device_id`, a new reference, or NULL if none was made yet. */
+GstCudaContext *gst_prism_cuda_context_sharer_get(GstPrismCudaContextSharer *sharer, gint device_id);
+#endif
 
 /* Chooses the GPU or the CPU path (see the top of this file). FALSE, with an error posted, only
  * when device=cuda and no GPU can be used. */
