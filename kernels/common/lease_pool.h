@@ -6,6 +6,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -85,5 +86,17 @@ class LeasePool {
   std::vector<std::unique_ptr<T>> idle_;
   int made_ = 0;
 };
+
+// The process's one LeasePool<T> for `key` (made with `capacity` on first use): the pools of a few
+// configurations (device, parameters) that request threads share. Never shrinks.
+template <class T, class Key>
+LeasePool<T>& keyed_lease_pool(const Key& key, int capacity) {
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<LeasePool<T>>> pools;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<LeasePool<T>>& pool = pools[key];
+  if (!pool) pool = std::make_unique<LeasePool<T>>(capacity);
+  return *pool;
+}
 
 }  // namespace prism

@@ -211,12 +211,7 @@ class ExtractorLease {
   static Pool& pool_for(int max_features) {
     int device = 0;
     PRISM_CUDA_CHECK(cudaGetDevice(&device));
-    static std::mutex pools_mutex;
-    static std::map<std::pair<int, int>, std::unique_ptr<Pool>> pools;  // never shrinks: a few per process
-    std::lock_guard<std::mutex> lock(pools_mutex);
-    std::unique_ptr<Pool>& pool = pools[{device, max_features}];
-    if (!pool) pool = std::make_unique<Pool>(kPoolSize);
-    return *pool;
+    return keyed_lease_pool<sift::CudaExtractor>(std::make_pair(device, max_features), kPoolSize);
   }
   Pool::Lease lease_;
 };
@@ -473,12 +468,7 @@ LeasePool<GpuExtraction>& gpu_extraction_pool(const FeatureParams& params) {
   const std::string key = std::to_string(device) + "/" + std::to_string(params.max_features) + "/" +
                           std::to_string(params.max_side) + "/" + params.normalisation.name() + "/" +
                           std::to_string(params.keep_fp16) + std::to_string(params.keep_fp32);
-  static std::mutex pools_mutex;
-  static std::map<std::string, std::unique_ptr<LeasePool<GpuExtraction>>> pools;  // a few per process
-  std::lock_guard<std::mutex> lock(pools_mutex);
-  auto& pool = pools[key];
-  if (!pool) pool = std::make_unique<LeasePool<GpuExtraction>>(kPoolSize);
-  return *pool;
+  return keyed_lease_pool<GpuExtraction>(key, kPoolSize);
 }
 }  // namespace
 

@@ -1,20 +1,63 @@
 // Small shared helpers of kernels/common on the CPU: the reflect-101 border every CPU and CUDA
 // filter uses (border.h) against OpenCV's own borderInterpolate, the stopwatch (stopwatch.h) and
-// the host memory figures (host_memory.h) read from files of the test's own.
+// the host memory figures (host_memory.h) read from files of the test's own, and the lease pool
+// (lease_pool.h) that request threads share CUDA extractors through.
 #include <gtest/gtest.h>
 
 #include <opencv2/core.hpp>
 
 #include <chrono>
+#include <atomic>
 #include <fstream>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "common/border.h"
 #include "common/host_memory.h"
+#include "common/lease_pool.h"
 #include "common/stopwatch.h"
 #include "test_env.h"
 
 namespace prism {
 namespace {
+
+// At most `capacity` objects are ever made, however many threads borrow at once; an object given
+// back is lent again rather than a new one made; a make() that throws leaves room for the next.
+TEST(LeasePool, MakesAtMostItsCapacityAndLendsWhatComesBack) {
+  LeasePool<int> pool(2);
+  std::atomic<int> made{0}, out{0}, most_out{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        auto lease = pool.borrow([&] { return new int(++made); });
+        const int now = ++out;
+        for (int m = most_out; now > m && !most_out.compare_exchange_weak(m, now);) {
+        }
+        EXPECT_GE(*lease, 1);
+        --out;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_LE(made.load(), 2);
+  EXPECT_LE(most_out.load(), 2);
+  EXPECT_NO_THROW(pool.borrow([]() -> int* { throw std::runtime_error("made again"); }))
+      << "with both idle, an idle one is lent and make is not called";
+  LeasePool<int> fresh(1);
+  EXPECT_THROW(fresh.borrow([]() -> int* { throw std::runtime_error("failed"); }), std::runtime_error);
+  auto lease = fresh.borrow([] { return new int(7); });  // the failed make left its room
+  EXPECT_EQ(*lease, 7);
+  EXPECT_THROW(LeasePool<int>(0), std::invalid_argument);
+}
+
+// One pool per key for the process: the same key gives the same pool, another key another.
+TEST(LeasePool, KeyedPoolsAreOnePerKey) {
+  LeasePool<double>& a = keyed_lease_pool<double>(std::make_pair(0, 512), 3);
+  EXPECT_EQ(&keyed_lease_pool<double>(std::make_pair(0, 512), 3), &a);
+  EXPECT_NE(&keyed_lease_pool<double>(std::make_pair(1, 512), 3), &a);
+  EXPECT_EQ(a.capacity(), 3);
+}
 
 // cv::borderInterpolate(BORDER_REFLECT_101) is what cv::sepFilter2D and the other CPU paths read
 // beyond the edge; reflect101 serves the CUDA kernels (bow's filter bank, SIFT's blur, CLAHE), so
