@@ -176,9 +176,14 @@ PRISM_HD SeqResult decode_subsequence(const uint8_t* bytes, const ScanTables& t,
     const int e = decode_codeword(bytes, limit, t, bit, c, z, sink);
     if (e == kDataEnd) break;
     if (e == kBadCode) {
-      r.exit = invalid_state();
+      // Not the true path (or damaged data: the verification fails on `bad` then). The chain goes
+      // on from a guess one bit further, as a subsequence's first guess does: an exit that ended
+      // here would leave every later subsequence of its group without a state to synchronise from.
       r.bad = 1;
-      return r;
+      bit += 1;
+      c = 0;
+      z = 0;
+      continue;
     }
     r.blocks += starts_block ? 1 : 0;
   }
