@@ -121,6 +121,7 @@ def main():
             stop.set()
             row = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
             if p.returncode != 0 or not row.startswith("|"):
+                print(f"{res} {chain} K={k} failed; its stderr:\n{p.stderr}", file=sys.stderr, flush=True)
                 emit(f"| {res} | {chain} | {ctx} | {k} | failed: {p.stderr.strip()[-160:]} | | | | | | | | |")
                 continue
             cells = [c.strip() for c in row.strip("|").split("|")]  # label k fps per cores skipped frames wall

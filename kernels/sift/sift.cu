@@ -250,26 +250,44 @@ __global__ void descriptor_kernel(OctaveTable t, const float* __restrict__ gauss
 // An instantiated CUDA graph, destroyed with its owner.
 class GraphExec : public gpu::detail::OwnedHandle<cudaGraphExec_t, cudaGraphExecDestroy> {
  public:
-  // Records what `enqueue` queues on `stream` and instantiates it.
+  // Records what `enqueue` queues on `stream` and instantiates it. Another thread of the process
+  // can invalidate a capture (many elements share one context under prism run: a cudaFree, which
+  // synchronises the device, while this stream captures): the capture is then made again, up to
+  // kAttempts times, before its error reaches the caller. Nothing captured has run, so nothing is
+  // done twice.
   template <class F>
   void capture(cudaStream_t stream, F enqueue) {
-    reset();
-    PRISM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    cudaGraph_t graph = nullptr;
-    try {
-      enqueue();
-    } catch (...) {
-      cudaStreamEndCapture(stream, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      cudaGetLastError();  // the capture's error is the exception's, not a later check's
-      throw;
+    for (int attempt = 1;; ++attempt) {
+      reset();
+      PRISM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      cudaGraph_t graph = nullptr;
+      cudaError_t end = cudaSuccess;
+      try {
+        enqueue();
+        end = cudaStreamEndCapture(stream, &graph);
+      } catch (...) {
+        end = cudaStreamEndCapture(stream, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();  // the capture's error is the exception's, not a later check's
+        if (end == cudaErrorStreamCaptureInvalidated && attempt < kAttempts) continue;
+        throw;
+      }
+      if (end == cudaErrorStreamCaptureInvalidated && attempt < kAttempts) {
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        continue;
+      }
+      PRISM_CUDA_CHECK(end);
+      const cudaError_t e = cudaGraphInstantiate(&handle_, graph, 0);
+      cudaGraphDestroy(graph);
+      PRISM_CUDA_CHECK(e);
+      return;
     }
-    PRISM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    const cudaError_t e = cudaGraphInstantiate(&handle_, graph, 0);
-    cudaGraphDestroy(graph);
-    PRISM_CUDA_CHECK(e);
   }
   void launch(cudaStream_t stream) const { PRISM_CUDA_CHECK(cudaGraphLaunch(handle_, stream)); }
+
+ private:
+  static constexpr int kAttempts = 8;
 };
 
 dim3 grid_for(int cols, int rows, dim3 block) {

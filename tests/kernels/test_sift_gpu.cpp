@@ -7,7 +7,9 @@
 #include <opencv2/features2d.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "common/device_array.h"
 #include "ppm.h"
@@ -78,6 +80,52 @@ TEST(SiftGpu, SameBitsOnEveryRunAndSize) {
     expect_same(first, x.detect_and_compute(big), "run " + std::to_string(run));
   }
   expect_same(first, sift::CudaExtractor().detect_and_compute(big), "a fresh extractor");
+}
+
+// Many extractors on their threads (textureid elements sharing prism run's one context), each
+// capturing graphs for new sizes, while another thread allocates and frees device memory (cudaFree
+// synchronises the device, which may invalidate a capture in progress): every result is still the
+// CPU path's, and no capture error reaches a caller.
+TEST(SiftGpu, CapturesSurviveAllocationsOnOtherThreads) {
+  PRISM_NEED_GPU();
+  const unsigned seed = std::random_device{}();
+  std::cout << "seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 6; ++i) images.push_back(test::random_texture(rng, 160 + 48 * i, 120 + 40 * i));
+  std::vector<sift::Result> expected;
+  for (const cv::Mat& g : images) expected.push_back(sift::detect_and_compute_cpu(g));
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop) {
+      void* p = nullptr;
+      if (cudaMalloc(&p, size_t(1) << 20) == cudaSuccess) cudaFree(p);
+      cudaGetLastError();
+    }
+  });
+  constexpr int kThreads = 8;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        sift::CudaExtractor x;
+        for (int round = 0; round < 3; ++round)
+          for (size_t i = 0; i < images.size(); ++i) {
+            const size_t k = (i + size_t(t)) % images.size();  // sizes in another order on each thread
+            const sift::Result r = x.detect_and_compute(images[k]);
+            if (r.keypoints.size() != expected[k].keypoints.size() ||
+                (!r.descriptors.empty() && cv::norm(r.descriptors, expected[k].descriptors, cv::NORM_INF) != 0))
+              failures[t] = "image " + std::to_string(k) + " differs from the CPU path";
+          }
+      } catch (const std::exception& e) {
+        failures[t] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  stop = true;
+  churn.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
 }
 
 // Enrolment's batches: images of one size share every launch, and each result is the CPU path's
