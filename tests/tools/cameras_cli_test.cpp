@@ -106,6 +106,10 @@ TEST(CamerasCli, FileCamerasNameTheirResults) {
   EXPECT_EQ(count(lines, [](const Json& l) { return state_of(l, "yard", "online"); }), 1u);
   EXPECT_NE(r.output.find("; door 12 "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(", yard 7 "), std::string::npos) << r.output;
+  // the end summary: each camera's state, not "1 result; no label"
+  EXPECT_NE(r.output.find("(camera door): "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("(camera): "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("no label"), std::string::npos) << r.output;
 }
 
 // A camera whose file is missing fails as the pipeline starts: it ends, the other runs to its end.
@@ -217,6 +221,7 @@ TEST(CamerasCli, RtspCameraDropsWhileTheOtherGoesOn) {
   const auto r = test::wait_prism(run, 30);
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_NE(r.output.find("prism: camera 'two' offline: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(camera two): online at the end; offline "), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("camera 'one' offline"), std::string::npos) << r.output;
 }
 

@@ -18,7 +18,14 @@ void ResultsSummary::add(const std::string& json_line) {
     Element& e = *it;
     ++e.frames;
     const nlohmann::json results = j.value("results", nlohmann::json::array());
-    if (e.factory == "emdtracker") {
+    if (e.factory == "camera") {
+      const nlohmann::json info = j.value("info", nlohmann::json::object());
+      e.camera = j.value("camera", std::string());
+      e.state = info.value("state", std::string("?"));
+      e.reason = info.value("reason", std::string());
+      e.reconnects = info.value("reconnects", 0L);
+      if (e.state == "offline") ++e.offline;
+    } else if (e.factory == "emdtracker") {
       e.detections += long(results.size());
       for (const nlohmann::json& r : results) e.tracks.insert(r.value("id", std::string()));
     } else if (e.factory == "textureid") {
@@ -46,6 +53,14 @@ void ResultsSummary::add(const std::string& json_line) {
 std::vector<std::string> ResultsSummary::lines() const {
   std::vector<std::string> out;
   for (const Element& e : elements_) {
+    if (e.factory == "camera") {  // "door-source (camera door): online at the end; offline 2 times, 2 reconnects"
+      std::string line = e.name + " (camera " + e.camera + "): " + e.state + " at the end";
+      if (e.state != "online" && !e.reason.empty()) line += " (" + e.reason + ")";
+      if (e.offline) line += "; offline " + std::to_string(e.offline) + (e.offline == 1 ? " time" : " times");
+      if (e.reconnects) line += std::string(e.offline ? ", " : "; ") + std::to_string(e.reconnects) + " reconnects";
+      out.push_back(line);
+      continue;
+    }
     std::string line =
         e.name + " (" + e.factory + "): " + std::to_string(e.frames) + " result" + (e.frames == 1 ? "" : "s");
     if (e.factory == "emdtracker") {

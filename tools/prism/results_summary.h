@@ -1,6 +1,7 @@
 // What `prism run` tells a person at the end: per analysis element, what it found in
 // the run (the products textureid identified, the labels bowclassify gave, emdtracker's detections
-// and tracks), from the same JSON lines `--results` writes (docs/RESULTS.md), which stay as they are.
+// and tracks; each camera's state: offline how often, how it ended), from the same JSON lines `--results` writes
+// (docs/RESULTS.md), which stay as they are.
 #pragma once
 
 #include <cstdio>
@@ -26,6 +27,10 @@ class ResultsSummary {
     int nothing = 0;                   // frames with no identification
     long detections = 0;
     std::set<std::string> tracks;
+    // a camera's state lines (factory "camera"): the last state, how often it went offline
+    std::string camera, state, reason;
+    int offline = 0;
+    long reconnects = 0;
   };
   std::vector<Element> elements_;
   int unreadable_ = 0;
