@@ -13,8 +13,10 @@ constexpr double kMaxBackoffS = 5;
 // A live camera that sends no frame for this long is taken as gone (a network cut leaves rtspsrc
 // waiting); a new source gets as long for its first frame (RTSP's jitterbuffer is 2 s by default).
 constexpr double kSilenceS = 10;
-// How long a remade source stays PAUSED, opening, before it is taken to PLAYING (restart).
-constexpr int kOpenWaitMs = 1000;
+// How long a remade RTSP source may stay PAUSED, opening, before it is taken to PLAYING anyway
+// (restart): it plays as soon as its rtspsrc has set its streams up (no-more-pads), other sources
+// at once; this bounds a server that never finishes the SETUP.
+constexpr int kOpenWaitMs = 5000;
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -54,8 +56,9 @@ struct CameraSupervisor::Camera {
   double backoff_s = kFirstBackoffS;
   guint64 reconnects = 0;
   bool eos_due = false;   // the branch is to get EOS once its first element is PAUSED
-  bool play_due = false;  // a remade source waits in PAUSED until play_at (see restart)
+  bool play_due = false;  // a remade source waits in PAUSED until it opened, or play_at (see restart)
   Clock::time_point play_at;
+  std::atomic<bool> opened{false};  // the current source may play: not RTSP, or its rtspsrc set up
 };
 
 CameraSupervisor::CameraSupervisor(GstElement* pipeline, const PipelineConfig& config,
@@ -147,7 +150,26 @@ void CameraSupervisor::watch(Camera& camera, GstElement* source) {
   gst_object_replace(reinterpret_cast<GstObject**>(&camera.source), GST_OBJECT(source));
   camera.buffers = 0;
   camera.ended = false;
+  camera.opened = false;
   g_signal_connect(source, "pad-added", G_CALLBACK(on_pad_added), &camera);
+  // uridecodebin makes its source as it goes to READY: an rtspsrc has opened (DESCRIBE, SETUP) once
+  // it adds its pads and says no-more-pads, which it does in PAUSED; any other source may play now.
+  g_signal_connect(source, "source-setup", G_CALLBACK(+[](GstElement* bin, GstElement* src, gpointer data) {
+                     auto* c = static_cast<Camera*>(data);
+                     {
+                       std::lock_guard<std::mutex> guard(c->lock);
+                       if (bin != c->source) return;  // an earlier source, taken out
+                     }
+                     if (g_strcmp0(G_OBJECT_TYPE_NAME(src), "GstRTSPSrc") != 0) {
+                       c->opened = true;
+                       return;
+                     }
+                     g_signal_connect(src, "no-more-pads", G_CALLBACK(+[](GstElement*, gpointer camera) {
+                                        static_cast<Camera*>(camera)->opened = true;
+                                      }),
+                                      c);
+                   }),
+                   &camera);
 }
 
 // The camera whose source (current or earlier) `msg` comes from: an ancestor named as a camera's
@@ -191,7 +213,7 @@ void CameraSupervisor::tick() {
     switch (camera.state) {
       case Camera::State::Starting:
       case Camera::State::Online:
-        if (camera.play_due && now >= camera.play_at) {
+        if (camera.play_due && (camera.opened || now >= camera.play_at)) {
           camera.play_due = false;
           std::lock_guard<std::mutex> guard(camera.lock);
           if (camera.source) gst_element_sync_state_with_parent(camera.source);
@@ -287,7 +309,7 @@ void CameraSupervisor::restart(Camera& camera) {
   // A failure to start posts its ERROR, which takes the camera offline again (handle_error).
   // PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked
   // for while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc);
-  // tick() takes it to the pipeline's state once it had time to open.
+  // tick() takes it to the pipeline's state once it opened (watch), or after kOpenWaitMs.
   gst_element_set_state(source, GST_STATE_PAUSED);
   camera.play_due = true;
   camera.play_at = Clock::now() + std::chrono::milliseconds(kOpenWaitMs);
