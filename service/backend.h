@@ -167,6 +167,9 @@ class Backend {
   virtual ServiceStats stats(Clock::time_point deadline) = 0;
   // Empty when the backend can serve; otherwise why not (GET /healthz answers 503 with it).
   virtual std::string health() = 0;
+  // More of /metrics (Prometheus text, HELP and TYPE lines included): what only this backend
+  // knows (a sharded front's Redis master). Empty by default.
+  virtual std::string metrics() { return {}; }
   // The contrast normalisation its products were enrolled with (the gallery's record; for shards,
   // the deployment's prism:normalise), which HttpApi applies to every image it extracts: a query
   // extracted otherwise would silently match worse. ServiceError 503 (with retry_after_s) while it

@@ -588,7 +588,7 @@ struct HttpApi::Impl {
             {"shards", shards}};
   }
 
-  std::string metrics_text() { return metrics.text() + batch_metrics() + gallery_metrics(); }
+  std::string metrics_text() { return metrics.text() + batch_metrics() + gallery_metrics() + backend.metrics(); }
 
   // Uploads extracted on the GPU together (texture/extraction_batcher.h): images / batches is the
   // mean batch, what the batching saves.

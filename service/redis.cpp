@@ -2,11 +2,15 @@
 
 #include <hiredis/hiredis.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <csignal>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 namespace prism::service {
 
@@ -57,8 +61,22 @@ void ignore_sigpipe() {
 
 }  // namespace
 
+std::pair<std::string, int> parse_host_port(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("'" + text + "' is not HOST:PORT (no port)");
+  const std::string host = text.substr(0, colon), port = text.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) < 1 || std::stoi(port) > 65535)
+    throw std::invalid_argument("'" + text + "': port '" + port + "' is not in 1..65535");
+  if (host.empty()) throw std::invalid_argument("'" + text + "' has no host");
+  if (host.find_first_of(" \t\r\n[]/@,") != std::string::npos)
+    throw std::invalid_argument("'" + text + "': invalid host '" + host + "'");
+  return {host, std::stoi(port)};
+}
+
 RedisUrl parse_redis_url(const std::string& url) {
-  const std::string scheme = "redis://";
+  const bool sentinel = url.compare(0, 11, "sentinel://") == 0;
+  const std::string scheme = sentinel ? "sentinel://" : "redis://";
   // What messages show: the password (between the user's ':' and the last '@') as ***.
   std::string shown = url;
   const size_t at = url.rfind('@'), start = url.find("://");
@@ -68,7 +86,9 @@ RedisUrl parse_redis_url(const std::string& url) {
   }
   auto bad = [&](const std::string& why) {
     return std::invalid_argument("Redis URL '" + shown + "': " + why +
-                                 " (expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])");
+                                 (sentinel
+                                      ? " (expected sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB])"
+                                      : " (expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB])"));
   };
   if (url.compare(0, 9, "rediss://") == 0)
     throw bad(
@@ -107,12 +127,39 @@ RedisUrl parse_redis_url(const std::string& url) {
     if (u.user.find_first_of(" \t\r\n") != std::string::npos || u.password.find_first_of("\r\n") != std::string::npos)
       throw bad("white space in the user name or a line break in the password");
   }
+  if (sentinel) {  // HOST:PORT,.../MASTER[/DB]
+    const size_t slash = rest.find('/');
+    if (slash == std::string::npos) throw bad("no /MASTER name");
+    std::string name = rest.substr(slash + 1);
+    rest.resize(slash);
+    if (const size_t db_slash = name.find('/'); db_slash != std::string::npos) {
+      rest += name.substr(db_slash);  // the /DB, parsed below
+      name.resize(db_slash);
+    }
+    if (name.empty() || name.find_first_of(" \t\r\n") != std::string::npos)
+      throw bad("invalid master name '" + name + "'");
+    u.master = name;
+  }
   if (const size_t slash = rest.find('/'); slash != std::string::npos) {
     const std::string db = rest.substr(slash + 1);
     rest.resize(slash);
     if (db.empty() || db.size() > 5 || db.find_first_not_of("0123456789") != std::string::npos)
       throw bad("database '" + db + "' is not a number");
     u.db = std::stoi(db);
+  }
+  if (sentinel) {
+    for (size_t from = 0; from <= rest.size();) {
+      const size_t comma = std::min(rest.find(',', from), rest.size());
+      try {
+        u.sentinels.push_back(parse_host_port(rest.substr(from, comma - from)));
+      } catch (const std::invalid_argument& e) {
+        throw bad(std::string("sentinel ") + e.what());
+      }
+      from = comma + 1;
+    }
+    u.host = u.sentinels.front().first;  // until the master is known
+    u.port = u.sentinels.front().second;
+    return u;
   }
   if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
     const std::string port = rest.substr(colon + 1);
@@ -128,12 +175,83 @@ RedisUrl parse_redis_url(const std::string& url) {
   return u;
 }
 
+// One per sentinel:// master and process: the address last found and the failovers followed.
+struct Redis::SentinelShared {
+  std::string master;
+  std::mutex mutex;
+  std::string address;  // under mutex
+  std::atomic<uint64_t> failovers{0};
+};
+
+namespace {
+
+std::mutex g_sentinel_mutex;
+std::function<void(const std::string&)> g_sentinel_log;  // under g_sentinel_mutex
+
+// The registry key of a sentinel:// URL: its sentinels and master (not the login: one master).
+std::string sentinel_key(const RedisUrl& u) {
+  std::string key;
+  for (const auto& [host, port] : u.sentinels) key += host + ":" + std::to_string(port) + ",";
+  return key + "/" + u.master;
+}
+
+std::shared_ptr<Redis::SentinelShared> shared_of(const RedisUrl& u, bool make) {
+  static std::map<std::string, std::shared_ptr<Redis::SentinelShared>> all;  // a few, kept for good
+  std::lock_guard lock(g_sentinel_mutex);
+  const std::string key = sentinel_key(u);
+  auto it = all.find(key);
+  if (it == all.end()) {
+    if (!make) return nullptr;
+    it = all.emplace(key, std::make_shared<Redis::SentinelShared>()).first;
+    it->second->master = u.master;
+  }
+  return it->second;
+}
+
+void sentinel_say(const std::string& line) {
+  std::function<void(const std::string&)> log;
+  {
+    std::lock_guard lock(g_sentinel_mutex);
+    log = g_sentinel_log;
+  }
+  if (log)
+    log(line);
+  else
+    std::fprintf(stderr, "prism: %s\n", line.c_str());
+}
+
+}  // namespace
+
+std::optional<SentinelStatus> sentinel_status(const std::string& url) {
+  RedisUrl u;
+  try {
+    u = parse_redis_url(url);
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+  if (u.sentinels.empty()) return std::nullopt;
+  SentinelStatus s;
+  s.master = u.master;
+  if (const std::shared_ptr<Redis::SentinelShared> shared = shared_of(u, /*make=*/false)) {
+    std::lock_guard lock(shared->mutex);
+    s.address = shared->address;
+    s.failovers = shared->failovers;
+  }
+  return s;
+}
+
+void set_sentinel_log(std::function<void(const std::string&)> log) {
+  std::lock_guard lock(g_sentinel_mutex);
+  g_sentinel_log = std::move(log);
+}
+
 std::string Reply::error_code() const {
   if (type != Type::kError) return {};
   return str.substr(0, str.find(' '));
 }
 
 Redis::Redis(const std::string& url, ms timeout) : url_(parse_redis_url(url)), timeout_(timeout) {
+  if (!url_.sentinels.empty()) sentinel_ = shared_of(url_, /*make=*/true);
   if (url_.password.empty())
     if (const char* env = std::getenv("PRISM_REDIS_PASSWORD"); env && *env) url_.password = env;
   if (!url_.user.empty() && url_.password.empty())
@@ -148,14 +266,70 @@ void Redis::disconnect() {
   ctx_ = nullptr;
 }
 
+std::string Redis::url() const {
+  if (!sentinel_ || address_.empty()) return url_.text;
+  return url_.text + " (master at " + address_ + ")";
+}
+
+uint64_t Redis::failovers() const { return sentinel_ ? sentinel_->failovers.load() : 0; }
+
+bool Redis::stale() const { return sentinel_ && ctx_ && sentinel_->failovers.load() != connected_failovers_; }
+
+std::pair<std::string, int> Redis::resolve_master(std::string& via) {
+  std::string why;
+  for (const auto& [host, port] : url_.sentinels) {
+    const std::string at = host + ":" + std::to_string(port);
+    redisContext* c = redisConnectWithTimeout(host.c_str(), port, to_timeval(timeout_));
+    if (!c || c->err) {
+      why += "; " + at + ": " + (c ? std::string(c->errstr) : std::string("out of memory"));
+      if (c) redisFree(c);
+      continue;
+    }
+    redisSetTimeout(c, to_timeval(timeout_));
+    const char* argv[] = {"SENTINEL", "get-master-addr-by-name", url_.master.c_str()};
+    const size_t lens[] = {8, 23, url_.master.size()};
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, 3, argv, lens));
+    std::string got_host, error;
+    int got_port = 0;
+    if (!r) {
+      error = c->errstr[0] ? c->errstr : "connection lost";
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+               r->element[1]->type == REDIS_REPLY_STRING) {
+      got_host.assign(r->element[0]->str, r->element[0]->len);
+      got_port = std::atoi(r->element[1]->str);
+      if (got_host.empty() || got_port < 1 || got_port > 65535) error = "an invalid address";
+    } else if (r->type == REDIS_REPLY_NIL) {
+      error = "knows no master named '" + url_.master + "'";
+    } else if (r->type == REDIS_REPLY_ERROR) {
+      error = std::string(r->str, r->len);
+    } else {
+      error = "an unexpected answer";
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    if (error.empty()) {
+      via = at;
+      return {got_host, got_port};
+    }
+    why += "; " + at + ": " + error;
+  }
+  throw RedisError("Redis master '" + url_.master + "' not found: no sentinel named it (" + why.substr(2) + ")");
+}
+
 void Redis::connect() {
   ignore_sigpipe();
-  redisContext* c = redisConnectWithTimeout(url_.host.c_str(), url_.port, to_timeval(timeout_));
-  if (!c) throw RedisError("Redis unreachable at " + url_.text + ": out of memory");
+  std::string host = url_.host, via;
+  int port = url_.port;
+  if (sentinel_) {
+    std::tie(host, port) = resolve_master(via);
+    address_ = host + ":" + std::to_string(port);
+  }
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port, to_timeval(timeout_));
+  if (!c) throw RedisError("Redis unreachable at " + url() + ": out of memory");
   if (c->err) {
     const std::string why = c->errstr;
     redisFree(c);
-    throw RedisError("Redis unreachable at " + url_.text + ": " + why);
+    throw RedisError("Redis unreachable at " + url() + ": " + why);
   }
   // AUTH and SELECT directly, not through command(): its retry on a closed connection reconnects,
   // which would send them again, without end against a server that keeps closing.
@@ -174,7 +348,7 @@ void Redis::connect() {
     if (r) freeReplyObject(r);
     if (!why.empty()) {
       redisFree(c);
-      throw RedisError("Redis at " + url_.text + " refused " + what + ": " + why);
+      throw RedisError("Redis at " + url() + " refused " + what + ": " + why);
     }
   };
   if (!url_.password.empty()) {
@@ -184,10 +358,42 @@ void Redis::connect() {
       setup({"AUTH", url_.user, url_.password}, "AUTH as '" + url_.user + "'");
   }
   if (url_.db != 0) setup({"SELECT", std::to_string(url_.db)}, "SELECT " + std::to_string(url_.db));
+  if (sentinel_) {
+    // The sentinels may name a master that is a replica by now (a failover they have not finished
+    // telling, an old master restarted): ROLE says (a user without ROLE takes the sentinels' word).
+    redisSetTimeout(c, to_timeval(timeout_));
+    auto* r = static_cast<redisReply*>(redisCommand(c, "ROLE"));
+    std::string role;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING)
+      role.assign(r->element[0]->str, r->element[0]->len);
+    const bool lost = !r;
+    if (r) freeReplyObject(r);
+    if (lost || (!role.empty() && role != "master")) {
+      redisFree(c);
+      throw RedisError("Redis at " + url() +
+                       (lost ? " closed the connection (ROLE)" : " is a " + role + ", not the master") + " (sentinel " +
+                       via + " named it: a failover in progress?)");
+    }
+    std::string line;
+    {
+      std::lock_guard lock(sentinel_->mutex);
+      if (sentinel_->address.empty()) {
+        line = "Redis master '" + url_.master + "' is at " + address_ + " (sentinel " + via + ")";
+      } else if (sentinel_->address != address_) {
+        line = "Redis master '" + url_.master + "' failed over: " + sentinel_->address + " -> " + address_ +
+               " (sentinel " + via + ")";
+        ++sentinel_->failovers;
+      }
+      sentinel_->address = address_;
+      connected_failovers_ = sentinel_->failovers.load();
+    }
+    if (!line.empty()) sentinel_say(line);
+  }
   ctx_ = c;
 }
 
 Reply Redis::command(const std::vector<std::string>& argv, ms block) {
+  if (stale()) disconnect();  // another connection of this process followed a failover
   for (int attempt = 0;; ++attempt) {
     const bool reused = ctx_ != nullptr;
     if (!ctx_) connect();
@@ -203,6 +409,13 @@ Reply Redis::command(const std::vector<std::string>& argv, ms block) {
     if (r) {
       Reply out = convert(r);
       freeReplyObject(r);
+      if (sentinel_ && out.error() && out.error_code() == "READONLY") {
+        // Demoted to a replica: the command did not run. Once more on the master the sentinels name.
+        disconnect();
+        if (attempt == 0) continue;
+        throw RedisError("Redis at " + url() + " is a replica now (" + out.str + ", " + argv.at(0) +
+                         "): waiting for the sentinels to name the new master");
+      }
       return out;
     }
     const int err = ctx_->err, sys = errno;
@@ -210,7 +423,7 @@ Reply Redis::command(const std::vector<std::string>& argv, ms block) {
     disconnect();
     const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (sys == ECONNRESET || sys == EPIPE));
     if (!(reused && closed && attempt == 0))
-      throw RedisError("Redis unreachable at " + url_.text + ": " + why + " (" + argv.at(0) + ")");
+      throw RedisError("Redis unreachable at " + url() + ": " + why + " (" + argv.at(0) + ")");
   }
 }
 

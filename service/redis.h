@@ -9,16 +9,27 @@
 // unreachable at the URL. Error replies (-ERR, -NOGROUP ...) are not failures: they come back as a
 // Reply of type kError for the caller to judge.
 //
+// Sentinel (a master that fails over): hiredis 0.14 has no Sentinel support, so a Redis given a
+// sentinel:// URL asks the sentinels itself at every (re)connection, in turn until one knows the
+// master (SENTINEL get-master-addr-by-name), checks with ROLE that the address it was given is a
+// master, and reconnects the same way when the connection is lost or the server answers READONLY
+// (a master demoted to replica). The processes of one deployment share what they learn: the first
+// connection to see a new master address logs one line (old -> new) and counts one failover
+// (SentinelStatus), which the other connections of the process see through failovers() and follow.
+//
 // Not thread-safe (neither is a hiredis context): a thread uses its own Redis, or takes one from a
 // RedisPool for the duration of a request.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct redisContext;
@@ -36,6 +47,10 @@ struct RedisError : std::runtime_error {
 // for the default user); USER alone (redis://USER@HOST) takes the password from the environment
 // variable PRISM_REDIS_PASSWORD, which keeps it off the command line (ps, systemd units).
 // rediss:// is refused: Debian 12's hiredis 0.14 has no TLS (docs/SERVICE.md says what to do).
+//
+// sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]: the master named MASTER, as
+// the sentinels at HOST:PORT (no default port) say (what `--sentinel HOST:PORT,... --master NAME`
+// makes). The login and DB are the master's; the sentinels are asked without one.
 struct RedisUrl {
   std::string text;  // as given, with the password replaced by *** (what messages and logs show)
   std::string host;
@@ -43,9 +58,29 @@ struct RedisUrl {
   int db = 0;
   std::string user;      // empty: the default user
   std::string password;  // empty: no AUTH (unless PRISM_REDIS_PASSWORD, see Redis)
+  // sentinel:// only: the sentinels, in the order they are asked, and the master's name.
+  std::vector<std::pair<std::string, int>> sentinels;
+  std::string master;
 };
 // Throws std::invalid_argument naming the URL (password hidden) and what is wrong with it.
 RedisUrl parse_redis_url(const std::string& url);
+// HOST:PORT (PORT 1..65535, no default): {host, port}. std::invalid_argument quoting `text` and
+// what is wrong with it (not where it came from: the caller names its option).
+std::pair<std::string, int> parse_host_port(const std::string& text);
+
+// What this process knows of a sentinel:// master (shared by every connection to it): its address
+// HOST:PORT as last found (empty before the first connection) and how many times it changed
+// (failovers followed since the process started).
+struct SentinelStatus {
+  std::string master;   // the name the sentinels know it by
+  std::string address;  // HOST:PORT
+  uint64_t failovers = 0;
+};
+// The status of the sentinel:// URL `url`'s master; nullopt for a redis:// URL (or a bad one).
+std::optional<SentinelStatus> sentinel_status(const std::string& url);
+// Where the line of each failover followed goes (one per process and master): by default stderr,
+// as "prism: Redis master 'NAME' failed over: OLD -> NEW (...)". Set it before any connection.
+void set_sentinel_log(std::function<void(const std::string&)> log);
 
 // One reply. Status replies (+OK) are strings; nested arrays keep their structure.
 struct Reply {
@@ -76,18 +111,34 @@ class Redis {
   // connection is then dropped and the next command reconnects. A connection that was idle in a
   // pool may have been closed by a Redis restart: when a command fails on a reused connection with
   // the connection closed (not a timeout), it is retried once on a fresh one (every command this
-  // deployment sends may run twice: stream entries are applied idempotently).
+  // deployment sends may run twice: stream entries are applied idempotently). Through sentinels,
+  // a READONLY error (the master was demoted) also reconnects to the master the sentinels name
+  // and retries once; a second READONLY is a RedisError.
   Reply command(const std::vector<std::string>& argv, ms block = ms(0));
 
-  const std::string& url() const { return url_.text; }
+  // The URL (password hidden); through sentinels, with the master's address when connected.
+  std::string url() const;
   bool connected() const { return ctx_ != nullptr; }
   void disconnect();
+  // Through sentinels: the failovers this process has followed so far (SentinelStatus), which a
+  // caller compares with what it saw to redo its setup on the new master. 0 for redis:// URLs.
+  uint64_t failovers() const;
+
+  struct SentinelShared;  // redis.cpp: one per master and process
 
  private:
   void connect();
+  // Through sentinels: connected before the process followed a failover (another connection found
+  // a new master), so possibly to the old master, which is dropped before the next command.
+  bool stale() const;
+  // Through sentinels: the master's address, asking each sentinel in turn. RedisError when none answers.
+  std::pair<std::string, int> resolve_master(std::string& via);
   RedisUrl url_;
   ms timeout_;
   redisContext* ctx_ = nullptr;
+  std::shared_ptr<SentinelShared> sentinel_;  // null for redis:// URLs
+  std::string address_;                       // HOST:PORT of the connected master (sentinels)
+  uint64_t connected_failovers_ = 0;          // failovers() when this connection was made
 };
 
 // Connections for a multi-threaded caller (the HTTP server calls a backend from many threads):

@@ -325,10 +325,16 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
   std::string position = "0";  // "0": our pending entries; ">": new ones
   Clock::time_point last_beat{}, last_claim = Clock::now();
   int backoff = 100, retry_backoff = 100;
+  uint64_t followed = 0;  // redis.failovers() at the last prepare
   while (!stop) {
     try {
+      // A failover (through Sentinel) followed by any connection of this process: the new master
+      // may lack the group or the pending entries' state (replication is asynchronous), so
+      // everything is set up again there and the pending entries re-read.
+      if (ready && redis.failovers() != followed) ready = false;
       if (!ready) {
         prepare(redis);
+        followed = redis.failovers();
         ready = true;
         position = "0";
         backoff = 100;
@@ -446,10 +452,13 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
   std::string position = "0";
   Clock::time_point last_claim = Clock::now();
   int backoff = 100;
+  uint64_t followed = redis.failovers();
   while (!stop) {
     try {
+      if (ready && redis.failovers() != followed) ready = false;  // a failover: as in writer_loop
       if (!ready) {
         shard::ensure_group(redis, stream, shard::kReadersGroup);
+        followed = redis.failovers();
         ready = true;
         position = "0";
         backoff = 100;

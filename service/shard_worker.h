@@ -77,7 +77,7 @@
 namespace prism::service {
 
 struct ShardWorkerOptions {
-  std::string redis;    // redis://HOST:PORT[/DB]
+  std::string redis;    // redis://HOST:PORT[/DB], or sentinel://HOST:PORT,.../MASTER (redis.h)
   int shard = 0;        // K, in [0, shards)
   int shards = 0;       // N; 0: read prism:shards (which must then be set)
   std::string replica;  // NAME; empty: the host name (one replica per host and shard)

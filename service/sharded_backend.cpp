@@ -437,6 +437,29 @@ std::map<int, std::vector<std::string>> scan_shard_keys(Redis& redis, const std:
 
 }  // namespace
 
+std::string ShardedBackend::metrics() {
+  const std::optional<SentinelStatus> s = sentinel_status(options_.redis);
+  if (!s) return {};
+  auto label = [](const std::string& v) {  // Prometheus label value escapes
+    std::string out;
+    for (const char c : v) {
+      if (c == '\\' || c == '"') out += '\\';
+      out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out;
+  };
+  const std::string master = "master=\"" + label(s->master) + "\"";
+  std::string text =
+      "# HELP prism_redis_failovers_total Redis master failovers this front has followed (through Sentinel).\n"
+      "# TYPE prism_redis_failovers_total counter\n"
+      "prism_redis_failovers_total{" +
+      master + "} " + std::to_string(s->failovers) +
+      "\n# HELP prism_redis_master_info The Redis master this front uses now, as the sentinels named it.\n"
+      "# TYPE prism_redis_master_info gauge\n";
+  if (!s->address.empty()) text += "prism_redis_master_info{" + master + ",address=\"" + label(s->address) + "\"} 1\n";
+  return text;
+}
+
 std::map<int, std::vector<std::string>> ShardedBackend::live_workers(bool for_reads) {
   try {
     RedisPool::Lease redis = pool_.acquire();

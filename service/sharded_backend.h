@@ -30,7 +30,7 @@
 namespace prism::service {
 
 struct ShardedOptions {
-  std::string redis;  // redis://HOST:PORT[/DB]
+  std::string redis;  // redis://HOST:PORT[/DB], or sentinel://HOST:PORT,.../MASTER (redis.h)
   int shards = 0;     // N; 0: read prism:shards (which must then be set)
   // The deadline of a call given none (Clock::time_point::max()).
   std::chrono::milliseconds default_timeout{10000};
@@ -65,6 +65,8 @@ class ShardedBackend : public Backend {
   // Why the deployment cannot serve: Redis unreachable, prism:shards missing or other, a shard
   // without a live worker, a replica failing a write, or the normalisation not announced yet.
   std::string health() override;
+  // Through Sentinel: prism_redis_failovers_total and prism_redis_master_info (docs/SERVICE.md).
+  std::string metrics() override;
 
   int shards() const { return shards_; }
   // The workers whose liveness key (prism:worker:K:NAME: refreshed every 3 s, expiring after 10 s)
