@@ -26,7 +26,8 @@ std::vector<Option> redis_options(RedisFlags& flags) {
       with_value({"--sentinel"}, flags.sentinel),
       with_value({"--master"}, flags.master),
       with_value({"--redis-user"}, flags.user),
-      with_value({"--redis-db"}, [&flags](const std::string& a, const std::string& v) { flags.db = parse_int(a, v, 0, 99999); }),
+      with_value({"--redis-db"},
+                 [&flags](const std::string& a, const std::string& v) { flags.db = parse_int(a, v, 0, 99999); }),
   };
 }
 
@@ -57,7 +58,8 @@ std::string redis_target(const RedisFlags& f) {
     if (!f.master.empty()) throw UsageError("--master goes with --sentinel HOST:PORT,...");
     if (!f.user.empty())
       throw UsageError("--redis-user goes with --sentinel (with --redis the user is in the URL: redis://USER@HOST)");
-    if (f.db >= 0) throw UsageError("--redis-db goes with --sentinel (with --redis the database is in the URL: redis://HOST/DB)");
+    if (f.db >= 0)
+      throw UsageError("--redis-db goes with --sentinel (with --redis the database is in the URL: redis://HOST/DB)");
     return f.redis;
   }
   if (f.master.empty())

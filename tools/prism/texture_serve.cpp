@@ -18,6 +18,7 @@
 #include "local_backend.h"
 #include "sharded_backend.h"
 #include "options.h"
+#include "redis_flags.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -25,15 +26,17 @@ namespace prism::cli {
 namespace {
 
 constexpr const char* kServeUsage =
-    "usage: prism texture serve (--gallery DIR | --redis URL) [OPTIONS]\n"
+    "usage: prism texture serve (--gallery DIR | --redis URL | --sentinel HOST:PORT,... --master NAME)\n"
+    "                           [OPTIONS]\n"
     "\n"
     "Serves the texture API (docs/SERVICE.md, docs/openapi.yaml) until SIGINT or SIGTERM.\n"
     "\n"
     "  --gallery DIR        one process holds the gallery (created when absent or empty)\n"
-    "  --redis URL          a front of shard workers ('prism texture shard') through Redis,\n"
-    "                       e.g. redis://127.0.0.1:6379 or redis://prism-front@10.0.0.5:6379\n"
-    "                       (USER@ without :PASSWORD: the password from $PRISM_REDIS_PASSWORD)\n"
-    "  --shards N           with --redis: the shard count (set once for the deployment)\n"
+    "  --redis URL, --sentinel HOST:PORT,... --master NAME\n"
+    "                       a front of shard workers ('prism texture shard') through Redis\n"
+    "                       (below)\n"
+    "  --shards N           with --redis or --sentinel: the shard count (set once for the\n"
+    "                       deployment)\n"
     "  --listen HOST:PORT   where to listen (default 127.0.0.1:8080; port 0: any free port)\n"
     "  --keys FILE          API keys, one 'KEY read|write [NAME]' per line; required unless HOST\n"
     "                       is a loopback address\n"
@@ -73,10 +76,12 @@ constexpr const char* kServeUsage =
     "                       refused with 503). Queries and enrolments are always extracted with\n"
     "                       the gallery's normalisation\n"
     "  --min-significance S the default decision threshold (default 3.6)\n"
-    "  --log                one line per request on stderr\n";
+    "  --log                one line per request on stderr\n"
+    "\n"
+    "Redis (a sharded front):\n";
 
 struct ServeOptions {
-  std::string gallery, redis, host = "127.0.0.1", keys;
+  std::string gallery, redis, host = "127.0.0.1", keys;  // redis: redis:// or sentinel:// (redis_target)
   int port = 8080, shards = 0;
   service::ApiOptions api;
   texture::IndexOptions index;
@@ -99,9 +104,9 @@ ServeOptions parse_serve(int argc, char** argv) {
     o.host = v.substr(0, colon);
     o.port = parse_int("--listen's port", v.substr(colon + 1), 0, 65535);
   };
-  const std::vector<Option> table = {
+  RedisFlags redis;
+  std::vector<Option> table = {
       with_value({"--gallery"}, o.gallery),
-      with_value({"--redis"}, o.redis),
       with_value({"--shards"}, [&](Name a, Value v) { o.shards = parse_int(a, v, 1, 4096); }),
       with_value({"--listen"}, listen),
       with_value({"--keys"}, o.keys),
@@ -138,12 +143,16 @@ ServeOptions parse_serve(int argc, char** argv) {
       flag({"--log"}, o.api.log_requests),
       help([] {
         std::fputs(kServeUsage, stdout);
+        std::fputs(kRedisFlagsUsage, stdout);
         std::exit(0);
       }),
   };
+  for (Option& row : redis_options(redis)) table.push_back(std::move(row));
   parse_options(arguments(argc, argv, 1), table);
-  if (o.gallery.empty() == o.redis.empty()) throw UsageError("give one of --gallery DIR and --redis URL");
-  if (o.shards && o.redis.empty()) throw UsageError("--shards goes with --redis");
+  o.redis = redis_target(redis);  // UsageError naming the flag
+  if (o.gallery.empty() == o.redis.empty())
+    throw UsageError("give one of --gallery DIR and --redis URL (or --sentinel HOST:PORT,... --master NAME)");
+  if (o.shards && o.redis.empty()) throw UsageError("--shards goes with --redis or --sentinel");
   if (o.index.stream_host_digests && !o.index.host_digest_rows)
     throw UsageError("--stream-digests needs --digest-rows");
   if (o.index.host_digest_rows && o.gallery.empty())
@@ -165,7 +174,8 @@ std::unique_ptr<service::Backend> sharded_front(const ServeOptions& o) {
   try {
     return std::make_unique<service::ShardedBackend>(so);
   } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--redis: ") + e.what());
+    throw UsageError(std::string(o.redis.rfind("sentinel://", 0) == 0 ? "--sentinel, --master: " : "--redis: ") +
+                     e.what());
   }
 }
 
@@ -209,6 +219,8 @@ int texture_serve_command(int argc, char** argv) {
              local->normalisation().name();
       backend = std::move(local);
     } else {
+      service::set_sentinel_log(  // through Sentinel: the master's address, then one line per failover
+          [](const std::string& line) { std::fprintf(stderr, "prism texture serve: %s\n", line.c_str()); });
       backend = sharded_front(o);
       what = "shards through " + service::parse_redis_url(o.redis).text;  // password hidden
     }
@@ -232,7 +244,7 @@ int texture_serve_command(int argc, char** argv) {
     std::printf("prism texture serve: stopped\n");
     return 0;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "prism texture serve: error: %s\n\n%s", e.what(), kServeUsage);
+    std::fprintf(stderr, "prism texture serve: error: %s\n\n%s%s", e.what(), kServeUsage, kRedisFlagsUsage);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "prism texture serve: error: %s\n", e.what());

@@ -16,6 +16,7 @@
 #include "common/numa.h"
 #include "shard_worker.h"
 #include "options.h"
+#include "redis_flags.h"
 #include "texture_util.h"
 
 namespace prism::cli {
@@ -23,15 +24,14 @@ namespace prism::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: prism texture shard --redis URL --shard K [--shards N] --gallery DIR [OPTIONS]\n"
+    "usage: prism texture shard (--redis URL | --sentinel HOST:PORT,... --master NAME) --shard K\n"
+    "                           [--shards N] --gallery DIR [OPTIONS]\n"
     "\n"
     "Serves shard K of a sharded deployment: applies its writes to the gallery DIR and answers\n"
     "gets, verifies and searches for the fronts (prism texture serve --redis URL). Runs until\n"
     "SIGTERM or SIGINT.\n"
     "\n"
-    "options:\n"
-    "  --redis URL          redis://[[USER]:PASSWORD@]HOST:PORT[/DB] (USER@ alone: the password\n"
-    "                       from $PRISM_REDIS_PASSWORD)\n"
+    "options (and Redis's, below):\n"
     "  --shard K            the shard this worker serves (0 .. N-1)\n"
     "  --shards N           the shard count; checked against (or stored in) Redis's prism:shards;\n"
     "                       default: what prism:shards says\n"
@@ -51,7 +51,9 @@ constexpr const char* kUsage =
     "                       divides 768, 16..384), out of --gpu-memory, for searches that ask for\n"
     "                       digest_candidates (default 0: none; such searches are then exact)\n"
     "  --stream-digests     with --digest-rows: keep no digests; each digest search copies the\n"
-    "                       host-memory products' first N rows across PCIe (no memory; same answers)\n";
+    "                       host-memory products' first N rows across PCIe (no memory; same answers)\n"
+    "\n"
+    "Redis:\n";
 
 std::atomic<bool> g_stop{false};
 
@@ -87,9 +89,12 @@ int texture_shard_command(const std::vector<std::string>& args) {
         o.local.index.device = parse_device(a, v);
       }
     };
-    const std::vector<Option> table = {
-        help([] { std::fputs(kUsage, stdout); }),
-        with_value({"--redis"}, o.redis),
+    RedisFlags redis;
+    std::vector<Option> table = {
+        help([] {
+          std::fputs(kUsage, stdout);
+          std::fputs(kRedisFlagsUsage, stdout);
+        }),
         with_value({"--shard"},
                    [&](Name a, Value v) {
                      o.shard = parse_int(a, v, 0, 4095);
@@ -107,8 +112,10 @@ int texture_shard_command(const std::vector<std::string>& args) {
                    [&](Name a, Value v) { o.local.index.host_digest_rows = parse_digest_rows(a, v, true); }),
         flag({"--stream-digests"}, o.local.index.stream_host_digests),
     };
+    for (Option& row : redis_options(redis)) table.push_back(std::move(row));
     if (!parse_options(args, table)) return 0;  // --help
-    if (o.redis.empty()) throw UsageError("--redis URL is required");
+    o.redis = redis_target(redis);              // UsageError naming the flag
+    if (o.redis.empty()) throw UsageError("--redis URL (or --sentinel HOST:PORT,... --master NAME) is required");
     if (!have_shard) throw UsageError("--shard K is required");
     if (o.local.gallery.empty()) throw UsageError("--gallery DIR is required");
     if (o.local.index.stream_host_digests && !o.local.index.host_digest_rows)
@@ -120,10 +127,10 @@ int texture_shard_command(const std::vector<std::string>& args) {
     try {
       service::Redis probe(o.redis);  // checks the URL (and its password), connects not
     } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--redis: ") + e.what());
+      throw UsageError(std::string(redis.sentinel.empty() ? "--redis: " : "--sentinel, --master: ") + e.what());
     }
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "prism texture shard: error: %s\n\n%s", e.what(), kUsage);
+    std::fprintf(stderr, "prism texture shard: error: %s\n\n%s%s", e.what(), kUsage, kRedisFlagsUsage);
     return 2;
   }
   try {
@@ -144,6 +151,10 @@ int texture_shard_command(const std::vector<std::string>& args) {
       }
       std::fprintf(stderr, "prism texture shard: shard %d: %s\n", o.shard, placed.c_str());
     }
+    const int shard = o.shard;
+    service::set_sentinel_log([shard](const std::string& line) {  // the master's address, a line per failover
+      std::fprintf(stderr, "prism texture shard: shard %d: %s\n", shard, line.c_str());
+    });
     service::ShardWorker worker(o);
     worker.run(g_stop);
     return 0;
