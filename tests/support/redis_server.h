@@ -61,6 +61,7 @@ class RedisServer {
     start();
   }
   bool running() const { return child_ != nullptr; }
+  pid_t pid() const { return child_ ? child_->pid() : -1; }  // SIGSTOP, SIGCONT
 
  private:
   std::filesystem::path dir_;

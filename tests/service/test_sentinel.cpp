@@ -1,0 +1,317 @@
+// Redis that fails over (docs/SERVICE.md, "Redis Sentinel"): a real front and a real shard worker
+// (`prism texture serve|shard --sentinel ... --master prism`) against a redis-server master, its
+// replica and three redis-sentinel processes on loopback. The master is killed (kill -9) after an
+// enrolment its replica never received, the replica with it, and the replica restarted from its own
+// AOF: the sentinels promote it without that write's stream entry. Requests work again once the
+// sentinels have failed over; everything acknowledged before is still found (the gallery is the
+// durable record); front and worker each log the failover once, and the front's /metrics count it.
+// Skips loudly without redis-sentinel unless PRISM_REQUIRE_REDIS=1 (CI: tools/install-deps).
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "ppm.h"
+#include "redis.h"
+#include "redis_server.h"
+#include "test_env.h"
+#include "texture_cases.h"
+
+namespace prism::service {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// The redis-sentinel to use ($PRISM_REDIS_SENTINEL, else the first on PATH, else Debian's), "" when absent.
+std::string sentinel_path() {
+  if (const char* env = std::getenv("PRISM_REDIS_SENTINEL"); env && *env) return access(env, X_OK) == 0 ? env : "";
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string d; std::getline(dirs, d, ':');)
+      if (!d.empty()) candidates.push_back(d + "/redis-sentinel");
+  }
+  candidates.push_back("/usr/bin/redis-sentinel");
+  for (const std::string& c : candidates)
+    if (access(c.c_str(), X_OK) == 0) return c;
+  return "";
+}
+
+#define PRISM_NEED_SENTINEL()                                                                                   \
+  do {                                                                                                          \
+    if (::prism::test::redis_server_path().empty() || sentinel_path().empty()) {                                \
+      if (::prism::test::redis_required())                                                                      \
+        FAIL() << "PRISM_REQUIRE_REDIS=1 but no redis-server or redis-sentinel (tools/install-deps)";           \
+      std::cerr << "*** SKIPPING: redis-server or redis-sentinel not found (apt install redis-sentinel) ***\n"; \
+      GTEST_SKIP() << "no redis-sentinel";                                                                      \
+    }                                                                                                           \
+  } while (0)
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// Polls `ok` every 100 ms for up to `limit`: whether it came true.
+bool within(std::chrono::milliseconds limit, const std::function<bool()>& ok) {
+  for (const auto give_up = std::chrono::steady_clock::now() + limit;;) {
+    if (ok()) return true;
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// One command to the Redis at `url` (a fresh connection): its reply, or an error reply saying why
+// none came.
+Reply ask(const std::string& url, const std::vector<std::string>& argv) {
+  try {
+    Redis r(url, Redis::ms(1000));
+    return r.command(argv);
+  } catch (const RedisError& e) {
+    Reply none;
+    none.type = Reply::Type::kError;
+    none.str = std::string("UNREACHABLE ") + e.what();
+    return none;
+  }
+}
+
+// A field of a flat [name, value, ...] reply (SENTINEL MASTER), "" when absent.
+std::string field(const Reply& r, const std::string& name) {
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2)
+    if (r.elements[i].str == name) return r.elements[i + 1].str;
+  return "";
+}
+
+// redis-sentinel on 127.0.0.1, its config (which it rewrites) and log in `dir`, watching
+// `master_port` as "prism" with quorum 2, a master down after 1 s, failover timeout 3 s.
+class Sentinel {
+ public:
+  Sentinel(const std::filesystem::path& dir, int master_port) {
+    std::filesystem::create_directories(dir);
+    for (int attempt = 1;; ++attempt) {  // the port was free a moment ago: another is tried if taken
+      port_ = test::free_port();
+      std::ofstream((dir / "sentinel.conf").string())
+          << "port " << port_ << "\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir " << dir.string()
+          << "\nsentinel resolve-hostnames no\nsentinel monitor prism 127.0.0.1 " << master_port
+          << " 2\nsentinel down-after-milliseconds prism 1000\nsentinel failover-timeout prism 3000\n"
+             "sentinel parallel-syncs prism 1\n";
+      child_ = std::make_unique<test::ChildProcess>(
+          std::vector<std::string>{sentinel_path(), (dir / "sentinel.conf").string()}, (dir / "log.txt").string());
+      if (within(5s, [&] { return !child_->running() || ask(url(), {"PING"}).str == "PONG"; }) && child_->running())
+        return;
+      if (attempt == 3)
+        throw std::runtime_error("redis-sentinel did not start: " + read_file((dir / "log.txt").string()));
+    }
+  }
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<test::ChildProcess> child_;  // killed (SIGKILL) with the test, however it ends
+};
+
+TEST(SentinelUrl, ParsesAndNamesTheBadOnes) {
+  const RedisUrl u = parse_redis_url("sentinel://prism-front:p%40ss@10.0.0.5:26379,10.0.0.6:26380/prism/2");
+  ASSERT_EQ(u.sentinels.size(), 2u);
+  EXPECT_EQ(u.sentinels[0], std::make_pair(std::string("10.0.0.5"), 26379));
+  EXPECT_EQ(u.sentinels[1], std::make_pair(std::string("10.0.0.6"), 26380));
+  EXPECT_EQ(u.master, "prism");
+  EXPECT_EQ(u.db, 2);
+  EXPECT_EQ(u.user, "prism-front");
+  EXPECT_EQ(u.password, "p@ss");
+  EXPECT_EQ(u.text, "sentinel://prism-front:***@10.0.0.5:26379,10.0.0.6:26380/prism/2");
+  EXPECT_EQ(parse_redis_url("sentinel://h:1/m").db, 0);
+  for (const std::string bad : {"sentinel://h:1", "sentinel://h/m", "sentinel://h:0/m", "sentinel://h:1,/m",
+                                "sentinel://h:1//", "sentinel://h:1/m/x", "sentinel://:1/m"}) {
+    try {
+      parse_redis_url(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + bad + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("sentinel://[[USER]:PASSWORD@]HOST:PORT"), std::string::npos) << e.what();
+    }
+  }
+  // No sentinel answers: one RedisError naming each sentinel and why.
+  const int dead = test::free_port();
+  Redis r("sentinel://127.0.0.1:" + std::to_string(dead) + "/prism", Redis::ms(500));
+  try {
+    r.command({"PING"});
+    ADD_FAILURE() << "a master was found without a sentinel";
+  } catch (const RedisError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "Redis master 'prism' not found: no sentinel named it (127.0.0.1:" + std::to_string(dead) + ": "),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(sentinel_status("redis://127.0.0.1:6379"));
+  ASSERT_TRUE(sentinel_status("sentinel://127.0.0.1:" + std::to_string(dead) + "/prism"));
+  EXPECT_EQ(sentinel_status("sentinel://127.0.0.1:" + std::to_string(dead) + "/prism")->failovers, 0u);
+}
+
+TEST(Sentinel, FrontAndWorkerFollowAFailoverAndLoseNothingAcknowledged) {
+  PRISM_NEED_SENTINEL();
+  const auto start = std::chrono::steady_clock::now();
+  test::TempDir dir;
+  test::RedisServer master(dir.path() / "master");
+  test::RedisServer replica(dir.path() / "replica", {"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  const std::string master_at = "127.0.0.1:" + std::to_string(master.port());
+  const std::string replica_at = "127.0.0.1:" + std::to_string(replica.port());
+  // The replica in sync before the sentinels start: they learn of it from the master's INFO.
+  ASSERT_TRUE(within(10s, [&] {
+    return ask(replica.url(), {"INFO", "replication"}).str.find("master_link_status:up") != std::string::npos;
+  })) << read_file(dir.file("replica/redis.log"));
+  std::vector<std::unique_ptr<Sentinel>> sentinels;
+  for (int i = 0; i < 3; ++i)
+    sentinels.push_back(std::make_unique<Sentinel>(dir.path() / ("sentinel" + std::to_string(i)), master.port()));
+  auto sentinel_logs = [&] {
+    std::string all;
+    for (int i = 0; i < 3; ++i)
+      all +=
+          "--- sentinel " + std::to_string(i) + "\n" + read_file(dir.file("sentinel" + std::to_string(i) + "/log.txt"));
+    return all;
+  };
+  // Each knows the replica and the two others (hello messages every 2 s), so that they can agree.
+  ASSERT_TRUE(within(20s, [&] {
+    for (const auto& s : sentinels) {
+      const Reply m = ask(s->url(), {"SENTINEL", "MASTER", "prism"});
+      if (field(m, "num-slaves") != "1" || field(m, "num-other-sentinels") != "2") return false;
+    }
+    return true;
+  })) << sentinel_logs();
+  // The first sentinel listed is down: the others are asked in turn.
+  std::string list = "127.0.0.1:" + std::to_string(test::free_port());
+  for (const auto& s : sentinels) list += "," + s->address();
+  const std::string flags = " --sentinel " + list + " --master prism --shards 1";
+
+  const std::string worker_log = dir.file("worker.txt"), front_log = dir.file("front.txt");
+  test::ChildProcess worker(words(std::string(PRISM_EXE) + " texture shard" + flags +
+                                  " --shard 0 --replica a --device cpu --gallery " + dir.file("gallery")),
+                            worker_log);
+  test::ChildProcess front(
+      words(std::string(PRISM_EXE) + " texture serve" + flags + " --listen 127.0.0.1:0 --device cpu --deadline 10000"),
+      front_log);
+  auto logs = [&] {
+    return "--- front\n" + read_file(front_log) + "--- worker\n" + read_file(worker_log) + sentinel_logs();
+  };
+  std::smatch m;
+  ASSERT_TRUE(within(60s, [&] {
+    const std::string said = read_file(front_log);
+    return std::regex_search(said, m, std::regex("listening on http://127\\.0\\.0\\.1:([0-9]+)"));
+  })) << logs();
+  httplib::Client c("127.0.0.1", std::stoi(m[1]));
+  c.set_read_timeout(30s);
+  std::string health;
+  auto healthy = [&] {
+    const httplib::Result r = c.Get("/healthz");
+    health = r ? r->body : httplib::to_string(r.error());
+    return r && r->status == 200;
+  };
+  ASSERT_TRUE(within(30s, healthy)) << health << "\n" << logs();
+  EXPECT_NE(read_file(worker_log).find("Redis master 'prism' is at " + master_at), std::string::npos) << logs();
+
+  std::mt19937 rng(46);
+  std::vector<std::string> images;
+  for (int i = 0; i < 3; ++i) images.push_back(test::pgm_bytes(test::random_texture(rng)));
+  auto enrol = [&](int i) {
+    const httplib::Result r =
+        c.Post(("/v1/products/p" + std::to_string(i)).c_str(), images[size_t(i)], "image/x-portable-graymap");
+    return r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error());
+  };
+  auto found = [&](int i) {  // by id, and by its image
+    const httplib::Result g = c.Get(("/v1/products/p" + std::to_string(i)).c_str());
+    if (!g || g->status != 200) return "get: " + (g ? std::to_string(g->status) + " " + g->body : "no answer");
+    const httplib::Result s = c.Post("/v1/search", images[size_t(i)], "image/x-portable-graymap");
+    if (!s || s->status != 200) return "search: " + (s ? std::to_string(s->status) + " " + s->body : "no answer");
+    return json::parse(s->body).value("id", std::string("(none)"));
+  };
+  ASSERT_EQ(enrol(0).substr(0, 3), "201") << logs();
+  EXPECT_EQ(found(0), "p0");
+  const httplib::Result before = c.Get("/metrics");
+  ASSERT_TRUE(before);
+  EXPECT_NE(before->body.find("prism_redis_failovers_total{master=\"prism\"} 0"), std::string::npos) << before->body;
+  EXPECT_NE(before->body.find("prism_redis_master_info{master=\"prism\",address=\"" + master_at + "\"} 1"),
+            std::string::npos)
+      << before->body;
+
+  // Everything so far on the replica (WAIT), then the replica stopped: p1 is acknowledged by the
+  // master and the worker, and its stream entry reaches no replica.
+  {
+    Redis sync(master.url());  // WAIT counts the replicas that have this client's last write
+    ASSERT_EQ(sync.command({"SET", "sentinel-test", "synced"}).str, "OK");
+    ASSERT_EQ(sync.command({"WAIT", "1", "5000"}).integer, 1);
+  }
+  ASSERT_EQ(kill(replica.pid(), SIGSTOP), 0);
+  const std::string p1 = enrol(1);
+  // Both die; the replica comes back from its own AOF, without p1's entry, and is promoted.
+  master.kill();
+  replica.kill();
+  replica.start();
+  ASSERT_EQ(p1.substr(0, 3), "201") << p1 << "\n" << logs();
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(within(30s, [&] {
+    const Reply a = ask(sentinels[1]->url(), {"SENTINEL", "get-master-addr-by-name", "prism"});
+    return a.elements.size() == 2 && a.elements[0].str + ":" + a.elements[1].str == replica_at;
+  })) << logs();
+  const double failover_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+
+  // Requests work again: healthy, and a new enrolment is acknowledged (503 until the worker follows).
+  ASSERT_TRUE(within(20s, healthy)) << health << "\n" << logs();
+  std::string p2;
+  ASSERT_TRUE(within(20s, [&] { return (p2 = enrol(2)).substr(0, 3) == "201"; })) << p2 << "\n" << logs();
+  const double recovered_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  // Everything acknowledged is found, p1 too, although the new master never had its entry.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(found(i), "p" + std::to_string(i)) << logs();
+  const Reply writes = ask(replica.url(), {"XRANGE", "prism:shard:0:writes", "-", "+"});
+  ASSERT_EQ(writes.type, Reply::Type::kArray) << writes.str;
+  EXPECT_EQ(writes.elements.size(), 2u) << "p0's and p2's entries only: p1's was lost with the old master";
+
+  // One line per failover in each process's log, and the front's metrics.
+  const std::string line = "Redis master 'prism' failed over: " + master_at + " -> " + replica_at;
+  EXPECT_EQ(count(read_file(worker_log), line), 1u) << logs();
+  EXPECT_EQ(count(read_file(front_log), line), 1u) << logs();
+  const httplib::Result after = c.Get("/metrics");
+  ASSERT_TRUE(after);
+  EXPECT_NE(after->body.find("prism_redis_failovers_total{master=\"prism\"} 1"), std::string::npos) << after->body;
+  EXPECT_NE(after->body.find("prism_redis_master_info{master=\"prism\",address=\"" + replica_at + "\"} 1"),
+            std::string::npos)
+      << after->body;
+
+  front.signal(SIGTERM);
+  worker.signal(SIGTERM);
+  EXPECT_EQ(front.wait(15), 0) << logs();
+  EXPECT_EQ(worker.wait(15), 0) << logs();
+  std::cerr << "sentinel failover: promoted " << failover_s << " s after the kill, first write acknowledged after "
+            << recovered_s << " s; test "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
+}
+
+}  // namespace
+}  // namespace prism::service
