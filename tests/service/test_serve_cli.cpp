@@ -333,6 +333,7 @@ TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
       {"--gallery G --stream-digests", "--stream-digests needs --digest-rows"},
       {"--redis redis://127.0.0.1:1 --digest-rows 256", "--digest-rows goes with --gallery"},
       {"--gallery G --bogus", "unknown option '--bogus'"},
+      {"--sentinel 127.0.0.1:26379 --master prism --gallery G", "give one of --gallery DIR and --redis URL"},
   };
   for (const Case& k : cases) {
     std::string output;
@@ -341,6 +342,39 @@ TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
     EXPECT_EQ(rc, 2) << k.args << "\n" << output;
     EXPECT_NE(output.find(k.expect), std::string::npos) << k.args << "\n" << output;
   }
+}
+
+// --sentinel HOST:PORT,... --master NAME (a Redis that fails over) instead of --redis URL, on the
+// front and the worker alike: each mistake is refused before anything starts, naming the flag.
+TEST(ServeCli, SentinelFlagsAreCheckedNamingTheFlag) {
+  TempDir dir;
+  struct Case {
+    std::string args, expect;
+  } cases[] = {
+      {"--sentinel 127.0.0.1:26379", "--sentinel needs --master NAME"},
+      {"--redis redis://127.0.0.1:6379 --sentinel 127.0.0.1:26379 --master prism",
+       "give one of --redis URL and --sentinel HOST:PORT,... --master NAME, not both"},
+      {"--sentinel 127.0.0.1 --master prism", "--sentinel takes HOST:PORT[,HOST:PORT...]"},
+      {"--sentinel 127.0.0.1:26379,10.0.0.6:0 --master prism", "'10.0.0.6:0': port '0' is not in 1..65535"},
+      {"--sentinel 127.0.0.1:26379,,127.0.0.1:26380 --master prism", "--sentinel takes HOST:PORT"},
+      {"--master prism --redis redis://127.0.0.1:6379", "--master goes with --sentinel"},
+      {"--sentinel 127.0.0.1:26379 --master 'a b'", "--master: invalid name 'a b'"},
+      {"--redis redis://127.0.0.1:6379 --redis-user prism-front", "--redis-user goes with --sentinel"},
+      {"--redis redis://127.0.0.1:6379 --redis-db 2", "--redis-db goes with --sentinel"},
+      {"--sentinel 127.0.0.1:26379 --master prism --redis-db x", "--redis-db takes an integer"},
+      // A user and no password anywhere: named before Redis is asked.
+      {"--sentinel 127.0.0.1:26379 --master prism --redis-user prism-front", "without a password"},
+  };
+  for (const char* command : {"serve", "shard --shard 0 --gallery G"})
+    for (const Case& k : cases) {
+      std::string output;
+      const int rc = test::run_command("cd '" + dir.path().string() + "' && env -u PRISM_REDIS_PASSWORD '" + PRISM_EXE +
+                                           "' texture " + command + " " + k.args + " 2>&1",
+                                       output);
+      EXPECT_EQ(rc, 2) << command << " " << k.args << "\n" << output;
+      EXPECT_NE(output.find(k.expect), std::string::npos) << command << " " << k.args << "\n" << output;
+      EXPECT_NE(output.find("--sentinel HOST:PORT[,HOST:PORT...]"), std::string::npos) << "usage shown\n" << output;
+    }
 }
 
 }  // namespace
