@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -22,6 +23,7 @@
 #include <thread>
 
 #include "ppm.h"
+#include "prism_test.h"
 #include "redis.h"
 #include "redis_server.h"
 #include "test_env.h"
@@ -108,19 +110,50 @@ std::string field(const Reply& r, const std::string& name) {
   return "";
 }
 
-// redis-sentinel on 127.0.0.1, its config (which it rewrites) and log in `dir`, watching
-// `master_port` as "prism" with quorum 2, a master down after 1 s, failover timeout 3 s.
+// docs/SERVICE.md's lines that start with `prefix`, without it, in order.
+std::vector<std::string> documented(const std::string& prefix) {
+  std::istringstream doc(read_file(std::string(PRISM_SOURCE_DIR_STR) + "/docs/SERVICE.md"));
+  std::vector<std::string> out;
+  for (std::string line; std::getline(doc, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
+  return out;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+  return s;
+}
+
+// Each ACL user's password in the documented setup (as tests/service/test_deployment.cpp).
+std::string password_of(const std::string& user) { return user + "-secret-0123"; }
+
+// redis-server arguments for docs/SERVICE.md's ACL lines (`user NAME ... >NAME-PASSWORD ...`).
+std::vector<std::string> documented_acl() {
+  std::vector<std::string> config;
+  for (const std::string& line : documented("user ")) {
+    config.push_back("--user");
+    for (std::string w : words(line)) {
+      if (w.size() > 10 && w[0] == '>' && w.compare(w.size() - 9, 9, "-PASSWORD") == 0)
+        w = ">" + password_of(words(line)[0]);
+      config.push_back(w);
+    }
+  }
+  return config;
+}
+
+// redis-sentinel on 127.0.0.1, its config (which it rewrites) and log in `dir`, given `lines`
+// after its own (port, bind, dir).
 class Sentinel {
  public:
-  Sentinel(const std::filesystem::path& dir, int master_port) {
+  Sentinel(const std::filesystem::path& dir, const std::vector<std::string>& lines) {
     std::filesystem::create_directories(dir);
     for (int attempt = 1;; ++attempt) {  // the port was free a moment ago: another is tried if taken
       port_ = test::free_port();
-      std::ofstream((dir / "sentinel.conf").string())
-          << "port " << port_ << "\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir " << dir.string()
-          << "\nsentinel resolve-hostnames no\nsentinel monitor prism 127.0.0.1 " << master_port
-          << " 2\nsentinel down-after-milliseconds prism 1000\nsentinel failover-timeout prism 3000\n"
-             "sentinel parallel-syncs prism 1\n";
+      std::ofstream conf((dir / "sentinel.conf").string());
+      conf << "port " << port_ << "\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir " << dir.string()
+           << "\nsentinel resolve-hostnames no\n";
+      for (const std::string& line : lines) conf << line << "\n";
+      conf.close();
       child_ = std::make_unique<test::ChildProcess>(
           std::vector<std::string>{sentinel_path(), (dir / "sentinel.conf").string()}, (dir / "log.txt").string());
       if (within(5s, [&] { return !child_->running() || ask(url(), {"PING"}).str == "PONG"; }) && child_->running())
@@ -176,21 +209,48 @@ TEST(SentinelUrl, ParsesAndNamesTheBadOnes) {
   EXPECT_EQ(sentinel_status("sentinel://127.0.0.1:" + std::to_string(dead) + "/prism")->failovers, 0u);
 }
 
-TEST(Sentinel, FrontAndWorkerFollowAFailoverAndLoseNothingAcknowledged) {
-  PRISM_NEED_SENTINEL();
+// The deployment of the test's comment at the top: plain (no passwords, quorum 2, a master down after
+// 1 s, failover timeout 3 s), or `documented_setup`: docs/SERVICE.md's ACL users on every Redis,
+// its sentinel.conf lines as written (but for the addresses, passwords and times), fronts and
+// workers logging in as prism-front and prism-worker (--redis-user, PRISM_REDIS_PASSWORD).
+void follow_a_failover(bool documented_setup) {
   const auto start = std::chrono::steady_clock::now();
   test::TempDir dir;
-  test::RedisServer master(dir.path() / "master");
-  test::RedisServer replica(dir.path() / "replica", {"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  std::vector<std::string> acl;
+  if (documented_setup) {
+    acl = documented_acl();
+    for (const std::string& user : {"prism-front", "prism-worker", "admin", "prism-sentinel", "prism-replica"})
+      ASSERT_NE(std::find(acl.begin(), acl.end(), user), acl.end()) << "docs/SERVICE.md: no ACL user " << user;
+    acl.insert(acl.end(), {"--masteruser", "prism-replica", "--masterauth", password_of("prism-replica")});
+  }
+  const std::string login = documented_setup ? "admin" : "", password = documented_setup ? password_of("admin") : "";
+  test::RedisServer master(dir.path() / "master", acl, login, password);
+  std::vector<std::string> replica_config = acl;
+  replica_config.insert(replica_config.end(), {"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  test::RedisServer replica(dir.path() / "replica", replica_config, login, password);
   const std::string master_at = "127.0.0.1:" + std::to_string(master.port());
   const std::string replica_at = "127.0.0.1:" + std::to_string(replica.port());
   // The replica in sync before the sentinels start: they learn of it from the master's INFO.
   ASSERT_TRUE(within(10s, [&] {
     return ask(replica.url(), {"INFO", "replication"}).str.find("master_link_status:up") != std::string::npos;
   })) << read_file(dir.file("replica/redis.log"));
+  std::vector<std::string> lines = {"sentinel monitor prism 127.0.0.1 " + std::to_string(master.port()) + " 2",
+                                    "sentinel down-after-milliseconds prism 1000",
+                                    "sentinel failover-timeout prism 3000"};
+  if (documented_setup) {
+    const std::vector<std::string> doc = documented("#   sentinel ");
+    ASSERT_GE(doc.size(), 5u) << "docs/SERVICE.md: the sentinel.conf lines (#   sentinel ...)";
+    lines.clear();
+    for (std::string line : doc) {
+      line = replace_all(line, "10.0.0.5 6379", "127.0.0.1 " + std::to_string(master.port()));
+      line = replace_all(line, "SENTINEL-PASSWORD", password_of("prism-sentinel"));
+      line = replace_all(line, "down-after-milliseconds prism 5000", "down-after-milliseconds prism 1000");
+      lines.push_back("sentinel " + replace_all(line, "failover-timeout prism 60000", "failover-timeout prism 3000"));
+    }
+  }
   std::vector<std::unique_ptr<Sentinel>> sentinels;
   for (int i = 0; i < 3; ++i)
-    sentinels.push_back(std::make_unique<Sentinel>(dir.path() / ("sentinel" + std::to_string(i)), master.port()));
+    sentinels.push_back(std::make_unique<Sentinel>(dir.path() / ("sentinel" + std::to_string(i)), lines));
   auto sentinel_logs = [&] {
     std::string all;
     for (int i = 0; i < 3; ++i)
@@ -210,14 +270,20 @@ TEST(Sentinel, FrontAndWorkerFollowAFailoverAndLoseNothingAcknowledged) {
   std::string list = "127.0.0.1:" + std::to_string(test::free_port());
   for (const auto& s : sentinels) list += "," + s->address();
   const std::string flags = " --sentinel " + list + " --master prism --shards 1";
+  auto as_user = [&](const std::string& user) {
+    return documented_setup ? std::vector<std::string>{"PRISM_REDIS_PASSWORD=" + password_of(user)}
+                            : std::vector<std::string>{};
+  };
 
   const std::string worker_log = dir.file("worker.txt"), front_log = dir.file("front.txt");
-  test::ChildProcess worker(words(std::string(PRISM_EXE) + " texture shard" + flags +
-                                  " --shard 0 --replica a --device cpu --gallery " + dir.file("gallery")),
-                            worker_log);
+  test::ChildProcess worker(
+      words(std::string(PRISM_EXE) + " texture shard" + flags + (documented_setup ? " --redis-user prism-worker" : "") +
+            " --shard 0 --replica a --device cpu --gallery " + dir.file("gallery")),
+      worker_log, as_user("prism-worker"));
   test::ChildProcess front(
-      words(std::string(PRISM_EXE) + " texture serve" + flags + " --listen 127.0.0.1:0 --device cpu --deadline 10000"),
-      front_log);
+      words(std::string(PRISM_EXE) + " texture serve" + flags + (documented_setup ? " --redis-user prism-front" : "") +
+            " --listen 127.0.0.1:0 --device cpu --deadline 10000"),
+      front_log, as_user("prism-front"));
   auto logs = [&] {
     return "--- front\n" + read_file(front_log) + "--- worker\n" + read_file(worker_log) + sentinel_logs();
   };
@@ -308,9 +374,22 @@ TEST(Sentinel, FrontAndWorkerFollowAFailoverAndLoseNothingAcknowledged) {
   worker.signal(SIGTERM);
   EXPECT_EQ(front.wait(15), 0) << logs();
   EXPECT_EQ(worker.wait(15), 0) << logs();
-  std::cerr << "sentinel failover: promoted " << failover_s << " s after the kill, first write acknowledged after "
-            << recovered_s << " s; test "
+  if (documented_setup) EXPECT_EQ(logs().find("-secret-0123"), std::string::npos) << "a password in a log";
+  std::cerr << (documented_setup ? "documented setup: " : "") << "sentinel failover: promoted " << failover_s
+            << " s after the kill, first write acknowledged after " << recovered_s << " s; test "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
+}
+
+TEST(Sentinel, FrontAndWorkerFollowAFailoverAndLoseNothingAcknowledged) {
+  PRISM_NEED_SENTINEL();
+  follow_a_failover(false);
+}
+
+// docs/SERVICE.md's Sentinel setup as written: its ACL users (a sentinel's and a replica's rights
+// included) on every Redis, its sentinel.conf lines, fronts and workers as their ACL users.
+TEST(Sentinel, TheDocumentedSetupFollowsAFailover) {
+  PRISM_NEED_SENTINEL();
+  follow_a_failover(true);
 }
 
 }  // namespace
