@@ -74,7 +74,9 @@ ServiceError unreachable(const RedisError& e) { return ServiceError(503, "", e.w
 }  // namespace
 
 ShardedBackend::ShardedBackend(const ShardedOptions& options)
-    : options_(options), pool_(options.redis, options.idle_connections) {
+    : options_(options),
+      pool_(options.redis, options.idle_connections),
+      sentinel_(bool(sentinel_status(options.redis))) {
   if (options_.shards < 0) throw std::invalid_argument("shards " + std::to_string(options_.shards) + " is negative");
   {
     RedisPool::Lease redis = pool_.acquire();
@@ -125,6 +127,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
     if (!write) xadd.insert(xadd.end(), {"MAXLEN", "~", kReadsMaxLen});
     xadd.insert(xadd.end(), {"*", "op", op, "reply", reply, "deadline_ms", std::to_string(shard::unix_ms(deadline)),
                              "entry", entry, "params", json_text(params)});
+    const uint64_t followed = redis->failovers();  // through Sentinel: a failover meanwhile is seen
     auto send = [&] {
       const Reply added = redis->command(xadd);
       if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
@@ -175,6 +178,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
                          "shard " + std::to_string(shard) + " did not answer within " +
                              std::to_string(whole_ms(start, deadline)) + " ms");
     }
+    if (write) replicated(*redis, followed, shard, deadline);
     return shard::answer_from(got.elements[1].str, /*created_ok=*/true);
   } catch (const RedisError& e) {
     throw unreachable(e);
@@ -437,6 +441,36 @@ std::map<int, std::vector<std::string>> scan_shard_keys(Redis& redis, const std:
 
 }  // namespace
 
+void ShardedBackend::replicated(Redis& redis, uint64_t followed, int shard, Clock::time_point deadline) {
+  if (!sentinel_) return;
+  const std::string k = std::to_string(shard);
+  const int64_t now_ms = std::chrono::duration_cast<milliseconds>(Clock::now().time_since_epoch()).count();
+  if (now_ms < no_replica_until_ms_) {  // none answered a moment ago: not waited for again yet
+    ++unreplicated_;
+    return;
+  }
+  const long long ms = std::max<long long>(1, std::min<long long>(kWaitReplicaMs, whole_ms(Clock::now(), deadline)));
+  Reply n;
+  try {
+    n = redis.command({"WAIT", "1", std::to_string(ms)}, milliseconds(ms));
+  } catch (const RedisError& e) {
+    throw ServiceError(503, "",
+                       "shard " + k + " applied the write, but Redis was lost before its entry reached a replica (" +
+                           e.what() + "): retry it (writes are idempotent)",
+                       kDeadShardRetryAfterSeconds);
+  }
+  if (redis.failovers() != followed)
+    throw ServiceError(503, "",
+                       "shard " + k +
+                           " applied the write, but Redis failed over meanwhile and its entry may be lost with the old "
+                           "master (the shard's other replicas would miss it): retry it (writes are idempotent)",
+                       kDeadShardRetryAfterSeconds);
+  if (n.type != Reply::Type::kInteger || n.integer < 1) {  // no replica (or WAIT refused): counted
+    ++unreplicated_;
+    no_replica_until_ms_ = now_ms + kNoReplicaPauseMs;
+  }
+}
+
 std::string ShardedBackend::metrics() {
   const std::optional<SentinelStatus> s = sentinel_status(options_.redis);
   if (!s) return {};
@@ -454,6 +488,11 @@ std::string ShardedBackend::metrics() {
       "# TYPE prism_redis_failovers_total counter\n"
       "prism_redis_failovers_total{" +
       master + "} " + std::to_string(s->failovers) +
+      "\n# HELP prism_redis_unreplicated_writes_total Writes answered although no Redis replica had "
+      "confirmed their stream entry (WAIT 1) in time: a failover before it did could lose the entry.\n"
+      "# TYPE prism_redis_unreplicated_writes_total counter\n"
+      "prism_redis_unreplicated_writes_total{" +
+      master + "} " + std::to_string(unreplicated_.load()) +
       "\n# HELP prism_redis_master_info The Redis master this front uses now, as the sentinels named it.\n"
       "# TYPE prism_redis_master_info gauge\n";
   if (!s->address.empty()) text += "prism_redis_master_info{" + master + ",address=\"" + label(s->address) + "\"} 1\n";

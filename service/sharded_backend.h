@@ -10,7 +10,8 @@
 // allow_partial answers with the shards that did, saying which are missing). A read (get, verify,
 // search, stats) still unanswered at half its deadline is sent to its shard once more: a replica
 // killed while holding a read never answers it, and the copy lets another replica answer in time.
-// A write that failed
+// Through Sentinel a write is answered once a Redis replica also holds its stream entry (WAIT), or
+// after half a second without one (counted in /metrics). A write that failed
 // with 503 may still be applied later (it waits in its shard's stream): clients retry it, and a
 // POST or PUT of the same entry is idempotent. Thread-safe: each call
 // takes its own Redis connection from a pool (hiredis contexts are not thread-safe).
@@ -89,6 +90,15 @@ class ShardedBackend : public Backend {
   std::map<int, shard::json> every_shard(const shard::json& params) const;
   Clock::time_point deadline_of(Clock::time_point deadline) const;
   std::string next_reply_key();
+  // Through Sentinel, after a write's answer: waits (WAIT 1, up to kWaitReplicaMs or the deadline)
+  // for a Redis replica to hold the write's stream entry, so that a failover keeps it for the
+  // shard's other replicas. ServiceError 503 (retry) when Redis was lost or failed over since
+  // `followed` (the write is applied, its entry perhaps not on the new master); a write no replica
+  // confirmed in time (none up) is answered anyway and counted (prism_redis_unreplicated_writes_total),
+  // and the writes of the next kNoReplicaPauseMs are not waited for (a master left without
+  // replicas would cost every write kWaitReplicaMs).
+  void replicated(Redis& redis, uint64_t followed, int shard, Clock::time_point deadline);
+  static constexpr long long kWaitReplicaMs = 500, kNoReplicaPauseMs = 5000;
 
   ShardedOptions options_;
   RedisPool pool_;
@@ -97,6 +107,9 @@ class ShardedBackend : public Backend {
   std::atomic<uint64_t> seq_{0};
   std::mutex normalisation_mutex_;
   std::optional<texture::Normalisation> normalisation_;  // prism:normalise once read
+  bool sentinel_ = false;                                // a sentinel:// URL
+  std::atomic<uint64_t> unreplicated_{0};                // writes answered before a replica had them
+  std::atomic<int64_t> no_replica_until_ms_{0};          // steady ms: WAIT found no replica lately
 };
 
 }  // namespace prism::service

@@ -4,7 +4,8 @@
 // enrolment its replica never received, the replica with it, and the replica restarted from its own
 // AOF: the sentinels promote it without that write's stream entry. Requests work again once the
 // sentinels have failed over; everything acknowledged before is still found (the gallery is the
-// durable record); front and worker each log the failover once, and the front's /metrics count it.
+// durable record); front and worker each log the failover once, and the front's /metrics count it
+// (and the writes answered before a replica held them: the front waits for one with WAIT).
 // Skips loudly without redis-sentinel unless PRISM_REQUIRE_REDIS=1 (CI: tools/install-deps).
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -323,6 +324,9 @@ void follow_a_failover(bool documented_setup) {
   const httplib::Result before = c.Get("/metrics");
   ASSERT_TRUE(before);
   EXPECT_NE(before->body.find("prism_redis_failovers_total{master=\"prism\"} 0"), std::string::npos) << before->body;
+  // p0 was answered once the replica held its entry (WAIT).
+  EXPECT_NE(before->body.find("prism_redis_unreplicated_writes_total{master=\"prism\"} 0"), std::string::npos)
+      << before->body;
   EXPECT_NE(before->body.find("prism_redis_master_info{master=\"prism\",address=\"" + master_at + "\"} 1"),
             std::string::npos)
       << before->body;
@@ -366,6 +370,10 @@ void follow_a_failover(bool documented_setup) {
   const httplib::Result after = c.Get("/metrics");
   ASSERT_TRUE(after);
   EXPECT_NE(after->body.find("prism_redis_failovers_total{master=\"prism\"} 1"), std::string::npos) << after->body;
+  // p1 (its replica stopped) and p2 (the new master has no replica: the old one is dead) were
+  // answered without one.
+  EXPECT_NE(after->body.find("prism_redis_unreplicated_writes_total{master=\"prism\"} 2"), std::string::npos)
+      << after->body;
   EXPECT_NE(after->body.find("prism_redis_master_info{master=\"prism\",address=\"" + replica_at + "\"} 1"),
             std::string::npos)
       << after->body;
