@@ -10,6 +10,7 @@
 #include <csignal>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
 namespace prism::service {
@@ -177,16 +178,21 @@ RedisUrl parse_redis_url(const std::string& url) {
 
 // One per sentinel:// master and process: the address last found and the failovers followed.
 struct Redis::SentinelShared {
-  std::string master;
+  RedisUrl url;  // the sentinels and the master's name (the watcher asks them)
   std::mutex mutex;
   std::string address;  // under mutex
   std::atomic<uint64_t> failovers{0};
+  std::once_flag watching;
 };
 
 namespace {
 
 std::mutex g_sentinel_mutex;
-std::function<void(const std::string&)> g_sentinel_log;  // under g_sentinel_mutex
+// Under g_sentinel_mutex; never destroyed, as the watchers (below) may log while the process exits.
+std::function<void(const std::string&)>& sentinel_log() {
+  static auto* log = new std::function<void(const std::string&)>();
+  return *log;
+}
 
 // The registry key of a sentinel:// URL: its sentinels and master (not the login: one master).
 std::string sentinel_key(const RedisUrl& u) {
@@ -203,7 +209,7 @@ std::shared_ptr<Redis::SentinelShared> shared_of(const RedisUrl& u, bool make) {
   if (it == all.end()) {
     if (!make) return nullptr;
     it = all.emplace(key, std::make_shared<Redis::SentinelShared>()).first;
-    it->second->master = u.master;
+    it->second->url = u;
   }
   return it->second;
 }
@@ -212,7 +218,7 @@ void sentinel_say(const std::string& line) {
   std::function<void(const std::string&)> log;
   {
     std::lock_guard lock(g_sentinel_mutex);
-    log = g_sentinel_log;
+    log = sentinel_log();
   }
   if (log)
     log(line);
@@ -242,7 +248,7 @@ std::optional<SentinelStatus> sentinel_status(const std::string& url) {
 
 void set_sentinel_log(std::function<void(const std::string&)> log) {
   std::lock_guard lock(g_sentinel_mutex);
-  g_sentinel_log = std::move(log);
+  sentinel_log() = std::move(log);
 }
 
 std::string Reply::error_code() const {
@@ -275,19 +281,23 @@ uint64_t Redis::failovers() const { return sentinel_ ? sentinel_->failovers.load
 
 bool Redis::stale() const { return sentinel_ && ctx_ && sentinel_->failovers.load() != connected_failovers_; }
 
-std::pair<std::string, int> Redis::resolve_master(std::string& via) {
+namespace {
+
+// The master's address as the first sentinel of `u` to answer names it; RedisError naming each
+// sentinel and why when none does. Each is given `timeout` to connect and answer.
+std::pair<std::string, int> ask_sentinels(const RedisUrl& u, Redis::ms timeout, std::string& via) {
   std::string why;
-  for (const auto& [host, port] : url_.sentinels) {
+  for (const auto& [host, port] : u.sentinels) {
     const std::string at = host + ":" + std::to_string(port);
-    redisContext* c = redisConnectWithTimeout(host.c_str(), port, to_timeval(timeout_));
+    redisContext* c = redisConnectWithTimeout(host.c_str(), port, to_timeval(timeout));
     if (!c || c->err) {
       why += "; " + at + ": " + (c ? std::string(c->errstr) : std::string("out of memory"));
       if (c) redisFree(c);
       continue;
     }
-    redisSetTimeout(c, to_timeval(timeout_));
-    const char* argv[] = {"SENTINEL", "get-master-addr-by-name", url_.master.c_str()};
-    const size_t lens[] = {8, 23, url_.master.size()};
+    redisSetTimeout(c, to_timeval(timeout));
+    const char* argv[] = {"SENTINEL", "get-master-addr-by-name", u.master.c_str()};
+    const size_t lens[] = {8, 23, u.master.size()};
     auto* r = static_cast<redisReply*>(redisCommandArgv(c, 3, argv, lens));
     std::string got_host, error;
     int got_port = 0;
@@ -299,7 +309,7 @@ std::pair<std::string, int> Redis::resolve_master(std::string& via) {
       got_port = std::atoi(r->element[1]->str);
       if (got_host.empty() || got_port < 1 || got_port > 65535) error = "an invalid address";
     } else if (r->type == REDIS_REPLY_NIL) {
-      error = "knows no master named '" + url_.master + "'";
+      error = "knows no master named '" + u.master + "'";
     } else if (r->type == REDIS_REPLY_ERROR) {
       error = std::string(r->str, r->len);
     } else {
@@ -313,8 +323,53 @@ std::pair<std::string, int> Redis::resolve_master(std::string& via) {
     }
     why += "; " + at + ": " + error;
   }
-  throw RedisError("Redis master '" + url_.master + "' not found: no sentinel named it (" + why.substr(2) + ")");
+  throw RedisError("Redis master '" + u.master + "' not found: no sentinel named it (" + why.substr(2) + ")");
 }
+
+// The master's address `address` as the sentinel `via` named it: a change from the one last known
+// is a failover, logged once and counted (every connection of the process then reconnects).
+// Returns the failovers count after it.
+uint64_t note_master(Redis::SentinelShared& shared, const std::string& address, const std::string& via) {
+  std::string line;
+  uint64_t failovers = 0;
+  {
+    std::lock_guard lock(shared.mutex);
+    if (shared.address.empty()) {
+      line = "Redis master '" + shared.url.master + "' is at " + address + " (sentinel " + via + ")";
+    } else if (shared.address != address) {
+      line = "Redis master '" + shared.url.master + "' failed over: " + shared.address + " -> " + address +
+             " (sentinel " + via + ")";
+      ++shared.failovers;
+    }
+    shared.address = address;
+    failovers = shared.failovers;
+  }
+  if (!line.empty()) sentinel_say(line);
+  return failovers;
+}
+
+// Asks the sentinels every second which master they name, so that a process follows a failover
+// whose old master is still up (a switchover, a partition: Sentinel demotes it only seconds later,
+// and until then its connections would keep working) at once, as it follows one whose master died.
+// One per master and process, from its first connection; detached: it ends with the process.
+void watch(const std::shared_ptr<Redis::SentinelShared>& shared) {
+  std::thread([shared] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      try {
+        std::string via;
+        const auto [host, port] = ask_sentinels(shared->url, Redis::ms(1000), via);
+        note_master(*shared, host + ":" + std::to_string(port), via);
+      } catch (const RedisError&) {
+        // No sentinel answers: the connections find out for themselves (lost, READONLY).
+      }
+    }
+  }).detach();
+}
+
+}  // namespace
+
+std::pair<std::string, int> Redis::resolve_master(std::string& via) { return ask_sentinels(url_, timeout_, via); }
 
 void Redis::connect() {
   ignore_sigpipe();
@@ -374,20 +429,8 @@ void Redis::connect() {
                        (lost ? " closed the connection (ROLE)" : " is a " + role + ", not the master") + " (sentinel " +
                        via + " named it: a failover in progress?)");
     }
-    std::string line;
-    {
-      std::lock_guard lock(sentinel_->mutex);
-      if (sentinel_->address.empty()) {
-        line = "Redis master '" + url_.master + "' is at " + address_ + " (sentinel " + via + ")";
-      } else if (sentinel_->address != address_) {
-        line = "Redis master '" + url_.master + "' failed over: " + sentinel_->address + " -> " + address_ +
-               " (sentinel " + via + ")";
-        ++sentinel_->failovers;
-      }
-      sentinel_->address = address_;
-      connected_failovers_ = sentinel_->failovers.load();
-    }
-    if (!line.empty()) sentinel_say(line);
+    connected_failovers_ = note_master(*sentinel_, address_, via);
+    std::call_once(sentinel_->watching, [this] { watch(sentinel_); });
   }
   ctx_ = c;
 }

@@ -13,9 +13,12 @@
 // sentinel:// URL asks the sentinels itself at every (re)connection, in turn until one knows the
 // master (SENTINEL get-master-addr-by-name), checks with ROLE that the address it was given is a
 // master, and reconnects the same way when the connection is lost or the server answers READONLY
-// (a master demoted to replica). The processes of one deployment share what they learn: the first
-// connection to see a new master address logs one line (old -> new) and counts one failover
-// (SentinelStatus), which the other connections of the process see through failovers() and follow.
+// (a master demoted to replica). A thread per master and process also asks the sentinels every
+// second, so that a failover whose old master is still up (a switchover, a partition) is followed
+// at once rather than when Sentinel demotes it. The connections of a process share what they learn:
+// the first to see a new master address logs one line (old -> new) and counts one failover
+// (SentinelStatus); every other connection then reconnects before its next command, and callers
+// see it through failovers() to redo their setup.
 //
 // Not thread-safe (neither is a hiredis context): a thread uses its own Redis, or takes one from a
 // RedisPool for the duration of a request.
