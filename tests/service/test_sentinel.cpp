@@ -291,8 +291,9 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
     return "--- front\n" + read_file(front_log) + "--- worker\n" + read_file(worker_log) + sentinel_logs();
   };
   std::smatch m;
+  std::string said;  // what `m` points into
   ASSERT_TRUE(within(60s, [&] {
-    const std::string said = read_file(front_log);
+    said = read_file(front_log);
     return std::regex_search(said, m, std::regex("listening on http://127\\.0\\.0\\.1:([0-9]+)"));
   })) << logs();
   httplib::Client c("127.0.0.1", std::stoi(m[1]));
