@@ -202,13 +202,14 @@ std::string sentinel_key(const RedisUrl& u) {
 }
 
 std::shared_ptr<Redis::SentinelShared> shared_of(const RedisUrl& u, bool make) {
-  static std::map<std::string, std::shared_ptr<Redis::SentinelShared>> all;  // a few, kept for good
+  // A few, kept for good (never destroyed: a scrape of /metrics may ask while the process exits).
+  static auto* all = new std::map<std::string, std::shared_ptr<Redis::SentinelShared>>();
   std::lock_guard lock(g_sentinel_mutex);
   const std::string key = sentinel_key(u);
-  auto it = all.find(key);
-  if (it == all.end()) {
+  auto it = all->find(key);
+  if (it == all->end()) {
     if (!make) return nullptr;
-    it = all.emplace(key, std::make_shared<Redis::SentinelShared>()).first;
+    it = all->emplace(key, std::make_shared<Redis::SentinelShared>()).first;
     it->second->url = u;
   }
   return it->second;
