@@ -295,14 +295,16 @@ PRISM_HD bool sync_adopt(const ScanView& v, uint32_t j, uint32_t i, const SyncSt
   return true;
 }
 
-// Phase 2, for group g (subsequences [first, end)): its first entry taken from the previous group's
-// last exit, re-decoding until an entry equals the one phase 1 found (from there phase 1's chain is
+// Phase 2, for group g (subsequences [first, end)): its first entry taken from `before`, the exit
+// phase 1 left for the previous group's last subsequence (a copy made by phase 1, so that the
+// previous group's own phase 2, rewriting that subsequence at the same time, is not read half
+// written), re-decoding until an entry equals the one phase 1 found (from there phase 1's chain is
 // the true one). False where the group's end is reached without that and the chain goes on into the
 // next group (whose entry may then be wrong: the sequential pass decides). `resynced` counts.
-PRISM_HD bool resync_group(const ScanView& v, uint32_t first, uint32_t end, SyncState* x, SeqResult* r,
-                           uint32_t* resynced) {
+PRISM_HD bool resync_group(const ScanView& v, uint32_t first, uint32_t end, SyncState before, SyncState* x,
+                           SeqResult* r, uint32_t* resynced) {
   if (first == 0 || first >= v.n_seq || place_of(v, first).first) return true;
-  SyncState entry = r[first - 1].exit;
+  SyncState entry = before;
   for (uint32_t j = first; j < end; ++j) {
     const SeqPlace p = place_of(v, j);
     if (j > first && p.first) return true;  // a new interval: its entry is known

@@ -36,6 +36,7 @@ std::optional<cv::Mat> decode_grey_parallel(const uint8_t* data, size_t size, in
   const int max_rounds = params.max_rounds > 0 ? params.max_rounds : params.group + 1;
   std::vector<SyncState> next(group);
   std::vector<char> dirty(group);
+  std::vector<SyncState> boundary;  // phase 1's exit of each group's last subsequence
   for (uint32_t g0 = 0; g0 < n; g0 += group) {
     const uint32_t m = std::min(group, n - g0);
     for (uint32_t i = 0; i < m; ++i) {
@@ -62,13 +63,14 @@ std::optional<cv::Mat> decode_grey_parallel(const uint8_t* data, size_t size, in
     }
     st.rounds = std::max(st.rounds, round);
     if (!converged) status |= kStatusUnsynced;
+    boundary.push_back(r[g0 + m - 1].exit);
   }
 
-  // Phase 2: each group from the previous group's last exit (from the last group down, as the CUDA
-  // threads may run in any order: an unsynchronised group flags phase 3 whatever the order).
-  for (uint32_t g = (n + group - 1) / group; g-- > 1;) {
+  // Phase 2: each group from phase 1's exit of the previous group's last subsequence (the copy in
+  // `boundary`, as the CUDA threads read it whatever order they run in).
+  for (uint32_t g = 1; g < boundary.size(); ++g) {
     const uint32_t first = g * group;
-    if (!resync_group(v, first, std::min(first + group, n), x.data(), r.data(), &st.resynced))
+    if (!resync_group(v, first, std::min(first + group, n), boundary[g - 1], x.data(), r.data(), &st.resynced))
       status |= kStatusUnsynced;
   }
 

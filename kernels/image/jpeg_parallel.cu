@@ -30,8 +30,9 @@ __device__ void load_tables(const ScanTables* global, ScanTables* shared) {
 }
 
 // Phase 1: one block per group of blockDim.x subsequences.
-__global__ void __launch_bounds__(1024) sync_groups_kernel(ScanView v, const ScanTables* tables, SyncState* x,
-                                                           SeqResult* r, int max_rounds, uint32_t* status) {
+__global__ void __launch_bounds__(1024)
+    sync_groups_kernel(ScanView v, const ScanTables* tables, SyncState* x, SeqResult* r, SyncState* boundary,
+                       int max_rounds, uint32_t* status) {
   extern __shared__ uint4 smem[];
   ScanTables* t = reinterpret_cast<ScanTables*>(smem);
   SyncState* xs = reinterpret_cast<SyncState*>(reinterpret_cast<char*>(smem) + kTablesBytes);
@@ -63,6 +64,8 @@ __global__ void __launch_bounds__(1024) sync_groups_kernel(ScanView v, const Sca
   if (active) {
     x[j] = xs[i];
     r[j] = rs[i];
+    // the group's last: its exit as phase 2 of the next group reads it (resync_group)
+    if (i + 1 == blockDim.x || j + 1 == v.n_seq) boundary[blockIdx.x] = rs[i].exit;
   }
   if (i == 0) {
     if (!converged) atomicOr(status, kStatusUnsynced);
@@ -71,13 +74,13 @@ __global__ void __launch_bounds__(1024) sync_groups_kernel(ScanView v, const Sca
 }
 
 // Phase 2: one thread per group from the second on.
-__global__ void resync_kernel(ScanView v, uint32_t group, uint32_t n_groups, SyncState* x, SeqResult* r,
-                              uint32_t* status) {
+__global__ void resync_kernel(ScanView v, uint32_t group, uint32_t n_groups, const SyncState* boundary, SyncState* x,
+                              SeqResult* r, uint32_t* status) {
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x + 1;
   if (g >= n_groups) return;
   const uint32_t first = g * group, end = min(first + group, v.n_seq);
   uint32_t resynced = 0;
-  if (!resync_group(v, first, end, x, r, &resynced)) atomicOr(status, kStatusUnsynced);
+  if (!resync_group(v, first, end, boundary[g - 1], x, r, &resynced)) atomicOr(status, kStatusUnsynced);
   if (resynced) atomicAdd(status + 2, resynced);
 }
 
@@ -172,6 +175,7 @@ bool CudaJpegDecoder::decode_grey(const uint8_t* data, size_t size, int reductio
   input_.reserve(upload);
   entries_.reserve(n_seq);
   results_.reserve(n_seq);
+  boundary_.reserve(blocks_for(n_seq, params_.group));
   counts_.reserve(n_seq);
   starts_.reserve(n_seq);
   if (reduction != 8) coef_.reserve(y_blocks * 64);
@@ -206,11 +210,11 @@ bool CudaJpegDecoder::decode_grey(const uint8_t* data, size_t size, int reductio
     uint32_t* status = status_.data();
 
     sync_groups_kernel<<<n_groups, group, kTablesBytes + group*(sizeof(SyncState) + sizeof(SeqResult)), stream>>>(
-        v, tables, entries_.data(), results_.data(), max_rounds, status);
+        v, tables, entries_.data(), results_.data(), boundary_.data(), max_rounds, status);
     PRISM_CUDA_CHECK(cudaGetLastError());  // not the next kernels on its unwritten results
     if (n_groups > 1)
-      resync_kernel<<<blocks_for(n_groups - 1, 128), 128, 0, stream>>>(v, group, n_groups, entries_.data(),
-                                                                       results_.data(), status);
+      resync_kernel<<<blocks_for(n_groups - 1, 128), 128, 0, stream>>>(v, group, n_groups, boundary_.data(),
+                                                                       entries_.data(), results_.data(), status);
     sequential_kernel<<<blocks_for(n_intervals, 128), 128, 0, stream>>>(v, entries_.data(), results_.data(), status);
     counts_kernel<<<blocks_for(n_seq, kThreads), kThreads, 0, stream>>>(results_.data(), n_seq, counts_.data());
     PRISM_CUDA_CHECK(cudaGetLastError());

@@ -96,6 +96,7 @@ class CudaJpegDecoder {
   gpu::DeviceArray<uint8_t> input_;  // the staging buffer's copy
   gpu::DeviceArray<SyncState> entries_;
   gpu::DeviceArray<SeqResult> results_;
+  gpu::DeviceArray<SyncState> boundary_;  // phase 1's exit of each group's last subsequence
   gpu::DeviceArray<uint32_t> counts_, starts_;
   gpu::DeviceArray<int16_t> coef_;
   gpu::DeviceArray<int32_t> dc_;
