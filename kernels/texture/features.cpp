@@ -7,6 +7,7 @@
 #include <cassert>
 #include <condition_variable>
 #include <cstring>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -219,6 +220,8 @@ class ExtractorLease {
 
 // extract_features_batch's extractors at once (of the pool's kPoolSize).
 constexpr size_t kBatchExtractors = 4;
+
+std::atomic<int> gpu_extractor_count{8};  // set_gpu_extractors
 
 bool use_cuda(gpu::Device device) {
   if (device == gpu::Device::kCpu) return false;
@@ -461,14 +464,13 @@ struct GpuExtraction {
 };
 
 LeasePool<GpuExtraction>& gpu_extraction_pool(const FeatureParams& params) {
-  constexpr int kPoolSize = 8;  // as ExtractorLease's: ~250 MB of GPU buffers each
   int device = 0;
   PRISM_CUDA_CHECK(cudaGetDevice(&device));
   // Everything CudaFeatureExtractor keeps of its params (the device is the current one).
   const std::string key = std::to_string(device) + "/" + std::to_string(params.max_features) + "/" +
                           std::to_string(params.max_side) + "/" + params.normalisation.name() + "/" +
                           std::to_string(params.keep_fp16) + std::to_string(params.keep_fp32);
-  return keyed_lease_pool<GpuExtraction>(key, kPoolSize);
+  return keyed_lease_pool<GpuExtraction>(key, gpu_extractors());
 }
 }  // namespace
 
@@ -504,5 +506,12 @@ bool same_stored_features(const Features& a, const Features& b) {
     if (a.keypoints[i].x != b.keypoints[i].x || a.keypoints[i].y != b.keypoints[i].y) return false;
   return true;
 }
+
+void set_gpu_extractors(int n) {
+  if (n < 1 || n > 64) throw std::invalid_argument("gpu extractors: " + std::to_string(n) + " is not in 1..64");
+  gpu_extractor_count = n;
+}
+
+int gpu_extractors() { return gpu_extractor_count; }
 
 }  // namespace prism::texture

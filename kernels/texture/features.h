@@ -130,15 +130,22 @@ DigestOrder parse_digest_order(const std::string& name);
 // the others after them in the stored order (the whole order when `first` is the count or more).
 std::vector<int> digest_order(const Features& f, DigestOrder o, int first = match::kSlot);
 
+// How many GPU extractors extract_on_gpu and extract_jpeg_on_gpu lend per device and params (each
+// holds about 250 MB of GPU buffers and its own stream): the uploads a server extracts on the GPU
+// at once. 1..64, default 8; a pool already made keeps its size, so a server sets it first
+// (`prism texture serve --gpu-extractors`). Throws std::invalid_argument outside 1..64.
+void set_gpu_extractors(int n);
+int gpu_extractors();
+
 #if defined(PRISM_HAVE_CUDA)
 // extract_features (device kCuda) of an image with every step after its grey on the GPU: uploaded, then
 // shrunk, normalised and described there (CudaFeatureExtractor::extract_device), where
 // extract_features shrinks and normalises on the calling thread. Equal to it bit for bit (the
 // device's shrink and normalisation give their host twins' bits: detection_image.h, normalise.h),
 // for a fraction of the host time (a CLAHE of 640x480 takes 1.5 ms of a core): for a server whose
-// request threads are its cores. Extractors come from a pool of 8 per device and params (each holds
-// about 250 MB of GPU buffers), each on its own stream, so concurrent callers' kernels overlap; a
-// caller finding all 8 out waits. Throws gpu::CudaError without a usable GPU, std::invalid_argument
+// request threads are its cores. Extractors come from a pool per device and params (gpu_extractors(),
+// 8 unless set), each on its own stream, so concurrent callers' kernels overlap; a caller finding
+// all of them out waits. Throws gpu::CudaError without a usable GPU, std::invalid_argument
 // as extract_features.
 Features extract_on_gpu(const cv::Mat& image, const FeatureParams& params);
 

@@ -333,6 +333,8 @@ TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
       {"--gallery G --stream-digests", "--stream-digests needs --digest-rows"},
       {"--redis redis://127.0.0.1:1 --digest-rows 256", "--digest-rows goes with --gallery"},
       {"--gallery G --bogus", "unknown option '--bogus'"},
+      {"--gallery G --gpu-extractors 0", "--gpu-extractors takes an integer in 1..64, not '0'"},
+      {"--gallery G --gpu-extractors 65", "--gpu-extractors takes an integer in 1..64"},
       {"--sentinel 127.0.0.1:26379 --master prism --gallery G", "give one of --gallery DIR and --redis URL"},
   };
   for (const Case& k : cases) {

@@ -51,6 +51,8 @@ constexpr const char* kServeUsage =
     "                       a request waits up to its deadline, then gets 503 (default 2G)\n"
     "  --batch N            uploads extracted as one SIFT batch on the GPU at most (default 1: each\n"
     "                       on its own thread, decoded (JPEG), shrunk and normalised on the GPU)\n"
+    "  --gpu-extractors N   uploads extracted on the GPU at once, each with its own extractor and\n"
+    "                       stream (about 250 MB of GPU memory each; 1..64, default 8)\n"
     "  --search-batch N     searches matched together at most (--gallery; 1..8, default 1: each\n"
     "                       alone, on its own thread)\n"
     "  --batch-wait US      how long a batch waits for requests already decoding, in microseconds;\n"
@@ -121,6 +123,7 @@ ServeOptions parse_serve(int argc, char** argv) {
       with_value({"--search-batch"},
                  [&](Name a, Value v) { o.search_batch = parse_int(a, v, 1, texture::kMaxBatchQueries); }),
       with_value({"--batch"}, [&](Name a, Value v) { o.api.batching.max_batch = parse_int(a, v, 1, 256); }),
+      with_value({"--gpu-extractors"}, [&](Name a, Value v) { texture::set_gpu_extractors(parse_int(a, v, 1, 64)); }),
       with_value(
           {"--batch-wait"},
           [&](Name a, Value v) { o.api.batching.max_wait = std::chrono::microseconds(parse_int(a, v, 0, 1'000'000)); }),
