@@ -396,7 +396,11 @@ std::vector<std::string> shard0(const std::vector<std::string>& more) {
 }
 
 const std::vector<CliCase> kTextureShard = {
-    {"shard without --redis", shard({"--shard", "0", "--gallery", "g"}), {}, 2, "--redis URL is required"},
+    {"shard without --redis",
+     shard({"--shard", "0", "--gallery", "g"}),
+     {},
+     2,
+     "--redis URL (or --sentinel HOST:PORT,... --master NAME) is required"},
     {"shard without --shard",
      shard({"--redis", "redis://127.0.0.1:1", "--gallery", "g"}),
      {},
