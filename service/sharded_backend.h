@@ -35,7 +35,7 @@ struct ShardedOptions {
   int shards = 0;     // N; 0: read prism:shards (which must then be set)
   // The deadline of a call given none (Clock::time_point::max()).
   std::chrono::milliseconds default_timeout{10000};
-  size_t idle_connections = 16;  // kept open in the pool
+  size_t idle_connections = 16;  // kept open in the pool (serve: one per HTTP thread)
   // The contrast normalisation of the deployment (prism:normalise, shard_protocol.h): given, it is
   // agreed with Redis at start; unset, the workers' record is followed (none until one has said).
   std::optional<texture::Normalisation> normalisation;

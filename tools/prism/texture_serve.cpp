@@ -174,6 +174,9 @@ std::unique_ptr<service::Backend> sharded_front(const ServeOptions& o) {
   so.shards = o.shards;
   so.default_timeout = o.api.deadline;
   so.normalisation = o.normalisation;
+  // One Redis connection kept per HTTP thread: beyond the pool's idle ones, each request under load
+  // would open (and, through Sentinel, check the role of) a connection of its own.
+  so.idle_connections = size_t(o.api.threads);
   try {
     return std::make_unique<service::ShardedBackend>(so);
   } catch (const std::invalid_argument& e) {
