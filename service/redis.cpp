@@ -471,6 +471,40 @@ Reply Redis::command(const std::vector<std::string>& argv, ms block) {
   }
 }
 
+std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  if (stale()) disconnect();
+  for (int attempt = 0;; ++attempt) {
+    const bool reused = ctx_ != nullptr;
+    if (!ctx_) connect();
+    redisSetTimeout(ctx_, to_timeval(timeout_));
+    for (const std::vector<std::string>& argv : commands) {
+      std::vector<const char*> args;
+      std::vector<size_t> lens;
+      for (const std::string& a : argv) {
+        args.push_back(a.data());
+        lens.push_back(a.size());
+      }
+      if (redisAppendCommandArgv(ctx_, int(args.size()), args.data(), lens.data()) != REDIS_OK)
+        throw std::bad_alloc();  // hiredis's only failure here: its buffer could not grow
+    }
+    std::vector<Reply> out;
+    errno = 0;
+    while (out.size() < commands.size()) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_, &raw) != REDIS_OK || !raw) break;
+      out.push_back(convert(static_cast<redisReply*>(raw)));
+      freeReplyObject(raw);
+    }
+    if (out.size() == commands.size()) return out;
+    const int err = ctx_->err, sys = errno;
+    const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
+    disconnect();
+    const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (sys == ECONNRESET || sys == EPIPE));
+    if (!(reused && closed && attempt == 0 && out.empty()))
+      throw RedisError("Redis unreachable at " + url() + ": " + why + " (" + commands.at(0).at(0) + ", pipelined)");
+  }
+}
+
 RedisPool::RedisPool(const std::string& url, size_t idle, Redis::ms timeout)
     : url_(url), shown_(Redis(url).url()), idle_(idle), timeout_(timeout) {}  // Redis(url) checks, connects not
 

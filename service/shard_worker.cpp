@@ -87,11 +87,17 @@ bool holder_gone(const std::string& holder) {
   return pid > 0 && (*end == '/' || *end == 0) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
 }
 
-void send_answer(Redis& redis, const StreamEntry& e, const json& answer) {
+// The answer pushed to the entry's reply key (with its time to live), then `after` (the entry's
+// XACK, say), in one round trip.
+void send_answer(Redis& redis, const StreamEntry& e, const json& answer, const std::vector<std::string>& after = {}) {
+  std::vector<std::vector<std::string>> commands;
   const std::string& key = e.field("reply");
-  if (key.rfind("prism:reply:", 0) != 0) return;  // no (valid) reply key: nobody waits
-  redis.command({"LPUSH", key, json_text(answer)});
-  redis.command({"EXPIRE", key, std::to_string(kReplyTtlS)});
+  if (key.rfind("prism:reply:", 0) == 0) {  // else no (valid) reply key: nobody waits
+    commands.push_back({"LPUSH", key, json_text(answer)});
+    commands.push_back({"EXPIRE", key, std::to_string(kReplyTtlS)});
+  }
+  if (!after.empty()) commands.push_back(after);
+  if (!commands.empty()) redis.pipeline(commands);
 }
 
 }  // namespace
@@ -512,9 +518,10 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
             ~Idle() { busy = 0; }
           } idle{reader_busy_until_ms_[size_t(reader)]};
           if (options_.before_answer) options_.before_answer(e.field("op"));
-          send_answer(redis, e, answer_read(e));
+          send_answer(redis, e, answer_read(e), {"XACK", stream, shard::kReadersGroup, e.id});
+        } else {
+          redis.command({"XACK", stream, shard::kReadersGroup, e.id});
         }
-        redis.command({"XACK", stream, shard::kReadersGroup, e.id});
       }
     } catch (const RedisError& e) {
       if (!lost) say("reader " + std::to_string(reader) + ": " + e.what() + "; reconnecting");

@@ -107,6 +107,41 @@ TEST(RedisClient, CommandsAreBinarySafeAndSurviveARestart) {
   }
 }
 
+// Redis::pipeline (the worker's answer, its time to live and its XACK in one round trip): the
+// replies in order, an error reply in its place, binary-safe, the same retry on a connection
+// Redis closed as one command gets, and a clear error with Redis down.
+TEST(RedisClient, PipelinedCommandsAnswerInOrderAndSurviveARestart) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Redis redis(server.url());
+  const std::string bytes("x\0y\r\n", 5);
+  const std::vector<Reply> r = redis.pipeline({{"LPUSH", "list", bytes},
+                                               {"EXPIRE", "list", "60"},
+                                               {"XGROUP", "CREATE", "s", "g", "0"},  // an error reply, in its place
+                                               {"LRANGE", "list", "0", "-1"},
+                                               {"TTL", "list"}});
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[0].integer, 1);
+  EXPECT_EQ(r[1].integer, 1);
+  EXPECT_EQ(r[2].error_code(), "ERR");
+  ASSERT_EQ(r[3].elements.size(), 1u);
+  EXPECT_EQ(r[3].elements[0].str, bytes);
+  EXPECT_GT(r[4].integer, 0);
+  server.restart();
+  const std::vector<Reply> again = redis.pipeline({{"LLEN", "list"}, {"INCR", "n"}});
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].integer, 1);  // the AOF kept the list
+  EXPECT_EQ(again[1].integer, 1);
+  server.stop();
+  try {
+    redis.pipeline({{"GET", "k"}, {"GET", "k"}});
+    ADD_FAILURE() << "no error with Redis down";
+  } catch (const RedisError& e) {
+    EXPECT_NE(std::string(e.what()).find("Redis unreachable at " + server.url()), std::string::npos) << e.what();
+  }
+}
+
 // What a worker reads from its stream and the front from an answer, without Redis (the parsing of
 // fuzz_service_inputs): numbers out of their type's range, absurd deadlines and statuses are refused
 // or clamped, never converted with undefined behaviour (UBSan's float-cast-overflow, signed overflow).
