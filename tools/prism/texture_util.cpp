@@ -4,6 +4,9 @@
 #include <gst/app/gstappsrc.h>
 #include <unistd.h>
 
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -166,9 +169,15 @@ std::vector<uint8_t> gst_transcode(const cv::Mat& img, const std::string& chain)
 }
 
 cv::Mat jpeg_roundtrip(const cv::Mat& grey, int quality) {
+  // Encoded at a width padded to a multiple of 8 (a grey JPEG's block) with the last column repeated
+  // (what libjpeg does itself for the blocks past a row's end), then cropped: jpegenc fills those
+  // blocks from memory it never wrote, so that an image of another width came back different from
+  // run to run.
+  cv::Mat padded = grey;
+  if (grey.cols % 8 != 0) cv::copyMakeBorder(grey, padded, 0, 0, 0, 8 - grey.cols % 8, cv::BORDER_REPLICATE);
   const std::vector<uint8_t> raw = gst_transcode(
-      grey, "jpegenc quality=" + std::to_string(quality) + " ! jpegdec ! videoconvert ! video/x-raw,format=GRAY8");
-  const size_t stride = (size_t(grey.cols) + 3) & ~size_t(3);
+      padded, "jpegenc quality=" + std::to_string(quality) + " ! jpegdec ! videoconvert ! video/x-raw,format=GRAY8");
+  const size_t stride = (size_t(padded.cols) + 3) & ~size_t(3);
   if (raw.size() < stride * grey.rows) throw std::runtime_error("jpeg_roundtrip: short output");
   cv::Mat out(grey.rows, grey.cols, CV_8UC1);
   for (int y = 0; y < grey.rows; ++y) std::memcpy(out.ptr(y), raw.data() + stride * y, grey.cols);
