@@ -110,7 +110,8 @@ TEST(Perturbations, PerspectiveTiltsThePlaneAndKeepsItInFrame) {
     EXPECT_LE(c.tilt_degrees, 60);
     ASSERT_EQ(c.quad.size(), 4u);
     float x0 = 1e9f, y0 = 1e9f, x1 = -1e9f, y1 = -1e9f;
-    for (const cv::Point2f& p : c.quad) x0 = std::min(x0, p.x), y0 = std::min(y0, p.y), x1 = std::max(x1, p.x), y1 = std::max(y1, p.y);
+    for (const cv::Point2f& p : c.quad)
+      x0 = std::min(x0, p.x), y0 = std::min(y0, p.y), x1 = std::max(x1, p.x), y1 = std::max(y1, p.y);
     const cv::Rect2f box(x0, y0, x1 - x0, y1 - y0);
     EXPECT_GE(box.x, -0.01f);
     EXPECT_GE(box.y, -0.01f);
@@ -131,12 +132,12 @@ TEST(Perturbations, PerspectiveTiltsThePlaneAndKeepsItInFrame) {
       double d = std::fmod(std::abs(a - b), CV_PI);
       return std::min(d, CV_PI - d) * 180 / CV_PI;
     };
-    EXPECT_GT(std::max(angle_between(direction(0, 1), direction(3, 2)), angle_between(direction(1, 2), direction(0, 3))),
-              2.0)
+    EXPECT_GT(
+        std::max(angle_between(direction(0, 1), direction(3, 2)), angle_between(direction(1, 2), direction(0, 3))), 2.0)
         << "tilt " << c.tilt_degrees;
     // Outside the quad, the background: a frame corner well outside it is one grey.
-    for (const cv::Point corner : {cv::Point(1, 1), cv::Point(q.cols - 2, 1), cv::Point(q.cols - 2, q.rows - 2),
-                                   cv::Point(1, q.rows - 2)}) {
+    for (const cv::Point corner :
+         {cv::Point(1, 1), cv::Point(q.cols - 2, 1), cv::Point(q.cols - 2, q.rows - 2), cv::Point(1, q.rows - 2)}) {
       if (cv::pointPolygonTest(c.quad, cv::Point2f(corner), true) > -4) continue;
       cv::Scalar m, sd;
       cv::meanStdDev(q(cv::Rect(corner.x - 1, corner.y - 1, 3, 3)), m, sd);
