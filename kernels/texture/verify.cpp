@@ -35,6 +35,31 @@ std::vector<Correspondence> one_to_one(const int* best_index, int rows, Pass pas
   return out;
 }
 
+// Whether `h` (query -> gallery) is a view of one flat surface where its inliers (`mask`) lie: a
+// homography that folds or collapses the plane there is no re-capture of the same surface. The
+// horizon (w = 0) must not cross the inliers (w of one sign at all of them), and the local scale at
+// their centroid, the Jacobian determinant det(h) / w^3, must keep the orientation and lie within
+// 1e-3..1e3. For a nearly affine h that is the determinant of its upper-left 2x2, the test before
+// issue 45, which read a strong perspective (a plane tilted 30-60 degrees) as degenerate.
+bool keeps_the_plane(const cv::Matx33d& h, const std::vector<cv::Point2f>& from, const cv::Mat& mask) {
+  double sx = 0, sy = 0;
+  int n = 0, sign = 0;
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!mask.at<uchar>(int(i))) continue;
+    const double w = h(2, 0) * from[i].x + h(2, 1) * from[i].y + h(2, 2);
+    const int s = w > 0 ? 1 : w < 0 ? -1 : 0;
+    if (s == 0 || (sign != 0 && s != sign)) return false;
+    sign = s;
+    sx += from[i].x;
+    sy += from[i].y;
+    ++n;
+  }
+  if (n == 0) return false;
+  const double w = h(2, 0) * (sx / n) + h(2, 1) * (sy / n) + h(2, 2);
+  const double jacobian = cv::determinant(h) / (w * w * w);
+  return jacobian > 1e-3 && jacobian < 1e3;
+}
+
 }  // namespace
 
 bool ratio_row_passes(int32_t best, int32_t second, float ratio) {
@@ -120,10 +145,9 @@ Verification verify_geometry(const Features& query, const std::vector<cv::Point2
   const cv::Mat h =
       cv::findHomography(from, to, cv::RANSAC, params.reprojection_px, mask, params.max_iterations, params.confidence);
   if (h.empty()) return v;
-  // A homography that folds or collapses the plane is no re-capture of the same surface.
-  const double det = h.at<double>(0, 0) * h.at<double>(1, 1) - h.at<double>(0, 1) * h.at<double>(1, 0);
-  if (!(det > 1e-3 && det < 1e3)) return v;
-  v.homography = cv::Matx33d(h.ptr<double>());
+  const cv::Matx33d m(h.ptr<double>());
+  if (!keeps_the_plane(m, from, mask)) return v;
+  v.homography = m;
   float x0 = 1e30f, y0 = 1e30f, x1 = -1e30f, y1 = -1e30f;
   for (size_t i = 0; i < from.size(); ++i) {
     if (!mask.at<uchar>(int(i))) continue;
