@@ -78,7 +78,7 @@ constexpr const char* kEvalUsage =
     "                          [--precision u8] [--normalise NAME] [--candidates]\n"
     "                          [--enrol-device D] [--query-device D] [--digest ROWS[,ROWS...]]\n"
     "                          [--digest-order O[,O...]] [--decoys N] [--digest-keep K[,K...]]\n"
-    "                          [--perturbations P[,P...]] [--skip S[,S...]]\n"
+    "                          [--perturbations P[,P...]] [--skip S[,S...]] [--shortlist N]\n"
     "\n"
     "  --data DIR       ../shared/data (sun8/, textures/skimage/, textures/kth-tips-gray/, oxford-affine/)\n"
     "  --out DIR        where texture-eval.md, scores.csv and significance.png go (default texture-eval)\n"
@@ -109,6 +109,8 @@ constexpr const char* kEvalUsage =
     "  --skip S[,S...]  leave out oxford (the Oxford img2..6 queries and their corner errors) and/or\n"
     "                   decisions (the ratio-test decisions on real pairs against FP32); --perturbations\n"
     "                   and --skip oxford limit --candidates too\n"
+    "  --shortlist N    candidates a search verifies geometrically (default 8, the product's default:\n"
+    "                   texture::SearchParams::shortlist, `prism texture search --shortlist`)\n"
     "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
 
 int run(int argc, char** argv) {
@@ -125,6 +127,7 @@ int run(int argc, char** argv) {
   std::vector<int> digest_keep;
   std::vector<int> perturbations;  // kPerturbations positions; empty: all
   bool oxford = true, decisions_run = true;
+  int shortlist = texture::SearchParams{}.shortlist;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -190,6 +193,8 @@ int run(int argc, char** argv) {
           }
       } else if (a == "--perturbations")
         perturbations = parse_perturbations(a, value());
+      else if (a == "--shortlist")
+        shortlist = cli::parse_int(a, value(), 1, 1000);  // as `prism texture search --shortlist`
       else if (a == "--skip") {
         const std::string v = value();
         std::stringstream list(v);
@@ -298,6 +303,7 @@ int run(int argc, char** argv) {
 
     texture::SearchParams params;
     params.min_inliers = 4;  // collect the raw evidence; the threshold is chosen below
+    params.shortlist = shortlist;
     params.min_significance = 0;
     ScoresCsv csv(out / "scores.csv");
     QuerySets sets(runs, digests, qparams, params, seed, decoys > 0, csv);
@@ -342,6 +348,7 @@ int run(int argc, char** argv) {
     in.outsiders = outsiders.size();
     in.oxford_names = oxford ? &ox.name : nullptr;
     in.ratio = params.ratio;
+    in.shortlist = params.shortlist;
     in.pair_sets = decisions_run ? &pair_sets : nullptr;
     in.decisions = decisions_run ? &decisions : nullptr;
     in.digests = &digests;

@@ -217,8 +217,10 @@ std::string report_markdown(const ReportInput& in) {
        << " sun8 photos, 3 skimage textures, 8 Oxford img1); "
        << "mean " << int(in.mean_features + 0.5) << " RootSIFT features each, contrast normalisation "
        << in.normalisation << " at enrolment and query. SIFT: " << sift_name(in.enrol_device) << " at enrolment, "
-       << sift_name(in.query_device) << " for the queries. Matching on " << in.matching_on
-       << ". Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%, calibrated per precision by "
+       << sift_name(in.query_device) << " for the queries. Matching on " << in.matching_on << "; a search verifies "
+       << in.shortlist
+       << " candidates. Threshold (min significance, smallest 0.1 step with 1:1 FAR <= 0.1%, calibrated per precision "
+          "by "
           "the same rule):";
   for (const auto& run : runs) head << " " << run.name << " **" << cv::format("%.1f", run.threshold) << "**";
   head << ".\n\n";

@@ -44,6 +44,7 @@ struct ReportInput {
   size_t outsiders = 0;
   const std::vector<std::string>* oxford_names = nullptr;  // null: --skip oxford
   float ratio = 0;
+  int shortlist = 0;                                // candidates a search verifies
   const std::vector<PairSet>* pair_sets = nullptr;  // these two null: --skip decisions
   const DecisionSweep* decisions = nullptr;
   const std::vector<DigestRun>* digests = nullptr;

@@ -110,7 +110,7 @@ TEST(TextureEval, LowLightMakesDarkCaptures) {
 
 // The families of issue 45 on a handful of products (1 sun8 photo, the 3 skimage textures, 8 Oxford
 // img1), alone: each has its row beside the others' (none run), and darkphone's captures are dark (the
-// images themselves: tests/evaluation/test_perturbations.cpp).
+// images themselves: tests/evaluation/test_perturbations.cpp). --shortlist is the search's, as reported.
 TEST(TextureEval, DarkPhoneAndPerspectiveAreReportedAlone) {
   const std::string data = test::data_dir();
   if (!fs::exists(data + "/sun8/train.txt") || !fs::exists(data + "/textures/kth-tips-gray")) {
@@ -118,10 +118,11 @@ TEST(TextureEval, DarkPhoneAndPerspectiveAreReportedAlone) {
     GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/sun8 not found (set PRISM_DATA_DIR)";
   }
   TempDir dir;
-  const auto r =
-      run_prism({"--data", data, "--out", (dir.path() / "eval").string(), "--textures", "1", "--impostors", "1",
-                 "--device", "cpu", "--perturbations", "perspective,darkphone", "--skip", "oxford,decisions"});
+  const auto r = run_prism({"--data", data, "--out", (dir.path() / "eval").string(), "--textures", "1", "--impostors",
+                            "1", "--device", "cpu", "--perturbations", "perspective,darkphone", "--skip",
+                            "oxford,decisions", "--shortlist", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("a search verifies 3 candidates"), std::string::npos) << r.output;
   for (const char* other : {"| viewpoint |", "| lowlight |", "| combined |", "| oxford-affine |"})
     EXPECT_EQ(r.output.find(other), std::string::npos) << other << " was not asked for:\n" << r.output;
   // | SET | 12 | TOP1% | IDENTIFIED% | TAR% | FAR |: the main table, in kPerturbations order.
@@ -195,6 +196,11 @@ const std::vector<CliCase> kTextureEval = {
      {},
      2,
      "--skip takes oxford or decisions (comma-separated), not 'kth'"},
+    {"eval with --shortlist 0",
+     eval({"--shortlist", "0", "--data", "d"}),
+     {},
+     2,
+     "--shortlist takes an integer in 1..1000, not '0'"},
     {"eval with --decoys -1",
      eval({"--decoys", "-1", "--digest", "128"}),
      {},
