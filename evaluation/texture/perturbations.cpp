@@ -69,8 +69,10 @@ cv::Mat tilt_perspective(const cv::Mat& g, std::mt19937& rng, CaptureLog* log) {
   std::vector<cv::Point2d> seen;
   double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
   for (const cv::Point2d p : {cv::Point2d(0, 0), cv::Point2d(w, 0), cv::Point2d(w, h), cv::Point2d(0, h)}) {
-    const cv::Vec3d c = r * cv::Vec3d(p.x - w / 2, p.y - h / 2, 0) + cv::Vec3d(0, 0, f);  // camera coordinates
-    seen.emplace_back(f * c[0] / c[2], f * c[1] / c[2]);  // z > f - f sin(60) |corner| / f > 0
+    // Camera coordinates: z >= f - sin(60) |corner| >= 0.38 f (a corner is at most f / sqrt 2 from the
+    // centre), every corner in front of the camera.
+    const cv::Vec3d c = r * cv::Vec3d(p.x - w / 2, p.y - h / 2, 0) + cv::Vec3d(0, 0, f);
+    seen.emplace_back(f * c[0] / c[2], f * c[1] / c[2]);
     x0 = std::min(x0, seen.back().x), x1 = std::max(x1, seen.back().x);
     y0 = std::min(y0, seen.back().y), y1 = std::max(y1, seen.back().y);
   }
