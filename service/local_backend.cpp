@@ -104,6 +104,11 @@ bool LocalBackend::remove(const std::string& id, Clock::time_point deadline) {
   return true;
 }
 
+void LocalBackend::for_each_entry(const std::function<void(texture::GalleryEntry&&)>& on_entry) {
+  const std::lock_guard lock(write_);
+  catalog_.for_each_entry(on_entry);
+}
+
 std::optional<Product> LocalBackend::get(const std::string& id, Clock::time_point deadline) {
   check_deadline(deadline, "the read");
   if (!catalog_.contains(id)) return std::nullopt;

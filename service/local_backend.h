@@ -77,6 +77,10 @@ class LocalBackend : public Backend {
   ShardStats shard_stats();
   size_t size() const { return catalog_.size(); }
   bool contains(const std::string& id) const { return catalog_.contains(id); }
+  // Every entry as stored, sorted by id, with no write running meanwhile (replica repair's digest).
+  void for_each_entry(const std::function<void(texture::GalleryEntry&&)>& on_entry);
+  // One entry as stored (texture::GalleryError when it is not enrolled).
+  texture::GalleryEntry entry(const std::string& id) const { return catalog_.read(id); }
   // What a writer refused while this holds the gallery is told holds it (once the port is known).
   void describe_owner(const std::string& who) { catalog_.describe_owner(who); }
 

@@ -26,6 +26,7 @@
 #include "process.h"
 #include "redis.h"
 #include "redis_server.h"
+#include "replica_repair.h"
 #include "shard_fixture.h"
 #include "shard_worker.h"
 #include "sharded_backend.h"
@@ -580,6 +581,34 @@ TEST(ShardedBackend, WritesDeliveredAgainAfterRedisLostSomeAreNotAppliedTwice) {
     EXPECT_TRUE(front.remove("fresh", in(10s)));
   }
   EXPECT_EQ(files(), before);
+}
+
+// The rule of which side wins (service/replica_repair.h): the higher position's state, absent and
+// differing entries alike; at equal positions entries are kept and the greater hash is taken.
+TEST(ReplicaRepair, PlansFollowTheHigherPositionAndKeepEntriesOnATie) {
+  const repair::Entries mine = {{"a", 1}, {"b", 2}, {"c", 3}}, theirs = {{"b", 5}, {"c", 3}, {"d", 4}};
+  std::vector<int> buckets;
+  for (const std::string id : {"a", "b", "c", "d"}) buckets.push_back(repair::bucket_of(id));
+  const shard::StreamId low{100, 0}, high{200, 0};
+  const repair::Plan behind = repair::plan(mine, low, theirs, high, buckets);
+  EXPECT_EQ(behind.copy, (std::vector<std::string>{"b", "d"}));
+  EXPECT_EQ(behind.remove, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(behind.divergent, 3);
+  const repair::Plan ahead = repair::plan(mine, high, theirs, low, buckets);
+  EXPECT_TRUE(ahead.copy.empty());
+  EXPECT_TRUE(ahead.remove.empty());
+  EXPECT_EQ(ahead.divergent, 3);
+  const repair::Plan tie = repair::plan(mine, low, theirs, low, buckets);
+  EXPECT_EQ(tie.copy, (std::vector<std::string>{"b", "d"}));  // b: 5 > 2; d kept
+  EXPECT_TRUE(tie.remove.empty());
+  const repair::Plan other_side = repair::plan(theirs, low, mine, low, buckets);
+  EXPECT_EQ(other_side.copy, (std::vector<std::string>{"a"}));  // b stays 5 there
+  // Buckets that agree are not looked at; the bucket hashes tell equal galleries apart cheaply.
+  EXPECT_TRUE(repair::plan(mine, low, theirs, high, {}).copy.empty());
+  EXPECT_EQ(repair::bucket_hashes(mine), repair::bucket_hashes(repair::Entries(mine)));
+  EXPECT_NE(repair::bucket_hashes(mine), repair::bucket_hashes(theirs));
+  const int b = repair::bucket_of("b");
+  EXPECT_EQ(repair::parse_bucket_text(repair::bucket_text(theirs, b)).at("b"), 5u);
 }
 
 // Ids of shard `k` of `shards`.
