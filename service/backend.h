@@ -131,6 +131,11 @@ struct ReplicaStats {
   std::string delivered;  // the stream id of the last write given to it ("0-0": none yet)
   int64_t pending = 0;    // given to it and not yet applied
   int64_t lag = -1;       // writes of the stream not given to it yet (-1: Redis cannot tell)
+  // Replica repair (service/replica_repair.h), as its worker last published it (-1: unknown, no
+  // digest published): entries differing from its siblings at its last comparison, and entries it
+  // copied from or dropped for them since it started.
+  int64_t divergent = -1;
+  int64_t repaired = -1;
 };
 
 struct ShardStats {

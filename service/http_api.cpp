@@ -550,7 +550,9 @@ struct HttpApi::Impl {
                             {"failing", r.failing.empty() ? json(nullptr) : json(r.failing)},
                             {"delivered", r.delivered},
                             {"pending", r.pending},
-                            {"lag", r.lag < 0 ? json(nullptr) : json(r.lag)}});
+                            {"lag", r.lag < 0 ? json(nullptr) : json(r.lag)},
+                            {"divergent", r.divergent < 0 ? json(nullptr) : json(r.divergent)},
+                            {"repaired", r.repaired < 0 ? json(nullptr) : json(r.repaired)}});
       if (!sh.answered) {
         shards.push_back({{"shard", sh.shard}, {"answered", false}, {"replicas", replicas}});
         continue;
@@ -748,7 +750,13 @@ struct HttpApi::Impl {
                 "# HELP prism_replica_lag_writes Writes of its shard's stream not yet given to a replica.\n"
                 "# TYPE prism_replica_lag_writes gauge\n"
                 "# HELP prism_replica_failing 1 while a replica cannot apply a write (and serves no reads).\n"
-                "# TYPE prism_replica_failing gauge\n";
+                "# TYPE prism_replica_failing gauge\n"
+                "# HELP prism_replica_divergent_entries Entries differing from the replica's siblings at its last "
+                "repair comparison.\n"
+                "# TYPE prism_replica_divergent_entries gauge\n"
+                "# HELP prism_replica_repaired_entries_total Entries a replica copied from or dropped for its "
+                "siblings since its worker started.\n"
+                "# TYPE prism_replica_repaired_entries_total counter\n";
     try {
       const ServiceStats s = backend.stats(Clock::now() + std::chrono::seconds(1));
       for (const ShardStats& sh : s.shards) {
@@ -757,6 +765,9 @@ struct HttpApi::Impl {
           replicas << "prism_replica_pending_writes" << labels << " " << r.pending << "\n";
           if (r.lag >= 0) replicas << "prism_replica_lag_writes" << labels << " " << r.lag << "\n";
           replicas << "prism_replica_failing" << labels << " " << !r.failing.empty() << "\n";
+          if (r.divergent >= 0) replicas << "prism_replica_divergent_entries" << labels << " " << r.divergent << "\n";
+          if (r.repaired >= 0)
+            replicas << "prism_replica_repaired_entries_total" << labels << " " << r.repaired << "\n";
         }
         if (!sh.answered) continue;
         o << "prism_gallery_images{shard=\"" << sh.shard << "\",tier=\"gpu\"} " << sh.index.gpu_images << "\n";

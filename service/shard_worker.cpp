@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
@@ -16,6 +17,7 @@
 
 #include "common/durable_file.h"
 #include "json_text.h"
+#include "replica_repair.h"
 
 namespace prism::service {
 
@@ -276,6 +278,12 @@ void ShardWorker::run(const std::atomic<bool>& stop) {
   std::atomic<bool> halt = false;  // the readers stop after the writer, whichever way it ends
   std::vector<std::thread> readers;
   for (int i = 0; i < options_.readers; ++i) readers.emplace_back([this, i, &halt] { reader_loop(i, halt); });
+  if (options_.repair_every_s > 0) {
+    readers.emplace_back([this, &halt] { repair_loop(halt); });
+    readers.emplace_back([this, &halt] { repair_answer_loop(halt); });
+  } else {
+    joined_ = true;
+  }
   try {
     writer_loop(stop);
   } catch (...) {
@@ -398,9 +406,14 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
       }
       for (const StreamEntry& e : entries) {
         const StreamId id = StreamId::parse(e.id);
+        // Repair neither writes the gallery nor moves the recorded position between the check,
+        // the write and its record.
+        std::unique_lock gallery(gallery_mutex_);
         if (!e.fields.empty() && recorded_ < id) {  // no fields: trimmed away; at or below: applied
+          written_id_.clear();
           json answer = apply_write(e);
           if (!settled(answer)) {
+            gallery.unlock();
             // Not applied (a full disk, an index smaller than a sibling's, memory): neither recorded
             // nor acknowledged, so it is applied later, in order, and nothing after it before.
             const std::string why = answer.value("error", std::string("no message"));
@@ -434,8 +447,11 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
             redis.command({"DEL", shard::failing_key(options_.shard, options_.replica)});
           }
           record_applied(id);
+          note_changed(written_id_);
+          gallery.unlock();
           send_answer(redis, e, answer);
         }
+        if (gallery.owns_lock()) gallery.unlock();
         redis.command({"XACK", stream, group, e.id});
         mark_applied(id);
       }
@@ -477,7 +493,10 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
         if (c.type == Reply::Type::kArray && c.elements.size() >= 2 && !shard::stream_entries(c.elements[1]).empty())
           position = "0";
       }
-      if (failing()) {  // out of reads: a sibling answers them (the hedge resends what this one held)
+      // Out of reads while a write cannot be applied, or before the first comparison with the
+      // siblings (a replica that was down or is new): a sibling answers them (the hedge resends
+      // what this one held).
+      if (failing() || !joined_) {
         nap(100, stop);
         continue;
       }
@@ -577,6 +596,7 @@ bool ShardWorker::settled(const json& answer) {
 json ShardWorker::apply_write(const StreamEntry& e) {
   return answered([&]() -> json {
     const shard::Request r = shard::parse_request(e, /*write=*/true);  // writes are applied whatever their deadline
+    written_id_ = r.op == "delete" ? r.id : r.entry.id;
     // What the gallery refuses of the request itself is the request's fault (settled: every
     // replica refuses it alike), so that any other GalleryError below is this replica's own.
     if (r.op == "delete") return {{"status", 200}, {"removed", backend_->remove(r.id, r.deadline)}};
@@ -630,6 +650,314 @@ json ShardWorker::answer_read(const StreamEntry& e) {
     return {
         {"status", 200}, {"match", shard::match_json(v.match)}, {"match_ms", v.match_ms}, {"verify_ms", v.verify_ms}};
   });
+}
+
+namespace {
+
+constexpr int kRepairAnswerWaitMs = 5000;  // a sibling's answer to a repair ask
+constexpr size_t kRepairAskIds = 32;       // entries per ask (an entry is about 100 KB)
+constexpr int64_t kDigestLiveMs = 5000;    // a digest not refreshed for this long is a stopped replica's
+
+// The fields of a hash (HGETALL) as a map; empty when the key is absent.
+std::map<std::string, std::string> hash_fields(const Reply& r) {
+  std::map<std::string, std::string> out;
+  if (r.type != Reply::Type::kArray) return out;
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2) out[r.elements[i].str] = r.elements[i + 1].str;
+  return out;
+}
+
+}  // namespace
+
+void ShardWorker::repair_loop(const std::atomic<bool>& stop) {
+  Redis redis(options_.redis);
+  started_ms_ = shard::unix_ms(Clock::now());
+  Clock::time_point next = Clock::now();
+  bool lost = false;
+  int rounds = 0;
+  while (!stop) {
+    if (Clock::now() < next) {
+      nap(200, stop);
+      try {
+        publish_changes(redis);
+      } catch (const std::exception&) {  // RedisError: the round below says so
+      }
+      continue;
+    }
+    next = Clock::now() + std::chrono::seconds(options_.repair_every_s);
+    try {
+      // Something changed: compare again soon (another sibling, or what changed meanwhile).
+      // Reads are answered once a round finds nothing to change (a sibling's digest may lag its
+      // writes by a moment, so the first copy may not be the last), or after 5 rounds whatever
+      // they found (writes that never stop).
+      bool stale = false;
+      const bool changed = repair_round(redis, stale);
+      if (changed || (stale && !joined_)) next = std::min(next, Clock::now() + (joined_ ? 1000ms : 300ms));
+      if (!joined_ && ((!changed && !stale) || ++rounds >= 5)) {
+        joined_ = true;
+        say("repair: compared with its siblings; answering reads");
+      }
+      if (lost) say("repair: Redis is back");
+      lost = false;
+    } catch (const RedisError& e) {
+      if (!lost) say(std::string("repair: ") + e.what() + "; retrying");
+      lost = true;
+      next = Clock::now() + 1s;
+      if (++rounds >= 5) joined_ = true;  // reads are never held for good
+    } catch (const std::exception& e) {
+      say(std::string("repair: ") + e.what());
+      next = std::min(next, Clock::now() + 5s);
+      if (++rounds >= 5) joined_ = true;
+    }
+  }
+}
+
+bool ShardWorker::repair_round(Redis& redis, bool& stale) {
+  const int k = options_.shard;
+  // This replica's digest and position, with no write between them.
+  repair::Entries mine;
+  StreamId position;
+  int64_t state_ms = 0;
+  {
+    std::lock_guard gallery(gallery_mutex_);
+    position = recorded_;
+    state_ms = shard::unix_ms(Clock::now());
+    backend_->for_each_entry([&](texture::GalleryEntry&& e) { mine[e.id] = repair::entry_hash(e); });
+    for (repair::Entries& b : digest_) b.clear();
+    for (const auto& [id, h] : mine) digest_[size_t(repair::bucket_of(id))][id] = h;
+    digest_ready_ = true;
+    dirty_.clear();
+    published_ = position;
+  }
+  const std::array<uint64_t, repair::kBuckets> buckets = repair::bucket_hashes(mine);
+  {
+    const std::string key = repair::digest_key(k, options_.replica), tmp = key + ":new";
+    std::vector<std::string> cmd = {"HSET",      tmp,
+                                    "position",  position.str(),
+                                    "count",     std::to_string(mine.size()),
+                                    "at_ms",     std::to_string(state_ms),
+                                    "divergent", std::to_string(divergent_.load()),
+                                    "repaired",  std::to_string(repaired_.load())};
+    for (int b = 0; b < repair::kBuckets; ++b) {
+      if (buckets[size_t(b)] == 0) continue;
+      cmd.insert(cmd.end(), {"b:" + std::to_string(b), repair::hex(buckets[size_t(b)]), "e:" + std::to_string(b),
+                             repair::bucket_text(mine, b)});
+    }
+    redis.command({"DEL", tmp});
+    const Reply set = redis.command(cmd);
+    if (set.error()) throw RedisError("Redis at " + redis.url() + " refused HSET " + tmp + ": " + set.str);
+    redis.command({"EXPIRE", tmp, std::to_string(3 * options_.repair_every_s + 10)});
+    redis.command({"RENAME", tmp, key});
+  }
+  // Caught up with the stream? Else the stream repairs this replica first, and its position is not
+  // yet comparable.
+  bool caught_up = true;
+  const std::vector<StreamEntry> tail =
+      shard::stream_entries(redis.command({"XREVRANGE", shard::writes_key(k), "+", "-", "COUNT", "1"}));
+  {
+    std::lock_guard lock(applied_mutex_);
+    if (!failing_.empty() || (!tail.empty() && applied_ < StreamId::parse(tail[0].id))) caught_up = false;
+  }
+  // The siblings: the other replicas' groups on the writes stream; those that published a digest
+  // lately (a replica stopped for good stops counting once its digest expires).
+  std::vector<std::string> siblings;
+  for (const ReplicaStats& r : shard::replica_groups(redis, k))
+    if (r.replica != options_.replica) siblings.push_back(r.replica);
+  // The most advanced sibling first: a replica far behind (a new one) takes its state from it.
+  struct Sibling {
+    std::string name;
+    std::map<std::string, std::string> digest;
+    StreamId position;
+  };
+  std::vector<Sibling> digests;
+  const int64_t now_ms = shard::unix_ms(Clock::now());
+  stale = false;
+  for (const std::string& sibling : siblings) {
+    Sibling d{sibling, hash_fields(redis.command({"HGETALL", repair::digest_key(k, sibling)})), {}};
+    const auto pos = d.digest.find("position"), at = d.digest.find("at_ms");
+    if (pos == d.digest.end() || at == d.digest.end()) continue;  // expired meanwhile
+    const int64_t at_ms = std::stoll(at->second);
+    if (at_ms < now_ms - kDigestLiveMs) continue;  // a replica stopped: not compared
+    if (at_ms < started_ms_) stale = true;         // from before this worker started: not enough to join
+    d.position = StreamId::parse(pos->second);
+    digests.push_back(std::move(d));
+  }
+  std::sort(digests.begin(), digests.end(), [](const Sibling& x, const Sibling& y) { return y.position < x.position; });
+  int64_t divergent = 0;
+  bool changed = false;
+  for (const Sibling& d : digests) {
+    const std::string& sibling = d.name;
+    const std::map<std::string, std::string>& theirs_digest = d.digest;
+    const StreamId& their_position = d.position;
+    std::vector<int> differing;
+    repair::Entries theirs;
+    for (int b = 0; b < repair::kBuckets; ++b) {
+      const auto h = theirs_digest.find("b:" + std::to_string(b));
+      const std::string their_hash = h == theirs_digest.end() ? std::string() : h->second;
+      const std::string my_hash = buckets[size_t(b)] == 0 ? std::string() : repair::hex(buckets[size_t(b)]);
+      if (their_hash == my_hash) continue;
+      differing.push_back(b);
+      const auto e = theirs_digest.find("e:" + std::to_string(b));
+      if (e != theirs_digest.end()) theirs.merge(repair::parse_bucket_text(e->second));
+    }
+    if (differing.empty()) {
+      // The same entries as a sibling further on in the stream: this replica holds its state at its
+      // position, and takes that position (so that a sibling further behind no longer looks ahead).
+      if (caught_up && !changed && position < their_position) {
+        std::lock_guard gallery(gallery_mutex_);
+        if (!(recorded_ < position) && !(position < recorded_)) {
+          record_applied(their_position);
+          position = their_position;
+        }
+      }
+      continue;
+    }
+    const repair::Plan plan = repair::plan(mine, position, theirs, their_position, differing);
+    divergent += plan.divergent;
+    if (changed || !caught_up || (plan.copy.empty() && plan.remove.empty())) continue;
+    // The sibling's entries to copy, asked for in chunks.
+    std::vector<texture::GalleryEntry> copies;
+    for (size_t i = 0; i < plan.copy.size(); i += kRepairAskIds) {
+      const std::vector<std::string> ids(plan.copy.begin() + long(i),
+                                         plan.copy.begin() + long(std::min(plan.copy.size(), i + kRepairAskIds)));
+      const std::string reply = "prism:repair:reply:" + std::to_string(k) + ":" + options_.replica + ":" + lease_ +
+                                ":" + std::to_string(asks_++);
+      redis.command({"LPUSH", repair::ask_key(k, sibling), json_text(json{{"ids", ids}, {"reply", reply}})});
+      redis.command({"EXPIRE", repair::ask_key(k, sibling), "60"});
+      const Reply done = redis.command({"BLPOP", reply + ":done", std::to_string(kRepairAnswerWaitMs / 1000)},
+                                       std::chrono::milliseconds(kRepairAnswerWaitMs));
+      if (done.type != Reply::Type::kArray)
+        throw std::runtime_error("replica " + sibling + " did not answer a repair ask");
+      const std::map<std::string, std::string> got = hash_fields(redis.command({"HGETALL", reply}));
+      redis.command({"DEL", reply});
+      for (const std::string& id : ids) {
+        const auto f = got.find(id);
+        if (f == got.end()) continue;  // gone there meanwhile: the next round sees it
+        copies.push_back(texture::Gallery::decode(std::vector<uint8_t>(f->second.begin(), f->second.end()),
+                                                  "replica " + sibling + "'s entry " + id));
+      }
+    }
+    // Applied between two stream writes, and only if none came since the plan was made.
+    std::lock_guard gallery(gallery_mutex_);
+    if (recorded_ < position || position < recorded_) {  // a write came: the next round (soon) plans again
+      changed = true;
+      break;
+    }
+    int64_t done = 0;
+    const Clock::time_point deadline = Clock::now() + 30s;
+    for (const texture::GalleryEntry& e : copies) {
+      try {
+        backend_->write(e, backend_->contains(e.id), deadline);
+        note_changed(e.id);
+        ++done;
+      } catch (const std::exception& x) {
+        say("repair: cannot copy " + e.id + " from replica " + sibling + ": " + x.what());
+      }
+    }
+    for (const std::string& id : plan.remove) {
+      try {
+        if (backend_->remove(id, deadline)) ++done;
+        note_changed(id);
+      } catch (const std::exception& x) {
+        say("repair: cannot drop " + id + " (deleted on replica " + sibling + "): " + x.what());
+      }
+    }
+    repaired_ += done;
+    changed = done > 0;
+    // This replica now holds the sibling's state at its position (every differing entry taken):
+    // it takes that position too, so that a sibling further behind no longer looks ahead of it
+    // (and the stream's entries up to it, already in that state, are not applied again).
+    if (position < their_position && copies.size() == plan.copy.size() &&
+        done == int64_t(copies.size() + plan.remove.size())) {
+      record_applied(their_position);
+      changed = true;
+    }
+    say("repair: " + std::to_string(plan.divergent) + " entries differed from replica " + sibling + " (position " +
+        their_position.str() + ", here " + position.str() + "): copied " + std::to_string(copies.size()) +
+        ", dropped " + std::to_string(plan.remove.size()) + " (" + std::to_string(done) + " written)");
+  }
+  divergent_ = divergent;
+  redis.command({"HSET", repair::digest_key(k, options_.replica), "divergent", std::to_string(divergent), "repaired",
+                 std::to_string(repaired_.load())});
+  return changed;
+}
+
+void ShardWorker::note_changed(const std::string& id) {
+  if (!digest_ready_ || id.empty()) return;
+  const int b = repair::bucket_of(id);
+  try {
+    if (backend_->contains(id))
+      digest_[size_t(b)][id] = repair::entry_hash(backend_->entry(id));
+    else
+      digest_[size_t(b)].erase(id);
+  } catch (const texture::GalleryError&) {  // unreadable: the next round's digest reads it again
+    digest_[size_t(b)].erase(id);
+  }
+  dirty_.insert(b);
+}
+
+void ShardWorker::publish_changes(Redis& redis) {
+  std::vector<std::string> set = {"HSET", repair::digest_key(options_.shard, options_.replica)}, drop;
+  {
+    std::lock_guard gallery(gallery_mutex_);
+    if (!digest_ready_) return;
+    // at_ms: when this state was the replica's (refreshed every 200 ms: a digest not refreshed for
+    // 5 s is a stopped replica's, and a replica joins only on digests fresher than its start).
+    set.insert(set.end(), {"at_ms", std::to_string(shard::unix_ms(Clock::now())), "position", recorded_.str()});
+    for (const int b : dirty_) {
+      const repair::Entries& bucket = digest_[size_t(b)];
+      const std::string hf = "b:" + std::to_string(b), ef = "e:" + std::to_string(b);
+      if (bucket.empty()) {
+        drop.insert(drop.end(), {hf, ef});
+        continue;
+      }
+      std::string text;
+      for (const auto& [id, h] : bucket) text += id + " " + repair::hex(h) + "\n";
+      set.insert(set.end(), {hf, repair::hex(shard::fnv1a64(text)), ef, text});
+    }
+    dirty_.clear();
+    published_ = recorded_;
+  }
+  // Two commands: a reader between them sees the position a moment before the buckets, which only
+  // makes this replica look behind once (the next round compares again).
+  if (!drop.empty()) {
+    // Empty buckets: their fields set empty, as absent ones read (HDEL is not among a worker's rights).
+    for (const std::string& f : drop) set.insert(set.end(), {f, ""});
+  }
+  redis.command(set);
+}
+
+void ShardWorker::repair_answer_loop(const std::atomic<bool>& stop) {
+  Redis redis(options_.redis);
+  const std::string key = repair::ask_key(options_.shard, options_.replica);
+  while (!stop) {
+    try {
+      const Reply r = redis.command({"BLPOP", key, "1"}, 1000ms);
+      if (r.type != Reply::Type::kArray || r.elements.size() < 2) continue;
+      const json ask = json::parse(r.elements[1].str);
+      const std::string reply = ask.at("reply").get<std::string>();
+      if (reply.rfind("prism:repair:reply:", 0) != 0) continue;
+      std::vector<std::string> cmd = {"HSET", reply, "@position"};
+      {
+        std::lock_guard gallery(gallery_mutex_);
+        cmd.push_back(recorded_.str());
+      }
+      for (const std::string& id : ask.at("ids").get<std::vector<std::string>>()) {
+        try {
+          const std::vector<uint8_t> bytes = texture::Gallery::encode(backend_->entry(id));
+          cmd.insert(cmd.end(), {id, std::string(bytes.begin(), bytes.end())});
+        } catch (const texture::GalleryError&) {  // not (or no longer) here
+        }
+      }
+      redis.command(cmd);
+      redis.command({"EXPIRE", reply, std::to_string(kReplyTtlS)});
+      redis.command({"RPUSH", reply + ":done", "1"});
+      redis.command({"EXPIRE", reply + ":done", std::to_string(kReplyTtlS)});
+    } catch (const RedisError&) {
+      nap(500, stop);
+    } catch (const std::exception& e) {
+      say(std::string("repair: a malformed ask: ") + e.what());
+    }
+  }
 }
 
 }  // namespace prism::service

@@ -59,15 +59,31 @@
 //   one line is printed per state change.
 // - Clocks: deadlines cross hosts as unix ms, so the hosts' clocks must agree (NTP) to well under
 //   the request timeouts.
+// - Replica repair (service/replica_repair.h for the digest and the rule on which side wins):
+//   every --repair-every seconds (default 30; the first round at start: reads are answered once a
+//   round on digests published after the start finds nothing to change, or after 5 rounds) a
+//   replica publishes its digest at `prism:digest:K:NAME` (a hash: position, at_ms, bucket hashes
+//   `b:B`, bucket entries `e:B`, `divergent`, `repaired`; expiring after 3 rounds; what writes
+//   change is published within 200 ms, and at_ms refreshed as often), compares it with each live
+//   sibling's (its group on the writes stream, its digest under 5 s old), most advanced first,
+//   and for what it must change asks the sibling: LPUSH to
+//   `prism:repair:K:SIBLING` of {"ids": [...], "reply": KEY}; the sibling's answer thread HSETs KEY
+//   (`@position` and ID -> Gallery::encode bytes for each id it holds) and RPUSHes KEY:done. The
+//   entries are written through LocalBackend::write/remove (the same crash-safe writes as every
+//   write), between two stream writes, while reads go on. A replica acts only once it has applied
+//   every write in the stream (else it is still catching up, and the stream repairs it).
 // - Not done: the writes stream is never trimmed (a new replica replays it from the start; trimming
 //   needs every replica's progress); the reads stream is capped (XADD MAXLEN ~ 10000).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "local_backend.h"
@@ -91,6 +107,10 @@ struct ShardWorkerOptions {
   // Tests only: every search is answered whole, its `phase` ignored, as a worker from before the
   // two-phase search answers (a rolling upgrade). False in production.
   bool whole_searches = false;
+  // Anti-entropy with the shard's other replicas (service/replica_repair.h): every this many
+  // seconds, and once at start (before any read is answered), compare gallery digests and copy or
+  // drop what differs. 0: off.
+  int repair_every_s = 30;
 };
 
 class ShardWorker {
@@ -110,6 +130,17 @@ class ShardWorker {
 
  private:
   void writer_loop(const std::atomic<bool>& stop);
+  // Replica repair: a round every repair_every_s (the first at once), and the answers to siblings
+  // asking this replica for entries.
+  void repair_loop(const std::atomic<bool>& stop);
+  // One comparison with every sibling's digest; true when entries were copied or dropped.
+  // `stale`: some sibling's digest is older than this worker (not yet enough to answer reads on).
+  bool repair_round(Redis& redis, bool& stale);
+  void repair_answer_loop(const std::atomic<bool>& stop);
+  // With gallery_mutex_ held, after `id` was written or removed: its digest entry anew.
+  void note_changed(const std::string& id);
+  // Publishes the buckets changed since the last digest (a digest lags its writes by 200 ms).
+  void publish_changes(Redis& redis);
   void reader_loop(int reader, const std::atomic<bool>& stop);
   // Connects: prism:shards agreed, groups present. Throws RedisError, or std::runtime_error.
   void prepare(Redis& redis);
@@ -159,6 +190,21 @@ class ShardWorker {
   // applied twice (a POST delivered again after its DELETE was lost would bring the product back).
   shard::StreamId recorded_;
   std::mutex log_mutex_;
+  // Held by the writer from applying a write to recording it, and by replica repair while it reads
+  // the gallery for a digest or applies a sibling's entries: the two never interleave.
+  std::mutex gallery_mutex_;
+  std::atomic<bool> joined_{false};     // the first repair round ran (reads are answered after it)
+  std::atomic<int64_t> divergent_{-1};  // entries differing from siblings at the last comparison
+  std::atomic<int64_t> repaired_{0};    // entries copied from or dropped for siblings since start
+  std::atomic<uint64_t> asks_{0};       // this worker's requests to siblings (reply keys)
+  // This replica's digest by bucket (under gallery_mutex_): read whole each round, kept up to date
+  // by every write between rounds; the buckets changed since it was last published.
+  std::array<std::map<std::string, uint64_t>, 256> digest_;
+  bool digest_ready_ = false;
+  std::set<int> dirty_;
+  shard::StreamId published_;
+  int64_t started_ms_ = 0;  // unix ms when the repair thread started
+  std::string written_id_;  // the id of the write being applied (the writer's)
 };
 
 }  // namespace prism::service

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "json_text.h"
+#include "replica_repair.h"
 
 namespace prism::service {
 
@@ -410,6 +411,15 @@ std::vector<ReplicaStats> ShardedBackend::replicas(int k, const std::vector<std:
       r.live = std::find(live.begin(), live.end(), r.replica) != live.end();
       const Reply why = redis->command({"GET", shard::failing_key(k, r.replica)});
       if (why.type == Reply::Type::kString) r.failing = why.str;
+      const Reply repair = redis->command({"HMGET", repair::digest_key(k, r.replica), "divergent", "repaired"});
+      if (repair.type == Reply::Type::kArray && repair.elements.size() == 2 &&
+          repair.elements[0].type == Reply::Type::kString && repair.elements[1].type == Reply::Type::kString) {
+        try {
+          r.divergent = std::stoll(repair.elements[0].str);
+          r.repaired = std::stoll(repair.elements[1].str);
+        } catch (const std::logic_error&) {  // not numbers: unknown
+        }
+      }
     }
     return out;
   } catch (const RedisError& e) {

@@ -867,11 +867,16 @@ TEST(HttpApi, ThreeShardsThroughHttpAnswerAsTheSingleGalleryCli) {
     EXPECT_EQ(sh["replicas"][0]["pending"], 0);
     EXPECT_EQ(sh["replicas"][0]["lag"], 0);
     EXPECT_EQ(sh["replicas"][0]["failing"], nullptr);
+    EXPECT_EQ(sh["replicas"][0]["divergent"], 0);  // no sibling to differ from (replica repair)
+    EXPECT_EQ(sh["replicas"][0]["repaired"], 0);
     EXPECT_GT(sh["images"].get<int>(), 0) << "every shard holds some of the products: " << stats.dump();
   }
   const httplib::Result metrics = c.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("prism_replica_pending_writes{shard=\"2\",replica=\"r\"} 0\n"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("prism_replica_repaired_entries_total{shard=\"2\",replica=\"r\"} 0\n"),
+            std::string::npos)
       << metrics->body;
 
   // Photos of 20 products and of 5 textures never enrolled.

@@ -39,6 +39,8 @@ constexpr const char* kUsage =
     "  --replica NAME       this replica's name (each replica of a shard applies every write;\n"
     "                       default: the host name); a restarted worker must keep its name\n"
     "  --readers N          threads answering reads (default 2)\n"
+    "  --repair-every S     compare the gallery with the shard's other replicas every S seconds\n"
+    "                       (and at start) and copy or drop what differs (default 30; 0: off)\n"
     "  --device D           auto (default), cpu, cuda or cuda:N (GPU N only, for this worker; its\n"
     "                       threads run on GPU N's NUMA node, where its pinned memory then lands)\n"
     "  --normalise NAME     a new gallery's contrast normalisation (none, clahe-CLIP-TILES; default:\n"
@@ -104,6 +106,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
         with_value({"--gallery"}, [&](Name, Value v) { o.local.gallery = v; }),  // a path
         with_value({"--replica"}, o.replica),
         with_value({"--readers"}, [&](Name a, Value v) { o.readers = parse_int(a, v, 1, 64); }),
+        with_value({"--repair-every"}, [&](Name a, Value v) { o.repair_every_s = parse_int(a, v, 0, 86400); }),
         with_value({"--device"}, device),
         with_value({"--normalise"}, [&](Name a, Value v) { o.local.normalisation = parse_normalise(a, v); }),
         with_value({"--gpu-memory"}, [&](Name a, Value v) { o.local.index.gpu_budget = parse_size(a, v); }),
