@@ -702,11 +702,11 @@ void ShardWorker::repair_loop(const std::atomic<bool>& stop) {
       if (!lost) say(std::string("repair: ") + e.what() + "; retrying");
       lost = true;
       next = Clock::now() + 1s;
-      if (++rounds >= 5) joined_ = true;  // reads are never held for good
+      joined_ = true;  // a round that cannot run (Redis, its ACL) holds no reads
     } catch (const std::exception& e) {
       say(std::string("repair: ") + e.what());
       next = std::min(next, Clock::now() + 5s);
-      if (++rounds >= 5) joined_ = true;
+      joined_ = true;
     }
   }
 }

@@ -61,7 +61,8 @@
 //   the request timeouts.
 // - Replica repair (service/replica_repair.h for the digest and the rule on which side wins):
 //   every --repair-every seconds (default 30; the first round at start: reads are answered once a
-//   round on digests published after the start finds nothing to change, or after 5 rounds) a
+//   round on digests published after the start finds nothing to change, after 5 rounds, or once
+//   a round fails) a
 //   replica publishes its digest at `prism:digest:K:NAME` (a hash: position, at_ms, bucket hashes
 //   `b:B`, bucket entries `e:B`, `divergent`, `repaired`; expiring after 3 rounds; what writes
 //   change is published within 200 ms, and at_ms refreshed as often), compares it with each live
