@@ -14,8 +14,8 @@ constexpr double kMaxBackoffS = 5;
 // waiting); a new source gets as long for its first frame (RTSP's jitterbuffer is 2 s by default).
 constexpr double kSilenceS = 10;
 // How long a remade RTSP source may stay PAUSED, opening, before it is taken to PLAYING anyway
-// (restart): it plays as soon as its rtspsrc has set its streams up (no-more-pads), other sources
-// at once; this bounds a server that never finishes the SETUP.
+// (restart): it plays as soon as its rtspsrc says it opened (DESCRIBE and SETUP done: its "open"
+// progress message), other sources at once; this bounds a server that never finishes the SETUP.
 constexpr int kOpenWaitMs = 5000;
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -152,22 +152,12 @@ void CameraSupervisor::watch(Camera& camera, GstElement* source) {
   camera.ended = false;
   camera.opened = false;
   g_signal_connect(source, "pad-added", G_CALLBACK(on_pad_added), &camera);
-  // uridecodebin makes its source as it goes to READY: an rtspsrc has opened (DESCRIBE, SETUP) once
-  // it adds its pads and says no-more-pads, which it does in PAUSED; any other source may play now.
+  // uridecodebin makes its source as it goes to PAUSED: an RTSP source has opened (DESCRIBE, SETUP)
+  // once its rtspsrc posts its "open" progress as complete (handle_progress); any other may play now.
   g_signal_connect(source, "source-setup", G_CALLBACK(+[](GstElement* bin, GstElement* src, gpointer data) {
                      auto* c = static_cast<Camera*>(data);
-                     {
-                       std::lock_guard<std::mutex> guard(c->lock);
-                       if (bin != c->source) return;  // an earlier source, taken out
-                     }
-                     if (g_strcmp0(G_OBJECT_TYPE_NAME(src), "GstRTSPSrc") != 0) {
-                       c->opened = true;
-                       return;
-                     }
-                     g_signal_connect(src, "no-more-pads", G_CALLBACK(+[](GstElement*, gpointer camera) {
-                                        static_cast<Camera*>(camera)->opened = true;
-                                      }),
-                                      c);
+                     std::lock_guard<std::mutex> guard(c->lock);
+                     if (bin == c->source && g_strcmp0(G_OBJECT_TYPE_NAME(src), "GstRTSPSrc") != 0) c->opened = true;
                    }),
                    &camera);
 }
@@ -184,6 +174,18 @@ CameraSupervisor::Camera* CameraSupervisor::camera_of(GstMessage* msg, bool* cur
     }
   }
   return nullptr;
+}
+
+void CameraSupervisor::handle_progress(GstMessage* msg) {
+  GstProgressType type;
+  gchar *code = nullptr, *text = nullptr;
+  gst_message_parse_progress(msg, &type, &code, &text);
+  const bool opened = type == GST_PROGRESS_TYPE_COMPLETE && g_strcmp0(code, "open") == 0;
+  g_free(code);
+  g_free(text);
+  bool current = false;
+  Camera* camera = opened ? camera_of(msg, &current) : nullptr;
+  if (camera && current) camera->opened = true;
 }
 
 bool CameraSupervisor::handle_error(GstMessage* msg) {
