@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -484,8 +485,10 @@ std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& 
         args.push_back(a.data());
         lens.push_back(a.size());
       }
-      if (redisAppendCommandArgv(ctx_, int(args.size()), args.data(), lens.data()) != REDIS_OK)
+      if (redisAppendCommandArgv(ctx_, int(args.size()), args.data(), lens.data()) != REDIS_OK) {
+        disconnect();            // the commands queued so far must not go out ahead of the next caller's
         throw std::bad_alloc();  // hiredis's only failure here: its buffer could not grow
+      }
     }
     std::vector<Reply> out;
     errno = 0;
@@ -495,7 +498,18 @@ std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& 
       out.push_back(convert(static_cast<redisReply*>(raw)));
       freeReplyObject(raw);
     }
-    if (out.size() == commands.size()) return out;
+    if (out.size() == commands.size()) {
+      const bool demoted = sentinel_ && std::any_of(out.begin(), out.end(), [](const Reply& r) {
+                             return r.error() && r.error_code() == "READONLY";
+                           });
+      if (!demoted) return out;
+      // Demoted to a replica: what it refused did not run. Once more on the master the sentinels
+      // name, as command() does (every command this deployment sends may run twice).
+      disconnect();
+      if (attempt == 0) continue;
+      throw RedisError("Redis at " + url() + " is a replica now (READONLY, " + commands.at(0).at(0) +
+                       ", pipelined): waiting for the sentinels to name the new master");
+    }
     const int err = ctx_->err, sys = errno;
     const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
     disconnect();

@@ -120,7 +120,8 @@ class Redis {
   Reply command(const std::vector<std::string>& argv, ms block = ms(0));
   // Several commands sent at once and their replies read in order (hiredis pipelining): one round
   // trip instead of one each, for commands that do not block. Retried once on a fresh connection
-  // as command() is, but only when no reply had come yet; a READONLY reply is returned as it is.
+  // as command() is, when no reply had come yet; through sentinels a READONLY reply among them
+  // sends them all once more to the master the sentinels name, and a second READONLY is a RedisError.
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands);
 
   // The URL (password hidden); through sentinels, with the master's address when connected.
