@@ -307,7 +307,10 @@ std::optional<JpegLayout> parse_jpeg(const uint8_t* data, size_t size, std::stri
     int blocks = 0;
     for (int i = 0; i < ns; ++i) {
       const int id = seg[1 + 2 * i], td = seg[2 + 2 * i] >> 4, ta = seg[2 + 2 * i] & 15;
-      int c = 0;
+      // libjpeg-turbo's get_sos takes the first frame component of this id whose place is not below
+      // the scan's (it tests cur_comp_info[ci] for the i-th scan slot): a scan naming the frame's
+      // components in another order is "Invalid component ID" there, so refused here too.
+      int c = i;
       while (c < ncomp && (comps[c].id != id || used[c])) ++c;
       if (c == ncomp) {
         refuse(why, "a scan naming a component that is not in the frame");

@@ -272,6 +272,20 @@ TEST(JpegParallel, RefusesWhatItDoesNotHandle) {
   EXPECT_FALSE(image::jpeg::parse_jpeg(b.data(), b.size(), &why));
   EXPECT_NE(why.find("quantisation table"), std::string::npos) << why;
   EXPECT_FALSE(test::libjpeg_grey(b.data(), b.size(), 1));
+  // a scan naming the frame's components in another order (1, 3, 2): libjpeg-turbo refuses it
+  // ("Invalid component ID 2 in SOS"), so must this (fuzz_image, tests/fuzz/FINDINGS.md)
+  b = test::encode_jpeg_case(base);
+  for (size_t i = 2; i + 12 < b.size(); ++i)
+    if (b[i] == 0xff && b[i + 1] == 0xda) {
+      std::swap(b[i + 5 + 2], b[i + 5 + 4]);  // the second and third components' ids
+      std::swap(b[i + 5 + 3], b[i + 5 + 5]);  // and their tables
+      break;
+    }
+  std::string libjpeg_error;
+  EXPECT_FALSE(test::libjpeg_grey(b.data(), b.size(), 1, &libjpeg_error));
+  EXPECT_NE(libjpeg_error.find("Invalid component ID"), std::string::npos) << libjpeg_error;
+  EXPECT_FALSE(image::jpeg::parse_jpeg(b.data(), b.size(), &why));
+  EXPECT_NE(why.find("not in the frame"), std::string::npos) << why;
   EXPECT_FALSE(decode_grey_parallel(nullptr, 0, 1, ParallelParams(), &why));
   const uint8_t junk[] = {0xff, 0xd8, 0xff, 0xd9};
   EXPECT_FALSE(decode_grey_parallel(junk, sizeof junk, 1, ParallelParams(), &why));
