@@ -13,10 +13,8 @@ constexpr double kMaxBackoffS = 5;
 // A live camera that sends no frame for this long is taken as gone (a network cut leaves rtspsrc
 // waiting); a new source gets as long for its first frame (RTSP's jitterbuffer is 2 s by default).
 constexpr double kSilenceS = 10;
-// How long a remade RTSP source may stay PAUSED, opening, before it is taken to PLAYING anyway
-// (restart): it plays as soon as its rtspsrc says it opened (DESCRIBE and SETUP done: its "open"
-// progress message), other sources at once; this bounds a server that never finishes the SETUP.
-constexpr int kOpenWaitMs = 5000;
+// How long a remade source stays PAUSED, opening, before it is taken to PLAYING (restart).
+constexpr int kOpenWaitMs = 1000;
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -56,9 +54,8 @@ struct CameraSupervisor::Camera {
   double backoff_s = kFirstBackoffS;
   guint64 reconnects = 0;
   bool eos_due = false;   // the branch is to get EOS once its first element is PAUSED
-  bool play_due = false;  // a remade source waits in PAUSED until it opened, or play_at (see restart)
+  bool play_due = false;  // a remade source waits in PAUSED until play_at (see restart)
   Clock::time_point play_at;
-  std::atomic<bool> opened{false};  // the current source may play: not RTSP, or its rtspsrc set up
 };
 
 CameraSupervisor::CameraSupervisor(GstElement* pipeline, const PipelineConfig& config,
@@ -150,16 +147,7 @@ void CameraSupervisor::watch(Camera& camera, GstElement* source) {
   gst_object_replace(reinterpret_cast<GstObject**>(&camera.source), GST_OBJECT(source));
   camera.buffers = 0;
   camera.ended = false;
-  camera.opened = false;
   g_signal_connect(source, "pad-added", G_CALLBACK(on_pad_added), &camera);
-  // uridecodebin makes its source as it goes to PAUSED: an RTSP source has opened (DESCRIBE, SETUP)
-  // once its rtspsrc posts its "open" progress as complete (handle_progress); any other may play now.
-  g_signal_connect(source, "source-setup", G_CALLBACK(+[](GstElement* bin, GstElement* src, gpointer data) {
-                     auto* c = static_cast<Camera*>(data);
-                     std::lock_guard<std::mutex> guard(c->lock);
-                     if (bin == c->source && g_strcmp0(G_OBJECT_TYPE_NAME(src), "GstRTSPSrc") != 0) c->opened = true;
-                   }),
-                   &camera);
 }
 
 // The camera whose source (current or earlier) `msg` comes from: an ancestor named as a camera's
@@ -174,18 +162,6 @@ CameraSupervisor::Camera* CameraSupervisor::camera_of(GstMessage* msg, bool* cur
     }
   }
   return nullptr;
-}
-
-void CameraSupervisor::handle_progress(GstMessage* msg) {
-  GstProgressType type;
-  gchar *code = nullptr, *text = nullptr;
-  gst_message_parse_progress(msg, &type, &code, &text);
-  const bool opened = type == GST_PROGRESS_TYPE_COMPLETE && g_strcmp0(code, "open") == 0;
-  g_free(code);
-  g_free(text);
-  bool current = false;
-  Camera* camera = opened ? camera_of(msg, &current) : nullptr;
-  if (camera && current) camera->opened = true;
 }
 
 bool CameraSupervisor::handle_error(GstMessage* msg) {
@@ -215,7 +191,7 @@ void CameraSupervisor::tick() {
     switch (camera.state) {
       case Camera::State::Starting:
       case Camera::State::Online:
-        if (camera.play_due && (camera.opened || now >= camera.play_at)) {
+        if (camera.play_due && now >= camera.play_at) {
           camera.play_due = false;
           std::lock_guard<std::mutex> guard(camera.lock);
           if (camera.source) gst_element_sync_state_with_parent(camera.source);
@@ -311,7 +287,7 @@ void CameraSupervisor::restart(Camera& camera) {
   // A failure to start posts its ERROR, which takes the camera offline again (handle_error).
   // PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked
   // for while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc);
-  // tick() takes it to the pipeline's state once it opened (watch), or after kOpenWaitMs.
+  // tick() takes it to the pipeline's state once it had time to open.
   gst_element_set_state(source, GST_STATE_PAUSED);
   camera.play_due = true;
   camera.play_at = Clock::now() + std::chrono::milliseconds(kOpenWaitMs);

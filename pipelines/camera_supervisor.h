@@ -70,8 +70,6 @@ class CameraSupervisor {
   // An ERROR message: true when it comes from a camera's source (the current one, which then goes
   // offline, or an earlier one taken out already), so it is no error of the run.
   bool handle_error(GstMessage* msg);
-  // A PROGRESS message: a remade RTSP source that finished opening plays at the next tick().
-  void handle_progress(GstMessage* msg);
   // Every turn of the bus loop: cameras that began to send frames go online, those that ended or
   // went silent go offline, and those due are made anew.
   void tick();

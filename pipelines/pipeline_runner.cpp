@@ -463,10 +463,9 @@ class Run {
   int loop() {
     GstBus* bus = gst_element_get_bus(pipeline_);
     const bool control = options_.control != nullptr;
-    const auto types =
-        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO |
-                                    (options_.on_element_message || control ? GST_MESSAGE_ELEMENT : 0) |
-                                    (control ? GST_MESSAGE_QOS : 0) | (cameras_ ? GST_MESSAGE_PROGRESS : 0));
+    const auto types = static_cast<GstMessageType>(
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO |
+        (options_.on_element_message || control ? GST_MESSAGE_ELEMENT : 0) | (control ? GST_MESSAGE_QOS : 0));
     Stop stop = Stop::None;
     Clock::time_point stop_deadline;
     int result = -1;
@@ -482,9 +481,6 @@ class Run {
             result = kExitRuntimeError;
             break;
           case GST_MESSAGE_WARNING: report(msg, "warning"); break;
-          case GST_MESSAGE_PROGRESS:
-            cameras_->handle_progress(msg);
-            break;  // asked for with cameras only
           // e.g. a Prism element telling that it runs on the CPU because no GPU is usable
           case GST_MESSAGE_INFO: report(msg, "info"); break;
           case GST_MESSAGE_ELEMENT:
