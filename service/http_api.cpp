@@ -23,6 +23,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/mat_cache.h"
 #include "common/regular_file.h"
 #include "http_listener.h"
 #include "http_metrics.h"
@@ -829,6 +830,9 @@ HttpApi::HttpApi(Backend& backend, ApiOptions options) : impl_(std::make_unique<
   // uploads one after the other left the server 1.1 GB larger (the flood test). A fixed 1 MiB
   // threshold maps every large buffer and returns it on free.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  // But mapped afresh for every image, they cost a CPU extraction some 80 MB of zero-filled page
+  // faults: cv::Mat's large blocks are kept for the next image instead, up to the decode budget.
+  mat_cache::install(m.options.decode_memory_bytes);
   m.routes();
 }
 
