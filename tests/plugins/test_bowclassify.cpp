@@ -514,7 +514,11 @@ TEST_F(BowClassify, LiveSourceIsNeverLateInAsyncMode) {
     last = f;
   }
   // The meta of a result rides on a later frame and names its source frame, one that was analysed.
-  ASSERT_FALSE(r.meta.empty());
+  // A second analysis starts on a frame that came after the first result: that frame carries it.
+  // (On a loaded machine one analysis may outlast every frame: then no frame is left to carry it.)
+  if (r.bus.messages.size() >= 2) {
+    ASSERT_FALSE(r.meta.empty());
+  }
   for (const prism::test::live::MetaSeen& s : r.meta) {
     ASSERT_TRUE(s.has_source);
     EXPECT_LT(s.source_frame, s.at);

@@ -321,7 +321,7 @@ TEST(PrismCli, HostileVariablesFailValidation) {
   deep += "  v20000: 1\nelements:\n  src: {element: videotestsrc, properties: {num-buffers: \"${v0}\"}}\n";
   deep += "  sink: {element: fakesink}\nlinks: [[src, sink]]\n";
   const std::string deep_config = dir.write("deep.yaml", deep);
-  auto result = run_prism({"run", deep_config, "--print"}, ".", {10, 1 << 20});
+  auto result = run_prism({"run", deep_config, "--print"}, ".", {60, 1 << 20});
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find(deep_config + ":65:8: error: variable 'v64' is nested more than 64 levels deep"),
             std::string::npos)
@@ -335,7 +335,7 @@ TEST(PrismCli, HostileVariablesFailValidation) {
   doubling += "elements:\n  src: {element: videotestsrc}\n";
   doubling += "  sink: {element: filesink, properties: {location: \"${d35}\"}}\nlinks: [[src, sink]]\n";
   const std::string doubling_config = dir.write("doubling.yaml", doubling);
-  result = run_prism({"run", doubling_config}, ".", {10, 1 << 20});
+  result = run_prism({"run", doubling_config}, ".", {60, 1 << 20});
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find(doubling_config + ":22:8: error: variable 'd20' is longer than 1 MiB"),
             std::string::npos)
@@ -358,7 +358,7 @@ TEST(PrismCli, OutOfMemoryIsAnError) {
     links += "  - [t, f" + std::to_string(i) + "]\n";
   }
   const std::string config = dir.write("big.yaml", yaml + links);
-  const auto result = run_prism({"run", config, "--print"}, ".", {10, 250 * 1024});
+  const auto result = run_prism({"run", config, "--print"}, ".", {60, 250 * 1024});
   EXPECT_EQ(result.exit_code, 1) << result.output.substr(0, 2000);
   EXPECT_NE(result.output.find("prism run: error: out of memory"), std::string::npos) << result.output.substr(0, 2000);
 }
