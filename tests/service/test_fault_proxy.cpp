@@ -188,5 +188,34 @@ TEST(FaultProxy, RefusesAndPartitions) {
   EXPECT_EQ(down.receive(1), "EOF");
 }
 
+TEST(FaultProxy, PartitionsOneProcess) {
+  Echo echo;
+  FaultProxy proxy(echo.port());
+  Conn a(proxy.port(), 300);
+  a.send_text("x");
+  a.timeout(5000);
+  ASSERT_EQ(a.receive(1), "x");
+  // Another process partitioned: this one's connections pass.
+  proxy.partition_process(getppid());
+  a.send_text("y");
+  EXPECT_EQ(a.receive(1), "y");
+  // This process: its connections held, the old one and a new one, then cut when it heals.
+  proxy.partition_process(getpid());
+  Conn b(proxy.port(), 300);
+  a.timeout(300);
+  a.send_text("z");
+  b.send_text("w");
+  EXPECT_EQ(a.receive(1), "");
+  EXPECT_EQ(b.receive(1), "");
+  a.timeout(5000);
+  b.timeout(5000);
+  proxy.heal_process(getpid());
+  EXPECT_EQ(a.receive(1), "EOF");
+  EXPECT_EQ(b.receive(1), "EOF");
+  Conn c(proxy.port());
+  c.send_text("ok");
+  EXPECT_EQ(c.receive(2), "ok");
+}
+
 }  // namespace
 }  // namespace prism::test

@@ -11,7 +11,10 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <list>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -34,6 +37,10 @@ struct Link {
   bool connecting = true;
   bool client_eof = false, upstream_eof = false;
   bool partitioned = false;    // lived through a partition: cut when it heals
+  bool isolated = false;       // its process is partitioned (partition_process): held, then cut
+  unsigned long inode = 0;     // of the client's own socket (0: not looked up yet)
+  std::set<pid_t> checked;     // processes it was looked for in
+  pid_t owner = 0;             // the process found holding the client's socket (0: none yet)
   std::deque<Chunk> up, down;  // client -> upstream, upstream -> client
   size_t up_bytes = 0, down_bytes = 0;
 };
@@ -79,6 +86,42 @@ bool give(int fd, std::deque<Chunk>& q, size_t& queued) {
 }
 
 bool due(const std::deque<Chunk>& q, Clock::time_point now) { return !q.empty() && q.front().due <= now; }
+
+// The inode of the socket at the other end of our connection `fd` (the client's own: its local
+// port is our peer's port, its remote port our listening port), from /proc/net/tcp; 0 if not found.
+unsigned long client_inode(int fd, int listen_port) {
+  sockaddr_in peer{};
+  socklen_t len = sizeof peer;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return 0;
+  char local[32], remote[32];
+  std::snprintf(local, sizeof local, ":%04X", ntohs(peer.sin_port));
+  std::snprintf(remote, sizeof remote, ":%04X", listen_port);
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  while (std::getline(tcp, line)) {
+    std::istringstream in(line);
+    std::string sl, l, r, st, queues, timer, retr, uid, timeout;
+    unsigned long inode = 0;
+    in >> sl >> l >> r >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
+    if (l.size() > 5 && r.size() > 5 && l.compare(l.size() - 5, 5, local) == 0 &&
+        r.compare(r.size() - 5, 5, remote) == 0)
+      return inode;
+  }
+  return 0;
+}
+
+// Whether process `pid` holds the socket `inode`.
+bool holds(pid_t pid, unsigned long inode) {
+  const std::string want = "socket:[" + std::to_string(inode) + "]";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code rec;
+    if (std::filesystem::read_symlink(it->path(), rec).string() == want) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -168,6 +211,22 @@ void FaultProxy::cut() {
   wake();
 }
 
+void FaultProxy::partition_process(pid_t pid) {
+  {
+    std::lock_guard lock(mutex_);
+    isolated_.insert(pid);
+  }
+  wake();
+}
+
+void FaultProxy::heal_process(pid_t pid) {
+  {
+    std::lock_guard lock(mutex_);
+    isolated_.erase(pid);
+  }
+  wake();
+}
+
 std::string FaultProxy::mode() const {
   std::lock_guard lock(mutex_);
   std::string m = mode_ == Mode::kForward     ? "forward"
@@ -188,17 +247,32 @@ void FaultProxy::run() {
     std::chrono::milliseconds delay;
     int target;
     uint64_t cuts;
+    std::set<pid_t> isolated;
     {
       std::lock_guard lock(mutex_);
       mode = mode_;
       delay = delay_;
       target = target_;
       cuts = cut_generation_;
+      isolated = isolated_;
+    }
+    // Which connections belong to a partitioned process (looked up once per connection and process).
+    for (Link& l : links) {
+      for (const pid_t pid : isolated) {
+        if (l.owner != 0 || l.checked.count(pid)) continue;
+        if (l.inode == 0) l.inode = client_inode(l.client, port_);
+        l.checked.insert(pid);
+        if (l.inode != 0 && holds(pid, l.inode)) l.owner = pid;
+      }
+      const bool now_isolated = l.owner != 0 && isolated.count(l.owner);
+      if (l.isolated && !now_isolated) l.partitioned = true, l.isolated = false;  // healed: cut below
+      if (now_isolated) l.isolated = true;
     }
     // Connections to close: every one at a cut() or while refusing, those that lived through a
     // partition once it is over, and those whose peer has gone (after what it sent was delivered).
     for (auto it = links.begin(); it != links.end();) {
-      const bool cut = cuts != cuts_seen || mode == Mode::kRefuse || (it->partitioned && mode != Mode::kPartition);
+      const bool cut =
+          cuts != cuts_seen || mode == Mode::kRefuse || (it->partitioned && mode != Mode::kPartition && !it->isolated);
       const bool ended = it->client < 0 || it->upstream < 0 || (it->client_eof && it->up.empty()) ||
                          (it->upstream_eof && it->down.empty());
       if (cut || ended) {
@@ -228,11 +302,11 @@ void FaultProxy::run() {
         u |= POLLOUT;
       } else {
         if (!l.upstream_eof && l.down_bytes < kMaxQueued) u |= POLLIN;
-        if (sending && due(l.up, now)) u |= POLLOUT;
+        if (sending && !l.isolated && due(l.up, now)) u |= POLLOUT;
       }
-      if (sending && due(l.down, now)) c |= POLLOUT;
+      if (sending && !l.isolated && due(l.down, now)) c |= POLLOUT;
       for (const std::deque<Chunk>* q : {&l.up, &l.down})
-        if (sending && !q->empty() && q->front().due > now)
+        if (sending && !l.isolated && !q->empty() && q->front().due > now)
           timeout_ms = std::min<int>(
               timeout_ms, 1 + int(std::chrono::duration_cast<std::chrono::milliseconds>(q->front().due - now).count()));
       // A side that has closed is no longer polled (its POLLHUP would wake the loop at once).
@@ -309,7 +383,7 @@ void FaultProxy::run() {
       if (!l.connecting && (u & (POLLIN | POLLHUP | POLLERR))) {
         if (!take(l.upstream, l.down, l.down_bytes, delay)) l.upstream_eof = true;
       }
-      if (sending) {
+      if (sending && !l.isolated) {
         if (c & POLLOUT) ok = give(l.client, l.down, l.down_bytes) && ok;
         if (u & POLLOUT) ok = give(l.upstream, l.up, l.up_bytes) && ok;
       }

@@ -12,14 +12,21 @@
 //                  retransmission: the connections survive it)
 //   delay(ms)      every chunk is delivered `ms` after it arrived, in order
 //   cut()          every existing connection is closed now; new ones are forwarded
+//   partition_process(pid), heal_process(pid)
+//                  as partition() and heal(), for the connections of one client process only
+//                  (found by their socket's inode: /proc/net/tcp, then /proc/PID/fd): one
+//                  worker cut off from Redis while the others go on
 //
 // gtest-free (tests/support).
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -44,6 +51,8 @@ class FaultProxy {
   void stall();
   void delay(std::chrono::milliseconds d);  // 0: none
   void cut();
+  void partition_process(pid_t pid);
+  void heal_process(pid_t pid);
 
   // What the link does now, in words ("forward", "refuse", "partition", "stall", "delay 50 ms").
   std::string mode() const;
@@ -63,6 +72,7 @@ class FaultProxy {
   int target_ = 0;
   Mode mode_ = Mode::kForward;
   std::chrono::milliseconds delay_{0};
+  std::set<pid_t> isolated_;     // partition_process()
   uint64_t cut_generation_ = 0;  // cut() asks the thread to close every connection older than this
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> accepted_{0}, cut_{0};
