@@ -6,16 +6,18 @@
 // master, SIGSTOP of a worker or of a whole shard, and on the links (every connection to a front
 // and to each Redis server passes through a FaultProxy of the test, tests/support/fault_proxy.h):
 // partitions of the Redis master from everybody (the sentinels fail over), of one worker or one
-// front from Redis, and of a front from its clients, stalls, delays, refused connections. Then
+// front from Redis, and of a front from its clients, stalls, delays, refused connections; and a
+// full disk under one replica (a tmpfs in a user namespace; skipped loudly where there is none). Then
 // everything is healed, every product is read once more, and the history is checked against the
 // documented contract (tests/support/history_check.h). Violations must be 0.
 //
 // PRISM_FAULT_TRIALS (default 1), PRISM_FAULT_SECONDS (of operations per trial, default 16) and
-// PRISM_FAULT_SEED (default: the time) make longer runs; every trial prints its seed, faults,
-// operations and violations. Skips loudly without redis-server or redis-sentinel unless
-// PRISM_REQUIRE_REDIS=1.
+// PRISM_FAULT_SEED (default: the time) make longer runs, PRISM_FAULT_KIND=N injects fault N alone
+// (one_fault's kinds); every trial prints its seed, faults, operations and violations. Skips loudly without
+// redis-server or redis-sentinel unless PRISM_REQUIRE_REDIS=1.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -55,20 +57,25 @@ constexpr int kFronts = 2;
 constexpr int kClients = 3;
 constexpr int kProductsPerShard = 3;
 
-// The redis-sentinel to use ($PRISM_REDIS_SENTINEL, else the first on PATH, else Debian's), "" when
-// absent (as tests/service/test_sentinel.cpp).
-std::string sentinel_path() {
-  if (const char* env = std::getenv("PRISM_REDIS_SENTINEL"); env && *env) return access(env, X_OK) == 0 ? env : "";
+// The first `name` on PATH, else /usr/bin/NAME; "" when neither is executable.
+std::string on_path(const std::string& name) {
   std::vector<std::string> candidates;
   if (const char* path = std::getenv("PATH")) {
     std::stringstream dirs(path);
     for (std::string d; std::getline(dirs, d, ':');)
-      if (!d.empty()) candidates.push_back(d + "/redis-sentinel");
+      if (!d.empty()) candidates.push_back(d + "/" + name);
   }
-  candidates.push_back("/usr/bin/redis-sentinel");
+  candidates.push_back("/usr/bin/" + name);
   for (const std::string& c : candidates)
     if (access(c.c_str(), X_OK) == 0) return c;
   return "";
+}
+
+// The redis-sentinel to use ($PRISM_REDIS_SENTINEL, else the first on PATH, else Debian's), "" when
+// absent (as tests/service/test_sentinel.cpp).
+std::string sentinel_path() {
+  if (const char* env = std::getenv("PRISM_REDIS_SENTINEL"); env && *env) return access(env, X_OK) == 0 ? env : "";
+  return on_path("redis-sentinel");
 }
 
 int env_int(const char* name, int fallback) {
@@ -148,6 +155,15 @@ class Sentinel {
 struct Deployment {
   test::TempDir dir;
   uint32_t seed = 0;
+  // Disk full (declared before the workers: it outlives them): replica b of shard 0 (worker
+  // kFullWorker) keeps its gallery on a 64 MB tmpfs of its own, mounted in a user and mount
+  // namespace held by `disk` (unshare -rm, as ServeCli's full-disk test) and reached from here
+  // through /proc/PID/root; the nemesis fills it with a file and deletes the file again. disk_dir
+  // is "" when unshare or tmpfs is unavailable: the fault is then not injected.
+  static constexpr int kFullWorker = 1;
+  std::unique_ptr<test::ChildProcess> disk;
+  std::string disk_dir;  // the tmpfs, as this process reaches it
+
   // Redis: server i behind proxy i, which is the address everybody (sentinels, the other server's
   // replication, fronts, workers) knows it by (replica-announce-port).
   std::unique_ptr<test::FaultProxy> redis_proxy[2];
@@ -161,6 +177,9 @@ struct Deployment {
   std::unique_ptr<test::FaultProxy> front_proxy[kFronts];
   std::unique_ptr<test::ChildProcess> fronts[kFronts];
 
+  std::string gallery(int w) const {
+    return w == kFullWorker && !disk_dir.empty() ? disk_dir + "/gallery" : dir.file("gallery" + std::to_string(w));
+  }
   std::string worker_log(int w) const { return dir.file("worker" + std::to_string(w) + ".txt"); }
   std::string front_log(int f) const { return dir.file("front" + std::to_string(f) + ".txt"); }
 
@@ -181,7 +200,7 @@ struct Deployment {
                                                                                "--replica",
                                                                                replica,
                                                                                "--gallery",
-                                                                               dir.file("gallery" + std::to_string(w)),
+                                                                               gallery(w),
                                                                                "--device",
                                                                                "cpu",
                                                                                "--host-memory",
@@ -273,6 +292,19 @@ std::string start(Deployment& d) {
     return "the sentinels did not find each other and the replica\n" + d.logs();
   for (size_t i = 0; i < d.sentinels.size(); ++i)
     d.sentinel_list += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(d.sentinels[i]->port());
+  // The tmpfs of the full-disk fault, when this machine lets a user namespace mount one.
+  const std::string mnt = d.dir.file("tmpfs");
+  std::filesystem::create_directories(mnt);
+  d.disk = std::make_unique<test::ChildProcess>(
+      std::vector<std::string>{on_path("unshare"), "--user", "--map-root-user", "--mount", "/bin/sh", "-c",
+                               "mount -t tmpfs -o size=64m prism-faults \"$0\" && echo mounted && exec sleep 100000",
+                               mnt},
+      d.dir.file("tmpfs.txt"));
+  if (within(10s, [&] { return read_file(d.dir.file("tmpfs.txt")).find("mounted") != std::string::npos; }))
+    d.disk_dir = "/proc/" + std::to_string(d.disk->pid()) + "/root" + mnt;
+  else
+    std::cerr << "*** NOT INJECTED: disk full (no tmpfs in a user namespace here: unshare -rm: "
+              << read_file(d.dir.file("tmpfs.txt")) << ") ***\n";
   for (int w = 0; w < kShards * 2; ++w) d.start_worker(w);
   for (int f = 0; f < kFronts; ++f) {
     d.front_port[f] = test::free_port();
@@ -457,7 +489,8 @@ void nap(int ms, const std::atomic<bool>& stop) {
 
 // One fault of the nemesis, healed before it returns.
 void one_fault(Deployment& d, History& hist, Faults& faults, std::mt19937& rng, const std::atomic<bool>& stop) {
-  const int kind = int(rng() % 12);
+  const int only = env_int("PRISM_FAULT_KIND", -1);  // one kind alone (0..12, below): a debugging aid
+  const int kind = only >= 0 ? only : int(rng() % 13);
   auto note = [&](const std::string& what) {
     faults.log.push_back(std::to_string(hist.now()).substr(0, 6) + " s: " + what);
     ++faults.count[what.substr(0, what.find(' ', what.find(' ') + 1))];
@@ -557,6 +590,20 @@ void one_fault(Deployment& d, History& hist, Faults& faults, std::mt19937& rng, 
     note("partition front-redis " + std::to_string(f));
     nap(1000 + int(rng() % 2000), stop);
     for (auto& p : d.redis_proxy) p->heal_process(pid);
+  } else if (kind == 12) {  // the disk of one replica full: it retries its write, its sibling answers
+    if (d.disk_dir.empty()) {
+      ++faults.skipped;
+      return;
+    }
+    const std::string filler = d.disk_dir + "/filler";
+    const int fd = open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const std::string block(1 << 20, 'x');
+    while (fd >= 0 && write(fd, block.data(), block.size()) == ssize_t(block.size())) {
+    }
+    if (fd >= 0) close(fd);
+    note("disk-full worker " + std::to_string(Deployment::kFullWorker));
+    nap(1000 + int(rng() % 2000), stop);
+    std::filesystem::remove(filler);
   } else {  // a front's clients: partitioned (held, then cut)
     const int f = int(rng() % kFronts);
     d.front_proxy[f]->partition();
@@ -570,6 +617,7 @@ struct TrialResult {
   h::Result checked;
   Faults faults;
   double seconds = 0;
+  int unapplied = 0;  // "cannot apply write" lines in the workers' logs
 };
 
 // One trial: `seconds` of operations under faults, healing, final reads, the check.
@@ -606,10 +654,16 @@ TrialResult trial(uint32_t seed, int seconds) {
   for (int i = 0; i < 2; ++i)
     if (!d.redis[i]->running()) d.redis[i]->start();
   for (int w = 0; w < kShards * 2; ++w) d.workers[w]->signal(SIGCONT);
+  if (!d.disk_dir.empty()) std::filesystem::remove(d.disk_dir + "/filler");
   EXPECT_TRUE(within(60s, [&] { return d.front_healthy(0) && d.front_healthy(1); })) << d.logs();
   std::mt19937 final_rng(seed + 1);
   for (const std::string& id : ids)
-    for (int f = 0; f < kFronts; ++f) operate(hist, d, 99, f, "get", id, 0, final_rng);
+    for (int f = 0; f < kFronts; ++f)
+      for (int attempt = 0; attempt < 10; ++attempt) {  // a failed read is recorded, and seen nothing
+        operate(hist, d, 99, f, "get", id, 0, final_rng);
+        if (hist.ops.back().outcome == h::Outcome::kOk) break;
+        std::this_thread::sleep_for(500ms);
+      }
 
   // Writes in an interval of `losable` are checked as of unknown outcome (the documented loss).
   for (h::Op& op : hist.ops)
@@ -619,6 +673,14 @@ TrialResult trial(uint32_t seed, int seconds) {
         op.may_be_lost = true;
   out.checked = h::check(hist.ops, kShards, [](const std::string& id) { return shard::shard_of(id, kShards); });
   out.seconds = std::chrono::duration<double>(SteadyClock::now() - began).count();
+  // What the faults did to the processes, from their logs: writes a replica could not apply (its
+  // disk full) and Redis failovers followed.
+  for (int w = 0; w < kShards * 2; ++w) {
+    const std::string log = read_file(d.worker_log(w));
+    for (size_t at = log.find("cannot apply write"); at != std::string::npos;
+         at = log.find("cannot apply write", at + 1))
+      ++out.unapplied;
+  }
   size_t final_ok = 0;
   for (const h::Op& op : hist.ops)
     if (op.client == 99 && op.outcome == h::Outcome::kOk) ++final_ok;
@@ -657,11 +719,11 @@ TEST(Faults, TheContractHoldsUnderFaults) {
     for (const auto& [what, k] : r.faults.count) n += size_t(k), kinds += " " + what + " x" + std::to_string(k) + ";";
     std::cerr << "trial " << t + 1 << "/" << trials << " (PRISM_FAULT_SEED=" << seed << "): " << n << " faults ("
               << kinds << " " << r.faults.failovers << " Redis failovers, " << r.faults.skipped
-              << " master faults skipped), " << c.ops << " operations: " << c.writes << " writes (" << c.acknowledged
-              << " acknowledged, " << c.refused << " refused, " << c.unknown << " unknown, " << c.may_be_lost
-              << " losable), " << c.reads << " reads answered, " << c.observations << " observations checked, "
-              << c.partial_searches << " partial searches; " << c.violations.size() << " violations; " << r.seconds
-              << " s\n";
+              << " master faults skipped; " << r.unapplied << " writes a replica could not apply at first), " << c.ops
+              << " operations: " << c.writes << " writes (" << c.acknowledged << " acknowledged, " << c.refused
+              << " refused, " << c.unknown << " unknown, " << c.may_be_lost << " losable), " << c.reads
+              << " reads answered, " << c.observations << " observations checked, " << c.partial_searches
+              << " partial searches; " << c.violations.size() << " violations; " << r.seconds << " s\n";
     ops += c.ops, observations += c.observations, violations += c.violations.size(), faults += n;
     EXPECT_GT(c.acknowledged, 0u) << "no write was acknowledged: the trial checked nothing";
     EXPECT_GT(c.observations, 0u);
