@@ -38,6 +38,7 @@
 #include "fault_proxy.h"
 #include "history_check.h"
 #include "ppm.h"
+#include "process.h"
 #include "redis.h"
 #include "redis_server.h"
 #include "shard_protocol.h"
@@ -617,7 +618,8 @@ struct TrialResult {
   h::Result checked;
   Faults faults;
   double seconds = 0;
-  int unapplied = 0;  // "cannot apply write" lines in the workers' logs
+  int unapplied = 0;       // "cannot apply write" lines in the workers' logs
+  bool converged = false;  // the replicas of each shard held the same entries after healing
 };
 
 // One trial: `seconds` of operations under faults, healing, final reads, the check.
@@ -664,6 +666,53 @@ TrialResult trial(uint32_t seed, int seconds) {
         if (hist.ops.back().outcome == h::Outcome::kOk) break;
         std::this_thread::sleep_for(500ms);
       }
+
+  // Every replica: once the replicas of each shard hold the same entries (docs/SERVICE.md, "Replicas
+  // repair each other": within two rounds once writes stop), each replica's gallery is read as it
+  // is (`prism texture list`, which works on an owned gallery), each product's state there checked
+  // as a read: every acknowledged write visible on every replica.
+  std::map<int, std::map<std::string, int>> held;   // worker -> product -> version
+  std::map<int, std::pair<double, double>> listed;  // worker -> when
+  auto list = [&](int w) {
+    std::string text;
+    const double t0 = hist.now();
+    const int rc =
+        test::run_command(std::string(PRISM_EXE) + " texture list --json --gallery '" + d.gallery(w) + "' 2>&1", text);
+    listed[w] = {t0, hist.now()};
+    std::map<std::string, int> out;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty() || line[0] != '{') continue;
+      const json j = json::parse(line);
+      out[j.at("id").get<std::string>()] = version_of(j.at("width").get<int>(), j.at("height").get<int>());
+    }
+    if (rc != 0) out["(list failed: " + text.substr(0, 200) + ")"] = -1;
+    return out;
+  };
+  const bool converged = within(60s, [&] {
+    for (int w = 0; w < kShards * 2; ++w) held[w] = list(w);
+    for (int k = 0; k < kShards; ++k)
+      if (held[2 * k] != held[2 * k + 1]) return false;
+    return true;
+  });
+  out.converged = converged;
+  EXPECT_TRUE(converged) << "the replicas of a shard still differ 60 s after the faults healed";
+  for (int w = 0; w < kShards * 2; ++w)
+    for (const std::string& id : ids) {
+      if (shard::shard_of(id, kShards) != w / 2) continue;
+      h::Op op;
+      op.client = 100 + w;  // replica w's gallery
+      op.what = "get";
+      op.key = id;
+      op.invoke = listed[w].first;
+      op.complete = listed[w].second;
+      op.outcome = h::Outcome::kOk;
+      op.observed = true;
+      const auto at = held[w].find(id);
+      op.seen = at == held[w].end() ? h::kAbsent : at->second;
+      op.note = "worker " + std::to_string(w) + "'s gallery";
+      hist.ops.push_back(op);
+    }
 
   // Writes in an interval of `losable` are checked as of unknown outcome (the documented loss).
   for (h::Op& op : hist.ops)
