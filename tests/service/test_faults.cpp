@@ -772,7 +772,8 @@ TEST(Faults, TheContractHoldsUnderFaults) {
               << " operations: " << c.writes << " writes (" << c.acknowledged << " acknowledged, " << c.refused
               << " refused, " << c.unknown << " unknown, " << c.may_be_lost << " losable), " << c.reads
               << " reads answered, " << c.observations << " observations checked, " << c.partial_searches
-              << " partial searches; " << c.violations.size() << " violations; " << r.seconds << " s\n";
+              << " partial searches; replicas " << (r.converged ? "converged" : "still differ") << "; "
+              << c.violations.size() << " violations; " << r.seconds << " s\n";
     ops += c.ops, observations += c.observations, violations += c.violations.size(), faults += n;
     EXPECT_GT(c.acknowledged, 0u) << "no write was acknowledged: the trial checked nothing";
     EXPECT_GT(c.observations, 0u);
