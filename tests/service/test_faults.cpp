@@ -175,6 +175,7 @@ struct Deployment {
   std::unique_ptr<test::ChildProcess> workers[kShards * 2];
   // Fronts: front i listens on front_port[i], clients reach it through front_proxy[i].
   int front_port[kFronts] = {};
+  int front_starts[kFronts] = {};
   std::unique_ptr<test::FaultProxy> front_proxy[kFronts];
   std::unique_ptr<test::ChildProcess> fronts[kFronts];
 
@@ -210,13 +211,25 @@ struct Deployment {
                                                                                "2"},
                                                       worker_log(w));
   }
-  void start_front(int f) {
+  // Starts front f on a port of its choosing (no race for a free port with parallel tests) and
+  // points its proxy there once it listens: whether it did within 60 s.
+  bool start_front(int f) {
     fronts[f] = std::make_unique<test::ChildProcess>(
         std::vector<std::string>{PRISM_EXE, "texture", "serve", "--sentinel", sentinel_list, "--master", "prism",
-                                 "--shards", std::to_string(kShards), "--listen",
-                                 "127.0.0.1:" + std::to_string(front_port[f]), "--device", "cpu", "--deadline", "4000",
-                                 "--threads", "16"},
+                                 "--shards", std::to_string(kShards), "--listen", "127.0.0.1:0", "--device", "cpu",
+                                 "--deadline", "4000", "--threads", "16"},
         front_log(f));
+    const int start = ++front_starts[f];  // its log is appended to: this start's line is the start-th
+    return within(60s, [&] {
+      const std::string log = read_file(front_log(f));
+      const std::string line = "listening on http://127.0.0.1:";
+      size_t at = std::string::npos;
+      for (int i = 0; i < start; ++i)
+        if ((at = log.find(line, at == std::string::npos ? 0 : at + 1)) == std::string::npos) return false;
+      front_port[f] = std::atoi(log.c_str() + at + line.size());
+      front_proxy[f]->set_target(front_port[f]);
+      return true;
+    });
   }
   bool front_healthy(int f) {
     httplib::Client c("127.0.0.1", front_port[f]);
@@ -308,9 +321,8 @@ std::string start(Deployment& d) {
               << read_file(d.dir.file("tmpfs.txt")) << ") ***\n";
   for (int w = 0; w < kShards * 2; ++w) d.start_worker(w);
   for (int f = 0; f < kFronts; ++f) {
-    d.front_port[f] = test::free_port();
-    d.front_proxy[f] = std::make_unique<test::FaultProxy>(d.front_port[f]);
-    d.start_front(f);
+    d.front_proxy[f] = std::make_unique<test::FaultProxy>(0);
+    if (!d.start_front(f)) return "front " + std::to_string(f) + " did not start\n" + d.logs();
   }
   for (int f = 0; f < kFronts; ++f)
     if (!within(90s, [&] { return d.front_healthy(f); }))
@@ -348,9 +360,14 @@ std::string excerpt(const httplib::Result& r) {
   return std::to_string(r->status) + " " + r->body.substr(0, 160);
 }
 
-// One operation `what` on `key` through front `f`'s proxy, recorded.
-void operate(History& hist, Deployment& d, int client, int f, const std::string& what, const std::string& key,
-             int query_version, std::mt19937& rng) {
+// Sleeps `ms` unless the run stops first.
+void nap(int ms, const std::atomic<bool>& stop) {
+  for (int i = 0; i < ms / 50 && !stop; ++i) std::this_thread::sleep_for(50ms);
+}
+
+// One operation `what` on `key` through front `f`'s proxy, recorded; its outcome.
+h::Outcome operate(History& hist, Deployment& d, int client, int f, const std::string& what, const std::string& key,
+                   int query_version, std::mt19937& rng) {
   httplib::Client c("127.0.0.1", d.front_proxy[f]->port());
   c.set_connection_timeout(2s);
   c.set_read_timeout(8s);  // the fronts' deadline is 4 s
@@ -436,7 +453,9 @@ void operate(History& hist, Deployment& d, int client, int f, const std::string&
       }
     }
   }
+  const h::Outcome outcome = op.outcome;
   hist.add(std::move(op));
+  return outcome;
 }
 
 // A random operation of a client.
@@ -469,7 +488,10 @@ void client_loop(History& hist, Deployment& d, int client, const std::vector<std
       what = r == 0 ? "enrol" : r == 1 ? "update" : !enrolled ? "enrol" : r < 7 ? "update" : "delete";
     }
     if ((what == "verify" || what == "search") && query == 0) continue;  // nothing written yet
-    operate(hist, d, client, f, what, key, query, rng);
+    const h::Outcome outcome = operate(hist, d, client, f, what, key, query, rng);
+    // After a failure, a pause (as a client honouring Retry-After would): unknown writes weaken what
+    // later reads can be checked against, and a client failing fast would add hundreds of them.
+    if (outcome == h::Outcome::kUnknown) nap(200 + int(rng() % 300), stop);
   }
 }
 
@@ -482,11 +504,6 @@ struct Faults {
   // lost by a failover (docs/SERVICE.md, "What a failover may lose"): [from, to] in history seconds.
   std::vector<std::pair<double, double>> losable;
 };
-
-// Sleeps `ms` unless the run stops first.
-void nap(int ms, const std::atomic<bool>& stop) {
-  for (int i = 0; i < ms / 50 && !stop; ++i) std::this_thread::sleep_for(50ms);
-}
 
 // One fault of the nemesis, healed before it returns.
 void one_fault(Deployment& d, History& hist, Faults& faults, std::mt19937& rng, const std::atomic<bool>& stop) {
@@ -509,13 +526,13 @@ void one_fault(Deployment& d, History& hist, Faults& faults, std::mt19937& rng, 
     note("pause worker " + std::to_string(w));
     nap(500 + int(rng() % 2000), stop);
     d.workers[w]->signal(SIGCONT);
-  } else if (kind == 2) {  // kill -9 a front, restart it on its port
+  } else if (kind == 2) {  // kill -9 a front, restart it (its proxy refuses meanwhile: the port is closed)
     const int f = int(rng() % kFronts);
     d.fronts[f]->signal(SIGKILL);
     d.fronts[f]->wait(5);
     note("kill-9 front " + std::to_string(f));
     nap(300 + int(rng() % 1000), stop);
-    d.start_front(f);
+    if (!d.start_front(f)) faults.log.push_back("front " + std::to_string(f) + " did not restart");
   } else if (kind == 3 || kind == 4) {  // the Redis master: kill -9 it, or partition it away
     const int m = d.master();
     const int other = 1 - m;
@@ -574,7 +591,7 @@ void one_fault(Deployment& d, History& hist, Faults& faults, std::mt19937& rng, 
     d.workers[2 * k]->signal(SIGSTOP);
     d.workers[2 * k + 1]->signal(SIGSTOP);
     note("pause shard " + std::to_string(k));
-    nap(1500 + int(rng() % 1500), stop);
+    nap(2000 + int(rng() % 1500), stop);
     d.workers[2 * k]->signal(SIGCONT);
     d.workers[2 * k + 1]->signal(SIGCONT);
   } else if (kind == 10) {  // one worker cut off from Redis (both servers), its sibling going on
