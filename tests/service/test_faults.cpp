@@ -7,14 +7,15 @@
 // and to each Redis server passes through a FaultProxy of the test, tests/support/fault_proxy.h):
 // partitions of the Redis master from everybody (the sentinels fail over), of one worker or one
 // front from Redis, and of a front from its clients, stalls, delays, refused connections; and a
-// full disk under one replica (a tmpfs in a user namespace; skipped loudly where there is none). Then
-// everything is healed, every product is read once more, and the history is checked against the
-// documented contract (tests/support/history_check.h). Violations must be 0.
+// full disk under one replica (a tmpfs in a user namespace; skipped loudly where there is none).
+// Then everything is healed, every product is read once more through each front and in each
+// replica's gallery, and the history is checked against the documented contract
+// (tests/support/history_check.h). Violations must be 0.
 //
 // PRISM_FAULT_TRIALS (default 1), PRISM_FAULT_SECONDS (of operations per trial, default 16) and
-// PRISM_FAULT_SEED (default: the time) make longer runs, PRISM_FAULT_KIND=N injects fault N alone
-// (one_fault's kinds); every trial prints its seed, faults, operations and violations. Skips loudly without
-// redis-server or redis-sentinel unless PRISM_REQUIRE_REDIS=1.
+// PRISM_FAULT_SEED (default: the time) make longer runs, PRISM_FAULT_KIND=N[,M...] injects those
+// kinds of fault only (one_fault's); every trial prints its seed, faults, operations and violations. Skips
+// loudly without redis-server or redis-sentinel unless PRISM_REQUIRE_REDIS=1.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <fcntl.h>
@@ -453,6 +454,7 @@ h::Outcome operate(History& hist, Deployment& d, int client, int f, const std::s
       }
     }
   }
+  op.note = "front " + std::to_string(f) + ": " + op.note;
   const h::Outcome outcome = op.outcome;
   hist.add(std::move(op));
   return outcome;
@@ -507,8 +509,14 @@ struct Faults {
 
 // One fault of the nemesis, healed before it returns.
 void one_fault(Deployment& d, History& hist, Faults& faults, std::mt19937& rng, const std::atomic<bool>& stop) {
-  const int only = env_int("PRISM_FAULT_KIND", -1);  // one kind alone (0..12, below): a debugging aid
-  const int kind = only >= 0 ? only : int(rng() % 13);
+  // PRISM_FAULT_KIND=N[,M...]: these kinds only (0..12, below), a debugging aid.
+  std::vector<int> only;
+  if (const char* v = std::getenv("PRISM_FAULT_KIND")) {
+    std::stringstream list(v);
+    for (std::string k; std::getline(list, k, ',');)
+      if (!k.empty()) only.push_back(std::atoi(k.c_str()));
+  }
+  const int kind = only.empty() ? int(rng() % 13) : only[rng() % only.size()];
   auto note = [&](const std::string& what) {
     faults.log.push_back(std::to_string(hist.now()).substr(0, 6) + " s: " + what);
     ++faults.count[what.substr(0, what.find(' ', what.find(' ') + 1))];
