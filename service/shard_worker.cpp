@@ -141,7 +141,10 @@ ShardWorker::ShardWorker(ShardWorkerOptions options) : options_(std::move(option
 
 void ShardWorker::record_applied(const StreamId& id) {
   const std::string text = id.str();
-  write_atomically(options_.local.gallery / (std::string(".tmp-") + kAppliedFile),
+  // Not named .tmp-*: a process taking the gallery's writer lock (a reader repairing the pack, a
+  // `prism texture reshard copy` reading it) removes those as a crashed writer's leftovers, and
+  // this file is written outside that lock.
+  write_atomically(options_.local.gallery / (std::string(kAppliedFile) + ".new"),
                    options_.local.gallery / kAppliedFile, std::vector<uint8_t>(text.begin(), text.end()));
   recorded_ = id;
 }
