@@ -472,8 +472,11 @@ Reply Redis::command(const std::vector<std::string>& argv, ms block) {
   }
 }
 
-std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& commands) {
+std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& commands, bool same_connection) {
   if (stale()) disconnect();
+  if (same_connection && !ctx_)
+    throw RedisError("Redis unreachable at " + url() + ": the connection was lost (" + commands.at(0).at(0) +
+                     ", pipelined)");
   for (int attempt = 0;; ++attempt) {
     const bool reused = ctx_ != nullptr;
     if (!ctx_) connect();
@@ -506,7 +509,7 @@ std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& 
       // Demoted to a replica: what it refused did not run. Once more on the master the sentinels
       // name, as command() does (every command this deployment sends may run twice).
       disconnect();
-      if (attempt == 0) continue;
+      if (attempt == 0 && !same_connection) continue;
       throw RedisError("Redis at " + url() + " is a replica now (READONLY, " + commands.at(0).at(0) +
                        ", pipelined): waiting for the sentinels to name the new master");
     }
@@ -514,7 +517,7 @@ std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& 
     const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
     disconnect();
     const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (sys == ECONNRESET || sys == EPIPE));
-    if (!(reused && closed && attempt == 0 && out.empty()))
+    if (!(reused && closed && attempt == 0 && out.empty()) || same_connection)
       throw RedisError("Redis unreachable at " + url() + ": " + why + " (" + commands.at(0).at(0) + ", pipelined)");
   }
 }

@@ -122,7 +122,10 @@ class Redis {
   // trip instead of one each, for commands that do not block. Retried once on a fresh connection
   // as command() is, when no reply had come yet; through sentinels a READONLY reply among them
   // sends them all once more to the master the sentinels name, and a second READONLY is a RedisError.
-  std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands);
+  // `same_connection`: only on the connection already open, never retried on another (a RedisError
+  // instead): a MULTI ... EXEC that relies on an earlier WATCH of this connection, which a fresh
+  // connection would not have.
+  std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands, bool same_connection = false);
 
   // The URL (password hidden); through sentinels, with the master's address when connected.
   std::string url() const;
