@@ -27,25 +27,69 @@ uint64_t fnv1a64(const std::string& s) {
   return h;
 }
 
+namespace {
+
+// A count as prism:shards and prism:split hold it: 1..999999.
+int parse_count(const Reply& r, const std::string& key, const std::string& url) {
+  if (r.type != Reply::Type::kString || r.str.empty() || r.str.size() > 6 ||
+      r.str.find_first_not_of("0123456789") != std::string::npos || std::stoi(r.str) < 1)
+    throw std::runtime_error(key + " at " + url + " is '" + r.str + "', not a shard count");
+  return std::stoi(r.str);
+}
+
+}  // namespace
+
+Layout layout_from(const Reply& shards, const Reply& split, const std::string& url) {
+  if (shards.error()) throw RedisError("Redis at " + url + " refused GET " + kShardsKey + ": " + shards.str);
+  if (shards.nil())
+    throw ShardCountUnset(kShardsKey + " is not set at " + url +
+                          ": give the deployment's shard count with --shards N (to its first front or worker)");
+  Layout l;
+  l.shards = parse_count(shards, kShardsKey, url);
+  if (split.error()) throw RedisError("Redis at " + url + " refused GET " + kSplitKey + ": " + split.str);
+  if (!split.nil()) {
+    l.split = parse_count(split, kSplitKey, url);
+    if (l.split != 2 * l.shards)
+      throw std::runtime_error(kSplitKey + " at " + url + " is " + std::to_string(l.split) + ", not twice " +
+                               kShardsKey + " (" + std::to_string(l.shards) + ")");
+  }
+  return l;
+}
+
+Layout read_layout(Redis& redis) {
+  const Reply r = redis.command({"MGET", kShardsKey, kSplitKey});
+  if (r.error()) throw RedisError("Redis at " + redis.url() + " refused MGET " + kShardsKey + ": " + r.str);
+  if (r.type != Reply::Type::kArray || r.elements.size() != 2)
+    throw RedisError("Redis at " + redis.url() + " answered MGET " + kShardsKey + " with no pair");
+  return layout_from(r.elements[0], r.elements[1], redis.url());
+}
+
+int count_for_shard(const Layout& layout, int shard, const std::string& url) {
+  if (shard < layout.shards) return layout.shards;
+  if (shard < layout.split) return layout.split;
+  throw std::runtime_error("shard " + std::to_string(shard) + " is not below the shard count " +
+                           std::to_string(layout.shards) + " of " + kShardsKey + " at " + url +
+                           (layout.split
+                                ? " nor below the count " + std::to_string(layout.split) + " of the split in progress"
+                                : std::string(" (and no split is in progress)")));
+}
+
 int agree_shard_count(Redis& redis, int shards) {
   if (shards > 0) {
     const Reply set = redis.command({"SET", kShardsKey, std::to_string(shards), "NX"});
     // LOADING (an AOF being read after a restart) and the like pass: RedisError is retried.
     if (set.error()) throw RedisError("Redis at " + redis.url() + " refused SET " + kShardsKey + ": " + set.str);
   }
-  const Reply got = redis.command({"GET", kShardsKey});
-  if (got.error()) throw RedisError("Redis at " + redis.url() + " refused GET " + kShardsKey + ": " + got.str);
-  if (got.nil())
-    throw ShardCountUnset(kShardsKey + " is not set at " + redis.url() +
-                          ": give the deployment's shard count with --shards N (to its first front or worker)");
-  if (got.type != Reply::Type::kString || got.str.empty() || got.str.size() > 6 ||
-      got.str.find_first_not_of("0123456789") != std::string::npos || std::stoi(got.str) < 1)
-    throw std::runtime_error(kShardsKey + " at " + redis.url() + " is '" + got.str + "', not a shard count");
-  const int there = std::stoi(got.str);
-  if (shards > 0 && there != shards)
+  const Layout there = read_layout(redis);
+  if (shards > 0 && there.shards != shards && there.split != shards) {
+    std::string hint;
+    if (there.shards > shards && there.shards % shards == 0)
+      hint = " (the deployment was split since: give --shards " + std::to_string(there.shards) +
+             ", or leave --shards out)";
     throw std::runtime_error("shard count mismatch: configured with " + std::to_string(shards) + " shards but " +
-                             kShardsKey + " at " + redis.url() + " says " + std::to_string(there));
-  return there;
+                             kShardsKey + " at " + redis.url() + " says " + std::to_string(there.shards) + hint);
+  }
+  return there.shards;
 }
 
 std::optional<texture::Normalisation> agree_normalisation(Redis& redis,
@@ -348,6 +392,8 @@ Request parse_request(const StreamEntry& e, bool write) {
         throw ServiceError(400, "id", "invalid product id '" + r.entry.id + "'");
     } else if (r.op == "delete") {
       r.id = r.params.at("id").get<std::string>();
+    } else if (r.op == "split" || r.op == "split-commit") {  // an online split's markers (reshard.h)
+      (void)number_field<int>(r.params, "shards");
     } else {
       throw ServiceError(400, "op", "unknown write op '" + r.op + "'");
     }

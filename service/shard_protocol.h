@@ -23,6 +23,11 @@ using nlohmann::json;
 
 inline const std::string kShardsKey = "prism:shards";
 inline const std::string kNormaliseKey = "prism:normalise";
+// An online split (service/reshard.h): while one runs, prism:split holds the count being split to
+// (2N) and prism:split:marks, per parent shard K, the ID of the `split` entry that began it in
+// K's writes stream. prism:shards keeps N (what reads are routed by) until the commit.
+inline const std::string kSplitKey = "prism:split";
+inline const std::string kSplitMarksKey = "prism:split:marks";
 inline const std::string kReadersGroup = "readers";
 std::string writes_key(int shard);
 std::string reads_key(int shard);
@@ -47,10 +52,31 @@ struct ShardCountUnset : std::runtime_error {
 };
 
 // The deployment's shard count in prism:shards: with `shards` > 0 it is set when absent (SET NX)
-// and must equal what is there (std::runtime_error naming both); with 0 it is read
+// and must equal what is there, or the count of a split in progress (prism:split: a worker of a
+// new shard is given the count it joins), else std::runtime_error naming both; with 0 it is read
 // (ShardCountUnset when absent). Returns the count. RedisError when Redis is unreachable or not
 // ready (an error reply such as LOADING).
 int agree_shard_count(Redis& redis, int shards);
+
+// The deployment's placement as Redis says now: `shards` (prism:shards: reads, and writes' answers,
+// go to FNV-1a-64(id) mod shards) and, while a split runs, `split` = 2 * shards (prism:split:
+// writes of a product whose shard differs under `split` are also added to that new shard's
+// stream). `split` is 0 otherwise.
+struct Layout {
+  int shards = 0;
+  int split = 0;
+  bool operator==(const Layout& o) const { return shards == o.shards && split == o.split; }
+  bool operator!=(const Layout& o) const { return !(*this == o); }
+};
+// Parses MGET prism:shards prism:split's two replies: std::runtime_error naming the key for a value
+// that is not a count, or a split that is not twice the count; ShardCountUnset when prism:shards is
+// absent.
+Layout layout_from(const Reply& shards, const Reply& split, const std::string& url);
+// MGET prism:shards prism:split (layout_from); RedisError when unreachable.
+Layout read_layout(Redis& redis);
+// The shard count under which shard K serves: `shards` for K below it, `split` for a new shard of
+// a split in progress (K in [shards, split)); std::runtime_error naming K and the layout otherwise.
+int count_for_shard(const Layout& layout, int shard, const std::string& url);
 
 // The deployment's contrast normalisation in prism:normalise (texture/normalise.h names): every
 // shard's gallery and every front's query extraction must use the same one. With `n` given it is

@@ -144,8 +144,8 @@ void ShardWorker::record_applied(const StreamId& id) {
   // Not named .tmp-*: a process taking the gallery's writer lock (a reader repairing the pack, a
   // `prism texture reshard copy` reading it) removes those as a crashed writer's leftovers, and
   // this file is written outside that lock.
-  write_atomically(options_.local.gallery / (std::string(kAppliedFile) + ".new"),
-                   options_.local.gallery / kAppliedFile, std::vector<uint8_t>(text.begin(), text.end()));
+  write_atomically(options_.local.gallery / (std::string(kAppliedFile) + ".new"), options_.local.gallery / kAppliedFile,
+                   std::vector<uint8_t>(text.begin(), text.end()));
   recorded_ = id;
 }
 
@@ -201,14 +201,24 @@ void ShardWorker::refuse_default_name_among_replicas(Redis& redis) {
 }
 
 void ShardWorker::prepare(Redis& redis) {
-  const int n = shard::agree_shard_count(redis, options_.shards);
-  shards_ = n;
-  // Agreed once, N is this worker's from now on: when Redis comes back empty (a restart without its
-  // data, FLUSHALL) the worker sets it again instead of waiting for someone to.
-  options_.shards = n;
-  if (options_.shard >= n)
-    throw std::runtime_error("shard " + std::to_string(options_.shard) + " is not below the shard count " +
-                             std::to_string(n) + " of " + shard::kShardsKey + " at " + redis.url());
+  if (!prepared_) {
+    // At start: the count given must be the deployment's (or, for a new shard of a split in
+    // progress, the count it is split to), and this worker serves under the layout's count for it.
+    const int n = shard::agree_shard_count(redis, options_.shards);
+    shards_ = shard::count_for_shard(shard::read_layout(redis), options_.shard, redis.url());
+    // Agreed once, N is this worker's from now on: when Redis comes back empty (a restart without
+    // its data, FLUSHALL) the worker sets it again instead of waiting for someone to.
+    options_.shards = n;
+  } else {
+    // Later (a reconnection): what the layout says now; a split committed meanwhile is followed
+    // when its marker is applied (apply_write), in stream order with the writes around it.
+    try {
+      shard::agree_shard_count(redis, 0);
+    } catch (const shard::ShardCountUnset&) {
+      shard::agree_shard_count(redis, options_.shards);
+    }
+    shard::count_for_shard(shard::read_layout(redis), options_.shard, redis.url());
+  }
   // A gallery this worker has just made with the default takes the deployment's normalisation
   // instead, while it is still empty: a new replica or shard joins an existing deployment without
   // being told it. Only the marker changes (under the gallery's writer lock); the folder stays.
@@ -599,6 +609,8 @@ bool ShardWorker::settled(const json& answer) {
 json ShardWorker::apply_write(const StreamEntry& e) {
   return answered([&]() -> json {
     const shard::Request r = shard::parse_request(e, /*write=*/true);  // writes are applied whatever their deadline
+    if (r.op == "split") return {{"status", 200}};  // a split began: copies of this shard may be made from here
+    if (r.op == "split-commit") return commit_split(shard::number_field<int>(r.params, "shards"));
     written_id_ = r.op == "delete" ? r.id : r.entry.id;
     // What the gallery refuses of the request itself is the request's fault (settled: every
     // replica refuses it alike), so that any other GalleryError below is this replica's own.
@@ -610,7 +622,9 @@ json ShardWorker::apply_write(const StreamEntry& e) {
       j["request"] = true;
       return j;
     }
-    if (shard::shard_of(r.entry.id, shards_) != options_.shard)  // a front of another deployment?
+    // The count the front routed it by (a split's copy for a new shard: the split's count).
+    const int routed = r.params.contains("shards") ? shard::number_field<int>(r.params, "shards") : shards_.load();
+    if (routed < 1 || shard::shard_of(r.entry.id, routed) != options_.shard)  // a front of another deployment?
       return shard::error_json(421, "id", "product '" + r.entry.id + "' belongs to another shard");
     const WriteResult w = backend_->write(r.entry, r.op == "put", r.deadline);
     const char* outcome = w.outcome == WriteOutcome::kCreated   ? "created"
@@ -622,14 +636,48 @@ json ShardWorker::apply_write(const StreamEntry& e) {
   });
 }
 
+json ShardWorker::commit_split(int to) {
+  // Idempotent (a marker delivered again, or applied by a worker that already follows `to`): every
+  // product of this gallery that is not this shard's under `to` is dropped, whatever was done before.
+  if (to < 1 || options_.shard >= to)
+    return shard::error_json(
+        400, "shards", "a split to " + std::to_string(to) + " shards has no shard " + std::to_string(options_.shard));
+  if (to > shards_) {  // first: a read answered from here on says so (answer_read)
+    shards_ = to;
+    options_.shards = to;
+  }
+  std::vector<std::string> moved;
+  backend_->for_each_entry([&](texture::GalleryEntry&& e) {
+    if (shard::shard_of(e.id, to) != options_.shard) moved.push_back(e.id);
+  });
+  const Clock::time_point deadline = Clock::time_point::max();
+  for (const std::string& id : moved) {
+    backend_->remove(id, deadline);
+    note_changed(id);
+  }
+  say("the split to " + std::to_string(to) + " shards is committed: dropped the " + std::to_string(moved.size()) +
+      " products now served by another shard");
+  return {{"status", 200}, {"dropped", moved.size()}};
+}
+
 json ShardWorker::answer_read(const StreamEntry& e) {
-  return answered([&]() -> json {
+  // The count this read is answered under: read before, and again after the answer is made. A
+  // split's commit sets the new count before its parent drops anything (commit_split), so an answer
+  // made while products were being dropped sees the new count after it: a get or verify is then
+  // 421 (the front routes it again), a search says the new count (the front searches again).
+  const int before = shards_;
+  json j = answered([&]() -> json {
     const shard::Request r = shard::parse_request(e, /*write=*/false);
     if (r.op == "stats") {
       ShardStats s = backend_->shard_stats();
       s.worker = options_.replica + " (" + who_ + ")";
       return {{"status", 200}, {"stats", shard::shard_stats_json(s)}};
     }
+    // A product of another shard under this worker's count (a parent after its split's commit):
+    // 421 with the count, and the front routes the read again by the layout of the moment.
+    if ((r.op == "get" || r.op == "verify") && shard::shard_of(r.id, before) != options_.shard)
+      return shard::error_json(
+          421, "id", "product '" + r.id + "' belongs to another shard under " + std::to_string(before) + " shards");
     if (r.op == "get") {
       const std::optional<Product> p = backend_->get(r.id, r.deadline);
       json j = {{"status", 200}, {"found", bool(p)}};
@@ -653,6 +701,13 @@ json ShardWorker::answer_read(const StreamEntry& e) {
     return {
         {"status", 200}, {"match", shard::match_json(v.match)}, {"match_ms", v.match_ms}, {"verify_ms", v.verify_ms}};
   });
+  const std::string op = e.field("op");
+  if (op != "get" && op != "verify" && op != "search") return j;
+  const int after = shards_;
+  if (after != before && op != "search")
+    j = shard::error_json(421, "id", "the shard count changed to " + std::to_string(after) + " during the read");
+  j["shards"] = after;  // a front that routed by another count reads again
+  return j;
 }
 
 namespace {

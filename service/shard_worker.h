@@ -5,7 +5,14 @@
 // The protocol (Redis 7.0: streams, consumer groups, XAUTOCLAIM):
 // - `prism:shards` (string): the shard count N, set (SET NX) by the first front or worker given it;
 //   a front or worker configured with another N refuses to start, naming both. A product belongs to
-//   shard FNV-1a-64(id) mod N.
+//   shard FNV-1a-64(id) mod N. An online split (service/reshard.h) doubles it: while `prism:split`
+//   holds 2N, workers of the new shards N..2N-1 start (given 2N or no count), and the writes stream
+//   carries two markers: `split` (no change; copies of the gallery are made once it is applied) and
+//   `split-commit` (params `shards`: 2N), at which a parent drops the products no longer its own
+//   and serves under 2N. Writes carry the count they were routed by (`shards` in their params), so
+//   that the check that a product is this shard's is the same on every replica whenever it applies
+//   them; read answers carry the count they were served under (`shards`), and a get or verify of a
+//   product not this shard's under it is 421.
 // - Per shard K, two streams: `prism:shard:K:writes` (post, put, delete) and `prism:shard:K:reads`
 //   (get, verify, search, stats).
 //   - writes: each replica NAME has its own consumer group `replica:NAME` (so every replica applies
@@ -154,6 +161,9 @@ class ShardWorker {
   // the shard's writes stream has other replicas' groups, it refuses to start.
   void refuse_default_name_among_replicas(Redis& redis);
   shard::json apply_write(const shard::StreamEntry& e);
+  // The `split-commit` marker of an online split to `to` shards (service/reshard.h): drops every
+  // product that is not this shard's under `to` (what moved to the new shard) and serves under `to`.
+  shard::json commit_split(int to);
   static bool settled(const shard::json& answer);
   bool failing();
   shard::json answer_read(const shard::StreamEntry& e);

@@ -117,19 +117,101 @@ Clock::time_point ShardedBackend::deadline_of(Clock::time_point deadline) const 
 
 std::string ShardedBackend::next_reply_key() { return "prism:reply:" + front_id_ + ":" + std::to_string(++seq_); }
 
+shard::Layout ShardedBackend::layout(Redis& redis) {
+  try {
+    const shard::Layout l = shard::read_layout(redis);
+    shards_ = l.shards;
+    return l;
+  } catch (const RedisError&) {
+    throw;
+  } catch (const std::runtime_error& e) {  // prism:shards lost or malformed: the deployment cannot route
+    throw ServiceError(503, "", e.what(), kDeadShardRetryAfterSeconds);
+  }
+}
+
+shard::Layout ShardedBackend::layout() {
+  try {
+    RedisPool::Lease redis = pool_.acquire();
+    return layout(*redis);
+  } catch (const RedisError& e) {
+    throw unreachable(e);
+  }
+}
+
 json ShardedBackend::call(int shard, bool write, const std::string& op, const std::string& entry, const json& params,
-                          Clock::time_point given) {
+                          Clock::time_point given, const std::string& id) {
   const Clock::time_point start = Clock::now(), deadline = deadline_of(given);
   check_deadline(deadline, "it was sent to its shard");
   const std::string reply = next_reply_key();
   try {
     RedisPool::Lease redis = pool_.acquire();
-    std::vector<std::string> xadd = {"XADD", write ? shard::writes_key(shard) : shard::reads_key(shard)};
-    if (!write) xadd.insert(xadd.end(), {"MAXLEN", "~", kReadsMaxLen});
+    std::vector<std::string> xadd = {"XADD", shard::reads_key(shard), "MAXLEN", "~", kReadsMaxLen};
     xadd.insert(xadd.end(), {"*", "op", op, "reply", reply, "deadline_ms", std::to_string(shard::unix_ms(deadline)),
                              "entry", entry, "params", json_text(params)});
     const uint64_t followed = redis->failovers();  // through Sentinel: a failover meanwhile is seen
+    // A write is routed by the layout as it is when its entries are added: WATCH prism:shards and
+    // prism:split, read them, then add the entry (and, during a split, its copy for the product's
+    // new shard, answered to nobody) in one MULTI/EXEC, which Redis refuses when a reshard changed
+    // the layout since the WATCH; the write is then routed again. So every write entry of a parent
+    // shard after its split marker has its copy in the new shard's stream, in the same order.
+    auto send_write = [&] {
+      for (int attempt = 0;; ++attempt) {
+        const std::vector<Reply> watched = redis->pipeline(
+            {{"WATCH", shard::kShardsKey, shard::kSplitKey}, {"MGET", shard::kShardsKey, shard::kSplitKey}});
+        if (watched[0].error() || watched[1].error())
+          throw ServiceError(503, "",
+                             "Redis at " + redis->url() + " refused WATCH or MGET of " + shard::kShardsKey + ": " +
+                                 (watched[0].error() ? watched[0].str : watched[1].str));
+        if (watched[1].type != Reply::Type::kArray || watched[1].elements.size() != 2)
+          throw ServiceError(503, "",
+                             "Redis at " + redis->url() + " answered MGET " + shard::kShardsKey + " with no pair");
+        shard::Layout l;
+        try {
+          l = shard::layout_from(watched[1].elements[0], watched[1].elements[1], redis->url());
+        } catch (const RedisError&) {
+          throw;
+        } catch (const std::runtime_error& e) {
+          throw ServiceError(503, "", e.what(), kDeadShardRetryAfterSeconds);
+        }
+        shard = shard::shard_of(id, l.shards);
+        const int also = l.split ? shard::shard_of(id, l.split) : shard;
+        auto add = [&](int k, const std::string& to, int routed) {
+          json p = params;
+          p["shards"] = routed;  // the count it was routed by: the worker checks the product is its own
+          return std::vector<std::string>{"XADD",
+                                          shard::writes_key(k),
+                                          "*",
+                                          "op",
+                                          op,
+                                          "reply",
+                                          to,
+                                          "deadline_ms",
+                                          std::to_string(shard::unix_ms(deadline)),
+                                          "entry",
+                                          entry,
+                                          "params",
+                                          json_text(p)};
+        };
+        std::vector<std::vector<std::string>> tx = {{"MULTI"}, add(shard, reply, l.shards)};
+        if (also != shard) tx.push_back(add(also, "", l.split));
+        tx.push_back({"EXEC"});
+        const std::vector<Reply> done = redis->pipeline(tx, /*same_connection=*/true);
+        const Reply& exec = done.back();
+        if (exec.type == Reply::Type::kArray) {
+          for (const Reply& added : exec.elements)
+            if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
+          shards_ = l.shards;
+          return;
+        }
+        if (!exec.nil() || attempt >= 20 || Clock::now() >= deadline)
+          throw ServiceError(503, "",
+                             "Redis at " + redis->url() + " refused the write's MULTI/EXEC" +
+                                 (exec.nil() ? std::string(": the shard layout kept changing") : ": " + exec.str),
+                             kDeadShardRetryAfterSeconds);
+      }
+    };
     auto send = [&] {
+      if (write) return send_write();
       const Reply added = redis->command(xadd);
       if (added.error()) throw ServiceError(503, "", "Redis at " + redis->url() + " refused XADD: " + added.str);
     };
@@ -188,11 +270,30 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
   }
 }
 
-std::map<int, json> ShardedBackend::every_shard(const json& params) const {
+std::map<int, json> ShardedBackend::every_shard(const json& params, int shards) const {
   std::map<int, json> to;
-  for (int k = 0; k < shards_; ++k) to.emplace(k, params);
+  for (int k = 0; k < shards; ++k) to.emplace(k, params);
   return to;
 }
+
+namespace {
+
+// Whether a shard answered under another shard count than the read was routed by (`shards` in its
+// answer; absent from workers before online splits): a split committed meanwhile, so the read is
+// routed again.
+bool other_layout(const json& answer, int shards) {
+  return answer.contains("shards") && answer.at("shards").is_number_integer() &&
+         answer.at("shards").get<int>() != shards;
+}
+
+// How often a read routed by a layout that changed under it is routed again (within its deadline).
+constexpr int kRerouteReads = 5;
+
+ServiceError rerouted_too_often() {
+  return ServiceError(503, "", "the deployment's shard layout kept changing during the read: retry it", 1);
+}
+
+}  // namespace
 
 std::vector<json> ShardedBackend::scatter(const std::string& op, const std::string& entry,
                                           const std::map<int, json>& to, Clock::time_point deadline,
@@ -267,21 +368,35 @@ auto from_answer(int shard, F&& read) {
 WriteResult ShardedBackend::write(const texture::GalleryEntry& given, bool replace, Clock::time_point deadline) {
   texture::GalleryEntry entry = given;
   if (entry.enrolled_unix == 0) entry.enrolled_unix = int64_t(std::time(nullptr));  // the same on every replica
-  const int k = shard::shard_of(entry.id, shards_);
-  const json a = call(k, true, replace ? "put" : "post", encode(entry), json::object(), deadline);
-  return from_answer(k, [&] { return shard::write_result_from(a); });
+  const json a = call(-1, true, replace ? "put" : "post", encode(entry), json::object(), deadline, entry.id);
+  return from_answer(shard::shard_of(entry.id, shards_), [&] { return shard::write_result_from(a); });
 }
 
 bool ShardedBackend::remove(const std::string& id, Clock::time_point deadline) {
-  const int k = shard::shard_of(id, shards_);
-  const json a = call(k, true, "delete", "", {{"id", id}}, deadline);
-  return from_answer(k, [&] { return a.at("removed").get<bool>(); });
+  const json a = call(-1, true, "delete", "", {{"id", id}}, deadline, id);
+  return from_answer(shard::shard_of(id, shards_), [&] { return a.at("removed").get<bool>(); });
+}
+
+json ShardedBackend::read_call(const std::string& id, const std::string& op, const std::string& entry,
+                               const json& params, Clock::time_point given) {
+  const Clock::time_point deadline = deadline_of(given);
+  for (int attempt = 0;; ++attempt) {
+    const shard::Layout l = layout();
+    json a;
+    try {
+      a = call(shard::shard_of(id, l.shards), false, op, entry, params, deadline);
+    } catch (const ServiceError& e) {
+      if (e.status != 421) throw;  // 421: its shard no longer holds it (a split committed meanwhile)
+      a = {{"shards", -1}};
+    }
+    if (!other_layout(a, l.shards)) return a;
+    if (attempt >= kRerouteReads || Clock::now() >= deadline) throw rerouted_too_often();
+  }
 }
 
 std::optional<Product> ShardedBackend::get(const std::string& id, Clock::time_point deadline) {
-  const int k = shard::shard_of(id, shards_);
-  const json a = call(k, false, "get", "", {{"id", id}}, deadline);
-  return from_answer(k, [&]() -> std::optional<Product> {
+  const json a = read_call(id, "get", "", {{"id", id}}, deadline);
+  return from_answer(shard::shard_of(id, shards_), [&]() -> std::optional<Product> {
     if (!a.at("found").get<bool>()) return std::nullopt;
     return shard::product_from(a.at("product"));
   });
@@ -291,9 +406,8 @@ VerifyAnswer ShardedBackend::verify(const std::string& id, const texture::Featur
                                     const texture::SearchParams& params, Clock::time_point deadline) {
   json p = shard::params_json(params);
   p["id"] = id;
-  const int k = shard::shard_of(id, shards_);
-  const json a = call(k, false, "verify", encode_query(query), p, deadline);
-  return from_answer(k, [&] { return shard::verify_answer_from(a); });
+  const json a = read_call(id, "verify", encode_query(query), p, deadline);
+  return from_answer(shard::shard_of(id, shards_), [&] { return shard::verify_answer_from(a); });
 }
 
 namespace {
@@ -311,13 +425,31 @@ std::vector<ShardSearch> search_parts(const std::vector<json>& answers) {
 }  // namespace
 
 SearchAnswer ShardedBackend::search(const SearchQuery& q) {
+  // Routed by the layout of the moment; answered again when a shard answered under another (a split
+  // committed meanwhile: a parent that dropped what moved would leave those products out).
+  SearchQuery routed = q;
+  routed.deadline = deadline_of(q.deadline);
+  for (int attempt = 0;; ++attempt) {
+    const shard::Layout l = layout();
+    std::optional<SearchAnswer> a = search_by(routed, l.shards);
+    if (a) return *a;
+    if (attempt >= kRerouteReads || Clock::now() >= routed.deadline) throw rerouted_too_often();
+  }
+}
+
+std::optional<SearchAnswer> ShardedBackend::search_by(const SearchQuery& q, int shards) {
   const Clock::time_point start = Clock::now(), deadline = deadline_of(q.deadline);
+  bool moved = false;
+  auto checked = [&](std::vector<json> answers) {
+    for (const json& a : answers) moved = moved || other_layout(a, shards);
+    return answers;
+  };
   auto refuse_missing = [&](const std::vector<int>& missing) {
     if (missing.empty() || q.allow_partial) return;
     throw ServiceError(503, "",
                        std::string(missing.size() == 1 ? "shard " : "shards ") + list_shards(missing) +
                            " did not answer (no live worker, or none within " +
-                           std::to_string(whole_ms(start, deadline)) + " ms; " + std::to_string(shards_) +
+                           std::to_string(whole_ms(start, deadline)) + " ms; " + std::to_string(shards) +
                            " shards in all; allow partial results to search the others)",
                        kDeadShardRetryAfterSeconds);
   };
@@ -332,7 +464,9 @@ SearchAnswer ShardedBackend::search(const SearchQuery& q) {
   json score = p;
   score["phase"] = "score";
   std::vector<int> missing;
-  std::vector<ShardSearch> parts = search_parts(scatter("search", query, every_shard(score), scored_by, missing));
+  std::vector<ShardSearch> parts =
+      search_parts(checked(scatter("search", query, every_shard(score, shards), scored_by, missing)));
+  if (moved) return std::nullopt;
   refuse_missing(missing);
   const std::map<int, std::vector<Match>> asked = shortlist_by_shard(parts, q.params);
   std::optional<double> verify_ms;
@@ -346,7 +480,8 @@ SearchAnswer ShardedBackend::search(const SearchQuery& q) {
     }
     const Clock::time_point verify_start = Clock::now();
     std::vector<int> late;
-    const std::vector<ShardSearch> verified = search_parts(scatter("search", query, to, deadline, late));
+    const std::vector<ShardSearch> verified = search_parts(checked(scatter("search", query, to, deadline, late)));
+    if (moved) return std::nullopt;
     verify_ms = ms_between(verify_start, Clock::now());
     refuse_missing(late);
     for (ShardSearch& part : parts) {
@@ -371,7 +506,7 @@ SearchAnswer ShardedBackend::search(const SearchQuery& q) {
     missing.insert(missing.end(), late.begin(), late.end());
     std::sort(missing.begin(), missing.end());
   }
-  SearchAnswer answer = merge_search(parts, q.params, q.top_k, shards_);
+  SearchAnswer answer = merge_search(parts, q.params, q.top_k, shards);
   if (verify_ms) answer.verify_ms = *verify_ms;
   answer.missing_shards = missing;
   return answer;
@@ -379,9 +514,11 @@ SearchAnswer ShardedBackend::search(const SearchQuery& q) {
 
 ServiceStats ShardedBackend::stats(Clock::time_point deadline) {
   std::vector<int> missing;
-  const std::vector<json> answers = scatter("stats", "", every_shard(json::object()), deadline_of(deadline), missing);
+  const int shards = layout().shards;
+  const std::vector<json> answers =
+      scatter("stats", "", every_shard(json::object(), shards), deadline_of(deadline), missing);
   ServiceStats s;
-  s.shards_expected = shards_;
+  s.shards_expected = shards;
   try {
     for (const json& a : answers) s.shards.push_back(shard::shard_stats_from(a.at("stats")));
   } catch (const json::exception& e) {
@@ -533,12 +670,10 @@ std::map<int, std::vector<std::string>> ShardedBackend::live_workers(bool for_re
 std::string ShardedBackend::health() {
   try {
     RedisPool::Lease redis = pool_.acquire();
-    const Reply got = redis->command({"GET", shard::kShardsKey});
-    if (got.nil()) return shard::kShardsKey + " is not set at " + pool_.url() + " (Redis lost its data?)";
-    if (got.type != Reply::Type::kString || got.str != std::to_string(shards_))
-      return shard::kShardsKey + " at " + pool_.url() + " is '" + got.str + "', this front serves " +
-             std::to_string(shards_) + " shards";
-  } catch (const RedisError& e) {
+    shards_ = shard::read_layout(*redis).shards;  // the front follows the layout (an online split changes it)
+  } catch (const shard::ShardCountUnset&) {
+    return shard::kShardsKey + " is not set at " + pool_.url() + " (Redis lost its data?)";
+  } catch (const std::exception& e) {  // RedisError, or a malformed layout (ServiceError)
     return e.what();
   }
   // Every shard needs a live worker (its liveness key), or its products can be neither written nor
@@ -546,7 +681,7 @@ std::string ShardedBackend::health() {
   try {
     const std::map<int, std::vector<std::string>> live = live_workers(), reading = live_workers(/*for_reads=*/true);
     std::vector<int> dead, hung;
-    for (int k = 0; k < shards_; ++k)
+    for (int k = 0; k < shards_.load(); ++k)
       if (!live.count(k))
         dead.push_back(k);
       else if (!reading.count(k))

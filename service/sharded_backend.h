@@ -5,6 +5,11 @@
 // verified, by the shards holding it (two phases: ShardSearch in backend.h), and merged
 // (merge_search), so that it answers what one gallery holding every shard's products would.
 //
+// The shard layout is read from Redis per request (prism:shards, and prism:split during an online
+// split: service/reshard.h), so that fronts follow a split without a restart: writes are routed
+// under WATCH in one MULTI/EXEC (during a split also to the product's new shard), reads are routed
+// again when a shard answered under another count.
+//
 // Failures are answers, never crashes or hangs: Redis unreachable -> ServiceError 503 "Redis
 // unreachable at URL"; a shard that does not answer by the deadline -> 503 naming it (a search with
 // allow_partial answers with the shards that did, saying which are missing). A read (get, verify,
@@ -69,6 +74,8 @@ class ShardedBackend : public Backend {
   // Through Sentinel: prism_redis_failovers_total and prism_redis_master_info (docs/SERVICE.md).
   std::string metrics() override;
 
+  // The shard count reads are routed by, as last read from Redis (prism:shards: an online split
+  // doubles it; service/reshard.h).
   int shards() const { return shards_; }
   // The workers whose liveness key (prism:worker:K:NAME: refreshed every 3 s, expiring after 10 s)
   // exists: shard -> replica names, sorted; `for_reads`: less those whose readers all hang
@@ -80,14 +87,27 @@ class ShardedBackend : public Backend {
 
  private:
   // One request to shard K's writes or reads stream; the first answer, or ServiceError.
+  // A write (`write` true) is routed by the product `id` under the layout at the moment it is
+  // added (`shard` is ignored): to FNV-1a-64(id) mod prism:shards, and during a split also, answered
+  // to nobody, to its shard under prism:split when that differs (one MULTI/EXEC under WATCH).
   shard::json call(int shard, bool write, const std::string& op, const std::string& entry, const shard::json& params,
-                   Clock::time_point deadline);
+                   Clock::time_point deadline, const std::string& id = "");
+  // A get or verify of product `id`, routed by the layout of the moment; again (up to a few times,
+  // within the deadline) when its shard answered under another count (a split committed meanwhile).
+  shard::json read_call(const std::string& id, const std::string& op, const std::string& entry,
+                        const shard::json& params, Clock::time_point deadline);
+  // One search routed over `shards` shards; nullopt when a shard answered under another count.
+  std::optional<SearchAnswer> search_by(const SearchQuery& query, int shards);
+  // prism:shards and prism:split now (and shards_ set to it): ServiceError 503 when Redis is
+  // unreachable or the layout is missing or malformed.
+  shard::Layout layout();
+  shard::Layout layout(Redis& redis);
   // A read sent to each shard of `to` with its params, answers gathered until all came or the
   // deadline passed; `missing`: the shards of `to` not heard from.
   std::vector<shard::json> scatter(const std::string& op, const std::string& entry,
                                    const std::map<int, shard::json>& to, Clock::time_point deadline,
                                    std::vector<int>& missing);
-  std::map<int, shard::json> every_shard(const shard::json& params) const;
+  std::map<int, shard::json> every_shard(const shard::json& params, int shards) const;
   Clock::time_point deadline_of(Clock::time_point deadline) const;
   std::string next_reply_key();
   // Through Sentinel, after a write's answer: waits (WAIT 1, up to kWaitReplicaMs or the deadline)
@@ -102,7 +122,7 @@ class ShardedBackend : public Backend {
 
   ShardedOptions options_;
   RedisPool pool_;
-  int shards_ = 1;
+  std::atomic<int> shards_{1};
   std::string front_id_;
   std::atomic<uint64_t> seq_{0};
   std::mutex normalisation_mutex_;
