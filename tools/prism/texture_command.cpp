@@ -54,6 +54,7 @@ constexpr const char* kUsage =
     "  migrate                        rewrite format-1 (FP16) entries as format 2 (8-bit); resumable\n"
     "  (eval)                         the accuracy evaluation is the separate tool prism-texture-eval\n"
     "  serve   --gallery DIR ...      the HTTP service (see 'prism texture serve --help', docs/SERVICE.md)\n"
+    "  reshard STEP ...               split a sharded deployment's shards in two online (see --help)\n"
     "\n"
     "options:\n"
     "  --gallery DIR        the gallery directory (enroll creates it in a new or empty folder)\n"
@@ -486,6 +487,7 @@ int migrate(const Options& o) {
 
 int texture_serve_command(int argc, char** argv);
 int texture_shard_command(const std::vector<std::string>& args);
+int texture_reshard_command(const std::vector<std::string>& args);
 
 int texture_command(int argc, char** argv) {
   if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
@@ -501,6 +503,7 @@ int texture_command(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) return texture_serve_command(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "shard") == 0) return texture_shard_command({argv + 2, argv + argc});
+  if (argc >= 2 && std::strcmp(argv[1], "reshard") == 0) return texture_reshard_command({argv + 2, argv + argc});
   for (int i = 2; i < argc; ++i)  // `prism texture enroll --help`
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
       std::fputs(kUsage, stdout);
