@@ -95,8 +95,10 @@ void request(const uint8_t* data, size_t size) {
     return;
   }
   if (write) {
-    FUZZ_CHECK(r.op == "post" || r.op == "put" || r.op == "delete", r.op.c_str());
-    if (r.op != "delete") FUZZ_CHECK(prism::texture::valid_product_id(r.entry.id), r.entry.id.c_str());
+    // An online split's markers (service/reshard.h) are writes too, read with their `shards`.
+    FUZZ_CHECK(r.op == "post" || r.op == "put" || r.op == "delete" || r.op == "split" || r.op == "split-commit",
+               r.op.c_str());
+    if (r.op == "post" || r.op == "put") FUZZ_CHECK(prism::texture::valid_product_id(r.entry.id), r.entry.id.c_str());
     FUZZ_CHECK(r.deadline == Clock::time_point::max(), "a write with a deadline");
     return;
   }
