@@ -343,7 +343,8 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, const Que
     for (int c = r.start; c < r.end; ++c) {
       const size_t o = size_t(c) * size_t(q.rows);
       const auto matches = ratio_matches(&best[o], &second[o], &index[o], query.count(), params.ratio);
-      cands[c].geometry = verify_geometry(query, entries[cands[c].index].points, matches, params.verify);
+      cands[c].geometry =
+          verify_geometry(query, entries[cands[c].index].points, matches, params.verify, entries[cands[c].index].size);
       cands[c].gallery_size = entries[cands[c].index].size;
       cands[c].significance = decision_significance(cands[c].geometry.significance, size_t(k));
     }

@@ -40,8 +40,10 @@ std::vector<Correspondence> one_to_one(const int* best_index, int rows, Pass pas
 // horizon (w = 0) must not cross the inliers (w of one sign at all of them), and the local scale at
 // their centroid, the Jacobian determinant det(h) / w^3, must keep the orientation and lie within
 // 1e-3..1e3. For a nearly affine h that is the determinant of its upper-left 2x2, the test before
-// issue 45, which read a strong perspective (a plane tilted 30-60 degrees) as degenerate.
-bool keeps_the_plane(const cv::Matx33d& h, const std::vector<cv::Point2f>& from, const cv::Mat& mask) {
+// issue 45, which read a strong perspective (a plane tilted 30-60 degrees) as degenerate. `jacobian`
+// receives that local scale (chance_inlier's).
+bool keeps_the_plane(const cv::Matx33d& h, const std::vector<cv::Point2f>& from, const cv::Mat& mask,
+                     double& jacobian) {
   double sx = 0, sy = 0;
   int n = 0, sign = 0;
   for (size_t i = 0; i < from.size(); ++i) {
@@ -56,7 +58,7 @@ bool keeps_the_plane(const cv::Matx33d& h, const std::vector<cv::Point2f>& from,
   }
   if (n == 0) return false;
   const double w = h(2, 0) * (sx / n) + h(2, 1) * (sy / n) + h(2, 2);
-  const double jacobian = cv::determinant(h) / (w * w * w);
+  jacobian = cv::determinant(h) / (w * w * w);
   return jacobian > 1e-3 && jacobian < 1e3;
 }
 
@@ -84,11 +86,11 @@ std::vector<Correspondence> ratio_matches(const float* best, const float* second
       [&](int r) { return kScale * (2.0 - 2.0 * double(best[r])); });
 }
 
-double chance_significance(int inliers, int matches) {
+double chance_significance(int inliers, int matches, double chance) {
   const int n = matches - 4, k = inliers - 4;
-  if (k <= 0 || n < k) return 0.0;
+  if (k <= 0 || n < k || !(chance > 0) || !(chance < 1)) return 0.0;
   // Upper tail of Binomial(n, p), summed from its largest term down in log space.
-  const double lp = std::log(kChanceInlier), lq = std::log1p(-kChanceInlier);
+  const double lp = std::log(chance), lq = std::log1p(-chance);
   auto log_term = [&](int i) {
     return std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) + i * lp + (n - i) * lq;
   };
@@ -99,7 +101,13 @@ double chance_significance(int inliers, int matches) {
     sum += r;
     if (r < 1e-17 * sum) break;  // the terms fall geometrically past the mean n p < k
   }
-  return -(top + std::log(sum)) / std::log(10.0);
+  return std::max(0.0, -(top + std::log(sum)) / std::log(10.0));
+}
+
+double chance_inlier(double jacobian, double query_area, double gallery_area) {
+  if (!(jacobian > 0) || !std::isfinite(jacobian)) return 1.0;
+  const double areas = query_area > 0 && gallery_area > 0 ? gallery_area / query_area : 1.0;
+  return std::min(1.0, kChanceInlier * std::max(1.0, areas / jacobian));
 }
 
 GalleryInQuery gallery_in_query(const cv::Matx33d& query_to_gallery, cv::Size gallery) {
@@ -129,7 +137,8 @@ GalleryInQuery gallery_in_query(const cv::Matx33d& query_to_gallery, cv::Size ga
 }
 
 Verification verify_geometry(const Features& query, const std::vector<cv::Point2f>& gallery,
-                             const std::vector<Correspondence>& matches, const VerifyParams& params) {
+                             const std::vector<Correspondence>& matches, const VerifyParams& params,
+                             cv::Size gallery_size) {
   Verification v;
   v.matches = int(matches.size());
   if (matches.size() < 4) return v;
@@ -146,7 +155,8 @@ Verification verify_geometry(const Features& query, const std::vector<cv::Point2
       cv::findHomography(from, to, cv::RANSAC, params.reprojection_px, mask, params.max_iterations, params.confidence);
   if (h.empty()) return v;
   const cv::Matx33d m(h.ptr<double>());
-  if (!keeps_the_plane(m, from, mask)) return v;
+  double jacobian = 0;
+  if (!keeps_the_plane(m, from, mask, jacobian)) return v;
   v.homography = m;
   float x0 = 1e30f, y0 = 1e30f, x1 = -1e30f, y1 = -1e30f;
   for (size_t i = 0; i < from.size(); ++i) {
@@ -158,7 +168,10 @@ Verification verify_geometry(const Features& query, const std::vector<cv::Point2
     y1 = std::max(y1, from[i].y);
   }
   if (v.inliers > 0) v.query_box = cv::Rect2f(x0, y0, x1 - x0, y1 - y0);
-  v.significance = chance_significance(v.inliers, v.matches);
+  const double query_area = double(query.width) * query.height;
+  const double gallery_area = gallery_size.empty() ? query_area : double(gallery_size.width) * gallery_size.height;
+  v.chance = chance_inlier(jacobian, query_area, gallery_area);
+  v.significance = chance_significance(v.inliers, v.matches, v.chance);
   return v;
 }
 

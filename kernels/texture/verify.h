@@ -49,7 +49,8 @@ struct VerifyParams {
 struct Verification {
   int matches = 0;          // ratio-test matches (one-to-one)
   int inliers = 0;          // consistent with the homography; 0 when none was found or it is degenerate
-  double significance = 0;  // chance_significance(inliers, matches)
+  double chance = 0;        // chance_inlier of the homography (0 when none was found)
+  double significance = 0;  // chance_significance(inliers, matches, chance)
   // Query-image pixels -> gallery-image pixels (findHomography from the query's keypoints to the
   // gallery's), both in the images' own coordinates (keypoints are reported unshrunk, Keypoint), pixel
   // centres at integers. gallery_in_query gives the other direction, which results report.
@@ -59,12 +60,26 @@ struct Verification {
 
 // The chance that a wrong product's matches are this consistent: RANSAC's 4-point sample is always
 // consistent, and each of the other matches - 4 falls within the reprojection threshold with
-// probability kChanceInlier; the significance is -log10 P(Binomial(matches - 4, kChanceInlier) >=
-// inliers - 4), an a-contrario test in the spirit of Moisan & Stival's ORSA (IJCV 2004). Unlike the
-// bare inlier count it tells 7 of 7 matches (a blurred re-capture) from 7 of 14 (chance).
-// 0 below 5 inliers. The threshold on it is calibrated by `prism-texture-eval` (docs/TEXTUREID.md).
+// probability `chance`; the significance is -log10 P(Binomial(matches - 4, chance) >= inliers - 4),
+// an a-contrario test in the spirit of Moisan & Stival's ORSA (IJCV 2004). Unlike the bare inlier
+// count it tells 7 of 7 matches (a blurred re-capture) from 7 of 14 (chance). 0 below 5 inliers, and
+// for a chance of 1 or more. The threshold on it is calibrated by `prism-texture-eval`
+// (docs/TEXTUREID.md).
 constexpr double kChanceInlier = 0.01;
-double chance_significance(int inliers, int matches);
+double chance_significance(int inliers, int matches, double chance = kChanceInlier);
+
+// The chance of one wrong match falling within the tolerance, for a homography `h` (query ->
+// gallery pixels) whose local area scale at the inliers' centroid is `jacobian` (det(h) / w^3 there),
+// between a query image of `query_area` pixels and a gallery image of `gallery_area` (issue 45).
+// The tolerance is a disc of reprojection_px in the gallery image: kChanceInlier is its chance as a
+// share of the gallery image (calibrated, docs/TEXTUREID.md). Seen from the query, the same disc is the
+// area of the disc over `jacobian`: where the homography shrinks the query, a wrong match is
+// consistent more easily from the query's side, and the chance is the larger of the two shares:
+// kChanceInlier max(1, (gallery_area / query_area) / jacobian). The chance fits of wrong products are
+// mostly such homographies, squeezing a spread of the query onto a patch of the gallery (a local
+// scale of 0.003-0.03 against 0.5-16 for re-captures, docs/TEXTUREID.md). Image sizes of 0 count as
+// equal; a jacobian that is not positive gives 1 (nothing is significant).
+double chance_inlier(double jacobian, double query_area, double gallery_area);
 
 // Where the gallery image lies in the query image (a frame): what textureid reports, so that a user
 // can draw the texture's outline or warp the gallery image onto the frame (cv::warpPerspective with
@@ -83,8 +98,10 @@ struct GalleryInQuery {
 GalleryInQuery gallery_in_query(const cv::Matx33d& query_to_gallery, cv::Size gallery);
 
 // `gallery`: the gallery image's keypoint positions (all the index keeps of its geometry: 8 bytes
-// per keypoint instead of the 24 of a Keypoint).
+// per keypoint instead of the 24 of a Keypoint); `gallery_size` its image's size (Features::width and
+// height; empty: taken as the query's), for chance_inlier.
 Verification verify_geometry(const Features& query, const std::vector<cv::Point2f>& gallery,
-                             const std::vector<Correspondence>& matches, const VerifyParams& params = {});
+                             const std::vector<Correspondence>& matches, const VerifyParams& params = {},
+                             cv::Size gallery_size = {});
 
 }  // namespace prism::texture

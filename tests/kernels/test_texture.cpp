@@ -421,6 +421,88 @@ TEST(TextureVerify, AcceptsAStronglyTiltedPlaneAndRejectsFoldedOnes) {
   EXPECT_EQ(verify(cv::Matx33d(1, 0, 0, 0, 1, 0, 1 / 160.0, 0, -1)).inliers, 0) << "horizon across the matches";
 }
 
+// chance_inlier against a brute-force count: the tolerance disc around a gallery point, pulled back into
+// the query by a homography with perspective, covers (counted on a fine grid of query points) an area
+// whose share of the query image, over the disc's share of the gallery image, is the factor by which
+// chance_inlier raises kChanceInlier (never lowering it); a query at twice the gallery's resolution
+// showing the same content changes nothing.
+TEST(TextureVerify, ChanceInlierIsTheToleranceDiscsShareSeenFromTheQuery) {
+  const double eps = 6.0;
+  const cv::Size gallery(320, 240);
+  for (const double zoom : {1.0, 0.5, 0.2, 0.12, 2.0}) {
+    for (const cv::Size query : {cv::Size(320, 240), cv::Size(640, 480)}) {
+      const double res = query.width / 320.0;  // query pixels per gallery-image pixel of the same content
+      // Query -> gallery: the query's pixels back to the content's, the content zoomed about (160, 120)
+      // and tilted (perspective row).
+      const cv::Matx33d h = cv::Matx33d(zoom, 0, 160 * (1 - zoom), 0, zoom, 120 * (1 - zoom), 0.0004 * zoom, 0, 1) *
+                            cv::Matx33d(1 / res, 0, 0, 0, 1 / res, 0, 0, 0, 1);
+      const cv::Point2d c(150 * res, 110 * res);  // the inliers' centroid, in the query
+      const cv::Vec3d hc = h * cv::Vec3d(c.x, c.y, 1);
+      const double w = hc[2];
+      const double jacobian = cv::determinant(h) / (w * w * w);
+      const cv::Point2d gc(hc[0] / w, hc[1] / w);
+      // The disc's preimage, counted on a grid of step `d` around c.
+      const double reach = 1.5 * eps / std::sqrt(jacobian), d = reach / 400;
+      long count = 0;
+      for (double y = c.y - reach; y <= c.y + reach; y += d)
+        for (double x = c.x - reach; x <= c.x + reach; x += d) {
+          const cv::Vec3d g = h * cv::Vec3d(x, y, 1);
+          const double dx = g[0] / g[2] - gc.x, dy = g[1] / g[2] - gc.y;
+          count += dx * dx + dy * dy <= eps * eps;
+        }
+      const double query_share = count * d * d / query.area(), gallery_share = CV_PI * eps * eps / gallery.area();
+      const double want = texture::kChanceInlier * std::max(1.0, query_share / gallery_share);
+      EXPECT_NEAR(texture::chance_inlier(jacobian, query.area(), gallery.area()), std::min(1.0, want), 0.02 * want)
+          << "zoom " << zoom << " query " << query;
+    }
+  }
+  EXPECT_EQ(texture::chance_inlier(1.0, 0, 0), texture::kChanceInlier);  // sizes unknown: counted equal
+  EXPECT_EQ(texture::chance_inlier(0.001, 76800, 76800), 1.0);           // capped: every match by chance
+  EXPECT_EQ(texture::chance_inlier(0.0, 76800, 76800), 1.0);
+  EXPECT_EQ(texture::chance_inlier(-0.5, 76800, 76800), 1.0);
+}
+
+// verify_geometry's significance uses chance_inlier of the homography found: a fit that squeezes the
+// query's spread of matches onto a patch of the gallery (how wrong products fit, docs/TEXTUREID.md)
+// counts for less than the same inliers of a re-capture, and a query at twice the gallery's resolution
+// counts as one at the same.
+TEST(TextureVerify, ASqueezingFitIsLessSignificant) {
+  std::mt19937 rng(45);
+  std::uniform_real_distribution<double> u(0, 1);
+  texture::Features query;
+  std::vector<texture::Correspondence> matches;
+  std::vector<cv::Point2f> spread;
+  for (int i = 0; i < 20; ++i) {
+    spread.emplace_back(float(20 + u(rng) * 280), float(20 + u(rng) * 200));
+    matches.push_back({i, i, 0});
+  }
+  // Query pixels -> gallery pixels by `h` for every match.
+  auto verify = [&](const cv::Matx22d& a, double res) {
+    query.width = int(320 * res);
+    query.height = int(240 * res);
+    query.keypoints.clear();
+    std::vector<cv::Point2f> gallery;
+    for (const cv::Point2f& p : spread) {
+      query.keypoints.push_back({float(p.x * res), float(p.y * res), 4.f, 0.f, 0.f, 0});
+      const cv::Vec2d g = a * cv::Vec2d(p.x - 160, p.y - 120);
+      gallery.emplace_back(float(160 + g[0]), float(120 + g[1]));
+    }
+    return texture::verify_geometry(query, gallery, matches, {}, {320, 240});
+  };
+  const texture::Verification same = verify({1.0, 0.1, -0.1, 1.0}, 1);  // area scale 1.01
+  ASSERT_EQ(same.inliers, 20);
+  EXPECT_DOUBLE_EQ(same.chance, texture::kChanceInlier);
+  EXPECT_DOUBLE_EQ(same.significance, texture::chance_significance(20, 20));
+  const texture::Verification finer = verify({1.0, 0.1, -0.1, 1.0}, 2);
+  ASSERT_EQ(finer.inliers, 20);
+  EXPECT_NEAR(finer.chance, texture::kChanceInlier, 1e-9);
+  const texture::Verification squeezed = verify({0.25, 0, 0, 0.2}, 1);  // area scale 0.05
+  ASSERT_EQ(squeezed.inliers, 20);
+  EXPECT_NEAR(squeezed.chance, texture::kChanceInlier / 0.05, 1e-5);  // (the homography from float points)
+  EXPECT_EQ(squeezed.significance, texture::chance_significance(20, 20, squeezed.chance));
+  EXPECT_LT(squeezed.significance, same.significance / 2);
+}
+
 // With digests (IndexOptions::host_digest_rows) a slot's rows are in digest order, the largest keypoints
 // first; verification must map them back to their own keypoints: the same inliers and homography as an
 // index whose slots keep the stored order.
@@ -501,9 +583,8 @@ TEST(TextureVerify, GalleryInQueryIsTheInverseWithTheGalleryCorners) {
 // The significance is -log10 of a binomial upper tail: against a direct sum in long double over
 // random (inliers, matches), the closed form p^n when every match is an inlier, and its order.
 TEST(TextureVerify, SignificanceIsTheBinomialTailOfChanceInliers) {
-  auto direct = [](int inliers, int matches) {
+  auto direct = [](int inliers, int matches, long double p = texture::kChanceInlier) {
     const int n = matches - 4, k = inliers - 4;
-    const long double p = texture::kChanceInlier;
     long double tail = 0;
     for (int i = k; i <= n; ++i) {
       long double c = 1;  // C(n, i), built as a product
@@ -520,6 +601,17 @@ TEST(TextureVerify, SignificanceIsTheBinomialTailOfChanceInliers) {
     EXPECT_NEAR(texture::chance_significance(inliers, matches), want, 1e-9 * std::max(1.0, want))
         << inliers << " of " << matches;
   }
+  // Any chance (chance_inlier's): the same sum.
+  for (int t = 0; t < 500; ++t) {
+    const int matches = std::uniform_int_distribution<int>(5, 200)(rng);
+    const int inliers = std::uniform_int_distribution<int>(5, std::min(matches, 40))(rng);
+    const double p = std::pow(10.0, std::uniform_real_distribution<double>(-3, -0.1)(rng));
+    const double want = direct(inliers, matches, p);
+    EXPECT_NEAR(texture::chance_significance(inliers, matches, p), want, 1e-8 * std::max(1.0, want))
+        << inliers << " of " << matches << " at " << p;
+  }
+  EXPECT_EQ(texture::chance_significance(50, 50, 1.0), 0.0);  // every match consistent by chance: no evidence
+  EXPECT_GT(texture::chance_significance(20, 30), texture::chance_significance(20, 30, 0.05));
   for (int m = 5; m < 200; ++m) EXPECT_NEAR(texture::chance_significance(m, m), 2.0 * (m - 4), 1e-9 * m);
   EXPECT_EQ(texture::chance_significance(4, 100), 0.0);  // the RANSAC sample alone is no evidence
   EXPECT_EQ(texture::chance_significance(0, 0), 0.0);
@@ -551,7 +643,8 @@ TEST(TextureIndex, SearchFindsTheRightTextureAndRejectsStrangers) {
     ASSERT_FALSE(r.candidates.empty());
     EXPECT_NEAR(r.best.significance, r.best.geometry.significance - std::log10(double(r.candidates.size())), 1e-9);
     EXPECT_EQ(r.best.geometry.significance,
-              texture::chance_significance(r.best.geometry.inliers, r.best.geometry.matches));
+              texture::chance_significance(r.best.geometry.inliers, r.best.geometry.matches, r.best.geometry.chance));
+    EXPECT_GE(r.best.geometry.chance, texture::kChanceInlier);
     const texture::SearchResult right = index.verify(texture::extract_features(q), r.best.id, {});
     EXPECT_EQ(right.best.significance, right.best.geometry.significance);
     const texture::SearchResult wrong =
