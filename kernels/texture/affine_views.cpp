@@ -71,8 +71,9 @@ SimulatedView simulate_view(const cv::Mat& grey, const AffineView& v) {
   }
   // ASIFT's anti-aliasing along x, then the subsampling.
   const double sigma = 0.8 * std::sqrt(v.tilt * v.tilt - 1);
-  cv::Mat blurred = rotated;
+  cv::Mat blurred = rotated;  // (a new image below: rotated may be `grey` itself)
   if (sigma > 0) {
+    blurred = cv::Mat();
     const int k = 2 * int(std::ceil(3 * sigma)) + 1;
     cv::sepFilter2D(rotated, blurred, -1, cv::getGaussianKernel(k, sigma, CV_64F), cv::Mat::ones(1, 1, CV_64F),
                     cv::Point(-1, -1), 0, cv::BORDER_REPLICATE);
@@ -106,7 +107,8 @@ Features features_in_image(const SimulatedView& sv, const Features& f, cv::Size 
     k.x = float(x);
     k.y = float(y);
     out.keypoints.push_back(k);
-    out.descriptors.insert(out.descriptors.end(), f.descriptors.begin() + i * dim, f.descriptors.begin() + (i + 1) * dim);
+    out.descriptors.insert(out.descriptors.end(), f.descriptors.begin() + i * dim,
+                           f.descriptors.begin() + (i + 1) * dim);
   }
   return out;
 }

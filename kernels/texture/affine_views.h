@@ -24,16 +24,17 @@ struct AffineView {
 std::vector<AffineView> default_affine_views();
 
 struct SimulatedView {
-  cv::Mat image;          // CV_8U, the view
-  cv::Mat valid;          // CV_8U, 255 where the view shows the image, 0 on the canvas around it
-  cv::Matx23d to_view;    // image pixels -> view pixels (pixel centres at integers in both)
+  cv::Mat image;        // CV_8U, the view
+  cv::Mat valid;        // CV_8U, 255 where the view shows the image, 0 on the canvas around it
+  cv::Matx23d to_view;  // image pixels -> view pixels (pixel centres at integers in both)
 };
 
 // The rotation by `v.longitude` about the origin, then the shift that puts the rotated image's
 // outline at the canvas's top left, then the subsampling of x by the canvas's width over the
 // view's (round(width / t)), as cv::resize maps pixel centres: x' = (x + 0.5) s - 0.5. `size`
 // receives the canvas (before subsampling) and `view` the view's size.
-cv::Matx23d affine_view_matrix(cv::Size image, const AffineView& v, cv::Size* canvas = nullptr, cv::Size* view = nullptr);
+cv::Matx23d affine_view_matrix(cv::Size image, const AffineView& v, cv::Size* canvas = nullptr,
+                               cv::Size* view = nullptr);
 
 // `grey` (CV_8U) seen through `v`. A tilt of 1 at longitude 0 returns the image itself.
 SimulatedView simulate_view(const cv::Mat& grey, const AffineView& v);

@@ -18,7 +18,8 @@ cv::Mat blob_image(cv::Size size, double x, double y) {
   cv::Mat m(size, CV_8U);
   for (int r = 0; r < size.height; ++r)
     for (int c = 0; c < size.width; ++c)
-      m.at<uchar>(r, c) = cv::saturate_cast<uchar>(10 + 240 * std::exp(-((c - x) * (c - x) + (r - y) * (r - y)) / 18.0));
+      m.at<uchar>(r, c) =
+          cv::saturate_cast<uchar>(10 + 240 * std::exp(-((c - x) * (c - x) + (r - y) * (r - y)) / 18.0));
   return m;
 }
 
@@ -90,8 +91,10 @@ TEST(TextureAffineViews, FeaturesComeBackInTheImagesPixels) {
   }
   ASSERT_EQ(same.count(), inner);
   EXPECT_EQ(same.width, grey.cols);
+  const cv::Mat before = grey.clone();
   for (const texture::AffineView& v : texture::default_affine_views()) {
     const texture::SimulatedView sv = texture::simulate_view(grey, v);
+    ASSERT_EQ(cv::norm(grey, before, cv::NORM_INF), 0.0) << "the image itself changed";
     const texture::Features f = texture::extract_view_features(grey, v, params);
     ASSERT_GT(f.count(), 20) << v.tilt << " " << v.longitude;
     EXPECT_EQ(f.width, grey.cols);
