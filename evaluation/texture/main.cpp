@@ -62,6 +62,7 @@
 #include "perturbations.h"
 #include "protocol.h"
 #include "report.h"
+#include "texture/affine_views.h"
 #include "texture/gallery.h"
 #include "texture/index.h"
 #include "texture_util.h"
@@ -109,6 +110,10 @@ constexpr const char* kEvalUsage =
     "  --skip S[,S...]  leave out oxford (the Oxford img2..6 queries and their corner errors) and/or\n"
     "                   decisions (the ratio-test decisions on real pairs against FP32); --perturbations\n"
     "                   and --skip oxford limit --candidates too\n"
+    "  --enrol-views    also enrol ASIFT's affine-simulated views of every product (texture/affine_views.h:\n"
+    "                   tilts sqrt(2) and 2, six views), each an entry of its own that stands for the\n"
+    "                   product (a search's rank 1 is right when it is any view of the product; a 1:1\n"
+    "                   verification is the best of the product's views, less log10 of their number)\n"
     "  --shortlist N    candidates a search verifies geometrically (default 8, the product's default:\n"
     "                   texture::SearchParams::shortlist, `prism texture search --shortlist`)\n"
     "  (a quick check on a CPU: --textures 20 --impostors 20 --device cpu)\n";
@@ -128,6 +133,7 @@ int run(int argc, char** argv) {
   std::vector<int> perturbations;  // kPerturbations positions; empty: all
   bool oxford = true, decisions_run = true;
   int shortlist = texture::SearchParams{}.shortlist;
+  bool enrol_views = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -195,6 +201,8 @@ int run(int argc, char** argv) {
         perturbations = parse_perturbations(a, value());
       else if (a == "--shortlist")
         shortlist = cli::parse_int(a, value(), 1, 1000);  // as `prism texture search --shortlist`
+      else if (a == "--enrol-views")
+        enrol_views = true;
       else if (a == "--skip") {
         const std::string v = value();
         std::stringstream list(v);
@@ -252,6 +260,35 @@ int run(int argc, char** argv) {
       entries.push_back({gallery[i].id, gallery[i].path, 0, gf[i]});
       mean_features += gf[i].count() / double(gallery.size());
     }
+    // --enrol-views: the views' entries after the products' own, "<id>@view<k>".
+    std::vector<int> product_of;  // entry position (by id) -> the product's own entry position
+    std::vector<std::vector<int>> views_of;
+    double views_s = 0;
+    size_t view_rows = 0;
+    if (enrol_views) {
+      const auto tv = Clock::now();
+      const std::vector<texture::AffineView> views = texture::default_affine_views();
+      std::vector<texture::SimulatedView> sim;
+      std::vector<cv::Mat> sim_images;
+      for (const cv::Mat& im : images)
+        for (const texture::AffineView& v : views) {
+          sim.push_back(texture::simulate_view(im, v));
+          sim_images.push_back(sim.back().image);
+        }
+      const std::vector<texture::Features> vf = texture::extract_features_batch(sim_images, fparams);
+      for (size_t i = 0; i < gallery.size(); ++i)
+        for (size_t k = 0; k < views.size(); ++k) {
+          const size_t j = i * views.size() + k;
+          texture::Features f = texture::features_in_image(sim[j], vf[j], images[i].size());
+          view_rows += f.keypoints.size();
+          if (f.count() >= texture::kMinFeatures)
+            entries.push_back({gallery[i].id + "@view" + std::to_string(k), gallery[i].path, 0, std::move(f)});
+        }
+      views_s = std::chrono::duration<double>(Clock::now() - tv).count();
+      std::fprintf(stderr, "eval: %zu view entries enrolled (%.0f features each on average) in %.1f s\n",
+                   entries.size() - gallery.size(), double(view_rows) / double(entries.size() - gallery.size()),
+                   views_s);
+    }
     std::vector<PrecisionRun> runs;
     {
       PrecisionRun run;
@@ -264,6 +301,14 @@ int run(int argc, char** argv) {
       runs.push_back(std::move(run));
     }
     const texture::TextureIndex& first = *runs.front().index;
+    product_of.resize(first.size());
+    views_of.resize(first.size());
+    for (size_t e = 0; e < first.size(); ++e) {
+      const std::string& id = first.ids()[e];
+      const size_t at = id.find("@view");
+      product_of[e] = at == std::string::npos ? int(e) : first.find(id.substr(0, at));
+      views_of[size_t(product_of[e])].push_back(int(e));
+    }
     std::vector<DigestRun> digests;
     if (digest_orders.empty()) digest_orders.push_back(texture::IndexOptions{}.digest_order);  // the index's
     // The outsiders' features per SIFT device (fparams and qparams differ in nothing else): the decoys' pool
@@ -307,6 +352,7 @@ int run(int argc, char** argv) {
     params.min_significance = 0;
     ScoresCsv csv(out / "scores.csv");
     QuerySets sets(runs, digests, qparams, params, seed, decoys > 0, csv);
+    if (enrol_views) sets.set_products(product_of, views_of);
     for (int p = 0; p < kPerturbationCount; ++p) {
       if (std::find(perturbations.begin(), perturbations.end(), p) == perturbations.end()) {
         sets.skip(gallery.size());  // not asked (--perturbations)
@@ -325,7 +371,7 @@ int run(int argc, char** argv) {
       sets.run("oxford-affine", ox.images, oxt);
       corner_errors(runs, ox, texture::extract_features_batch(ox.images, qparams), oxt, params);
     }
-    open_set(runs, outsider_features(qparams), params, csv);
+    open_set(runs, outsider_features(qparams), params, csv, product_of);
     calibrate_thresholds(runs);
     std::vector<PairSet> pair_sets;
     DecisionSweep decisions;

@@ -53,8 +53,14 @@ void QuerySets::run(const std::string& set, const std::vector<cv::Mat>& queries,
   std::vector<std::array<int, kClaims>> claims(queries.size());
   for (size_t q = 0; q < queries.size(); ++q)
     for (int& other : claims[q]) {
-      other = int(pick_() % first.size());
-      if (other == truth[q]) other = (other + 1) % int(first.size());
+      if (products_.empty()) {
+        other = int(pick_() % first.size());
+        if (other == truth[q]) other = (other + 1) % int(first.size());
+      } else {
+        const size_t p = pick_() % products_.size();
+        other = products_[p];
+        if (other == truth[q]) other = products_[(p + 1) % products_.size()];
+      }
     }
   // --digest: ranks by ratio-test score (ties counted against the genuine one).
   auto rank = [](const std::vector<int>& s, int i) {
@@ -92,15 +98,16 @@ void QuerySets::run(const std::string& set, const std::vector<cv::Mat>& queries,
       const int true_index = truth[q];
       const texture::SearchResult r = index.search(qf[q], params);
       ++t.queries;
-      const bool top1 = r.best.index == true_index;
+      const bool top1 =
+          r.best.index >= 0 && (product_of_.empty() ? r.best.index : product_of_[size_t(r.best.index)]) == true_index;
       t.top1 += top1;
       t.top1_best.push_back({top1 ? int(q) : -1, r.best.geometry.inliers, r.best.significance});
-      const texture::SearchResult g = index.verify(qf[q], index.ids()[true_index], params);
+      const texture::SearchResult g = verify_product(index, qf[q], true_index);
       t.genuine.push_back({int(q), g.best.geometry.inliers, g.best.significance});
       csv_.add(run.tag, set, q, index.ids()[true_index], "genuine", index.ids()[true_index], g.best.geometry.inliers,
                g.best.geometry.matches, g.best.significance);
       for (int other : claims[q]) {
-        const texture::SearchResult im = index.verify(qf[q], index.ids()[other], params);
+        const texture::SearchResult im = verify_product(index, qf[q], other);
         t.impostor.push_back({int(q), im.best.geometry.inliers, im.best.significance});
         csv_.add(run.tag, set, q, index.ids()[true_index], "impostor", index.ids()[other], im.best.geometry.inliers,
                  im.best.geometry.matches, im.best.significance);
@@ -109,6 +116,24 @@ void QuerySets::run(const std::string& set, const std::vector<cv::Mat>& queries,
     }
     progress.finish();
   }
+}
+
+texture::SearchResult QuerySets::verify_product(texture::TextureIndex& index, const texture::Features& q,
+                                                int entry) const {
+  const texture::SearchParams& params = params_;
+  if (views_of_.empty() || views_of_[size_t(entry)].size() < 2) return index.verify(q, index.ids()[entry], params);
+  const std::vector<int>& views = views_of_[size_t(entry)];
+  texture::SearchResult best;
+  for (int e : views) {
+    texture::SearchResult r = index.verify(q, index.ids()[e], params);
+    const auto key = [](const texture::Candidate& c) {
+      return texture::VerifiedKey{c.geometry.significance, c.geometry.inliers, c.score, c.id};
+    };
+    if (best.best.index < 0 || texture::verified_before(key(r.best), key(best.best))) best = std::move(r);
+  }
+  best.best.significance = texture::decision_significance(best.best.geometry.significance, views.size());
+  best.identified = texture::accepted(best.best, params);
+  return best;
 }
 
 void corner_errors(std::vector<PrecisionRun>& runs, const Recaptures& oxford,
@@ -133,13 +158,15 @@ void corner_errors(std::vector<PrecisionRun>& runs, const Recaptures& oxford,
 }
 
 void open_set(std::vector<PrecisionRun>& runs, const std::vector<texture::Features>& features,
-              const texture::SearchParams& params, ScoresCsv& csv) {
+              const texture::SearchParams& params, ScoresCsv& csv, const std::vector<int>& product_of) {
   for (PrecisionRun& run : runs)
     for (size_t i = 0; i < features.size(); ++i) {
       const texture::SearchResult r = run.index->search(features[i], params);
       run.open_set.push_back({int(i), r.best.geometry.inliers, r.best.significance});
-      csv.add(run.tag, "open-set", i, "none", "open-set-best", r.best.index >= 0 ? r.best.id : "none",
-              r.best.geometry.inliers, r.best.geometry.matches, r.best.significance);
+      const int product = r.best.index >= 0 && !product_of.empty() ? product_of[size_t(r.best.index)] : r.best.index;
+      csv.add(run.tag, "open-set", i, "none", "open-set-best",
+              product >= 0 ? run.index->ids()[size_t(product)] : "none", r.best.geometry.inliers,
+              r.best.geometry.matches, r.best.significance);
     }
 }
 

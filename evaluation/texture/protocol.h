@@ -91,6 +91,16 @@ class QuerySets {
   // A set of `queries` queries left out (--perturbations): its impostor claims are drawn all the same,
   // so that every set run is claimed against the products a full run's would be.
   void skip(size_t queries) { pick_.discard(kClaims * queries); }
+  // --enrol-views: each entry's product (the position of the product's own entry) and each product's
+  // entries (its own and its views', by its own entry's position); impostor claims are drawn among
+  // the products' own entries.
+  void set_products(std::vector<int> product_of, std::vector<std::vector<int>> views_of) {
+    products_.clear();
+    for (size_t e = 0; e < product_of.size(); ++e)
+      if (product_of[e] == int(e)) products_.push_back(int(e));
+    product_of_ = std::move(product_of);
+    views_of_ = std::move(views_of);
+  }
   const std::vector<std::string>& order() const { return order_; }  // the sets as run
   const std::map<std::string, QueryStats>& stats() const { return stats_; }
 
@@ -105,6 +115,11 @@ class QuerySets {
   std::mt19937 pick_;
   std::vector<std::string> order_;
   std::map<std::string, QueryStats> stats_;
+  std::vector<int> products_;  // empty: every entry is a product of its own
+  std::vector<int> product_of_;
+  std::vector<std::vector<int>> views_of_;
+  // A 1:1 verification of the product at `entry`: the best of its entries', less log10 of their number.
+  texture::SearchResult verify_product(texture::TextureIndex& index, const texture::Features& q, int entry) const;
 };
 
 // Corner error of the recovered query->gallery homography against the ground truth (img1->imgN), per
@@ -115,7 +130,7 @@ void corner_errors(std::vector<PrecisionRun>& runs, const Recaptures& oxford,
 
 // Open-set impostors: photos never enrolled (`features`); their best candidate's evidence.
 void open_set(std::vector<PrecisionRun>& runs, const std::vector<texture::Features>& features,
-              const texture::SearchParams& params, ScoresCsv& csv);
+              const texture::SearchParams& params, ScoresCsv& csv, const std::vector<int>& product_of = {});
 
 // Threshold per precision, by the same rule (calibrate over all the sets' 1:1 impostors).
 void calibrate_thresholds(std::vector<PrecisionRun>& runs);

@@ -144,6 +144,25 @@ TEST(TextureEval, DarkPhoneAndPerspectiveAreReportedAlone) {
   EXPECT_LE(std::stoi(m[1]), 1) << "perspective captures with a mean grey under 40, of 12";
 }
 
+// --enrol-views: every product's six ASIFT views are enrolled beside it, and the report counts the
+// products' queries and claims as without them (12 queries, 36 1:1 impostor claims among the products).
+TEST(TextureEval, EnrolViewsAddsSixViewsPerProduct) {
+  const std::string data = test::data_dir();
+  if (!fs::exists(data + "/sun8/train.txt") || !fs::exists(data + "/textures/kth-tips-gray")) {
+    if (std::getenv("PRISM_REQUIRE_DATA")) FAIL() << "no ../shared/data/sun8";
+    GTEST_SKIP() << "SKIPPED LOUDLY: ../shared/data/sun8 not found (set PRISM_DATA_DIR)";
+  }
+  TempDir dir;
+  const auto r =
+      run_prism({"--data", data, "--out", (dir.path() / "eval").string(), "--textures", "1", "--impostors", "1",
+                 "--device", "cpu", "--perturbations", "perspective", "--skip", "oxford,decisions", "--enrol-views"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("eval: 72 view entries enrolled"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex(R"(\| perspective \| 12 \| [0-9.]+% \| [0-9.]+% \| [0-9.]+% \| [0-9.]+% \([0-9]+/36\))")))
+      << r.output;
+}
+
 // The tool's arguments (PRISM_EXE is prism-texture-eval here).
 std::vector<std::string> eval(std::vector<std::string> rest) { return rest; }
 // A data folder whose sun8 lists are FILES.
