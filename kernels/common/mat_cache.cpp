@@ -31,6 +31,7 @@ class Cache {
  public:
   void* take(size_t bytes) {
     const size_t cls = size_class(bytes);
+    std::list<Block> drop;
     {
       std::lock_guard<std::mutex> g(mutex_);
       const auto it = by_class_.find(cls);
@@ -44,13 +45,11 @@ class Cache {
         return data;
       }
       // A miss: make room under the cap from the kept blocks (never from those in use).
-      std::list<Block> drop;
-      while (!lru_.empty() && kept_ + in_use_ + cls > cap_) drop.splice(drop.end(), lru_, evict_oldest());
+      trim(drop, cls);
       in_use_ += cls;
       ++misses_;
-      freed_ += drop.size();
-      release(drop);
     }
+    release(drop);  // outside the lock: unmapping hundreds of MB takes a while
     void* data = std::aligned_alloc(64, cls);
     if (!data) {
       std::lock_guard<std::mutex> g(mutex_);
@@ -109,9 +108,10 @@ class Cache {
     kept_ -= last->bytes;
     return last;
   }
-  // Kept blocks past the cap into `drop` (freed by the caller outside the lock).
-  void trim(std::list<Block>& drop) {
-    while (!lru_.empty() && kept_ + in_use_ > cap_) {
+  // Kept blocks past the cap, with `room` more bytes in use, into `drop` (freed by the caller
+  // outside the lock).
+  void trim(std::list<Block>& drop, size_t room = 0) {
+    while (!lru_.empty() && kept_ + in_use_ + room > cap_) {
       drop.splice(drop.end(), lru_, evict_oldest());
       ++freed_;
     }
