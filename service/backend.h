@@ -117,6 +117,10 @@ struct SearchAnswer {
 struct VerifyAnswer {
   Match match;
   double match_ms = 0, verify_ms = 0;
+  // Sharded: the read's wait in its shard's stream before a worker's reader took it, and the rest
+  // of the front's round trip (Redis, routing, the answer's way back): where a sharded verify's
+  // time beyond the single gallery's goes. Absent for a local gallery.
+  std::optional<double> shard_queue_ms, shard_transport_ms;
 };
 
 // Memory and size of one shard, for stats and metrics.

@@ -484,6 +484,8 @@ struct HttpApi::Impl {
     out["query_features"] = q.count();
     latency["match"] = a.match_ms;
     latency["verify"] = a.verify_ms;
+    if (a.shard_queue_ms) latency["shard_queue"] = *a.shard_queue_ms;
+    if (a.shard_transport_ms) latency["shard_transport"] = *a.shard_transport_ms;
     out["latency_ms"] = latency_end(latency, start);
     return out;
   }

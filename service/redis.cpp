@@ -14,6 +14,8 @@
 #include <thread>
 #include <tuple>
 
+#include "log_line.h"
+
 namespace prism::service {
 
 namespace {
@@ -225,7 +227,7 @@ void sentinel_say(const std::string& line) {
   if (log)
     log(line);
   else
-    std::fprintf(stderr, "prism: %s\n", line.c_str());
+    log_line("prism: " + line);
 }
 
 }  // namespace

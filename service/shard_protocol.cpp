@@ -445,6 +445,7 @@ VerifyAnswer verify_answer_from(const json& a) {
   v.match = match_from(a.at("match"));
   v.match_ms = number_field<double>(a, "match_ms");
   v.verify_ms = number_field<double>(a, "verify_ms");
+  if (a.contains("queued_ms")) v.shard_queue_ms = number_field<double>(a, "queued_ms");  // absent from older workers
   return v;
 }
 

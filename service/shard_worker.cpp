@@ -17,6 +17,7 @@
 
 #include "common/durable_file.h"
 #include "json_text.h"
+#include "log_line.h"
 #include "replica_repair.h"
 
 namespace prism::service {
@@ -157,7 +158,7 @@ void ShardWorker::say(const std::string& line) {
   if (options_.log)
     options_.log(full);
   else
-    std::fprintf(stderr, "%s\n", full.c_str());
+    log_line(full);
 }
 
 void ShardWorker::nap(int ms, const std::atomic<bool>& stop) {
@@ -526,6 +527,7 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
         throw RedisError("Redis at " + redis.url() + " refused XREADGROUP: " + r.str);
       }
       const std::vector<StreamEntry> entries = shard::read_group_entries(r);
+      const int64_t taken_ms = shard::unix_ms(Clock::now());
       if (pending && entries.empty()) position = ">";
       for (const StreamEntry& e : entries) {
         int64_t deadline_ms = 0;
@@ -550,7 +552,7 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
             ~Idle() { busy = 0; }
           } idle{reader_busy_until_ms_[size_t(reader)]};
           if (options_.before_answer) options_.before_answer(e.field("op"));
-          send_answer(redis, e, answer_read(e), {"XACK", stream, shard::kReadersGroup, e.id});
+          send_answer(redis, e, answer_read(e, taken_ms), {"XACK", stream, shard::kReadersGroup, e.id});
         } else {
           redis.command({"XACK", stream, shard::kReadersGroup, e.id});
         }
@@ -660,7 +662,7 @@ json ShardWorker::commit_split(int to) {
   return {{"status", 200}, {"dropped", moved.size()}};
 }
 
-json ShardWorker::answer_read(const StreamEntry& e) {
+json ShardWorker::answer_read(const StreamEntry& e, int64_t taken_ms) {
   // The count this read is answered under: read before, and again after the answer is made. A
   // split's commit sets the new count before its parent drops anything (commit_split), so an answer
   // made while products were being dropped sees the new count after it: a get or verify is then
@@ -707,6 +709,12 @@ json ShardWorker::answer_read(const StreamEntry& e) {
   if (after != before && op != "search")
     j = shard::error_json(421, "id", "the shard count changed to " + std::to_string(after) + " during the read");
   j["shards"] = after;  // a front that routed by another count reads again
+  // How long the read waited in the stream before a reader took it: Redis stamped its ID with its
+  // own clock in unix ms (a front's latency parts, VerifyAnswer); 0 when the clocks disagree.
+  try {
+    j["queued_ms"] = double(std::max<int64_t>(0, taken_ms - int64_t(shard::StreamId::parse(e.id).ms)));
+  } catch (const std::invalid_argument&) {
+  }
   return j;
 }
 

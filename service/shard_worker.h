@@ -166,7 +166,8 @@ class ShardWorker {
   shard::json commit_split(int to);
   static bool settled(const shard::json& answer);
   bool failing();
-  shard::json answer_read(const shard::StreamEntry& e);
+  // taken_ms: when a reader took the read from its stream (unix ms), for its queued_ms.
+  shard::json answer_read(const shard::StreamEntry& e, int64_t taken_ms);
   void mark_applied(const shard::StreamId& id);
   // Records `id` as the last write applied to the gallery, durably (GALLERY/stream-applied).
   void record_applied(const shard::StreamId& id);

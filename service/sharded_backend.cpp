@@ -406,8 +406,12 @@ VerifyAnswer ShardedBackend::verify(const std::string& id, const texture::Featur
                                     const texture::SearchParams& params, Clock::time_point deadline) {
   json p = shard::params_json(params);
   p["id"] = id;
+  const Clock::time_point start = Clock::now();
   const json a = read_call(id, "verify", encode_query(query), p, deadline);
-  return from_answer(shard::shard_of(id, shards_), [&] { return shard::verify_answer_from(a); });
+  const double round_trip = ms_between(start, Clock::now());
+  VerifyAnswer v = from_answer(shard::shard_of(id, shards_), [&] { return shard::verify_answer_from(a); });
+  v.shard_transport_ms = std::max(0.0, round_trip - v.match_ms - v.verify_ms - v.shard_queue_ms.value_or(0));
+  return v;
 }
 
 namespace {

@@ -4,7 +4,8 @@ real uploads to `prism texture serve --gallery` and to the sharded front (`serve
 texture shard` workers), at several connection counts, every answer checked. First the decode step
 alone: the service's decoder (bench_service_load decode) beside OpenCV's cv2.imdecode when Python
 has cv2. Then one markdown row per case: requests, requests/s (wrk's), right answers/s, wrk's p50
-and p99, errors.
+and p99, errors. Last, per case, the server's mean stage times over the run (from /metrics) and the
+prism processes' CPU time per answered request: where the time went under that load.
 
   run.py [--products 10000] [--connections 1,16,64,256] [--duration 3] [--out FILE] ...
 
@@ -160,6 +161,40 @@ class Http:
             except OSError:
                 pass
         return n
+
+
+STAGES = ("queue", "decode", "extract", "match", "verify", "shard_queue", "shard_transport")
+
+
+def stage_sums(api, route):
+    """{stage: (seconds, count)} of `route` from the server's /metrics (its stage histograms' sums and
+    counts), the handler's whole time under "total"; {} when /metrics does not answer."""
+    try:
+        status, text = api.ask("GET", "/metrics", timeout=10)
+    except OSError:
+        return {}
+    if status != 200:
+        return {}
+    sums = {}
+    pat = re.compile(r'^prism_http_request(?:_stage)?_duration_seconds_(sum|count)\{route="([^"]+)"'
+                     r'(?:,stage="([^"]+)")?\} (\S+)$')
+    for line in text.splitlines():
+        m = pat.match(line)
+        if m and m.group(2) == route:
+            stage = m.group(3) or "total"
+            got = sums.setdefault(stage, [0.0, 0.0])
+            got[0 if m.group(1) == "sum" else 1] = float(m.group(4))
+    return sums
+
+
+def stage_means(before, after):
+    """{stage: mean ms} of the requests answered between two stage_sums."""
+    means = {}
+    for stage, (total, n) in after.items():
+        t0, n0 = before.get(stage, (0.0, 0.0))
+        if n > n0:
+            means[stage] = (total - t0) / (n - n0) * 1e3
+    return means
 
 
 def die_with_parent():
@@ -574,7 +609,7 @@ def measure(a, tools, work, own_work):
              f"OpenCV's own imdecode + resize (INTER_AREA) + SIFT of the same bytes ({cv_peer}):", "", *ext, "")
     emit("| deployment | products | upload | route | connections | requests | requests/s | right/s | p50 | p99 "
          "| errors | note |", "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|")
-    failures, skipped = [], []
+    failures, skipped, stage_rows = [], [], []
     verify_at = a.verify_products or a.products[0]
     started = time.time()
     for n in a.products:
@@ -605,14 +640,21 @@ def measure(a, tools, work, own_work):
                             skipped.append(f"{name} {n:,} {UPLOADS[k][0]} {route}")
                             continue
                         case = (name, n, k, route)
-                        for row, failure in run_cases(a, tools, api, procs, case, uploads[k]):
+                        for row, failure, stage_row in run_cases(a, tools, api, procs, case, uploads[k]):
                             emit(row)
                             if failure:
                                 failures.append(failure)
+                            if stage_row:
+                                stage_rows.append(stage_row)
             finally:
                 procs.stop()
         if own_work:
             shutil.rmtree(g, ignore_errors=True)
+    emit("", "Where the time went, per case: the server's mean stage times in ms over the run (its /metrics "
+         "stage histograms: latency_ms's parts; total is the handler's, after queue), and the CPU time of the "
+         "prism processes (front and workers) per answered request:", "",
+         "| deployment | upload | route | connections | " + " | ".join(STAGES) + " | total | CPU ms/request |",
+         "|---|---|---|---:|" + "---:|" * (len(STAGES) + 2), *stage_rows)
     emit("", f"load runs: {time.time() - started:.0f} s" +
          (f"; not run (--budget {a.budget:.0f} s spent): {'; '.join(skipped)}" if skipped else ""))
     for f in failures:
@@ -651,7 +693,7 @@ def run_cases(a, tools, api, procs, case, upload):
     if status != 200 or not all(e in text for e in expect):
         log(f"service-load: WRONG {dep} {k} {route}: {status} {text[:300]}")
         yield f"| {dep} | {n:,} | {UPLOADS[k][0]} | {route} | 1 (alone) | 1 | | | | | 1 ({status}) | wrong |", \
-            f"{dep} {k} {route} alone: {status} {text[:300]}"
+            f"{dep} {k} {route} alone: {status} {text[:300]}", None
     else:
         log(f"service-load: {dep} {k} {route} alone: {alone * 1e3:.0f} ms, server {json.loads(text).get('latency_ms')}")
     best = 1 / alone  # the most right answers per second seen so far: what the next, larger run may reach
@@ -659,6 +701,7 @@ def run_cases(a, tools, api, procs, case, upload):
         # Long enough that each connection waits for several answers, at the throughput seen so far
         # (closed loop: a request waits about c / throughput); up to --max-duration.
         seconds = max(a.duration, min(a.max_duration, max(4 * alone, 3 * c / best)))
+        sums, cpu = stage_sums(api, route), procs.cpu_seconds()
         w = run_wrk(tools, f"http://127.0.0.1:{api.port}{rpath}", c, seconds, path, ctype, expect)
         # the requests still running when wrk stopped end before the next case: no connection left
         # and the processes idle
@@ -671,6 +714,13 @@ def run_cases(a, tools, api, procs, case, upload):
         log(f"service-load: {c} connections for {math.ceil(seconds)} s; the server finished {time.time() - t:.1f} s "
             "after wrk")
         procs.check()
+        # where the time went under this load: the server's own stage means over the run (/metrics),
+        # and the prism processes' CPU time per answered request
+        means = stage_means(sums, stage_sums(api, route))
+        cpu_ms = (procs.cpu_seconds() - cpu) / max(1, w["completed"]) * 1e3
+        stages = (f"| {dep} | {UPLOADS[k][0]} | {route} | {c} | " +
+                  " | ".join(f"{means[st]:.2f}" if st in means else "" for st in STAGES + ("total",)) +
+                  f" | {cpu_ms:.1f} |")
         total, words = errors_of(w)
         right_s = w["right"] / (w["duration_us"] / 1e6)
         best = max(best, right_s)
@@ -683,7 +733,7 @@ def run_cases(a, tools, api, procs, case, upload):
         failure = None
         if w["completed"] == 0 or total:
             failure = f"{dep} {n} {k} {route} c={c}: {w['completed']} requests, {total} errors; first: {w['first_bad']}"
-        yield row, failure
+        yield row, failure, stages
 
 
 if __name__ == "__main__":

@@ -407,6 +407,11 @@ TEST(ShardedBackend, ThreeShardsAnswerAsOneGallery) {
     for (const std::string& id : {entries[0].id, entries[11].id, entries[29].id}) {
       const VerifyAnswer s = front.verify(id, queries[i], params, never), l = one.verify(id, queries[i], params, never);
       expect_same_match(s.match, l.match);
+      // where the sharded read's time went beyond the gallery's (latency_ms's shard parts)
+      ASSERT_TRUE(s.shard_queue_ms && s.shard_transport_ms);
+      EXPECT_GE(*s.shard_queue_ms, 0.0);
+      EXPECT_GE(*s.shard_transport_ms, 0.0);
+      EXPECT_FALSE(l.shard_queue_ms || l.shard_transport_ms);
     }
     for (const std::vector<std::string>& scope : {std::vector<std::string>{}, {"a"}, {"b", "a"}})
       for (const int shortlist : {8, 3, 1}) {
