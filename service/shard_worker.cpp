@@ -335,6 +335,11 @@ void ShardWorker::mark_applied(const StreamId& id) {
   applied_cv_.notify_all();
 }
 
+StreamId ShardWorker::applied_id() {
+  std::lock_guard lock(applied_mutex_);
+  return applied_;
+}
+
 bool ShardWorker::wait_applied(const StreamId& last, Clock::time_point deadline, const std::atomic<bool>& halt) {
   std::unique_lock lock(applied_mutex_);
   // Woken at least every 100 ms to see `halt` (the writer stopped: nothing more will be applied).
@@ -540,7 +545,10 @@ void ShardWorker::reader_loop(int reader, const std::atomic<bool>& stop) {
         bool answer = !e.fields.empty() && Clock::now() < deadline;
         if (answer && e.field("op") != "stats") {
           // Read-your-writes: every write in the stream when this read is answered is applied first.
-          const Reply tail = redis.command({"XREVRANGE", writes, "+", "-", "COUNT", "1"});
+          // Asked only for the last entry after what is applied already: none in the steady state,
+          // where the stream's last entry (an enrolment's features, ~100 KB) would otherwise be
+          // copied to every read.
+          const Reply tail = redis.command({"XREVRANGE", writes, "+", "(" + applied_id().str(), "COUNT", "1"});
           if (tail.error()) throw RedisError("Redis at " + redis.url() + " refused XREVRANGE: " + tail.str);
           const std::vector<StreamEntry> last = shard::stream_entries(tail);
           if (!last.empty()) answer = wait_applied(StreamId::parse(last[0].id), deadline, stop);

@@ -171,6 +171,7 @@ class ShardWorker {
   void mark_applied(const shard::StreamId& id);
   // Records `id` as the last write applied to the gallery, durably (GALLERY/stream-applied).
   void record_applied(const shard::StreamId& id);
+  shard::StreamId applied_id();  // the last write applied (applied_, under its mutex)
   // Waits until every write up to `last` is applied, or until `deadline` or `halt` (false).
   bool wait_applied(const shard::StreamId& last, Clock::time_point deadline, const std::atomic<bool>& halt);
   void say(const std::string& line);
