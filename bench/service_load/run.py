@@ -5,7 +5,7 @@ texture shard` workers), at several connection counts, every answer checked. Fir
 alone: the service's decoder (bench_service_load decode) beside OpenCV's cv2.imdecode when Python
 has cv2. Then one markdown row per case: requests, requests/s (wrk's), right answers/s, wrk's p50
 and p99, errors. Last, per case, the server's mean stage times over the run (from /metrics) and the
-prism processes' CPU time per answered request: where the time went under that load.
+prism processes' and redis-server's CPU time per answered request: where the time went under that load.
 
   run.py [--products 10000] [--connections 1,16,64,256] [--duration 3] [--out FILE] ...
 
@@ -227,11 +227,11 @@ class Processes:
         except OSError:
             return ""
 
-    def cpu_seconds(self):
-        """CPU time the prism processes (serve, shard workers; not redis-server) have used so far."""
+    def cpu_seconds(self, redis=False):
+        """CPU time the prism processes (serve, shard workers) have used so far; with redis, redis-server's."""
         ticks = 0
         for name, p, _ in self.procs:
-            if not name.startswith("redis"):
+            if name.startswith("redis") == redis:
                 try:
                     with open(f"/proc/{p.pid}/stat") as f:
                         fields = f.read().rsplit(")", 1)[1].split()
@@ -652,9 +652,10 @@ def measure(a, tools, work, own_work):
             shutil.rmtree(g, ignore_errors=True)
     emit("", "Where the time went, per case: the server's mean stage times in ms over the run (its /metrics "
          "stage histograms: latency_ms's parts; total is the handler's, after queue), and the CPU time of the "
-         "prism processes (front and workers) per answered request:", "",
-         "| deployment | upload | route | connections | " + " | ".join(STAGES) + " | total | CPU ms/request |",
-         "|---|---|---|---:|" + "---:|" * (len(STAGES) + 2), *stage_rows)
+         "prism processes (front and workers) and of redis-server per answered request:", "",
+         "| deployment | upload | route | connections | " + " | ".join(STAGES) +
+         " | total | CPU ms/request | Redis CPU ms/request |",
+         "|---|---|---|---:|" + "---:|" * (len(STAGES) + 3), *stage_rows)
     emit("", f"load runs: {time.time() - started:.0f} s" +
          (f"; not run (--budget {a.budget:.0f} s spent): {'; '.join(skipped)}" if skipped else ""))
     for f in failures:
@@ -701,7 +702,7 @@ def run_cases(a, tools, api, procs, case, upload):
         # Long enough that each connection waits for several answers, at the throughput seen so far
         # (closed loop: a request waits about c / throughput); up to --max-duration.
         seconds = max(a.duration, min(a.max_duration, max(4 * alone, 3 * c / best)))
-        sums, cpu = stage_sums(api, route), procs.cpu_seconds()
+        sums, cpu, redis_cpu = stage_sums(api, route), procs.cpu_seconds(), procs.cpu_seconds(redis=True)
         w = run_wrk(tools, f"http://127.0.0.1:{api.port}{rpath}", c, seconds, path, ctype, expect)
         # the requests still running when wrk stopped end before the next case: no connection left
         # and the processes idle
@@ -718,9 +719,11 @@ def run_cases(a, tools, api, procs, case, upload):
         # and the prism processes' CPU time per answered request
         means = stage_means(sums, stage_sums(api, route))
         cpu_ms = (procs.cpu_seconds() - cpu) / max(1, w["completed"]) * 1e3
+        redis_ms = (procs.cpu_seconds(redis=True) - redis_cpu) / max(1, w["completed"]) * 1e3
+        redis_cell = f"{redis_ms:.2f}" if dep.startswith("shards") else ""
         stages = (f"| {dep} | {UPLOADS[k][0]} | {route} | {c} | " +
                   " | ".join(f"{means[st]:.2f}" if st in means else "" for st in STAGES + ("total",)) +
-                  f" | {cpu_ms:.1f} |")
+                  f" | {cpu_ms:.1f} | {redis_cell} |")
         total, words = errors_of(w)
         right_s = w["right"] / (w["duration_us"] / 1e6)
         best = max(best, right_s)

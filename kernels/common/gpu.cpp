@@ -63,6 +63,21 @@ void check(cudaError_t err, const char* what, const char* file, int line) {
   msg << file << ":" << line << ": " << what << ": " << cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ")";
   throw CudaError(msg.str());
 }
+
+void set_host_wait(HostWait wait) {
+  const unsigned flag = wait == HostWait::kSpin    ? cudaDeviceScheduleSpin
+                        : wait == HostWait::kYield ? cudaDeviceScheduleYield
+                        : wait == HostWait::kBlock ? cudaDeviceScheduleBlockingSync
+                                                   : cudaDeviceScheduleAuto;
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) current = 0;
+  const int n = device_count();
+  for (int d = 0; d < n; ++d) {
+    check(cudaSetDevice(d), "cudaSetDevice", __FILE__, __LINE__);
+    check(cudaSetDeviceFlags(flag), "cudaSetDeviceFlags", __FILE__, __LINE__);
+  }
+  if (n > 0) check(cudaSetDevice(current), "cudaSetDevice", __FILE__, __LINE__);
+}
 #else
 bool available(std::string* why) {
   if (why) *why = "this build has no CUDA (nvcc was not found when it was configured)";
@@ -70,6 +85,15 @@ bool available(std::string* why) {
 }
 int device_count() { return 0; }
 std::string device_name(int) { return {}; }
+void set_host_wait(HostWait) {}
 #endif
+
+HostWait parse_host_wait(const std::string& name) {
+  if (name == "auto") return HostWait::kAuto;
+  if (name == "spin") return HostWait::kSpin;
+  if (name == "yield") return HostWait::kYield;
+  if (name == "block") return HostWait::kBlock;
+  throw std::invalid_argument("'" + name + "' is not a GPU wait (auto, spin, yield or block)");
+}
 
 }  // namespace prism::gpu

@@ -19,6 +19,17 @@ std::string device_name(int id);
 // without one.
 enum class Device { kAuto, kCpu, kCuda };
 
+// How a host thread waits for the GPU (cudaStreamSynchronize and the like): kAuto is CUDA's
+// default (spin while the process has fewer active contexts than cores, else yield); kBlock sleeps
+// on an OS primitive (CU_CTX_SCHED_BLOCKING_SYNC: a few microseconds more per wait, no core burnt
+// spinning, which a server with more waiting threads than cores needs); kSpin, kYield force those.
+enum class HostWait { kAuto, kSpin, kYield, kBlock };
+// Sets it for every device's primary context (before or after it is made); a CPU-only build or a
+// machine without a GPU ignores it. Throws CudaError when the runtime refuses.
+void set_host_wait(HostWait wait);
+// "auto", "spin", "yield" or "block"; std::invalid_argument naming the accepted values otherwise.
+HostWait parse_host_wait(const std::string& name);
+
 struct CudaError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

@@ -335,6 +335,7 @@ TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
       {"--gallery G --bogus", "unknown option '--bogus'"},
       {"--gallery G --gpu-extractors 0", "--gpu-extractors takes an integer in 1..64, not '0'"},
       {"--gallery G --gpu-extractors 65", "--gpu-extractors takes an integer in 1..64"},
+      {"--gallery G --gpu-wait sleep", "--gpu-wait: 'sleep' is not a GPU wait (auto, spin, yield or block)"},
       {"--sentinel 127.0.0.1:26379 --master prism --gallery G", "give one of --gallery DIR and --redis URL"},
   };
   for (const Case& k : cases) {

@@ -16,6 +16,7 @@
 #include "gst_setup.h"
 #include "http_api.h"
 #include "local_backend.h"
+#include "log_line.h"
 #include "sharded_backend.h"
 #include "options.h"
 #include "redis_flags.h"
@@ -61,6 +62,9 @@ constexpr const char* kServeUsage =
     "                       set deadline_ms up to 120000)\n"
     "  --device D           auto (default), cpu or cuda: where features are extracted (SIFT) and\n"
     "                       descriptors matched (--gallery)\n"
+    "  --gpu-wait W         how threads wait for the GPU: auto (CUDA's default: spin while the\n"
+    "                       process has fewer contexts than cores), block (sleep: no core burnt\n"
+    "                       spinning, a few microseconds more per wait), spin or yield (default auto)\n"
     "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
     "  --digest-rows N      keep a digest of every host-memory product (--gallery; the N of its\n"
@@ -89,6 +93,7 @@ struct ServeOptions {
   texture::IndexOptions index;
   int search_batch = 1;  // --search-batch
   std::optional<texture::Normalisation> normalisation;
+  gpu::HostWait gpu_wait = gpu::HostWait::kAuto;
 };
 
 bool loopback(const std::string& host) {
@@ -133,6 +138,7 @@ ServeOptions parse_serve(int argc, char** argv) {
                  }),
       with_value({"--device"}, [&](Name a, Value v) { o.api.features.device = o.index.device = parse_device(a, v); }),
       with_value({"--gpu-memory"}, [&](Name a, Value v) { o.index.gpu_budget = parse_size(a, v); }),
+      with_value({"--gpu-wait"}, [&](Name a, Value v) { o.gpu_wait = parse_gpu_wait(a, v); }),
       with_value({"--host-memory"}, [&](Name a, Value v) { o.index.host_budget = parse_size(a, v); }),
       with_value({"--digest-rows"}, [&](Name a, Value v) { o.index.host_digest_rows = parse_digest_rows(a, v, true); }),
       flag({"--stream-digests"}, o.index.stream_host_digests),
@@ -206,6 +212,7 @@ int texture_serve_command(int argc, char** argv) {
     }
     init_gstreamer();  // the image loader
 
+    if (o.gpu_wait != gpu::HostWait::kAuto) gpu::set_host_wait(o.gpu_wait);  // before any GPU work
     std::unique_ptr<service::Backend> backend;
     std::string what;
     if (!o.gallery.empty()) {
@@ -226,7 +233,7 @@ int texture_serve_command(int argc, char** argv) {
       backend = std::move(local);
     } else {
       service::set_sentinel_log(  // through Sentinel: the master's address, then one line per failover
-          [](const std::string& line) { std::fprintf(stderr, "prism texture serve: %s\n", line.c_str()); });
+          [](const std::string& line) { service::log_line("prism texture serve: " + line); });
       backend = sharded_front(o);
       what = "shards through " + service::parse_redis_url(o.redis).text;  // password hidden
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/numa.h"
+#include "log_line.h"
 #include "shard_worker.h"
 #include "options.h"
 #include "redis_flags.h"
@@ -47,6 +48,9 @@ constexpr const char* kUsage =
     "                       Redis's prism:normalise when set, else clahe-4-8; an existing gallery's\n"
     "                       record decides and must agree); agreed with prism:normalise, which\n"
     "                       every front then applies to its queries\n"
+    "  --gpu-wait W         how threads wait for the GPU: auto (CUDA's default: spin while the\n"
+    "                       process has fewer contexts than cores), block (sleep: no core burnt\n"
+    "                       spinning, a few microseconds more per wait), spin or yield (default auto)\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n"
     "  --digest-rows N      keep a digest of every host-memory product (the N of its largest keypoints; N\n"
@@ -68,6 +72,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
   o.local.index.device = texture::Device::kAuto;
   bool have_shard = false;
   bool one_gpu = false;  // --device cuda:N
+  gpu::HostWait gpu_wait = gpu::HostWait::kAuto;
   try {
     using Name = const std::string&;
     using Value = const std::string&;
@@ -110,6 +115,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
         with_value({"--device"}, device),
         with_value({"--normalise"}, [&](Name a, Value v) { o.local.normalisation = parse_normalise(a, v); }),
         with_value({"--gpu-memory"}, [&](Name a, Value v) { o.local.index.gpu_budget = parse_size(a, v); }),
+        with_value({"--gpu-wait"}, [&](Name a, Value v) { gpu_wait = parse_gpu_wait(a, v); }),
         with_value({"--host-memory"}, [&](Name a, Value v) { o.local.index.host_budget = parse_size(a, v); }),
         with_value({"--digest-rows"},
                    [&](Name a, Value v) { o.local.index.host_digest_rows = parse_digest_rows(a, v, true); }),
@@ -143,6 +149,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     std::signal(SIGPIPE, SIG_IGN);  // a connection Redis closed is an error to handle, not a death
+    if (gpu_wait != gpu::HostWait::kAuto) gpu::set_host_wait(gpu_wait);  // before the worker's GPU work
     if (one_gpu) {
       // Before the index's pinned host tier is allocated (ShardWorker opens it): its pages are
       // first touched, and so placed, on the CPUs the threads run on (kernels/common/numa.h).
@@ -156,7 +163,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
     }
     const int shard = o.shard;
     service::set_sentinel_log([shard](const std::string& line) {  // the master's address, a line per failover
-      std::fprintf(stderr, "prism texture shard: shard %d: %s\n", shard, line.c_str());
+      service::log_line("prism texture shard: shard " + std::to_string(shard) + ": " + line);
     });
     service::ShardWorker worker(o);
     worker.run(g_stop);

@@ -42,6 +42,14 @@ gpu::Device parse_device(const std::string& opt, const std::string& v) {
   throw UsageError(opt + " takes auto, cpu or cuda, not '" + v + "'");
 }
 
+gpu::HostWait parse_gpu_wait(const std::string& opt, const std::string& v) {
+  try {
+    return gpu::parse_host_wait(v);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(opt + ": " + e.what());
+  }
+}
+
 texture::Normalisation parse_normalise(const std::string& opt, const std::string& v) {
   try {
     return texture::parse_normalisation(v);

@@ -24,6 +24,8 @@ double parse_number(const std::string& opt, const std::string& v, double lo, dou
 int64_t parse_size(const std::string& opt, const std::string& v);
 // auto, cpu or cuda (UsageError).
 gpu::Device parse_device(const std::string& opt, const std::string& v);
+// --gpu-wait auto|spin|yield|block (gpu::HostWait; UsageError naming the option otherwise).
+gpu::HostWait parse_gpu_wait(const std::string& opt, const std::string& v);
 // --normalise NAME (texture/normalise.h names), UsageError naming the option otherwise.
 texture::Normalisation parse_normalise(const std::string& opt, const std::string& v);
 
