@@ -63,6 +63,20 @@ void ignore_sigpipe() {
   });
 }
 
+// Whether a command's effect is its reply: XREADGROUP delivers entries to its consumer (they enter
+// its pending list, and the group's last-delivered ID passes them), XAUTOCLAIM and XCLAIM hand them
+// over. Once Redis ran it, a reply lost with the connection is a delivery lost: sent again, it
+// delivers what comes after (">": the next entries), and what the first delivered waits in the
+// pending list where no consumer reading new entries sees it (a shard worker would apply later
+// writes without it). Such a command is not retried on a fresh connection: its caller gets the
+// RedisError and, reconnecting, reads its pending entries again.
+bool delivers(const std::vector<std::string>& argv) {
+  if (argv.empty()) return false;
+  std::string name = argv[0];
+  for (char& c : name) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return name == "XREADGROUP" || name == "XAUTOCLAIM" || name == "XCLAIM";
+}
+
 }  // namespace
 
 std::pair<std::string, int> parse_host_port(const std::string& text) {
@@ -469,7 +483,7 @@ Reply Redis::command(const std::vector<std::string>& argv, ms block) {
     const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
     disconnect();
     const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (sys == ECONNRESET || sys == EPIPE));
-    if (!(reused && closed && attempt == 0))
+    if (!(reused && closed && attempt == 0) || delivers(argv))
       throw RedisError("Redis unreachable at " + url() + ": " + why + " (" + argv.at(0) + ")");
   }
 }
@@ -519,7 +533,8 @@ std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& 
     const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
     disconnect();
     const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (sys == ECONNRESET || sys == EPIPE));
-    if (!(reused && closed && attempt == 0 && out.empty()) || same_connection)
+    if (!(reused && closed && attempt == 0 && out.empty()) || same_connection ||
+        std::any_of(commands.begin(), commands.end(), delivers))
       throw RedisError("Redis unreachable at " + url() + ": " + why + " (" + commands.at(0).at(0) + ", pipelined)");
   }
 }

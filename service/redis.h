@@ -114,7 +114,11 @@ class Redis {
   // connection is then dropped and the next command reconnects. A connection that was idle in a
   // pool may have been closed by a Redis restart: when a command fails on a reused connection with
   // the connection closed (not a timeout), it is retried once on a fresh one (every command this
-  // deployment sends may run twice: stream entries are applied idempotently). Through sentinels,
+  // deployment sends may run twice: stream entries are applied idempotently), except XREADGROUP,
+  // XAUTOCLAIM and XCLAIM: Redis may have run them, and their reply, lost, is the entries they
+  // delivered (sent again, XREADGROUP ... > would deliver the entries after them, and those would
+  // wait unseen in the consumer's pending list), so they are a RedisError, after which the caller
+  // reads its pending entries again (ID 0). Through sentinels,
   // a READONLY error (the master was demoted) also reconnects to the master the sentinels name
   // and retries once; a second READONLY is a RedisError.
   Reply command(const std::vector<std::string>& argv, ms block = ms(0));
