@@ -1,6 +1,7 @@
 // The sharded deployment (service/shard_worker.h, service/sharded_backend.h) against a real
 // redis-server started by the test: answers equal to one gallery's, replicas, a worker and a replica
-// killed with SIGKILL, Redis restarted, and bad configurations. Skips loudly without redis-server unless
+// killed with SIGKILL, a worker partitioned from Redis (tests/support/fault_proxy.h), Redis restarted,
+// and bad configurations. Skips loudly without redis-server unless
 // PRISM_REQUIRE_REDIS=1.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <tuple>
 
 #include "common/gpu.h"
+#include "fault_proxy.h"
 #include "gallery_cases.h"
 #include "local_backend.h"
 #include "process.h"
@@ -141,6 +143,63 @@ TEST(RedisClient, PipelinedCommandsAnswerInOrderAndSurviveARestart) {
   } catch (const RedisError& e) {
     EXPECT_NE(std::string(e.what()).find("Redis unreachable at " + server.url()), std::string::npos) << e.what();
   }
+}
+
+// Whether `ok` held within 5 s (asked every 10 ms).
+bool within_5s(const std::function<bool()>& ok) {
+  for (int i = 0; i < 500; ++i) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return ok();
+}
+
+// How many entries of `stream` are pending in `group` (XPENDING's count), -1 when unknown.
+long long pending_count(Redis& redis, const std::string& stream, const std::string& group) {
+  const Reply r = redis.command({"XPENDING", stream, group});
+  return r.type == Reply::Type::kArray && !r.elements.empty() ? r.elements[0].integer : -1;
+}
+
+// A consumer group's read whose reply a cut connection lost is not sent again by the retry on a
+// closed connection: Redis ran it, so the entry it delivered is in the consumer's pending list, and
+// a second XREADGROUP ... > would answer the entry after it instead (a shard worker would apply
+// that write without the first). The caller gets a RedisError and reads its pending entries again.
+TEST(RedisClient, AGroupReadWhoseReplyIsCutIsNotSentAgain) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  test::FaultProxy proxy(server.port());
+  Redis direct(server.url());
+  ASSERT_EQ(direct.command({"XGROUP", "CREATE", "s", "g", "0", "MKSTREAM"}).str, "OK");
+  Redis redis("redis://127.0.0.1:" + std::to_string(proxy.port()));
+  ASSERT_EQ(redis.command({"PING"}).str, "PONG");  // a connection in use (a fresh one is never retried)
+  std::string outcome;
+  std::thread reader([&] {
+    try {
+      const Reply r =
+          redis.command({"XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "BLOCK", "5000", "STREAMS", "s", ">"}, 5000ms);
+      outcome = "answered " + std::to_string(shard::read_group_entries(r).size()) + " entries";
+      for (const shard::StreamEntry& e : shard::read_group_entries(r)) outcome += " " + e.field("n");
+    } catch (const RedisError& e) {
+      outcome = std::string("RedisError: ") + e.what();
+    }
+  });
+  // Blocked in Redis, then partitioned: the first entry is delivered there, its reply held.
+  ASSERT_TRUE(within_5s([&] {
+    return direct.command({"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
+  }));
+  proxy.partition();
+  const std::string first = direct.command({"XADD", "s", "*", "n", "1"}).str;
+  EXPECT_TRUE(within_5s([&] { return pending_count(direct, "s", "g") == 1; }));
+  direct.command({"XADD", "s", "*", "n", "2"});
+  proxy.heal();  // the connection cut, as TCP times out one that lived through a partition
+  reader.join();
+  EXPECT_EQ(outcome.rfind("RedisError: Redis unreachable at redis://127.0.0.1:", 0), 0u) << outcome;
+  // The entry the lost reply held is the consumer's pending one, read again with ID 0.
+  const std::vector<shard::StreamEntry> again =
+      shard::read_group_entries(redis.command({"XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s", "0"}));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, first);
 }
 
 // What a worker reads from its stream and the front from an answer, without Redis (the parsing of
@@ -586,6 +645,49 @@ TEST(ShardedBackend, WritesDeliveredAgainAfterRedisLostSomeAreNotAppliedTwice) {
     EXPECT_TRUE(front.remove("fresh", in(10s)));
   }
   EXPECT_EQ(files(), before);
+}
+
+// A worker partitioned from Redis while its writer waits in XREADGROUP ... BLOCK: a delete is
+// delivered to it in Redis, the reply held and then lost when the partition heals (the connection
+// cut), and an enrolment of the same product comes after it. The writer applies the delete first
+// (its pending entries read again), then the enrolment: reads see the new product, not the old one
+// (docs/SERVICE.md, "The contract under faults": a replica that went on with ">" refused the
+// enrolment, the product still there, and answered the deleted version).
+TEST(ShardedBackend, AWriteDeliveredToAPartitionedWorkerIsAppliedInOrder) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  test::FaultProxy proxy(server.port());
+  Worker worker("redis://127.0.0.1:" + std::to_string(proxy.port()), 0, 1, "a", tmp.path() / "shard0");
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  Redis direct(server.url());
+  std::mt19937 rng(46);
+  std::vector<GalleryEntry> versions = products(12, rng);
+  for (GalleryEntry& v : versions) v.id = "f1";
+  int delivered = 0;
+  for (size_t round = 0; round + 1 < versions.size() && delivered < 2; round += 2) {
+    const GalleryEntry &old_version = versions[round], &new_version = versions[round + 1];
+    ASSERT_EQ(front.write(old_version, /*put=*/round > 0, in(10s)).product.enrolled_unix, old_version.enrolled_unix);
+    // The writer idle in XREADGROUP ... BLOCK 500 (its pending list empty), then cut off.
+    std::this_thread::sleep_for(100ms);
+    ASSERT_EQ(pending_count(direct, shard::writes_key(0), shard::replica_group("a")), 0);
+    proxy.partition();
+    // Neither is answered (the worker cannot), both are in the stream.
+    EXPECT_THROW(front.remove("f1", in(300ms)), ServiceError);
+    // Delivered to the writer's XREADGROUP in Redis (else its BLOCK had just ended: once more).
+    const bool held = pending_count(direct, shard::writes_key(0), shard::replica_group("a")) == 1;
+    EXPECT_THROW(front.write(new_version, /*put=*/false, in(300ms)), ServiceError);
+    proxy.heal();
+    delivered += held;
+    const std::optional<Product> p = front.get("f1", in(10s));
+    ASSERT_TRUE(p) << "round " << round / 2;
+    EXPECT_EQ(p->enrolled_unix, new_version.enrolled_unix)
+        << "round " << round / 2 << ": the old version read"
+        << (held ? " (the delete was delivered during the partition, its reply lost)" : "");
+  }
+  EXPECT_GE(delivered, 1) << "no delete was delivered during a partition: the case was not run";
+  EXPECT_EQ(worker.error(), "");
 }
 
 // The rule of which side wins (service/replica_repair.h): the higher position's state, absent and
