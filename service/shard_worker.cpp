@@ -403,6 +403,11 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         }
       }
       const bool pending = position == "0";
+      // Read before the pending list: every entry up to it was delivered by then, so when nothing
+      // is pending afterwards every one of them was applied. Read after, it could pass an entry
+      // that a delivery run by Redis in between (a lost connection's command arriving late) left
+      // pending, unapplied.
+      const StreamId delivered = pending ? last_delivered(redis, stream, group) : StreamId{};
       std::vector<std::string> cmd = {"XREADGROUP", "GROUP", group, options_.replica, "COUNT", "32"};
       if (!pending) cmd.insert(cmd.end(), {"BLOCK", std::to_string(kBlockMs)});
       cmd.insert(cmd.end(), {"STREAMS", stream, position});
@@ -418,8 +423,10 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
       const std::vector<StreamEntry> entries = shard::read_group_entries(r);
       if (pending && entries.empty()) {
         // Caught up with what this replica was given before: all of it is applied (durably, in the
-        // gallery) even if that was before a restart.
-        mark_applied(last_delivered(redis, stream, group));
+        // gallery) even if that was before a restart. Both read from one master: a failover
+        // followed in between sets up again first.
+        if (redis.failovers() != followed) continue;
+        mark_applied(delivered);
         position = ">";
         continue;
       }

@@ -18,8 +18,11 @@
 //   - writes: each replica NAME has its own consumer group `replica:NAME` (so every replica applies
 //     every write), read by one consumer also named NAME. A group is created at the stream's start
 //     (ID 0, MKSTREAM): a new replica replays the whole stream into its gallery. After a (re)start
-//     the worker first re-reads its own pending entries (ID 0), then new ones (`>`); every 10 s it
-//     XAUTOCLAIMs entries idle over 30 s from other consumers of its group.
+//     or a lost connection the worker first re-reads its own pending entries (ID 0), then new ones
+//     (`>`): an entry Redis delivered on a connection lost before the reply came is pending, and
+//     applied before the entries after it (so Redis::command never resends an XREADGROUP on a
+//     fresh connection: the resent `>` would skip it); every 10 s it XAUTOCLAIMs entries idle over
+//     30 s from other consumers of its group.
 //   - reads: one group `readers` shared by every replica of the shard (one replica answers each
 //     read), consumers NAME/r0, NAME/r1, ... (one reader thread and one connection each).
 // - Entry fields: `op` (post|put|delete|get|verify|search|stats), `reply` (the list key the answer
