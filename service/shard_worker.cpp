@@ -438,6 +438,17 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         if (!e.fields.empty() && recorded_ < id) {  // no fields: trimmed away; at or below: applied
           written_id_.clear();
           json answer = apply_write(e);
+          if (settled(answer)) {
+            try {
+              record_applied(id);
+            } catch (const std::exception& x) {
+              // Applied, but not recorded (its disk full meanwhile): neither acknowledged, as a
+              // write that could not be applied, and applied again (writes are idempotent) once
+              // its record can be written, rather than ending the worker.
+              note_changed(written_id_);
+              answer = shard::error_json(507, "", std::string("cannot record the write as applied: ") + x.what());
+            }
+          }
           if (!settled(answer)) {
             gallery.unlock();
             // Not applied (a full disk, an index smaller than a sibling's, memory): neither recorded
@@ -472,7 +483,6 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
             }
             redis.command({"DEL", shard::failing_key(options_.shard, options_.replica)});
           }
-          record_applied(id);
           note_changed(written_id_);
           gallery.unlock();
           send_answer(redis, e, answer);
