@@ -11,8 +11,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -1485,6 +1487,57 @@ TEST(ShardedBackend, AReplicaThatCannotApplyAWriteRetriesAndLeavesReads) {
   EXPECT_EQ(r[1].failing, "");
   EXPECT_EQ(r[1].pending, 0);
   EXPECT_EQ(r[1].delivered, r[0].delivered);
+}
+
+// A write applied to the gallery whose record (GALLERY/stream-applied) cannot be written, its disk
+// full just then (here a directory in the way of the record's temporary file), is retried as a
+// write that could not be applied, not the end of the worker (tests/service/test_faults.cpp met
+// that with its full-disk fault): once the record can be written the write is applied again, as it
+// is idempotent, and answered.
+TEST(ShardedBackend, AWriteWhoseRecordCannotBeWrittenIsRetried) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::mutex log_mutex;
+  std::string log;
+  ShardWorkerOptions o = Worker::options(server.url(), 0, 1, "a", tmp.path() / "a");
+  o.log = [&](const std::string& line) {
+    std::lock_guard lock(log_mutex);
+    log += line + "\n";
+  };
+  Worker worker(o);
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(47);
+  const std::vector<GalleryEntry> entries = products(2, rng);
+  EXPECT_EQ(front.write(entries[0], false, in(10s)).outcome, WriteOutcome::kCreated);
+  const std::filesystem::path blocker = tmp.path() / "a" / "stream-applied.new";
+  ASSERT_TRUE(std::filesystem::create_directory(blocker));
+  std::thread unblock([&] {
+    std::this_thread::sleep_for(1500ms);
+    std::filesystem::remove(blocker);
+  });
+  std::optional<WriteResult> w;  // answered once recorded
+  std::string failure;
+  try {
+    w = front.write(entries[1], false, in(10s));
+  } catch (const std::exception& x) {
+    failure = x.what();
+  }
+  unblock.join();
+  ASSERT_TRUE(w) << failure << "; the worker: " << worker.error();
+  EXPECT_TRUE(w->outcome == WriteOutcome::kCreated || w->outcome == WriteOutcome::kUnchanged);
+  EXPECT_EQ(worker.error(), "");
+  EXPECT_TRUE(front.get(entries[1].id, in(10s)));
+  EXPECT_EQ(worker.backend().size(), 2u);
+  const std::vector<shard::StreamEntry> last =
+      shard::stream_entries(Redis(server.url()).command({"XREVRANGE", shard::writes_key(0), "+", "-", "COUNT", "1"}));
+  ASSERT_EQ(last.size(), 1u);
+  std::ifstream record(tmp.path() / "a" / "stream-applied");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(record), {}), last[0].id);
+  std::lock_guard lock(log_mutex);
+  EXPECT_NE(log.find("cannot record the write as applied: "), std::string::npos) << log;
+  EXPECT_NE(log.find("after retrying; serving reads again"), std::string::npos) << log;
 }
 
 // A shard without a live worker cost every request its whole deadline (a minute with
