@@ -1,6 +1,7 @@
 #include "texture/index.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <numeric>
@@ -26,10 +27,11 @@
 // Locking. Writers (add, update, remove, clear) take `mu` exclusively; searches (scores, search,
 // verify) and the readers (size, find, in_gpu_memory, stats) share it. Writers first pass `gate` and
 // hold it while they wait, so a stream of overlapping searches cannot starve them (glibc's rwlock
-// prefers readers). On the GPU a search also takes the resources' `work` (its turn on the streams and
-// buffers) from its query's upload until its last matching, and gives it back before the geometric
-// verification. The order is always mu, then work. ids() is read without a lock: only while no
-// other thread writes.
+// prefers readers). On the GPU a search also takes a lane's `turn` (its stream and buffers,
+// index/resources.h: lane 0 for a search that scores, any free one for a verification of named
+// products) from its query's upload until its last matching, and gives it back before the geometric
+// verification. The order is always mu, then a turn, and a thread holds one turn at a time. ids() is read without a
+// lock: only while no other thread writes.
 namespace prism::texture {
 
 namespace {
@@ -46,7 +48,8 @@ struct TextureIndex::Impl {
     cv::Size size;                    // the image's (Features::width/height)
   };
 
-  explicit Impl(const IndexOptions& o, bool gpu) : resources(gpu, o.streams, o.host_batch), store(o, gpu, resources) {}
+  explicit Impl(const IndexOptions& o, bool gpu)
+      : resources(gpu, o.streams, o.host_batch, o.verify_lanes), store(o, gpu, resources) {}
 
   std::string description;
   SearchResources resources;  // declared before the store: its stream outlives the store's writes
@@ -66,12 +69,29 @@ struct TextureIndex::Impl {
     std::lock_guard<std::mutex> g(gate);
     return std::unique_lock<std::shared_mutex>(mu);
   }
-  // A search's turn on the resources (the GPU path; a no-op lock on the CPU path, whose searches share nothing).
+  // A scoring search's turn on lane 0 (the GPU path; a no-op lock on the CPU path, whose searches share
+  // nothing).
   std::unique_lock<std::mutex> work_turn() {
-    std::unique_lock<std::mutex> work(resources.work, std::defer_lock);
-    if (resources.gpu) work.lock();
-    return work;
+    std::unique_lock<std::mutex> turn(resources.turn, std::defer_lock);
+    if (resources.gpu) turn.lock();
+    return turn;
   }
+  // A verification's lane: a free one (lane 0, the scoring searches', last), or when all are busy the
+  // next in rotation, waited for. On the CPU path lane 0, no lock taken.
+  Lane& verify_turn(std::unique_lock<std::mutex>& turn) {
+    if (!resources.gpu) return resources;
+    for (auto& lane : resources.more_lanes) {
+      turn = std::unique_lock<std::mutex>(lane->turn, std::try_to_lock);
+      if (turn.owns_lock()) return *lane;
+    }
+    turn = std::unique_lock<std::mutex>(resources.turn, std::try_to_lock);
+    if (turn.owns_lock()) return resources;
+    const size_t n = resources.more_lanes.size() + 1, l = next_lane++ % n;
+    Lane& lane = l == 0 ? static_cast<Lane&>(resources) : *resources.more_lanes[l - 1];
+    turn = std::unique_lock<std::mutex>(lane.turn);
+    return lane;
+  }
+  std::atomic<size_t> next_lane{0};
 
   // The owners in the scope of `collections` (each named once; unknown ones have no members).
   std::vector<int> scope_of(const std::vector<std::string>& collections) const {
@@ -99,7 +119,8 @@ struct TextureIndex::Impl {
   // r.searched; returns the best score's candidate (index -1 when nothing was scored).
   Candidate rank(const int* s, const std::vector<int>& entry_of, const SearchParams& params, SearchResult& r);
   Candidate verify_candidates(const Features& query, const Query& q, std::vector<Candidate>& cands,
-                              const SearchParams& params, SearchResult& result, std::unique_lock<std::mutex>& work);
+                              const SearchParams& params, SearchResult& result, Lane& lane,
+                              std::unique_lock<std::mutex>& turn);
 
   int collection_id(const std::string& name, bool create) {
     if (name.empty()) return -1;
@@ -177,8 +198,9 @@ bool choose_device(Device device, std::string& description) {
 }
 // The options as the store takes them: no GPU tier on the CPU path.
 IndexOptions for_store(IndexOptions o, bool gpu) {
-  if (o.streams < 1 || o.host_batch < 1 || o.block_slots < 1 || o.gpu_block_slots < 1 || o.gpu_run_slots < 1)
-    throw std::invalid_argument("texture index: streams, host batch and block slots must be at least 1");
+  if (o.streams < 1 || o.verify_lanes < 1 || o.host_batch < 1 || o.block_slots < 1 || o.gpu_block_slots < 1 ||
+      o.gpu_run_slots < 1)
+    throw std::invalid_argument("texture index: streams, verify lanes, host batch and block slots must be at least 1");
   if (!gpu) o.gpu_budget = 0;
   return o;
 }
@@ -322,10 +344,10 @@ bool TextureIndex::remove(const std::string& id) {
 }
 
 // Re-matches each candidate (rematch), verifies it and sorts the candidates (decision.h). Returns the
-// best. `work` is given back by rematch on the GPU.
+// best. `turn` (the lane's, where `q` was prepared) is given back by rematch on the GPU.
 Candidate TextureIndex::Impl::verify_candidates(const Features& query, const Query& q, std::vector<Candidate>& cands,
-                                                const SearchParams& params, SearchResult& result,
-                                                std::unique_lock<std::mutex>& work) {
+                                                const SearchParams& params, SearchResult& result, Lane& lane,
+                                                std::unique_lock<std::mutex>& turn) {
   const auto t0 = Clock::now();
   if (cands.empty()) {
     result.verify_ms = ms_since(t0);
@@ -336,7 +358,7 @@ Candidate TextureIndex::Impl::verify_candidates(const Features& query, const Que
   for (int c = 0; c < k; ++c) owners[size_t(c)] = cands[size_t(c)].index;
   std::vector<int32_t> best, second;
   std::vector<int> index;
-  rematch(store, resources, q, owners, params.ratio, best, second, index, work);
+  rematch(store, lane, q, owners, params.ratio, best, second, index, turn);
   // The candidates' RANSACs on OpenCV's threads: each is independent and seeded alike
   // (findHomography's fixed RNG), so the answer does not depend on the threads.
   cv::parallel_for_(cv::Range(0, k), [&](const cv::Range& r) {
@@ -409,7 +431,7 @@ SearchResult TextureIndex::search(const Features& query, const SearchParams& par
   prepare_query(m.resources, query, q);
   const Candidate top = m.shortlist(q, params, r, t0);
   // `work` stays held: the verification's matching reads the query where the scoring left it.
-  r.best = m.verify_candidates(query, q, r.candidates, params, r, work);
+  r.best = m.verify_candidates(query, q, r.candidates, params, r, m.resources, work);
   if (r.best.index < 0) r.best = top;
   r.identified = r.best.index >= 0 && accepted(r.best, params);
   return r;
@@ -454,7 +476,7 @@ std::vector<SearchResult> TextureIndex::search_many(const std::vector<const Feat
         auto work = m.work_turn();  // given back by the rematch on the GPU
         Query one;
         if (!r.candidates.empty()) prepare_query(m.resources, *batch[j], one);
-        r.best = m.verify_candidates(*batch[j], one, r.candidates, params, r, work);
+        r.best = m.verify_candidates(*batch[j], one, r.candidates, params, r, m.resources, work);
         if (r.best.index < 0) r.best = top;
         r.identified = r.best.index >= 0 && accepted(r.best, params);
       }
@@ -488,10 +510,11 @@ SearchResult TextureIndex::verify_shortlist(const Features& query, const std::ve
     if (it != m.by_id.end()) r.candidates.push_back({it->second, c.id, c.score, {}});  // absent: removed since
   }
   if (r.candidates.empty()) return r;
-  auto work = m.work_turn();  // given back by verify_candidates after its matching
+  std::unique_lock<std::mutex> turn;  // given back by verify_candidates after its matching
+  Lane& lane = m.verify_turn(turn);
   Query q;
-  prepare_query(m.resources, query, q);
-  r.best = m.verify_candidates(query, q, r.candidates, params, r, work);
+  prepare_query(lane, query, q);
+  r.best = m.verify_candidates(query, q, r.candidates, params, r, lane, turn);
   r.identified = accepted(r.best, params);
   return r;
 }
@@ -502,13 +525,14 @@ SearchResult TextureIndex::verify(const Features& query, const std::string& id, 
   m.store.refuse_if_broken();
   auto it = m.by_id.find(id);
   if (it == m.by_id.end()) throw IndexError("product '" + id + "' is not enrolled");
-  auto work = m.work_turn();  // given back by verify_candidates after its matching
+  std::unique_lock<std::mutex> turn;  // given back by verify_candidates after its matching
+  Lane& lane = m.verify_turn(turn);
   Query q;
-  prepare_query(m.resources, query, q);
+  prepare_query(lane, query, q);
   SearchResult r;
   r.searched = 1;
   r.candidates.push_back({it->second, id, 0, {}});
-  r.best = m.verify_candidates(query, q, r.candidates, params, r, work);
+  r.best = m.verify_candidates(query, q, r.candidates, params, r, lane, turn);
   r.best.score = r.candidates.front().score = r.best.geometry.matches;
   r.identified = accepted(r.best, params);
   return r;

@@ -144,7 +144,13 @@ struct IndexOptions {
   // a budget larger than the machine holds ends in the kernel's OOM killer rather than in IndexFull.
   // kDefaultBudget picks 2 GiB, or an eighth of a smaller machine's memory; 0 turns the check off.
   int64_t host_reserve = kDefaultBudget;
-  int streams = 4;         // CUDA streams that stream the host tier
+  int streams = 4;  // CUDA streams that stream the host tier
+  // Verifications of named products (verify, verify_shortlist: a verify request, a sharded search's
+  // global shortlist) that run on the GPU at once, each on its own stream with its own query and
+  // scratch buffers (about 1 MB of GPU memory each for one candidate), so that concurrent requests
+  // overlap their copies and matching rather than wait for each other (lane 0 is shared with the
+  // searches that score the index). At least 1.
+  int verify_lanes = 4;
   int host_batch = 256;    // host-tier images per copy (25 MB)
   int block_slots = 1024;  // the host tier's slots per allocation (96 MiB): tiers grow a block at a time
   // The GPU tier's (792 MiB at 8 bits; the last block of a budget is cut to it). Larger, because a

@@ -113,6 +113,21 @@ TEST(TextureIndexLive, DescriptorsShortOfTheKeypointsAreRefusedNamingThem) {
   }
 }
 
+// Counts of streams, verification lanes, batch and block slots below 1 are refused naming them, on
+// either path (the CPU path keeps no lanes but takes the same options).
+TEST(TextureIndexLive, ResourceCountsBelowOneAreRefused) {
+  for (int which = 0; which < 3; ++which) {
+    texture::IndexOptions o = small_blocks(10);
+    (which == 0 ? o.streams : which == 1 ? o.verify_lanes : o.host_batch) = 0;
+    try {
+      TextureIndex index(o);
+      ADD_FAILURE() << "option " << which << " = 0 was taken";
+    } catch (const std::invalid_argument& ex) {
+      EXPECT_NE(std::string(ex.what()).find("verify lanes"), std::string::npos) << ex.what();
+    }
+  }
+}
+
 // Real features (SIFT on generated textures, queries seen through a homography): every planted query
 // is identified, and a wrong claim rejected.
 TEST(TextureIndexLive, PlantedQueriesAreIdentified) {

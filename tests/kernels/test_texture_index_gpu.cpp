@@ -407,7 +407,10 @@ TEST(TextureIndexGpu, RematchAcrossTiersEqualsTheCpuPathPerRow) {
   o.block_slots = 3;
   o.host_batch = 3;
   o.streams = 2;
-  texture::SearchResources gres(true, o.streams, o.host_batch), cres(false, 1, 4);
+  // The GPU side's rematch on lane 1: a stream of its own, not the slot store's (lane 0).
+  texture::SearchResources gres(true, o.streams, o.host_batch, 2), cres(false, 1, 4, 1);
+  ASSERT_EQ(gres.more_lanes.size(), 1u);
+  texture::Lane& glane = *gres.more_lanes[0];
   texture::SlotStore gpu(o, true, gres), cpu(o, false, cres);
   std::vector<texture::Features> f;
   for (int i = 0; i < 16; ++i) {
@@ -432,8 +435,8 @@ TEST(TextureIndexGpu, RematchAcrossTiersEqualsTheCpuPathPerRow) {
     texture::Query gq, cq;
     {
       std::unique_lock<std::mutex> turn(gwork);
-      texture::prepare_query(gres, query, gq);
-      texture::rematch(gpu, gres, gq, owners, 0.8f, gb, gs, gi, turn);
+      texture::prepare_query(glane, query, gq);
+      texture::rematch(gpu, glane, gq, owners, 0.8f, gb, gs, gi, turn);
     }
     {
       std::unique_lock<std::mutex> turn(cwork);
@@ -655,6 +658,81 @@ TEST(TextureIndexGpu, ConcurrentSearchesAnswerAsOneAtATime) {
   for (int t = 0; t < 4; ++t) {
     ASSERT_EQ(got[t].size(), 3 * asks.size());
     for (size_t i = 0; i < got[t].size(); ++i) EXPECT_EQ(got[t][i], serial[(i % asks.size() + t) % asks.size()]) << t;
+  }
+}
+
+// Verifications of named products (verify, verify_shortlist) from more threads than the index has
+// lanes, each thread on whichever lane is free (texture/index/resources.h), while searches score on
+// lane 0: every answer equals the CPU path's for the same call, candidates in both tiers, and an index
+// with a single lane answers the same.
+TEST(TextureIndexGpu, ConcurrentVerificationsOnEveryLaneEqualTheCpuPath) {
+  PRISM_NEED_GPU();
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  texture::TextureIndex cpu(options(texture::Device::kCpu, 0, 1000));
+  texture::IndexOptions lanes3 = options(texture::Device::kCuda, 9, 1000), lanes1 = lanes3;
+  lanes3.verify_lanes = 3;
+  lanes1.verify_lanes = 1;
+  texture::TextureIndex three(lanes3), one(lanes1);
+  std::vector<GalleryEntry> entries;
+  for (int i = 0; i < 20; ++i) {
+    entries.push_back(test::random_index_entry("p" + std::to_string(i), rng, 50 + int(rng() % 300), ""));
+    entries.back().enrolled_unix = 1700000000 + i;
+    for (auto* index : {&cpu, &three, &one}) index->add(entries.back());
+  }
+  ASSERT_EQ(three.stats().gpu_images, 9u);
+  // Queries holding rows of several products, so that each verification finds matches and inliers.
+  std::vector<texture::Features> queries;
+  for (int k = 0; k < 6; ++k) {
+    texture::Features q = test::random_index_entry("q", rng, 300 + int(rng() % 400), "").features;
+    for (int j = 0; j < 4; ++j) {
+      const texture::Features& g = entries[rng() % entries.size()].features;
+      const size_t n = std::min(size_t(g.count()), size_t(20 + 5 * j));
+      std::copy_n(g.descriptors.begin(), n * match::kDim, q.descriptors.begin() + long(size_t(j) * 60 * match::kDim));
+    }
+    queries.push_back(std::move(q));
+  }
+  texture::SearchParams p;
+  p.shortlist = 10;
+  const auto text = [](const texture::SearchResult& r) {
+    std::string out = r.best.id + (r.identified ? " identified" : " not");
+    for (const texture::Candidate& c : r.candidates)
+      out += " " + c.id + ":" + std::to_string(c.score) + "/" + std::to_string(c.geometry.matches) + "/" +
+             std::to_string(c.geometry.inliers) + "/" + std::to_string(c.geometry.significance);
+    return out;
+  };
+  // The calls: a verify of each product and a verify_shortlist of each query's CPU shortlist, per query.
+  std::vector<std::vector<texture::Candidate>> shortlists;
+  std::vector<std::string> want;  // per call, in order
+  size_t in_gpu = 0, in_host = 0;
+  for (const texture::Features& q : queries) {
+    shortlists.push_back(cpu.search(q, p).candidates);
+    for (const texture::Candidate& c : shortlists.back()) (three.in_gpu_memory(c.id) ? in_gpu : in_host)++;
+    for (const GalleryEntry& e : entries) want.push_back(text(cpu.verify(q, e.id, p)));
+    want.push_back(text(cpu.verify_shortlist(q, shortlists.back(), p)));
+  }
+  EXPECT_GE(in_gpu, 1u) << "the shortlists hold GPU-tier images";
+  EXPECT_GE(in_host, 1u) << "the shortlists hold host-tier images";
+  const size_t per_query = entries.size() + 1;
+  const auto call = [&](texture::TextureIndex& index, size_t i) {
+    const size_t k = i / per_query, e = i % per_query;
+    return text(e < entries.size() ? index.verify(queries[k], entries[e].id, p)
+                                   : index.verify_shortlist(queries[k], shortlists[k], p));
+  };
+  for (auto* index : {&three, &one}) {
+    const int threads = 7;
+    std::vector<std::vector<std::string>> got(threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        for (size_t i = size_t(t); i < want.size(); i += size_t(threads)) got[size_t(t)].push_back(call(*index, i));
+        for (int s = 0; s < 2; ++s) index->search(queries[size_t(t) % queries.size()], p);  // lane 0 meanwhile
+      });
+    for (std::thread& th : pool) th.join();
+    for (int t = 0; t < threads; ++t)
+      for (size_t j = 0; j < got[size_t(t)].size(); ++j)
+        EXPECT_EQ(got[size_t(t)][j], want[size_t(t) + j * threads])
+            << index->device_description() << ", call " << size_t(t) + j * threads << " (seed " << seed << ")";
   }
 }
 

@@ -82,7 +82,7 @@ void expect_consistent(const SlotStore& store, const Model& m, const std::string
 
 TEST(TextureSlotStore, TheNewestLiveInTheGpuTierThroughRandomWrites) {
   std::mt19937 rng(std::random_device{}());
-  texture::SearchResources res(false, 1, 4);
+  texture::SearchResources res(false, 1, 4, 1);
   SlotStore store(two_tiers(5, 40), false, res);
   ASSERT_EQ(store.tier(kGpuTier).capacity, 5u);
   ASSERT_EQ(store.tier(kHostTier).capacity, 40u);
@@ -121,7 +121,7 @@ TEST(TextureSlotStore, TheNewestLiveInTheGpuTierThroughRandomWrites) {
 
 TEST(TextureSlotStore, APlaceWithNoRoomIsRefusedNamingTheBudgetsAndChangesNothing) {
   std::mt19937 rng(std::random_device{}());
-  texture::SearchResources res(false, 1, 4);
+  texture::SearchResources res(false, 1, 4, 1);
   SlotStore store(two_tiers(2, 3), false, res);
   Model m;
   for (int i = 0; i < 5; ++i) {
@@ -155,7 +155,7 @@ TEST(TextureSlotStore, APlaceWithNoRoomIsRefusedNamingTheBudgetsAndChangesNothin
 // more than a slot holds; host blocks of 3 images in digest slots of 4; after a removal moved slots.
 TEST(TextureSlotStore, ImageDigestsAndTheirPackingAreTheStoresOwn) {
   std::mt19937 rng(std::random_device{}());
-  texture::SearchResources res(false, 1, 4);
+  texture::SearchResources res(false, 1, 4, 1);
   const int rows = 192;  // 4 images a digest slot
   SlotStore store(two_tiers(0, 30, rows), false, res);
   std::vector<texture::Features> f;
@@ -194,7 +194,7 @@ TEST(TextureSlotStore, ImageDigestsAndTheirPackingAreTheStoresOwn) {
 // slot order; a search of fewer digest slots than the host tier fills is the only one that uses them.
 TEST(TextureDigestStage, TheBestDigestSlotsNameTheirHostImages) {
   std::mt19937 rng(std::random_device{}());
-  texture::SearchResources res(false, 1, 4);
+  texture::SearchResources res(false, 1, 4, 1);
   const int rows = 192;  // 4 images a digest slot
   SlotStore store(two_tiers(0, 30, rows), false, res);
   ASSERT_EQ(store.digest().per, 4);
@@ -220,7 +220,7 @@ TEST(TextureDigestStage, TheBestDigestSlotsNameTheirHostImages) {
 // matcher gives them on the same slot alone.
 TEST(TextureSearchPlan, RematchGivesTheMatchersRowsForEachOwner) {
   std::mt19937 rng(std::random_device{}());
-  texture::SearchResources res(false, 1, 4);
+  texture::SearchResources res(false, 1, 4, 1);
   SlotStore store(two_tiers(2, 10), false, res);
   std::vector<texture::Features> f;
   for (int i = 0; i < 6; ++i) {

@@ -336,6 +336,8 @@ TEST(ServeCli, RefusesUnsafeAndWrongCommandLines) {
       {"--gallery G --gpu-extractors 0", "--gpu-extractors takes an integer in 1..64, not '0'"},
       {"--gallery G --gpu-extractors 65", "--gpu-extractors takes an integer in 1..64"},
       {"--gallery G --gpu-wait sleep", "--gpu-wait: 'sleep' is not a GPU wait (auto, spin, yield or block)"},
+      {"--gallery G --verify-lanes 0", "--verify-lanes takes an integer in 1..64, not '0'"},
+      {"--redis redis://127.0.0.1:1 --verify-lanes 2", "--verify-lanes goes with --gallery"},
       {"--sentinel 127.0.0.1:26379 --master prism --gallery G", "give one of --gallery DIR and --redis URL"},
   };
   for (const Case& k : cases) {

@@ -65,6 +65,8 @@ constexpr const char* kServeUsage =
     "  --gpu-wait W         how threads wait for the GPU: auto (CUDA's default: spin while the\n"
     "                       process has fewer contexts than cores), block (sleep: no core burnt\n"
     "                       spinning, a few microseconds more per wait), spin or yield (default auto)\n"
+    "  --verify-lanes N     verifications that run on the GPU at once, each on its own stream\n"
+    "                       and buffers (--gallery; 1..64, default 4)\n"
     "  --gpu-memory SIZE    GPU memory for descriptors (--gallery; default: free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory beyond it (--gallery; default: half of the available)\n"
     "  --digest-rows N      keep a digest of every host-memory product (--gallery; the N of its\n"
@@ -138,6 +140,7 @@ ServeOptions parse_serve(int argc, char** argv) {
                  }),
       with_value({"--device"}, [&](Name a, Value v) { o.api.features.device = o.index.device = parse_device(a, v); }),
       with_value({"--gpu-memory"}, [&](Name a, Value v) { o.index.gpu_budget = parse_size(a, v); }),
+      with_value({"--verify-lanes"}, [&](Name a, Value v) { o.index.verify_lanes = parse_int(a, v, 1, 64); }),
       with_value({"--gpu-wait"}, [&](Name a, Value v) { o.gpu_wait = parse_gpu_wait(a, v); }),
       with_value({"--host-memory"}, [&](Name a, Value v) { o.index.host_budget = parse_size(a, v); }),
       with_value({"--digest-rows"}, [&](Name a, Value v) { o.index.host_digest_rows = parse_digest_rows(a, v, true); }),
@@ -167,6 +170,9 @@ ServeOptions parse_serve(int argc, char** argv) {
   if (o.index.host_digest_rows && o.gallery.empty())
     throw UsageError(
         "--digest-rows goes with --gallery (with --redis, each worker's prism texture shard --digest-rows)");
+  if (o.index.verify_lanes != texture::IndexOptions{}.verify_lanes && o.gallery.empty())
+    throw UsageError(
+        "--verify-lanes goes with --gallery (with --redis, each worker's prism texture shard --verify-lanes)");
   if (o.keys.empty() && !loopback(o.host))
     throw UsageError("--listen " + o.host + " is reachable from other hosts: give --keys FILE");
   if (!o.keys.empty()) o.api.keys = service::load_api_keys(o.keys);  // a regular file only

@@ -51,6 +51,8 @@ constexpr const char* kUsage =
     "  --gpu-wait W         how threads wait for the GPU: auto (CUDA's default: spin while the\n"
     "                       process has fewer contexts than cores), block (sleep: no core burnt\n"
     "                       spinning, a few microseconds more per wait), spin or yield (default auto)\n"
+    "  --verify-lanes N     verifications that run on the GPU at once, each on its own stream\n"
+    "                       and buffers (1..64, default 4)\n"
     "  --gpu-memory SIZE    GPU memory for the descriptors (e.g. 40G; default: the free memory less 2 GiB)\n"
     "  --host-memory SIZE   host memory for the products beyond --gpu-memory (default: half the available)\n"
     "  --digest-rows N      keep a digest of every host-memory product (the N of its largest keypoints; N\n"
@@ -115,6 +117,7 @@ int texture_shard_command(const std::vector<std::string>& args) {
         with_value({"--device"}, device),
         with_value({"--normalise"}, [&](Name a, Value v) { o.local.normalisation = parse_normalise(a, v); }),
         with_value({"--gpu-memory"}, [&](Name a, Value v) { o.local.index.gpu_budget = parse_size(a, v); }),
+        with_value({"--verify-lanes"}, [&](Name a, Value v) { o.local.index.verify_lanes = parse_int(a, v, 1, 64); }),
         with_value({"--gpu-wait"}, [&](Name a, Value v) { gpu_wait = parse_gpu_wait(a, v); }),
         with_value({"--host-memory"}, [&](Name a, Value v) { o.local.index.host_budget = parse_size(a, v); }),
         with_value({"--digest-rows"},

@@ -1,5 +1,7 @@
 #include "texture/index/resources.h"
 
+#include <memory>
+
 namespace prism::texture {
 
 void match_on_host(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o) {
@@ -17,14 +19,19 @@ void match_on_device(const match::MatchU8Problem& p, float ratio, int* out_score
 }
 #endif
 
-SearchResources::SearchResources(bool gpu_path, int n_streams, int batch)
-    : gpu(gpu_path), streams(n_streams), host_batch(batch) {
+Lane::Lane(bool gpu_path) : gpu(gpu_path) {
 #if defined(PRISM_HAVE_CUDA)
   if (gpu) {
     stream = gpu::Stream::create();
     d_query.resize(match::kSlotBytes);
   }
 #endif
+}
+
+SearchResources::SearchResources(bool gpu_path, int n_streams, int batch, int lanes)
+    : Lane(gpu_path), streams(n_streams), host_batch(batch) {
+  if (gpu)
+    for (int l = 1; l < lanes; ++l) more_lanes.push_back(std::make_unique<Lane>(true));
 }
 
 #if defined(PRISM_HAVE_CUDA)

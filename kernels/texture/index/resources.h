@@ -3,13 +3,20 @@
 // once per index, lent to the search plan rather than owned by it). Internal to the index
 // (texture/index.cpp and the units beside this file).
 //
-// One search at a time works with them: `work` is its turn, held from the query's upload until its
-// last matching (the verification's), since d_query holds that search's query throughout.
+// A search works in a lane (its stream, query buffer and verification scratch), whose `turn` it holds
+// from the query's upload until its last matching (the verification's), since d_query holds that
+// search's query throughout. The searches that score the index share lane 0, the resources themselves
+// (its stream is the slot store's, and the scoring's buffers and copy streams come with it); a
+// verification of named products (TextureIndex::verify, verify_shortlist) takes any free lane, so that
+// concurrent verifications overlap on the GPU rather than each wait for the one before to be copied
+// back. The slot store's writes synchronise before a writer lets searches in, so a lane's stream needs
+// no ordering with lane 0's.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -52,36 +59,51 @@ void match_on_host(const match::MatchU8Problem& p, float ratio, int* out_scores,
 void match_on_device(const match::MatchU8Problem& p, float ratio, int* out_scores, const RowOutputs& o, cudaStream_t s);
 #endif
 
-struct SearchResources {
-  // gpu: create the stream and the query's device buffer; `streams` copy streams (IndexOptions::streams),
-  // each with `host_batch` slots of staging, come with the first search that streams host memory.
-  SearchResources(bool gpu, int streams, int host_batch);
+// One search's working set (above). On the CPU path nothing is shared and no turn is taken.
+struct Lane {
+  explicit Lane(bool gpu);  // gpu: create the stream and the query's device buffer
 
   const bool gpu;
-  const int streams, host_batch;
-  std::mutex work;  // a search's turn (see above)
+  std::mutex turn;
 
-  // Pinned on the GPU path, used under `work`.
+  // Pinned on the GPU path, used under `turn`.
   HostBuffer<uint8_t> query_buf;
-  HostBuffer<int> scores_buf, list_buf, index_buf, digest_scores_buf;
+  HostBuffer<int> list_buf, index_buf;
   HostBuffer<int32_t> best_buf, second_buf;
 #if defined(PRISM_HAVE_CUDA)
-  gpu::Stream stream;  // the searches' (and the slot store's writes): declared first, destroyed last
+  gpu::Stream stream;                 // declared first, destroyed last
+  gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
+  gpu::DeviceArray<int> d_slots;
+  gpu::DeviceArray<uint8_t> d_verify;  // the shortlist's host-tier slots (GPU-tier ones are read in place)
+  gpu::DeviceArray<int> d_verify_scores, d_index;
+  gpu::DeviceArray<int32_t> d_best, d_second;
+#endif
+};
+
+// Lane 0 and what only the scoring searches use.
+struct SearchResources : Lane {
+  // gpu: create lane 0's stream and buffers and `lanes - 1` more lanes; `streams` copy streams
+  // (IndexOptions::streams), each with `host_batch` slots of staging, come with the first search that
+  // streams host memory.
+  SearchResources(bool gpu, int streams, int host_batch, int lanes);
+
+  const int streams, host_batch;
+  std::vector<std::unique_ptr<Lane>> more_lanes;  // lanes 1..: verifications only
+
+  // Pinned on the GPU path, used under lane 0's turn.
+  HostBuffer<int> scores_buf, digest_scores_buf;
+#if defined(PRISM_HAVE_CUDA)
   std::vector<gpu::Stream> copy_streams;
   std::vector<gpu::DeviceArray<uint8_t>> staging;  // per copy stream: host_batch slots
   // A streamed digest search's ring over `staging`: landed[k] after its copy into staging[k], freed[k]
   // after the matching that read it (digest_stage.h); digests_matched after a digest search's last matching.
   std::vector<gpu::Event> landed, freed;
   gpu::Event digests_matched;
-  int sms = 0;                        // the device's multiprocessors
-  gpu::DeviceArray<uint8_t> d_query;  // kSlot rows
-  gpu::DeviceArray<int> d_scores, d_slots, d_digest_scores;
+  int sms = 0;  // the device's multiprocessors
+  gpu::DeviceArray<int> d_scores, d_digest_scores;
   // kSlot, as many times as one matcher call takes digest slots (host_batch streamed, a block's kept): the
   // counts of every digest search (a digest slot is read whole)
   gpu::DeviceArray<int> d_full_counts;
-  gpu::DeviceArray<uint8_t> d_verify;  // the shortlist's host-tier slots (GPU-tier ones are read in place)
-  gpu::DeviceArray<int> d_verify_scores, d_index;
-  gpu::DeviceArray<int32_t> d_best, d_second;
 
   // `streams` high-priority streams, each with host_batch slots of staging (at least two buffers).
   void ensure_copy_streams();

@@ -43,9 +43,9 @@ struct Run {
 
 }  // namespace
 
-void prepare_query(SearchResources& res, const Features& query, Query& q) { prepare_queries(res, {&query}, q); }
+void prepare_query(Lane& lane, const Features& query, Query& q) { prepare_queries(lane, {&query}, q); }
 
-void prepare_queries(SearchResources& res, const std::vector<const Features*>& queries, Query& q) {
+void prepare_queries(Lane& lane, const std::vector<const Features*>& queries, Query& q) {
   if (queries.empty() || queries.size() > size_t(kMaxQueries))
     throw std::invalid_argument("texture index: 1 to " + std::to_string(kMaxQueries) + " queries per batch");
   int rows = 16, features = 0;
@@ -59,19 +59,19 @@ void prepare_queries(SearchResources& res, const std::vector<const Features*>& q
   q.queries = int(queries.size());
   const size_t per = size_t(rows) * match::kDim, bytes = per * queries.size();
   uint8_t* dst = nullptr;
-  if (!res.gpu) {
+  if (!lane.gpu) {
     q.plain.resize(bytes);
     dst = q.plain.data();
   } else {
 #if defined(PRISM_HAVE_CUDA)
-    dst = res.query_buf.get(bytes, true);
-    res.d_query.reserve(bytes);  // (a slot's from the start: grown for a batch of long queries)
+    dst = lane.query_buf.get(bytes, true);
+    lane.d_query.reserve(bytes);  // (a slot's from the start: grown for a batch of long queries)
 #endif
   }
   for (size_t j = 0; j < queries.size(); ++j) pad_query(*queries[j], rows, dst + j * per);
   q.host = dst;
 #if defined(PRISM_HAVE_CUDA)
-  if (res.gpu) PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_query.data(), dst, bytes, cudaMemcpyHostToDevice, res.stream));
+  if (lane.gpu) PRISM_CUDA_CHECK(cudaMemcpyAsync(lane.d_query.data(), dst, bytes, cudaMemcpyHostToDevice, lane.stream));
 #endif
 }
 
@@ -345,16 +345,16 @@ void score(const SlotStore& store, SearchResources& res, const Query& query, con
 #endif
 }
 
-void rematch(const SlotStore& store, SearchResources& res, const Query& q, const std::vector<int>& owners, float ratio,
+void rematch(const SlotStore& store, Lane& lane, const Query& q, const std::vector<int>& owners, float ratio,
              std::vector<int32_t>& best, std::vector<int32_t>& second, std::vector<int>& index,
-             std::unique_lock<std::mutex>& work) {
+             std::unique_lock<std::mutex>& turn) {
   const int k = int(owners.size());
   const int rows = q.rows;
   const size_t n = size_t(k) * rows;
   best.assign(n, 0), second.assign(n, 0), index.assign(n, 0);
   match::MatchU8Problem p;
   p.rows = p.query_rows = rows;
-  if (!res.gpu) {
+  if (!lane.gpu) {
     int score = 0;
     p.query = q.host;
     p.images = 1;
@@ -369,7 +369,7 @@ void rematch(const SlotStore& store, SearchResources& res, const Query& q, const
     return;
   }
 #if defined(PRISM_HAVE_CUDA)
-  // `work` is held since prepare_query: d_query holds this search's query.
+  // `turn` is held since prepare_query: d_query holds this search's query.
   // The shortlist grouped by where its slots live: each GPU-tier block's candidates matched in place
   // through a slot list (the block's counts are in GPU memory beside it), the host tier's copied into
   // the d_verify scratch (pinned memory: one copy each) and matched there with their counts. Each
@@ -394,14 +394,14 @@ void rematch(const SlotStore& store, SearchResources& res, const Query& q, const
   }
   // Grown before anything is enqueued (freeing device memory would wait for the device).
   const size_t host_candidates = launches.empty() || launches.back().block != SIZE_MAX ? 0 : launches.back().images;
-  res.d_verify.reserve(host_candidates * kSlotBytes);
-  res.d_verify_scores.reserve(k);
-  res.d_best.reserve(n), res.d_second.reserve(n);
-  res.d_index.reserve(n);
-  res.d_slots.reserve(k);
+  lane.d_verify.reserve(host_candidates * kSlotBytes);
+  lane.d_verify_scores.reserve(k);
+  lane.d_best.reserve(n), lane.d_second.reserve(n);
+  lane.d_index.reserve(n);
+  lane.d_slots.reserve(k);
   // One int a candidate, uploaded at once: a GPU-tier candidate's slot within its block, a host-tier
   // candidate's count.
-  int* list = res.list_buf.get(size_t(k), true);
+  int* list = lane.list_buf.get(size_t(k), true);
   size_t copied = 0;  // host-tier candidates in d_verify
   for (size_t i = 0; i < grouped.size(); ++i) {
     const Place at = store.where(owners[size_t(grouped[i])]);
@@ -411,44 +411,44 @@ void rematch(const SlotStore& store, SearchResources& res, const Query& q, const
       continue;
     }
     list[i] = t.counts[size_t(at.slot)];
-    PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_verify.data() + copied++ * kSlotBytes, t.slot_data(size_t(at.slot)),
-                                     kSlotBytes, cudaMemcpyHostToDevice, res.stream));
+    PRISM_CUDA_CHECK(cudaMemcpyAsync(lane.d_verify.data() + copied++ * kSlotBytes, t.slot_data(size_t(at.slot)),
+                                     kSlotBytes, cudaMemcpyHostToDevice, lane.stream));
   }
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(res.d_slots.data(), list, k * sizeof(int), cudaMemcpyHostToDevice, res.stream));
-  p.query = res.d_query.data();
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(lane.d_slots.data(), list, k * sizeof(int), cudaMemcpyHostToDevice, lane.stream));
+  p.query = lane.d_query.data();
   for (const Launch& l : launches) {
     if (l.block != SIZE_MAX) {
       const Tier::Block& blk = *store.tier(kGpuTier).blocks[l.block];
       p.gallery = blk.data;
       p.counts = blk.d_counts.data();
-      p.slots = res.d_slots.data() + l.first;
+      p.slots = lane.d_slots.data() + l.first;
     } else {
-      p.gallery = res.d_verify.data();
-      p.counts = res.d_slots.data() + l.first;
+      p.gallery = lane.d_verify.data();
+      p.counts = lane.d_slots.data() + l.first;
       p.slots = nullptr;
     }
     p.images = l.images;
     const size_t o = l.first * size_t(rows);
-    match_on_device(p, ratio, res.d_verify_scores.data() + l.first,
-                    {res.d_best.data() + o, res.d_second.data() + o, res.d_index.data() + o}, res.stream);
+    match_on_device(p, ratio, lane.d_verify_scores.data() + l.first,
+                    {lane.d_best.data() + o, lane.d_second.data() + o, lane.d_index.data() + o}, lane.stream);
   }
   // Back to the host vectors.
-  int32_t* hb = res.best_buf.get(n, true);
-  int32_t* hs = res.second_buf.get(n, true);
-  int* hi = res.index_buf.get(n, true);
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, res.d_best.data(), n * 4, cudaMemcpyDeviceToHost, res.stream));
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, res.d_second.data(), n * 4, cudaMemcpyDeviceToHost, res.stream));
-  PRISM_CUDA_CHECK(cudaMemcpyAsync(hi, res.d_index.data(), n * 4, cudaMemcpyDeviceToHost, res.stream));
-  PRISM_CUDA_CHECK(cudaStreamSynchronize(res.stream));
+  int32_t* hb = lane.best_buf.get(n, true);
+  int32_t* hs = lane.second_buf.get(n, true);
+  int* hi = lane.index_buf.get(n, true);
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, lane.d_best.data(), n * 4, cudaMemcpyDeviceToHost, lane.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, lane.d_second.data(), n * 4, cudaMemcpyDeviceToHost, lane.stream));
+  PRISM_CUDA_CHECK(cudaMemcpyAsync(hi, lane.d_index.data(), n * 4, cudaMemcpyDeviceToHost, lane.stream));
+  PRISM_CUDA_CHECK(cudaStreamSynchronize(lane.stream));
   for (size_t i = 0; i < grouped.size(); ++i) {  // grouped order -> the shortlist's
     const size_t from = i * size_t(rows), to = size_t(grouped[i]) * size_t(rows);
     std::copy_n(hb + from, rows, best.begin() + long(to));
     std::copy_n(hs + from, rows, second.begin() + long(to));
     std::copy_n(hi + from, rows, index.begin() + long(to));
   }
-  work.unlock();
+  turn.unlock();
 #else
-  (void)work;
+  (void)turn;
 #endif
 }
 

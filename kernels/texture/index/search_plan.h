@@ -4,7 +4,7 @@
 // stages a host gallery; or, for an approximate search, the digest stage's candidates), and the
 // per-row matches of the shortlist for verification. The slot store says where images are; the
 // resources lend the streams and buffers; the index holds the locks (both halves of a search run
-// under its shared lock and the resources' `work`) and makes the decision.
+// under its shared lock and a lane's `turn`) and makes the decision.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +19,10 @@
 namespace prism::texture {
 
 // A search's query, padded once (rows a multiple of 16, zero rows after the query's: a zero row never
-// passes the ratio test) and on the GPU path uploaded once, to the resources' d_query on their stream:
-// the scoring, the digests and the verification all read it there. On the GPU path it lives in the
-// resources' query_buf and d_query, so the search holds `work` from prepare_query until its last
-// matching (the verification's); on the CPU path in `plain`.
+// passes the ratio test) and on the GPU path uploaded once, to its lane's d_query on the lane's stream:
+// the scoring (lane 0's), the digests and the verification all read it there. On the GPU path it lives
+// in the lane's query_buf and d_query, so the search holds the lane's `turn` from prepare_query until
+// its last matching (the verification's); on the CPU path in `plain`.
 //
 // Or up to kMaxQueries queries at once (prepare_queries), matched by one matcher call per run of images
 // (the matcher's batched queries: query j owns rows [j * rows, (j + 1) * rows)). Each is padded to the
@@ -36,12 +36,12 @@ struct Query {
 };
 constexpr int kMaxQueries = kMaxBatchQueries;  // (index.h says why 8)
 // std::invalid_argument unless the query carries 8-bit descriptors (check_descriptors).
-void prepare_query(SearchResources& res, const Features& query, Query& q);
+void prepare_query(Lane& lane, const Features& query, Query& q);
 // 1 to kMaxQueries queries (std::invalid_argument otherwise, or when one is not 8-bit: check_descriptors).
-void prepare_queries(SearchResources& res, const std::vector<const Features*>& queries, Query& q);
+void prepare_queries(Lane& lane, const std::vector<const Features*>& queries, Query& q);
 
 // The ratio-test scores of the owners in the search's scope, scores[i] for owner owner_of[i]: every
-// image (scope null; through the digests when digest_search says so, `digested` then counting the
+// image, on lane 0 (scope null; through the digests when digest_search says so, `digested` then counting the
 // host-tier images ranked by their digest alone), or the owners listed in `scope`. A batch of queries
 // (Query::queries > 1) has query j's scores at scores[j * owner_of.size() + i]; it never goes through
 // the digests (std::logic_error: the index searches such batches one query at a time).
@@ -52,12 +52,13 @@ void score(const SlotStore& store, SearchResources& res, const Query& q, const S
 // Each of `owners` re-matched against the prepared query for its per-row top-2: rows [c * q.rows, +q.rows)
 // of best, second (squared distances) and index are owner c's. On the GPU the owners in the GPU tier
 // are matched where they live (one launch per GPU block, through a slot list, with the block's counts),
-// and only those in the host tier are copied (pinned memory) into the resources' d_verify and matched
-// there: the same integers as matching copies of every slot. `work` (held since prepare_query) is given
+// and only those in the host tier are copied (pinned memory) into the lane's d_verify and matched
+// there: the same integers as matching copies of every slot. `turn` (the lane's, held since
+// prepare_query) is given
 // back once the results are in host memory, before the caller's geometric verification, so that
 // another search matches on the GPU meanwhile.
-void rematch(const SlotStore& store, SearchResources& res, const Query& q, const std::vector<int>& owners, float ratio,
+void rematch(const SlotStore& store, Lane& lane, const Query& q, const std::vector<int>& owners, float ratio,
              std::vector<int32_t>& best, std::vector<int32_t>& second, std::vector<int>& index,
-             std::unique_lock<std::mutex>& work);
+             std::unique_lock<std::mutex>& turn);
 
 }  // namespace prism::texture
