@@ -69,14 +69,10 @@ void set_host_wait(HostWait wait) {
                         : wait == HostWait::kYield ? cudaDeviceScheduleYield
                         : wait == HostWait::kBlock ? cudaDeviceScheduleBlockingSync
                                                    : cudaDeviceScheduleAuto;
-  int current = 0;
-  if (cudaGetDevice(&current) != cudaSuccess) current = 0;
-  const int n = device_count();
-  for (int d = 0; d < n; ++d) {
-    check(cudaSetDevice(d), "cudaSetDevice", __FILE__, __LINE__);
-    check(cudaSetDeviceFlags(flag), "cudaSetDeviceFlags", __FILE__, __LINE__);
-  }
-  if (n > 0) check(cudaSetDevice(current), "cudaSetDevice", __FILE__, __LINE__);
+  // Only the current device's (the one this process's work runs on): setting another device's flags
+  // would make that device current and, since CUDA 12, create its primary context (memory on a GPU
+  // the process never uses).
+  if (device_count() > 0) check(cudaSetDeviceFlags(flag), "cudaSetDeviceFlags", __FILE__, __LINE__);
 }
 #else
 bool available(std::string* why) {

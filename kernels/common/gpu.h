@@ -24,8 +24,9 @@ enum class Device { kAuto, kCpu, kCuda };
 // on an OS primitive (CU_CTX_SCHED_BLOCKING_SYNC: a few microseconds more per wait, no core burnt
 // spinning, which a server with more waiting threads than cores needs); kSpin, kYield force those.
 enum class HostWait { kAuto, kSpin, kYield, kBlock };
-// Sets it for every device's primary context (before or after it is made); a CPU-only build or a
-// machine without a GPU ignores it. Throws CudaError when the runtime refuses.
+// Sets it for the current device's primary context (the runtime's current device, the one the
+// process's GPU work runs on; before or after the context is made); a CPU-only build or a machine
+// without a GPU ignores it. Throws CudaError when the runtime refuses.
 void set_host_wait(HostWait wait);
 // "auto", "spin", "yield" or "block"; std::invalid_argument naming the accepted values otherwise.
 HostWait parse_host_wait(const std::string& name);
