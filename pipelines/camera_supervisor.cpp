@@ -3,6 +3,7 @@
 #include "launch_line.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 
 namespace prism {
@@ -13,8 +14,9 @@ constexpr double kMaxBackoffS = 5;
 // A live camera that sends no frame for this long is taken as gone (a network cut leaves rtspsrc
 // waiting); a new source gets as long for its first frame (RTSP's jitterbuffer is 2 s by default).
 constexpr double kSilenceS = 10;
-// How long a remade source stays PAUSED, opening, before it is taken to PLAYING (restart).
-constexpr int kOpenWaitMs = 1000;
+// How long a remade RTSP source stays PAUSED, opening, before it is taken to PLAYING if rtspsrc never
+// says it opened (open_then_play).
+constexpr int kOpenWaitMs = 5000;
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -285,12 +287,32 @@ void CameraSupervisor::restart(Camera& camera) {
   watch(camera, source);
   gst_bin_add(camera.home, source);
   // A failure to start posts its ERROR, which takes the camera offline again (handle_error).
-  // PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked
-  // for while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc);
-  // tick() takes it to the pipeline's state once it had time to open.
+  open_then_play(camera, source);
+}
+
+// PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked for
+// while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc). tick()
+// takes the source to the pipeline's state once it has opened: an RTSP source when rtspsrc posts
+// its "open" progress as complete (handle_progress), or after kOpenWaitMs if it never does; any
+// other source at the next turn of the bus loop.
+void CameraSupervisor::open_then_play(Camera& camera, GstElement* source) {
   gst_element_set_state(source, GST_STATE_PAUSED);
   camera.play_due = true;
-  camera.play_at = Clock::now() + std::chrono::milliseconds(kOpenWaitMs);
+  camera.play_at = Clock::now();
+  if (camera.spec.uri.rfind("rtsp", 0) == 0) camera.play_at += std::chrono::milliseconds(kOpenWaitMs);
+}
+
+void CameraSupervisor::handle_progress(GstMessage* msg) {
+  GstProgressType type = GST_PROGRESS_TYPE_START;
+  gchar *code = nullptr, *text = nullptr;
+  gst_message_parse_progress(msg, &type, &code, &text);
+  const bool opened = type == GST_PROGRESS_TYPE_COMPLETE && code && std::strcmp(code, "open") == 0;
+  g_free(code);
+  g_free(text);
+  if (!opened) return;
+  bool current = false;
+  Camera* camera = camera_of(msg, &current);
+  if (camera && current && camera->play_due) camera->play_at = Clock::now();
 }
 
 // EOS into the camera's branch, so that it ends as a branch whose source ended does. Not before
@@ -395,9 +417,7 @@ std::string CameraSupervisor::add(const PipelineConfig& stamped) {
   gst_element_sync_state_with_parent(bin);
   if (source) {
     gst_element_set_locked_state(source, FALSE);
-    gst_element_set_state(source, GST_STATE_PAUSED);
-    added.play_due = true;
-    added.play_at = Clock::now() + std::chrono::milliseconds(kOpenWaitMs);
+    open_then_play(added, source);
     gst_object_unref(source);
   }
   return {};

@@ -70,6 +70,8 @@ class CameraSupervisor {
   // An ERROR message: true when it comes from a camera's source (the current one, which then goes
   // offline, or an earlier one taken out already), so it is no error of the run.
   bool handle_error(GstMessage* msg);
+  // A PROGRESS message: a camera's remade RTSP source that says it opened plays at the next tick().
+  void handle_progress(GstMessage* msg);
   // Every turn of the bus loop: cameras that began to send frames go online, those that ended or
   // went silent go offline, and those due are made anew.
   void tick();
@@ -93,6 +95,7 @@ class CameraSupervisor {
   static void on_pad_added(GstElement* source, GstPad* pad, gpointer camera);
   static GstPadProbeReturn on_source_data(GstPad* pad, GstPadProbeInfo* info, gpointer camera);
   Camera* camera_of(GstMessage* msg, bool* current);
+  void open_then_play(Camera& camera, GstElement* source);
   void watch(Camera& camera, GstElement* source);
   void go_offline(Camera& camera, const std::string& reason);
   void restart(Camera& camera);

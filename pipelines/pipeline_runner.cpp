@@ -463,9 +463,10 @@ class Run {
   int loop() {
     GstBus* bus = gst_element_get_bus(pipeline_);
     const bool control = options_.control != nullptr;
-    const auto types = static_cast<GstMessageType>(
-        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO |
-        (options_.on_element_message || control ? GST_MESSAGE_ELEMENT : 0) | (control ? GST_MESSAGE_QOS : 0));
+    const auto types =
+        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO |
+                                    (options_.on_element_message || control ? GST_MESSAGE_ELEMENT : 0) |
+                                    (control ? GST_MESSAGE_QOS : 0) | (cameras_ ? GST_MESSAGE_PROGRESS : 0));
     Stop stop = Stop::None;
     Clock::time_point stop_deadline;
     int result = -1;
@@ -492,6 +493,7 @@ class Run {
             }
             break;
           case GST_MESSAGE_QOS: count_dropped(msg); break;
+          case GST_MESSAGE_PROGRESS: cameras_->handle_progress(msg); break;  // (asked for with cameras only)
           default: break;
         }
         gst_message_unref(msg);
