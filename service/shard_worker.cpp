@@ -441,11 +441,16 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
           if (settled(answer)) {
             try {
               record_applied(id);
+              // Applied again after its record failed: answered as the first application was (a
+              // delete that removed the product answers removed:true, not what the second found).
+              if (unrecorded_ && !(unrecorded_->first < id) && !(id < unrecorded_->first)) answer = unrecorded_->second;
+              unrecorded_.reset();
             } catch (const std::exception& x) {
               // Applied, but not recorded (its disk full meanwhile): neither acknowledged, as a
               // write that could not be applied, and applied again (writes are idempotent) once
               // its record can be written, rather than ending the worker.
               note_changed(written_id_);
+              if (!unrecorded_ || unrecorded_->first < id || id < unrecorded_->first) unrecorded_.emplace(id, answer);
               answer = shard::error_json(507, "", std::string("cannot record the write as applied: ") + x.what());
             }
           }

@@ -94,8 +94,10 @@
 #include <memory>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "local_backend.h"
 #include "redis.h"
@@ -201,6 +203,9 @@ class ShardWorker {
   shard::StreamId applied_;
   std::string failing_;     // why the writer cannot apply its next write (empty: it can)
   shard::StreamId failed_;  // that write, retried
+  // A write applied whose record failed, and what its application answered: its retry (which
+  // finds it applied) answers that.
+  std::optional<std::pair<shard::StreamId, shard::json>> unrecorded_;
   // The last write applied to the gallery, as recorded there: a Redis that lost its last writes
   // (an AOF fsync'ed every second, a failover) delivers older ones again, which must not be
   // applied twice (a POST delivered again after its DELETE was lost would bring the product back).
