@@ -1526,7 +1526,7 @@ TEST(ShardedBackend, AWriteWhoseRecordCannotBeWrittenIsRetried) {
   }
   unblock.join();
   ASSERT_TRUE(w) << failure << "; the worker: " << worker.error();
-  EXPECT_TRUE(w->outcome == WriteOutcome::kCreated || w->outcome == WriteOutcome::kUnchanged);
+  EXPECT_EQ(w->outcome, WriteOutcome::kCreated);  // as its first application answered
   EXPECT_EQ(worker.error(), "");
   EXPECT_TRUE(front.get(entries[1].id, in(10s)));
   EXPECT_EQ(worker.backend().size(), 2u);
@@ -1538,6 +1538,40 @@ TEST(ShardedBackend, AWriteWhoseRecordCannotBeWrittenIsRetried) {
   std::lock_guard lock(log_mutex);
   EXPECT_NE(log.find("cannot record the write as applied: "), std::string::npos) << log;
   EXPECT_NE(log.find("after retrying; serving reads again"), std::string::npos) << log;
+}
+
+// A write applied whose record fails is applied again once the record can be written: it answers
+// what its first application did, not what the second found. A delete that removed the product
+// answered removed:false (the second application found nothing), an enrolment "unchanged".
+TEST(ShardedBackend, AWriteRetriedAfterItsRecordFailedAnswersAsItsFirstApplication) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Worker worker(Worker::options(server.url(), 0, 1, "a", tmp.path() / "a"));
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(53);
+  const std::vector<GalleryEntry> entries = products(2, rng);
+  ASSERT_EQ(front.write(entries[0], false, in(10s)).outcome, WriteOutcome::kCreated);
+  const std::filesystem::path blocker = tmp.path() / "a" / "stream-applied.new";
+  auto blocked_for_a_while = [&](const std::function<void()>& write) {
+    ASSERT_TRUE(std::filesystem::create_directory(blocker));
+    std::thread unblock([&] {
+      std::this_thread::sleep_for(1500ms);
+      std::filesystem::remove(blocker);
+    });
+    write();
+    unblock.join();
+  };
+  bool removed = false;
+  blocked_for_a_while([&] { removed = front.remove(entries[0].id, in(10s)); });
+  EXPECT_TRUE(removed) << "the delete removed the product at its first application";
+  EXPECT_FALSE(front.get(entries[0].id, in(10s)));
+  std::optional<WriteOutcome> outcome;
+  blocked_for_a_while([&] { outcome = front.write(entries[1], false, in(10s)).outcome; });
+  EXPECT_EQ(outcome, WriteOutcome::kCreated);
+  EXPECT_EQ(worker.error(), "");
+  EXPECT_EQ(worker.backend().size(), 1u);
 }
 
 // A shard without a live worker cost every request its whole deadline (a minute with
