@@ -16,6 +16,7 @@
 // PRISM_FAULT_SEED (default: the time) make longer runs, PRISM_FAULT_KIND=N[,M...] injects those
 // kinds of fault only (one_fault's); every trial prints its seed, faults, operations and violations. Skips
 // loudly without redis-server or redis-sentinel unless PRISM_REQUIRE_REDIS=1.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <fcntl.h>
@@ -147,6 +148,7 @@ class Sentinel {
     }
   }
   int port() const { return port_; }
+  std::string ended() { return child_->ended(); }
 
  private:
   int port_ = 0;
@@ -265,6 +267,24 @@ struct Deployment {
       }
       out.push_back(n);
     }
+    return out;
+  }
+  // The processes of the deployment that ended although the test did not end them (each one the
+  // nemesis kills it restarts before its fault is over), each named with how it ended and the last
+  // lines of its log; "" when every one runs.
+  std::string ended_by_themselves() {
+    std::string out;
+    auto check = [&](const std::string& name, const std::string& ended) {
+      if (!ended.empty()) out += name + " ended by itself " + ended + "\n";
+    };
+    for (int i = 0; i < 2; ++i)
+      if (redis[i]) check("redis-server " + std::to_string(i), redis[i]->ended());
+    for (size_t s = 0; s < sentinels.size(); ++s) check("sentinel " + std::to_string(s), sentinels[s]->ended());
+    for (int w = 0; w < kShards * 2; ++w)
+      if (workers[w]) check("worker " + std::to_string(w), workers[w]->ended());
+    for (int f = 0; f < kFronts; ++f)
+      if (fronts[f]) check("front " + std::to_string(f), fronts[f]->ended());
+    if (disk && !disk_dir.empty()) check("the full-disk fault's tmpfs holder", disk->ended());
     return out;
   }
   std::string logs() {
@@ -647,8 +667,11 @@ struct TrialResult {
   bool converged = false;  // the replicas of each shard held the same entries after healing
 };
 
-// One trial: `seconds` of operations under faults, healing, final reads, the check.
-TrialResult trial(uint32_t seed, int seconds) {
+// One trial: `seconds` of operations under faults, healing, final reads, the check. A process of
+// the deployment that ends by itself meanwhile (one the nemesis did not kill) fails the trial, named
+// with how it ended and its last log lines. `rogue` (a test of that): worker `rogue` is ended
+// behind the nemesis' back (SIGTERM: it stops as if by itself) after the first fault.
+TrialResult trial(uint32_t seed, int seconds, int rogue = -1) {
   TrialResult out;
   const auto began = SteadyClock::now();
   Deployment d;
@@ -667,12 +690,28 @@ TrialResult trial(uint32_t seed, int seconds) {
   std::mt19937 rng(seed);
   const double end = hist.now() + seconds;
   nap(1000, stop);  // some writes before the first fault
-  while (hist.now() < end) {
+  std::string ended;
+  while (hist.now() < end && ended.empty()) {
     one_fault(d, hist, out.faults, rng, stop);
+    if (rogue >= 0 && d.workers[rogue]->running()) {
+      d.workers[rogue]->signal(SIGTERM);
+      within(10s, [&] { return !d.workers[rogue]->running(); });
+    }
     nap(300 + int(rng() % 700), stop);
+    ended = d.ended_by_themselves();  // every process the fault ended is running again
   }
   stop = true;
   for (std::thread& t : clients) t.join();
+  if (ended.empty()) ended = d.ended_by_themselves();
+  if (!ended.empty()) {
+    std::string nemesis;
+    for (const std::string& l : out.faults.log) nemesis += l + "\n";
+    ADD_FAILURE() << "a process of the deployment ended by itself (seed " << seed << "):\n"
+                  << ended << "--- faults\n"
+                  << nemesis;
+    out.seconds = std::chrono::duration<double>(SteadyClock::now() - began).count();
+    return out;
+  }
 
   // Healed: every link forwards, every process runs, both fronts healthy; then each product is read
   // once more through each front (quiescent reads, checked as the others).
@@ -759,6 +798,10 @@ TrialResult trial(uint32_t seed, int seconds) {
   for (const h::Op& op : hist.ops)
     if (op.client == 99 && op.outcome == h::Outcome::kOk) ++final_ok;
   EXPECT_EQ(final_ok, ids.size() * kFronts) << "the final reads after healing";
+  {
+    const std::string late = d.ended_by_themselves();
+    EXPECT_EQ(late, "") << "a process of the deployment ended by itself after the faults healed";
+  }
   if (!out.checked.violations.empty()) {
     std::string all;
     for (const std::string& v : out.checked.violations) all += v + "\n";
@@ -772,6 +815,28 @@ TrialResult trial(uint32_t seed, int seconds) {
                   << history << d.logs();
   }
   return out;
+}
+
+// A process of the deployment that ends by itself (here a worker stopped behind the nemesis' back)
+// fails the trial at once, named with its exit status and the last lines of its log: the trial
+// does not go on with one replica less as if nothing had happened.
+TEST(Faults, AProcessThatEndsByItselfFailsTheTrial) {
+  if (test::redis_server_path().empty() || sentinel_path().empty()) {
+    if (test::redis_required()) FAIL() << "PRISM_REQUIRE_REDIS=1 but no redis-server or redis-sentinel";
+    GTEST_SKIP() << "no redis-sentinel";
+  }
+  testing::TestPartResultArray failures;
+  {
+    testing::ScopedFakeTestPartResultReporter capture(testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS,
+                                                      &failures);
+    trial(uint32_t(env_int("PRISM_FAULT_SEED", 1)), 30, /*rogue=*/2);
+  }
+  std::string all;
+  for (int i = 0; i < failures.size(); ++i) all += failures.GetTestPartResult(i).message() + std::string("\n");
+  std::cerr << "the trial reported:\n" << all;
+  EXPECT_NE(all.find("worker 2 ended by itself (pid "), std::string::npos) << all;
+  EXPECT_NE(all.find(") exited with status 0; the last lines of its log "), std::string::npos) << all;
+  EXPECT_NE(all.find("shard 1 replica a: stopped"), std::string::npos) << all;
 }
 
 TEST(Faults, TheContractHoldsUnderFaults) {

@@ -12,8 +12,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace prism::test {
 
@@ -96,6 +99,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::stri
   }
   close(out);
   if (pid_ < 0) throw std::runtime_error("cannot start " + argv.at(0));
+  started_ = pid_;
+  log_ = log;
 }
 
 ChildProcess::~ChildProcess() {
@@ -127,6 +132,22 @@ int ChildProcess::wait(int seconds) {
   waitpid(pid_, &status, 0);
   pid_ = -1;
   return -1;
+}
+
+std::string ChildProcess::ended(int lines) {
+  if (running()) return "";
+  std::string how = status_ < 0      ? "ended (status unknown)"
+                    : status_ >= 128 ? "was ended by signal " + std::to_string(status_ - 128)
+                                     : "exited with status " + std::to_string(status_);
+  std::ifstream in(log_);
+  std::vector<std::string> last;
+  for (std::string line; std::getline(in, line);) {
+    last.push_back(line);
+    if (int(last.size()) > lines) last.erase(last.begin());
+  }
+  how = "(pid " + std::to_string(started_) + ") " + how + "; the last lines of its log " + log_ + ":";
+  for (const std::string& line : last) how += "\n  " + line;
+  return how;
 }
 
 std::string redis_server_path() {

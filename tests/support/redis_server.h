@@ -27,10 +27,15 @@ class ChildProcess {
   // Waits up to `seconds` for it to end, then kills it. Returns the exit status, 128 + the signal
   // for a process a signal ended, or -1 when it had to be killed.
   int wait(int seconds);
+  // "" while it runs; else how it ended (its exit status, or the signal) and the last `lines`
+  // lines of its log: what a test reports of a process that ended without the test ending it.
+  std::string ended(int lines = 20);
 
  private:
   pid_t pid_ = -1;
+  pid_t started_ = -1;  // pid_ as started, for the report once it ended
   int status_ = -1;
+  std::string log_;
 };
 
 // The redis-server to use ($PRISM_REDIS_SERVER, else the first on PATH, else /usr/bin/redis-server),
@@ -61,6 +66,8 @@ class RedisServer {
     start();
   }
   bool running() const { return child_ != nullptr; }
+  // "" unless the server ended although neither stop() nor kill() ended it: then ChildProcess::ended's.
+  std::string ended(int lines = 20) { return child_ ? child_->ended(lines) : ""; }
   pid_t pid() const { return child_ ? child_->pid() : -1; }  // SIGSTOP, SIGCONT
 
  private:
