@@ -11,6 +11,8 @@
 #include <csignal>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <tuple>
 
@@ -68,13 +70,20 @@ void ignore_sigpipe() {
 // over. Once Redis ran it, a reply lost with the connection is a delivery lost: sent again, it
 // delivers what comes after (">": the next entries), and what the first delivered waits in the
 // pending list where no consumer reading new entries sees it (a shard worker would apply later
-// writes without it). Such a command is not retried on a fresh connection: its caller gets the
-// RedisError and, reconnecting, reads its pending entries again.
+// writes without it). Likewise the commands that pop or move what they answer (BLPOP, BLMOVE, ...):
+// sent again, the second finds the list without what the first took, and waits for it in vain (a
+// front would wait for its answer until the deadline). Such a command is not retried on a fresh
+// connection: its caller gets the RedisError and, reconnecting, reads its pending entries again, or
+// where its answer was moved.
 bool delivers(const std::vector<std::string>& argv) {
   if (argv.empty()) return false;
   std::string name = argv[0];
   for (char& c : name) c = char(std::toupper(static_cast<unsigned char>(c)));
-  return name == "XREADGROUP" || name == "XAUTOCLAIM" || name == "XCLAIM";
+  static const std::set<std::string> consuming = {
+      "XREADGROUP", "XAUTOCLAIM", "XCLAIM",     "BLPOP",     "BRPOP",  "LPOP",  "RPOP",
+      "BLMOVE",     "LMOVE",      "BRPOPLPUSH", "RPOPLPUSH", "BLMPOP", "LMPOP", "BZPOPMIN",
+      "BZPOPMAX",   "ZPOPMIN",    "ZPOPMAX",    "BZMPOP",    "ZMPOP",  "SPOP",  "GETDEL"};
+  return consuming.count(name) > 0;
 }
 
 }  // namespace

@@ -118,7 +118,9 @@ class Redis {
   // XAUTOCLAIM and XCLAIM: Redis may have run them, and their reply, lost, is the entries they
   // delivered (sent again, XREADGROUP ... > would deliver the entries after them, and those would
   // wait unseen in the consumer's pending list), so they are a RedisError, after which the caller
-  // reads its pending entries again (ID 0). Through sentinels,
+  // reads its pending entries again (ID 0); and the commands that pop or move what they answer
+  // (BLPOP, BRPOP, LPOP, RPOP, BLMOVE, LMOVE, ZPOPMIN, SPOP, GETDEL, ...: sent again, the second
+  // would wait for what the first took). Through sentinels,
   // a READONLY error (the master was demoted) also reconnects to the master the sentinels name
   // and retries once; a second READONLY is a RedisError.
   Reply command(const std::vector<std::string>& argv, ms block = ms(0));
