@@ -204,6 +204,39 @@ TEST(RedisClient, AGroupReadWhoseReplyIsCutIsNotSentAgain) {
   EXPECT_EQ(again[0].id, first);
 }
 
+// A pop whose reply a cut connection lost is not sent again either: Redis popped the element (a
+// shard's answer to a front), and a second BLPOP would wait for it in vain, until its timeout.
+TEST(RedisClient, APopWhoseReplyIsCutIsNotSentAgain) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  test::FaultProxy proxy(server.port());
+  Redis direct(server.url());
+  Redis redis("redis://127.0.0.1:" + std::to_string(proxy.port()));
+  ASSERT_EQ(redis.command({"PING"}).str, "PONG");  // a connection in use (a fresh one is never retried)
+  std::string outcome;
+  std::thread waiter([&] {
+    try {
+      const Reply r = redis.command({"BLPOP", "answer", "5"}, 5000ms);
+      outcome = r.nil() ? "nil" : "answered " + (r.elements.size() == 2 ? r.elements[1].str : r.str);
+    } catch (const RedisError& e) {
+      outcome = std::string("RedisError: ") + e.what();
+    }
+  });
+  // Blocked in Redis, then partitioned: the answer is popped there, its reply held.
+  ASSERT_TRUE(within_5s([&] {
+    return direct.command({"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
+  }));
+  proxy.partition();
+  direct.command({"LPUSH", "answer", "42"});
+  EXPECT_TRUE(within_5s([&] { return direct.command({"LLEN", "answer"}).integer == 0; }));
+  const auto cut = std::chrono::steady_clock::now();
+  proxy.heal();  // the connection cut, as TCP times out one that lived through a partition
+  waiter.join();
+  EXPECT_EQ(outcome.rfind("RedisError: Redis unreachable at redis://127.0.0.1:", 0), 0u) << outcome;
+  EXPECT_LT(std::chrono::steady_clock::now() - cut, 2s) << "waited for an answer already taken";
+}
+
 // What a worker reads from its stream and the front from an answer, without Redis (the parsing of
 // fuzz_service_inputs): numbers out of their type's range, absurd deadlines and statuses are refused
 // or clamped, never converted with undefined behaviour (UBSan's float-cast-overflow, signed overflow).
