@@ -44,11 +44,68 @@ std::string blpop_seconds(Clock::time_point deadline) {
   return buf;
 }
 
-// BLPOP on `key` until `until`: the answer, or a nil reply when none came.
-Reply pop(Redis& redis, const std::string& key, Clock::time_point until) {
-  return redis.command({"BLPOP", key, blpop_seconds(until)},
-                       std::chrono::duration_cast<milliseconds>(until - Clock::now()));
-}
+// The answers to one request, on its reply key (workers LPUSH them there), each taken with BLMOVE
+// into a list of the request's own, KEY:taken, rather than popped: a reply lost with its connection
+// (cut once Redis had moved the answer: a partition that healed, a reset) is still there, and read
+// by its index (LINDEX, which takes nothing) before the next wait. Popped, it was gone: BLPOP, sent
+// again on a fresh connection, waited for it until the deadline. Redis::command never sends BLMOVE
+// again itself; a wait whose connection is lost is tried once more here, after that read.
+class Answers {
+ public:
+  explicit Answers(const std::string& key) : key_(key), taken_key_(key + ":taken") {}
+  // The next answer as BLPOP answers it ([KEY, answer]), or a nil reply when none came by `until`.
+  Reply next(Redis& redis, Clock::time_point until) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        if (cut_) {  // an answer the lost wait took (or a wait Redis still ran for the lost connection)
+          const Reply r = redis.command({"LINDEX", taken_key_, std::to_string(taken_)});
+          if (r.type == Reply::Type::kString) return seen(r.str);
+        }
+        const Reply r = redis.command({"BLMOVE", key_, taken_key_, "LEFT", "RIGHT", blpop_seconds(until)},
+                                      std::chrono::duration_cast<milliseconds>(until - Clock::now()));
+        return r.type == Reply::Type::kString ? seen(r.str) : r;
+      } catch (const RedisError&) {
+        cut_ = true;
+        if (attempt > 0 || Clock::now() >= until) {
+          unreachable_ = true;
+          throw;
+        }
+      }
+    }
+  }
+  // Done with the request: its taken answers expire (best effort, as the workers' reply lists do).
+  void forget(Redis& redis) noexcept {
+    if ((taken_ == 0 && !cut_) || unreachable_) return;  // nothing there, or no Redis to wait for
+    try {
+      redis.command({"EXPIRE", taken_key_, std::to_string(kTakenTtlS)});
+    } catch (...) {
+    }
+  }
+
+ private:
+  static constexpr int kTakenTtlS = 60;
+  Reply seen(const std::string& answer) {
+    ++taken_;
+    Reply r;
+    r.type = Reply::Type::kArray;
+    r.elements.resize(2);
+    r.elements[0].type = r.elements[1].type = Reply::Type::kString;
+    r.elements[0].str = key_;
+    r.elements[1].str = answer;
+    return r;
+  }
+  std::string key_, taken_key_;
+  long long taken_ = 0;       // answers taken and returned: the next one is at this index of KEY:taken
+  bool cut_ = false;          // a wait's connection was lost: an answer may be in KEY:taken unseen
+  bool unreachable_ = false;  // lost twice: the request fails with Redis unreachable
+};
+
+// Calls answers.forget() when the request is done, whichever way.
+struct ForgetAnswers {
+  Answers& answers;
+  Redis& redis;
+  ~ForgetAnswers() { answers.forget(redis); }
+};
 
 // Reads are hedged (Dean and Barroso, "The Tail at Scale", CACM 2013): a read still unanswered at
 // half its time is sent once more. One consumer of the shard's `readers` group takes each read; a
@@ -145,6 +202,8 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
   const std::string reply = next_reply_key();
   try {
     RedisPool::Lease redis = pool_.acquire();
+    Answers taken(reply);
+    const ForgetAnswers forget{taken, *redis};
     std::vector<std::string> xadd = {"XADD", shard::reads_key(shard), "MAXLEN", "~", kReadsMaxLen};
     xadd.insert(xadd.end(), {"*", "op", op, "reply", reply, "deadline_ms", std::to_string(shard::unix_ms(deadline)),
                              "entry", entry, "params", json_text(params)});
@@ -220,7 +279,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
     Clock::time_point check = start + kLivenessFirstCheck;
     auto answer_until = [&](Clock::time_point until) {
       for (;;) {
-        Reply r = pop(*redis, reply, std::min(until, check));
+        Reply r = taken.next(*redis, std::min(until, check));
         if (r.type == Reply::Type::kArray || Clock::now() >= until) return r;
         if (Clock::now() >= check) {
           if (client_gone())
@@ -253,7 +312,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
     while (write && got.type == Reply::Type::kArray && got.elements.size() == 2 &&
            json::parse(got.elements[1].str).value("retrying", false) && Clock::now() < deadline) {
       failed = got.elements[1].str;
-      got = pop(*redis, reply, deadline);
+      got = taken.next(*redis, deadline);
     }
     if (got.type != Reply::Type::kArray || got.elements.size() != 2) {
       if (failed) return shard::answer_from(*failed, /*created_ok=*/true);
@@ -305,6 +364,8 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
   check_deadline(deadline, "it was sent to the shards");
   try {
     RedisPool::Lease redis = pool_.acquire();
+    Answers taken(reply);
+    const ForgetAnswers forget{taken, *redis};
     const std::string deadline_ms = std::to_string(shard::unix_ms(deadline));
     std::map<int, std::string> params;
     for (const auto& [k, p] : to) params[k] = json_text(p);
@@ -321,7 +382,7 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
     std::set<int> dead;
     while (heard.size() + dead.size() < to.size() && Clock::now() < deadline) {
       const Clock::time_point until = hedged ? deadline : hedge;
-      const Reply got = pop(*redis, reply, std::min(until, check));
+      const Reply got = taken.next(*redis, std::min(until, check));
       if ((got.type != Reply::Type::kArray || got.elements.size() != 2) && Clock::now() < until) {
         if (client_gone())
           throw ServiceError(499, "", "the client closed its connection: the shards are no longer waited for");

@@ -229,7 +229,9 @@ TEST(Deployment, TheDocumentedAclUsersMayDoTheirPartOnly) {
     Redis front(url_as(*server, "prism-front"));
     EXPECT_EQ(front.command({"XADD", writes, "*", "op", "stats"}).type, Reply::Type::kString);
     EXPECT_EQ(front.command({"SET", "prism:shards", "1", "NX"}).str, "OK");
-    EXPECT_TRUE(front.command({"BLPOP", "prism:reply:x", "1"}).nil());
+    EXPECT_TRUE(front.command({"BLMOVE", "prism:reply:x", "prism:reply:x:taken", "LEFT", "RIGHT", "0.1"}).nil());
+    EXPECT_TRUE(front.command({"LINDEX", "prism:reply:x:taken", "0"}).nil());
+    EXPECT_EQ(front.command({"EXPIRE", "prism:reply:x:taken", "60"}).integer, 0);
     for (const std::vector<std::string>& c :
          std::vector<std::vector<std::string>>{{"XREADGROUP", "GROUP", "g", "c", "STREAMS", writes, ">"},
                                                {"XACK", writes, "g", "0-1"},
