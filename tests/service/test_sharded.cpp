@@ -1607,6 +1607,49 @@ TEST(ShardedBackend, AWriteRetriedAfterItsRecordFailedAnswersAsItsFirstApplicati
   EXPECT_EQ(worker.backend().size(), 1u);
 }
 
+// A front's wait for its answer whose connection is cut once Redis handed it the answer (a
+// partition that heals, a reset) still answers: the answer waits in the request's own list, read
+// again on a fresh connection. Popped (BLPOP), it was lost with the reply: sent again, the pop
+// waited for it in vain, and the request failed (503) although its shard had answered. The test
+// plays the shard's worker: a liveness key, and the answer pushed while the front waits.
+TEST(ShardedBackend, AnAnswerWhoseReplyIsCutIsNotLost) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  test::FaultProxy proxy(server.port());
+  Redis direct(server.url());
+  ShardedBackend front(front_options("redis://127.0.0.1:" + std::to_string(proxy.port()), 1));
+  ASSERT_EQ(direct.command({"SET", "prism:worker:0:a", "test", "EX", "60"}).str, "OK");
+  std::string outcome;
+  std::thread client([&] {
+    try {
+      outcome = front.get("p1", in(10s)) ? "found" : "not found";
+    } catch (const std::exception& e) {
+      outcome = e.what();
+    }
+  });
+  // The read in the shard's stream, the front waiting (past its first liveness check, 250 ms).
+  std::string reply;
+  ASSERT_TRUE(within_5s([&] {
+    const std::vector<shard::StreamEntry> reads =
+        shard::stream_entries(direct.command({"XRANGE", shard::reads_key(0), "-", "+"}));
+    if (!reads.empty()) reply = reads[0].field("reply");
+    return !reply.empty();
+  }));
+  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(within_5s([&] {
+    return direct.command({"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
+  }));
+  proxy.partition();
+  direct.command({"LPUSH", reply, R"({"status":200,"found":false,"shard":0})"});
+  EXPECT_TRUE(within_5s([&] { return direct.command({"LLEN", reply}).integer == 0; }));  // handed to the front
+  proxy.heal();                                                                          // the connection cut
+  client.join();
+  EXPECT_EQ(outcome, "not found");
+  const long long ttl = direct.command({"TTL", reply + ":taken"}).integer;  // the taken answers expire
+  EXPECT_TRUE(ttl > 0 && ttl <= 60) << ttl;
+}
+
 // A shard without a live worker cost every request its whole deadline (a minute with
 // deadline_ms=60000), allow_partial or not. Now it is answered at once: 503 with Retry-After, or
 // the partial answer saying which shard is missing; the live shard answers as ever.
