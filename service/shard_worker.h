@@ -30,7 +30,8 @@
 //   the GalleryEntry of a post/put; for verify/search the query's features with id "query"),
 //   `params` (JSON: the SearchParams fields, `top_k`, `id` for get/verify/delete, `phase` and
 //   `candidates` for search).
-// - Answers: one JSON object LPUSHed to the reply key, which then EXPIREs in 60 s: `status` (200,
+// - Answers: one JSON object LPUSHed to the reply key, which then EXPIREs in 60 s (the front takes
+//   it with BLMOVE into KEY:taken, its own, expiring too: sharded_backend.cpp's Answers): `status` (200,
 //   201, or an error's status with `field`, `error` and `kind` "gallery" for a GalleryError), then
 //   per op `outcome` + `product` (post/put), `removed` (delete), `found` + `product` (get), `match`
 //   + timings (verify), a ShardSearch (search), a ShardStats (stats); doubles round-trip exactly.
