@@ -37,6 +37,7 @@ struct Link {
   bool connecting = true;
   bool client_eof = false, upstream_eof = false;
   bool partitioned = false;    // lived through a partition: cut when it heals
+  uint64_t opened_after = 0;   // the partition() calls before it was accepted
   bool isolated = false;       // its process is partitioned (partition_process): held, then cut
   unsigned long inode = 0;     // of the client's own socket (0: not looked up yet)
   std::set<pid_t> checked;     // processes it was looked for in
@@ -183,6 +184,7 @@ void FaultProxy::partition() {
   {
     std::lock_guard lock(mutex_);
     mode_ = Mode::kPartition;
+    ++partitions_;
   }
   wake();
 }
@@ -239,7 +241,7 @@ std::string FaultProxy::mode() const {
 
 void FaultProxy::run() {
   std::list<Link> links;
-  uint64_t cuts_seen = 0;
+  uint64_t cuts_seen = 0, partitions_seen = 0, opened_after = 0;
   std::vector<pollfd> fds;
   std::vector<Link*> owners;  // fds[i]'s link (nullptr: the wake pipe and the listener)
   while (!stop_) {
@@ -255,6 +257,10 @@ void FaultProxy::run() {
       target = target_;
       cuts = cut_generation_;
       isolated = isolated_;
+      if (partitions_ != partitions_seen)  // a partition since: every connection older lived through it
+        for (Link& l : links)
+          if (l.opened_after < partitions_) l.partitioned = true;
+      partitions_seen = partitions_;
     }
     // Which connections belong to a partitioned process (looked up once per connection and process).
     for (Link& l : links) {
@@ -317,11 +323,13 @@ void FaultProxy::run() {
     }
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
     {  // as the test set it now, not before the wait: bytes or a connection that came after
-       // forward() or delay() are handled as those say
+       // forward() or delay() are handled as those say; none pass after a partition() that the
+       // loop's top has not seen yet (even one healed since: its connections are cut there)
       std::lock_guard lock(mutex_);
       mode = mode_;
       delay = delay_;
       target = target_;
+      if (partitions_ != partitions_seen && mode == Mode::kForward) mode = Mode::kPartition;
     }
     if (fds[0].revents) {
       char buf[64];
@@ -337,6 +345,7 @@ void FaultProxy::run() {
           std::lock_guard lock(mutex_);
           mode = mode_;
           target = target_;
+          opened_after = partitions_;
         }
         if (mode == Mode::kRefuse) {
           close(c);
@@ -356,6 +365,7 @@ void FaultProxy::run() {
         l.client = c;
         l.upstream = u;
         l.partitioned = mode == Mode::kPartition;
+        l.opened_after = opened_after;
         links.push_back(std::move(l));
         ++open_;
       }

@@ -74,6 +74,9 @@ class FaultProxy {
   std::chrono::milliseconds delay_{0};
   std::set<pid_t> isolated_;     // partition_process()
   uint64_t cut_generation_ = 0;  // cut() asks the thread to close every connection older than this
+  // partition() calls: every connection open at one lived through it, however short (a heal()
+  // before the thread saw the partition still cuts them, and nothing passed meanwhile).
+  uint64_t partitions_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> accepted_{0}, cut_{0};
   std::atomic<int> open_{0};
