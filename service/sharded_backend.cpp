@@ -213,7 +213,7 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
     // new shard, answered to nobody) in one MULTI/EXEC, which Redis refuses when a reshard changed
     // the layout since the WATCH; the write is then routed again. So every write entry of a parent
     // shard after its split marker has its copy in the new shard's stream, in the same order.
-    auto send_write = [&] {
+    auto send_write_watched = [&] {
       for (int attempt = 0;; ++attempt) {
         const std::vector<Reply> watched = redis->pipeline(
             {{"WATCH", shard::kShardsKey, shard::kSplitKey}, {"MGET", shard::kShardsKey, shard::kSplitKey}});
@@ -267,6 +267,18 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
                              "Redis at " + redis->url() + " refused the write's MULTI/EXEC" +
                                  (exec.nil() ? std::string(": the shard layout kept changing") : ": " + exec.str),
                              kDeadShardRetryAfterSeconds);
+      }
+    };
+    auto send_write = [&] {
+      // Until its EXEC, the connection WATCHes the layout: a throw before (a malformed layout, a
+      // refused MGET) drops the connection, which the pool would otherwise hand to another request
+      // with the WATCH still on (its EXEC refused for a change it never read). Fronts are not
+      // given UNWATCH (the documented ACL), and a dropped connection watches nothing.
+      try {
+        send_write_watched();
+      } catch (...) {
+        redis->disconnect();
+        throw;
       }
     };
     auto send = [&] {
