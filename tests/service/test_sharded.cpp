@@ -1650,6 +1650,33 @@ TEST(ShardedBackend, AnAnswerWhoseReplyIsCutIsNotLost) {
   EXPECT_TRUE(ttl > 0 && ttl <= 60) << ttl;
 }
 
+// A write refused between its WATCH of the layout and its EXEC (here a malformed prism:split) left
+// the WATCH on its pooled connection: the next write there had its EXEC refused for a change it
+// never read (the layout fixed meanwhile), and was routed once more. The connection is now dropped.
+TEST(ShardedBackend, AWriteRefusedBeforeItsExecLeavesNoWatchOnItsConnection) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Worker worker(Worker::options(server.url(), 0, 1, "a", tmp.path() / "a"));
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(59);
+  const std::vector<GalleryEntry> entries = products(3, rng);
+  // First a write applied: the worker's writer is past its start, where it reads the layout too.
+  ASSERT_EQ(front.write(entries[0], false, in(10s)).outcome, WriteOutcome::kCreated);
+  Redis direct(server.url());
+  ASSERT_EQ(direct.command({"SET", shard::kSplitKey, "3"}).str, "OK");  // not twice prism:shards
+  EXPECT_THROW(front.write(entries[1], false, in(10s)), ServiceError);
+  direct.command({"DEL", shard::kSplitKey});
+  ASSERT_EQ(direct.command({"CONFIG", "RESETSTAT"}).str, "OK");
+  EXPECT_EQ(front.write(entries[2], false, in(10s)).outcome, WriteOutcome::kCreated);
+  const std::string stats = direct.command({"INFO", "commandstats"}).str;
+  const size_t at = stats.find("cmdstat_exec:calls=");
+  ASSERT_NE(at, std::string::npos) << stats;
+  EXPECT_EQ(std::atoi(stats.c_str() + at + std::string("cmdstat_exec:calls=").size()), 1)
+      << "the write's EXEC was refused once: " << stats.substr(at, 80);
+}
+
 // A shard without a live worker cost every request its whole deadline (a minute with
 // deadline_ms=60000), allow_partial or not. Now it is answered at once: 503 with Retry-After, or
 // the partial answer saying which shard is missing; the live shard answers as ever.
