@@ -65,6 +65,9 @@ void ignore_sigpipe() {
   });
 }
 
+// A demoted master's refusal (through sentinels): the command did not run.
+bool readonly(const Reply& r) { return r.error() && r.error_code() == "READONLY"; }
+
 // Whether a command's effect is its reply: XREADGROUP delivers entries to its consumer (they enter
 // its pending list, and the group's last-delivered ID passes them), XAUTOCLAIM and XCLAIM hand them
 // over. Once Redis ran it, a reply lost with the connection is a delivery lost: sent again, it
@@ -462,6 +465,15 @@ void Redis::connect() {
   ctx_ = c;
 }
 
+void Redis::follow_demotion(bool retry, const std::string& what) {
+  // What the demoted master refused did not run: once more on the master the sentinels name (every
+  // command this deployment sends may run twice), or a RedisError.
+  disconnect();
+  if (!retry)
+    throw RedisError("Redis at " + url() + " is a replica now (" + what +
+                     "): waiting for the sentinels to name the new master");
+}
+
 Reply Redis::command(const std::vector<std::string>& argv, ms block) {
   if (stale()) disconnect();  // another connection of this process followed a failover
   for (int attempt = 0;; ++attempt) {
@@ -479,14 +491,9 @@ Reply Redis::command(const std::vector<std::string>& argv, ms block) {
     if (r) {
       Reply out = convert(r);
       freeReplyObject(r);
-      if (sentinel_ && out.error() && out.error_code() == "READONLY") {
-        // Demoted to a replica: the command did not run. Once more on the master the sentinels name.
-        disconnect();
-        if (attempt == 0) continue;
-        throw RedisError("Redis at " + url() + " is a replica now (" + out.str + ", " + argv.at(0) +
-                         "): waiting for the sentinels to name the new master");
-      }
-      return out;
+      if (!sentinel_ || !readonly(out)) return out;
+      follow_demotion(attempt == 0, out.str + ", " + argv.at(0));
+      continue;
     }
     const int err = ctx_->err, sys = errno;
     const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";
@@ -527,16 +534,9 @@ std::vector<Reply> Redis::pipeline(const std::vector<std::vector<std::string>>& 
       freeReplyObject(raw);
     }
     if (out.size() == commands.size()) {
-      const bool demoted = sentinel_ && std::any_of(out.begin(), out.end(), [](const Reply& r) {
-                             return r.error() && r.error_code() == "READONLY";
-                           });
-      if (!demoted) return out;
-      // Demoted to a replica: what it refused did not run. Once more on the master the sentinels
-      // name, as command() does (every command this deployment sends may run twice).
-      disconnect();
-      if (attempt == 0 && !same_connection) continue;
-      throw RedisError("Redis at " + url() + " is a replica now (READONLY, " + commands.at(0).at(0) +
-                       ", pipelined): waiting for the sentinels to name the new master");
+      if (!sentinel_ || std::none_of(out.begin(), out.end(), readonly)) return out;
+      follow_demotion(attempt == 0 && !same_connection, "READONLY, " + commands.at(0).at(0) + ", pipelined");
+      continue;
     }
     const int err = ctx_->err, sys = errno;
     const std::string why = ctx_->errstr[0] ? ctx_->errstr : "connection lost";

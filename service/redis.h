@@ -148,6 +148,11 @@ class Redis {
   // Through sentinels: connected before the process followed a failover (another connection found
   // a new master), so possibly to the old master, which is dropped before the next command.
   bool stale() const;
+  // Through sentinels, after a READONLY reply (the master was demoted: what it refused did not
+  // run): drops the connection, then returns when `retry` (the caller sends once more, to the
+  // master the sentinels name), else throws a RedisError naming `what`. The one place command()
+  // and pipeline() follow a demotion.
+  void follow_demotion(bool retry, const std::string& what);
   // Through sentinels: the master's address, asking each sentinel in turn. RedisError when none answers.
   std::pair<std::string, int> resolve_master(std::string& via);
   RedisUrl url_;
