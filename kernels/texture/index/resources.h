@@ -9,8 +9,9 @@
 // (its stream is the slot store's, and the scoring's buffers and copy streams come with it); a
 // verification of named products (TextureIndex::verify, verify_shortlist) takes any free lane, so that
 // concurrent verifications overlap on the GPU rather than each wait for the one before to be copied
-// back. The slot store's writes synchronise before a writer lets searches in, so a lane's stream needs
-// no ordering with lane 0's.
+// back. The slot store's writes of what a verification reads (slots, counts, norms) synchronise before
+// a writer lets searches in, so a lane's stream needs no ordering with lane 0's (a digest cleared by a
+// removal may still be queued on lane 0's stream, which only lane 0's searches read).
 #pragma once
 
 #include <algorithm>

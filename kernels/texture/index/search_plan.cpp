@@ -399,6 +399,11 @@ void rematch(const SlotStore& store, Lane& lane, const Query& q, const std::vect
   lane.d_best.reserve(n), lane.d_second.reserve(n);
   lane.d_index.reserve(n);
   lane.d_slots.reserve(k);
+  // The host copies' pinned buffers too: an allocation that throws after the launches would give the
+  // turn back with them still reading the slots.
+  int32_t* hb = lane.best_buf.get(n, true);
+  int32_t* hs = lane.second_buf.get(n, true);
+  int* hi = lane.index_buf.get(n, true);
   // One int a candidate, uploaded at once: a GPU-tier candidate's slot within its block, a host-tier
   // candidate's count.
   int* list = lane.list_buf.get(size_t(k), true);
@@ -433,9 +438,6 @@ void rematch(const SlotStore& store, Lane& lane, const Query& q, const std::vect
                     {lane.d_best.data() + o, lane.d_second.data() + o, lane.d_index.data() + o}, lane.stream);
   }
   // Back to the host vectors.
-  int32_t* hb = lane.best_buf.get(n, true);
-  int32_t* hs = lane.second_buf.get(n, true);
-  int* hi = lane.index_buf.get(n, true);
   PRISM_CUDA_CHECK(cudaMemcpyAsync(hb, lane.d_best.data(), n * 4, cudaMemcpyDeviceToHost, lane.stream));
   PRISM_CUDA_CHECK(cudaMemcpyAsync(hs, lane.d_second.data(), n * 4, cudaMemcpyDeviceToHost, lane.stream));
   PRISM_CUDA_CHECK(cudaMemcpyAsync(hi, lane.d_index.data(), n * 4, cudaMemcpyDeviceToHost, lane.stream));
