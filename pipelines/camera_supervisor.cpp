@@ -292,14 +292,15 @@ void CameraSupervisor::restart(Camera& camera) {
 
 // PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked for
 // while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc). tick()
-// takes the source to the pipeline's state once it has opened: an RTSP source when rtspsrc posts
-// its "open" progress as complete (handle_progress), or after kOpenWaitMs if it never does; any
+// takes the source to the pipeline's state once it has opened: an RTSP source just after rtspsrc
+// posts its "open" progress as complete (handle_progress), or after kOpenWaitMs if it never does; any
 // other source at the next turn of the bus loop.
 void CameraSupervisor::open_then_play(Camera& camera, GstElement* source) {
   gst_element_set_state(source, GST_STATE_PAUSED);
   camera.play_due = true;
   camera.play_at = Clock::now();
-  if (camera.spec.uri.rfind("rtsp", 0) == 0) camera.play_at += std::chrono::milliseconds(kOpenWaitMs);
+  if (g_ascii_strncasecmp(camera.spec.uri.c_str(), "rtsp", 4) == 0)
+    camera.play_at += std::chrono::milliseconds(kOpenWaitMs);
 }
 
 void CameraSupervisor::handle_progress(GstMessage* msg) {
@@ -312,7 +313,8 @@ void CameraSupervisor::handle_progress(GstMessage* msg) {
   if (!opened) return;
   bool current = false;
   Camera* camera = camera_of(msg, &current);
-  if (camera && current && camera->play_due) camera->play_at = Clock::now();
+  // (100 ms on: rtspsrc posts it as its open command ends, not after it has returned)
+  if (camera && current && camera->play_due) camera->play_at = Clock::now() + std::chrono::milliseconds(100);
 }
 
 // EOS into the camera's branch, so that it ends as a branch whose source ended does. Not before
