@@ -52,6 +52,13 @@ std::string blpop_seconds(Clock::time_point deadline) {
 // again itself; a wait whose connection is lost is tried once more here, after that read.
 class Answers {
  public:
+  // A command a front needs, refused (its Redis user's ACL, docs/SERVICE.md): the request fails naming it.
+  [[noreturn]] static void refused(Redis& redis, const std::string& command, const Reply& r) {
+    throw ServiceError(503, "", "Redis at " + redis.url() + " refused " + command + ": " + r.str + kFrontNeeds);
+  }
+  static constexpr const char* kFrontNeeds =
+      " (a front takes its answers with BLMOVE, LINDEX and EXPIRE: its Redis user needs +blmove +lindex +expire, "
+      "docs/SERVICE.md)";
   explicit Answers(const std::string& key) : key_(key), taken_key_(key + ":taken") {}
   // The next answer as BLPOP answers it ([KEY, answer]), or a nil reply when none came by `until`.
   Reply next(Redis& redis, Clock::time_point until) {
@@ -59,10 +66,12 @@ class Answers {
       try {
         if (cut_) {  // an answer the lost wait took (or a wait Redis still ran for the lost connection)
           const Reply r = redis.command({"LINDEX", taken_key_, std::to_string(taken_)});
+          if (r.error()) refused(redis, "LINDEX", r);
           if (r.type == Reply::Type::kString) return seen(r.str);
         }
         const Reply r = redis.command({"BLMOVE", key_, taken_key_, "LEFT", "RIGHT", blpop_seconds(until)},
                                       std::chrono::duration_cast<milliseconds>(until - Clock::now()));
+        if (r.error()) refused(redis, "BLMOVE", r);  // (a NOPERM answered again at once: no wait)
         return r.type == Reply::Type::kString ? seen(r.str) : r;
       } catch (const RedisError&) {
         cut_ = true;
@@ -140,6 +149,17 @@ ShardedBackend::ShardedBackend(const ShardedOptions& options)
     RedisPool::Lease redis = pool_.acquire();
     shards_ = shard::agree_shard_count(*redis, options_.shards);
     normalisation_ = shard::agree_normalisation(*redis, options_.normalisation);
+    // The commands that take answers (Answers), tried once on a key nobody uses: a Redis user without
+    // them (the ACL of earlier versions gave +blpop) is refused here rather than at every request.
+    const std::string probe = "prism:reply:probe";
+    for (const std::vector<std::string>& c :
+         std::vector<std::vector<std::string>>{{"LINDEX", probe, "0"},
+                                               {"EXPIRE", probe, "1"},
+                                               {"BLMOVE", probe, probe + ":taken", "LEFT", "RIGHT", "0.01"}}) {
+      const Reply r = redis->command(c);
+      if (r.error())
+        throw RedisError("Redis at " + redis->url() + " refused " + c[0] + ": " + r.str + Answers::kFrontNeeds);
+    }
   }
   std::random_device rd;
   char id[64];

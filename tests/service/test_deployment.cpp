@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "ppm.h"
+#include "process.h"
 #include "prism_test.h"
 #include "redis.h"
 #include "redis_server.h"
@@ -277,6 +278,33 @@ TEST(Deployment, TheDocumentedAclUsersMayDoTheirPartOnly) {
   EXPECT_EQ(from_env.command({"PING"}).str, "PONG");
   unsetenv("PRISM_REDIS_PASSWORD");
   EXPECT_THROW(Redis("redis://prism-front@127.0.0.1:6379"), std::invalid_argument);
+}
+
+// A front whose Redis user has the ACL of earlier versions (+blpop, none of +blmove +lindex +expire,
+// which a front now takes its answers with) does not start: it names the refused command and what the
+// user needs, instead of failing every request.
+TEST(Deployment, AFrontOnTheEarlierAclIsRefusedNamingWhatItLacks) {
+  PRISM_NEED_REDIS();
+  test::TempDir dir;
+  const std::unique_ptr<test::RedisServer> server = documented_redis(dir.path() / "redis");
+  Redis admin(server->url());
+  const Reply made =
+      admin.command({"ACL",           "SETUSER",  "prism-front-old", "on",    ">" + password_of("prism-front-old"),
+                     "resetchannels", "~prism:*", "-@all",           "+ping", "+select",
+                     "+role",         "+get",     "+mget",           "+set",  "+scan",
+                     "+hmget",        "+xadd",    "+blpop",          "+wait", "+watch",
+                     "+multi",        "+exec",    "+xinfo|groups"});
+  ASSERT_EQ(made.str, "OK") << made.str;
+  std::string output;
+  const int rc = test::run_command("timeout 30 '" + std::string(PRISM_EXE) + "' texture serve --redis '" +
+                                       url_as(*server, "prism-front-old") +
+                                       "' --shards 1 --normalise none --listen 127.0.0.1:0 2>&1",
+                                   output);
+  EXPECT_NE(rc, 0) << output;
+  EXPECT_NE(rc, 124) << "the front started and served: " << output;
+  EXPECT_NE(output.find("refused LINDEX: NOPERM"), std::string::npos) << output;
+  EXPECT_NE(output.find("needs +blmove +lindex +expire"), std::string::npos) << output;
+  EXPECT_EQ(output.find(password_of("prism-front-old")), std::string::npos) << output;
 }
 
 }  // namespace
