@@ -473,16 +473,27 @@ bool ShardedBackend::remove(const std::string& id, Clock::time_point deadline) {
 json ShardedBackend::read_call(const std::string& id, const std::string& op, const std::string& entry,
                                const json& params, Clock::time_point given) {
   const Clock::time_point deadline = deadline_of(given);
+  // Routed first by the count last read, without asking Redis (one round trip less per read): a
+  // worker answers every read with its own count, and one whose count differs is read again by the
+  // layout of the moment. That catches a stale count: a split's commit sets prism:shards and adds
+  // its marker to every parent's writes stream in one script (reshard.cpp), and a parent applies
+  // the writes before it answers a read added after them (read-your-writes), so it answers under
+  // the new count, or 421 for a product that moved.
+  int shards = shards_;
   for (int attempt = 0;; ++attempt) {
-    const shard::Layout l = layout();
+    if (attempt > 0) shards = layout().shards;
     json a;
     try {
-      a = call(shard::shard_of(id, l.shards), false, op, entry, params, deadline);
+      a = call(shard::shard_of(id, shards), false, op, entry, params, deadline);
     } catch (const ServiceError& e) {
-      if (e.status != 421) throw;  // 421: its shard no longer holds it (a split committed meanwhile)
+      // 421: its shard no longer holds it (a split committed meanwhile). Any other failure under
+      // the count last read (a shard without workers, say, in a deployment made again with fewer
+      // shards) is tried again only when the layout of the moment routes it elsewhere.
+      if (e.status != 421 && (attempt > 0 || shard::shard_of(id, layout().shards) == shard::shard_of(id, shards)))
+        throw;
       a = {{"shards", -1}};
     }
-    if (!other_layout(a, l.shards)) return a;
+    if (!other_layout(a, shards)) return a;
     if (attempt >= kRerouteReads || Clock::now() >= deadline) throw rerouted_too_often();
   }
 }

@@ -92,8 +92,9 @@ class ShardedBackend : public Backend {
   // to nobody, to its shard under prism:split when that differs (one MULTI/EXEC under WATCH).
   shard::json call(int shard, bool write, const std::string& op, const std::string& entry, const shard::json& params,
                    Clock::time_point deadline, const std::string& id = "");
-  // A get or verify of product `id`, routed by the layout of the moment; again (up to a few times,
-  // within the deadline) when its shard answered under another count (a split committed meanwhile).
+  // A get or verify of product `id`, routed by the count last read (shards_, not asked of Redis);
+  // again by the layout of the moment (up to a few times, within the deadline) when its shard
+  // answered under another count (a split committed meanwhile).
   shard::json read_call(const std::string& id, const std::string& op, const std::string& entry,
                         const shard::json& params, Clock::time_point deadline);
   // One search routed over `shards` shards; nullopt when a shard answered under another count.

@@ -88,6 +88,8 @@ TEST(Reshard, TwoShardsSplitIntoFourUnderWritesAndSearchesFindEveryProductOnce) 
   workers["1a"] = std::make_unique<Worker>(options(1, 2, "a"));
   ShardedBackend front(front_options(server.url(), 2, 30s));
   ASSERT_EQ(health_when_live(front), "");
+  // A front that only reads, started before the split: it routes reads by the count it last read.
+  ShardedBackend reader(front_options(server.url(), 2, 30s));
 
   std::mt19937 rng(4646);
   // p000..p029 first (searched for throughout, updated but never deleted); then the writer's
@@ -237,6 +239,18 @@ TEST(Reshard, TwoShardsSplitIntoFourUnderWritesAndSearchesFindEveryProductOnce) 
     EXPECT_EQ(p->shard, shard::shard_of(id, 4)) << id;
   }
   for (const std::string& id : state.deleted) EXPECT_FALSE(front.get(id, in(30s))) << id << " back";
+  // The reader still routes by 2: a product that moved is found through its parent's answer (421
+  // or the count 4), which sends the read again by the layout of the moment.
+  ASSERT_EQ(reader.shards(), 2);
+  size_t moved = 0;
+  for (const auto& [id, collection] : state.live) {
+    moved += shard::shard_of(id, 4) != shard::shard_of(id, 2);
+    const std::optional<Product> p = reader.get(id, in(30s));
+    ASSERT_TRUE(p) << id << " not found by a front that read the count before the split";
+    EXPECT_EQ(p->shard, shard::shard_of(id, 4)) << id;
+  }
+  EXPECT_GT(moved, 0u);
+  EXPECT_EQ(reader.shards(), 4);
   SearchQuery q;
   q.features = base[0].features;
   q.deadline = in(30s);
