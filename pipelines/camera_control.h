@@ -33,6 +33,7 @@ class CameraControl {
     std::string state;        // "starting", "online", "offline", "ended"
     bool added = false;       // added through the control API
     uint64_t reconnects = 0;  // sources made anew
+    uint64_t open_waits = 0;  // RTSP sources played when their wait for "open" ran out (Status)
     uint64_t frames = 0;      // buffers that reached its busiest sink (a new source's count on)
     double fps = 0;           // frames per second over the last second or so (0 when offline)
     uint64_t dropped = 0;     // frames its sinks dropped as too late (their QoS messages)

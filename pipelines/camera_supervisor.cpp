@@ -58,6 +58,8 @@ struct CameraSupervisor::Camera {
   bool eos_due = false;   // the branch is to get EOS once its first element is PAUSED
   bool play_due = false;  // a remade source waits in PAUSED until play_at (see restart)
   Clock::time_point play_at;
+  bool waits_for_open = false;  // an RTSP source that has not said it opened yet (open_then_play)
+  guint64 open_waits = 0;       // RTSP sources played because their wait for "open" ran out
 };
 
 CameraSupervisor::CameraSupervisor(GstElement* pipeline, const PipelineConfig& config,
@@ -195,6 +197,8 @@ void CameraSupervisor::tick() {
       case Camera::State::Online:
         if (camera.play_due && now >= camera.play_at) {
           camera.play_due = false;
+          if (camera.waits_for_open) camera.open_waits += 1;  // no "open" progress came
+          camera.waits_for_open = false;
           std::lock_guard<std::mutex> guard(camera.lock);
           if (camera.source) gst_element_sync_state_with_parent(camera.source);
         }
@@ -299,8 +303,8 @@ void CameraSupervisor::open_then_play(Camera& camera, GstElement* source) {
   gst_element_set_state(source, GST_STATE_PAUSED);
   camera.play_due = true;
   camera.play_at = Clock::now();
-  if (g_ascii_strncasecmp(camera.spec.uri.c_str(), "rtsp", 4) == 0)
-    camera.play_at += std::chrono::milliseconds(kOpenWaitMs);
+  camera.waits_for_open = g_ascii_strncasecmp(camera.spec.uri.c_str(), "rtsp", 4) == 0;
+  if (camera.waits_for_open) camera.play_at += std::chrono::milliseconds(kOpenWaitMs);
 }
 
 void CameraSupervisor::handle_progress(GstMessage* msg) {
@@ -314,7 +318,10 @@ void CameraSupervisor::handle_progress(GstMessage* msg) {
   bool current = false;
   Camera* camera = camera_of(msg, &current);
   // (100 ms on: rtspsrc posts it as its open command ends, not after it has returned)
-  if (camera && current && camera->play_due) camera->play_at = Clock::now() + std::chrono::milliseconds(100);
+  if (camera && current && camera->play_due && camera->waits_for_open) {
+    camera->waits_for_open = false;
+    camera->play_at = Clock::now() + std::chrono::milliseconds(100);
+  }
 }
 
 // EOS into the camera's branch, so that it ends as a branch whose source ended does. Not before
@@ -370,7 +377,7 @@ std::vector<CameraSupervisor::Status> CameraSupervisor::status() const {
   std::vector<Status> out;
   for (const auto& camera : cameras_)
     out.push_back({camera->spec.id, camera->state == Camera::State::Online, camera->state == Camera::State::Ended,
-                   camera->reconnects, camera->spec.shown_uri, camera->own_bin});
+                   camera->reconnects, camera->spec.shown_uri, camera->own_bin, camera->open_waits});
   return out;
 }
 

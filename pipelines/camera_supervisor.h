@@ -57,6 +57,9 @@ class CameraSupervisor {
     guint64 reconnects = 0;
     std::string shown_uri;  // its URI without the password
     bool added = false;     // added while running (add())
+    // RTSP sources played after 5 s because rtspsrc posted no "open" progress as complete
+    // (a source that never says so: its frames come 5 s late after every reconnect).
+    guint64 open_waits = 0;
   };
 
   // `say` prints a line (the runner's stderr reporting).

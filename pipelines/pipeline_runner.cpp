@@ -399,6 +399,7 @@ class Run {
       c.state = s.online ? "online" : s.ended ? "ended" : s.reconnects ? "offline" : "starting";
       c.added = s.added;
       c.reconnects = s.reconnects;
+      c.open_waits = s.open_waits;
       c.frames = frames(s.id);
       for (const auto& [element, n] : stats.dropped) c.dropped += n;
       c.analysis = !stats.analysis.empty();

@@ -5,7 +5,11 @@
 // lines; waits are bounded (a run that never gets there fails at the bound), never measured.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -394,6 +398,8 @@ TEST(CamerasCli, CamerasAddedAndRemovedWhileRunning) {
        {"prism_camera_frames_total{camera=\"three\"} ", "prism_camera_online{camera=\"three\"} 1",
         "prism_camera_analysed_frames_total{camera=\"three\"} ", "prism_camera_reconnects_total{camera=\"one\"} 0",
         "prism_camera_fps{camera=\"two\"} ", "prism_camera_dropped_frames_total{camera=\"one\"} ",
+        // three's source was played on rtspsrc's "open" progress, not when its 5 s wait ran out
+        "prism_camera_open_waits_total{camera=\"three\"} 0\n",
         "prism_camera_info{camera=\"three\",uri=\"rtspt://127.0.0.1:"})
     EXPECT_NE(scrape.text.find(line), std::string::npos) << line << "\n" << scrape.text;
 
@@ -433,6 +439,58 @@ TEST(CamerasCli, CamerasAddedAndRemovedWhileRunning) {
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_NE(r.output.find("prism: camera 'three' added"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("prism: camera 'two' removed"), std::string::npos) << r.output;
+}
+
+// An RTSP camera whose server never answers (a socket that listens and says nothing): rtspsrc
+// posts no "open" progress, so its source is played when the wait for it runs out, and the
+// metrics count it; the run goes on and ends on Ctrl-C.
+TEST(CamerasCli, AnRtspSourceThatNeverOpensIsPlayedWhenItsWaitRunsOut) {
+  if (std::string(PRISM_RTSP_SERVER_EXE).empty())
+    GTEST_SKIP() << "*** SKIPPING: no prism_test_rtsp_server (libgstrtspserver-1.0-dev missing at configure) ***";
+  TempDir dir;
+  RtspCamera one(dir, "one");
+  one.start();
+  const int mute = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(mute, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(mute, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(mute, 4), 0);
+  ASSERT_EQ(getsockname(mute, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string mute_uri = "rtspt://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/cam";
+  const std::string config = dir.write("cams.yaml", config_with("  - {id: one, uri: \"" + one.uri() + "\"}\n"));
+  const std::string log = dir.file("prism.log");
+  const test::BackgroundPrism run =
+      test::start_prism({"run", config, "--control", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, log);
+  const int control = wait_for_port(log, "control API"), metrics = wait_for_port(log, "metrics");
+  ASSERT_GT(control, 0) << read_text(log);
+  ASSERT_GT(metrics, 0) << read_text(log);
+  ASSERT_TRUE(wait_frames(
+      control, [](const auto& f) { return at(f, "one") >= 5; }, 60))
+      << read_text(log);
+  const Answer added = http(control, "POST", "/api/v1/cameras", "{\"id\": \"mute\", \"uri\": \"" + mute_uri + "\"}");
+  ASSERT_EQ(added.status, 201) << added.text;
+  auto open_waits = [&] {
+    const std::string text = http(metrics, "GET", "/metrics").text;
+    const std::string key = "prism_camera_open_waits_total{camera=\"mute\"} ";
+    const size_t at = text.find(key);
+    return at == std::string::npos ? -1 : std::atoi(text.c_str() + at + key.size());
+  };
+  EXPECT_EQ(open_waits(), 0);  // (the wait is 5 s)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (open_waits() < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(open_waits(), 1) << read_text(log);
+  const auto at_wait = frames_by_camera(control);
+  EXPECT_TRUE(wait_frames(
+      control, [&](const auto& f) { return at(f, "one") >= at(at_wait, "one") + 10; }, 60))
+      << "camera one stopped";
+  kill(run.pid, SIGINT);
+  const auto r = test::wait_prism(run, 30);
+  EXPECT_EQ(r.exit_code, 130) << r.output;
+  close(mute);
 }
 
 // A config without cameras: the control API says cameras cannot be added; --control and --metrics

@@ -137,6 +137,10 @@ std::string camera_metrics_text(const std::vector<CameraControl::Camera>& camera
          [](C c, S v) { return bool(v << (c.state == "online" ? 1 : 0)); });
   family("prism_camera_reconnects_total", "counter", "Sources made anew after the camera dropped.",
          [](C c, S v) { return bool(v << c.reconnects); });
+  family("prism_camera_open_waits_total", "counter",
+         "RTSP sources played only when their 5 s wait for the server's answer ran out (rtspsrc said "
+         "nothing of having opened).",
+         [](C c, S v) { return bool(v << c.open_waits); });
   family("prism_camera_dropped_frames_total", "counter",
          "Frames the camera's elements dropped as too late (their QoS messages: sinks with sync=true).",
          [](C c, S v) { return bool(v << c.dropped); });
