@@ -33,7 +33,7 @@ namespace {
 int parse_count(const Reply& r, const std::string& key, const std::string& url) {
   if (r.type != Reply::Type::kString || r.str.empty() || r.str.size() > 6 ||
       r.str.find_first_not_of("0123456789") != std::string::npos || std::stoi(r.str) < 1)
-    throw std::runtime_error(key + " at " + url + " is '" + r.str + "', not a shard count");
+    throw MalformedLayout(key + " at " + url + " is '" + r.str + "', not a shard count (1..999999)");
   return std::stoi(r.str);
 }
 
@@ -50,8 +50,8 @@ Layout layout_from(const Reply& shards, const Reply& split, const std::string& u
   if (!split.nil()) {
     l.split = parse_count(split, kSplitKey, url);
     if (l.split != 2 * l.shards)
-      throw std::runtime_error(kSplitKey + " at " + url + " is " + std::to_string(l.split) + ", not twice " +
-                               kShardsKey + " (" + std::to_string(l.shards) + ")");
+      throw MalformedLayout(kSplitKey + " at " + url + " is " + std::to_string(l.split) + ", not twice " + kShardsKey +
+                            " (" + std::to_string(l.shards) + ")");
   }
   return l;
 }

@@ -51,6 +51,13 @@ struct ShardCountUnset : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// prism:shards or prism:split holds what no front or reshard writes (not a count, a split that is not
+// twice the count): the message names the key, its value and what it should be. A process starting
+// refuses to (its layout unknown); a running one keeps the layout it serves under (ShardWorker).
+struct MalformedLayout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The deployment's shard count in prism:shards: with `shards` > 0 it is set when absent (SET NX)
 // and must equal what is there, or the count of a split in progress (prism:split: a worker of a
 // new shard is given the count it joins), else std::runtime_error naming both; with 0 it is read
@@ -68,7 +75,7 @@ struct Layout {
   bool operator==(const Layout& o) const { return shards == o.shards && split == o.split; }
   bool operator!=(const Layout& o) const { return !(*this == o); }
 };
-// Parses MGET prism:shards prism:split's two replies: std::runtime_error naming the key for a value
+// Parses MGET prism:shards prism:split's two replies: MalformedLayout naming the key for a value
 // that is not a count, or a split that is not twice the count; ShardCountUnset when prism:shards is
 // absent.
 Layout layout_from(const Reply& shards, const Reply& split, const std::string& url);

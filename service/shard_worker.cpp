@@ -214,11 +214,23 @@ void ShardWorker::prepare(Redis& redis) {
     // Later (a reconnection): what the layout says now; a split committed meanwhile is followed
     // when its marker is applied (apply_write), in stream order with the writes around it.
     try {
-      shard::agree_shard_count(redis, 0);
-    } catch (const shard::ShardCountUnset&) {
-      shard::agree_shard_count(redis, options_.shards);
+      try {
+        shard::agree_shard_count(redis, 0);
+      } catch (const shard::ShardCountUnset&) {
+        shard::agree_shard_count(redis, options_.shards);
+      }
+      shard::count_for_shard(shard::read_layout(redis), options_.shard, redis.url());
+      layout_malformed_.clear();
+    } catch (const shard::MalformedLayout& e) {
+      // Not a reason to stop serving: this worker does not route by these keys (its count changes
+      // by the markers in its stream), the writes in its stream were routed under a valid layout,
+      // and fronts route nothing while it is malformed (503). It keeps its count, says so once per
+      // value, and reads the keys again at its next connection.
+      if (layout_malformed_ != e.what())
+        say(std::string(e.what()) + ": keeping the shard count " + std::to_string(shards_.load()) +
+            " this worker serves under; read again at the next connection");
+      layout_malformed_ = e.what();
     }
-    shard::count_for_shard(shard::read_layout(redis), options_.shard, redis.url());
   }
   // A gallery this worker has just made with the default takes the deployment's normalisation
   // instead, while it is still empty: a new replica or shard joins an existing deployment without

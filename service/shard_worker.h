@@ -196,9 +196,10 @@ class ShardWorker {
   std::unique_ptr<std::atomic<int64_t>[]> reader_busy_until_ms_;
   // Why every reader is stuck past its read's deadline, or empty (the writer asks before renewing).
   std::string hung_readers() const;
-  bool hung_ = false;          // the lease was dropped for that
-  bool default_name_ = false;  // no replica name was given: the host name is used
-  bool prepared_ = false;      // prepare() has succeeded once (the worker started)
+  bool hung_ = false;             // the lease was dropped for that
+  bool default_name_ = false;     // no replica name was given: the host name is used
+  bool prepared_ = false;         // prepare() has succeeded once (the worker started)
+  std::string layout_malformed_;  // what prepare() last said of a malformed layout (reconnections)
   std::mutex applied_mutex_;
   std::condition_variable applied_cv_;
   shard::StreamId applied_;

@@ -1677,6 +1677,58 @@ TEST(ShardedBackend, AWriteRefusedBeforeItsExecLeavesNoWatchOnItsConnection) {
       << "the write's EXEC was refused once: " << stats.substr(at, 80);
 }
 
+// A malformed prism:split read by a worker as it reconnected ended the worker (the parse's
+// exception left its writer). It now keeps serving under its shard count and says why, naming the
+// key; fronts route nothing meanwhile (503 naming it), and a worker or a front starting then
+// refuses to, with exit status 2 and the message.
+TEST(ShardedBackend, AMalformedSplitKeepsARunningWorkerAndRefusesAStartingOne) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  std::mutex log_mutex;
+  std::string log;
+  ShardWorkerOptions o = Worker::options(server.url(), 0, 1, "a", tmp.path() / "a");
+  o.log = [&](const std::string& line) {
+    std::lock_guard lock(log_mutex);
+    log += line + "\n";
+  };
+  Worker worker(o);
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "");
+  std::mt19937 rng(61);
+  const std::vector<GalleryEntry> entries = products(2, rng);
+  ASSERT_EQ(front.write(entries[0], false, in(10s)).outcome, WriteOutcome::kCreated);
+  Redis direct(server.url());
+  ASSERT_EQ(direct.command({"SET", shard::kSplitKey, "x"}).str, "OK");
+  // Every other connection cut: the worker's writer reconnects and reads the layout again.
+  ASSERT_EQ(direct.command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).type, Reply::Type::kInteger);
+  const std::string said = "prism:split at " + server.url() + " is 'x', not a shard count";
+  EXPECT_TRUE(within_5s([&] {
+    std::lock_guard lock(log_mutex);
+    return log.find(said) != std::string::npos;
+  })) << log;
+  EXPECT_EQ(worker.error(), "");
+  std::string message;
+  EXPECT_EQ(service_status([&] { front.write(entries[1], false, in(10s)); }, &message), 503);
+  EXPECT_NE(message.find(said), std::string::npos) << message;
+  EXPECT_NE(front.health().find(said), std::string::npos) << front.health();
+  std::string out;
+  EXPECT_EQ(test::run_command(std::string(PRISM_EXE) + " texture shard --redis " + server.url() +
+                                  " --shard 0 --replica b --device cpu --host-memory 20M --gallery " + tmp.file("b"),
+                              out),
+            2);
+  EXPECT_NE(out.find("prism texture shard: error: " + said), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(
+                std::string(PRISM_EXE) + " texture serve --redis " + server.url() + " --listen 127.0.0.1:0", out),
+            2);
+  EXPECT_NE(out.find("prism texture serve: error: " + said), std::string::npos) << out;
+  // Repaired, the deployment serves again: the worker was there all along.
+  direct.command({"DEL", shard::kSplitKey});
+  EXPECT_EQ(front.write(entries[1], false, in(10s)).outcome, WriteOutcome::kCreated);
+  EXPECT_EQ(worker.error(), "");
+  EXPECT_EQ(worker.backend().size(), 2u);
+}
+
 // A shard without a live worker cost every request its whole deadline (a minute with
 // deadline_ms=60000), allow_partial or not. Now it is answered at once: 503 with Retry-After, or
 // the partial answer saying which shard is missing; the live shard answers as ever.
