@@ -44,6 +44,14 @@ std::string blpop_seconds(Clock::time_point deadline) {
   return buf;
 }
 
+// A command a front needs to take its answers (Answers), refused by Redis: its Redis user's ACL
+// (docs/SERVICE.md). The one wording of the start-up probe and of a request's failure.
+std::string refused_answers_command(const std::string& url, const std::string& command, const Reply& r) {
+  return "Redis at " + url + " refused " + command + ": " + r.str +
+         " (a front takes its answers with BLMOVE, LINDEX and EXPIRE: its Redis user needs +blmove +lindex +expire, "
+         "docs/SERVICE.md)";
+}
+
 // The answers to one request, on its reply key (workers LPUSH them there), each taken with BLMOVE
 // into a list of the request's own, KEY:taken, rather than popped: a reply lost with its connection
 // (cut once Redis had moved the answer: a partition that healed, a reset) is still there, and read
@@ -52,13 +60,6 @@ std::string blpop_seconds(Clock::time_point deadline) {
 // again itself; a wait whose connection is lost is tried once more here, after that read.
 class Answers {
  public:
-  // A command a front needs, refused (its Redis user's ACL, docs/SERVICE.md): the request fails naming it.
-  [[noreturn]] static void refused(Redis& redis, const std::string& command, const Reply& r) {
-    throw ServiceError(503, "", "Redis at " + redis.url() + " refused " + command + ": " + r.str + kFrontNeeds);
-  }
-  static constexpr const char* kFrontNeeds =
-      " (a front takes its answers with BLMOVE, LINDEX and EXPIRE: its Redis user needs +blmove +lindex +expire, "
-      "docs/SERVICE.md)";
   explicit Answers(const std::string& key) : key_(key), taken_key_(key + ":taken") {}
   // The next answer as BLPOP answers it ([KEY, answer]), or a nil reply when none came by `until`.
   Reply next(Redis& redis, Clock::time_point until) {
@@ -93,6 +94,9 @@ class Answers {
 
  private:
   static constexpr int kTakenTtlS = 60;
+  [[noreturn]] static void refused(Redis& redis, const std::string& command, const Reply& r) {
+    throw ServiceError(503, "", refused_answers_command(redis.url(), command, r));
+  }
   Reply seen(const std::string& answer) {
     ++taken_;
     Reply r;
@@ -157,8 +161,7 @@ ShardedBackend::ShardedBackend(const ShardedOptions& options)
                                                {"EXPIRE", probe, "1"},
                                                {"BLMOVE", probe, probe + ":taken", "LEFT", "RIGHT", "0.01"}}) {
       const Reply r = redis->command(c);
-      if (r.error())
-        throw RedisError("Redis at " + redis->url() + " refused " + c[0] + ": " + r.str + Answers::kFrontNeeds);
+      if (r.error()) throw RedisError(refused_answers_command(redis->url(), c[0], r));
     }
   }
   std::random_device rd;

@@ -302,9 +302,23 @@ TEST(Deployment, AFrontOnTheEarlierAclIsRefusedNamingWhatItLacks) {
                                    output);
   EXPECT_NE(rc, 0) << output;
   EXPECT_NE(rc, 124) << "the front started and served: " << output;
+  const std::string wording =
+      " (a front takes its answers with BLMOVE, LINDEX and EXPIRE: its Redis user needs +blmove +lindex +expire, "
+      "docs/SERVICE.md)";
   EXPECT_NE(output.find("refused LINDEX: NOPERM"), std::string::npos) << output;
-  EXPECT_NE(output.find("needs +blmove +lindex +expire"), std::string::npos) << output;
+  EXPECT_NE(output.find(wording), std::string::npos) << output;
   EXPECT_EQ(output.find(password_of("prism-front-old")), std::string::npos) << output;
+  // A front whose user loses one of them once started (its ACL changed under it): each request
+  // fails with 503 in the same words.
+  ShardedOptions o;
+  o.redis = url_as(*server, "prism-front");
+  o.shards = 1;
+  ShardedBackend front(o);
+  ASSERT_EQ(admin.command({"ACL", "SETUSER", "prism-front", "-blmove"}).str, "OK");
+  std::string message;
+  EXPECT_EQ(test_support::service_status([&] { front.get("p1", Clock::now() + 5s); }, &message), 503);
+  EXPECT_NE(message.find("refused BLMOVE: NOPERM"), std::string::npos) << message;
+  EXPECT_NE(message.find(wording), std::string::npos) << message;
 }
 
 }  // namespace
