@@ -52,6 +52,9 @@ std::string refused_answers_command(const std::string& url, const std::string& c
          "docs/SERVICE.md)";
 }
 
+// How long a request's taken answers stay in Redis after it ended.
+constexpr int kTakenTtlS = 60;
+
 // The answers to one request, on its reply key (workers LPUSH them there), each taken with BLMOVE
 // into a list of the request's own, KEY:taken, rather than popped: a reply lost with its connection
 // (cut once Redis had moved the answer: a partition that healed, a reset) is still there, and read
@@ -60,7 +63,7 @@ std::string refused_answers_command(const std::string& url, const std::string& c
 // again itself; a wait whose connection is lost is tried once more here, after that read.
 class Answers {
  public:
-  explicit Answers(const std::string& key) : key_(key), taken_key_(key + ":taken") {}
+  Answers(const std::string& key, TakenExpiries& late) : key_(key), taken_key_(key + ":taken"), late_(late) {}
   // The next answer as BLPOP answers it ([KEY, answer]), or a nil reply when none came by `until`.
   Reply next(Redis& redis, Clock::time_point until) {
     for (int attempt = 0;; ++attempt) {
@@ -70,6 +73,7 @@ class Answers {
           if (r.error()) refused(redis, "LINDEX", r);
           if (r.type == Reply::Type::kString) return seen(r.str);
         }
+        moved_until_ = std::max(moved_until_, until);
         const Reply r = redis.command({"BLMOVE", key_, taken_key_, "LEFT", "RIGHT", blpop_seconds(until)},
                                       std::chrono::duration_cast<milliseconds>(until - Clock::now()));
         if (r.error()) refused(redis, "BLMOVE", r);  // (a NOPERM answered again at once: no wait)
@@ -84,16 +88,23 @@ class Answers {
     }
   }
   // Done with the request: its taken answers expire (best effort, as the workers' reply lists do).
+  // Every KEY:taken that may exist gets its EXPIRE, whichever way the request ended: now when Redis
+  // answers, else later (TakenExpiries); and after a lost connection once more when its last wait
+  // can no longer move an answer in Redis.
   void forget(Redis& redis) noexcept {
-    if ((taken_ == 0 && !cut_) || unreachable_) return;  // nothing there, or no Redis to wait for
+    if (taken_ == 0 && !cut_) return;  // every wait answered on its connection, none an answer: no KEY:taken
+    if (cut_) late_.add(taken_key_, moved_until_ + kLateMoveMargin);
+    if (unreachable_) return;  // Redis lost twice: not waited for here (cut_ is set, so it is due later)
     try {
       redis.command({"EXPIRE", taken_key_, std::to_string(kTakenTtlS)});
     } catch (...) {
+      late_.add(taken_key_, Clock::now());
     }
   }
 
  private:
-  static constexpr int kTakenTtlS = 60;
+  // A lost wait's BLMOVE times out in Redis when its block time, counted from its arrival, ends.
+  static constexpr std::chrono::seconds kLateMoveMargin{1};
   [[noreturn]] static void refused(Redis& redis, const std::string& command, const Reply& r) {
     throw ServiceError(503, "", refused_answers_command(redis.url(), command, r));
   }
@@ -108,16 +119,23 @@ class Answers {
     return r;
   }
   std::string key_, taken_key_;
-  long long taken_ = 0;       // answers taken and returned: the next one is at this index of KEY:taken
-  bool cut_ = false;          // a wait's connection was lost: an answer may be in KEY:taken unseen
-  bool unreachable_ = false;  // lost twice: the request fails with Redis unreachable
+  TakenExpiries& late_;
+  long long taken_ = 0;              // answers taken and returned: the next one is at this index of KEY:taken
+  Clock::time_point moved_until_{};  // the latest block time of a BLMOVE sent
+  bool cut_ = false;                 // a wait's connection was lost: an answer may be in KEY:taken unseen
+  bool unreachable_ = false;         // lost twice: the request fails with Redis unreachable
 };
 
-// Calls answers.forget() when the request is done, whichever way.
+// When the request is done, whichever way: answers.forget(), then the EXPIREs other requests left
+// due (on this connection while it is open: a request that lost Redis does not wait for it again).
 struct ForgetAnswers {
   Answers& answers;
   Redis& redis;
-  ~ForgetAnswers() { answers.forget(redis); }
+  TakenExpiries& late;
+  ~ForgetAnswers() {
+    answers.forget(redis);
+    if (redis.connected() && !late.empty()) late.send_due(redis, kTakenTtlS);
+  }
 };
 
 // Reads are hedged (Dean and Barroso, "The Tail at Scale", CACM 2013): a read still unanswered at
@@ -143,6 +161,36 @@ constexpr int kDeadShardRetryAfterSeconds = 2;
 ServiceError unreachable(const RedisError& e) { return ServiceError(503, "", e.what()); }
 
 }  // namespace
+
+void TakenExpiries::add(const std::string& key, Clock::time_point not_before) {
+  std::lock_guard lock(mutex_);
+  if (keys_.size() >= kMax) keys_.erase(keys_.begin());
+  keys_.emplace_back(not_before, key);
+}
+
+bool TakenExpiries::empty() {
+  std::lock_guard lock(mutex_);
+  return keys_.empty();
+}
+
+void TakenExpiries::send_due(Redis& redis, int ttl_s) noexcept {
+  std::vector<std::pair<Clock::time_point, std::string>> due;
+  {
+    std::lock_guard lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    const auto later = std::stable_partition(keys_.begin(), keys_.end(), [&](const auto& k) { return k.first > now; });
+    due.assign(std::make_move_iterator(later), std::make_move_iterator(keys_.end()));
+    keys_.erase(later, keys_.end());
+  }
+  if (due.empty()) return;
+  std::vector<std::vector<std::string>> expire;
+  for (const auto& k : due) expire.push_back({"EXPIRE", k.second, std::to_string(ttl_s)});
+  try {
+    redis.pipeline(expire);  // an error reply (NOPERM) is the start-up probe's to report
+  } catch (...) {
+    for (auto& k : due) add(k.second, k.first);
+  }
+}
 
 ShardedBackend::ShardedBackend(const ShardedOptions& options)
     : options_(options),
@@ -225,8 +273,8 @@ json ShardedBackend::call(int shard, bool write, const std::string& op, const st
   const std::string reply = next_reply_key();
   try {
     RedisPool::Lease redis = pool_.acquire();
-    Answers taken(reply);
-    const ForgetAnswers forget{taken, *redis};
+    Answers taken(reply, taken_expiries_);
+    const ForgetAnswers forget{taken, *redis, taken_expiries_};
     std::vector<std::string> xadd = {"XADD", shard::reads_key(shard), "MAXLEN", "~", kReadsMaxLen};
     xadd.insert(xadd.end(), {"*", "op", op, "reply", reply, "deadline_ms", std::to_string(shard::unix_ms(deadline)),
                              "entry", entry, "params", json_text(params)});
@@ -399,8 +447,8 @@ std::vector<json> ShardedBackend::scatter(const std::string& op, const std::stri
   check_deadline(deadline, "it was sent to the shards");
   try {
     RedisPool::Lease redis = pool_.acquire();
-    Answers taken(reply);
-    const ForgetAnswers forget{taken, *redis};
+    Answers taken(reply, taken_expiries_);
+    const ForgetAnswers forget{taken, *redis, taken_expiries_};
     const std::string deadline_ms = std::to_string(shard::unix_ms(deadline));
     std::map<int, std::string> params;
     for (const auto& [k, p] : to) params[k] = json_text(p);
@@ -781,7 +829,8 @@ std::map<int, std::vector<std::string>> ShardedBackend::live_workers(bool for_re
 std::string ShardedBackend::health() {
   try {
     RedisPool::Lease redis = pool_.acquire();
-    shards_ = shard::read_layout(*redis).shards;  // the front follows the layout (an online split changes it)
+    shards_ = shard::read_layout(*redis).shards;   // the front follows the layout (an online split changes it)
+    taken_expiries_.send_due(*redis, kTakenTtlS);  // also when no request comes
   } catch (const shard::ShardCountUnset&) {
     return shard::kShardsKey + " is not set at " + pool_.url() + " (Redis lost its data?)";
   } catch (const std::exception& e) {  // RedisError, or a malformed layout (ServiceError)

@@ -28,6 +28,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend.h"
 #include "redis.h"
@@ -44,6 +46,24 @@ struct ShardedOptions {
   // The contrast normalisation of the deployment (prism:normalise, shard_protocol.h): given, it is
   // agreed with Redis at start; unset, the workers' record is followed (none until one has said).
   std::optional<texture::Normalisation> normalisation;
+};
+
+// The lists KEY:taken into which a front moved its answers (sharded_backend.cpp, Answers) whose
+// EXPIRE is still due: one that could not be sent when its request ended (Redis out of reach), or
+// sent again once a BLMOVE of a lost connection can no longer run in Redis (a wait cut by a
+// partition stays blocked there until its timeout, and may then move an answer into a list that an
+// EXPIRE sent before it found missing). Sent by later requests and health checks; at most kMax kept.
+class TakenExpiries {
+ public:
+  void add(const std::string& key, Clock::time_point not_before);
+  // EXPIRE (`ttl_s`) of every key due, on `redis`; what Redis did not get stays. Never throws.
+  void send_due(Redis& redis, int ttl_s) noexcept;
+  bool empty();
+
+ private:
+  static constexpr size_t kMax = 100000;  // Redis down for long: the oldest are dropped (and leak)
+  std::mutex mutex_;
+  std::vector<std::pair<Clock::time_point, std::string>> keys_;
 };
 
 class ShardedBackend : public Backend {
@@ -131,6 +151,7 @@ class ShardedBackend : public Backend {
   bool sentinel_ = false;                                // a sentinel:// URL
   std::atomic<uint64_t> unreplicated_{0};                // writes answered before a replica had them
   std::atomic<int64_t> no_replica_until_ms_{0};          // steady ms: WAIT found no replica lately
+  TakenExpiries taken_expiries_;
 };
 
 }  // namespace prism::service

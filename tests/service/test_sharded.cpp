@@ -1650,6 +1650,55 @@ TEST(ShardedBackend, AnAnswerWhoseReplyIsCutIsNotLost) {
   EXPECT_TRUE(ttl > 0 && ttl <= 60) << ttl;
 }
 
+// A front that gives up on a wait whose connection was cut once Redis had moved the answer into
+// KEY:taken (a partition until the deadline) left that list without an expiry: a leak in Redis per
+// such request. Its EXPIRE is now sent later, once Redis answers again (here the front's next health
+// check), and no prism:reply key is left without one.
+TEST(ShardedBackend, AnAnswerTakenOnACutConnectionThatTheFrontGaveUpOnExpires) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  test::FaultProxy proxy(server.port());
+  Redis direct(server.url());
+  ShardedBackend front(front_options("redis://127.0.0.1:" + std::to_string(proxy.port()), 1));
+  ASSERT_EQ(direct.command({"SET", "prism:worker:0:a", "test", "EX", "60"}).str, "OK");
+  int status = 0;
+  std::thread client([&] { status = service_status([&] { front.get("p1", in(3s)); }); });
+  std::string reply;
+  ASSERT_TRUE(within_5s([&] {
+    const std::vector<shard::StreamEntry> reads =
+        shard::stream_entries(direct.command({"XRANGE", shard::reads_key(0), "-", "+"}));
+    if (!reads.empty()) reply = reads[0].field("reply");
+    return !reply.empty();
+  }));
+  std::this_thread::sleep_for(400ms);  // past its first liveness check: the wait below lasts until the next
+  ASSERT_TRUE(within_5s([&] {
+    return direct.command({"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
+  }));
+  proxy.partition();
+  direct.command({"LPUSH", reply, R"({"status":200,"found":false,"shard":0})"});
+  direct.command({"EXPIRE", reply, "60"});                                               // as a worker does
+  EXPECT_TRUE(within_5s([&] { return direct.command({"LLEN", reply}).integer == 0; }));  // moved, the reply held
+  client.join();  // the front gave up (Redis unreachable) while partitioned
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(direct.command({"LLEN", reply + ":taken"}).integer, 1);
+  proxy.heal();
+  std::this_thread::sleep_for(1500ms);  // past the lost wait's block time in Redis
+  front.health();
+  std::vector<std::string> leaked;
+  std::string cursor = "0";
+  do {
+    const Reply r = direct.command({"SCAN", cursor, "MATCH", "prism:reply:*", "COUNT", "1000"});
+    ASSERT_EQ(r.elements.size(), 2u);
+    cursor = r.elements[0].str;
+    for (const Reply& key : r.elements[1].elements)
+      if (direct.command({"TTL", key.str}).integer < 0) leaked.push_back(key.str);
+  } while (cursor != "0");
+  EXPECT_EQ(leaked, std::vector<std::string>{});
+  const long long ttl = direct.command({"TTL", reply + ":taken"}).integer;
+  EXPECT_TRUE(ttl > 0 && ttl <= 60) << ttl;
+}
+
 // A write refused between its WATCH of the layout and its EXEC (here a malformed prism:split) left
 // the WATCH on its pooled connection: the next write there had its EXEC refused for a change it
 // never read (the layout fixed meanwhile), and was routed once more. The connection is now dropped.
