@@ -16,6 +16,9 @@ std::string failing_key(int shard, const std::string& replica) {
 std::string hung_key(int shard, const std::string& replica) {
   return "prism:hung:" + std::to_string(shard) + ":" + replica;
 }
+std::string unrecorded_key(int shard, const std::string& replica, const std::string& id) {
+  return "prism:unrecorded:" + std::to_string(shard) + ":" + replica + ":" + id;
+}
 std::string replica_group(const std::string& replica) { return "replica:" + replica; }
 
 uint64_t fnv1a64(const std::string& s) {

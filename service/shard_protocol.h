@@ -39,6 +39,10 @@ std::string failing_key(int shard, const std::string& replica);
 // its read's deadline: why. Fronts send it no reads meanwhile; its writer still applies writes, and
 // it keeps its name (a second worker of that name stays refused).
 std::string hung_key(int shard, const std::string& replica);
+// The answer of write ID (its writes stream entry) as replica NAME of shard K first applied it,
+// kept while the write is applied but not recorded (ShardWorker: its record failed), for the
+// retry to answer the same, across a restart of the worker too.
+std::string unrecorded_key(int shard, const std::string& replica, const std::string& id);
 std::string replica_group(const std::string& replica);
 
 // FNV-1a, 64 bits (Fowler, Noll, Vo): the product id -> shard map, the same on every host and build.

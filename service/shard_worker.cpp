@@ -41,6 +41,9 @@ int64_t steady_ms(Clock::time_point t) {
 constexpr int kClaimEveryMs = 10000;  // XAUTOCLAIM
 constexpr const char* kClaimIdleMs = "30000";
 constexpr const char* kAppliedFile = "stream-applied";  // in the gallery directory
+// A write's first answer kept while it is unrecorded (shard::unrecorded_key): well past the
+// longest deadline (120 s) a front waits for it, for a worker restarted in between.
+constexpr int kUnrecordedTtlS = 600;
 
 std::string host_name() {
   char buf[256] = {};
@@ -451,19 +454,36 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
           written_id_.clear();
           json answer = apply_write(e);
           if (settled(answer)) {
+            const std::string kept = shard::unrecorded_key(options_.shard, options_.replica, e.id);
             try {
               record_applied(id);
-              // Applied again after its record failed: answered as the first application was (a
-              // delete that removed the product answers removed:true, not what the second found).
-              if (unrecorded_ && !(unrecorded_->first < id) && !(id < unrecorded_->first)) answer = unrecorded_->second;
-              unrecorded_.reset();
             } catch (const std::exception& x) {
               // Applied, but not recorded (its disk full meanwhile): neither acknowledged, as a
               // write that could not be applied, and applied again (writes are idempotent) once
-              // its record can be written, rather than ending the worker.
+              // its record can be written, rather than ending the worker. Its first answer is
+              // kept for that retry, in memory and in Redis (NX: the first application's), for a
+              // worker restarted in between: not in the gallery, whose disk refused the record.
               note_changed(written_id_);
               if (!unrecorded_ || unrecorded_->first < id || id < unrecorded_->first) unrecorded_.emplace(id, answer);
+              const Reply set = redis.command(
+                  {"SET", kept, json_text(unrecorded_->second), "NX", "EX", std::to_string(kUnrecordedTtlS)});
+              if (set.error()) say("cannot keep the answer of write " + e.id + " (" + kept + "): " + set.str);
               answer = shard::error_json(507, "", std::string("cannot record the write as applied: ") + x.what());
+            }
+            if (settled(answer)) {
+              // Applied again after its record failed: answered as the first application was (a
+              // delete that removed the product answers removed:true, not what the second found),
+              // by this process or, for an entry delivered before (pending), one before a restart.
+              // Redis's is the first (NX); the one in memory stands in where Redis did not keep it.
+              const bool here = unrecorded_ && !(unrecorded_->first < id) && !(id < unrecorded_->first);
+              const Reply first = here || pending ? redis.command({"GET", kept}) : Reply{};
+              if (here) answer = unrecorded_->second;
+              if (first.type == Reply::Type::kString) {
+                const json j = json::parse(first.str, nullptr, /*allow_exceptions=*/false);
+                if (j.is_object()) answer = j;
+              }
+              if (here || first.type == Reply::Type::kString) redis.command({"DEL", kept});
+              unrecorded_.reset();
             }
           }
           if (!settled(answer)) {

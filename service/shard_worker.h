@@ -206,7 +206,8 @@ class ShardWorker {
   std::string failing_;     // why the writer cannot apply its next write (empty: it can)
   shard::StreamId failed_;  // that write, retried
   // A write applied whose record failed, and what its application answered: its retry (which
-  // finds it applied) answers that.
+  // finds it applied) answers that. Also kept in Redis (shard::unrecorded_key) for a retry by the
+  // worker restarted.
   std::optional<std::pair<shard::StreamId, shard::json>> unrecorded_;
   // The last write applied to the gallery, as recorded there: a Redis that lost its last writes
   // (an AOF fsync'ed every second, a failover) delivers older ones again, which must not be

@@ -1607,6 +1607,50 @@ TEST(ShardedBackend, AWriteRetriedAfterItsRecordFailedAnswersAsItsFirstApplicati
   EXPECT_EQ(worker.backend().size(), 1u);
 }
 
+// A write applied whose record failed, its worker killed (kill -9) before the retry: the worker
+// restarted applied it again and answered what that second application found (a delete that had
+// removed the product, removed:false), its first answer lost with the killed process. The first
+// answer is now kept in Redis (prism:unrecorded:K:NAME:ID) until a retry answers it, then dropped.
+TEST(ShardedBackend, AWriteWhoseWorkerIsKilledBeforeItsRetryAnswersAsItsFirstApplication) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  const std::vector<std::string> argv = shard_argv(server.url(), 0, 1, "a", tmp.path() / "a");
+  auto child = std::make_unique<test::ChildProcess>(argv, tmp.file("a.log"));
+  ShardedBackend front(front_options(server.url(), 1));
+  ASSERT_EQ(health_when_live(front), "") << child->ended();
+  std::mt19937 rng(67);
+  const std::vector<GalleryEntry> entries = products(1, rng);
+  ASSERT_EQ(front.write(entries[0], false, in(10s)).outcome, WriteOutcome::kCreated);
+  const std::filesystem::path blocker = tmp.path() / "a" / "stream-applied.new";
+  ASSERT_TRUE(std::filesystem::create_directory(blocker));  // the record of the next write fails
+  bool removed = false;
+  std::string failure;
+  std::thread client([&] {
+    try {
+      removed = front.remove(entries[0].id, in(30s));
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  Redis direct(server.url());
+  auto kept = [&] { return direct.command({"KEYS", "prism:unrecorded:0:a:*"}).elements.size(); };
+  // Applied, its record refused: the replica says it cannot apply the write, its answer kept.
+  ASSERT_TRUE(within_5s([&] { return direct.command({"EXISTS", shard::failing_key(0, "a")}).integer == 1; }));
+  EXPECT_EQ(kept(), 1u);
+  child->signal(SIGKILL);
+  EXPECT_EQ(child->wait(10), 128 + SIGKILL);
+  std::filesystem::remove(blocker);
+  child = std::make_unique<test::ChildProcess>(argv, tmp.file("a2.log"));
+  client.join();
+  EXPECT_EQ(failure, "");
+  EXPECT_TRUE(removed) << "the delete removed the product at its first application";
+  EXPECT_FALSE(front.get(entries[0].id, in(10s)));
+  EXPECT_EQ(kept(), 0u);
+  child->signal(SIGTERM);
+  EXPECT_EQ(child->wait(10), 0);
+}
+
 // A front's wait for its answer whose connection is cut once Redis handed it the answer (a
 // partition that heals, a reset) still answers: the answer waits in the request's own list, read
 // again on a fresh connection. Popped (BLPOP), it was lost with the reply: sent again, the pop
