@@ -2,9 +2,10 @@
 """What a verify costs a server without a GPU, in CPU time, against OpenCV's own pipeline of the
 same bytes (imdecode + resize INTER_AREA + SIFT(768)): `prism texture serve --device cpu` answers N
 sequential verifies of each upload over HTTP on loopback, and the server's CPU time (user, system)
-and minor page faults per request are read from /proc/PID/stat around them. CPU time, not wall
-time: on a shared 2-core build machine wall time moves with the neighbours' load, CPU time much
-less (docs/benchmarks/service.md, "CPU time per verify"). Needs Python's cv2 (Debian's
+and minor page faults per request are read from /proc/PID/stat around them. CPU time first: on a
+shared 2-core build machine wall time moves with the neighbours' load, CPU time much less
+(docs/benchmarks/service.md, "CPU time per verify"); the wall-time medians beside it (the client's
+whole request, HTTP included, against OpenCV's calls) mean something on an idle machine only. Needs Python's cv2 (Debian's
 python3-opencv: run it with /usr/bin/python3).
 
   service_cpu_cost.py [--prism build/tools/prism/prism] [--data ../shared/data] [--requests 10]
@@ -13,6 +14,7 @@ import argparse
 import http.client
 import os
 import resource
+import statistics
 import socket
 import subprocess
 import sys
@@ -45,11 +47,20 @@ def opencv_cost(data, n):
 
     once(), once()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    for _ in range(n):
-        once()
+    walls = timed(once, n)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     return ((r1.ru_minflt - r0.ru_minflt) / n, (r1.ru_utime - r0.ru_utime) * 1000 / n,
-            (r1.ru_stime - r0.ru_stime) * 1000 / n)
+            (r1.ru_stime - r0.ru_stime) * 1000 / n, statistics.median(walls))
+
+
+def timed(f, n):
+    """Wall times of n calls of f, in ms."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        f()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
 
 
 def main():
@@ -91,8 +102,9 @@ def main():
                     sys.exit(f"service_cpu_cost: the server ended: {open(log.name).read()[-500:]}")
                 time.sleep(0.1)
             print(f"| upload | server CPU per verify (user + sys) | page faults | OpenCV {cv2.__version__} imdecode + "
-                  "resize + SIFT (user + sys) | page faults | server / OpenCV |")
-            print("|---|---:|---:|---:|---:|---:|")
+                  "resize + SIFT (user + sys) | page faults | server / OpenCV | verify wall p50 | OpenCV wall p50 | "
+                  "server / OpenCV, wall |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
             for label, ctype, body in uploads:
                 body = body.tobytes()
 
@@ -106,14 +118,14 @@ def main():
 
                 post(), post()
                 f0, u0, s0 = stat(server.pid)
-                for _ in range(a.requests):
-                    post()
+                walls = timed(post, a.requests)
                 f1, u1, s1 = stat(server.pid)
                 n = a.requests
                 ours = ((f1 - f0) / n, (u1 - u0) / n, (s1 - s0) / n)
                 cv = opencv_cost(body, n)
                 print(f"| {label} | {ours[1]:.0f} + {ours[2]:.0f} ms | {ours[0]:,.0f} | {cv[1]:.0f} + {cv[2]:.0f} ms | "
-                      f"{cv[0]:,.0f} | {(ours[1] + ours[2]) / (cv[1] + cv[2]):.2f}x |", flush=True)
+                      f"{cv[0]:,.0f} | {(ours[1] + ours[2]) / (cv[1] + cv[2]):.2f}x | {statistics.median(walls):.1f} ms | "
+                      f"{cv[3]:.1f} ms | {statistics.median(walls) / cv[3]:.2f}x |", flush=True)
         finally:
             server.terminate()
             server.wait()
