@@ -102,6 +102,8 @@ struct StreamId {
   static StreamId parse(const std::string& s);  // std::invalid_argument
   bool operator<(const StreamId& o) const { return ms != o.ms ? ms < o.ms : seq < o.seq; }
   bool operator<=(const StreamId& o) const { return !(o < *this); }
+  bool operator==(const StreamId& o) const { return ms == o.ms && seq == o.seq; }
+  bool operator!=(const StreamId& o) const { return !(*this == o); }
   std::string str() const { return std::to_string(ms) + "-" + std::to_string(seq); }
 };
 

@@ -224,11 +224,15 @@ void ShardWorker::prepare(Redis& redis) {
       }
       shard::count_for_shard(shard::read_layout(redis), options_.shard, redis.url());
       layout_malformed_.clear();
-    } catch (const shard::MalformedLayout& e) {
-      // Not a reason to stop serving: this worker does not route by these keys (its count changes
-      // by the markers in its stream), the writes in its stream were routed under a valid layout,
-      // and fronts route nothing while it is malformed (503). It keeps its count, says so once per
-      // value, and reads the keys again at its next connection.
+    } catch (const RedisError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      // A malformed layout (MalformedLayout), a prism:shards that is not a string (ShardCountUnset
+      // after the SET NX that cannot replace it), a count without this shard: not a reason to stop
+      // serving. This worker does not route by these keys (its count changes by the markers in its
+      // stream), the writes in its stream were routed under a valid layout, and fronts route no
+      // write or search while it is malformed (503). It keeps its count, says so once per value,
+      // and reads the keys again at its next connection.
       if (layout_malformed_ != e.what())
         say(std::string(e.what()) + ": keeping the shard count " + std::to_string(shards_.load()) +
             " this worker serves under; read again at the next connection");
@@ -453,8 +457,14 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
         if (!e.fields.empty() && recorded_ < id) {  // no fields: trimmed away; at or below: applied
           written_id_.clear();
           json answer = apply_write(e);
+          const std::string kept = shard::unrecorded_key(options_.shard, options_.replica, e.id);
+          bool drop_kept = false;  // the first answer kept in Redis, answered now: deleted once sent
           if (settled(answer)) {
-            const std::string kept = shard::unrecorded_key(options_.shard, options_.replica, e.id);
+            // Applied again after its record failed (here, or before a restart for an entry
+            // delivered before: pending): its first answer, read before this application is
+            // recorded, so that a Redis error here leaves it unrecorded, applied and answered later.
+            const bool here = unrecorded_ && unrecorded_->first == id;
+            const Reply first = here || pending ? redis.command({"GET", kept}) : Reply{};
             try {
               record_applied(id);
             } catch (const std::exception& x) {
@@ -464,25 +474,22 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
               // kept for that retry, in memory and in Redis (NX: the first application's), for a
               // worker restarted in between: not in the gallery, whose disk refused the record.
               note_changed(written_id_);
-              if (!unrecorded_ || unrecorded_->first < id || id < unrecorded_->first) unrecorded_.emplace(id, answer);
+              if (!here) unrecorded_.emplace(id, answer);
               const Reply set = redis.command(
                   {"SET", kept, json_text(unrecorded_->second), "NX", "EX", std::to_string(kUnrecordedTtlS)});
               if (set.error()) say("cannot keep the answer of write " + e.id + " (" + kept + "): " + set.str);
               answer = shard::error_json(507, "", std::string("cannot record the write as applied: ") + x.what());
             }
             if (settled(answer)) {
-              // Applied again after its record failed: answered as the first application was (a
-              // delete that removed the product answers removed:true, not what the second found),
-              // by this process or, for an entry delivered before (pending), one before a restart.
-              // Redis's is the first (NX); the one in memory stands in where Redis did not keep it.
-              const bool here = unrecorded_ && !(unrecorded_->first < id) && !(id < unrecorded_->first);
-              const Reply first = here || pending ? redis.command({"GET", kept}) : Reply{};
+              // Answered as the first application was (a delete that removed the product answers
+              // removed:true, not what the second found). Redis's is the first (NX); the one in
+              // memory stands in where Redis did not keep it.
               if (here) answer = unrecorded_->second;
               if (first.type == Reply::Type::kString) {
                 const json j = json::parse(first.str, nullptr, /*allow_exceptions=*/false);
                 if (j.is_object()) answer = j;
               }
-              if (here || first.type == Reply::Type::kString) redis.command({"DEL", kept});
+              drop_kept = here || first.type == Reply::Type::kString;
               unrecorded_.reset();
             }
           }
@@ -491,7 +498,7 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
             // Not applied (a full disk, an index smaller than a sibling's, memory): neither recorded
             // nor acknowledged, so it is applied later, in order, and nothing after it before.
             const std::string why = answer.value("error", std::string("no message"));
-            if (failed_ < id || id < failed_) {
+            if (failed_ != id) {
               say("cannot apply write " + e.id + " (" + e.field("op") + "): " + why +
                   "; retrying with backoff, out of reads until it is applied");
               answer["retrying"] = true;  // the front prefers a sibling's success
@@ -511,7 +518,7 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
             position = "0";  // this entry is first among the pending ones
             break;
           }
-          if (!(failed_ < id) && !(id < failed_)) {
+          if (failed_ == id) {
             say("applied write " + e.id + " after retrying; serving reads again");
             failed_ = StreamId{};
             {
@@ -523,6 +530,12 @@ void ShardWorker::writer_loop(const std::atomic<bool>& stop) {
           note_changed(written_id_);
           gallery.unlock();
           send_answer(redis, e, answer);
+          if (drop_kept) {
+            try {
+              redis.command({"DEL", kept});  // best effort: it expires anyway
+            } catch (const RedisError&) {
+            }
+          }
         }
         if (gallery.owns_lock()) gallery.unlock();
         redis.command({"XACK", stream, group, e.id});
@@ -932,7 +945,7 @@ bool ShardWorker::repair_round(Redis& redis, bool& stale) {
       // position, and takes that position (so that a sibling further behind no longer looks ahead).
       if (caught_up && !changed && position < their_position) {
         std::lock_guard gallery(gallery_mutex_);
-        if (!(recorded_ < position) && !(position < recorded_)) {
+        if (recorded_ == position) {
           record_applied(their_position);
           position = their_position;
         }

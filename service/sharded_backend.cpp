@@ -164,7 +164,7 @@ ServiceError unreachable(const RedisError& e) { return ServiceError(503, "", e.w
 
 void TakenExpiries::add(const std::string& key, Clock::time_point not_before) {
   std::lock_guard lock(mutex_);
-  if (keys_.size() >= kMax) keys_.erase(keys_.begin());
+  if (keys_.size() >= kMax) keys_.pop_front();
   keys_.emplace_back(not_before, key);
 }
 
@@ -179,8 +179,9 @@ void TakenExpiries::send_due(Redis& redis, int ttl_s) noexcept {
     std::lock_guard lock(mutex_);
     const Clock::time_point now = Clock::now();
     const auto later = std::stable_partition(keys_.begin(), keys_.end(), [&](const auto& k) { return k.first > now; });
-    due.assign(std::make_move_iterator(later), std::make_move_iterator(keys_.end()));
-    keys_.erase(later, keys_.end());
+    const auto from = keys_.end() - std::min(keys_.end() - later, kBatch);
+    due.assign(std::make_move_iterator(from), std::make_move_iterator(keys_.end()));
+    keys_.erase(from, keys_.end());
   }
   if (due.empty()) return;
   std::vector<std::vector<std::string>> expire;
@@ -521,6 +522,14 @@ bool ShardedBackend::remove(const std::string& id, Clock::time_point deadline) {
   return from_answer(shard::shard_of(id, shards_), [&] { return a.at("removed").get<bool>(); });
 }
 
+bool ShardedBackend::routed_elsewhere(const std::string& id, int shards) {
+  try {
+    return shard::shard_of(id, layout().shards) != shard::shard_of(id, shards);
+  } catch (const ServiceError&) {
+    return false;  // the layout cannot be read either: the read's own failure is the answer
+  }
+}
+
 json ShardedBackend::read_call(const std::string& id, const std::string& op, const std::string& entry,
                                const json& params, Clock::time_point given) {
   const Clock::time_point deadline = deadline_of(given);
@@ -537,11 +546,11 @@ json ShardedBackend::read_call(const std::string& id, const std::string& op, con
     try {
       a = call(shard::shard_of(id, shards), false, op, entry, params, deadline);
     } catch (const ServiceError& e) {
-      // 421: its shard no longer holds it (a split committed meanwhile). Any other failure under
-      // the count last read (a shard without workers, say, in a deployment made again with fewer
-      // shards) is tried again only when the layout of the moment routes it elsewhere.
-      if (e.status != 421 && (attempt > 0 || shard::shard_of(id, layout().shards) == shard::shard_of(id, shards)))
-        throw;
+      // 421: its shard no longer holds it (a split committed meanwhile). A 503 under the count
+      // last read (a shard without workers, say, in a deployment made again with fewer shards) is
+      // tried again only when the layout of the moment routes it elsewhere; anything else is the
+      // answer.
+      if (e.status != 421 && (attempt > 0 || e.status != 503 || !routed_elsewhere(id, shards))) throw;
       a = {{"shards", -1}};
     }
     if (!other_layout(a, shards)) return a;
@@ -833,7 +842,7 @@ std::string ShardedBackend::health() {
     taken_expiries_.send_due(*redis, kTakenTtlS);  // also when no request comes
   } catch (const shard::ShardCountUnset&) {
     return shard::kShardsKey + " is not set at " + pool_.url() + " (Redis lost its data?)";
-  } catch (const std::exception& e) {  // RedisError, or a malformed layout (ServiceError)
+  } catch (const std::exception& e) {  // RedisError, or a malformed layout (MalformedLayout)
     return e.what();
   }
   // Every shard needs a live worker (its liveness key), or its products can be neither written nor

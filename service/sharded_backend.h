@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -56,14 +57,16 @@ struct ShardedOptions {
 class TakenExpiries {
  public:
   void add(const std::string& key, Clock::time_point not_before);
-  // EXPIRE (`ttl_s`) of every key due, on `redis`; what Redis did not get stays. Never throws.
+  // EXPIRE (`ttl_s`) of the keys due (up to kBatch), on `redis`; what Redis did not get stays. Never throws.
   void send_due(Redis& redis, int ttl_s) noexcept;
   bool empty();
 
  private:
   static constexpr size_t kMax = 100000;  // Redis down for long: the oldest are dropped (and leak)
+  // Sent at most this many at once: after an outage the first request to end does not carry them all.
+  static constexpr ptrdiff_t kBatch = 1000;
   std::mutex mutex_;
-  std::vector<std::pair<Clock::time_point, std::string>> keys_;
+  std::deque<std::pair<Clock::time_point, std::string>> keys_;
 };
 
 class ShardedBackend : public Backend {
@@ -117,6 +120,9 @@ class ShardedBackend : public Backend {
   // answered under another count (a split committed meanwhile).
   shard::json read_call(const std::string& id, const std::string& op, const std::string& entry,
                         const shard::json& params, Clock::time_point deadline);
+  // Whether the layout of the moment routes product `id` to another shard than `shards` do (false
+  // when the layout cannot be read).
+  bool routed_elsewhere(const std::string& id, int shards);
   // One search routed over `shards` shards; nullopt when a shard answered under another count.
   std::optional<SearchAnswer> search_by(const SearchQuery& query, int shards);
   // prism:shards and prism:split now (and shards_ set to it): ServiceError 503 when Redis is

@@ -478,7 +478,6 @@ TEST(CamerasCli, AnRtspSourceThatNeverOpensIsPlayedWhenItsWaitRunsOut) {
     const size_t at = text.find(key);
     return at == std::string::npos ? -1 : std::atoi(text.c_str() + at + key.size());
   };
-  EXPECT_EQ(open_waits(), 0);  // (the wait is 5 s)
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (open_waits() < 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
