@@ -220,6 +220,13 @@ void ShardWorker::prepare(Redis& redis) {
       try {
         shard::agree_shard_count(redis, 0);
       } catch (const shard::ShardCountUnset&) {
+        // Redis came back empty: the count is set again by a parent, which serves under the count
+        // of the last split it applied (commit_split), not by a shard a split made (its shard not
+        // below the count it started under), which cannot know whether that split was committed.
+        if (options_.shard >= options_.shards)
+          throw std::runtime_error(shard::kShardsKey + " is not set at " + redis.url() + ": shard " +
+                                   std::to_string(options_.shard) +
+                                   ", made by a split, leaves it to the shards it was split from");
         shard::agree_shard_count(redis, options_.shards);
       }
       shard::count_for_shard(shard::read_layout(redis), options_.shard, redis.url());
