@@ -1,5 +1,6 @@
-// The sharded deployment as docs/SERVICE.md sets it up: its systemd units' ExecStart
-// lines run as written, with loopback for the hosts and a folder of the test for /srv and /etc
+// The sharded deployment as docs/SERVICE.md sets it up: the systemd units of deploy/systemd (their
+// ExecStart and EnvironmentFile lines) run as written, against a redis-server given the ACL users of
+// deploy/redis/prism.conf, with loopback for the hosts and a folder of the test for /srv and /etc
 // (and `--device cpu` for `cuda:%i` on a machine without a GPU), against a real redis-server. A
 // worker started before the shard count exists waits for it; Redis emptied under the running
 // deployment (FLUSHALL: a restart without its data) costs nobody a restart, and no enrolled
@@ -50,21 +51,12 @@ std::vector<std::string> words(const std::string& line) {
   return out;
 }
 
-// The lines of docs/SERVICE.md that start with `prefix`, without it, in order.
-std::vector<std::string> documented(const std::string& prefix) {
-  std::istringstream doc(read_file(std::string(PRISM_SOURCE_DIR_STR) + "/docs/SERVICE.md"));
-  std::vector<std::string> out;
-  for (std::string line; std::getline(doc, line);)
-    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
-  return out;
-}
-
-// A redis-server given docs/SERVICE.md's ACL lines (`user NAME ... >NAME-PASSWORD ...`), each
+// A redis-server given deploy/redis/prism.conf's ACL lines (`user NAME ... >NAME-PASSWORD ...`), each
 // user's password "NAME-secret-0123"; the test logs in as the documented admin.
 std::string password_of(const std::string& user) { return user + "-secret-0123"; }
 std::unique_ptr<test::RedisServer> documented_redis(const std::filesystem::path& dir) {
-  const std::vector<std::string> users = documented("user ");
-  EXPECT_GE(users.size(), 4u) << "docs/SERVICE.md: the ACL lines (default, prism-front, prism-worker, admin)";
+  const std::vector<std::string> users = test::source_lines("deploy/redis/prism.conf", "user ");
+  EXPECT_GE(users.size(), 4u) << "deploy/redis/prism.conf: the ACL lines (default, prism-front, prism-worker, admin)";
   std::vector<std::string> config;
   for (const std::string& line : users) {
     config.push_back("--user");
@@ -82,6 +74,14 @@ std::string url_as(const test::RedisServer& server, const std::string& user) {
   return "redis://" + user + ":" + password_of(user) + "@127.0.0.1:" + std::to_string(server.port());
 }
 
+// The one line of a unit file that starts with `key` (without it), "" (and a failure) unless there
+// is exactly one.
+std::string unit_line(const std::string& unit, const std::string& key) {
+  const std::vector<std::string> lines = test::source_lines(unit, key);
+  EXPECT_EQ(lines.size(), 1u) << unit << ": one " << key << " line";
+  return lines.size() == 1 ? lines[0] : "";
+}
+
 // Waits up to `seconds` for `log` to contain `text`.
 bool log_says(const std::string& log, const std::string& text, int seconds) {
   for (int i = 0; i < seconds * 20; ++i) {
@@ -96,8 +96,8 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   test::TempDir dir;
   const std::unique_ptr<test::RedisServer> redis = documented_redis(dir.path() / "redis");
   test::RedisServer& server = *redis;
-  const std::vector<std::string> units = documented("ExecStart=");
-  ASSERT_EQ(units.size(), 2u) << "docs/SERVICE.md: one front unit and one shard unit";
+  const std::vector<std::string> units = {unit_line("deploy/systemd/prism-front.service", "ExecStart="),
+                                          unit_line("deploy/systemd/prism-shard@.service", "ExecStart=")};
   ASSERT_NE(units[0].find(" texture serve "), std::string::npos) << units[0];
   ASSERT_NE(units[1].find(" texture shard "), std::string::npos) << units[1];
   std::smatch m;
@@ -107,8 +107,8 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   const std::string key = "deployment-test-key-0123";
   std::ofstream(dir.file("keys")) << key << " write test\n";
   // The units' EnvironmentFile: PRISM_REDIS_PASSWORD for their user (redis://USER@...).
-  const std::vector<std::string> env_files = documented("EnvironmentFile=");
-  ASSERT_EQ(env_files.size(), 2u) << "docs/SERVICE.md: an EnvironmentFile per unit";
+  EXPECT_NE(unit_line("deploy/systemd/prism-front.service", "EnvironmentFile="), "");
+  EXPECT_NE(unit_line("deploy/systemd/prism-shard@.service", "EnvironmentFile="), "");
   auto env_of = [&](const std::string& unit) {
     std::smatch user;
     EXPECT_TRUE(std::regex_search(unit, user, std::regex("--redis redis://([a-z-]+)@"))) << unit;
@@ -206,8 +206,27 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
   EXPECT_EQ(logs().find("-secret-0123"), std::string::npos) << logs();
 }
 
+// docs/SERVICE.md shows the shipped files it explains as they are: the front's unit whole, the
+// ACL users and the Sentinel lines (the tests run the files, not the docs).
+TEST(Deployment, TheDocsShowTheShippedFilesAsTheyAre) {
+  const std::string doc = read_file(std::string(PRISM_SOURCE_DIR_STR) + "/docs/SERVICE.md");
+  EXPECT_NE(doc.find("```ini\n" + read_file(std::string(PRISM_SOURCE_DIR_STR) + "/deploy/systemd/prism-front.service") +
+                     "```"),
+            std::string::npos)
+      << "docs/SERVICE.md: the ini block of deploy/systemd/prism-front.service differs from the file";
+  EXPECT_EQ(test::source_lines("docs/SERVICE.md", "user "), test::source_lines("deploy/redis/prism.conf", "user "))
+      << "docs/SERVICE.md and deploy/redis/prism.conf: the ACL users differ";
+  EXPECT_EQ(test::source_lines("docs/SERVICE.md", "  sentinel "),
+            test::source_lines("deploy/redis/sentinel.conf", "sentinel "))
+      << "docs/SERVICE.md and deploy/redis/sentinel.conf: the sentinel lines differ";
+  EXPECT_EQ(test::source_lines("docs/SERVICE.md", "  ExecStart="),
+            std::vector<std::string>{
+                test::source_lines("deploy/systemd/sentinel/prism-front.service.d/sentinel.conf", "ExecStart=").back()})
+      << "docs/SERVICE.md: the front's Sentinel command line differs from its drop-in's";
+}
+
 // Redis was a back door: whoever reached it could add a delete to a shard's writes
-// stream. With docs/SERVICE.md's ACL lines a client without a password can do nothing, a front
+// stream. With deploy/redis/prism.conf's ACL lines a client without a password can do nothing, a front
 // cannot read or acknowledge the streams (nor delete or script), a worker cannot add requests, and
 // neither reaches keys outside prism:* or administrative commands. A wrong password is named at
 // the first command, and no message shows a password.

@@ -111,15 +111,6 @@ std::string field(const Reply& r, const std::string& name) {
   return "";
 }
 
-// docs/SERVICE.md's lines that start with `prefix`, without it, in order.
-std::vector<std::string> documented(const std::string& prefix) {
-  std::istringstream doc(read_file(std::string(PRISM_SOURCE_DIR_STR) + "/docs/SERVICE.md"));
-  std::vector<std::string> out;
-  for (std::string line; std::getline(doc, line);)
-    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
-  return out;
-}
-
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
   return s;
@@ -128,10 +119,12 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 // Each ACL user's password in the documented setup (as tests/service/test_deployment.cpp).
 std::string password_of(const std::string& user) { return user + "-secret-0123"; }
 
-// redis-server arguments for docs/SERVICE.md's ACL lines (`user NAME ... >NAME-PASSWORD ...`).
+// redis-server arguments for deploy/redis/prism.conf: its ACL lines (`user NAME ... >NAME-PASSWORD
+// ...`), each password password_of(NAME), and its `masteruser`/`masterauth` lines.
 std::vector<std::string> documented_acl() {
+  const std::string conf = "deploy/redis/prism.conf";
   std::vector<std::string> config;
-  for (const std::string& line : documented("user ")) {
+  for (const std::string& line : test::source_lines(conf, "user ")) {
     config.push_back("--user");
     for (std::string w : words(line)) {
       if (w.size() > 10 && w[0] == '>' && w.compare(w.size() - 9, 9, "-PASSWORD") == 0)
@@ -139,7 +132,25 @@ std::vector<std::string> documented_acl() {
       config.push_back(w);
     }
   }
+  const std::vector<std::string> user = test::source_lines(conf, "masteruser "),
+                                 auth = test::source_lines(conf, "masterauth ");
+  EXPECT_EQ(user.size(), 1u) << conf << ": a masteruser line";
+  EXPECT_EQ(auth.size(), 1u) << conf << ": a masterauth line";
+  if (user.size() == 1 && auth.size() == 1) {
+    EXPECT_EQ(auth[0], "REPLICA-PASSWORD") << conf;
+    config.insert(config.end(), {"--masteruser", user[0], "--masterauth", password_of(user[0])});
+  }
   return config;
+}
+
+// The command line of a drop-in of deploy/systemd/sentinel/ (`unit` its folder's unit): its
+// ExecStart= after the empty one that clears the unit's own.
+std::string dropin_exec_start(const std::string& unit) {
+  const std::string file = "deploy/systemd/sentinel/" + unit + ".d/sentinel.conf";
+  const std::vector<std::string> lines = test::source_lines(file, "ExecStart=");
+  EXPECT_EQ(lines.size(), 2u) << file << ": ExecStart= (empty) and the command";
+  EXPECT_TRUE(lines.size() == 2 && lines[0].empty()) << file << ": the first ExecStart= must clear the unit's";
+  return lines.size() == 2 ? lines[1] : "";
 }
 
 // redis-sentinel on 127.0.0.1, its config (which it rewrites) and log in `dir`, given `lines`
@@ -211,9 +222,10 @@ TEST(SentinelUrl, ParsesAndNamesTheBadOnes) {
 }
 
 // The deployment of the test's comment at the top: plain (no passwords, quorum 2, a master down after
-// 1 s, failover timeout 3 s), or `documented_setup`: docs/SERVICE.md's ACL users on every Redis,
-// its sentinel.conf lines as written (but for the addresses, passwords and times), fronts and
-// workers logging in as prism-front and prism-worker (--redis-user, PRISM_REDIS_PASSWORD).
+// 1 s, failover timeout 3 s), or `documented_setup`: deploy/redis/prism.conf's ACL users and
+// replication login on every Redis, deploy/redis/sentinel.conf's lines as written (but for the
+// addresses, passwords and times), and the front and the workers of every shard as the systemd
+// units' Sentinel drop-ins start them (deploy/systemd/sentinel/), as prism-front and prism-worker.
 // With `switchover`, the master is not killed: `SENTINEL FAILOVER` (maintenance) promotes the
 // replica and demotes the master, which stays up (its clients are told READONLY or UNBLOCKED).
 void follow_a_failover(bool documented_setup, bool switchover = false) {
@@ -223,8 +235,7 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
   if (documented_setup) {
     acl = documented_acl();
     for (const std::string& user : {"prism-front", "prism-worker", "admin", "prism-sentinel", "prism-replica"})
-      ASSERT_NE(std::find(acl.begin(), acl.end(), user), acl.end()) << "docs/SERVICE.md: no ACL user " << user;
-    acl.insert(acl.end(), {"--masteruser", "prism-replica", "--masterauth", password_of("prism-replica")});
+      ASSERT_NE(std::find(acl.begin(), acl.end(), user), acl.end()) << "deploy/redis/prism.conf: no ACL user " << user;
   }
   const std::string login = documented_setup ? "admin" : "", password = documented_setup ? password_of("admin") : "";
   test::RedisServer master(dir.path() / "master", acl, login, password);
@@ -241,8 +252,8 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
                                     "sentinel down-after-milliseconds prism 1000",
                                     "sentinel failover-timeout prism 3000"};
   if (documented_setup) {
-    const std::vector<std::string> doc = documented("#   sentinel ");
-    ASSERT_GE(doc.size(), 5u) << "docs/SERVICE.md: the sentinel.conf lines (#   sentinel ...)";
+    const std::vector<std::string> doc = test::source_lines("deploy/redis/sentinel.conf", "sentinel ");
+    ASSERT_GE(doc.size(), 5u) << "deploy/redis/sentinel.conf: the sentinel lines";
     lines.clear();
     for (std::string line : doc) {
       line = replace_all(line, "10.0.0.5 6379", "127.0.0.1 " + std::to_string(master.port()));
@@ -272,24 +283,75 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
   // The first sentinel listed is down: the others are asked in turn.
   std::string list = "127.0.0.1:" + std::to_string(test::free_port());
   for (const auto& s : sentinels) list += "," + s->address();
-  const std::string flags = " --sentinel " + list + " --master prism --shards 1";
-  auto as_user = [&](const std::string& user) {
-    return documented_setup ? std::vector<std::string>{"PRISM_REDIS_PASSWORD=" + password_of(user)}
-                            : std::vector<std::string>{};
+  // Plain: one shard, the flags by hand. Documented: the units of deploy/systemd with their Sentinel
+  // drop-ins, as written but for the hosts, folders and `--device cpu` for `cuda:%i`, a worker
+  // for every shard of their --shards, and the front's API key.
+  int shards = 1;
+  std::vector<std::string> worker_lines;
+  std::string front_line;
+  const std::string key = "sentinel-test-key-0123";
+  if (documented_setup) {
+    std::ofstream(dir.file("keys")) << key << " write test\n";
+    auto as_here = [&](std::string line) {
+      line = std::regex_replace(line, std::regex(" --sentinel [^ ]+ "), " --sentinel " + list + " ");
+      line = replace_all(line, "/usr/local/bin/prism", PRISM_EXE);
+      line = replace_all(line, "0.0.0.0:8080", "127.0.0.1:0");
+      line = replace_all(line, "/etc/prism/keys", dir.file("keys"));
+      line = replace_all(line, "/srv/prism", dir.path().string());
+      return replace_all(line, "cuda:%i", "cpu");
+    };
+    const std::string worker_unit = as_here(dropin_exec_start("prism-shard@.service"));
+    front_line = as_here(dropin_exec_start("prism-front.service"));
+    ASSERT_NE(front_line.find(" texture serve "), std::string::npos) << front_line;
+    ASSERT_NE(worker_unit.find(" texture shard "), std::string::npos) << worker_unit;
+    std::smatch n;
+    ASSERT_TRUE(std::regex_search(worker_unit, n, std::regex(" --shards ([0-9]+) "))) << worker_unit;
+    shards = std::stoi(n[1]);
+    ASSERT_NE(front_line.find(" --shards " + std::to_string(shards) + " "), std::string::npos) << front_line;
+    for (const std::string& line : {front_line, worker_unit})
+      ASSERT_NE(line.find(" --master prism "), std::string::npos) << line;
+    for (int k = 0; k < shards; ++k) worker_lines.push_back(replace_all(worker_unit, "%i", std::to_string(k)));
+  } else {
+    const std::string flags = " --sentinel " + list + " --master prism --shards 1";
+    worker_lines.push_back(std::string(PRISM_EXE) + " texture shard" + flags +
+                           " --shard 0 --replica a --device cpu --gallery " + dir.file("gallery"));
+    front_line =
+        std::string(PRISM_EXE) + " texture serve" + flags + " --listen 127.0.0.1:0 --device cpu --deadline 10000";
+  }
+  // Each logs in as the user its --redis-user names, its password in PRISM_REDIS_PASSWORD.
+  auto as_user = [&](const std::string& line) {
+    std::smatch user;
+    if (!std::regex_search(line, user, std::regex(" --redis-user ([a-z-]+)"))) return std::vector<std::string>{};
+    return std::vector<std::string>{"PRISM_REDIS_PASSWORD=" + password_of(user[1])};
   };
+  if (documented_setup) {
+    EXPECT_EQ(as_user(front_line), std::vector<std::string>{"PRISM_REDIS_PASSWORD=" + password_of("prism-front")});
+    EXPECT_EQ(as_user(worker_lines[0]),
+              std::vector<std::string>{"PRISM_REDIS_PASSWORD=" + password_of("prism-worker")});
+  }
 
-  const std::string worker_log = dir.file("worker.txt"), front_log = dir.file("front.txt");
-  test::ChildProcess worker(
-      words(std::string(PRISM_EXE) + " texture shard" + flags + (documented_setup ? " --redis-user prism-worker" : "") +
-            " --shard 0 --replica a --device cpu --gallery " + dir.file("gallery")),
-      worker_log, as_user("prism-worker"));
-  test::ChildProcess front(
-      words(std::string(PRISM_EXE) + " texture serve" + flags + (documented_setup ? " --redis-user prism-front" : "") +
-            " --listen 127.0.0.1:0 --device cpu --deadline 10000"),
-      front_log, as_user("prism-front"));
+  const std::string front_log = dir.file("front.txt");
+  std::vector<std::string> worker_logs;
+  std::vector<std::unique_ptr<test::ChildProcess>> workers;
+  for (int k = 0; k < shards; ++k) {
+    worker_logs.push_back(dir.file("worker" + std::to_string(k) + ".txt"));
+    workers.push_back(std::make_unique<test::ChildProcess>(words(worker_lines[size_t(k)]), worker_logs.back(),
+                                                           as_user(worker_lines[size_t(k)])));
+  }
+  test::ChildProcess front(words(front_line), front_log, as_user(front_line));
   auto logs = [&] {
-    return "--- front\n" + read_file(front_log) + "--- worker\n" + read_file(worker_log) + sentinel_logs();
+    std::string all = "--- front\n" + read_file(front_log);
+    for (int k = 0; k < shards; ++k)
+      all += "--- worker " + std::to_string(k) + "\n" + read_file(worker_logs[size_t(k)]);
+    return all + sentinel_logs();
   };
+  // How many worker logs say `text` exactly once.
+  auto workers_saying_once = [&](const std::string& text) {
+    int n = 0;
+    for (const std::string& log : worker_logs) n += count(read_file(log), text) == 1 ? 1 : 0;
+    return n;
+  };
+  const httplib::Headers auth = documented_setup ? httplib::Headers{{"X-API-Key", key}} : httplib::Headers{};
   std::smatch m;
   std::string said;  // what `m` points into
   ASSERT_TRUE(within(60s, [&] {
@@ -300,31 +362,31 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
   c.set_read_timeout(30s);
   std::string health;
   auto healthy = [&] {
-    const httplib::Result r = c.Get("/healthz");
+    const httplib::Result r = c.Get("/healthz", auth);
     health = r ? r->body : httplib::to_string(r.error());
     return r && r->status == 200;
   };
   ASSERT_TRUE(within(30s, healthy)) << health << "\n" << logs();
-  EXPECT_NE(read_file(worker_log).find("Redis master 'prism' is at " + master_at), std::string::npos) << logs();
+  EXPECT_EQ(workers_saying_once("Redis master 'prism' is at " + master_at), shards) << logs();
 
   std::mt19937 rng(46);
   std::vector<std::string> images;
   for (int i = 0; i < 3; ++i) images.push_back(test::pgm_bytes(test::random_texture(rng)));
   auto enrol = [&](int i) {
     const httplib::Result r =
-        c.Post(("/v1/products/p" + std::to_string(i)).c_str(), images[size_t(i)], "image/x-portable-graymap");
+        c.Post(("/v1/products/p" + std::to_string(i)).c_str(), auth, images[size_t(i)], "image/x-portable-graymap");
     return r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error());
   };
   auto found = [&](int i) {  // by id, and by its image
-    const httplib::Result g = c.Get(("/v1/products/p" + std::to_string(i)).c_str());
+    const httplib::Result g = c.Get(("/v1/products/p" + std::to_string(i)).c_str(), auth);
     if (!g || g->status != 200) return "get: " + (g ? std::to_string(g->status) + " " + g->body : "no answer");
-    const httplib::Result s = c.Post("/v1/search", images[size_t(i)], "image/x-portable-graymap");
+    const httplib::Result s = c.Post("/v1/search", auth, images[size_t(i)], "image/x-portable-graymap");
     if (!s || s->status != 200) return "search: " + (s ? std::to_string(s->status) + " " + s->body : "no answer");
     return json::parse(s->body).value("id", std::string("(none)"));
   };
   ASSERT_EQ(enrol(0).substr(0, 3), "201") << logs();
   EXPECT_EQ(found(0), "p0");
-  const httplib::Result before = c.Get("/metrics");
+  const httplib::Result before = c.Get("/metrics", auth);
   ASSERT_TRUE(before);
   EXPECT_NE(before->body.find("prism_redis_failovers_total{master=\"prism\"} 0"), std::string::npos) << before->body;
   // p0 was answered once the replica held its entry (WAIT).
@@ -380,7 +442,7 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
   // demotes it: p2 is enrolled after both have followed, so that its entry is on the new master.
   const std::string line = "Redis master 'prism' failed over: " + master_at + " -> " + replica_at;
   ASSERT_TRUE(within(20s, [&] {
-    return count(read_file(worker_log), line) == 1 && count(read_file(front_log), line) == 1;
+    return workers_saying_once(line) == shards && count(read_file(front_log), line) == 1;
   })) << logs();
 
   // Requests work again: healthy, and a new enrolment is acknowledged (503 until the worker follows;
@@ -404,17 +466,21 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
   }
   // Everything acknowledged is found, p1 too, although the new master never had its entry.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(found(i), "p" + std::to_string(i)) << logs();
-  const Reply writes = ask(replica.url(), {"XRANGE", "prism:shard:0:writes", "-", "+"});
-  ASSERT_EQ(writes.type, Reply::Type::kArray) << writes.str;
+  size_t entries = 0;  // in every shard's writes stream
+  for (int k = 0; k < shards; ++k) {
+    const Reply writes = ask(replica.url(), {"XRANGE", "prism:shard:" + std::to_string(k) + ":writes", "-", "+"});
+    ASSERT_EQ(writes.type, Reply::Type::kArray) << writes.str;
+    entries += writes.elements.size();
+  }
   if (switchover)
-    EXPECT_GE(writes.elements.size(), 3u) << "p0's, p1's (replicated before the switchover) and p2's";
+    EXPECT_GE(entries, 3u) << "p0's, p1's (replicated before the switchover) and p2's";
   else
-    EXPECT_EQ(writes.elements.size(), 2u) << "p0's and p2's entries only: p1's was lost with the old master";
+    EXPECT_EQ(entries, 2u) << "p0's and p2's entries only: p1's was lost with the old master";
 
   // One line per failover in each process's log, and the front's metrics.
-  EXPECT_EQ(count(read_file(worker_log), line), 1u) << logs();
+  EXPECT_EQ(workers_saying_once(line), shards) << logs();
   EXPECT_EQ(count(read_file(front_log), line), 1u) << logs();
-  const httplib::Result after = c.Get("/metrics");
+  const httplib::Result after = c.Get("/metrics", auth);
   ASSERT_TRUE(after);
   EXPECT_NE(after->body.find("prism_redis_failovers_total{master=\"prism\"} 1"), std::string::npos) << after->body;
   // p1 (its replica stopped) and p2 (the new master has no replica: the old one is dead) were
@@ -427,9 +493,9 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
       << after->body;
 
   front.signal(SIGTERM);
-  worker.signal(SIGTERM);
+  for (auto& worker : workers) worker->signal(SIGTERM);
   EXPECT_EQ(front.wait(15), 0) << logs();
-  EXPECT_EQ(worker.wait(15), 0) << logs();
+  for (auto& worker : workers) EXPECT_EQ(worker->wait(15), 0) << logs();
   if (documented_setup) EXPECT_EQ(logs().find("-secret-0123"), std::string::npos) << "a password in a log";
   std::cerr << "enrolments of p2: " << tries;
   std::cerr << (documented_setup ? "documented setup: " : "") << (switchover ? "switchover: " : "kill -9: ")
@@ -448,8 +514,9 @@ TEST(Sentinel, ASwitchoverWithTheOldMasterUpIsFollowed) {
   follow_a_failover(false, /*switchover=*/true);
 }
 
-// docs/SERVICE.md's Sentinel setup as written: its ACL users (a sentinel's and a replica's rights
-// included) on every Redis, its sentinel.conf lines, fronts and workers as their ACL users.
+// The Sentinel setup as shipped: deploy/redis's ACL users (a sentinel's and a replica's rights
+// included) on every Redis and its sentinel lines, the front and workers as the units' Sentinel
+// drop-ins (deploy/systemd/sentinel/) run them.
 TEST(Sentinel, TheDocumentedSetupFollowsAFailover) {
   PRISM_NEED_SENTINEL();
   follow_a_failover(true);

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace prism::test {
 
@@ -49,6 +51,16 @@ std::string TempDir::fifo(const std::string& name) const {
   std::filesystem::create_directories(f.parent_path());
   if (::mkfifo(f.c_str(), 0644) != 0) throw std::runtime_error(f.string() + ": mkfifo failed");
   return f.string();
+}
+
+std::vector<std::string> source_lines(const std::string& relative, const std::string& prefix) {
+  const std::string path = std::string(PRISM_SOURCE_DIR_STR) + "/" + relative;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot be read");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
+  return out;
 }
 
 void within_seconds(int seconds, const std::string& what, const std::function<void()>& f) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace prism::test {
 
@@ -13,6 +14,11 @@ bool gpu_required();
 
 // Folder of ../shared/data beside the source tree (or $PRISM_DATA_DIR); it may not exist.
 std::string data_dir();
+
+// The lines of `relative` (a file of the source tree: docs/SERVICE.md, deploy/...) that start with
+// `prefix`, without it, in order; throws std::runtime_error naming the file when it cannot be read.
+// Tests run what the docs and the shipped files say, as written.
+std::vector<std::string> source_lines(const std::string& relative, const std::string& prefix);
 
 // A fresh folder under the system temp folder, removed by the destructor.
 class TempDir {
