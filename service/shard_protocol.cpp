@@ -64,6 +64,14 @@ Layout read_layout(Redis& redis) {
   if (r.error()) throw RedisError("Redis at " + redis.url() + " refused MGET " + kShardsKey + ": " + r.str);
   if (r.type != Reply::Type::kArray || r.elements.size() != 2)
     throw RedisError("Redis at " + redis.url() + " answered MGET " + kShardsKey + " with no pair");
+  if (r.elements[0].nil()) {
+    // MGET answers nil for a key of another type too (a list, say): that is no unset count, which a
+    // worker would wait for and a front would ask to be given. GET tells them apart (WRONGTYPE).
+    const Reply get = redis.command({"GET", kShardsKey});
+    if (get.error() && get.error_code() == "WRONGTYPE")
+      throw MalformedLayout(kShardsKey + " at " + redis.url() + " holds another type than a string (GET: " + get.str +
+                            "), not a shard count (1..999999)");
+  }
   return layout_from(r.elements[0], r.elements[1], redis.url());
 }
 

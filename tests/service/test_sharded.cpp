@@ -1826,6 +1826,36 @@ TEST(ShardedBackend, AMalformedSplitKeepsARunningWorkerAndRefusesAStartingOne) {
   EXPECT_EQ(worker.backend().size(), 2u);
 }
 
+// prism:shards holding a list (or any type but a string) read as unset: MGET answers nil for it, so
+// a worker waited for a count that a front then asked to be given with --shards, which cannot set it
+// (SET NX). Both now refuse to start, naming the key and its type's error.
+TEST(ShardedBackend, AShardCountOfAnotherTypeIsNamedNotTakenForUnset) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Redis direct(server.url());
+  ASSERT_EQ(direct.command({"RPUSH", shard::kShardsKey, "2"}).integer, 1);
+  const std::string said = "prism:shards at " + server.url() + " holds another type than a string (GET: WRONGTYPE";
+  std::string out;
+  EXPECT_EQ(test::run_command("timeout 60 " + std::string(PRISM_EXE) + " texture serve --redis " + server.url() +
+                                  " --shards 2 --listen 127.0.0.1:0 2>&1",
+                              out),
+            2);
+  EXPECT_NE(out.find("prism texture serve: error: " + said), std::string::npos) << out;
+  EXPECT_EQ(
+      test::run_command("timeout 60 " + std::string(PRISM_EXE) + " texture shard --redis " + server.url() +
+                            " --shards 2 --shard 0 --device cpu --host-memory 20M --gallery " + tmp.file("a") + " 2>&1",
+                        out),
+      2);
+  EXPECT_NE(out.find("prism texture shard: error: " + said), std::string::npos) << out;
+  try {
+    ShardedBackend front(front_options(server.url(), 2));
+    ADD_FAILURE() << "a front started on a list for prism:shards";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(said), std::string::npos) << e.what();
+  }
+}
+
 // A shard without a live worker cost every request its whole deadline (a minute with
 // deadline_ms=60000), allow_partial or not. Now it is answered at once: 503 with Retry-After, or
 // the partial answer saying which shard is missing; the live shard answers as ever.
