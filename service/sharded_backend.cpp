@@ -160,36 +160,58 @@ constexpr int kDeadShardRetryAfterSeconds = 2;
 
 ServiceError unreachable(const RedisError& e) { return ServiceError(503, "", e.what()); }
 
+// The KEY:taken lists of a front that exited with EXPIREs still due (Redis out of reach then: its
+// TakenExpiries went with it) would stay in Redis for good. A front starting gives each of them
+// that has no time to live this one (EXPIRE ... NX, Redis 7.0): far longer than any live request's
+// wait, whose own EXPIRE then replaces it.
+constexpr int kOrphanedTakenTtlS = 600;
+void expire_orphaned_taken(Redis& redis) {
+  std::string cursor = "0";
+  do {
+    const Reply r = redis.command({"SCAN", cursor, "MATCH", "prism:reply:*:taken", "COUNT", "1000"});
+    if (r.error() || r.type != Reply::Type::kArray || r.elements.size() != 2) return;  // a NOPERM: the probe's to say
+    cursor = r.elements[0].str;
+    std::vector<std::vector<std::string>> expire;
+    for (const Reply& key : r.elements[1].elements)
+      expire.push_back({"EXPIRE", key.str, std::to_string(kOrphanedTakenTtlS), "NX"});
+    if (!expire.empty()) redis.pipeline(expire);
+  } while (cursor != "0");
+}
+
 }  // namespace
 
 void TakenExpiries::add(const std::string& key, Clock::time_point not_before) {
   std::lock_guard lock(mutex_);
   if (keys_.size() >= kMax) keys_.pop_front();
   keys_.emplace_back(not_before, key);
+  size_.store(keys_.size(), std::memory_order_relaxed);
 }
 
-bool TakenExpiries::empty() {
-  std::lock_guard lock(mutex_);
-  return keys_.empty();
-}
+bool TakenExpiries::empty() const { return size_.load(std::memory_order_relaxed) == 0; }
 
 void TakenExpiries::send_due(Redis& redis, int ttl_s) noexcept {
   std::vector<std::pair<Clock::time_point, std::string>> due;
-  {
+  try {
     std::lock_guard lock(mutex_);
     const Clock::time_point now = Clock::now();
     const auto later = std::stable_partition(keys_.begin(), keys_.end(), [&](const auto& k) { return k.first > now; });
     const auto from = keys_.end() - std::min(keys_.end() - later, kBatch);
-    due.assign(std::make_move_iterator(from), std::make_move_iterator(keys_.end()));
+    due.assign(std::make_move_iterator(from), std::make_move_iterator(keys_.end()));  // allocates before it moves
     keys_.erase(from, keys_.end());
+    size_.store(keys_.size(), std::memory_order_relaxed);
+  } catch (...) {  // out of memory: left for a later call
+    return;
   }
   if (due.empty()) return;
-  std::vector<std::vector<std::string>> expire;
-  for (const auto& k : due) expire.push_back({"EXPIRE", k.second, std::to_string(ttl_s)});
   try {
+    std::vector<std::vector<std::string>> expire;
+    for (const auto& k : due) expire.push_back({"EXPIRE", k.second, std::to_string(ttl_s)});
     redis.pipeline(expire);  // an error reply (NOPERM) is the start-up probe's to report
   } catch (...) {
-    for (auto& k : due) add(k.second, k.first);
+    try {
+      for (auto& k : due) add(k.second, k.first);
+    } catch (...) {  // out of memory: those keys leak (a front starting gives them a time to live)
+    }
   }
 }
 
@@ -212,6 +234,7 @@ ShardedBackend::ShardedBackend(const ShardedOptions& options)
       const Reply r = redis->command(c);
       if (r.error()) throw RedisError(refused_answers_command(redis->url(), c[0], r));
     }
+    expire_orphaned_taken(*redis);
   }
   std::random_device rd;
   char id[64];

@@ -59,7 +59,7 @@ class TakenExpiries {
   void add(const std::string& key, Clock::time_point not_before);
   // EXPIRE (`ttl_s`) of the keys due (up to kBatch), on `redis`; what Redis did not get stays. Never throws.
   void send_due(Redis& redis, int ttl_s) noexcept;
-  bool empty();
+  bool empty() const;  // without the lock: every request asks
 
  private:
   static constexpr size_t kMax = 100000;  // Redis down for long: the oldest are dropped (and leak)
@@ -67,6 +67,7 @@ class TakenExpiries {
   static constexpr ptrdiff_t kBatch = 1000;
   std::mutex mutex_;
   std::deque<std::pair<Clock::time_point, std::string>> keys_;
+  std::atomic<size_t> size_{0};  // keys_.size()
 };
 
 class ShardedBackend : public Backend {

@@ -1743,6 +1743,29 @@ TEST(ShardedBackend, AnAnswerTakenOnACutConnectionThatTheFrontGaveUpOnExpires) {
   EXPECT_TRUE(ttl > 0 && ttl <= 60) << ttl;
 }
 
+// A front that exits while Redis is out of reach cannot send the EXPIREs it still owes (above): its
+// KEY:taken lists stayed for good. A front starting gives each such list without a time to live one
+// (600 s); a list that has one keeps it.
+TEST(ShardedBackend, TakenListsLeftByAFrontThatExitedExpireWhenAFrontStarts) {
+  PRISM_NEED_REDIS();
+  test::TempDir tmp;
+  test::RedisServer server(tmp.path() / "redis");
+  Redis direct(server.url());
+  for (int i = 0; i < 2500; ++i)  // more than one SCAN reply's worth
+    direct.command({"RPUSH", "prism:reply:gone-" + std::to_string(i) + ":7:taken", "answer"});
+  direct.command({"RPUSH", "prism:reply:live:1:taken", "answer"});
+  direct.command({"EXPIRE", "prism:reply:live:1:taken", "30"});
+  ShardedBackend front(front_options(server.url(), 1));
+  int without = 0;
+  for (int i = 0; i < 2500; ++i) {
+    const long long ttl = direct.command({"TTL", "prism:reply:gone-" + std::to_string(i) + ":7:taken"}).integer;
+    without += ttl > 0 && ttl <= 600 ? 0 : 1;
+  }
+  EXPECT_EQ(without, 0) << "taken lists left without a time to live (of 2,500)";
+  const long long kept = direct.command({"TTL", "prism:reply:live:1:taken"}).integer;
+  EXPECT_TRUE(kept > 0 && kept <= 30) << kept;
+}
+
 // A write refused between its WATCH of the layout and its EXEC (here a malformed prism:split) left
 // the WATCH on its pooled connection: the next write there had its EXEC refused for a change it
 // never read (the layout fixed meanwhile), and was routed once more. The connection is now dropped.
