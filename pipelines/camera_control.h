@@ -24,6 +24,10 @@ namespace prism {
 
 struct ControlAnswer;  // the answer to one request, shared by its submitter and the loop
 
+// How long a remade RTSP source stays PAUSED, opening, before it is played anyway if rtspsrc never
+// says it opened (CameraSupervisor; counted in Camera::open_waits).
+inline constexpr int kRtspOpenWaitMs = 5000;
+
 class CameraControl {
  public:
   // One camera as the loop last saw it.

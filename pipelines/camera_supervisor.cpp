@@ -1,5 +1,6 @@
 #include "camera_supervisor.h"
 
+#include "camera_control.h"
 #include "launch_line.h"
 
 #include <algorithm>
@@ -14,9 +15,6 @@ constexpr double kMaxBackoffS = 5;
 // A live camera that sends no frame for this long is taken as gone (a network cut leaves rtspsrc
 // waiting); a new source gets as long for its first frame (RTSP's jitterbuffer is 2 s by default).
 constexpr double kSilenceS = 10;
-// How long a remade RTSP source stays PAUSED, opening, before it is taken to PLAYING if rtspsrc never
-// says it opened (open_then_play).
-constexpr int kOpenWaitMs = 5000;
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -297,14 +295,14 @@ void CameraSupervisor::restart(Camera& camera) {
 // PAUSED first: rtspsrc opens (DESCRIBE, SETUP) asynchronously in PAUSED, and a PLAYING asked for
 // while that runs is lost (no PLAY is sent, no pad ever comes: seen with 1.22's rtspsrc). tick()
 // takes the source to the pipeline's state once it has opened: an RTSP source just after rtspsrc
-// posts its "open" progress as complete (handle_progress), or after kOpenWaitMs if it never does; any
+// posts its "open" progress as complete (handle_progress), or after kRtspOpenWaitMs if it never does; any
 // other source at the next turn of the bus loop.
 void CameraSupervisor::open_then_play(Camera& camera, GstElement* source) {
   gst_element_set_state(source, GST_STATE_PAUSED);
   camera.play_due = true;
   camera.play_at = Clock::now();
   camera.waits_for_open = g_ascii_strncasecmp(camera.spec.uri.c_str(), "rtsp", 4) == 0;
-  if (camera.waits_for_open) camera.play_at += std::chrono::milliseconds(kOpenWaitMs);
+  if (camera.waits_for_open) camera.play_at += std::chrono::milliseconds(kRtspOpenWaitMs);
 }
 
 void CameraSupervisor::handle_progress(GstMessage* msg) {

@@ -57,8 +57,8 @@ class CameraSupervisor {
     guint64 reconnects = 0;
     std::string shown_uri;  // its URI without the password
     bool added = false;     // added while running (add())
-    // RTSP sources played after 5 s because rtspsrc posted no "open" progress as complete
-    // (a source that never says so: its frames come 5 s late after every reconnect).
+    // RTSP sources played after kRtspOpenWaitMs because rtspsrc posted no "open" progress as complete
+    // (a source that never says so: its frames come that late after every reconnect).
     guint64 open_waits = 0;
   };
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
 #include <stdexcept>
 #include <thread>
 
@@ -114,7 +115,7 @@ CameraControl::Request request_of(const json& body, bool add) {
 
 std::string camera_metrics_text(const std::vector<CameraControl::Camera>& cameras) {
   std::ostringstream o;
-  auto family = [&](const char* name, const char* type, const char* help,
+  auto family = [&](const char* name, const char* type, const std::string& help,
                     const std::function<bool(const CameraControl::Camera&, std::ostream&)>& value) {
     o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
     for (const CameraControl::Camera& c : cameras) {
@@ -138,8 +139,8 @@ std::string camera_metrics_text(const std::vector<CameraControl::Camera>& camera
   family("prism_camera_reconnects_total", "counter", "Sources made anew after the camera dropped.",
          [](C c, S v) { return bool(v << c.reconnects); });
   family("prism_camera_open_waits_total", "counter",
-         "RTSP sources played only when their 5 s wait for the server's answer ran out (rtspsrc said "
-         "nothing of having opened).",
+         "RTSP sources played only when their " + std::to_string(kRtspOpenWaitMs / 1000) +
+             " s wait for the server's answer ran out (rtspsrc said nothing of having opened).",
          [](C c, S v) { return bool(v << c.open_waits); });
   family("prism_camera_dropped_frames_total", "counter",
          "Frames the camera's elements dropped as too late (their QoS messages: sinks with sync=true).",
