@@ -118,7 +118,7 @@ TEST(Deployment, TheDocumentedUnitsStartAndOutliveAnEmptiedRedis) {
     line = replace_all(line, "/usr/local/bin/prism", PRISM_EXE);
     line = replace_all(line, "@10.0.0.5:6379", "@127.0.0.1:" + std::to_string(server.port()));
     line = replace_all(line, "0.0.0.0:8080", "127.0.0.1:0");
-    line = replace_all(line, "/etc/prism/keys", dir.file("keys"));
+    line = replace_all(line, "%d/keys", dir.file("keys"));  // %d: LoadCredential's folder
     line = replace_all(line, "/srv/prism", dir.path().string());
     return replace_all(line, "cuda:%i", "cpu");
   };
@@ -219,10 +219,73 @@ TEST(Deployment, TheDocsShowTheShippedFilesAsTheyAre) {
   EXPECT_EQ(test::source_lines("docs/SERVICE.md", "  sentinel "),
             test::source_lines("deploy/redis/sentinel.conf", "sentinel "))
       << "docs/SERVICE.md and deploy/redis/sentinel.conf: the sentinel lines differ";
-  EXPECT_EQ(test::source_lines("docs/SERVICE.md", "  ExecStart="),
-            std::vector<std::string>{
-                test::source_lines("deploy/systemd/sentinel/prism-front.service.d/sentinel.conf", "ExecStart=").back()})
+  const std::vector<std::string> dropin =
+      test::source_lines("deploy/systemd/sentinel/prism-front.service.d/sentinel.conf", "ExecStart=");
+  ASSERT_EQ(dropin.size(), 2u) << "the front's Sentinel drop-in: ExecStart= (empty) and the command";
+  EXPECT_EQ(test::source_lines("docs/SERVICE.md", "  ExecStart="), std::vector<std::string>{dropin[1]})
       << "docs/SERVICE.md: the front's Sentinel command line differs from its drop-in's";
+}
+
+// Sentinel reconfigures each Redis with CONFIG REWRITE, which rewrites redis.conf alone. With
+// deploy/redis/prism.conf's lines in redis.conf itself (as docs/SERVICE.md says), a rewritten
+// server starts again and its users log in; with them in an included file (what an earlier draft
+// said), the rewrite wrote the users into redis.conf a second time and Redis 7.0 refused to start.
+TEST(Deployment, TheShippedRedisLinesSurviveSentinelsConfigRewrite) {
+  PRISM_NEED_REDIS();
+  test::TempDir dir;
+  std::string lines;
+  for (const std::string& prefix : {"user ", "masteruser ", "masterauth "})
+    for (std::string line : test::source_lines("deploy/redis/prism.conf", prefix)) {
+      std::string user = prefix == "user " ? words(line)[0] : "prism-replica";
+      for (const std::string w : words(line))
+        if (w.size() > 9 && w.compare(w.size() - 9, 9, "-PASSWORD") == 0)
+          line = replace_all(line, w, (w[0] == '>' ? ">" : "") + password_of(user));
+      lines += prefix + line + "\n";
+    }
+  ASSERT_NE(lines.find("user prism-front on >" + password_of("prism-front")), std::string::npos) << lines;
+  // Starts redis-server on `conf`, rewrites it, stops it, starts it again: "" when the second start
+  // answers the admin's PING, else what went wrong.
+  auto rewrite_and_restart = [&](const std::string& name, const std::string& conf_text) -> std::string {
+    const std::filesystem::path d = dir.path() / name;
+    std::filesystem::create_directories(d);
+    const int port = test::free_port();
+    std::ofstream((d / "redis.conf").string())
+        << "port " << port << "\nbind 127.0.0.1\ndir " << d.string() << "\nsave \"\"\n"
+        << conf_text;
+    const std::string url = "redis://admin:" + password_of("admin") + "@127.0.0.1:" + std::to_string(port);
+    auto ping = [&] {
+      try {
+        Redis r(url, Redis::ms(500));
+        return r.command({"PING"}).str == "PONG";
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    const std::string log = (d / "log.txt").string();
+    {
+      test::ChildProcess server({test::redis_server_path(), (d / "redis.conf").string()}, log);
+      bool up = false;
+      for (int i = 0; i < 100 && !(up = ping()); ++i) std::this_thread::sleep_for(100ms);
+      if (!up) return "the first start: " + read_file(log);
+      Redis r(url);
+      const Reply rewrite = r.command({"CONFIG", "REWRITE"});
+      if (rewrite.str != "OK") return "CONFIG REWRITE: " + rewrite.str;
+      server.signal(SIGTERM);
+      if (server.wait(20) != 0) return "the first stop: " + read_file(log);
+    }
+    test::ChildProcess again({test::redis_server_path(), (d / "redis.conf").string()}, log);
+    bool up = false;
+    for (int i = 0; i < 100 && !(up = ping()) && again.running(); ++i) std::this_thread::sleep_for(100ms);
+    if (!up) return "after the rewrite: " + read_file(log);
+    Redis front("redis://prism-front:" + password_of("prism-front") + "@127.0.0.1:" + std::to_string(port));
+    const Reply pong = front.command({"PING"});
+    return pong.str == "PONG" ? "" : "prism-front after the rewrite: " + pong.str;
+  };
+  EXPECT_EQ(rewrite_and_restart("in-redis-conf", lines), "");
+  std::ofstream(dir.file("prism.conf")) << lines;
+  const std::string included = rewrite_and_restart("included", "include " + dir.file("prism.conf") + "\n");
+  EXPECT_NE(included.find("Duplicate user"), std::string::npos)
+      << "the included file's users survived the rewrite: " << included;
 }
 
 // Redis was a back door: whoever reached it could add a delete to a shard's writes

@@ -1,12 +1,11 @@
-// Redis that fails over (docs/SERVICE.md, "Redis Sentinel"): a real front and a real shard worker
-// (`prism texture serve|shard --sentinel ... --master prism`) against a redis-server master, its
-// replica and three redis-sentinel processes on loopback. The master is killed (kill -9) after an
-// enrolment its replica never received, the replica with it, and the replica restarted from its own
-// AOF: the sentinels promote it without that write's stream entry. Requests work again once the
-// sentinels have failed over; everything acknowledged before is still found (the gallery is the
-// durable record); front and worker each log the failover once, and the front's /metrics count it
-// (and the writes answered before a replica held them: the front waits for one with WAIT).
-// Skips loudly without redis-sentinel unless PRISM_REQUIRE_REDIS=1 (CI: tools/install-deps).
+// Redis that fails over (docs/SERVICE.md, "Redis Sentinel"): a real front and real shard workers (one;
+// one per shard in the shipped setup) (`prism texture serve|shard --sentinel ... --master prism`) against a
+// redis-server master, its replica and three redis-sentinel processes on loopback. The master is killed (kill -9) after
+// an enrolment its replica never received, the replica with it, and the replica restarted from its own AOF: the
+// sentinels promote it without that write's stream entry. Requests work again once the sentinels have failed over;
+// everything acknowledged before is still found (the gallery is the durable record); front and worker each log the
+// failover once, and the front's /metrics count it (and the writes answered before a replica held them: the front waits
+// for one with WAIT). Skips loudly without redis-sentinel unless PRISM_REQUIRE_REDIS=1 (CI: tools/install-deps).
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -296,7 +295,7 @@ void follow_a_failover(bool documented_setup, bool switchover = false) {
       line = std::regex_replace(line, std::regex(" --sentinel [^ ]+ "), " --sentinel " + list + " ");
       line = replace_all(line, "/usr/local/bin/prism", PRISM_EXE);
       line = replace_all(line, "0.0.0.0:8080", "127.0.0.1:0");
-      line = replace_all(line, "/etc/prism/keys", dir.file("keys"));
+      line = replace_all(line, "%d/keys", dir.file("keys"));  // %d: LoadCredential's folder
       line = replace_all(line, "/srv/prism", dir.path().string());
       return replace_all(line, "cuda:%i", "cpu");
     };
