@@ -27,6 +27,7 @@ struct ControlAnswer;  // the answer to one request, shared by its submitter and
 // How long a remade RTSP source stays PAUSED, opening, before it is played anyway if rtspsrc never
 // says it opened (CameraSupervisor; counted in Camera::open_waits).
 inline constexpr int kRtspOpenWaitMs = 5000;
+static_assert(kRtspOpenWaitMs % 1000 == 0, "the metric's help says it in whole seconds (run_control.cpp)");
 
 class CameraControl {
  public:

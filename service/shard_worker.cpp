@@ -234,8 +234,8 @@ void ShardWorker::prepare(Redis& redis) {
     } catch (const RedisError&) {
       throw;
     } catch (const std::runtime_error& e) {
-      // A malformed layout (MalformedLayout), a prism:shards that is not a string (ShardCountUnset
-      // after the SET NX that cannot replace it), a count without this shard: not a reason to stop
+      // A malformed layout (MalformedLayout: a prism:shards that is not a string among them), a
+      // count without this shard: not a reason to stop
       // serving. This worker does not route by these keys (its count changes by the markers in its
       // stream), the writes in its stream were routed under a valid layout, and fronts route no
       // write or search while it is malformed (503). It keeps its count, says so once per value,

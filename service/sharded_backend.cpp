@@ -93,12 +93,15 @@ class Answers {
   // can no longer move an answer in Redis.
   void forget(Redis& redis) noexcept {
     if (taken_ == 0 && !cut_) return;  // every wait answered on its connection, none an answer: no KEY:taken
-    if (cut_) late_.add(taken_key_, moved_until_ + kLateMoveMargin);
-    if (unreachable_) return;  // Redis lost twice: not waited for here (cut_ is set, so it is due later)
-    try {
-      redis.command({"EXPIRE", taken_key_, std::to_string(kTakenTtlS)});
+    try {  // (out of memory in add: the list is left to a front's start, expire_orphaned_taken)
+      if (cut_) late_.add(taken_key_, moved_until_ + kLateMoveMargin);
+      if (unreachable_) return;  // Redis lost twice: not waited for here (cut_ is set, so it is due later)
+      try {
+        redis.command({"EXPIRE", taken_key_, std::to_string(kTakenTtlS)});
+      } catch (...) {
+        late_.add(taken_key_, Clock::now());
+      }
     } catch (...) {
-      late_.add(taken_key_, Clock::now());
     }
   }
 
@@ -169,7 +172,9 @@ void expire_orphaned_taken(Redis& redis) {
   std::string cursor = "0";
   do {
     const Reply r = redis.command({"SCAN", cursor, "MATCH", "prism:reply:*:taken", "COUNT", "1000"});
-    if (r.error() || r.type != Reply::Type::kArray || r.elements.size() != 2) return;  // a NOPERM: the probe's to say
+    // Best effort, as every EXPIRE of these lists: an error (no +scan, or a Redis before 7.0 refusing
+    // NX in the pipeline's replies) leaves them as they are.
+    if (r.error() || r.type != Reply::Type::kArray || r.elements.size() != 2) return;
     cursor = r.elements[0].str;
     std::vector<std::vector<std::string>> expire;
     for (const Reply& key : r.elements[1].elements)

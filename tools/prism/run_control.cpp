@@ -139,7 +139,7 @@ std::string camera_metrics_text(const std::vector<CameraControl::Camera>& camera
   family("prism_camera_reconnects_total", "counter", "Sources made anew after the camera dropped.",
          [](C c, S v) { return bool(v << c.reconnects); });
   family("prism_camera_open_waits_total", "counter",
-         "RTSP sources played only when their " + std::to_string(kRtspOpenWaitMs / 1000) +
+         "RTSP sources played only when their " + std::to_string(kRtspOpenWaitMs / 1000) +  // whole seconds
              " s wait for the server's answer ran out (rtspsrc said nothing of having opened).",
          [](C c, S v) { return bool(v << c.open_waits); });
   family("prism_camera_dropped_frames_total", "counter",
